@@ -1,0 +1,32 @@
+"""JSON Schemas (2020-12) of streameval's wire contracts, shipped with the package.
+
+Each schema has a pydantic model in ``streameval.models``; tests/test_contracts.py keeps them in step.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib.resources import files
+from typing import Any
+
+import orjson
+
+__all__ = ["NAMES", "load"]
+
+NAMES = {
+    "request": "request-event.v1.json",
+    "result": "graded-result.v1.json",
+    "deadletter": "dead-letter.v1.json",
+    "alert": "alert.v1.json",
+    "aggregate": "aggregate.v1.json",
+}
+
+
+@cache
+def load(name: str) -> dict[str, Any]:
+    """The schema document for a contract name (``request``, ``result``, ...) or file name."""
+    filename = NAMES.get(name, name)
+    if filename not in NAMES.values():
+        raise KeyError(f"unknown schema {name!r}; known: {', '.join(NAMES)}")
+    doc: dict[str, Any] = orjson.loads(files(__name__).joinpath(filename).read_bytes())
+    return doc

@@ -1,0 +1,237 @@
+"""Suite configuration: a YAML file validated at start, every error reported with file, line and path.
+
+.. code-block:: yaml
+
+    suites:
+      - name: qa
+        match: {category: [qa_simple], model: ["gpt-4*"], tags: [prod]}   # all given keys must match
+        threshold: 0.6            # pass when the weighted score >= threshold
+        grading: levels           # levels (seed 003) | letters (seed 000)
+        evaluators:
+          - {evaluator: exact_match, weight: 1}
+          - {evaluator: similarity, params: {algorithm: levenshtein, threshold: 0.8}, weight: 2}
+      - name: fallback
+        default: true             # used when no other suite matches
+
+Routing: an event's explicit ``suite`` wins; otherwise the first suite whose ``match`` accepts the
+event; otherwise the ``default`` suite; otherwise the event is dead-lettered (kind ``no_suite``).
+Match values are shell-style globs (``gpt-4*``); within a key any value may match, across keys all must.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import ConfigError, ConfigIssue, UnroutableEvent
+from .evaluators import Evaluator, build_evaluator
+from .grading import GradeScale
+from .models import RequestEvent
+
+__all__ = ["EvaluatorSpec", "Match", "Suite", "SuiteConfig", "Suites", "StreamEvalConfig", "load_config", "parse_config"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Match(_Strict):
+    category: list[str] | None = Field(default=None, description="event categories (globs)")
+    model: list[str] | None = Field(default=None, description="model names (globs)")
+    tags: list[str] | None = Field(default=None, description="any event tag matching any glob")
+
+    def accepts(self, event: RequestEvent) -> bool:
+        if self.category is not None and not _any_glob(event.category, self.category):
+            return False
+        if self.model is not None and not _any_glob(event.model, self.model):
+            return False
+        if self.tags is not None and not any(_any_glob(tag, self.tags) for tag in event.tags):
+            return False
+        return True
+
+
+def _any_glob(value: str | None, patterns: Sequence[str]) -> bool:
+    return value is not None and any(fnmatch.fnmatchcase(value, p) for p in patterns)
+
+
+class EvaluatorSpec(_Strict):
+    evaluator: str = Field(description="registered evaluator name")
+    name: str | None = Field(default=None, description="result name; defaults to the evaluator name")
+    weight: float = Field(default=1.0, ge=0.0, description="weight in the suite's weighted mean")
+    params: dict[str, Any] = Field(default_factory=dict, description="the evaluator's own parameters")
+
+    @property
+    def result_name(self) -> str:
+        return self.name or self.evaluator
+
+
+class SuiteConfig(_Strict):
+    name: str = Field(min_length=1, max_length=128)
+    match: Match | None = Field(default=None, description="which events this suite takes")
+    default: bool = Field(default=False, description="take events no other suite matches")
+    threshold: float = Field(default=0.6, ge=0.0, le=1.0, description="pass at or above this score")
+    grading: GradeScale = Field(default="levels", description="levels (seed 003) or letters (seed 000)")
+    evaluators: list[EvaluatorSpec] = Field(min_length=1)
+
+
+class StreamEvalConfig(_Strict):
+    suites: list[SuiteConfig] = Field(min_length=1)
+
+    @field_validator("suites")
+    @classmethod
+    def _unique_names(cls, suites: list[SuiteConfig]) -> list[SuiteConfig]:
+        names = [s.name for s in suites]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"suite names must be unique; repeated: {', '.join(dupes)}")
+        if sum(s.default for s in suites) > 1:
+            raise ValueError("at most one suite may be the default")
+        return suites
+
+
+@dataclass(frozen=True)
+class BoundEvaluator:
+    name: str
+    weight: float
+    evaluator: Evaluator
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A validated suite with its evaluators built."""
+
+    config: SuiteConfig
+    evaluators: tuple[BoundEvaluator, ...]
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+
+class Suites:
+    """The routing table: explicit suite, first match, default."""
+
+    def __init__(self, suites: Sequence[Suite]) -> None:
+        self.all = tuple(suites)
+        self.by_name = {s.name: s for s in suites}
+        self._matching = [s for s in suites if s.config.match is not None and not s.config.default]
+        self._default = next((s for s in suites if s.config.default), None)
+
+    def route(self, event: RequestEvent) -> Suite:
+        if event.suite is not None:
+            try:
+                return self.by_name[event.suite]
+            except KeyError:
+                raise UnroutableEvent(
+                    f"unknown suite {event.suite!r}; configured suites: {', '.join(self.by_name)}",
+                    kind="unknown_suite",
+                    event_id=event.id,
+                ) from None
+        for suite in self._matching:
+            assert suite.config.match is not None
+            if suite.config.match.accepts(event):
+                return suite
+        if self._default is not None:
+            return self._default
+        raise UnroutableEvent(
+            f"no suite matches model={event.model!r} category={event.category!r} tags={event.tags!r} "
+            "and no default suite is configured",
+            kind="no_suite",
+            event_id=event.id,
+        )
+
+    async def start(self) -> None:
+        for suite in self.all:
+            for bound in suite.evaluators:
+                await bound.evaluator.start()
+
+    async def close(self) -> None:
+        for suite in self.all:
+            for bound in suite.evaluators:
+                await bound.evaluator.close()
+
+
+def _loc_to_path(loc: Sequence[str | int]) -> str:
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path
+
+
+def _line_of(root: yaml.Node | None, loc: Sequence[str | int]) -> int | None:
+    """1-based line of the YAML node at ``loc`` (or of its nearest existing parent)."""
+    node = root
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        child = None
+        if isinstance(node, yaml.MappingNode) and isinstance(part, str):
+            child = next((v for k, v in node.value if getattr(k, "value", None) == part), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            child = node.value[part]
+        if child is None:
+            break
+        node = child
+        line = node.start_mark.line + 1
+    return line
+
+
+def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = None) -> tuple[StreamEvalConfig, Suites]:
+    """Validate a config document and build every evaluator. Raises :class:`ConfigError` with all issues."""
+
+    def issue(loc: Sequence[str | int], message: str) -> ConfigIssue:
+        return ConfigIssue(file=file, path=_loc_to_path(loc), message=message, line=_line_of(node, loc))
+
+    try:
+        config = StreamEvalConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError([issue(e["loc"], e["msg"]) for e in exc.errors()]) from None
+
+    issues: list[ConfigIssue] = []
+    suites: list[Suite] = []
+    for i, suite_cfg in enumerate(config.suites):
+        base: tuple[str | int, ...] = ("suites", i)
+        bound: list[BoundEvaluator] = []
+        names: set[str] = set()
+        for j, spec in enumerate(suite_cfg.evaluators):
+            loc = (*base, "evaluators", j)
+            if spec.result_name in names:
+                issues.append(issue((*loc, "name"), f"evaluator name {spec.result_name!r} used twice in this suite; set a distinct 'name'"))
+            names.add(spec.result_name)
+            try:
+                evaluator = build_evaluator(spec.evaluator, spec.params)
+            except KeyError as exc:
+                issues.append(issue((*loc, "evaluator"), str(exc.args[0])))
+                continue
+            except ValidationError as exc:
+                issues.extend(issue((*loc, "params", *e["loc"]), e["msg"]) for e in exc.errors())
+                continue
+            bound.append(BoundEvaluator(spec.result_name, spec.weight, evaluator))
+        if not any(spec.weight > 0 for spec in suite_cfg.evaluators):
+            issues.append(issue((*base, "evaluators"), "weights sum to 0; at least one evaluator needs a weight > 0"))
+        suites.append(Suite(suite_cfg, tuple(bound)))
+    if issues:
+        raise ConfigError(issues)
+    return config, Suites(suites)
+
+
+def load_config(path: str | Path) -> tuple[StreamEvalConfig, Suites]:
+    """Read and validate a YAML suite file. Raises :class:`ConfigError` naming the file and field."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([ConfigIssue(file=str(path), path="", message=f"cannot read: {exc.strerror}")]) from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise ConfigError([ConfigIssue(file=str(path), path="", message=f"not valid YAML: {exc}", line=line)]) from None
+    return parse_config(data, file=str(path), node=node)

@@ -1,0 +1,115 @@
+"""The exception tree of streameval.
+
+::
+
+    StreamEvalError
+    ├── ConfigError            a bad suite file or setting; fails at start with file and field path
+    ├── EventError             an event that cannot be evaluated; goes to the dead-letter topic
+    │   ├── EventTooLarge          kind "too_large"
+    │   ├── InvalidJSON            kind "invalid_json" (bad UTF-8, bad JSON, duplicate keys, NaN)
+    │   ├── SchemaViolation        kind "schema"
+    │   └── UnroutableEvent        kind "no_suite" or "unknown_suite"
+    ├── EvaluatorError         raised by an evaluator; becomes a failed evaluator result, not a crash
+    │   └── EvaluatorTimeout
+    └── StoreUnavailable       Redis cannot be reached; the worker waits and retries, never skips
+
+Errors raised by libraries (redis, orjson, pydantic, jsonschema) are translated into these at the
+boundary where they happen; nothing matches on exception message strings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "ConfigError",
+    "ConfigIssue",
+    "DeadLetterKind",
+    "EventError",
+    "EventTooLarge",
+    "EvaluatorError",
+    "EvaluatorTimeout",
+    "InvalidJSON",
+    "SchemaViolation",
+    "StoreUnavailable",
+    "StreamEvalError",
+    "UnroutableEvent",
+]
+
+#: Every reason an event can end in the dead-letter topic (the dead letter schema's "kind" enum).
+DeadLetterKind = Literal[
+    "too_large", "invalid_json", "schema", "no_suite", "unknown_suite", "internal"
+]
+
+
+class StreamEvalError(Exception):
+    """Base of every error streameval raises on purpose."""
+
+
+@dataclass(frozen=True)
+class ConfigIssue:
+    """One problem in a config file: where (file, dotted field path, line) and what."""
+
+    file: str
+    path: str
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line is not None else self.file
+        return f"{where}: {self.path or '<root>'}: {self.message}"
+
+
+class ConfigError(StreamEvalError):
+    """A config that cannot be used. ``issues`` lists every problem found, each with its field path."""
+
+    def __init__(self, issues: list[ConfigIssue] | str) -> None:
+        if isinstance(issues, str):
+            issues = [ConfigIssue(file="<config>", path="", message=issues)]
+        self.issues = issues
+        lines = "\n".join(f"  {issue}" for issue in issues)
+        super().__init__(f"invalid configuration ({len(issues)} problem(s)):\n{lines}")
+
+
+class EventError(StreamEvalError):
+    """An event that cannot be evaluated. Never fatal: the event goes to the dead-letter topic."""
+
+    kind: DeadLetterKind = "internal"
+
+    def __init__(self, reason: str, *, event_id: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.event_id = event_id
+
+
+class EventTooLarge(EventError):
+    kind: DeadLetterKind = "too_large"
+
+
+class InvalidJSON(EventError):
+    kind: DeadLetterKind = "invalid_json"
+
+
+class SchemaViolation(EventError):
+    kind: DeadLetterKind = "schema"
+
+
+class UnroutableEvent(EventError):
+    def __init__(self, reason: str, *, kind: DeadLetterKind, event_id: str | None = None) -> None:
+        super().__init__(reason, event_id=event_id)
+        self.kind = kind
+
+
+class EvaluatorError(StreamEvalError):
+    """An evaluator could not produce a score for this event (bad output, missing field, ...)."""
+
+    code = "evaluator_error"
+
+
+class EvaluatorTimeout(EvaluatorError):
+    code = "timeout"
+
+
+class StoreUnavailable(StreamEvalError):
+    """The state store (Redis) did not answer; the caller retries with backoff."""

@@ -1,0 +1,31 @@
+"""Evaluators: one handler per name, resolved through the registry.
+
+Importing this package registers every built-in evaluator.
+"""
+
+from __future__ import annotations
+
+from . import presets  # noqa: F401  (registers the seed 001 presets)
+from ._base import (
+    Evaluator,
+    MissingField,
+    NoParams,
+    Params,
+    Score,
+    build_evaluator,
+    evaluator_class,
+    evaluator_names,
+    register,
+)
+
+__all__ = [
+    "Evaluator",
+    "MissingField",
+    "NoParams",
+    "Params",
+    "Score",
+    "build_evaluator",
+    "evaluator_class",
+    "evaluator_names",
+    "register",
+]

@@ -1,0 +1,229 @@
+"""The five preset evaluators of seed 001: exact_match, contains, regex, json_schema, similarity.
+
+All compare ``output`` with the event's targets: ``expected`` when present, otherwise each of the
+``references`` (the best match counts). An event with neither fails the evaluator with
+error ``missing_field`` rather than passing silently.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any, Literal
+
+import orjson
+import regex
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import SchemaError
+from pydantic import Field, PrivateAttr, field_validator, model_validator
+from rapidfuzz.distance import Levenshtein
+
+from .._util import clip, json_path
+from ..errors import EvaluatorTimeout
+from ..models import RequestEvent
+from ._base import Evaluator, NoParams, Params, Score, register
+from ._text import word_tokens
+
+_SHOWN = 80  # characters of a pattern or expected answer quoted in a reason
+
+__all__ = ["Contains", "ExactMatch", "JsonSchema", "RegexMatch", "Similarity"]
+
+
+@register
+class ExactMatch(Evaluator):
+    """seed 001 §3.1: ``output === expected`` (no normalisation; see exact_match_normalized)."""
+
+    name = "exact_match"
+    summary = "output is exactly the expected answer"
+    Params = NoParams
+
+    def evaluate(self, event: RequestEvent) -> Score:
+        for index, target in enumerate(self.targets(event)):
+            if event.output == target:
+                return Score(1.0, True, "output equals the expected answer", {"target": index})
+        return Score(0.0, False, f"output differs from the expected answer {clip(event.targets()[0], _SHOWN)!r}")
+
+
+class ContainsParams(Params):
+    value: str | None = Field(
+        default=None, description="text to look for; default: the event's expected answer"
+    )
+    ignore_case: bool = Field(default=False, description="compare case-insensitively (casefold)")
+
+
+@register
+class Contains(Evaluator):
+    """seed 001 §3.2: ``output.includes(expected)``."""
+
+    name = "contains"
+    summary = "output contains the expected text"
+    Params = ContainsParams
+    params: ContainsParams
+
+    def evaluate(self, event: RequestEvent) -> Score:
+        needles = [self.params.value] if self.params.value is not None else self.targets(event)
+        haystack = event.output.casefold() if self.params.ignore_case else event.output
+        for needle in needles:
+            probe = needle.casefold() if self.params.ignore_case else needle
+            if probe in haystack:
+                return Score(1.0, True, f"output contains {clip(needle, _SHOWN)!r}")
+        return Score(0.0, False, f"output does not contain {clip(needles[0], _SHOWN)!r}")
+
+
+# JavaScript RegExp flags (seed 001 uses `new RegExp(pattern, flags)`) mapped onto the regex module.
+_REGEX_FLAGS = {
+    "i": regex.IGNORECASE,
+    "m": regex.MULTILINE,
+    "s": regex.DOTALL,
+    "u": 0,  # patterns are always Unicode here
+    "g": 0,  # .test() ignores global for a fresh RegExp
+    "x": regex.VERBOSE,  # not JS, but common in Python configs
+}
+
+
+class RegexParams(Params):
+    pattern: str = Field(description="regular expression (regex module syntax, a superset of JS)")
+    flags: str = Field(default="", description="any of i, m, s, u, g, x (JavaScript RegExp flags)")
+    timeout_ms: float = Field(
+        default=100.0, gt=0, le=10_000, description="per-call time limit; guards against ReDoS"
+    )
+    _compiled: Any = PrivateAttr()
+
+    @field_validator("flags")
+    @classmethod
+    def _known_flags(cls, flags: str) -> str:
+        unknown = sorted(set(flags) - set(_REGEX_FLAGS))
+        if unknown:
+            raise ValueError(f"unknown regex flag(s) {''.join(unknown)!r}; valid flags: {''.join(_REGEX_FLAGS)}")
+        return flags
+
+    @model_validator(mode="after")
+    def _compile(self) -> RegexParams:
+        bits = 0
+        for flag in self.flags:
+            bits |= _REGEX_FLAGS[flag]
+        try:
+            self._compiled = regex.compile(self.pattern, bits)
+        except regex.error as exc:
+            raise ValueError(f"invalid regular expression {self.pattern!r}: {exc}") from None
+        return self
+
+
+@register
+class RegexMatch(Evaluator):
+    """seed 001 §3.3: ``new RegExp(pattern, flags).test(output)``, with a per-call timeout."""
+
+    name = "regex"
+    summary = "output matches a regular expression"
+    Params = RegexParams
+    params: RegexParams
+
+    def evaluate(self, event: RequestEvent) -> Score:
+        try:
+            match = self.params._compiled.search(event.output, timeout=self.params.timeout_ms / 1000)
+        except TimeoutError:
+            raise EvaluatorTimeout(
+                f"regex {clip(self.params.pattern, _SHOWN)!r} timed out after {self.params.timeout_ms:g} ms"
+            ) from None
+        if match is None:
+            return Score(0.0, False, f"output does not match {clip(self.params.pattern, _SHOWN)!r}")
+        return Score(1.0, True, f"output matches {clip(self.params.pattern, _SHOWN)!r}", {"span": list(match.span())})
+
+
+class JsonSchemaParams(Params):
+    schema_: dict[str, Any] = Field(alias="schema", description="JSON Schema the parsed output must satisfy")
+    max_errors: int = Field(default=5, ge=1, le=100, description="schema errors listed in the reason")
+    _validator: Any = PrivateAttr()
+
+    @model_validator(mode="after")
+    def _build(self) -> JsonSchemaParams:
+        cls = validators.validator_for(self.schema_, default=Draft202012Validator)
+        try:
+            cls.check_schema(self.schema_)
+        except SchemaError as exc:
+            raise ValueError(f"invalid JSON Schema: {exc.message}") from None
+        self._validator = cls(self.schema_)
+        return self
+
+
+@register
+class JsonSchema(Evaluator):
+    """seed 001 §3.4: output parsed as JSON must satisfy the schema. Parse failure and schema failure
+    both fail, with the reason (the first ``max_errors`` schema errors, by path)."""
+
+    name = "json_schema"
+    summary = "output is JSON that satisfies a JSON Schema"
+    Params = JsonSchemaParams
+    params: JsonSchemaParams
+
+    def evaluate(self, event: RequestEvent) -> Score:
+        try:
+            document = orjson.loads(event.output)
+        except orjson.JSONDecodeError as exc:
+            return Score(0.0, False, f"output is not valid JSON: {exc}", {"stage": "parse"})
+        errors = sorted(self.params._validator.iter_errors(document), key=lambda e: list(e.absolute_path))
+        if not errors:
+            return Score(1.0, True, "output satisfies the schema")
+        shown = errors[: self.params.max_errors]
+        reason = "; ".join(f"{json_path(e.absolute_path)}: {e.message}" for e in shown)
+        if len(errors) > len(shown):
+            reason += f"; and {len(errors) - len(shown)} more"
+        return Score(0.0, False, f"schema: {reason}", {"stage": "schema", "errors": len(errors)})
+
+
+def levenshtein(a: str, b: str) -> float:
+    """1 - edit distance / length of the longer string (1.0 for two empty strings)."""
+    return float(Levenshtein.normalized_similarity(a, b))
+
+
+def jaccard(a: str, b: str) -> float:
+    """|A ∩ B| / |A ∪ B| over word-token sets (CJK: per character); 1.0 when both are empty."""
+    sa, sb = set(word_tokens(a)), set(word_tokens(b))
+    if not sa and not sb:
+        return 1.0
+    return len(sa & sb) / len(sa | sb)
+
+
+def cosine(a: str, b: str) -> float:
+    """Cosine of term-frequency vectors over word tokens; 1.0 when both are empty, 0.0 when one is."""
+    ca, cb = Counter(word_tokens(a)), Counter(word_tokens(b))
+    if not ca and not cb:
+        return 1.0
+    if not ca or not cb:
+        return 0.0
+    dot = sum(count * cb[token] for token, count in ca.items())
+    norm = math.sqrt(sum(c * c for c in ca.values())) * math.sqrt(sum(c * c for c in cb.values()))
+    return min(1.0, dot / norm)
+
+
+SIMILARITY = {"levenshtein": levenshtein, "jaccard": jaccard, "cosine": cosine}
+
+
+class SimilarityParams(Params):
+    threshold: float = Field(default=0.8, ge=0.0, le=1.0, description="pass at or above (seed 001 default 0.8)")
+    algorithm: Literal["levenshtein", "cosine", "jaccard"] = Field(
+        default="levenshtein", description="seed 001's three algorithms; levenshtein by default"
+    )
+
+
+@register
+class Similarity(Evaluator):
+    """seed 001 §3.5: ``similarity(output, expected) >= threshold``; the score is the similarity."""
+
+    name = "similarity"
+    summary = "text similarity to the expected answer is at least a threshold"
+    Params = SimilarityParams
+    params: SimilarityParams
+
+    def evaluate(self, event: RequestEvent) -> Score:
+        measure = SIMILARITY[self.params.algorithm]
+        score = max(measure(event.output, target) for target in self.targets(event))
+        passed = score >= self.params.threshold
+        verdict = "at least" if passed else "below"
+        return Score(
+            score,
+            passed,
+            f"{self.params.algorithm} similarity {score:.3f} is {verdict} {self.params.threshold:g}",
+        )
+
+

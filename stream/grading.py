@@ -1,0 +1,53 @@
+"""Grade scales and the weighted combination of evaluator scores.
+
+Two scales, chosen per suite with ``grading``:
+
+* ``levels`` (seed 003, "评分等级"), on score × 10: >= 9.0 excellent, >= 7.5 good, >= 6.0 pass,
+  >= 3.0 fail, otherwise severe_defect.
+* ``letters`` (seed 000, "等级对照表"), on score × 10: A+ >= 9.0, A >= 8.5, A- >= 8.0, B+ >= 7.5,
+  B >= 7.0, B- >= 6.5, C+ >= 6.0, C >= 5.5, C- >= 5.0, D >= 4.0, otherwise F. (Seed 000's worked
+  example, 8.94, is an A.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+__all__ = ["GRADE_SCALES", "GradeScale", "combine", "grade"]
+
+GradeScale = Literal["levels", "letters"]
+
+GRADE_SCALES: dict[str, list[tuple[float, str]]] = {
+    # seed 003: grade_score()
+    "levels": [(9.0, "excellent"), (7.5, "good"), (6.0, "pass"), (3.0, "fail"), (float("-inf"), "severe_defect")],
+    # seed 000: letter grade table
+    "letters": [
+        (9.0, "A+"), (8.5, "A"), (8.0, "A-"), (7.5, "B+"), (7.0, "B"), (6.5, "B-"),
+        (6.0, "C+"), (5.5, "C"), (5.0, "C-"), (4.0, "D"), (float("-inf"), "F"),
+    ],
+}  # fmt: skip
+
+
+def grade(score: float, scale: GradeScale = "levels") -> str:
+    """The grade of a 0-1 score on ``scale`` (the seeds' tables are on 0-10)."""
+    ten = round(score * 10, 9)  # 0.3 * 10 is 3.0000000000000004; grade boundaries are decimal
+    for floor, name in GRADE_SCALES[scale]:
+        if ten >= floor:
+            return name
+    raise AssertionError("unreachable: every scale ends at -inf")
+
+
+def combine(scored: Iterable[tuple[float, float]]) -> float:
+    """Weighted mean of ``(score, weight)`` pairs: Σ score × weight ÷ Σ weight, clamped to [0, 1].
+
+    A total weight of 0 (no evaluator, or all weights 0) gives 0.0: nothing was shown to pass.
+    Config validation rejects suites whose weights sum to 0, so this is a guard, not a path.
+    """
+    total = weighted = 0.0
+    for score, weight in scored:
+        total += weight
+        weighted += score * weight
+    if total <= 0.0:
+        return 0.0
+    return min(1.0, max(0.0, weighted / total))

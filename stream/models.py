@@ -1,0 +1,204 @@
+"""Pydantic models of the wire contracts. Each mirrors a JSON Schema in ``schemas/``.
+
+A test (tests/test_contracts.py) keeps each pair in step: same properties, same required fields,
+same verdict on valid and invalid documents. Change both together.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "CATEGORIES",
+    "Aggregate",
+    "AggregateEvaluator",
+    "Alert",
+    "AlertWindow",
+    "DeadLetter",
+    "DeadLetterSource",
+    "EvaluatorResult",
+    "GradedResult",
+    "RequestEvent",
+    "RFC3339",
+]
+
+#: seed 003: the ten task categories with their own rubrics. Any other non-empty name is a custom category.
+CATEGORIES = (
+    "qa_simple",
+    "reasoning_complex",
+    "code_generation",
+    "generation_long",
+    "summarization",
+    "translation",
+    "math_reasoning",
+    "creative_writing",
+    "factual_accuracy",
+    "multi_turn",
+)
+
+#: RFC 3339 date-time (the contract's timestamp format); a missing offset is read as UTC.
+RFC3339 = r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})?$"
+
+_STRICT = ConfigDict(extra="forbid", strict=True)
+
+
+def parse_time(value: str) -> float:
+    """Epoch seconds of an RFC 3339 timestamp (naive means UTC)."""
+    dt = datetime.fromisoformat(value.replace("z", "Z").replace("Z", "+00:00"))
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def format_time(epoch: float) -> str:
+    """RFC 3339 UTC with milliseconds, e.g. ``2026-11-21T10:00:00.123Z``."""
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z"
+    )
+
+
+class RequestEvent(BaseModel):
+    """One model output to evaluate (request event v1). ``id`` is the idempotency key."""
+
+    model_config = _STRICT
+
+    schema_version: Literal[1] = 1
+    id: str = Field(min_length=1, max_length=256)
+    model: str = Field(min_length=1, max_length=256)
+    output: str
+    input: str | None = None
+    expected: str | None = None
+    references: list[str] = Field(default_factory=list)
+    category: str | None = Field(default=None, min_length=1, max_length=64)
+    suite: str | None = Field(default=None, min_length=1, max_length=128)
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    timestamp: str | None = Field(default=None, pattern=RFC3339)
+    # Typed context blocks for the report, RAG and agent metrics (open objects in v1 until typed).
+    report: dict[str, Any] | None = None
+    retrieval: dict[str, Any] | None = None
+    agent: dict[str, Any] | None = None
+
+    def event_time(self, default: float) -> float:
+        """The event's own time in epoch seconds, or ``default`` when it carries none."""
+        return parse_time(self.timestamp) if self.timestamp else default
+
+    def targets(self) -> list[str]:
+        """What an output is compared with: ``expected`` if given, else the ``references``."""
+        return [self.expected] if self.expected is not None else list(self.references)
+
+
+class EvaluatorResult(BaseModel):
+    """One evaluator's verdict: the shape every evaluator returns (seed 001 result shape + name)."""
+
+    model_config = _STRICT
+
+    name: str
+    score: float = Field(ge=0.0, le=1.0)
+    passed: bool
+    weight: float = Field(ge=0.0)
+    reason: str | None = None
+    details: dict[str, Any] | None = None
+    error: str | None = None
+
+
+class GradedResult(BaseModel):
+    """The graded result of one event (graded result v1)."""
+
+    model_config = _STRICT
+
+    schema_version: Literal[1] = 1
+    id: str
+    model: str
+    suite: str
+    category: str | None = None
+    score: float = Field(ge=0.0, le=1.0)
+    passed: bool
+    threshold: float = Field(ge=0.0, le=1.0)
+    grade: str
+    evaluators: list[EvaluatorResult]
+    event_time: str = Field(pattern=RFC3339)
+    evaluated_at: str = Field(pattern=RFC3339)
+    latency_ms: float = Field(ge=0.0)
+    pipeline_version: str
+
+
+class DeadLetterSource(BaseModel):
+    model_config = _STRICT
+
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+
+
+class DeadLetter(BaseModel):
+    """An event that could not be evaluated, with its raw bytes (dead letter v1)."""
+
+    model_config = _STRICT
+
+    schema_version: Literal[1] = 1
+    raw: str = Field(description="the event's raw bytes, base64")
+    reason: str
+    kind: Literal["too_large", "invalid_json", "schema", "no_suite", "unknown_suite", "internal"]
+    event_id: str | None = None
+    source: DeadLetterSource
+    failed_at: str = Field(pattern=RFC3339)
+    pipeline_version: str
+
+
+class AlertWindow(BaseModel):
+    model_config = _STRICT
+
+    size_s: int = Field(gt=0)
+    start: str = Field(pattern=RFC3339)
+    end: str = Field(pattern=RFC3339)
+
+
+class Alert(BaseModel):
+    """A rule that fired on a window (alert v1)."""
+
+    model_config = _STRICT
+
+    schema_version: Literal[1] = 1
+    id: str
+    rule: str
+    severity: Literal["info", "warning", "critical"]
+    metric: str
+    comparator: Literal["<", "<=", ">", ">="]
+    threshold: float
+    value: float
+    count: int = Field(ge=0)
+    model: str
+    suite: str
+    window: AlertWindow
+    message: str
+    fired_at: str = Field(pattern=RFC3339)
+
+
+class AggregateEvaluator(BaseModel):
+    model_config = _STRICT
+
+    count: int = Field(ge=0)
+    mean: float
+    pass_rate: float = Field(ge=0.0, le=1.0)
+
+
+class Aggregate(BaseModel):
+    """Figures of one closed window for one model × suite (aggregate v1)."""
+
+    model_config = _STRICT
+
+    schema_version: Literal[1] = 1
+    model: str
+    suite: str
+    window: AlertWindow
+    count: int = Field(ge=0)
+    mean: float
+    std: float = Field(ge=0.0)
+    pass_rate: float = Field(ge=0.0, le=1.0)
+    grades: dict[str, int]
+    evaluators: dict[str, AggregateEvaluator]
+    published_at: str = Field(pattern=RFC3339)

@@ -1,0 +1,92 @@
+"""Runtime settings from the environment (pydantic-settings), validated at start.
+
+Every field can be set by an environment variable ``STREAMEVAL_<FIELD>`` (e.g. ``STREAMEVAL_APP_ID``);
+the two connection strings also answer to their conventional names ``KAFKA_BOOTSTRAP_SERVERS`` and
+``REDIS_URL``. Nothing is read at import time: call :func:`load_settings`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
+
+from .errors import ConfigError, ConfigIssue
+from .pipeline import DEFAULT_MAX_EVENT_BYTES
+
+__all__ = ["Settings", "load_settings"]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="STREAMEVAL_", frozen=True, extra="ignore")
+
+    kafka_bootstrap_servers: str = Field(
+        default="localhost:9092",
+        validation_alias=AliasChoices("KAFKA_BOOTSTRAP_SERVERS", "STREAMEVAL_KAFKA_BOOTSTRAP_SERVERS"),
+        description="comma-separated host:port list of Kafka brokers",
+    )
+    redis_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("REDIS_URL", "STREAMEVAL_REDIS_URL"),
+        description="redis:// URL of the state store; unset: the demo starts an embedded server",
+    )
+    config: str | None = Field(default=None, description="path of the suites YAML file")
+    app_id: str = Field(default="streameval", min_length=1, description="Faust app id = Kafka consumer group")
+    topic_requests: str = Field(default="evals.requests", description="input topic of request events")
+    topic_results: str = Field(default="evals.results", description="graded results")
+    topic_deadletter: str = Field(default="evals.deadletter", description="events that cannot be evaluated")
+    topic_alerts: str = Field(default="evals.alerts", description="fired alert rules")
+    topic_aggregates: str = Field(default="evals.aggregates", description="closed window aggregates")
+    topic_partitions: int = Field(default=4, ge=1, description="partitions of topics the worker creates")
+    topic_replication: int = Field(default=1, ge=1, description="replication factor of created topics")
+    redis_prefix: str = Field(default="streameval:", description="prefix of every Redis key")
+    windows: Annotated[tuple[int, ...], NoDecode] = Field(
+        default=(60,), description="tumbling window sizes in seconds (comma-separated); all-time is always kept"
+    )
+    window_ttl_s: int = Field(default=7 * 86400, ge=60, description="how long window aggregates stay in Redis")
+    seen_ttl_s: int = Field(
+        default=7 * 86400, ge=60, description="how long an event id is remembered for idempotency"
+    )
+    max_event_bytes: int = Field(
+        default=DEFAULT_MAX_EVENT_BYTES, ge=1024, description="larger events are dead-lettered as too_large"
+    )
+    broker_session_timeout: float = Field(
+        default=10.0, gt=0, description="Kafka consumer session timeout, s (Tansu holds JoinGroup for half of it)"
+    )
+    log_level: str = Field(default="info", description="crit | error | warn | info | debug")
+
+    @field_validator("windows", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(int(part) for part in value.replace(" ", "").split(",") if part)
+        if isinstance(value, int):
+            return (value,)
+        return value
+
+    @field_validator("windows")
+    @classmethod
+    def _positive(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if not value or any(size <= 0 for size in value):
+            raise ValueError("window sizes must be positive whole seconds")
+        return tuple(sorted(set(value)))
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from the environment plus ``overrides``; a bad value is a :class:`ConfigError`."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise ConfigError(
+            [
+                ConfigIssue(
+                    file="<environment>",
+                    path="STREAMEVAL_" + ".".join(str(p) for p in e["loc"]).upper(),
+                    message=e["msg"],
+                )
+                for e in exc.errors()
+            ]
+        ) from None
+    except SettingsError as exc:  # a value the environment source could not even parse
+        raise ConfigError([ConfigIssue(file="<environment>", path="", message=str(exc))]) from None
