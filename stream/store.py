@@ -208,7 +208,6 @@ async def retry_forever(
     what: str,
     first_delay: float = 0.1,
     max_delay: float = 5.0,
-    stop: Callable[[], bool] = lambda: False,
 ) -> T:
     """Run ``call`` until it stops raising :class:`StoreUnavailable`, with capped exponential backoff.
 
@@ -222,8 +221,6 @@ async def retry_forever(
             return await call()
         except StoreUnavailable as exc:
             failures += 1
-            if stop():
-                raise
             log.warning("%s failed (%d in a row), retrying in %.1fs: %s", what, failures, delay, exc)
             await asyncio.sleep(delay)
             delay = min(max_delay, delay * 2)

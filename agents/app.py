@@ -1,0 +1,75 @@
+"""The Faust app: one agent that wires ``evals.requests`` to :class:`streameval.processor.Processor`.
+
+All logic lives in ``streameval`` (no Faust there); this module only builds topics and the agent.
+No Faust Tables (Redis is the state store; see DESIGN.md on Tansu's ListOffsets), memory store,
+no transactions (Tansu has none; exactly-once results come from idempotency in Redis).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import faust
+
+from streameval.pipeline import Source
+from streameval.processor import Processor
+from streameval.settings import Settings
+
+__all__ = ["BATCH_MAX", "BATCH_WITHIN_S", "create_app"]
+
+log = logging.getLogger(__name__)
+
+BATCH_MAX = 256  # events evaluated and recorded together (one Redis round trip per batch)
+BATCH_WITHIN_S = 0.05  # how long a partial batch waits for more events
+
+
+def create_app(settings: Settings, make_processor: Callable[[], Awaitable[Processor]]) -> faust.App:
+    """A Faust app for ``settings``; ``make_processor`` is awaited once, inside the worker's loop."""
+    app = faust.App(
+        settings.app_id,
+        broker=[f"kafka://{host.strip()}" for host in settings.kafka_bootstrap_servers.split(",")],
+        store="memory://",
+        value_serializer="raw",
+        key_serializer="raw",
+        topic_partitions=settings.topic_partitions,
+        topic_replication_factor=settings.topic_replication,
+        broker_session_timeout=settings.broker_session_timeout,
+        consumer_auto_offset_reset="earliest",
+        processing_guarantee="at_least_once",
+        producer_acks=-1,
+        web_enabled=False,
+        autodiscover=False,
+    )
+    raw: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
+    requests = app.topic(settings.topic_requests, **raw)
+    topics = {
+        "result": app.topic(settings.topic_results, **raw),
+        "deadletter": app.topic(settings.topic_deadletter, **raw),
+    }
+    state: dict[str, Processor] = {}
+
+    async def processor() -> Processor:
+        if "p" not in state:
+            state["p"] = await make_processor()
+        return state["p"]
+
+    @app.agent(requests, name="evaluate")
+    async def evaluate(stream: faust.StreamT[bytes]) -> None:
+        proc = await processor()
+        async for events in stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S):
+            batch = [
+                (bytes(e.message.value or b""), Source(e.message.topic, e.message.partition, e.message.offset))
+                for e in events
+            ]
+            # process_batch never raises for a bad event (dead letters); it waits out Redis outages.
+            for message in await proc.process_batch(batch):
+                await topics[message.kind].send(key=message.key, value=message.value)
+
+    @app.on_before_shutdown.connect  # type: ignore[untyped-decorator]
+    async def _close(app: faust.App, **kwargs: Any) -> None:
+        if "p" in state:
+            await state.pop("p").close()
+
+    return app

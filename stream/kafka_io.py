@@ -1,0 +1,126 @@
+"""Plain aiokafka helpers shared by the CLI (produce, tail), the demo, the tests and the benchmarks."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
+
+__all__ = ["Record", "collect", "ensure_topics", "produce", "tail"]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+
+
+async def ensure_topics(bootstrap: str, names: Iterable[str], *, partitions: int = 1, replication: int = 1, timeout: float = 30.0) -> None:
+    """Create the topics that do not exist yet (idempotent); waits for the broker up to ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+        try:
+            await admin.start()
+            break
+        except KafkaConnectionError:
+            await admin.close()
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+    try:
+        existing = set(await admin.list_topics())
+        wanted = [NewTopic(n, partitions, replication) for n in dict.fromkeys(names) if n not in existing]
+        if wanted:
+            try:
+                await admin.create_topics(wanted)
+            except TopicAlreadyExistsError:  # another worker created it meanwhile
+                pass
+    finally:
+        await admin.close()
+
+
+async def produce(
+    bootstrap: str,
+    topic: str,
+    values: Iterable[bytes],
+    *,
+    key: Callable[[bytes], bytes | None] = lambda _: None,
+    on_sent: Callable[[int], None] | None = None,
+) -> int:
+    """Send every value to ``topic`` (acks=all), waiting for delivery; returns how many were sent."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    await producer.start()
+    sent = 0
+    try:
+        pending: list[asyncio.Future[object]] = []
+        for value in values:
+            pending.append(await producer.send(topic, value=value, key=key(value)))
+            sent += 1
+            if len(pending) >= 500:
+                await asyncio.gather(*pending)
+                pending.clear()
+                if on_sent:
+                    on_sent(sent)
+        await asyncio.gather(*pending)
+        if on_sent:
+            on_sent(sent)
+    finally:
+        await producer.stop()
+    return sent
+
+
+async def tail(
+    bootstrap: str, topics: Sequence[str], *, from_beginning: bool = True, group_id: str | None = None
+) -> AsyncIterator[Record]:
+    """Yield records of ``topics`` forever (no group: every partition, from the start by default)."""
+    consumer = AIOKafkaConsumer(
+        *topics,
+        bootstrap_servers=bootstrap,
+        group_id=group_id,
+        auto_offset_reset="earliest" if from_beginning else "latest",
+        enable_auto_commit=group_id is not None,
+        metadata_max_age_ms=5_000,
+    )
+    await consumer.start()
+    try:
+        async for msg in consumer:
+            yield Record(msg.topic, msg.partition, msg.offset, msg.key, msg.value or b"")
+    finally:
+        await consumer.stop()
+
+
+async def collect(
+    bootstrap: str,
+    topics: Sequence[str],
+    *,
+    until: Callable[[list[Record]], bool],
+    timeout: float,
+    on_record: Callable[[Record], None] | None = None,
+) -> list[Record]:
+    """Read ``topics`` from the beginning until ``until(records)`` is true; ``TimeoutError`` after ``timeout``."""
+    records: list[Record] = []
+
+    async def run() -> None:
+        async for record in tail(bootstrap, topics):
+            records.append(record)
+            if on_record:
+                on_record(record)
+            if until(records):
+                return
+
+    try:
+        await asyncio.wait_for(run(), timeout)
+    except asyncio.TimeoutError:
+        raise TimeoutError(f"gave up after {timeout:.0f}s with {len(records)} records from {', '.join(topics)}") from None
+    return records
+
+

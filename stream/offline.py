@@ -1,0 +1,75 @@
+"""``streameval evaluate``: the stream pipeline over a JSONL file, no broker, no Redis.
+
+Every line is one raw event, exactly as it would be on ``evals.requests``. Results go to the output
+file in the graded-result schema, in input order; lines that cannot be evaluated go to the
+dead-letter file with their raw bytes and the reason (source = file name and line number). An id seen
+earlier in the file re-emits the first result, as the stream's idempotency does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from itertools import islice
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from .pipeline import Outcome, Pipeline, Source
+from .summary import Summary
+
+__all__ = ["evaluate_file", "iter_lines"]
+
+
+def iter_lines(handle: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    """``(line number, raw bytes)`` of every non-blank line, without its line ending."""
+    for number, line in enumerate(handle, start=1):
+        raw = line.rstrip(b"\r\n")
+        if raw.strip():
+            yield number, raw
+
+
+async def evaluate_file(
+    pipeline: Pipeline,
+    input_path: Path,
+    output_path: Path,
+    deadletter_path: Path,
+    *,
+    concurrency: int = 64,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> Summary:
+    """Evaluate ``input_path`` into ``output_path`` / ``deadletter_path``; returns the summary.
+
+    ``concurrency`` events are evaluated at once (their async evaluators overlap); output order is
+    input order. ``on_progress(done, bytes_read)`` is called after each chunk.
+    """
+    summary = Summary()
+    seen: dict[str, bytes] = {}
+    source_name = f"file:{input_path.name}"
+    await pipeline.start()
+    try:
+        with input_path.open("rb") as src, output_path.open("wb") as out, deadletter_path.open("wb") as dead:
+            lines = iter_lines(src)
+            done = 0
+            while chunk := list(islice(lines, concurrency)):
+                outcomes: list[Outcome] = await asyncio.gather(
+                    *(pipeline.process(raw, Source(source_name, None, n)) for n, raw in chunk)
+                )
+                for outcome in outcomes:
+                    if outcome.result is not None:
+                        result = outcome.result
+                        if result.id in seen:
+                            out.write(seen[result.id] + b"\n")
+                            continue
+                        encoded = result.model_dump_json().encode()
+                        seen[result.id] = encoded
+                        summary.add(result)
+                        out.write(encoded + b"\n")
+                    elif outcome.dead_letter is not None:
+                        summary.dead_letters[outcome.dead_letter.kind] += 1
+                        dead.write(outcome.dead_letter.model_dump_json().encode() + b"\n")
+                done += len(chunk)
+                if on_progress:
+                    on_progress(done, src.tell())
+    finally:
+        await pipeline.close()
+    return summary

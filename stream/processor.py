@@ -1,0 +1,79 @@
+"""What the stream worker does with a batch of raw messages, without Faust: evaluate, record, encode.
+
+The Faust agent (``streameval.agents``) hands each batch to :meth:`Processor.process_batch` and sends
+the returned messages; a benchmark or another consumer loop can do the same.
+
+Delivery: at least once from Kafka, exactly once in Redis. A batch is recorded in Redis (one
+pipeline, one atomic script per event) before anything is published, and the agent only moves past
+the batch (so offsets are only committed) after every message is handed to the producer, which Faust
+flushes before each commit. A redelivered event publishes the result stored by its first evaluation
+and is not counted again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from .models import parse_time
+from .pipeline import Outcome, Pipeline, Source
+from .store import ResultStore, retry_forever
+
+__all__ = ["Processor", "Publish"]
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """One message to send: to the results or the dead-letter topic."""
+
+    kind: Literal["result", "deadletter"]
+    key: bytes | None
+    value: bytes
+
+
+class Processor:
+    def __init__(self, pipeline: Pipeline, store: ResultStore, *, on_close: Callable[[], Awaitable[None]] | None = None) -> None:
+        self.pipeline = pipeline
+        self.store = store
+        self._on_close = on_close
+
+    async def start(self) -> None:
+        await self.pipeline.start()
+
+    async def close(self) -> None:
+        await self.pipeline.close()
+        if self._on_close is not None:
+            await self._on_close()
+
+    async def process_batch(self, batch: Sequence[tuple[bytes, Source]]) -> list[Publish]:
+        """Evaluate a batch (async evaluators of all events run concurrently), record it, encode it.
+
+        Returns the messages in input order. Waits (with backoff) while Redis is unavailable rather
+        than publishing anything unrecorded.
+        """
+        outcomes: list[Outcome] = list(
+            await asyncio.gather(*(self.pipeline.process(raw, source) for raw, source in batch))
+        )
+        results = [(i, o.result, o.result.model_dump_json().encode()) for i, o in enumerate(outcomes) if o.result]
+        stored = await retry_forever(
+            lambda: self.store.record_many([(r, enc, outcomes[i].counters) for i, r, enc in results]),
+            what="recording results in Redis",
+        )
+        out: list[Publish | None] = [None] * len(batch)
+        for (i, result, encoded), previous in zip(results, stored):
+            out[i] = Publish("result", result.id.encode(), previous if previous is not None else encoded)
+        for i, outcome in enumerate(outcomes):
+            dead = outcome.dead_letter
+            if dead is None:
+                continue
+            source = batch[i][1]
+            source_key = f"{source.topic}:{source.partition}:{source.offset}"
+            await retry_forever(
+                lambda: self.store.record_dead_letter(dead.kind, source_key, parse_time(dead.failed_at)),
+                what="counting a dead letter in Redis",
+                )
+            key = dead.event_id.encode() if dead.event_id else None
+            out[i] = Publish("deadletter", key, dead.model_dump_json().encode())
+        return [p for p in out if p is not None]
