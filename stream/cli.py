@@ -66,6 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--max-dead-letters", type=int, default=None, metavar="N",
                           help="exit 1 when more than N lines could not be evaluated")
     evaluate.add_argument("--concurrency", type=int, default=64, help="events evaluated at once (default 64)")
+    evaluate.add_argument("--max-event-bytes", type=int, default=None, metavar="N",
+                          help="larger events are dead-lettered as too_large (default: STREAMEVAL_MAX_EVENT_BYTES or 1 MiB)")
     evaluate.add_argument("--quiet", action="store_true", help="no progress bar or table")
 
     check = sub.add_parser("check", help="validate a suite YAML and list its suites")
@@ -102,7 +104,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
 
         return asyncio.run(run_demo(args, console))
     if args.command == "evaluate":
-        return _evaluate(args, console)
+        limit = {"max_event_bytes": args.max_event_bytes} if args.max_event_bytes is not None else {}
+        return _evaluate(args, load_settings(**limit).max_event_bytes, console)
     if args.command == "check":
         return _check(args.config, console)
     settings = load_settings(**({"kafka_bootstrap_servers": args.bootstrap} if args.bootstrap else {}))
@@ -125,7 +128,7 @@ def _check(path: Path, console: Console) -> int:
     return EXIT_OK
 
 
-def _evaluate(args: argparse.Namespace, console: Console) -> int:
+def _evaluate(args: argparse.Namespace, max_event_bytes: int, console: Console) -> int:
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
     from .config import load_config
@@ -147,7 +150,7 @@ def _evaluate(args: argparse.Namespace, console: Console) -> int:
         task = progress.add_task("evaluate", total=size, done=0)
         summary = asyncio.run(
             evaluate_file(
-                Pipeline(suites), args.input, args.output, deadletter, concurrency=args.concurrency,
+                Pipeline(suites, max_event_bytes=max_event_bytes), args.input, args.output, deadletter, concurrency=args.concurrency,
                 on_progress=lambda done, read: progress.update(task, completed=read, done=done),
             )
         )  # fmt: skip

@@ -35,7 +35,7 @@ from .offline import iter_lines
 from .store import ResultStore
 from .summary import Summary, render_summary
 
-__all__ = ["run_demo"]
+__all__ = ["demo_events", "run_demo"]
 
 
 @contextlib.contextmanager
@@ -47,7 +47,7 @@ def _bundled(name: str, override: Path | None) -> Iterator[Path]:
         yield path
 
 
-def _demo_events(path: Path, count: int | None) -> list[bytes]:
+def demo_events(path: Path, count: int | None) -> list[bytes]:
     """The file's lines; beyond its length, cycle it with fresh ids (``-r2``, ``-r3`` ...)."""
     with path.open("rb") as handle:
         lines = [raw for _, raw in iter_lines(handle)]
@@ -74,7 +74,7 @@ async def run_demo(args: argparse.Namespace, console: Console) -> int:
         config = stack.enter_context(_bundled("suites.yaml", args.config))
         events_path = stack.enter_context(_bundled("events.jsonl", args.input))
         load_config(config)  # fail before starting anything
-        events = _demo_events(events_path, args.events)
+        events = demo_events(events_path, args.events)
 
         broker = stack.enter_context(EmbeddedBroker())
         console.print(f"broker   Tansu (embedded, Kafka protocol) at {broker.bootstrap}")

@@ -7,7 +7,7 @@ same verdict on valid and invalid documents. Change both together.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -44,6 +44,9 @@ RFC3339 = r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
 
+#: contract version 1. Not ``Literal[1]``: pydantic lets ``true`` (== 1 in Python) through a Literal.
+SchemaVersion = Annotated[int, Field(strict=True, ge=1, le=1)]
+
 
 def parse_time(value: str) -> float:
     """Epoch seconds of an RFC 3339 timestamp (naive means UTC)."""
@@ -65,7 +68,7 @@ class RequestEvent(BaseModel):
 
     model_config = _STRICT
 
-    schema_version: Literal[1] = 1
+    schema_version: SchemaVersion = 1
     id: str = Field(min_length=1, max_length=256)
     model: str = Field(min_length=1, max_length=256)
     output: str
@@ -110,7 +113,7 @@ class GradedResult(BaseModel):
 
     model_config = _STRICT
 
-    schema_version: Literal[1] = 1
+    schema_version: SchemaVersion = 1
     id: str
     model: str
     suite: str
@@ -139,7 +142,7 @@ class DeadLetter(BaseModel):
 
     model_config = _STRICT
 
-    schema_version: Literal[1] = 1
+    schema_version: SchemaVersion = 1
     raw: str = Field(description="the event's raw bytes, base64")
     reason: str
     kind: Literal["too_large", "invalid_json", "schema", "no_suite", "unknown_suite", "internal"]
@@ -162,7 +165,7 @@ class Alert(BaseModel):
 
     model_config = _STRICT
 
-    schema_version: Literal[1] = 1
+    schema_version: SchemaVersion = 1
     id: str
     rule: str
     severity: Literal["info", "warning", "critical"]
@@ -191,7 +194,7 @@ class Aggregate(BaseModel):
 
     model_config = _STRICT
 
-    schema_version: Literal[1] = 1
+    schema_version: SchemaVersion = 1
     model: str
     suite: str
     window: AlertWindow

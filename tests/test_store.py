@@ -1,0 +1,120 @@
+"""The Redis store on a real Redis server: idempotency, exact aggregates, outages."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+
+import pytest
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from streameval.config import parse_config
+from streameval.errors import StoreUnavailable
+from streameval.models import GradedResult
+from streameval.pipeline import Pipeline
+from streameval.store import ResultStore, retry_forever
+
+SUITES = {"suites": [{"name": "qa", "default": True, "evaluators": [
+    {"evaluator": "exact_match"}, {"evaluator": "similarity", "weight": 2}]}]}  # fmt: skip
+
+
+async def make_result(event_id: str, output: str, *, model: str = "gpt:4/o", ts: str = "2026-11-21T10:00:30Z") -> GradedResult:
+    _, suites = parse_config(SUITES)
+    raw = f'{{"id": "{event_id}", "model": "{model}", "output": "{output}", "expected": "Paris", "timestamp": "{ts}"}}'
+    outcome = await Pipeline(suites).process(raw.encode())
+    assert outcome.result is not None
+    return outcome.result
+
+
+@pytest.fixture
+def store(aredis: aioredis.Redis, prefix: str) -> ResultStore:
+    return ResultStore(aredis, prefix=prefix, windows=(60, 3600))
+
+
+async def test_aggregates_are_exact(store: ResultStore) -> None:
+    outputs = ["Paris", "paris", "Pariss", "London", "Paris"]
+    results = [await make_result(f"e{i}", o) for i, o in enumerate(outputs)]
+    replies = await store.record_many([(r, r.model_dump_json().encode(), None) for r in results])
+    assert replies == [None] * len(results)
+    [aggregate] = await store.all_time()
+    scores = [r.score for r in results]
+    assert (aggregate.model, aggregate.suite, aggregate.count) == ("gpt:4/o", "qa", 5)
+    assert aggregate.mean == pytest.approx(statistics.fmean(scores), abs=1e-12)
+    assert aggregate.fields["sumsq"] == pytest.approx(sum(s * s for s in scores), abs=1e-12)
+    assert aggregate.pass_rate == sum(r.passed for r in results) / 5
+    assert aggregate.fields["ev:exact_match:passes"] == 2
+    assert aggregate.fields["ev:similarity:count"] == 5
+    # the event's own time picks the window: 10:00:30 is in [10:00, 10:01) and [10:00, 11:00)
+    start = 1795255200  # 2026-11-21T10:00:00Z
+    minute = await store.window(60, start, "gpt:4/o", "qa")
+    hour = await store.window(3600, start, "gpt:4/o", "qa")
+    assert minute.count == hour.count == 5
+    assert (await store.window(60, start + 60, "gpt:4/o", "qa")).count == 0
+
+
+async def test_a_redelivered_event_returns_the_first_result_and_counts_once(store: ResultStore) -> None:
+    first = await make_result("dup", "Paris")
+    again = await make_result("dup", "London")  # re-evaluated differently (e.g. a judge changed its mind)
+    assert await store.record(first, b"first") is None
+    assert await store.record(again, b"second") == b"first"
+    [aggregate] = await store.all_time()
+    assert aggregate.count == 1 and aggregate.mean == first.score
+
+
+async def test_concurrent_duplicates_count_once(store: ResultStore) -> None:
+    result = await make_result("race", "Paris")
+    replies = await asyncio.gather(*(store.record(result, f"copy{i}".encode()) for i in range(20)))
+    winners = [r for r in replies if r is None]
+    assert len(winners) == 1
+    assert len({r for r in replies if r is not None}) == 1  # every loser sees the same stored copy
+    [aggregate] = await store.all_time()
+    assert aggregate.count == 1
+
+
+async def test_counters_accumulate(store: ResultStore) -> None:
+    for i in range(3):
+        result = await make_result(f"c{i}", "Paris")
+        await store.record(result, b"x", {"exact_match": {"tp": 1, "fn": 0.5}})
+    [aggregate] = await store.all_time()
+    assert aggregate.fields["ev:exact_match:c:tp"] == 3
+    assert aggregate.fields["ev:exact_match:c:fn"] == 1.5
+
+
+async def test_dead_letters_count_once_per_source_position(store: ResultStore) -> None:
+    assert await store.record_dead_letter("schema", "topic:0:10", 0.0)
+    assert not await store.record_dead_letter("schema", "topic:0:10", 0.0)  # replay of the same offset
+    assert await store.record_dead_letter("invalid_json", "topic:1:10", 0.0)
+    assert await store.dead_letter_counts() == {"schema": 1, "invalid_json": 1}
+
+
+async def test_windows_expire_but_all_time_does_not(store: ResultStore, aredis: aioredis.Redis) -> None:
+    result = await make_result("ttl", "Paris")
+    await store.record(result, b"x")
+    start = 1795255200
+    assert 0 < await aredis.ttl(store.window_key(60, start, result.model, result.suite)) <= store.window_ttl_s
+    assert await aredis.ttl(store.all_time_key(result.model, result.suite)) == -1
+
+
+async def test_unreachable_redis_raises_store_unavailable(prefix: str) -> None:
+    # no client-side retries (redis-py retries by default): the store must report the outage itself
+    client = aioredis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
+    store = ResultStore(client, prefix=prefix)
+    with pytest.raises(StoreUnavailable, match="Redis unavailable"):
+        await store.record(await make_result("x", "Paris"), b"x")
+    await client.aclose()
+
+
+async def test_retry_forever_waits_out_an_outage() -> None:
+    calls = 0
+
+    async def flaky() -> str:
+        nonlocal calls
+        calls += 1
+        if calls < 4:
+            raise StoreUnavailable("down")
+        return "ok"
+
+    assert await retry_forever(flaky, what="test", first_delay=0.001, max_delay=0.004) == "ok"
+    assert calls == 4
