@@ -8,6 +8,8 @@ no transactions (Tansu has none; exactly-once results come from idempotency in R
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -27,6 +29,9 @@ BATCH_WITHIN_S = 0.05  # how long a partial batch waits for more events
 
 def create_app(settings: Settings, make_processor: Callable[[], Awaitable[Processor]]) -> faust.App:
     """A Faust app for ``settings``; ``make_processor`` is awaited once, inside the worker's loop."""
+    # Faust makes "<app id>-data" in the working directory unless told otherwise, and needs it to exist
+    datadir = settings.data_dir or os.path.join(tempfile.gettempdir(), "streameval-faust", settings.app_id)
+    os.makedirs(datadir, exist_ok=True)
     app = faust.App(
         settings.app_id,
         broker=[f"kafka://{host.strip()}" for host in settings.kafka_bootstrap_servers.split(",")],
@@ -40,6 +45,7 @@ def create_app(settings: Settings, make_processor: Callable[[], Awaitable[Proces
         processing_guarantee="at_least_once",
         producer_acks=-1,
         web_enabled=False,
+        datadir=datadir,
         autodiscover=False,
     )
     raw: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}

@@ -54,6 +54,10 @@ class Settings(BaseSettings):
     broker_session_timeout: float = Field(
         default=10.0, gt=0, description="Kafka consumer session timeout, s (Tansu holds JoinGroup for half of it)"
     )
+    data_dir: str | None = Field(
+        default=None,
+        description="Faust's data directory (it keeps nothing there with the memory store); default: <tmp>/streameval-faust/<app id>",
+    )
     log_level: str = Field(default="info", description="crit | error | warn | info | debug")
 
     @field_validator("windows", mode="before")

@@ -179,6 +179,7 @@ def test_invalid_json_schema_is_a_build_error() -> None:
         ("cosine", "", "", 1.0),
         ("cosine", "word", "", 0.0),
         ("cosine", "GPT-4 模型", "gpt 4 模型", 1.0),
+        ("jaccard", "GPT-4是模型", "gpt 4 是 模 型", 1.0),  # CJK right after a word is split per character
     ],
 )
 def test_similarity_scores(algorithm: str, output: str, expected: str, score: float) -> None:
