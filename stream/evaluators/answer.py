@@ -52,7 +52,7 @@ class ExactMatchNormalized(Evaluator):
     Params = ExactMatchParams
     params: ExactMatchParams
     # seed 002 table: "不完全匹配且内容相似度一般" — the LLM judges the band below partial credit.
-    llm_fallback: ClassVar[LLMFallback] = LLMFallback("below", 0.7, note="not exact and Jaccard below partial_from")
+    llm_fallback: ClassVar[LLMFallback] = LLMFallback("below", 0.7, note="neither exact nor partial credit")
 
     def evaluate(self, event: RequestEvent) -> Score:
         out = normalize_answer(event.output)
