@@ -24,7 +24,7 @@ __all__ = [
     "has_cjk",
     "keywords",
     "normalize_answer",
-    "rouge_tokens",
+    "cjk_tokens",
     "segment",
     "squad_tokens",
     "ZH_STOP_WORDS",
@@ -59,7 +59,7 @@ _ALL_STOP_WORDS = ZH_STOP_WORDS | EN_STOP_WORDS
 
 # One token per CJK character, otherwise runs of letters and digits (rouge-score's tokenizer keeps
 # [a-z0-9]+ runs; this is the same on ASCII text and splits CJK text per character).
-_ROUGE_TOKEN = regex.compile(f"[{_CJK_CLASS}]|[\\p{{L}}\\p{{N}}]+", regex.V1)
+_ROUGE_TOKEN = regex.compile(f"[{_CJK_CLASS}]|[[\\p{{L}}\\p{{N}}]--[{_CJK_CLASS}]]+", regex.V1)
 _WORD = regex.compile(r"\w+")
 
 
@@ -98,8 +98,9 @@ def squad_tokens(normalized: str, *, chinese: str = "words") -> list[str]:
     return _ROUGE_TOKEN.findall(normalized)
 
 
-def rouge_tokens(text: str) -> list[str]:
-    """Case-folded tokens for ROUGE-L: one per CJK character, otherwise runs of letters and digits."""
+def cjk_tokens(text: str) -> list[str]:
+    """Case-folded word tokens: one per CJK character, otherwise runs of letters and digits (ROUGE-L,
+    report word counts)."""
     return _ROUGE_TOKEN.findall(text.casefold())
 
 

@@ -25,7 +25,7 @@ from pydantic import Field
 
 from ..models import RequestEvent
 from ._base import Evaluator, Params, Score, register
-from ._lang import has_cjk, rouge_tokens
+from ._lang import has_cjk, cjk_tokens
 
 __all__ = ["Bleu", "BleuResult", "BleuSimple", "bleu_simple", "sentence_bleu", "tokenize_13a", "tokenize_zh"]
 
@@ -184,9 +184,11 @@ class Bleu(Evaluator):
             event.output, targets, tokenize=tokenize, lowercase=self.params.lowercase,
             max_order=self.params.max_order,
         )  # fmt: skip
+        # exp(log(100)) is 100.00000000000004: keep the contract's [0, 1] (sentence_bleu stays sacrebleu-equal)
+        value = min(1.0, result.score)
         return Score(
-            result.score,
-            result.score >= self.params.threshold,
+            value,
+            value >= self.params.threshold,
             f"BLEU {result.score * 100:.2f} (tokenize {tokenize}, BP {result.bp:.3f})",
             {
                 "tokenize": tokenize, "precisions": list(result.precisions), "bp": result.bp,
@@ -238,7 +240,7 @@ class BleuSimple(Evaluator):
     summary = "seed 004's clipped n-gram precision, best reference"
     Params = BleuSimpleParams
     params: BleuSimpleParams
-    _TOKENIZE: ClassVar[dict[str, Callable[[str], list[str]] | None]] = {"whitespace": None, "cjk": rouge_tokens}
+    _TOKENIZE: ClassVar[dict[str, Callable[[str], list[str]] | None]] = {"whitespace": None, "cjk": cjk_tokens}
 
     def evaluate(self, event: RequestEvent) -> Score:
         value = bleu_simple(

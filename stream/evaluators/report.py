@@ -41,7 +41,7 @@ from ..blocks import ReportStyle
 from ..grading import grade
 from ..models import RequestEvent
 from ._base import Evaluator, Params, Score, register
-from ._text import word_tokens
+from ._lang import cjk_tokens
 
 __all__ = [
     "PARTS",
@@ -124,7 +124,7 @@ def measure_report(event: RequestEvent, params: ReportPartParams) -> ReportFacts
         style=(block.style if block and block.style else None) or params.style,
         required=required,
         present=present,
-        word_count=block.word_count if block and block.word_count is not None else len(word_tokens(text)),
+        word_count=block.word_count if block and block.word_count is not None else len(cjk_tokens(text)),
         citations=block.citations if block and block.citations is not None else len(cited_urls()),
         sources=len({_source_key(s) for s in sources if s.strip()}),
         images=block.images if block and block.images is not None else len(_IMAGE.findall(text)),

@@ -22,7 +22,7 @@ from rapidfuzz.distance import LCSseq
 
 from ..models import RequestEvent
 from ._base import Evaluator, Params, Score, register
-from ._lang import rouge_tokens
+from ._lang import cjk_tokens
 
 __all__ = ["LcsScore", "RougeL", "lcs_score", "rouge_l"]
 
@@ -50,7 +50,7 @@ def _whitespace(text: str) -> list[str]:
     return text.lower().split()
 
 
-_TOKENIZERS: dict[str, Callable[[str], list[str]]] = {"cjk": rouge_tokens, "whitespace": _whitespace}
+_TOKENIZERS: dict[str, Callable[[str], list[str]]] = {"cjk": cjk_tokens, "whitespace": _whitespace}
 
 
 def rouge_l(
