@@ -87,16 +87,16 @@ class Portability(Evaluator):
         return Score(value, value >= self.params.threshold, f"performance loss {loss:.3f}", {"performance_loss": loss})
 
 
-def domain_means(counters: Mapping[str, float]) -> dict[str, float]:
-    """Per-domain mean score from summed ``domain:{name}:sum`` / ``domain:{name}:n`` counters (an
-    aggregate's ``ev:{name}:c:`` prefix may be left on the keys)."""
+def domain_means(counters: Mapping[str, float], *, evaluator: str | None = None) -> dict[str, float]:
+    """Per-domain mean score from summed ``domain:{name}:sum`` / ``domain:{name}:n`` counters; with
+    ``evaluator`` set, from an aggregate's hash fields ``ev:{evaluator}:c:domain:...``."""
+    prefix = f"ev:{evaluator}:c:domain:" if evaluator is not None else "domain:"
     sums: dict[str, float] = defaultdict(float)
     counts: dict[str, float] = defaultdict(float)
     for key, value in counters.items():
-        _, sep, rest = key.partition("domain:")
-        if not sep:
+        if not key.startswith(prefix):
             continue
-        domain, _, kind = rest.rpartition(":")
+        domain, _, kind = key[len(prefix) :].rpartition(":")
         if kind == "sum":
             sums[domain] += float(value)
         elif kind == "n":
@@ -104,9 +104,9 @@ def domain_means(counters: Mapping[str, float]) -> dict[str, float]:
     return {d: sums[d] / n for d, n in counts.items() if n > 0}
 
 
-def adaptability_from_counters(counters: Mapping[str, float]) -> float:
+def adaptability_from_counters(counters: Mapping[str, float], *, evaluator: str | None = None) -> float:
     """Seed 004 adaptability over a window: the mean of the per-domain means (0.0 with no domain)."""
-    means = domain_means(counters)
+    means = domain_means(counters, evaluator=evaluator)
     return sum(means.values()) / len(means) if means else 0.0
 
 

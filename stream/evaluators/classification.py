@@ -45,20 +45,18 @@ def _prf(tp: float, fp: float, fn: float) -> tuple[float, float, float]:
     return precision, recall, f1
 
 
-def classification_stats(counters: Mapping[str, float]) -> dict[str, float]:
+def classification_stats(counters: Mapping[str, float], *, evaluator: str | None = None) -> dict[str, float]:
     """Window figures from summed confusion cells ``tp``, ``fp``, ``fn``, ``tn`` (missing = 0).
 
-    Keys may carry the aggregate's prefix (``ev:keyword_match:c:tp``); the part after the last ``:`` is
-    used. Returns ``count``, ``accuracy`` = (tp + tn) / count, binary ``precision``/``recall``/``f1`` of
-    the positive class (a match), and ``macro_precision``/``macro_recall``/``macro_f1``: the unweighted
-    mean over the classes that occur in the truth or the predictions (sklearn ``average="macro"``,
-    ``zero_division=0``). Every figure is 0.0 on an empty window.
+    ``counters``: the cells by name, or — with ``evaluator`` set — an aggregate's hash fields, from which
+    ``ev:{evaluator}:c:{cell}`` are read (``PairAggregate.fields``). Returns ``count``, ``accuracy`` =
+    (tp + tn) / count, binary ``precision``/``recall``/``f1`` of the positive class (a match), and
+    ``macro_precision``/``macro_recall``/``macro_f1``: the unweighted mean over the classes that occur in
+    the truth or the predictions (sklearn ``average="macro"``, ``zero_division=0``). Every figure is 0.0
+    on an empty window.
     """
-    cells = dict.fromkeys(CELLS, 0.0)
-    for key, value in counters.items():
-        cell = key.rsplit(":", 1)[-1]
-        if cell in cells:
-            cells[cell] += float(value)
+    prefix = f"ev:{evaluator}:c:" if evaluator is not None else ""
+    cells = {cell: float(counters.get(prefix + cell, 0.0)) for cell in CELLS}
     tp, fp, fn, tn = cells["tp"], cells["fp"], cells["fn"], cells["tn"]
     count = tp + fp + fn + tn
     precision, recall, f1 = _prf(tp, fp, fn)
