@@ -18,6 +18,8 @@ import unicodedata
 from collections import Counter
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 import rjieba
 import sacrebleu
 import stopwordsiso
@@ -51,6 +53,20 @@ def test_bleu_equals_sacrebleu(tokenize: str) -> None:
         worst = max(worst, abs(ours - ref))
         assert ours == pytest.approx(ref, abs=TOL), (hyp, refs)
     assert worst <= TOL
+
+
+@pytest.mark.parametrize("tokenize", ["13a", "zh"])
+def test_tokenizers_equal_sacrebleu(tokenize: str) -> None:
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+    from sacrebleu.tokenizers.tokenizer_zh import TokenizerZh
+
+    from streameval.evaluators.bleu import tokenize_13a, tokenize_zh
+
+    theirs = Tokenizer13a() if tokenize == "13a" else TokenizerZh()
+    ours = tokenize_13a if tokenize == "13a" else tokenize_zh
+    tricky = ["3.5-4 items, (ok) 1,000.5 U.S. e-mail -x- x- &amp; &quot;q&quot; <skipped> a-\nb", "１２３，４５６。"]
+    for text in tricky + [h for h, _ in PAIRS]:
+        assert ours(text) == theirs(text).split(), text
 
 
 def test_bleu_lowercase_equals_sacrebleu() -> None:
@@ -156,3 +172,14 @@ def test_exact_match_flag_equals_squad_on_english() -> None:
     for hyp, ref in PAIRS:
         if hyp.isascii() and ref.isascii():
             assert (normalize_answer(hyp) == normalize_answer(ref)) == (squad_normalize(hyp) == squad_normalize(ref))
+
+
+@given(st.text(st.sampled_from(list("ab1 2.,-&;:/()[]{}~`'\"\n\t") + ["模", "，", "“", "→", "ａ"]), max_size=30))
+def test_tokenizers_equal_sacrebleu_on_punctuation_soup(text: str) -> None:
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+    from sacrebleu.tokenizers.tokenizer_zh import TokenizerZh
+
+    from streameval.evaluators.bleu import tokenize_13a, tokenize_zh
+
+    assert tokenize_13a(text) == Tokenizer13a()(text).split()
+    assert tokenize_zh(text) == TokenizerZh()(text).split()

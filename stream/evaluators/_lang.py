@@ -60,7 +60,8 @@ _ALL_STOP_WORDS = ZH_STOP_WORDS | EN_STOP_WORDS
 # One token per CJK character, otherwise runs of letters and digits (rouge-score's tokenizer keeps
 # [a-z0-9]+ runs; this is the same on ASCII text and splits CJK text per character).
 _ROUGE_TOKEN = regex.compile(f"[{_CJK_CLASS}]|[[\\p{{L}}\\p{{N}}]--[{_CJK_CLASS}]]+", regex.V1)
-_WORD = regex.compile(r"\w+")
+_ASCII_TOKEN = re.compile(r"[a-z0-9]+")  # the same tokens on ASCII text, ~5x faster than the Unicode pattern
+_WORD = re.compile(r"\w+")
 
 
 def has_cjk(text: str) -> bool:
@@ -101,6 +102,8 @@ def squad_tokens(normalized: str, *, chinese: str = "words") -> list[str]:
 def cjk_tokens(text: str) -> list[str]:
     """Case-folded word tokens: one per CJK character, otherwise runs of letters and digits (ROUGE-L,
     report word counts)."""
+    if text.isascii():
+        return _ASCII_TOKEN.findall(text.lower())
     return _ROUGE_TOKEN.findall(text.casefold())
 
 
@@ -108,14 +111,12 @@ def content_tokens(text: str) -> list[str]:
     """Content words of ``text`` (any language): lower case, CJK segmented with rjieba, words of one
     character and stop words (stopwordsiso zh + en) dropped. Used by keyword_match and the RAG metrics."""
     lowered = normalize_answer(text)
-    pieces = segment(lowered) if has_cjk(lowered) else lowered.split()
-    out: list[str] = []
-    for piece in pieces:
-        # rjieba keeps mixed runs such as "gpt-4"; \w+ splits them like the seed's re.findall(r'\b\w+\b')
-        for word in _WORD.findall(piece):
-            if len(word) > 1 and word not in _ALL_STOP_WORDS:
-                out.append(word)
-    return out
+    if has_cjk(lowered):
+        # rjieba may keep mixed runs; \w+ splits them like the seed's re.findall(r'\b\w+\b')
+        words = [w for piece in segment(lowered) for w in (_WORD.findall(piece) if not piece.isalnum() else (piece,))]
+    else:
+        words = _WORD.findall(lowered)
+    return [w for w in words if len(w) > 1 and w not in _ALL_STOP_WORDS]
 
 
 def keywords(text: str) -> list[str]:

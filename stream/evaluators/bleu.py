@@ -29,18 +29,22 @@ from ._lang import has_cjk, cjk_tokens
 
 __all__ = ["Bleu", "BleuResult", "BleuSimple", "bleu_simple", "sentence_bleu", "tokenize_13a", "tokenize_zh"]
 
-# mteval-v13a post-tokenisation (sacrebleu TokenizerRegexp), applied in this order.
-_POST = [
-    (re.compile(r"([\{-\~\[-\` -\&\(-\+\:-\@\/])"), r" \1 "),
-    (re.compile(r"([^0-9])([\.,])"), r"\1 \2 "),
-    (re.compile(r"([\.,])([^0-9])"), r" \1 \2"),
-    (re.compile(r"([0-9])(-)"), r"\1 \2 "),
-]
+# mteval-v13a post-tokenisation (sacrebleu TokenizerRegexp), applied in this order. sacrebleu's first
+# class also holds the space (" -&"); padding a space with spaces changes nothing once the line is split
+# and no later pattern tells one space from three, so the space is left out here (a 3x speed-up).
+_SYMBOLS = re.compile(r"([\{-\~\[-\`!-\&\(-\+\:-\@\/])")
+_BEFORE_PUNCT = re.compile(r"([^0-9])([\.,])")
+_AFTER_PUNCT = re.compile(r"([\.,])([^0-9])")
+_DASH = re.compile(r"([0-9])(-)")
 
 
 def _post_tokenize(line: str) -> list[str]:
-    for pattern, repl in _POST:
-        line = pattern.sub(repl, line)
+    line = _SYMBOLS.sub(r" \1 ", line)
+    if "." in line or "," in line:
+        line = _BEFORE_PUNCT.sub(r"\1 \2 ", line)
+        line = _AFTER_PUNCT.sub(r" \1 \2", line)
+    if "-" in line:
+        line = _DASH.sub(r"\1 \2 ", line)
     return line.split()
 
 
@@ -63,22 +67,26 @@ _ZH_RANGES = [
 ]  # fmt: skip
 
 
-def _zh_char_class() -> re.Pattern[str]:
+def _zh_run() -> re.Pattern[str]:
     # For one character c: c >= "ab" iff c > "a", and c <= "xy" iff c <= "x" (a prefix sorts first).
     parts = []
     for start, end in _ZH_RANGES:
         lo = start if len(start) == 1 else chr(ord(start[0]) + 1)
         hi = end[0]
         parts.append(f"{re.escape(lo)}-{re.escape(hi)}")
-    return re.compile(f"([{''.join(parts)}])")
+    return re.compile(f"[{''.join(parts)}]+")
 
 
-_ZH_CHAR = _zh_char_class()
+_ZH_RUN = _zh_run()
+
+
+def _spread(match: re.Match[str]) -> str:
+    return " " + " ".join(match.group()) + " "
 
 
 def tokenize_zh(line: str) -> list[str]:
     """sacrebleu's ``zh`` tokeniser: every Chinese character is a token, the rest is 13a post-tokenised."""
-    return _post_tokenize(_ZH_CHAR.sub(r" \1 ", line.strip()))
+    return _post_tokenize(_ZH_RUN.sub(_spread, line.strip()))
 
 
 _TOKENIZERS: dict[str, Callable[[str], list[str]]] = {"13a": tokenize_13a, "zh": tokenize_zh}
@@ -87,7 +95,7 @@ _TOKENIZERS: dict[str, Callable[[str], list[str]]] = {"13a": tokenize_13a, "zh":
 def _ngrams(tokens: Sequence[str], max_order: int) -> Counter[tuple[str, ...]]:
     grams: Counter[tuple[str, ...]] = Counter()
     for n in range(1, max_order + 1):
-        grams.update(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+        grams.update(zip(*(tokens[i:] for i in range(n))))
     return grams
 
 
@@ -197,8 +205,6 @@ class Bleu(Evaluator):
         )  # fmt: skip
 
 
-def _seed_ngrams(words: Sequence[str], max_order: int) -> list[str]:
-    return [" ".join(words[i : i + n]) for n in range(1, max_order + 1) for i in range(len(words) - n + 1)]
 
 
 def bleu_simple(
@@ -210,7 +216,8 @@ def bleu_simple(
     split = tokenizer or (lambda text: text.lower().split())
     if not candidate or not references:
         return 0.0
-    cand = Counter(_seed_ngrams(split(candidate), max_order))
+    # The seed joins n-grams with spaces; tokens hold no whitespace, so tuples compare the same way.
+    cand = _ngrams(split(candidate), max_order)
     total = sum(cand.values())
     if total == 0:
         return 0.0
@@ -218,7 +225,7 @@ def bleu_simple(
     for ref in references:
         if not ref:
             continue
-        ref_counts = Counter(_seed_ngrams(split(ref), max_order))
+        ref_counts = _ngrams(split(ref), max_order)
         best = max(best, sum(min(c, ref_counts[g]) for g, c in cand.items() if g in ref_counts))
     return best / total
 
