@@ -20,8 +20,7 @@ from streameval.evaluators.rouge import rouge_l
 from streameval.models import RequestEvent
 
 TOKENS = 300
-EN_VOCAB = ("the model answer is correct because data graph shows capital city France Paris river Seine "
-            "retrieval latency report citation source image metric score window event stream").split()  # fmt: skip
+EN_VOCAB = ["the", "model", "answer", "is", "correct", "because", "data", "graph", "shows", "capital", "city", "France", "Paris", "river", "Seine", "retrieval", "latency", "report", "citation", "source", "image", "metric", "score", "window", "event", "stream"]  # fmt: skip
 ZH_VOCAB = list("模型回答正确因为数据图谱显示首都城市法国巴黎河流检索延迟报告引用来源图片指标分数窗口事件流")
 
 
@@ -108,13 +107,13 @@ def main() -> int:
     print(f"{'evaluator':28} {'english':>10} {'chinese':>10}")
     for name in TEXT:
         ev = build_evaluator(name)
-        en = _us(lambda: ev.evaluate(events["en"]))
-        zh = _us(lambda: ev.evaluate(events["zh"]))
+        en = _us(lambda ev=ev: ev.evaluate(events["en"]))
+        zh = _us(lambda ev=ev: ev.evaluate(events["zh"]))
         print(f"{name:28} {en:10.1f} {zh:10.1f}")
     for kind, names in OTHER.items():
         for name in names:
             ev = build_evaluator(name)
-            print(f"{name:28} {_us(lambda: ev.evaluate(events[kind])):10.1f}")
+            print(f"{name:28} {_us(lambda ev=ev, kind=kind: ev.evaluate(events[kind])):10.1f}")
 
     out, ref = events["en"].output, events["en"].expected or ""
     seed = _us(lambda: _seed_lcs(ref, out), budget_s=1.0, repeats=3)

@@ -11,7 +11,7 @@ _DATA = json.loads((Path(__file__).parent / "data" / "metrics_real_text.json").r
 REAL_EN: list[str] = _DATA["en"]
 REAL_ZH: list[str] = _DATA["zh"]
 
-_EN_WORDS = "the a an cat dog sat on mat model answer is was not quickly data graph 42 3.5 GPT-4 don't U.S. e-mail".split()
+_EN_WORDS = ["the", "a", "an", "cat", "dog", "sat", "on", "mat", "model", "answer", "is", "was", "not", "quickly", "data", "graph", "42", "3.5", "GPT-4", "don't", "U.S.", "e-mail"]
 _ZH_WORDS = ["模型", "回答", "北京", "大学", "的", "是", "在", "了", "评估", "指标", "数据", "知识", "图谱", "，", "。", "！", "？"]
 _PUNCT = list(",.;:!?()[]\"'-&<>/") + ["“", "”", "—", "…", "、", "《", "》", "（", "）", "，", "。"]
 EDGE = [

@@ -10,7 +10,6 @@ import orjson
 import pytest
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ValidationError
-
 from streameval import schemas
 from streameval.blocks import AgentBlock, ReportBlock, RetrievalBlock
 from streameval.config import parse_config

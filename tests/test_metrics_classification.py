@@ -7,7 +7,6 @@ from collections import Counter
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from streameval.evaluators import build_evaluator
 from streameval.evaluators.classification import classification_stats, keyword_jaccard
 from streameval.models import RequestEvent

@@ -18,15 +18,14 @@ import unicodedata
 from collections import Counter
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 import rjieba
 import sacrebleu
 import stopwordsiso
+from hypothesis import given
+from hypothesis import strategies as st
 from metrics_corpus import multi_reference, text_pairs
 from rouge_score import rouge_scorer
 from seed004_reference import seed_bleu, seed_rouge_l
-
 from streameval.evaluators.answer import token_f1
 from streameval.evaluators.bleu import bleu_simple, sentence_bleu
 from streameval.evaluators.rouge import rouge_l
@@ -59,7 +58,6 @@ def test_bleu_equals_sacrebleu(tokenize: str) -> None:
 def test_tokenizers_equal_sacrebleu(tokenize: str) -> None:
     from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
     from sacrebleu.tokenizers.tokenizer_zh import TokenizerZh
-
     from streameval.evaluators.bleu import tokenize_13a, tokenize_zh
 
     theirs = Tokenizer13a() if tokenize == "13a" else TokenizerZh()
@@ -178,7 +176,6 @@ def test_exact_match_flag_equals_squad_on_english() -> None:
 def test_tokenizers_equal_sacrebleu_on_punctuation_soup(text: str) -> None:
     from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
     from sacrebleu.tokenizers.tokenizer_zh import TokenizerZh
-
     from streameval.evaluators.bleu import tokenize_13a, tokenize_zh
 
     assert tokenize_13a(text) == Tokenizer13a()(text).split()

@@ -20,15 +20,15 @@ import rjieba
 import stopwordsiso
 
 __all__ = [
+    "EN_STOP_WORDS",
+    "ZH_STOP_WORDS",
+    "cjk_tokens",
     "content_tokens",
     "has_cjk",
     "keywords",
     "normalize_answer",
-    "cjk_tokens",
     "segment",
     "squad_tokens",
-    "ZH_STOP_WORDS",
-    "EN_STOP_WORDS",
 ]
 
 _CJK_CLASS = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}"
@@ -59,7 +59,7 @@ _ALL_STOP_WORDS = ZH_STOP_WORDS | EN_STOP_WORDS
 
 # One token per CJK character, otherwise runs of letters and digits (rouge-score's tokenizer keeps
 # [a-z0-9]+ runs; this is the same on ASCII text and splits CJK text per character).
-_ROUGE_TOKEN = regex.compile(f"[{_CJK_CLASS}]|[[\\p{{L}}\\p{{N}}]--[{_CJK_CLASS}]]+", regex.V1)
+_CJK_TOKEN = regex.compile(f"[{_CJK_CLASS}]|[[\\p{{L}}\\p{{N}}]--[{_CJK_CLASS}]]+", regex.V1)
 _ASCII_TOKEN = re.compile(r"[a-z0-9]+")  # the same tokens on ASCII text, ~5x faster than the Unicode pattern
 _WORD = re.compile(r"\w+")
 
@@ -96,7 +96,8 @@ def squad_tokens(normalized: str, *, chinese: str = "words") -> list[str]:
         words = [w for w in segment(normalized) if w not in ZH_STOP_WORDS]
         if words:
             return words
-    return _ROUGE_TOKEN.findall(normalized)
+    chars: list[str] = _CJK_TOKEN.findall(normalized)
+    return chars
 
 
 def cjk_tokens(text: str) -> list[str]:
@@ -104,7 +105,8 @@ def cjk_tokens(text: str) -> list[str]:
     report word counts)."""
     if text.isascii():
         return _ASCII_TOKEN.findall(text.lower())
-    return _ROUGE_TOKEN.findall(text.casefold())
+    tokens: list[str] = _CJK_TOKEN.findall(text.casefold())
+    return tokens
 
 
 def content_tokens(text: str) -> list[str]:

@@ -31,7 +31,7 @@ def _block(event: RequestEvent) -> AgentBlock:
     return event.agent
 
 
-def _need(value: float | int | None, field: str) -> float:
+def _need(value: float | None, field: str) -> float:
     if value is None:
         raise MissingField(f"agent.{field} is missing")
     return float(value)

@@ -25,7 +25,7 @@ from pydantic import Field
 
 from ..models import RequestEvent
 from ._base import Evaluator, Params, Score, register
-from ._lang import has_cjk, cjk_tokens
+from ._lang import cjk_tokens, has_cjk
 
 __all__ = ["Bleu", "BleuResult", "BleuSimple", "bleu_simple", "sentence_bleu", "tokenize_13a", "tokenize_zh"]
 
@@ -128,8 +128,7 @@ def sentence_bleu(
         tokens = prep(ref)
         ref_lens.append(len(tokens))
         for gram, count in _ngrams(tokens, max_order).items():
-            if count > ref_grams[gram]:
-                ref_grams[gram] = count
+            ref_grams[gram] = max(ref_grams[gram], count)
     hyp = prep(hypothesis)
     sys_len = len(hyp)
     # closest reference length; on a tie the shorter one (sacrebleu _get_closest_ref_len)

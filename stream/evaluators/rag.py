@@ -30,7 +30,7 @@ every constant is a parameter. Formulas (n_e entities, n_r relationships, kw = k
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -91,9 +91,9 @@ class _Rag(Evaluator):
     Params = _RagParams
     params: _RagParams
 
-    def _score(self, value: float, reason: str, details: dict[str, object] | None = None) -> Score:
+    def _score(self, value: float, reason: str, details: Mapping[str, object] | None = None) -> Score:
         value = min(1.0, max(0.0, value))
-        return Score(value, value >= self.params.threshold, reason, details)
+        return Score(value, value >= self.params.threshold, reason, dict(details) if details else None)
 
 
 @register

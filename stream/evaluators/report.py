@@ -45,9 +45,9 @@ from ._lang import cjk_tokens
 
 __all__ = [
     "PARTS",
+    "WORD_RANGES",
     "ReportFacts",
     "ReportMetrics",
-    "WORD_RANGES",
     "measure_report",
     "part_scores",
     "word_count_score",
@@ -85,7 +85,7 @@ class ReportFacts:
 def _source_key(source: str) -> str:
     host = urlsplit(source).hostname if "://" in source else None
     key = (host or source).casefold().strip()
-    return key[4:] if key.startswith("www.") else key
+    return key.removeprefix("www.")
 
 
 class ReportPartParams(Params):
