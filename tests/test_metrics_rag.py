@@ -150,3 +150,11 @@ def test_fallback_table_matches_the_seed() -> None:
 )  # fmt: skip
 def test_fallback_trigger(rule: LLMFallback, score: float | None, expected: bool) -> None:
     assert rule.triggered(score) is expected
+
+
+@pytest.mark.parametrize("weights", [[0, 0, 0], [-1, 1, 1], [1, 1]])
+def test_graph_coverage_rejects_bad_weights(weights: list[float]) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        build_evaluator("graph_coverage", {"weights": weights})

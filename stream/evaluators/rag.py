@@ -31,9 +31,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rapidfuzz.distance import Indel
 
 from ..blocks import RetrievalBlock
@@ -46,6 +46,9 @@ __all__ = [
     "ChunkUtilization", "CommunityRelevance", "EntityCoverage", "GraphCoverage", "RelationshipUtilization",
     "RetrievalLatency", "RetrievalPrecision", "RetrievalUtilization", "SubgraphQuality",
 ]  # fmt: skip
+
+
+NonNegative = Annotated[float, Field(ge=0.0)]
 
 
 def _block(event: RequestEvent) -> RetrievalBlock:
@@ -231,9 +234,16 @@ class EntityCoverage(_Rag):
 class GraphCoverageParams(_RagParams):
     entity_target: int = Field(default=5, ge=1, description="entities for a full structure score")
     relationship_target: int = Field(default=5, ge=1, description="relationships for a full structure score")
-    weights: tuple[float, float, float] = Field(
-        default=(0.3, 0.4, 0.3), description="structure, relevance, connectivity weights"
+    weights: tuple[NonNegative, NonNegative, NonNegative] = Field(
+        default=(0.3, 0.4, 0.3), description="structure, relevance, connectivity weights (>= 0, positive sum)"
     )
+
+    @field_validator("weights")
+    @classmethod
+    def _positive_sum(cls, weights: tuple[float, float, float]) -> tuple[float, float, float]:
+        if sum(weights) <= 0:
+            raise ValueError("graph_coverage weights must have a positive sum")
+        return weights
 
 
 @register
@@ -256,8 +266,7 @@ class GraphCoverage(_Rag):
         linked = {_key(x) for r in block.relationships for x in (r.source, r.target)}
         connectivity = len(nodes & linked) / len(nodes) if nodes else 0.0
         ws, wr, wc = p.weights
-        total = ws + wr + wc
-        score = (ws * structure + wr * relevance + wc * connectivity) / total if total else 0.0
+        score = (ws * structure + wr * relevance + wc * connectivity) / (ws + wr + wc)
         parts = {"structure": structure, "relevance": relevance, "connectivity": connectivity}
         return self._score(score, ", ".join(f"{k} {v:.2f}" for k, v in parts.items()), parts)
 
