@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .blocks import AgentBlock, ReportBlock, RetrievalBlock
+
 __all__ = [
     "CATEGORIES",
     "Aggregate",
@@ -80,10 +82,12 @@ class RequestEvent(BaseModel):
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     timestamp: str | None = Field(default=None, pattern=RFC3339)
-    # Typed context blocks for the report, RAG and agent metrics (open objects in v1 until typed).
-    report: dict[str, Any] | None = None
-    retrieval: dict[str, Any] | None = None
-    agent: dict[str, Any] | None = None
+    # Typed context blocks for the report, RAG and agent metrics (stream/blocks.py).
+    report: ReportBlock | None = None
+    retrieval: RetrievalBlock | None = None
+    agent: AgentBlock | None = None
+    # Truth for keyword_match's confusion matrix: should the output match the expected answer?
+    label: bool | None = None
 
     def event_time(self, default: float) -> float:
         """The event's own time in epoch seconds, or ``default`` when it carries none."""

@@ -6,6 +6,7 @@ Importing this package registers every built-in evaluator.
 from __future__ import annotations
 
 from . import presets  # noqa: F401  (registers the seed 001 presets)
+from . import agent, answer, bleu, classification, rag, report, rouge  # noqa: F401  (seeds 000, 002, 004)
 from ._base import (
     Evaluator,
     MissingField,

@@ -1,0 +1,111 @@
+"""Typed context blocks of a request event: ``report`` (seed 000), ``retrieval`` (seed 002), ``agent``
+(seed 004). Mirrored by ``$defs`` in schemas/request-event.v1.json; a malformed block fails decoding
+(the event is dead-lettered with the field path). Every field is optional: an evaluator that needs a
+missing one fails that event with ``missing_field`` and says which.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "REPORT_STYLES",
+    "AgentBlock",
+    "Chunk",
+    "Community",
+    "DomainScore",
+    "Entity",
+    "Relationship",
+    "ReportBlock",
+    "ReportStyle",
+    "RetrievalBlock",
+]
+
+_STRICT = ConfigDict(extra="forbid", strict=True)
+
+#: seed 000's five report styles
+ReportStyle = Literal["academic", "strategic_investment", "popular_science", "news", "social_media"]
+REPORT_STYLES: tuple[str, ...] = ("academic", "strategic_investment", "popular_science", "news", "social_media")
+
+
+class ReportBlock(BaseModel):
+    """Facts about a generated report. Counts left out are measured from ``output`` (Markdown)."""
+
+    model_config = _STRICT
+
+    style: ReportStyle | None = None
+    required_sections: list[str] | None = None
+    sections: list[str] | None = None
+    word_count: int | None = Field(default=None, ge=0)
+    citations: int | None = Field(default=None, ge=0)
+    sources: list[str] | None = None
+    images: int | None = Field(default=None, ge=0)
+
+
+class Entity(BaseModel):
+    model_config = _STRICT
+
+    id: str = Field(min_length=1)
+    name: str | None = None
+    description: str | None = None
+
+
+class Relationship(BaseModel):
+    model_config = _STRICT
+
+    source: str = Field(min_length=1)
+    target: str = Field(min_length=1)
+    type: str | None = None
+    description: str | None = None
+
+
+class Chunk(BaseModel):
+    model_config = _STRICT
+
+    id: str = Field(min_length=1)
+    text: str | None = None
+
+
+class Community(BaseModel):
+    model_config = _STRICT
+
+    id: str = Field(min_length=1)
+    summary: str | None = None
+
+
+class RetrievalBlock(BaseModel):
+    """What a RAG / GraphRAG system retrieved and cited for this answer (seed 002 §3-4)."""
+
+    model_config = _STRICT
+
+    retrieved_entities: list[str] = Field(default_factory=list)
+    cited_entities: list[str] = Field(default_factory=list)
+    latency_s: float | None = Field(default=None, ge=0.0)
+    chunks: list[Chunk] = Field(default_factory=list)
+    entities: list[Entity] = Field(default_factory=list)
+    relationships: list[Relationship] = Field(default_factory=list)
+    communities: list[Community] = Field(default_factory=list)
+    keywords: list[str] | None = None
+    agent_type: str | None = Field(default=None, min_length=1, max_length=64)
+
+
+class DomainScore(BaseModel):
+    model_config = _STRICT
+
+    domain: str = Field(min_length=1, max_length=128)
+    score: float = Field(ge=0.0, le=1.0)
+
+
+class AgentBlock(BaseModel):
+    """Seed 004's agent fields (same names as the seed's dataset requirements)."""
+
+    model_config = _STRICT
+
+    task_quality: float | None = Field(default=None, ge=0.0, le=1.0)
+    communication_rounds: int | None = Field(default=None, ge=0)
+    task_time: float | None = Field(default=None, ge=0.0)
+    original_score: float | None = Field(default=None, ge=0.0)
+    transferred_score: float | None = Field(default=None, ge=0.0)
+    results: list[DomainScore] = Field(default_factory=list)

@@ -1,0 +1,256 @@
+"""BLEU: ``bleu`` (sentence BLEU equal to sacrebleu's) and ``bleu_simple`` (seed 004's n-gram precision).
+
+``bleu`` reproduces ``sacrebleu.sentence_bleu(hyp, refs, smooth_method="exp", tokenize=..., 
+use_effective_order=True)`` divided by 100: the 13a (mteval-v13a) and zh tokenisers, clipped n-gram
+counts against the per-n-gram maximum over references, the closest reference length (ties: the
+shorter) for the brevity penalty, exp smoothing (= nltk method3) and effective order. tests/
+test_metrics_bleu.py checks it against sacrebleu to 1e-9. sacrebleu itself is only a test dependency.
+
+The zh tokeniser reproduces a quirk of sacrebleu's range table: the entries written ``'\\u20000'`` and
+``'\\u2f800'`` are two-character strings, so sacrebleu's string comparison treats U+2001-U+2A6D and
+U+2F81-U+2FA1 (general punctuation, arrows, maths symbols, ...) as Chinese characters. We do the same
+so scores stay equal.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from ..models import RequestEvent
+from ._base import Evaluator, Params, Score, register
+from ._lang import cjk_tokens, has_cjk
+
+__all__ = ["Bleu", "BleuResult", "BleuSimple", "bleu_simple", "sentence_bleu", "tokenize_13a", "tokenize_zh"]
+
+# mteval-v13a post-tokenisation (sacrebleu TokenizerRegexp), applied in this order. sacrebleu's first
+# class also holds the space (" -&"); padding a space with spaces changes nothing once the line is split
+# and no later pattern tells one space from three, so the space is left out here (a 3x speed-up).
+_SYMBOLS = re.compile(r"([\{-\~\[-\`!-\&\(-\+\:-\@\/])")
+_BEFORE_PUNCT = re.compile(r"([^0-9])([\.,])")
+_AFTER_PUNCT = re.compile(r"([\.,])([^0-9])")
+_DASH = re.compile(r"([0-9])(-)")
+
+
+def _post_tokenize(line: str) -> list[str]:
+    line = _SYMBOLS.sub(r" \1 ", line)
+    if "." in line or "," in line:
+        line = _BEFORE_PUNCT.sub(r"\1 \2 ", line)
+        line = _AFTER_PUNCT.sub(r" \1 \2", line)
+    if "-" in line:
+        line = _DASH.sub(r"\1 \2 ", line)
+    return line.split()
+
+
+def tokenize_13a(line: str) -> list[str]:
+    """sacrebleu's ``13a`` tokeniser, as a token list."""
+    line = line.replace("<skipped>", "").replace("-\n", "").replace("\n", " ")
+    if "&" in line:
+        line = line.replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
+    return _post_tokenize(f" {line} ")
+
+
+# sacrebleu tokenizer_zh._UCODE_RANGES, written as sacrebleu writes them (see the module docstring).
+_ZH_RANGES = [
+    ("\u3400", "\u4db5"), ("\u4e00", "\u9fa5"), ("\u9fa6", "\u9fbb"), ("\uf900", "\ufa2d"),
+    ("\ufa30", "\ufa6a"), ("\ufa70", "\ufad9"), ("\u20000", "\u2a6d6"), ("\u2f800", "\u2fa1d"),
+    ("\uff00", "\uffef"), ("\u2e80", "\u2eff"), ("\u3000", "\u303f"), ("\u31c0", "\u31ef"),
+    ("\u2f00", "\u2fdf"), ("\u2ff0", "\u2fff"), ("\u3100", "\u312f"), ("\u31a0", "\u31bf"),
+    ("\ufe10", "\ufe1f"), ("\ufe30", "\ufe4f"), ("\u2600", "\u26ff"), ("\u2700", "\u27bf"),
+    ("\u3200", "\u32ff"), ("\u3300", "\u33ff"),
+]  # fmt: skip
+
+
+def _zh_run() -> re.Pattern[str]:
+    # For one character c: c >= "ab" iff c > "a", and c <= "xy" iff c <= "x" (a prefix sorts first).
+    parts = []
+    for start, end in _ZH_RANGES:
+        lo = start if len(start) == 1 else chr(ord(start[0]) + 1)
+        hi = end[0]
+        parts.append(f"{re.escape(lo)}-{re.escape(hi)}")
+    return re.compile(f"[{''.join(parts)}]+")
+
+
+_ZH_RUN = _zh_run()
+
+
+def _spread(match: re.Match[str]) -> str:
+    return " " + " ".join(match.group()) + " "
+
+
+def tokenize_zh(line: str) -> list[str]:
+    """sacrebleu's ``zh`` tokeniser: every Chinese character is a token, the rest is 13a post-tokenised."""
+    return _post_tokenize(_ZH_RUN.sub(_spread, line.strip()))
+
+
+_TOKENIZERS: dict[str, Callable[[str], list[str]]] = {"13a": tokenize_13a, "zh": tokenize_zh}
+
+
+def _ngrams(tokens: Sequence[str], max_order: int) -> Counter[tuple[str, ...]]:
+    grams: Counter[tuple[str, ...]] = Counter()
+    for n in range(1, max_order + 1):
+        grams.update(zip(*(tokens[i:] for i in range(n))))
+    return grams
+
+
+@dataclass(frozen=True, slots=True)
+class BleuResult:
+    score: float  # 0-1 (sacrebleu's score / 100)
+    precisions: tuple[float, ...]  # 0-1, after smoothing
+    bp: float
+    sys_len: int
+    ref_len: int
+
+
+def sentence_bleu(
+    hypothesis: str,
+    references: Sequence[str],
+    *,
+    tokenize: Literal["13a", "zh"] = "13a",
+    lowercase: bool = False,
+    max_order: int = 4,
+) -> BleuResult:
+    """sacrebleu's sentence BLEU with exp smoothing and effective order, on a 0-1 scale."""
+    tok = _TOKENIZERS[tokenize]
+
+    def prep(text: str) -> list[str]:
+        return tok((text.lower() if lowercase else text).rstrip())
+
+    ref_grams: Counter[tuple[str, ...]] = Counter()
+    ref_lens: list[int] = []
+    for ref in references:
+        tokens = prep(ref)
+        ref_lens.append(len(tokens))
+        for gram, count in _ngrams(tokens, max_order).items():
+            ref_grams[gram] = max(ref_grams[gram], count)
+    hyp = prep(hypothesis)
+    sys_len = len(hyp)
+    # closest reference length; on a tie the shorter one (sacrebleu _get_closest_ref_len)
+    ref_len = min(ref_lens, key=lambda r: (abs(sys_len - r), r)) if ref_lens else 0
+    correct = [0] * max_order
+    total = [0] * max_order
+    for gram, count in _ngrams(hyp, max_order).items():
+        n = len(gram) - 1
+        total[n] += count
+        if gram in ref_grams:
+            correct[n] += min(count, ref_grams[gram])
+
+    bp = 1.0
+    if sys_len < ref_len:
+        bp = math.exp(1 - ref_len / sys_len) if sys_len > 0 else 0.0
+    precisions = [0.0] * max_order
+    if not any(correct):
+        return BleuResult(0.0, tuple(precisions), bp, sys_len, ref_len)
+    # Same arithmetic as sacrebleu (percentages, floored log) so the result is bit-for-bit comparable.
+    smooth = 1.0
+    eff_order = max_order
+    for n in range(1, max_order + 1):
+        if total[n - 1] == 0:
+            break
+        eff_order = n
+        if correct[n - 1] == 0:
+            smooth *= 2
+            precisions[n - 1] = 100.0 / (smooth * total[n - 1])
+        else:
+            precisions[n - 1] = 100.0 * correct[n - 1] / total[n - 1]
+    log_sum = sum(math.log(p) if p > 0 else -9999999999 for p in precisions[:eff_order])
+    score = bp * math.exp(log_sum / eff_order)
+    return BleuResult(score / 100.0, tuple(p / 100.0 for p in precisions), bp, sys_len, ref_len)
+
+
+class BleuParams(Params):
+    tokenize: Literal["13a", "zh", "auto"] = Field(
+        default="auto", description="sacrebleu tokeniser; auto = zh when output or a target has CJK text, else 13a"
+    )
+    lowercase: bool = Field(default=False, description="lower-case before tokenising (sacrebleu -lc)")
+    max_order: int = Field(default=4, ge=1, le=8, description="longest n-gram")
+    threshold: float = Field(default=0.3, ge=0.0, le=1.0, description="pass at or above this BLEU (0-1)")
+
+
+@register
+class Bleu(Evaluator):
+    """Sentence BLEU (0-1) of ``output`` against all targets together (multi-reference), as sacrebleu."""
+
+    name = "bleu"
+    summary = "sentence BLEU equal to sacrebleu's (13a/zh, exp smoothing, multi-reference)"
+    Params = BleuParams
+    params: BleuParams
+
+    def evaluate(self, event: RequestEvent) -> Score:
+        targets = self.targets(event)
+        tokenize = self.params.tokenize
+        if tokenize == "auto":
+            tokenize = "zh" if has_cjk(event.output) or any(has_cjk(t) for t in targets) else "13a"
+        result = sentence_bleu(
+            event.output, targets, tokenize=tokenize, lowercase=self.params.lowercase,
+            max_order=self.params.max_order,
+        )  # fmt: skip
+        # exp(log(100)) is 100.00000000000004: keep the contract's [0, 1] (sentence_bleu stays sacrebleu-equal)
+        value = min(1.0, result.score)
+        return Score(
+            value,
+            value >= self.params.threshold,
+            f"BLEU {result.score * 100:.2f} (tokenize {tokenize}, BP {result.bp:.3f})",
+            {
+                "tokenize": tokenize, "precisions": list(result.precisions), "bp": result.bp,
+                "sys_len": result.sys_len, "ref_len": result.ref_len,
+            },
+        )  # fmt: skip
+
+
+
+
+def bleu_simple(
+    references: Sequence[str], candidate: str, *, max_order: int = 4, tokenizer: Callable[[str], list[str]] | None = None
+) -> float:
+    """Seed 004 ``calculate_bleu``: the 1..``max_order``-gram matches of the candidate (clipped by the
+    reference counts) over all candidate n-grams, taking the reference with the most matches. No brevity
+    penalty, no geometric mean. Empty candidate or no references: 0.0 (as the seed)."""
+    split = tokenizer or (lambda text: text.lower().split())
+    if not candidate or not references:
+        return 0.0
+    # The seed joins n-grams with spaces; tokens hold no whitespace, so tuples compare the same way.
+    cand = _ngrams(split(candidate), max_order)
+    total = sum(cand.values())
+    if total == 0:
+        return 0.0
+    best = 0
+    for ref in references:
+        if not ref:
+            continue
+        ref_counts = _ngrams(split(ref), max_order)
+        best = max(best, sum(min(c, ref_counts[g]) for g, c in cand.items() if g in ref_counts))
+    return best / total
+
+
+class BleuSimpleParams(Params):
+    max_order: int = Field(default=4, ge=1, le=8, description="n-grams of order 1..max_order (seed 004: 4)")
+    tokenize: Literal["whitespace", "cjk"] = Field(
+        default="whitespace",
+        description="whitespace = the seed's lower().split(); cjk = one token per CJK character, words otherwise",
+    )
+    threshold: float = Field(default=0.5, ge=0.0, le=1.0, description="pass at or above this precision")
+
+
+@register
+class BleuSimple(Evaluator):
+    """Seed 004's simplified BLEU: clipped n-gram precision (n = 1..4) against the best reference."""
+
+    name = "bleu_simple"
+    summary = "seed 004's clipped n-gram precision, best reference"
+    Params = BleuSimpleParams
+    params: BleuSimpleParams
+    _TOKENIZE: ClassVar[dict[str, Callable[[str], list[str]] | None]] = {"whitespace": None, "cjk": cjk_tokens}
+
+    def evaluate(self, event: RequestEvent) -> Score:
+        value = bleu_simple(
+            self.targets(event), event.output, max_order=self.params.max_order,
+            tokenizer=self._TOKENIZE[self.params.tokenize],
+        )  # fmt: skip
+        return Score(value, value >= self.params.threshold, f"clipped n-gram precision {value:.3f}")
