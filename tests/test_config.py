@@ -24,7 +24,7 @@ def write(tmp_path: Path, text: str) -> Path:
         ("suites:\n  - name: a\n    threshold: 1.5\n    evaluators: [{evaluator: exact_match}]\n",
          3, "suites[0].threshold", "less than or equal to 1"),
         ("suites:\n  - name: a\n    evaluators:\n      - {evaluator: exact_match}\n      - {evaluator: nope}\n",
-         5, "suites[0].evaluators[1].evaluator", "valid evaluators: contains, exact_match"),
+         5, "suites[0].evaluators[1].evaluator", "unknown evaluator 'nope'; valid evaluators: "),
         ("suites:\n  - name: a\n    evaluators:\n      - evaluator: similarity\n        params:\n          threshold: 2\n",
          6, "suites[0].evaluators[0].params.threshold", "less than or equal to 1"),
         ("suites:\n  - name: a\n    evaluators:\n      - {evaluator: regex, params: {pattern: '('}}\n",

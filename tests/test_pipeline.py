@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import orjson
 import pytest
 
 from streameval.config import parse_config
-from streameval.evaluators import Evaluator, Score, register
+from streameval.evaluators import Evaluator, Score, register, unregister
 from streameval.models import RequestEvent
 from streameval.pipeline import Pipeline, Source
 
@@ -51,6 +52,13 @@ class _ReturnsNone(Evaluator):
 
     def evaluate(self, event: RequestEvent) -> Score:
         return None  # type: ignore[return-value]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forget_test_evaluators() -> Iterator[None]:
+    yield
+    for name in ("test_raises", "test_out_of_range", "test_async", "test_returns_none"):
+        unregister(name)
 
 
 def pipeline(*evaluators: dict[str, Any], **kwargs: Any) -> Pipeline:

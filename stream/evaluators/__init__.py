@@ -17,6 +17,7 @@ from ._base import (
     evaluator_class,
     evaluator_names,
     register,
+    unregister,
 )
 
 __all__ = [
@@ -29,4 +30,5 @@ __all__ = [
     "evaluator_class",
     "evaluator_names",
     "register",
+    "unregister",
 ]

@@ -31,6 +31,7 @@ __all__ = [
     "evaluator_class",
     "evaluator_names",
     "register",
+    "unregister",
 ]
 
 
@@ -104,6 +105,11 @@ def register(cls: type[Evaluator]) -> type[Evaluator]:
         raise ValueError(f"evaluator name {name!r} registered twice")
     _REGISTRY[name] = cls
     return cls
+
+
+def unregister(name: str) -> None:
+    """Remove ``name`` from the registry (tests, and evaluators defined at run time)."""
+    _REGISTRY.pop(name, None)
 
 
 def evaluator_names() -> list[str]:
