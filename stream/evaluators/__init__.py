@@ -6,6 +6,7 @@ Importing this package registers every built-in evaluator.
 from __future__ import annotations
 
 from . import presets  # noqa: F401  (registers the seed 001 presets)
+from ..sandbox import _evaluator as _sandbox  # noqa: F401  (registers the sandboxed `code` evaluator)
 from ._base import (
     Evaluator,
     MissingField,
