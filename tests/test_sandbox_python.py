@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
-
 from streameval.evaluators import build_evaluator
 from streameval.models import RequestEvent
 from streameval.sandbox import SandboxError, SandboxTimeout, probe
@@ -194,3 +193,27 @@ async def test_children_do_not_share_random_state(anchor: object) -> None:
     finally:
         await evaluator.close()
     assert len(draws) == 5
+
+
+async def test_through_the_pipeline_errors_are_results_and_the_stream_goes_on(anchor: object) -> None:
+    from streameval.config import parse_config
+    from streameval.pipeline import Pipeline
+
+    evaluators = [
+        {"evaluator": "code", "name": "boom", "params": {"language": "python", "code": "def evaluate(i, o, e, m):\n    return 1 / 0"}},
+        {"evaluator": "code", "name": "slow", "params": {"language": "python", "timeout_ms": 200,
+                                                          "code": "def evaluate(i, o, e, m):\n    while True:\n        pass"}},
+        {"evaluator": "code", "name": "ok", "params": {"language": "python", "code": "def evaluate(i, o, e, m):\n    return {'passed': True}"}},
+    ]  # fmt: skip
+    _, suites = parse_config({"suites": [{"name": "s", "default": True, "evaluators": evaluators}]})
+    pipeline = Pipeline(suites)
+    await pipeline.start()
+    try:
+        outcome = await pipeline.process(b'{"id": "e1", "model": "m", "output": "x"}')
+    finally:
+        await pipeline.close()
+    assert outcome.result is not None
+    by_name = {r.name: r for r in outcome.result.evaluators}
+    assert (by_name["boom"].error, by_name["slow"].error, by_name["ok"].error) == ("execution_failed", "timeout", None)
+    assert "ZeroDivisionError" in (by_name["boom"].reason or "")
+    assert by_name["ok"].passed and by_name["ok"].score == 1.0

@@ -8,12 +8,10 @@ import shutil
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from streameval import sandbox
 from streameval.config import parse_config
 from streameval.errors import ConfigError
-from streameval.sandbox import SandboxError, SandboxTimeout
-from streameval.sandbox import _confine, _zygote
+from streameval.sandbox import SandboxError, SandboxTimeout, _confine, _zygote
 from streameval.sandbox._result import to_score
 
 

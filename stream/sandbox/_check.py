@@ -61,7 +61,7 @@ def check_node(code: str) -> None:
     node = node_binary()
     try:
         done = subprocess.run(
-            [node, "-e", _NODE_COMPILE], input=code.encode(), capture_output=True, env={}, timeout=30
+            [node, "-e", _NODE_COMPILE], input=code.encode(), capture_output=True, env={}, timeout=30, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ValueError(f"cannot check the Node.js code with {node}: {exc}") from None

@@ -35,8 +35,8 @@ __all__ = [
     "apply_seccomp",
     "drop_root",
     "landlock_abi",
-    "landlock_ruleset",
     "landlock_restrict",
+    "landlock_ruleset",
     "probe",
     "seccomp_program",
     "set_limit",
@@ -209,7 +209,7 @@ _TABLES: dict[str, dict[str, int]] = {
         "prlimit64": 302, "kexec_load": 246, "kexec_file_load": 320, "init_module": 175,
         "finit_module": 313, "delete_module": 176, "reboot": 169, "swapon": 167, "swapoff": 168,
         "acct": 163, "personality": 135, "quotactl": 179, "syslog": 103,
-    },  # fmt: skip
+    },
     "aarch64": {
         "openat": 56, "openat2": 437, "open_by_handle_at": 265, "name_to_handle_at": 264,
         "socket": 198, "bind": 200, "listen": 201, "accept": 202, "connect": 203, "accept4": 242,
@@ -225,7 +225,7 @@ _TABLES: dict[str, dict[str, int]] = {
         "kexec_load": 104, "kexec_file_load": 294, "init_module": 105, "finit_module": 273,
         "delete_module": 106, "reboot": 142, "swapon": 224, "swapoff": 225, "acct": 89,
         "personality": 92, "quotactl": 60, "syslog": 116,
-    },  # fmt: skip
+    },
 }
 
 # Common to both profiles: nothing may reach the network, other processes, the kernel's

@@ -34,7 +34,7 @@ from ._launch import NODE_DIR
 from ._pool import SandboxPool, acquire_pool, default_slots, release_pool
 from ._result import to_score
 
-__all__ = ["CodeEvaluator", "CodeParams", "NODE_MODULES", "allow_weaker_sandbox"]
+__all__ = ["NODE_MODULES", "CodeEvaluator", "CodeParams", "allow_weaker_sandbox"]
 
 #: seed 001 §4.2: the modules Node.js code may require
 NODE_MODULES = ("lodash", "dayjs", "validator", "ajv")
