@@ -67,6 +67,14 @@ HOSTILE = [
     ("escape through a module object",
      "const _ = require('lodash');\n" + body("return { passed: true, reason: String(_.constructor.constructor('return process')()) };"),
      "Code generation from strings disallowed"),
+    ("no code generation even beside ajv",
+     "const Ajv = require('ajv');\n" + body("return { passed: true, reason: String(this.constructor.constructor('return 1')()) };"),
+     "Code generation from strings disallowed"),
+    ("no code generation through the ajv stand-in",
+     "const Ajv = require('ajv');\n" + body("return { passed: true, reason: String(new Ajv().constructor.constructor('return 1')()) };"),
+     "Code generation from strings disallowed"),
+    ("ajv keywords need functions", "const Ajv = require('ajv');\n" + body("new Ajv().addKeyword({ keyword: 'x' });"),
+     "addKeyword is not available"),
     ("eval", body("return { passed: true, reason: String(eval('1 + 1')) };"), "Code generation from strings disallowed"),
     ("timers are absent", body("await new Promise((r) => setTimeout(r, 10000));"), "setTimeout is not defined"),
     ("deep recursion", body("const f = (n) => f(n + 1) + 1; f(0);"), "Maximum call stack"),
@@ -199,6 +207,19 @@ module.exports = async function (input, output, expected, metadata) {
     assert good.passed and good.details == {"processType": "undefined"}
     bad = await run(nodejs(code), event('{"mail": 1}'))
     assert not bad.passed and "email" in (bad.reason or "")
+
+
+async def test_ajv_compile_api(anchor: object) -> None:
+    code = """const Ajv = require('ajv').default;
+const ajv = new Ajv({ allErrors: true });
+const check = ajv.compile({ type: 'object', properties: { n: { type: 'integer', minimum: 1 } }, required: ['n'] });
+module.exports = async function (input, output) {
+  const ok = check(JSON.parse(output));
+  return { passed: ok, details: { errors: (check.errors || []).map((e) => e.instancePath + ' ' + e.message) } };
+};"""
+    assert (await run(nodejs(code), event('{"n": 3}'))).passed
+    bad = await run(nodejs(code), event('{"n": 0}'))
+    assert not bad.passed and bad.details == {"errors": ["/n must be >= 1"]}
 
 
 async def test_host_process_is_confined_even_without_vm_isolation() -> None:

@@ -5,13 +5,14 @@
 //   {code, args: {input, output, expected, metadata}, timeout_ms}
 // and answers each with {ok: <value returned by evaluate>} or {error: kind, message}.
 //
-// Every call runs in a fresh vm context: code generation from strings off (see `needsCodegen`),
+// Every call runs in a fresh vm context: code generation from strings off,
 // microtaskMode "afterEvaluate" so promise jobs count against the timeout, no timers, no process,
 // no host objects. The event is passed as JSON text and parsed inside the context, and the result
 // is serialised inside it, so the code never holds an object of the host's realm (the classic
 // `x.constructor.constructor("return process")()` escape needs one). The allowed modules (seed 001
 // §4.2: lodash, dayjs, validator, ajv) are evaluated inside each fresh context from scripts compiled
-// once per host, so a polluted prototype dies with its context.
+// once per host, so a polluted prototype dies with its context. ajv, which compiles schemas with
+// `new Function`, runs in a second fresh context and is reached through a JSON-only bridge.
 
 const vm = require('vm');
 const fs = require('fs');
@@ -50,10 +51,63 @@ const BOOT = new vm.Script(`(function () {
     else entry.fn.call(module.exports, module.exports, localRequire, module, file, '');
     return module.exports;
   }
+  // ajv runs in a separate realm (it needs code generation, this context has none); the code gets
+  // a stand-in class here whose methods send JSON text to that realm and get JSON text back. The
+  // realm's function stays in this closure, so the code never holds an object of that realm.
+  let ajvCall = null;
+  const ajvShims = Object.create(null);
+  function ajvShim(flavor) {
+    if (ajvShims[flavor]) return ajvShims[flavor];
+    const call = ajvCall;
+    const invoke = function (op, payload) {
+      let text;
+      try { text = call(op, JSON.stringify(payload)); } catch (_) { throw new Error('ajv failed inside the sandbox'); }
+      const reply = JSON.parse(text);
+      if (reply.e !== undefined) throw new Error(reply.e);
+      return reply.r;
+    };
+    const validator = function (vid, schema) {
+      const v = function (data) { const r = invoke('run', { vid: vid, data: data }); v.errors = r.errors; return r.ok; };
+      v.errors = null;
+      v.schema = schema;
+      return v;
+    };
+    class Ajv {
+      constructor(opts) { this.errors = null; this._id = invoke('new', { flavor: flavor, opts: opts || {} }); }
+      compile(schema) { return validator(invoke('compile', { id: this._id, schema: schema }), schema); }
+      validate(schema, data) {
+        const r = invoke('validate', { id: this._id, schema: schema, data: data });
+        this.errors = r.errors;
+        return r.ok;
+      }
+      errorsText(errors, opts) {
+        return invoke('errorsText', { id: this._id, errors: errors === undefined ? this.errors : errors, opts: opts });
+      }
+      addSchema(schema, key) { invoke('addSchema', { id: this._id, schema: schema, key: key }); return this; }
+      getSchema(key) { const vid = invoke('getSchema', { id: this._id, key: key }); return vid < 0 ? undefined : validator(vid); }
+      removeSchema(key) { invoke('removeSchema', { id: this._id, key: key }); return this; }
+      addFormat(name, format) {
+        const payload = { id: this._id, name: name };
+        if (format instanceof RegExp) payload.regex = { source: format.source, flags: format.flags };
+        else if (typeof format === 'string' || typeof format === 'boolean') payload.format = format;
+        else throw new Error('in the sandbox ajv formats must be a RegExp, a string or a boolean');
+        invoke('addFormat', payload);
+        return this;
+      }
+      addKeyword() { throw new Error('ajv.addKeyword is not available in the sandbox (keywords need functions)'); }
+    }
+    Ajv.default = Ajv;
+    Ajv.Ajv = Ajv;
+    ajvShims[flavor] = Ajv;
+    return Ajv;
+  }
   return {
     register: function (file, fn, depsJson, json) { table[file] = { fn: fn, deps: JSON.parse(depsJson), json: json }; },
-    require: function (topDeps) {
+    load: load,
+    setAjv: function (call) { ajvCall = call; },
+    require: function (topDeps, ajvDeps) {
       return function require(request) {
+        if (ajvDeps[request] !== undefined && ajvCall !== null) return ajvShim(ajvDeps[request]);
         const target = topDeps[request];
         if (target === undefined) {
           throw new Error('module ' + JSON.stringify(request) + ' is not available in code evaluators; allowed: ${MODULES.join(', ')}');
@@ -90,6 +144,41 @@ const DRIVER = new vm.Script(`(function () {
       catch (e) { g.__se_out = JSON.stringify({ error: 'exception', message: 'the result is not JSON-serialisable: ' + describe(e) }); }
     }, fail);
 })()`, { filename: 'streameval-driver.js' });
+
+// Runs in the ajv realm: one function taking (operation, JSON text) and returning JSON text, never
+// throwing, so nothing of this realm crosses into the code's context.
+const AJV_BRIDGE = new vm.Script(`(function (load) {
+  'use strict';
+  const instances = [];
+  const validators = [];
+  const keep = function (v) { validators.push(v); return validators.length - 1; };
+  return function call(op, json) {
+    try {
+      const a = JSON.parse(json);
+      const ajv = instances[a.id];
+      let r = null;
+      if (op === 'new') {
+        const C = load(a.flavor);
+        const Ctor = typeof C === 'function' ? C : C.default;
+        instances.push(new Ctor(a.opts));
+        r = instances.length - 1;
+      } else if (op === 'compile') r = keep(ajv.compile(a.schema));
+      else if (op === 'run') { const v = validators[a.vid]; r = { ok: !!v(a.data), errors: v.errors || null }; }
+      else if (op === 'validate') r = { ok: !!ajv.validate(a.schema, a.data), errors: ajv.errors || null };
+      else if (op === 'errorsText') r = ajv.errorsText(a.errors, a.opts);
+      else if (op === 'addSchema') ajv.addSchema(a.schema, a.key);
+      else if (op === 'getSchema') { const v = ajv.getSchema(a.key); r = v ? keep(v) : -1; }
+      else if (op === 'removeSchema') ajv.removeSchema(a.key);
+      else if (op === 'addFormat') ajv.addFormat(a.name, a.regex ? new RegExp(a.regex.source, a.regex.flags) : a.format);
+      else throw new Error('unknown ajv operation ' + op);
+      return JSON.stringify({ r: r });
+    } catch (e) {
+      let message;
+      try { message = String(e && e.message); } catch (_) { message = 'ajv failed'; }
+      return JSON.stringify({ e: message });
+    }
+  };
+})`, { filename: 'streameval-ajv-bridge.js' });
 
 const TAKE = new vm.Script('globalThis.__se_out', { filename: 'streameval-take.js' });
 
@@ -160,18 +249,31 @@ function userEntry(code) {
     compiled.set(code, entry);
     return entry;
   }
-  const top = resolveTop(code);
+  const all = resolveTop(code);
+  const top = {};
+  const ajvTop = {};
+  for (const [request, file] of Object.entries(all)) {
+    if (request.split('/')[0] === 'ajv') ajvTop[request] = file;
+    else top[request] = file;
+  }
   entry = {
     script: new vm.Script(WRAP_HEAD + code + WRAP_TAIL, { filename: 'evaluator.js' }),
     top,
+    ajvTop,
     files: [...closure(top)],
-    // ajv compiles schemas to JavaScript with `new Function`: only code that requires it gets a
-    // context where that works. The context still holds nothing of the host.
-    codegen: Object.keys(top).some((request) => request.split('/')[0] === 'ajv'),
+    ajvFiles: [...closure(ajvTop)],
   };
   compiled.set(code, entry);
   if (compiled.size > CODE_CACHE) compiled.delete(compiled.keys().next().value);
   return entry;
+}
+
+function register(boot, context, fileList) {
+  for (const file of fileList) {
+    const f = files.get(file);
+    const fn = f.script ? f.script.runInContext(context) : undefined;
+    boot.register(file, fn, JSON.stringify(f.deps), f.json);
+  }
 }
 
 // The vm's timeout error is created in the context's realm, so it is recognised by an own data
@@ -186,16 +288,20 @@ function evaluate(request) {
   const entry = userEntry(request.code);
   const timeout = request.timeout_ms;
   const context = vm.createContext(Object.create(null), {
-    codeGeneration: { strings: entry.codegen, wasm: false },
+    codeGeneration: { strings: false, wasm: false },
     microtaskMode: 'afterEvaluate',
   });
   const boot = BOOT.runInContext(context);
-  for (const file of entry.files) {
-    const f = files.get(file);
-    const fn = f.script ? f.script.runInContext(context) : undefined;
-    boot.register(file, fn, JSON.stringify(f.deps), f.json);
+  register(boot, context, entry.files);
+  if (entry.ajvFiles.length) {
+    // A fresh ajv realm per call too: whatever a schema does there dies with the call.
+    const realm = vm.createContext(Object.create(null), { codeGeneration: { strings: true, wasm: false } });
+    const realmBoot = BOOT.runInContext(realm);
+    register(realmBoot, realm, entry.ajvFiles);
+    boot.setAjv(AJV_BRIDGE.runInContext(realm)(realmBoot.load));
   }
-  context.__se_require = boot.require(vm.runInContext('(' + JSON.stringify(entry.top) + ')', context));
+  const inContext = (value) => vm.runInContext('(' + JSON.stringify(value) + ')', context);
+  context.__se_require = boot.require(inContext(entry.top), inContext(entry.ajvTop));
   context.__se_user = entry.script.runInContext(context);
   context.__se_args = JSON.stringify(request.args);
   try {
