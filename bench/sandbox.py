@@ -33,7 +33,9 @@ def pct(samples: list[float], q: float) -> float:
 async def warm(language: str, code: str, calls: int) -> list[float]:
     evaluator = build_evaluator("code", {"language": language, "code": code})
     await evaluator.start()
-    event = RequestEvent(id="b", model="m", output="hello sandbox world", input="q", metadata={"keywords": ["hello", "x"]})
+    event = RequestEvent(
+        id="b", model="m", output="hello sandbox world", input="q", metadata={"keywords": ["hello", "x"]}
+    )
     try:
         for _ in range(20):  # warm the code caches of every slot
             await evaluator.aevaluate(event)

@@ -16,11 +16,15 @@ from streameval.models import RequestEvent
 from streameval.sandbox import NODE_MODULES, SandboxError, SandboxTimeout, probe
 from streameval.sandbox._launch import NODE_DIR
 
-_READY = shutil.which("node") is not None and all((NODE_DIR / "node_modules" / m).is_dir() for m in NODE_MODULES)
+_READY = shutil.which("node") is not None and all(
+    (NODE_DIR / "node_modules" / m).is_dir() for m in NODE_MODULES
+)
 pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),
     pytest.mark.skipif(bool(probe().missing), reason=f"sandbox mechanisms missing: {probe().missing}"),
-    pytest.mark.skipif(not _READY, reason="node or the sandbox modules are missing (python -m streameval.sandbox.setup)"),
+    pytest.mark.skipif(
+        not _READY, reason="node or the sandbox modules are missing (python -m streameval.sandbox.setup)"
+    ),
 ]
 
 
@@ -34,7 +38,9 @@ def event(output: str = "hello world", **metadata: object) -> RequestEvent:
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def anchor() -> AsyncIterator[object]:
-    evaluator = nodejs("module.exports = async (input, output) => ({ passed: output === 'hello world', reason: 'benign' });")
+    evaluator = nodejs(
+        "module.exports = async (input, output) => ({ passed: output === 'hello world', reason: 'benign' });"
+    )
     await evaluator.start()
     yield evaluator
     await evaluator.close()
@@ -55,30 +61,71 @@ def body(text: str) -> str:
 HOSTILE = [
     ("require net", body("require('net').connect(80, '1.1.1.1');"), 'module "net" is not available'),
     ("require dgram", body("require('dgram').createSocket('udp4');"), 'module "dgram" is not available'),
-    ("require dns", body("await require('dns').promises.lookup('example.com');"), 'module "dns" is not available'),
-    ("require fs", body("return { passed: true, reason: require('fs').readFileSync('/etc/passwd', 'utf8') };"),
-     'module "fs" is not available'),
+    (
+        "require dns",
+        body("await require('dns').promises.lookup('example.com');"),
+        'module "dns" is not available',
+    ),
+    (
+        "require fs",
+        body("return { passed: true, reason: require('fs').readFileSync('/etc/passwd', 'utf8') };"),
+        'module "fs" is not available',
+    ),
     ("require child_process", body("require('child_process').execSync('id');"), 'module "child_process"'),
-    ("process is absent", body("return { passed: true, reason: String(process.env) };"), "process is not defined"),
-    ("constructor.constructor escape", body("return { passed: true, reason: String(this.constructor.constructor('return process')()) };"),
-     "Code generation from strings disallowed"),
-    ("function constructor via require", body("return { passed: true, reason: String(require.constructor('return process')()) };"),
-     "Code generation from strings disallowed"),
-    ("escape through a module object",
-     "const _ = require('lodash');\n" + body("return { passed: true, reason: String(_.constructor.constructor('return process')()) };"),
-     "Code generation from strings disallowed"),
-    ("no code generation even beside ajv",
-     "const Ajv = require('ajv');\n" + body("return { passed: true, reason: String(this.constructor.constructor('return 1')()) };"),
-     "Code generation from strings disallowed"),
-    ("no code generation through the ajv stand-in",
-     "const Ajv = require('ajv');\n" + body("return { passed: true, reason: String(new Ajv().constructor.constructor('return 1')()) };"),
-     "Code generation from strings disallowed"),
-    ("ajv keywords need functions", "const Ajv = require('ajv');\n" + body("new Ajv().addKeyword({ keyword: 'x' });"),
-     "addKeyword is not available"),
-    ("eval", body("return { passed: true, reason: String(eval('1 + 1')) };"), "Code generation from strings disallowed"),
-    ("timers are absent", body("await new Promise((r) => setTimeout(r, 10000));"), "setTimeout is not defined"),
+    (
+        "process is absent",
+        body("return { passed: true, reason: String(process.env) };"),
+        "process is not defined",
+    ),
+    (
+        "constructor.constructor escape",
+        body("return { passed: true, reason: String(this.constructor.constructor('return process')()) };"),
+        "Code generation from strings disallowed",
+    ),
+    (
+        "function constructor via require",
+        body("return { passed: true, reason: String(require.constructor('return process')()) };"),
+        "Code generation from strings disallowed",
+    ),
+    (
+        "escape through a module object",
+        "const _ = require('lodash');\n"
+        + body("return { passed: true, reason: String(_.constructor.constructor('return process')()) };"),
+        "Code generation from strings disallowed",
+    ),
+    (
+        "no code generation even beside ajv",
+        "const Ajv = require('ajv');\n"
+        + body("return { passed: true, reason: String(this.constructor.constructor('return 1')()) };"),
+        "Code generation from strings disallowed",
+    ),
+    (
+        "no code generation through the ajv stand-in",
+        "const Ajv = require('ajv');\n"
+        + body("return { passed: true, reason: String(new Ajv().constructor.constructor('return 1')()) };"),
+        "Code generation from strings disallowed",
+    ),
+    (
+        "ajv keywords need functions",
+        "const Ajv = require('ajv');\n" + body("new Ajv().addKeyword({ keyword: 'x' });"),
+        "addKeyword is not available",
+    ),
+    (
+        "eval",
+        body("return { passed: true, reason: String(eval('1 + 1')) };"),
+        "Code generation from strings disallowed",
+    ),
+    (
+        "timers are absent",
+        body("await new Promise((r) => setTimeout(r, 10000));"),
+        "setTimeout is not defined",
+    ),
     ("deep recursion", body("const f = (n) => f(n + 1) + 1; f(0);"), "Maximum call stack"),
-    ("array buffer bomb", body("const b = new ArrayBuffer(2 ** 32); return { passed: true };"), "Array buffer allocation failed|Invalid array buffer length"),
+    (
+        "array buffer bomb",
+        body("const b = new ArrayBuffer(2 ** 32); return { passed: true };"),
+        "Array buffer allocation failed|Invalid array buffer length",
+    ),
     ("never settles", body("await new Promise(() => {});"), "did not settle"),
     ("bad return", body("return { passed: 'yes' };"), "boolean 'passed'"),
     ("score above 1", body("return { passed: true, score: 3 };"), r"must be in \[0, 1\]"),
@@ -101,7 +148,10 @@ async def test_hostile_code_is_contained(anchor: object, code: str, needle: str)
 RUNAWAY = [
     ("infinite loop", body("while (true) {}")),
     ("microtask loop", body("const f = () => Promise.resolve().then(f); f(); await new Promise(() => {});")),
-    ("hostile thrown proxy", "throw new Proxy({}, { get() { while (true) {} } });\nmodule.exports = async () => ({});"),
+    (
+        "hostile thrown proxy",
+        "throw new Proxy({}, { get() { while (true) {} } });\nmodule.exports = async () => ({});",
+    ),
 ]
 
 
@@ -114,7 +164,9 @@ async def test_runaway_code_times_out_and_the_host_is_replaced(anchor: object, c
 
 async def test_heap_bomb_kills_only_its_host(anchor: object) -> None:
     with pytest.raises(SandboxError) as caught:
-        await run(nodejs(body("const a = []; while (true) a.push(new Array(1e6).fill(1));"), timeout_ms=20000))
+        await run(
+            nodejs(body("const a = []; while (true) a.push(new Array(1e6).fill(1));"), timeout_ms=20000)
+        )
     assert "died" in str(caught.value)
     assert (await anchor.aevaluate(event())).passed
 
@@ -146,7 +198,11 @@ async def test_prototype_pollution_does_not_leak_between_calls(anchor: object) -
 
 
 async def test_console_flood_is_discarded(anchor: object) -> None:
-    score = await run(nodejs(body("for (let i = 0; i < 100000; i++) console.log('x'.repeat(100)); return { passed: true };")))
+    score = await run(
+        nodejs(
+            body("for (let i = 0; i < 100000; i++) console.log('x'.repeat(100)); return { passed: true };")
+        )
+    )
     assert score.passed
 
 
@@ -186,7 +242,9 @@ module.exports = async function evaluate(input, output, expected, metadata) {
     details: { foundKeywords, missingKeywords: _.difference(keywords, foundKeywords) }
   };
 };"""
-    score = await run(nodejs(code), event("流式 评估 系统", keywords=["流式", "评估", "Kafka", "Redis", "系统"]))
+    score = await run(
+        nodejs(code), event("流式 评估 系统", keywords=["流式", "评估", "Kafka", "Redis", "系统"])
+    )
     assert (score.passed, score.score) == (False, 0.6)
     assert score.details == {"foundKeywords": ["流式", "评估", "系统"], "missingKeywords": ["Kafka", "Redis"]}
 
@@ -240,7 +298,7 @@ s.on('connect', () => { out.tcp = 'ALLOWED'; process.stdout.write(JSON.stringify
     node = shutil.which("node")
     argv = [sys.executable, "-I", "-m", "streameval.sandbox._launch", "--data-mb", "512", "--", node,
             f"--openssl-config={NODE_DIR / 'openssl.cnf'}", "-e", script]  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, timeout=30, env={})
+    done = subprocess.run(argv, capture_output=True, timeout=30, env={}, check=False)
     results = json.loads(done.stdout)
     assert results.keys() == {"read", "write", "list", "spawn", "kill", "tcp"}
     assert "ALLOWED" not in results.values(), results

@@ -31,7 +31,9 @@ def _mod(name):
 
 def python(body: str, timeout_ms: int = 5000, memory_mb: int = 128) -> object:
     code = ESCAPE + "def evaluate(input, output, expected, metadata):\n" + body
-    return build_evaluator("code", {"language": "python", "code": code, "timeout_ms": timeout_ms, "memory_mb": memory_mb})
+    return build_evaluator(
+        "code", {"language": "python", "code": code, "timeout_ms": timeout_ms, "memory_mb": memory_mb}
+    )
 
 
 def event(output: str = "hello world", **metadata: object) -> RequestEvent:
@@ -56,47 +58,78 @@ async def run(evaluator: object, ev: RequestEvent | None = None) -> object:
 
 
 HOSTILE = [
-    ("tcp out", "    s = _mod('socket').socket()\n    s.connect(('1.1.1.1', 80))\n", "Operation not permitted"),
-    ("udp out", "    s = _mod('socket').socket(2, 2)\n    s.sendto(b'x', ('1.1.1.1', 53))\n", "Operation not permitted"),
+    (
+        "tcp out",
+        "    s = _mod('socket').socket()\n    s.connect(('1.1.1.1', 80))\n",
+        "Operation not permitted",
+    ),
+    (
+        "udp out",
+        "    s = _mod('socket').socket(2, 2)\n    s.sendto(b'x', ('1.1.1.1', 53))\n",
+        "Operation not permitted",
+    ),
     ("dns lookup", "    _mod('socket').getaddrinfo(b'example.com', 80)\n", "gaierror"),
-    ("open /etc/passwd", "    return {'passed': True, 'reason': open('/etc/passwd').read()}\n", "open is not available"),
+    (
+        "open /etc/passwd",
+        "    return {'passed': True, 'reason': open('/etc/passwd').read()}\n",
+        "open is not available",
+    ),
     ("os.open /etc/passwd", "    _mod('os').open('/etc/passwd', 0)\n", "Operation not permitted"),
     ("write a file", "    _mod('os').open('/tmp/sandbox-write-test', 0o101)\n", "Operation not permitted"),
-    ("list a directory", "    return {'passed': True, 'reason': str(_mod('os').listdir('/'))}\n", "Operation not permitted"),
+    (
+        "list a directory",
+        "    return {'passed': True, 'reason': str(_mod('os').listdir('/'))}\n",
+        "Operation not permitted",
+    ),
     ("execve", "    _mod('os').execv('/bin/sh', ['sh', '-c', 'id'])\n", "Operation not permitted"),
     ("subprocess", "    _mod('subprocess').run(['id'])\n", "Operation not permitted"),
     ("fork bomb", "    while True:\n        _mod('os').fork()\n", "Operation not permitted"),
-    ("thread bomb", "    while True:\n        _mod('threading').Thread(target=lambda: None).start()\n",
-     "can't start new thread"),
+    (
+        "thread bomb",
+        "    while True:\n        _mod('threading').Thread(target=lambda: None).start()\n",
+        "can't start new thread",
+    ),
     ("list memory bomb", "    x = [0] * (10 ** 9)\n", "memory limit"),
     ("bytearray memory bomb", "    x = bytearray(1 << 30)\n", "memory limit"),
-    ("shared mmap memory bomb",
-     "    c = _mod('ctypes')\n    libc = c.CDLL(None)\n    libc.mmap.restype = c.c_void_p\n"
-     "    a = libc.mmap(None, 1 << 30, 3, 0x21, -1, 0)\n"
-     "    if a in (None, 2**64 - 1):\n        raise MemoryError('mmap refused')\n"
-     "    c.memset(a, 1, 1 << 30)\n", "memory limit"),
+    (
+        "shared mmap memory bomb",
+        "    c = _mod('ctypes')\n    libc = c.CDLL(None)\n    libc.mmap.restype = c.c_void_p\n"
+        "    a = libc.mmap(None, 1 << 30, 3, 0x21, -1, 0)\n"
+        "    if a in (None, 2**64 - 1):\n        raise MemoryError('mmap refused')\n"
+        "    c.memset(a, 1, 1 << 30)\n",
+        "memory limit",
+    ),
     ("import os", "    import os\n", "module 'os' is not allowed"),
     ("import ctypes", "    import ctypes\n", "module 'ctypes' is not allowed"),
-    ("ctypes raw socket syscall",
-     "    libc = _mod('ctypes').CDLL(None, use_errno=True)\n"
-     "    if libc.syscall(41, 2, 1, 0) < 0:\n        raise OSError(_mod('ctypes').get_errno(), 'socket syscall refused')\n",
-     "socket syscall refused"),
+    (
+        "ctypes raw socket syscall",
+        "    libc = _mod('ctypes').CDLL(None, use_errno=True)\n"
+        "    if libc.syscall(41, 2, 1, 0) < 0:\n        raise OSError(_mod('ctypes').get_errno(), 'socket syscall refused')\n",
+        "socket syscall refused",
+    ),
     ("ctypes segfault", "    _mod('ctypes').string_at(0)\n", "SIGSEGV"),
     ("deep recursion", "    def f(n):\n        return f(n + 1)\n    f(0)\n", "RecursionError"),
-    ("deep recursion past the limit",
-     "    _mod('sys').setrecursionlimit(10 ** 7)\n    def f(n):\n        return f(n + 1) + 1\n    f(0)\n",
-     "SIGSEGV|SystemError|MemoryError|RecursionError"),  # depends on where the C stack runs out
+    (
+        "deep recursion past the limit",
+        "    _mod('sys').setrecursionlimit(10 ** 7)\n    def f(n):\n        return f(n + 1) + 1\n    f(0)\n",
+        "SIGSEGV|SystemError|MemoryError|RecursionError",
+    ),  # depends on where the C stack runs out
     ("kill the zygote", "    os = _mod('os')\n    os.kill(os.getppid(), 9)\n", "Operation not permitted"),
     ("kill everything", "    _mod('os').kill(-1, 9)\n", "Operation not permitted"),
-    ("raise own limits", "    r = _mod('resource') if 'resource' in _mod('sys').modules else None\n"
-     "    _mod('ctypes').CDLL(None).setrlimit(9, b'\\xff' * 16)\n    _mod('os').open('/etc/passwd', 0)\n",
-     "Operation not permitted"),
+    (
+        "raise own limits",
+        "    r = _mod('resource') if 'resource' in _mod('sys').modules else None\n"
+        "    _mod('ctypes').CDLL(None).setrlimit(9, b'\\xff' * 16)\n    _mod('os').open('/etc/passwd', 0)\n",
+        "Operation not permitted",
+    ),
     ("exit the process", "    _mod('os')._exit(0)\n", "without returning a result"),
     ("sys.exit", "    raise SystemExit(3)\n", "SystemExit"),
 ]
 
 
-@pytest.mark.parametrize(("body", "needle"), [case[1:] for case in HOSTILE], ids=[case[0] for case in HOSTILE])
+@pytest.mark.parametrize(
+    ("body", "needle"), [case[1:] for case in HOSTILE], ids=[case[0] for case in HOSTILE]
+)
 async def test_hostile_code_is_contained(anchor: object, body: str, needle: str) -> None:
     with pytest.raises(SandboxError) as caught:
         await run(python(body, memory_mb=64))
@@ -109,9 +142,14 @@ async def test_hostile_code_is_contained(anchor: object, body: str, needle: str)
 TIMEOUTS = [
     ("infinite loop", "    while True:\n        pass\n"),
     ("sleep past the timeout", "    import time\n    time.sleep(30)\n"),
-    ("ignore SIGTERM and loop",
-     "    s = _mod('signal')\n    s.signal(s.SIGTERM, s.SIG_IGN)\n    s.signal(s.SIGXCPU, s.SIG_IGN)\n    while True:\n        pass\n"),
-    ("flood stdout until killed", "    os = _mod('os')\n    while True:\n        os.write(1, b'x' * 65536)\n"),
+    (
+        "ignore SIGTERM and loop",
+        "    s = _mod('signal')\n    s.signal(s.SIGTERM, s.SIG_IGN)\n    s.signal(s.SIGXCPU, s.SIG_IGN)\n    while True:\n        pass\n",
+    ),
+    (
+        "flood stdout until killed",
+        "    os = _mod('os')\n    while True:\n        os.write(1, b'x' * 65536)\n",
+    ),
 ]
 
 
@@ -125,7 +163,9 @@ async def test_runaway_code_times_out(anchor: object, body: str) -> None:
 
 
 async def test_printing_is_discarded_and_the_result_still_arrives(anchor: object) -> None:
-    score = await run(python("    for _ in range(20000):\n        print('x' * 200)\n    return {'passed': True}\n"))
+    score = await run(
+        python("    for _ in range(20000):\n        print('x' * 200)\n    return {'passed': True}\n")
+    )
     assert score.passed and score.score == 1.0
 
 
@@ -214,6 +254,10 @@ async def test_through_the_pipeline_errors_are_results_and_the_stream_goes_on(an
         await pipeline.close()
     assert outcome.result is not None
     by_name = {r.name: r for r in outcome.result.evaluators}
-    assert (by_name["boom"].error, by_name["slow"].error, by_name["ok"].error) == ("execution_failed", "timeout", None)
+    assert (by_name["boom"].error, by_name["slow"].error, by_name["ok"].error) == (
+        "execution_failed",
+        "timeout",
+        None,
+    )
     assert "ZeroDivisionError" in (by_name["boom"].reason or "")
     assert by_name["ok"].passed and by_name["ok"].score == 1.0

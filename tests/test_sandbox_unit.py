@@ -60,20 +60,31 @@ def test_bad_replies(reply: object, error: type[Exception], needle: str) -> None
 
 
 def _config(params: dict[str, object]) -> dict[str, object]:
-    return {"suites": [{"name": "s", "default": True, "evaluators": [{"evaluator": "code", "params": params}]}]}
+    return {
+        "suites": [{"name": "s", "default": True, "evaluators": [{"evaluator": "code", "params": params}]}]
+    }
 
 
 CONFIG_ERRORS = [
     ({"language": "python", "code": "def evaluate(:\n  pass"}, "does not compile"),
-    ({"language": "python", "code": "def score(i, o, e, m):\n    return {}"}, "must define a top-level function evaluate"),
+    (
+        {"language": "python", "code": "def score(i, o, e, m):\n    return {}"},
+        "must define a top-level function evaluate",
+    ),
     ({"language": "ruby", "code": "x"}, "python"),
     ({"language": "python", "code": "evaluate = 1", "timeout_ms": 0}, "greater than or equal to 1"),
     ({"language": "python", "code": "evaluate = 1", "memory_mb": 99999}, "less than or equal to 2048"),
 ]
 if shutil.which("node"):
     CONFIG_ERRORS += [
-        ({"language": "nodejs", "code": "module.exports = async function ( {"}, "Node.js code does not compile"),
-        ({"language": "nodejs", "code": "async function evaluate() { return {}; }"}, "must export its function"),
+        (
+            {"language": "nodejs", "code": "module.exports = async function ( {"},
+            "Node.js code does not compile",
+        ),
+        (
+            {"language": "nodejs", "code": "async function evaluate() { return {}; }"},
+            "must export its function",
+        ),
     ]
 
 
@@ -87,7 +98,9 @@ def test_bad_code_is_a_config_error_with_the_field_path(params: dict[str, object
 
 
 def test_defaults_follow_seed_001() -> None:
-    _, suites = parse_config(_config({"language": "python", "code": "def evaluate(i, o, e, m):\n    return {}"}))
+    _, suites = parse_config(
+        _config({"language": "python", "code": "def evaluate(i, o, e, m):\n    return {}"})
+    )
     params = suites.all[0].evaluators[0].evaluator.params
     assert (params.timeout_ms, params.memory_mb) == (5000, 128)  # seed 001 §4.3: 5 s, 128 MB
 
@@ -104,7 +117,9 @@ def test_zygote_refuses_when_a_mechanism_is_missing(
     monkeypatch: pytest.MonkeyPatch, mechanisms: _confine.Mechanisms, named: str
 ) -> None:
     monkeypatch.setattr(_confine, "probe", lambda: mechanisms)
-    with pytest.raises(RuntimeError, match=f"refusing to run code evaluators: this machine lacks .*{named}") as caught:
+    with pytest.raises(
+        RuntimeError, match=f"refusing to run code evaluators: this machine lacks .*{named}"
+    ) as caught:
         _zygote.Zygote(allow_weaker=False, max_memory_mb=128)
     assert "STREAMEVAL_ALLOW_WEAKER_SANDBOX" in str(caught.value)
 
@@ -122,4 +137,6 @@ def test_seccomp_program_shape(profile: str) -> None:
     program = _confine.seccomp_program(profile)
     assert len(program) % 8 == 0 and len(program) // 8 < 4096  # BPF_MAXINSNS
     # the last instruction allows; the first loads the architecture
-    assert program[-8:-4] == bytes([0x06, 0x00, 0x00, 0x00]) and program[-4:] == (0x7FFF0000).to_bytes(4, "little")
+    assert program[-8:-4] == bytes([0x06, 0x00, 0x00, 0x00]) and program[-4:] == (0x7FFF0000).to_bytes(
+        4, "little"
+    )

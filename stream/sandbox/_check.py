@@ -44,9 +44,13 @@ def check_python(code: str) -> None:
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "evaluate":
             return
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "evaluate" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "evaluate" for t in node.targets
+        ):
             return
-    raise ValueError("Python code must define a top-level function evaluate(input, output, expected, metadata)")
+    raise ValueError(
+        "Python code must define a top-level function evaluate(input, output, expected, metadata)"
+    )
 
 
 def node_binary() -> str:
@@ -61,12 +65,19 @@ def check_node(code: str) -> None:
     node = node_binary()
     try:
         done = subprocess.run(
-            [node, "-e", _NODE_COMPILE], input=code.encode(), capture_output=True, env={}, timeout=30, check=False
+            [node, "-e", _NODE_COMPILE],
+            input=code.encode(),
+            capture_output=True,
+            env={},
+            timeout=30,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ValueError(f"cannot check the Node.js code with {node}: {exc}") from None
     if done.returncode != 0:
-        message = done.stdout.decode("utf-8", "replace").strip() or done.stderr.decode("utf-8", "replace")[-300:]
+        message = (
+            done.stdout.decode("utf-8", "replace").strip() or done.stderr.decode("utf-8", "replace")[-300:]
+        )
         raise ValueError(f"Node.js code does not compile: {message}")
     if not _EXPORTS.search(code):
         raise ValueError(

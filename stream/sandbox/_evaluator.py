@@ -27,6 +27,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from ..evaluators._base import Evaluator, Params, Score, register
+from ..evaluators._base import Params as ParamsBase
 from ..models import RequestEvent
 from ._check import check_node, check_python, node_binary
 from ._errors import SandboxError, SandboxUnavailable
@@ -54,8 +55,12 @@ class CodeParams(Params):
         min_length=1, max_length=200_000,
         description="defines evaluate(input, output, expected, metadata) -> {passed, score?, reason?, details?}",
     )  # fmt: skip
-    timeout_ms: int = Field(default=5000, ge=1, le=60_000, description="wall-clock limit per call (seed 001: 5 s)")
-    memory_mb: int = Field(default=128, ge=16, le=MAX_MEMORY_MB, description="memory limit (seed 001: 128 MB)")
+    timeout_ms: int = Field(
+        default=5000, ge=1, le=60_000, description="wall-clock limit per call (seed 001: 5 s)"
+    )
+    memory_mb: int = Field(
+        default=128, ge=16, le=MAX_MEMORY_MB, description="memory limit (seed 001: 128 MB)"
+    )
 
     @model_validator(mode="after")
     def _check_code(self) -> CodeParams:
@@ -110,7 +115,7 @@ class CodeEvaluator(Evaluator):
     params: CodeParams
     is_async = True
 
-    def __init__(self, params: Params) -> None:
+    def __init__(self, params: ParamsBase) -> None:
         super().__init__(params)
         self._pool: SandboxPool | None = None
         self._key: tuple[Any, ...] = (

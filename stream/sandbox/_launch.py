@@ -48,7 +48,11 @@ def main() -> None:
                         + "; ".join(mechanisms.missing)
                         + " (set STREAMEVAL_ALLOW_WEAKER_SANDBOX=1 to run with weaker confinement)"})  # fmt: skip
         return
-    ruleset = _confine.landlock_ruleset(mechanisms.landlock_abi, node_read_paths(argv[0])) if mechanisms.landlock_abi else -1
+    ruleset = (
+        _confine.landlock_ruleset(mechanisms.landlock_abi, node_read_paths(argv[0]))
+        if mechanisms.landlock_abi
+        else -1
+    )
     _confine.drop_root()
     if mechanisms.user_namespaces:
         _confine.unshare_network()

@@ -138,7 +138,10 @@ class SandboxPool:
         try:
             slot = await asyncio.wait_for(self._idle.get(), budget)
         except TimeoutError:
-            return {"error": "timeout", "message": f"timeout: no {self.label} became free within {timeout_ms} ms"}
+            return {
+                "error": "timeout",
+                "message": f"timeout: no {self.label} became free within {timeout_ms} ms",
+            }
         keep = False
         try:
             await slot.send(request)
@@ -148,7 +151,10 @@ class SandboxPool:
             keep = keep and not (self.recycle_after and slot.calls >= self.recycle_after)
             return reply
         except TimeoutError:
-            return {"error": "timeout", "message": f"timeout: the {self.label} did not answer within {timeout_ms} ms"}
+            return {
+                "error": "timeout",
+                "message": f"timeout: the {self.label} did not answer within {timeout_ms} ms",
+            }
         except (OSError, EOFError, asyncio.IncompleteReadError, ValueError):
             await slot.kill()
             return {"error": "crash", "message": f"the {self.label} died ({slot.death()})"}
@@ -171,7 +177,9 @@ class SandboxPool:
             try:
                 self._idle.put_nowait(await self._spawn())
                 return
-            except SandboxUnavailable as exc:  # keep trying: a worker without slots waits, never runs unconfined
+            except (
+                SandboxUnavailable
+            ) as exc:  # keep trying: a worker without slots waits, never runs unconfined
                 log.error("cannot restart a %s: %s", self.label, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10.0)

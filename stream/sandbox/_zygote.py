@@ -51,7 +51,9 @@ _CODE_CACHE = 256
 _FILENAME = "<evaluator>"
 
 
-def _refuse_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+def _refuse_import(
+    name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0
+) -> Any:
     top = name.partition(".")[0]
     if level != 0:
         raise ImportError("relative imports are not available in code evaluators")
@@ -151,7 +153,10 @@ class Zygote:
                 if left <= 0:
                     os.kill(pid, signal.SIGKILL)
                     os.waitpid(pid, 0)
-                    return {"error": "timeout", "message": f"timeout: the code ran longer than {timeout_ms} ms"}
+                    return {
+                        "error": "timeout",
+                        "message": f"timeout: the code ran longer than {timeout_ms} ms",
+                    }
                 for ready, _ in poller.poll(max(1, math.ceil(left * 1000))):
                     if ready == pidfd:
                         exited = True
@@ -204,7 +209,7 @@ class Zygote:
                 _confine.landlock_restrict(ruleset)
             if self.seccomp is not None:
                 _confine.apply_seccomp(self.seccomp)
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - a child that cannot confine itself must not run code
             _write(3, _error("setup", f"sandbox setup failed: {exc}"))
             os._exit(1)
         _write(3, _run(code, request, self.builtins))
@@ -215,17 +220,17 @@ def _run(code: CodeType, request: dict[str, Any], safe_builtins: dict[str, Any])
     """Run the user's module and its ``evaluate``; the reply frame's JSON body, never raising."""
     namespace: dict[str, Any] = {"__builtins__": safe_builtins, "__name__": "evaluator"}
     try:
-        exec(code, namespace)
+        exec(code, namespace)  # noqa: S102 - the point of this module; confined by the kernel
         evaluate = namespace.get("evaluate")
         if not callable(evaluate):
-            raise NameError("the code defines no function evaluate(input, output, expected, metadata)")
+            raise TypeError("the code defines no function evaluate(input, output, expected, metadata)")
         args = request["args"]
         value = evaluate(args["input"], args["output"], args["expected"], args["metadata"])
         if inspect.iscoroutine(value):
             value = asyncio.run(value)
     except MemoryError:
         return _error("memory", f"the code exceeded its memory limit of {request['memory_mb']} MB")
-    except BaseException as exc:  # SystemExit too: the verdict is an error either way
+    except BaseException as exc:  # noqa: BLE001 - SystemExit too: the verdict is an error either way
         return _error("exception", _describe(exc))
     try:
         text = json.dumps({"ok": value}, ensure_ascii=False, allow_nan=False).encode()
@@ -270,7 +275,7 @@ def main() -> None:
     try:
         hello = read_frame(requests)
         zygote = Zygote(bool(hello["allow_weaker"]), int(hello["max_memory_mb"]))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - reported to the worker, which refuses to start
         write_frame(replies, {"error": str(exc)})
         return
     write_frame(replies, {"ready": True, "missing": zygote.missing})
