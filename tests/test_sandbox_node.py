@@ -126,6 +126,11 @@ HOSTILE = [
         body("const b = new ArrayBuffer(2 ** 32); return { passed: true };"),
         "Array buffer allocation failed|Invalid array buffer length",
     ),
+    (
+        "many array buffers",
+        body("const k = []; for (let i = 0; i < 100; i++) k.push(new Uint8Array(100 * 2 ** 20).fill(1));"),
+        "Array buffer allocation failed",
+    ),
     ("never settles", body("await new Promise(() => {});"), "did not settle"),
     ("bad return", body("return { passed: 'yes' };"), "boolean 'passed'"),
     ("score above 1", body("return { passed: true, score: 3 };"), r"must be in \[0, 1\]"),
@@ -148,6 +153,7 @@ async def test_hostile_code_is_contained(anchor: object, code: str, needle: str)
 RUNAWAY = [
     ("infinite loop", body("while (true) {}")),
     ("microtask loop", body("const f = () => Promise.resolve().then(f); f(); await new Promise(() => {});")),
+    ("Atomics.wait", body("Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1e9);")),
     (
         "hostile thrown proxy",
         "throw new Proxy({}, { get() { while (true) {} } });\nmodule.exports = async () => ({});",
