@@ -308,3 +308,17 @@ s.on('connect', () => { out.tcp = 'ALLOWED'; process.stdout.write(JSON.stringify
     results = json.loads(done.stdout)
     assert results.keys() == {"read", "write", "list", "spawn", "kill", "tcp"}
     assert "ALLOWED" not in results.values(), results
+
+
+async def test_hosts_are_recycled_after_n_calls(anchor: object) -> None:
+    pool = anchor._pool
+    before = {slot.proc.pid for slot in pool._all}
+    pool.recycle_after = 2
+    try:
+        for _ in range(40):
+            assert (await anchor.aevaluate(event())).passed
+            if not before & {slot.proc.pid for slot in pool._all}:
+                break
+    finally:
+        pool.recycle_after = 1000
+    assert not before & {slot.proc.pid for slot in pool._all}

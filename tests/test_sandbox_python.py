@@ -261,3 +261,20 @@ async def test_through_the_pipeline_errors_are_results_and_the_stream_goes_on(an
     )
     assert "ZeroDivisionError" in (by_name["boom"].reason or "")
     assert by_name["ok"].passed and by_name["ok"].score == 1.0
+
+
+async def test_a_dead_zygote_is_replaced(anchor: object) -> None:
+    pool = anchor._pool
+    victim = next(iter(pool._all))
+    victim.proc.kill()
+    outcomes = []
+    for _ in range(50):  # at most one call meets the dead zygote; the pool restarts it meanwhile
+        try:
+            outcomes.append((await anchor.aevaluate(event())).passed)
+        except SandboxError as exc:
+            assert "died" in str(exc)
+            outcomes.append(False)
+        if outcomes[-3:] == [True, True, True] and victim not in pool._all:
+            break
+    assert outcomes.count(False) <= 1
+    assert victim not in pool._all and outcomes[-1]
