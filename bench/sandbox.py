@@ -25,6 +25,12 @@ JS_LODASH = ("const _ = require('lodash');\nmodule.exports = async function (inp
              "  return { passed: true, score: found.length / metadata.keywords.length,"
              " details: { missing: _.difference(metadata.keywords, found) } };\n};")  # fmt: skip
 
+JS_AJV = (
+    "const Ajv = require('ajv');\nconst ajv = new Ajv();\n"
+    "const check = ajv.compile({ type: 'object', required: ['a'] });\n"
+    "module.exports = async function (input, output) { return { passed: check({ a: output }) }; };"
+)
+
 
 def pct(samples: list[float], q: float) -> float:
     return statistics.quantiles(samples, n=100, method="inclusive")[q - 1] if len(samples) > 1 else samples[0]
@@ -78,6 +84,7 @@ def main() -> None:
     print(f"baseline: fresh `node -e 0` per call p50 {node_base:.1f} ms")
     report("nodejs warm (fresh vm context)", asyncio.run(warm("nodejs", JS, calls)), node_base)
     report("nodejs warm + require('lodash')", asyncio.run(warm("nodejs", JS_LODASH, calls)), node_base)
+    report("nodejs warm + ajv (separate realm)", asyncio.run(warm("nodejs", JS_AJV, max(20, calls // 10))), node_base)
 
 
 if __name__ == "__main__":
