@@ -65,35 +65,49 @@ def _config(params: dict[str, object]) -> dict[str, object]:
     }
 
 
+CODE, PARAMS = "suites[0].evaluators[0].params.code", "suites[0].evaluators[0].params"
 CONFIG_ERRORS = [
-    ({"language": "python", "code": "def evaluate(:\n  pass"}, "does not compile"),
+    ({"language": "python", "code": "def evaluate(:\n  pass"}, CODE, "does not compile"),
     (
         {"language": "python", "code": "def score(i, o, e, m):\n    return {}"},
+        CODE,
         "must define a top-level function evaluate",
     ),
-    ({"language": "ruby", "code": "x"}, "python"),
-    ({"language": "python", "code": "evaluate = 1", "timeout_ms": 0}, "greater than or equal to 1"),
-    ({"language": "python", "code": "evaluate = 1", "memory_mb": 99999}, "less than or equal to 2048"),
+    ({"language": "ruby", "code": "x"}, PARAMS + ".language", "python"),
+    (
+        {"language": "python", "code": "evaluate = 1", "timeout_ms": 0},
+        PARAMS + ".timeout_ms",
+        "greater than or equal to 1",
+    ),
+    (
+        {"language": "python", "code": "evaluate = 1", "memory_mb": 99999},
+        PARAMS + ".memory_mb",
+        "less than or equal to 2048",
+    ),
 ]
 if shutil.which("node"):
     CONFIG_ERRORS += [
         (
             {"language": "nodejs", "code": "module.exports = async function ( {"},
+            CODE,
             "Node.js code does not compile",
         ),
         (
             {"language": "nodejs", "code": "async function evaluate() { return {}; }"},
+            CODE,
             "must export its function",
         ),
     ]
 
 
-@pytest.mark.parametrize(("params", "needle"), CONFIG_ERRORS)
-def test_bad_code_is_a_config_error_with_the_field_path(params: dict[str, object], needle: str) -> None:
+@pytest.mark.parametrize(("params", "path", "needle"), CONFIG_ERRORS)
+def test_bad_code_is_a_config_error_with_the_field_path(
+    params: dict[str, object], path: str, needle: str
+) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_config(_config(params))
     issue = caught.value.issues[0]
-    assert issue.path.startswith("suites[0].evaluators[0].params")
+    assert issue.path == path
     assert needle in issue.message
 
 

@@ -24,7 +24,7 @@ import os
 import sys
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from ..evaluators._base import Evaluator, Params, Score, register
 from ..evaluators._base import Params as ParamsBase
@@ -62,13 +62,16 @@ class CodeParams(Params):
         default=128, ge=16, le=MAX_MEMORY_MB, description="memory limit (seed 001: 128 MB)"
     )
 
-    @model_validator(mode="after")
-    def _check_code(self) -> CodeParams:
-        if self.language == "python":
-            check_python(self.code)
-        else:
-            check_node(self.code)
-        return self
+    @field_validator("code")
+    @classmethod
+    def _check_code(cls, code: str, info: ValidationInfo) -> str:
+        # `language` is declared first, so it is validated (or has failed) by now
+        language = info.data.get("language")
+        if language == "python":
+            check_python(code)
+        elif language == "nodejs":
+            check_node(code)
+        return code
 
 
 def _python_pool() -> SandboxPool:

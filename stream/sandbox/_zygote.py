@@ -7,7 +7,7 @@ or ``{"error": "..."}`` when a mechanism is missing and weaker confinement was n
 
 Zygote (once): allowed modules imported, uid nobody when started as root, user + network namespace,
 rlimits (address space, file size 0, few descriptors, no core), Landlock ruleset and seccomp
-program built. Child (per call): descriptors closed, RLIMIT_AS = the zygote's own size + memory_mb,
+program built. Child (per call): descriptors closed, RLIMIT_AS = its own size + memory_mb,
 RLIMIT_CPU, Landlock with no rules, seccomp deny list, then the user's code. The zygote kills the
 child at the wall-clock deadline; the worker kills the zygote if even that does not answer.
 """
@@ -104,12 +104,12 @@ class Zygote:
         _confine.drop_root()
         if self.mechanisms.user_namespaces:
             _confine.unshare_network()
-        self.baseline = _vm_size()
+        baseline = _vm_size()
         _confine.set_limit(resource.RLIMIT_CORE, 0)
         _confine.set_limit(resource.RLIMIT_FSIZE, 0)
         _confine.set_limit(resource.RLIMIT_NOFILE, _ZYGOTE_NOFILE)
         # The zygote itself never grows much; this cap bounds each child's own (lower) limit.
-        _confine.set_limit(resource.RLIMIT_AS, self.baseline + (max_memory_mb + 64) * 2**20)
+        _confine.set_limit(resource.RLIMIT_AS, baseline + (max_memory_mb + 256) * 2**20)
 
     def compiled(self, code: str) -> CodeType:
         found = self.codes.get(code)
@@ -199,7 +199,9 @@ class Zygote:
             os.dup2(high_write, 3)
             ruleset = os.dup2(high_rules, 4) if high_rules >= 0 else -1
             os.closerange(5, _ZYGOTE_NOFILE)
-            memory = self.baseline + request["memory_mb"] * 2**20
+            # memory_mb on top of what this process already maps (the zygote grows with its code cache)
+            ceiling = resource.getrlimit(resource.RLIMIT_AS)[1]
+            memory = min(_vm_size() + request["memory_mb"] * 2**20, ceiling)
             _confine.set_limit(resource.RLIMIT_AS, memory)
             _confine.set_limit(resource.RLIMIT_CPU, math.ceil(request["timeout_ms"] / 1000) + 1)
             _confine.set_limit(resource.RLIMIT_NOFILE, _CHILD_NOFILE)
