@@ -122,7 +122,7 @@ HOSTILE = [
         "    _mod('ctypes').CDLL(None).setrlimit(9, b'\\xff' * 16)\n    _mod('os').open('/etc/passwd', 0)\n",
         "Operation not permitted",
     ),
-    ("exit the process", "    _mod('os')._exit(0)\n", "without returning a result"),
+    ("exit the process", "    _mod('os')._exit(0)\n", r"\(exit code 0\) without returning a result"),
     ("sys.exit", "    raise SystemExit(3)\n", "SystemExit"),
 ]
 

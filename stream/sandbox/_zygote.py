@@ -25,7 +25,6 @@ import select
 import signal
 import sys
 import time
-import traceback
 from collections import OrderedDict
 from types import CodeType
 from typing import Any
@@ -131,8 +130,11 @@ class Zygote:
         read_end, write_end = os.pipe()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child; coverage cannot follow it
-            os.close(read_end)
-            self._child(code, request, write_end)
+            try:  # whatever happens, the child never returns into the zygote's loop
+                os.close(read_end)
+                self._child(code, request, write_end)
+            finally:
+                os._exit(70)
         os.close(write_end)
         try:
             return self._collect(pid, read_end, time.monotonic() + timeout_s, request["timeout_ms"])
@@ -182,7 +184,11 @@ class Zygote:
                 return {"error": "timeout", "message": f"timeout: the code used up its CPU time ({sig})"}
             return {"error": "crash", "message": f"the code's process died from {sig}"}
         if not data:
-            return {"error": "no_result", "message": "the code ended its process without returning a result"}
+            code = os.waitstatus_to_exitcode(status)
+            return {
+                "error": "no_result",
+                "message": f"the code ended its process (exit code {code}) without returning a result",
+            }
         try:
             return json.loads(data)
         except ValueError:
@@ -214,7 +220,11 @@ class Zygote:
         except BaseException as exc:  # noqa: BLE001 - a child that cannot confine itself must not run code
             _write(3, _error("setup", f"sandbox setup failed: {exc}"))
             os._exit(1)
-        _write(3, _run(code, request, self.builtins))
+        try:
+            reply = _run(code, request, self.builtins)
+        except BaseException:  # noqa: BLE001 - e.g. MemoryError while describing an error
+            reply = _error("exception", "the code failed and its error could not be described (out of memory?)")
+        _write(3, reply)
         os._exit(0)
 
 
@@ -250,8 +260,13 @@ def _error(kind: str, message: str) -> bytes:
 
 
 def _describe(exc: BaseException) -> str:
-    lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == _FILENAME]
-    where = f" (line {lines[-1]})" if lines else ""
+    line = None
+    tb = exc.__traceback__
+    while tb is not None:  # walked, not extracted: a 100,000-frame traceback must not allocate
+        if tb.tb_frame.f_code.co_filename == _FILENAME:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    where = f" (line {line})" if line is not None else ""
     return f"{type(exc).__name__}: {exc}{where}"
 
 
