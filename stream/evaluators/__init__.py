@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from . import presets  # noqa: F401  (registers the seed 001 presets)
 from . import agent, answer, bleu, classification, rag, report, rouge  # noqa: F401  (seeds 000, 002, 004)
+from ..sandbox import _evaluator as _sandbox  # noqa: F401  (registers the sandboxed `code` evaluator)
 from ._base import (
     Evaluator,
     MissingField,

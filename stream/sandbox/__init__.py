@@ -1,0 +1,27 @@
+"""Sandboxed code evaluators (seed 001 §4): user code in Python or Node.js, confined by the kernel.
+
+Importing this package registers the evaluator ``code``. See docs/sandbox.md.
+"""
+
+from __future__ import annotations
+
+from ._confine import Mechanisms, probe
+from ._errors import SEED_ERROR_CODE, SandboxError, SandboxTimeout, SandboxUnavailable
+from ._evaluator import NODE_MODULES, CodeEvaluator, CodeParams, allow_weaker_sandbox
+from ._zygote import ALLOWED_MODULES
+from .setup import sandbox_setup
+
+__all__ = [
+    "ALLOWED_MODULES",
+    "NODE_MODULES",
+    "SEED_ERROR_CODE",
+    "CodeEvaluator",
+    "CodeParams",
+    "Mechanisms",
+    "SandboxError",
+    "SandboxTimeout",
+    "SandboxUnavailable",
+    "allow_weaker_sandbox",
+    "probe",
+    "sandbox_setup",
+]
