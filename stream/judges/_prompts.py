@@ -37,6 +37,7 @@ __all__ = [
     "build_report",
     "build_rubric",
     "data_block",
+    "known_category",
 ]
 
 #: bump when any template text changes: it is part of every cache key

@@ -39,6 +39,7 @@ FAULTS = ("ok", "500", "429", "timeout", "prose", "fenced", "broken", "garbage")
 _MALFORMED = ("prose", "fenced", "broken", "garbage")
 _DATA = re.compile(r"<evaluation_data>\n(.*)\n</evaluation_data>", re.DOTALL)
 _SHAPE = re.compile(r'^(\{"scores".*\})$', re.MULTILINE)
+_WEIGHT = re.compile(r"^- (\w+) \(.*?\) \[weight ([\d.]+)\]", re.MULTILINE)
 _TAG = "[simulated judge]"
 
 
@@ -175,7 +176,9 @@ def _answer(system: str, user: str, model: str, fault: str) -> str:
     step = 0.5 if ten else 1.0
     scores = {c: min(high, max(low, round((low + quality * (high - low) + _offset(model, c) * (2 if ten else 1)) / step) * step))
               for c in criteria}  # fmt: skip
-    overall = round(sum(scores.values()) / len(scores), 2) if scores else low
+    weights = {name: float(w) for name, w in _WEIGHT.findall(system) if name in scores}
+    total = sum(weights.values())
+    overall = round(sum(s * weights.get(c, 0.0) for c, s in scores.items()) / total, 2) if total else low
     reasoning = f"{_TAG} {why}"
     if fault == "garbage":
         return f"{_TAG} I cannot evaluate this."
