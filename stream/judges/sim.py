@@ -31,6 +31,7 @@ from typing import Any, Literal
 import orjson
 from aiohttp import web
 from rapidfuzz import fuzz
+from rapidfuzz.utils import default_process
 
 __all__ = ["FAULTS", "SimOptions", "build_app", "demo_judges", "main", "start_judge_sim"]
 
@@ -144,6 +145,11 @@ def _messages(body: dict[str, Any], anthropic: bool) -> tuple[str, str]:
     return system, user
 
 
+def _closeness(output: str, reference: str) -> float:
+    """Token-set similarity in [0, 1], case and punctuation ignored (1.0 when one contains the other)."""
+    return fuzz.token_set_ratio(output, reference, processor=default_process) / 100.0
+
+
 def _quality(user: str) -> tuple[float, str]:
     """0-1 quality of the output in the data block, and how it was judged."""
     match = _DATA.search(user)
@@ -151,9 +157,9 @@ def _quality(user: str) -> tuple[float, str]:
     output = str(data.get("output", ""))
     reference = data.get("reference")
     if isinstance(reference, list):
-        reference = max(reference, key=lambda r: fuzz.token_set_ratio(output, str(r)), default=None)
+        reference = max(reference, key=lambda r: _closeness(output, str(r)), default=None)
     if reference is not None:
-        q = fuzz.token_set_ratio(output, str(reference)) / 100.0
+        q = _closeness(output, str(reference))
         return q, f"closeness {q:.2f} to the reference"
     words = len(output.split())
     q = 0.0 if not words else min(1.0, 0.5 + words / 200.0)
