@@ -26,7 +26,6 @@ import time
 
 import httpx
 import orjson
-
 from streameval.config import parse_config
 from streameval.judges.sim import demo_judges
 from streameval.pipeline import Pipeline
@@ -78,8 +77,8 @@ async def _rule_latencies(pipeline: Pipeline, count: int, stop: asyncio.Event | 
 
 async def run(windows: list[int], per_window: int, latency_ms: float) -> None:
     port = _free_port()
-    sim = subprocess.Popen([sys.executable, "-m", "streameval.judges.sim", "--port", str(port),
-                            "--latency-ms", str(latency_ms)], stdout=subprocess.DEVNULL)  # fmt: skip
+    sim = await asyncio.create_subprocess_exec(sys.executable, "-m", "streameval.judges.sim", "--port", str(port),
+                                               "--latency-ms", str(latency_ms), stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
         await _wait_up(url)
@@ -88,7 +87,7 @@ async def run(windows: list[int], per_window: int, latency_ms: float) -> None:
             await _one(url, window * per_window, window, latency_ms)
     finally:
         sim.terminate()
-        sim.wait(timeout=5)
+        await asyncio.wait_for(sim.wait(), timeout=5)
 
 
 async def _one(url: str, events: int, window: int, latency_ms: float) -> None:

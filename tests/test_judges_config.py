@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
-
 from streameval.config import parse_config
 from streameval.errors import ConfigError
 from streameval.judges import JudgeClient, JudgeConfig, check_panel_weights, panel_score

@@ -6,7 +6,6 @@ import inspect
 
 import httpx
 import pytest
-
 from streameval.errors import EvaluatorError
 from streameval.judges import (
     JudgeAuthError,

@@ -15,7 +15,6 @@ import pytest
 import redis.asyncio as aioredis
 from _judges_helpers import event, judge
 from aiohttp import web
-
 from streameval.judges import JudgeCache, JudgeClient, JudgeConfig, JudgeHub, build_rubric, judge_counters
 from streameval.judges.sim import start_judge_sim
 
@@ -49,7 +48,7 @@ async def barrier_server() -> AsyncIterator[tuple[str, list[int]]]:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = runner.addresses[0][1]
     state["set"] = lambda n: state.__setitem__("barrier", asyncio.Barrier(n))
     try:
         yield f"http://127.0.0.1:{port}", seen, state  # type: ignore[misc]

@@ -7,8 +7,14 @@ import pytest
 from _judges_helpers import event
 from hypothesis import given
 from hypothesis import strategies as st
-
-from streameval.judges import JudgeBadResponse, build_metric, build_report, build_rubric, normalise, parse_answer
+from streameval.judges import (
+    JudgeBadResponse,
+    build_metric,
+    build_report,
+    build_rubric,
+    normalise,
+    parse_answer,
+)
 
 STANDARD = build_rubric(event(), "qa_simple", "1-5", blind=True)  # accuracy .4, conciseness .3, clarity .3
 OVERALL = build_rubric(event(), "qa_simple", "0-10", blind=True)

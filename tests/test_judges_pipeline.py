@@ -11,7 +11,6 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 from jsonschema import Draft202012Validator
-
 from streameval import schemas
 from streameval.config import parse_config
 from streameval.evaluators import Evaluator, Score, register

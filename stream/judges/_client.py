@@ -25,7 +25,14 @@ import httpx
 
 from ..errors import ConfigError, ConfigIssue
 from ._config import JudgeConfig
-from ._errors import JudgeBadResponse, JudgeError, JudgeRateLimited, JudgeTimeout, map_httpx_error, status_error
+from ._errors import (
+    JudgeBadResponse,
+    JudgeError,
+    JudgeRateLimited,
+    JudgeTimeout,
+    map_httpx_error,
+    status_error,
+)
 
 __all__ = ["ANTHROPIC_VERSION", "Completion", "JudgeClient"]
 

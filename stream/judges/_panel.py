@@ -14,6 +14,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import httpx
 
@@ -23,7 +24,7 @@ from ._cache import CachedAnswer, JudgeCache, TokenBudget
 from ._client import JudgeClient
 from ._config import JudgeConfig
 from ._errors import JudgeBudgetExceeded, JudgeError
-from ._parse import parse_answer
+from ._parse import Verdict, parse_answer
 from ._prompts import Prompt
 
 __all__ = ["Judge", "JudgeHub", "judge_counters", "panel_score"]
@@ -79,8 +80,6 @@ class JudgeHub:
 
     async def ask(self, judge: Judge, prompt: Prompt) -> JudgeVerdict:
         cfg = judge.config
-        base = {"name": cfg.name, "model": cfg.model, "weight": cfg.weight, "prompt": prompt.kind,
-                "scale": prompt.scale}  # fmt: skip
         key = self.cache.key(cfg.name, cfg.model, prompt.version, prompt.system, prompt.user) if self.cache else None
         answer: CachedAnswer | None = await self.cache.get(key) if self.cache and key else None
         cached = answer is not None
@@ -100,21 +99,44 @@ class JudgeHub:
             else:
                 verdict = parse_answer(answer.text, prompt)
         except JudgeBudgetExceeded as exc:
-            return JudgeVerdict(**base, status="skipped", error=exc.code, reason=str(exc))
+            return _verdict(cfg, prompt, status="skipped", error=exc.code, reason=str(exc))
         except JudgeError as exc:
-            tokens = {"prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens} if answer else {}
-            return JudgeVerdict(**base, status="error", error=exc.code, reason=clip(str(exc), 500),
-                                latency_ms=latency_ms, attempts=attempts, cached=cached, **tokens)  # fmt: skip
+            return _verdict(cfg, prompt, status="error", error=exc.code, reason=clip(str(exc), 500), answer=answer,
+                            latency_ms=latency_ms, attempts=attempts, cached=cached)  # fmt: skip
         except Exception as exc:  # a bug of ours must not lose the event: this judge counts as failed
             log.exception("judge %s failed unexpectedly", cfg.name)
-            return JudgeVerdict(**base, status="error", error="internal", reason=type(exc).__name__)
-        return JudgeVerdict(
-            **base, status="ok", score=min(10.0, max(0.0, verdict.score)), parse=verdict.parse,  # type: ignore[arg-type]
-            scores=verdict.scores, overall=verdict.overall, computed=verdict.computed, reasoning=verdict.reasoning,
-            strengths=verdict.strengths, weaknesses=verdict.weaknesses, warnings=verdict.warnings,
-            prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens,
-            latency_ms=latency_ms, attempts=attempts, cached=cached,
-        )  # fmt: skip
+            return _verdict(cfg, prompt, status="error", error="internal", reason=type(exc).__name__)
+        return _verdict(cfg, prompt, status="ok", verdict=verdict, answer=answer, latency_ms=latency_ms,
+                        attempts=attempts, cached=cached)  # fmt: skip
+
+
+def _verdict(
+    cfg: JudgeConfig,
+    prompt: Prompt,
+    *,
+    status: Literal["ok", "error", "skipped"],
+    verdict: Verdict | None = None,
+    answer: CachedAnswer | None = None,
+    error: str | None = None,
+    reason: str | None = None,
+    latency_ms: float = 0.0,
+    attempts: int = 0,
+    cached: bool = False,
+) -> JudgeVerdict:
+    out = JudgeVerdict(
+        name=cfg.name, model=cfg.model, weight=cfg.weight, status=status, prompt=prompt.kind,
+        scale=prompt.scale,  # type: ignore[arg-type]  # Prompt.scale is one of the three
+        error=error, reason=reason, latency_ms=latency_ms, attempts=attempts, cached=cached,
+        prompt_tokens=answer.prompt_tokens if answer else 0,
+        completion_tokens=answer.completion_tokens if answer else 0,
+    )  # fmt: skip
+    if verdict is None:
+        return out
+    return out.model_copy(update={
+        "score": min(10.0, max(0.0, verdict.score)), "parse": verdict.parse, "scores": verdict.scores,
+        "overall": verdict.overall, "computed": verdict.computed, "reasoning": verdict.reasoning,
+        "strengths": verdict.strengths, "weaknesses": verdict.weaknesses, "warnings": verdict.warnings,
+    })  # fmt: skip
 
 
 def panel_score(verdicts: Sequence[JudgeVerdict]) -> float | None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-import regex
+import regex  # type: ignore[import-untyped]
 
 from .._util import clip
 from ._errors import JudgeBadResponse
@@ -119,13 +119,15 @@ def _texts(value: Any) -> list[str]:
 def _from_json(doc: dict[str, Any], stage: str, prompt: Prompt) -> Verdict:
     low, high, default = SCALES[prompt.scale]
     warnings = [f"missing field: {name}" for name in ("scores", "overall_score", "reasoning") if name not in doc]
-    raw_scores = doc.get("scores") if isinstance(doc.get("scores"), dict) else {}
+    raw = doc.get("scores")
+    raw_scores: dict[str, Any] = raw if isinstance(raw, dict) else {}
     scores: dict[str, float] = {}
     defaulted: list[str] = []
     for criterion in prompt.weights:
         value = _number(raw_scores.get(criterion))
         if value is None:
-            scores[criterion], _ = default, defaulted.append(criterion)
+            scores[criterion] = default
+            defaulted.append(criterion)
         elif not low <= value <= high:
             raise JudgeBadResponse(f"criterion {criterion} scored {value:g}, outside the {prompt.scale} scale")
         else:
@@ -147,7 +149,8 @@ def _from_text(text: str, prompt: Prompt) -> Verdict:
     for criterion in prompt.weights:
         found = _find_after(criterion, text)
         if found is None:
-            scores[criterion], _ = default, defaulted.append(criterion)
+            scores[criterion] = default
+            defaulted.append(criterion)
         else:
             scores[criterion] = min(high, max(low, found))  # seed 003: max(1.0, min(5.0, score))
     overall = _find_after(r"overall[\s_-]*score", text)

@@ -28,7 +28,7 @@ from ._config import FallbackSpec, SuiteJudgeConfig
 from ._panel import Judge, JudgeHub, judge_counters, panel_score
 from ._prompts import Prompt, build_metric, build_report, build_rubric, known_category
 
-__all__ = ["PANEL_RESULT_NAME", "SuiteJudge", "Judgement", "sampled"]
+__all__ = ["PANEL_RESULT_NAME", "Judgement", "SuiteJudge", "sampled"]
 
 #: name of the weight-0 evaluator result that carries the panel score and judge counters
 PANEL_RESULT_NAME = "judge_panel"

@@ -224,8 +224,7 @@ async def start_judge_sim(host: str = "127.0.0.1", port: int = 0, **options: Any
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
-    server = site._server  # aiohttp exposes the bound port only through the server's sockets
-    bound = server.sockets[0].getsockname()[1] if server is not None and server.sockets else port
+    bound = runner.addresses[0][1]  # the real port when port=0
     try:
         yield f"http://{host}:{bound}"
     finally:
