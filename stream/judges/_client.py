@@ -51,9 +51,10 @@ class Completion:
 class _StartRate:
     """Spaces request starts at least 1/rate seconds apart (a leaky bucket without burst)."""
 
-    def __init__(self, rate: float | None, clock: Callable[[], float]) -> None:
+    def __init__(self, rate: float | None, clock: Callable[[], float], sleep: Callable[[float], Awaitable[None]]) -> None:
         self.interval = 1.0 / rate if rate else 0.0
         self.clock = clock
+        self.sleep = sleep
         self.next_start = 0.0
         self.lock = asyncio.Lock()
 
@@ -65,7 +66,7 @@ class _StartRate:
             delay = self.next_start - now
             self.next_start = max(now, self.next_start) + self.interval
         if delay > 0:
-            await asyncio.sleep(delay)
+            await self.sleep(delay)
 
 
 class JudgeClient:
@@ -87,7 +88,7 @@ class JudgeClient:
         self._jitter = jitter
         self._http: httpx.AsyncClient | None = None
         self._slots = asyncio.Semaphore(config.max_concurrency)
-        self._rate = _StartRate(config.requests_per_second, clock)
+        self._rate = _StartRate(config.requests_per_second, clock, sleep)
 
     @property
     def name(self) -> str:
