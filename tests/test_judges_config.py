@@ -155,3 +155,26 @@ def test_panel_score_invariants(panel: list[tuple[float, float, bool]], factor: 
     shuffled = list(verdicts)
     rnd.shuffle(shuffled)
     assert panel_score(shuffled) == pytest.approx(score, abs=1e-5)  # order of judges does not matter
+
+
+def test_the_documented_example_config_loads() -> None:
+    import pathlib
+    import re
+
+    import yaml
+
+    doc = (pathlib.Path(__file__).parents[1] / "docs" / "judges.md").read_text(encoding="utf-8")
+    block = re.search(r"```yaml\n(.*?)```", doc, re.DOTALL)
+    assert block is not None
+    config, suites = parse_config(yaml.safe_load(block.group(1)))
+    assert [j.weight for j in config.judges] == [0.30, 0.30, 0.40]
+    assert [s.config.judge.mode for s in suites.all if s.config.judge] == ["blend", "blend", "fallback"]
+
+
+def test_public_api_names() -> None:
+    import streameval.judges as judges
+
+    assert len(set(judges.__all__)) == len(judges.__all__)
+    assert all(getattr(judges, name, None) is not None for name in judges.__all__)
+    assert {"JudgeConfig", "SuiteJudgeConfig", "JudgeHub", "JudgeCache", "JudgeError", "map_httpx_error",
+            "PANEL_RESULT_NAME", "sampled", "parse_answer"} <= set(judges.__all__)

@@ -124,7 +124,7 @@ def build_rubric(event: RequestEvent, category: str, scale: str, *, blind: bool)
             f"{_criteria_lines(weights, ten=False)}\n\n{_SCALE_1_5}\n"
             "overall_score is your overall 1-5 score (the weighted mean of the criteria).\n"
             "Respond with JSON only, exactly in this shape, with no other text (请确保输出有效的 JSON 格式):\n"
-            f"{_answer_shape(weights, 4, 3.5)}\n"
+            f"{_answer_shape(weights, 4, 4.0)}\n"
         )
     else:
         kind, body = "overall", (
@@ -133,7 +133,7 @@ def build_rubric(event: RequestEvent, category: str, scale: str, *, blind: bool)
             "Grades on 0-10: 9.0-10 excellent, 7.5-8.9 good, 6.0-7.4 pass, 3.0-5.9 fail, 0-2.9 severe defect.\n"
             "overall_score is your overall 0-10 score.\n"
             "Respond with JSON only, exactly in this shape, with no other text:\n"
-            f"{_answer_shape(weights, 8, 7.5)}\n"
+            f"{_answer_shape(weights, 8, 8.0)}\n"
         )
     return Prompt(kind, _PREAMBLE + "\n" + body, data_block(event, blind=blind), "1-5" if scale == "1-5" else "0-10",
                   dict(weights), category)  # fmt: skip
