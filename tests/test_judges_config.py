@@ -172,7 +172,7 @@ def test_the_documented_example_config_loads() -> None:
 
 
 def test_public_api_names() -> None:
-    import streameval.judges as judges
+    from streameval import judges
 
     assert len(set(judges.__all__)) == len(judges.__all__)
     assert all(getattr(judges, name, None) is not None for name in judges.__all__)

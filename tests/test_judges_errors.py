@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import email.utils
 import inspect
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -17,6 +19,7 @@ from streameval.judges import (
     JudgeUnavailable,
     map_httpx_error,
 )
+from streameval.judges._client import _retry_after
 from streameval.judges._errors import HTTPX_ERROR_MAP, status_error
 
 HTTPX_EXCEPTIONS = sorted(
@@ -84,3 +87,17 @@ def test_status_errors(status: int, expected: type[JudgeError], retryable: bool,
 def test_non_httpx_exception_is_a_type_error() -> None:
     with pytest.raises(TypeError):
         map_httpx_error(ValueError("x"), "j1")
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [(None, None), ("7", 7.0), (" 1.5 ", 1.5), ("-3", 0.0), ("soon", None), ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0)],
+)
+def test_retry_after_header(value: str | None, seconds: float | None) -> None:
+    assert _retry_after(value) == seconds
+
+
+def test_retry_after_http_date_in_the_future() -> None:
+    future = email.utils.format_datetime(datetime.now(UTC) + timedelta(seconds=120), usegmt=True)
+    wait = _retry_after(future)
+    assert wait is not None and 100 < wait <= 120

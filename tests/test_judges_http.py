@@ -82,10 +82,8 @@ async def test_retries(script: list[str], attempts: int, status: str, calls: int
     requests: list[dict[str, Any]] = []
     async with start_judge_sim(script=script, requests=requests) as url:
         verdict = await _ask_one(judge("j", url, weight=1, attempts=attempts))
-    assert verdict.status == status and len(requests) == calls
-    if status == "ok":
-        assert verdict.attempts == calls
-    else:
+    assert verdict.status == status and len(requests) == calls and verdict.attempts == calls
+    if status == "error":
         assert verdict.error == "judge_http_error" and "HTTP 500" in (verdict.reason or "")
 
 
@@ -169,6 +167,21 @@ async def redis_client() -> AsyncIterator[tuple[aioredis.Redis, str]]:
         if keys:
             await client.delete(*keys)
         await client.aclose()
+
+
+async def test_answers_without_a_score_are_not_cached(redis_client: tuple[aioredis.Redis, str]) -> None:
+    client, prefix = redis_client
+    requests: list[dict[str, Any]] = []
+    async with start_judge_sim(script=["garbage"], requests=requests) as url:
+        hub = JudgeHub([judge("j", url, weight=1)], cache=JudgeCache(client, prefix=prefix, ttl_s=60))
+        await hub.start()
+        [j] = hub.panel(None)
+        try:
+            first = await hub.ask(j, build_rubric(event(), "qa_simple", "1-5", blind=True))
+            second = await hub.ask(j, build_rubric(event(), "qa_simple", "1-5", blind=True))
+        finally:
+            await hub.close()
+    assert (first.parse, second.parse, second.cached, len(requests)) == ("default", "json", False, 2)
 
 
 async def test_cache_hit_costs_no_call(redis_client: tuple[aioredis.Redis, str]) -> None:

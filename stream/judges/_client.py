@@ -129,6 +129,7 @@ class JudgeClient:
                 text, tokens_in, tokens_out, latency = await self._attempt(system, user)
             except JudgeError as exc:
                 if not exc.retryable or attempt == cfg.attempts:
+                    exc.attempts = attempt
                     raise
                 await self._sleep(self._retry_delay(exc))
                 continue

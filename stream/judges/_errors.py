@@ -43,10 +43,12 @@ __all__ = [
 
 
 class JudgeError(EvaluatorError):
-    """A judge gave no usable answer. ``retryable`` says whether another attempt may succeed."""
+    """A judge gave no usable answer. ``retryable`` says whether another attempt may succeed;
+    ``attempts`` is how many HTTP attempts were made before giving up (0 when none was)."""
 
     code = "judge_error"
     retryable = False
+    attempts = 0
 
 
 class JudgeUnavailable(JudgeError):

@@ -94,7 +94,7 @@ class JudgeHub:
                 answer = CachedAnswer(completion.text, completion.prompt_tokens, completion.completion_tokens)
                 latency_ms, attempts = completion.latency_ms, completion.attempts
                 verdict = parse_answer(answer.text, prompt)  # unusable answers raise and are not cached
-                if self.cache and key:
+                if self.cache and key and verdict.parse != "default":  # nor are answers with no score in them
                     await self.cache.put(key, answer)
             else:
                 verdict = parse_answer(answer.text, prompt)
@@ -102,7 +102,7 @@ class JudgeHub:
             return _verdict(cfg, prompt, status="skipped", error=exc.code, reason=str(exc))
         except JudgeError as exc:
             return _verdict(cfg, prompt, status="error", error=exc.code, reason=clip(str(exc), 500), answer=answer,
-                            latency_ms=latency_ms, attempts=attempts, cached=cached)  # fmt: skip
+                            latency_ms=latency_ms, attempts=attempts or exc.attempts, cached=cached)  # fmt: skip
         except Exception as exc:  # a bug of ours must not lose the event: this judge counts as failed
             log.exception("judge %s failed unexpectedly", cfg.name)
             return _verdict(cfg, prompt, status="error", error="internal", reason=type(exc).__name__)
