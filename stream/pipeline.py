@@ -5,6 +5,7 @@
 with each other; the stream worker keeps many events in flight, so a slow judge does not serialise
 the stream. Pass ``judge_cache`` (a :class:`~streameval.judges.JudgeCache` on the worker's Redis) to
 cache judge answers, and ``judge_transport`` only in tests.
+
 The stream worker and the offline ``streameval evaluate`` both call :meth:`Pipeline.process`, so the
 two give the same results for the same events.
 """
