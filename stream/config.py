@@ -16,6 +16,10 @@
 Routing: an event's explicit ``suite`` wins; otherwise the first suite whose ``match`` accepts the
 event; otherwise the ``default`` suite; otherwise the event is dead-lettered (kind ``no_suite``).
 Match values are shell-style globs (``gpt-4*``); within a key any value may match, across keys all must.
+
+LLM judges (issue 4, docs/judges.md): a top-level ``judges:`` list of :class:`~streameval.judges.JudgeConfig`
+and, per suite, a ``judge:`` block (:class:`~streameval.judges.SuiteJudgeConfig`). Checked here: judge
+names are unique and exist, each suite panel's enabled weights sum to 1, fallback evaluators exist.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .errors import ConfigError, ConfigIssue, UnroutableEvent
 from .evaluators import Evaluator, build_evaluator
 from .grading import GradeScale
+from .judges._config import JudgeConfig, SuiteJudgeConfig, check_panel_weights, panel_judges
+from .judges._suite import PANEL_RESULT_NAME
 from .models import RequestEvent
 
 __all__ = ["EvaluatorSpec", "Match", "Suite", "SuiteConfig", "Suites", "StreamEvalConfig", "load_config", "parse_config"]
@@ -78,10 +84,21 @@ class SuiteConfig(_Strict):
     threshold: float = Field(default=0.6, ge=0.0, le=1.0, description="pass at or above this score")
     grading: GradeScale = Field(default="levels", description="levels (seed 003) or letters (seed 000)")
     evaluators: list[EvaluatorSpec] = Field(min_length=1)
+    judge: SuiteJudgeConfig | None = Field(default=None, description="LLM judge panel step (docs/judges.md)")
 
 
 class StreamEvalConfig(_Strict):
+    judges: list[JudgeConfig] = Field(default_factory=list, description="LLM judges (docs/judges.md)")
     suites: list[SuiteConfig] = Field(min_length=1)
+
+    @field_validator("judges")
+    @classmethod
+    def _unique_judges(cls, judges: list[JudgeConfig]) -> list[JudgeConfig]:
+        names = [j.name for j in judges]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"judge names must be unique; repeated: {', '.join(dupes)}")
+        return judges
 
     @field_validator("suites")
     @classmethod
@@ -117,8 +134,9 @@ class Suite:
 class Suites:
     """The routing table: explicit suite, first match, default."""
 
-    def __init__(self, suites: Sequence[Suite]) -> None:
+    def __init__(self, suites: Sequence[Suite], judges: Sequence[JudgeConfig] = ()) -> None:
         self.all = tuple(suites)
+        self.judges = tuple(judges)  # the config's judges; the pipeline opens their clients
         self.by_name = {s.name: s for s in suites}
         self._matching = [s for s in suites if s.config.match is not None and not s.config.default]
         self._default = next((s for s in suites if s.config.default), None)
@@ -214,10 +232,40 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
             bound.append(BoundEvaluator(spec.result_name, spec.weight, evaluator))
         if not any(spec.weight > 0 for spec in suite_cfg.evaluators):
             issues.append(issue((*base, "evaluators"), "weights sum to 0; at least one evaluator needs a weight > 0"))
+        if suite_cfg.judge is not None:
+            issues.extend(issue(loc, message) for loc, message in _judge_issues(config, i, names))
         suites.append(Suite(suite_cfg, tuple(bound)))
     if issues:
         raise ConfigError(issues)
-    return config, Suites(suites)
+    return config, Suites(suites, config.judges)
+
+
+def _judge_issues(config: StreamEvalConfig, index: int, names: set[str]) -> list[tuple[tuple[str | int, ...], str]]:
+    """Problems of suite ``index``'s judge block: unknown judges, weights, fallback evaluators."""
+    block = config.suites[index].judge
+    assert block is not None
+    base: tuple[str | int, ...] = ("suites", index, "judge")
+    out: list[tuple[tuple[str | int, ...], str]] = []
+    known = {j.name for j in config.judges}
+    if not config.judges:
+        out.append((base, "the suite has a judge block but the config has no top-level 'judges' list"))
+        return out
+    for k, name in enumerate(block.judges or []):
+        if name not in known:
+            out.append(((*base, "judges", k), f"unknown judge {name!r}; configured judges: {', '.join(sorted(known))}"))
+    chosen = [j for j in config.judges if block.judges is None or j.name in block.judges]
+    problem = check_panel_weights(chosen)
+    if problem is not None:
+        out.append(((*base, "judges") if block.judges is not None else ("judges",), problem))
+    if len(panel_judges(config.judges, block.judges)) < block.min_judges:
+        out.append(((*base, "min_judges"), f"min_judges {block.min_judges} is more than the panel's enabled judges"))
+    for k, spec in enumerate(block.fallbacks):
+        if spec.evaluator not in names:
+            out.append(((*base, "fallbacks", k, "evaluator"),
+                        f"no evaluator named {spec.evaluator!r} in this suite; names: {', '.join(sorted(names))}"))
+    if PANEL_RESULT_NAME in names:
+        out.append((("suites", index, "evaluators"), f"{PANEL_RESULT_NAME!r} is reserved for the judge panel's result"))
+    return out
 
 
 def load_config(path: str | Path) -> tuple[StreamEvalConfig, Suites]:

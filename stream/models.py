@@ -23,6 +23,9 @@ __all__ = [
     "DeadLetterSource",
     "EvaluatorResult",
     "GradedResult",
+    "JudgeBlock",
+    "JudgeFallback",
+    "JudgeVerdict",
     "RequestEvent",
     "RFC3339",
 ]
@@ -112,6 +115,69 @@ class EvaluatorResult(BaseModel):
     error: str | None = None
 
 
+class JudgeVerdict(BaseModel):
+    """One judge's answer about one event (issue 4). Scores on 0-10 except ``scores``/``overall``,
+    which are on the judge's own ``scale``."""
+
+    model_config = _STRICT
+
+    name: str
+    model: str
+    weight: float = Field(ge=0.0, le=1.0)
+    status: Literal["ok", "error", "skipped"]
+    prompt: str = Field(description="prompt kind: standard, overall, report or metric:<name>")
+    scale: Literal["1-5", "0-10", "0-1"]
+    score: float | None = Field(default=None, ge=0.0, le=10.0, description="normalised to 0-10")
+    parse: Literal["json", "fenced_json", "embedded_json", "regex", "default", "number"] | None = None
+    scores: dict[str, float] = Field(default_factory=dict)
+    overall: float | None = None
+    computed: float | None = None
+    reasoning: str | None = None
+    strengths: list[str] = Field(default_factory=list)
+    weaknesses: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+    latency_ms: float = Field(default=0.0, ge=0.0)
+    attempts: int = Field(default=0, ge=0)
+    cached: bool = False
+    error: str | None = None
+    reason: str | None = None
+
+
+class JudgeFallback(BaseModel):
+    """Seed 002 LLM fallback of one rule evaluator: final = max(rule, LLM), scores on 0-1."""
+
+    model_config = _STRICT
+
+    evaluator: str
+    prompt: str
+    trigger: float | Literal["always", "never"]
+    rule_score: float = Field(ge=0.0, le=1.0)
+    triggered: bool
+    llm_score: float | None = Field(ge=0.0, le=1.0)
+    final_score: float = Field(ge=0.0, le=1.0)
+    source: Literal["rule", "llm", "default"]
+    judges: list[JudgeVerdict]
+
+
+class JudgeBlock(BaseModel):
+    """What the judge panel did for one event (issue 4). Panel/metrics/final scores on 0-10."""
+
+    model_config = _STRICT
+
+    status: Literal["ok", "partial", "failed", "unsampled"]
+    mode: Literal["blend", "fallback"]
+    prompt: str = Field(description="rubric, report or metric")
+    category: str | None
+    panel_score: float | None = Field(ge=0.0, le=10.0)
+    metrics_score: float = Field(ge=0.0, le=10.0)
+    final_score: float = Field(ge=0.0, le=10.0)
+    reason: str
+    judges: list[JudgeVerdict]
+    fallbacks: list[JudgeFallback]
+
+
 class GradedResult(BaseModel):
     """The graded result of one event (graded result v1)."""
 
@@ -131,6 +197,7 @@ class GradedResult(BaseModel):
     evaluated_at: str = Field(pattern=RFC3339)
     latency_ms: float = Field(ge=0.0)
     pipeline_version: str
+    judge: JudgeBlock | None = Field(default=None, description="the LLM judge panel; null when the suite has none")
 
 
 class DeadLetterSource(BaseModel):

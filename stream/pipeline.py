@@ -1,6 +1,11 @@
 """The evaluation pipeline, free of Faust and Redis: raw bytes in, a graded result or a dead letter out.
 
-``decode`` → ``route`` → evaluate every evaluator of the suite → ``combine`` → :class:`GradedResult`.
+``decode`` → ``route`` → evaluate every evaluator of the suite → judge panel (when the suite has a
+``judge`` block) → ``combine`` / blend → :class:`GradedResult`. Judges of one event run concurrently
+with each other; the stream worker keeps many events in flight, so a slow judge does not serialise
+the stream. Pass ``judge_cache`` (a :class:`~streameval.judges.JudgeCache` on the worker's Redis) to
+cache judge answers, and ``judge_transport`` only in tests.
+
 The stream worker and the offline ``streameval evaluate`` both call :meth:`Pipeline.process`, so the
 two give the same results for the same events.
 """
@@ -15,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import orjson
 from jsonschema import Draft202012Validator
 from pydantic import ValidationError
@@ -26,6 +32,7 @@ from .config import BoundEvaluator, Suite, Suites
 from .errors import EvaluatorError, EventError, EventTooLarge, InvalidJSON, SchemaViolation
 from .evaluators import Score
 from .grading import combine, grade
+from .judges import PANEL_RESULT_NAME, JudgeCache, JudgeHub, SuiteJudge
 from .models import DeadLetter, DeadLetterSource, EvaluatorResult, GradedResult, RequestEvent, format_time
 
 __all__ = ["DEFAULT_MAX_EVENT_BYTES", "Outcome", "Pipeline", "Source"]
@@ -60,8 +67,18 @@ class Pipeline:
         *,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         clock: Callable[[], float] = time.time,
+        judge_cache: JudgeCache | None = None,
+        judge_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.suites = suites
+        self.judges: JudgeHub | None = None
+        self._suite_judges: dict[str, SuiteJudge] = {}
+        if any(s.config.judge is not None for s in suites.all):
+            self.judges = JudgeHub(suites.judges, cache=judge_cache, transport=judge_transport)
+            self._suite_judges = {
+                s.name: SuiteJudge(s.config.judge, self.judges, threshold=s.config.threshold)
+                for s in suites.all if s.config.judge is not None
+            }  # fmt: skip
         self.max_event_bytes = max_event_bytes
         self.clock = clock
         # Built once: used only to explain a rejection in the contract's own terms.
@@ -69,9 +86,13 @@ class Pipeline:
 
     async def start(self) -> None:
         await self.suites.start()
+        if self.judges is not None:
+            await self.judges.start()
 
     async def close(self) -> None:
         await self.suites.close()
+        if self.judges is not None:
+            await self.judges.close()
 
     # -- decode -------------------------------------------------------------------------------
     def decode(self, raw: bytes) -> RequestEvent:
@@ -106,6 +127,9 @@ class Pipeline:
         results: list[EvaluatorResult] = []
         counters: dict[str, dict[str, float]] = {}
         pending: list[tuple[int, BoundEvaluator, asyncio.Task[Score]]] = []
+        suite_judge = self._suite_judges.get(suite.name)
+        # a blend panel does not need the rule scores: its judges start before the rules run
+        early = suite_judge.begin(event) if suite_judge is not None else None
         for bound in suite.evaluators:
             if bound.evaluator.is_async:
                 task = asyncio.ensure_future(bound.evaluator.aevaluate(event))
@@ -131,6 +155,12 @@ class Pipeline:
                 counters[bound.name] = score.counters
 
         overall = combine((r.score, r.weight) for r in results)
+        judge_block = None
+        if suite_judge is not None:
+            judgement = await suite_judge.run(event, results, early)
+            overall, results, judge_block = judgement.score, judgement.results, judgement.block
+            if judgement.counters:
+                counters[PANEL_RESULT_NAME] = judgement.counters
         now = self.clock()
         result = GradedResult(
             id=event.id,
@@ -146,6 +176,7 @@ class Pipeline:
             evaluated_at=format_time(now),
             latency_ms=round(max(0.0, now - received_at) * 1000, 3),
             pipeline_version=__version__,
+            judge=judge_block,
         )
         return result, counters
 

@@ -1,0 +1,147 @@
+"""Judge panel throughput and rule-only latency under judge load.
+
+Three simulated judges (seed 003 panel, 0.3/0.3/0.4) answer after a fixed latency (default 200 ms);
+the simulated judge runs in a subprocess so its CPU is not this process's. N judged events are
+processed with W in flight (as the worker does). Printed:
+
+* throughput / ideal, where ideal = W / latency (every event waits one judge round trip, judges of
+  an event in parallel). Target >= 0.9.
+* rule-only events' latency (a suite without judges) alone vs while the judged events run: p50/p99
+  and their ratio against the idle baseline measured in the same run.
+
+Usage: python bench/judges.py [--windows 10,20,30,40] [--per-window 15] [--latency-ms 200]
+(N = per-window x window events for each window size.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+import httpx
+import orjson
+from streameval.config import parse_config
+from streameval.judges.sim import demo_judges
+from streameval.pipeline import Pipeline
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def _wait_up(url: str, deadline_s: float = 10.0) -> None:
+    async with httpx.AsyncClient() as client:
+        end = time.monotonic() + deadline_s
+        while True:
+            try:
+                await client.post(f"{url}/v1/chat/completions", json={"messages": []})
+                return
+            except httpx.TransportError:
+                if time.monotonic() > end:
+                    raise
+                await asyncio.sleep(0.05)
+
+
+def _event(n: int, suite: str) -> bytes:
+    return orjson.dumps({"id": f"{suite}-{n}", "model": "bench-model", "input": "What is the capital of France?",
+                         "output": f"The capital of France is Paris ({n}).", "expected": "Paris",
+                         "category": "qa_simple", "suite": suite})  # fmt: skip
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def _rule_latencies(pipeline: Pipeline, count: int, stop: asyncio.Event | None = None) -> list[float]:
+    out: list[float] = []
+    for n in range(count):
+        if stop is not None and stop.is_set():
+            break
+        began = time.perf_counter()
+        # as a task, like the worker: the time includes waiting for the event loop, which judges share
+        outcome = await asyncio.ensure_future(pipeline.process(_event(n, "rules")))
+        out.append((time.perf_counter() - began) * 1000)
+        assert outcome.result is not None
+        await asyncio.sleep(0.002)  # a trickle of rule-only events, not a flood
+    return out
+
+
+async def run(windows: list[int], per_window: int, latency_ms: float) -> None:
+    port = _free_port()
+    sim = await asyncio.create_subprocess_exec(sys.executable, "-m", "streameval.judges.sim", "--port", str(port),
+                                               "--latency-ms", str(latency_ms), stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        await _wait_up(url)
+        print(f"3 simulated judges at {latency_ms:g} ms (sim in a subprocess), {os.cpu_count()} cores")
+        for window in windows:
+            await _one(url, window * per_window, window, latency_ms)
+    finally:
+        sim.terminate()
+        await asyncio.wait_for(sim.wait(), timeout=5)
+
+
+async def _one(url: str, events: int, window: int, latency_ms: float) -> None:
+    judges = [{**j, "max_concurrency": window} for j in demo_judges(url)]
+    _, suites = parse_config({"judges": judges, "suites": [
+        {"name": "judged", "evaluators": [{"evaluator": "exact_match"}], "judge": {}},
+        {"name": "rules", "evaluators": [{"evaluator": "exact_match"}, {"evaluator": "contains",
+                                                                        "params": {"value": "Paris"}}]},
+    ]})  # fmt: skip
+    pipeline = Pipeline(suites)
+    await pipeline.start()
+    try:
+        await asyncio.gather(*(pipeline.process(_event(-n, "judged")) for n in range(1, window + 1)))  # warm pools
+        idle = await _rule_latencies(pipeline, 300)
+
+        slots = asyncio.Semaphore(window)
+        failed = 0
+
+        async def one(n: int) -> None:
+            nonlocal failed
+            async with slots:
+                outcome = await pipeline.process(_event(n, "judged"))
+                if outcome.result is None or outcome.result.judge is None or outcome.result.judge.status != "ok":
+                    failed += 1
+
+        stop = asyncio.Event()
+        began = time.perf_counter()
+        busy_task = asyncio.ensure_future(_rule_latencies(pipeline, 10**9, stop))
+        await asyncio.gather(*(one(n) for n in range(events)))
+        elapsed = time.perf_counter() - began
+        stop.set()
+        busy = await busy_task
+    finally:
+        await pipeline.close()
+
+    ideal = window / (latency_ms / 1000.0)
+    measured = events / elapsed
+    print(f"\nwindow {window}: {events} judged events, failures {failed}, elapsed {elapsed:.2f} s")
+    print(f"  throughput {measured:.1f} events/s ({3 * measured:.0f} judge calls/s); ideal {ideal:.1f}; "
+          f"ratio {measured / ideal:.3f} (target >= 0.9)")
+    for label, values in (("idle", idle), ("busy", busy)):
+        print(f"  rule-only latency {label}: n={len(values)} p50 {_pct(values, .5):.3f} ms  "
+              f"p99 {_pct(values, .99):.3f} ms  mean {statistics.fmean(values):.3f} ms")
+    print(f"  rule-only busy/idle: p50 x{_pct(busy, .5) / _pct(idle, .5):.2f}, p99 x{_pct(busy, .99) / _pct(idle, .99):.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--windows", default="10,20,30,40", help="events in flight, comma-separated")
+    parser.add_argument("--per-window", type=int, default=15, help="events per run = this x window")
+    parser.add_argument("--latency-ms", type=float, default=200.0)
+    args = parser.parse_args()
+    asyncio.run(run([int(w) for w in args.windows.split(",")], args.per_window, args.latency_ms))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""LLM judge panel (issue 4): seed 003 multi-judge evaluation, seed 000 blend, seed 002 fallback.
+
+Configure judges in the suite file's top-level ``judges:`` list and a suite's ``judge:`` block
+(:mod:`streameval.config`); the pipeline runs the panel after the rule evaluators. See docs/judges.md.
+"""
+
+from __future__ import annotations
+
+from ._cache import JudgeCache, TokenBudget
+from ._client import Completion, JudgeClient
+from ._config import FallbackSpec, JudgeConfig, SuiteJudgeConfig, check_panel_weights, panel_judges
+from ._errors import (
+    JudgeAuthError,
+    JudgeBadResponse,
+    JudgeBudgetExceeded,
+    JudgeError,
+    JudgeHTTPError,
+    JudgeRateLimited,
+    JudgeRequestError,
+    JudgeTimeout,
+    JudgeUnavailable,
+    map_httpx_error,
+)
+from ._panel import Judge, JudgeHub, judge_counters, panel_score
+from ._parse import Verdict, normalise, parse_answer
+from ._prompts import TEMPLATE_VERSION, Prompt, build_metric, build_report, build_rubric
+from ._rubrics import CRITERIA, METRIC_PROMPTS, REPORT_DIMENSIONS, RUBRICS
+from ._suite import PANEL_RESULT_NAME, Judgement, SuiteJudge, sampled
+
+__all__ = [
+    "CRITERIA",
+    "METRIC_PROMPTS",
+    "PANEL_RESULT_NAME",
+    "REPORT_DIMENSIONS",
+    "RUBRICS",
+    "TEMPLATE_VERSION",
+    "Completion",
+    "FallbackSpec",
+    "Judge",
+    "JudgeAuthError",
+    "JudgeBadResponse",
+    "JudgeBudgetExceeded",
+    "JudgeCache",
+    "JudgeClient",
+    "JudgeConfig",
+    "JudgeError",
+    "JudgeHTTPError",
+    "JudgeHub",
+    "JudgeRateLimited",
+    "JudgeRequestError",
+    "JudgeTimeout",
+    "JudgeUnavailable",
+    "Judgement",
+    "Prompt",
+    "SuiteJudge",
+    "SuiteJudgeConfig",
+    "TokenBudget",
+    "Verdict",
+    "build_metric",
+    "build_report",
+    "build_rubric",
+    "check_panel_weights",
+    "judge_counters",
+    "map_httpx_error",
+    "normalise",
+    "panel_judges",
+    "panel_score",
+    "parse_answer",
+    "sampled",
+]

@@ -1,0 +1,211 @@
+"""One judge's HTTP client: OpenAI chat completions or Anthropic messages over a pooled httpx client.
+
+Each judge owns one ``httpx.AsyncClient`` (connection pool sized to ``max_concurrency``), opened in
+:meth:`JudgeClient.start` and shared by every event. The transport is injectable
+(``httpx.MockTransport`` in unit tests). Every httpx exception is mapped to the :mod:`._errors` tree
+here, at the boundary. Limits applied per attempt: a semaphore of ``max_concurrency`` requests, an
+optional ``requests_per_second`` start rate, and ``timeout_s``. Retries (seed 003: 3 attempts,
+2 s apart) add uniform jitter and honour a 429's Retry-After (capped at ``max_retry_after_s``); a
+waiting retry holds no concurrency slot. The API key is read from the environment at start and only
+ever placed in a request header.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import os
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from ..errors import ConfigError, ConfigIssue
+from ._config import JudgeConfig
+from ._errors import (
+    JudgeBadResponse,
+    JudgeError,
+    JudgeRateLimited,
+    JudgeTimeout,
+    map_httpx_error,
+    status_error,
+)
+
+__all__ = ["ANTHROPIC_VERSION", "Completion", "JudgeClient"]
+
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: float  # of the successful attempt
+    attempts: int
+
+
+class _StartRate:
+    """Spaces request starts at least 1/rate seconds apart (a leaky bucket without burst)."""
+
+    def __init__(self, rate: float | None, clock: Callable[[], float], sleep: Callable[[float], Awaitable[None]]) -> None:
+        self.interval = 1.0 / rate if rate else 0.0
+        self.clock = clock
+        self.sleep = sleep
+        self.next_start = 0.0
+        self.lock = asyncio.Lock()
+
+    async def wait(self) -> None:
+        if not self.interval:
+            return
+        async with self.lock:
+            now = self.clock()
+            delay = self.next_start - now
+            self.next_start = max(now, self.next_start) + self.interval
+        if delay > 0:
+            await self.sleep(delay)
+
+
+class JudgeClient:
+    def __init__(
+        self,
+        config: JudgeConfig,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        environ: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self.config = config
+        self._transport = transport
+        self._environ = environ
+        self._clock = clock
+        self._sleep = sleep
+        self._jitter = jitter
+        self._http: httpx.AsyncClient | None = None
+        self._slots = asyncio.Semaphore(config.max_concurrency)
+        self._rate = _StartRate(config.requests_per_second, clock, sleep)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    async def start(self) -> None:
+        """Read the key and open the pool. Raises :class:`ConfigError` when the key variable is unset."""
+        if self._http is not None:
+            return
+        cfg = self.config
+        headers = {"content-type": "application/json"}
+        if cfg.api_key_env is not None:
+            environ = os.environ if self._environ is None else self._environ
+            key = environ.get(cfg.api_key_env)
+            if not key:
+                raise ConfigError([ConfigIssue(file="<environment>", path=cfg.api_key_env,
+                                               message=f"judge {cfg.name!r} needs its API key in this variable")])
+            if cfg.protocol == "openai":
+                headers["authorization"] = f"Bearer {key}"
+            else:
+                headers["x-api-key"] = key
+        if cfg.protocol == "anthropic":
+            headers["anthropic-version"] = ANTHROPIC_VERSION
+        limits = httpx.Limits(max_connections=cfg.max_concurrency, max_keepalive_connections=cfg.max_concurrency)
+        self._http = httpx.AsyncClient(base_url=cfg.base_url, headers=headers, timeout=cfg.timeout_s,
+                                       limits=limits, transport=self._transport)  # fmt: skip
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    async def complete(self, system: str, user: str) -> Completion:
+        """Ask the judge; retry what may pass on another attempt. Raises a :class:`JudgeError`."""
+        cfg = self.config
+        for attempt in range(1, cfg.attempts + 1):
+            try:
+                text, tokens_in, tokens_out, latency = await self._attempt(system, user)
+            except JudgeError as exc:
+                if not exc.retryable or attempt == cfg.attempts:
+                    exc.attempts = attempt
+                    raise
+                await self._sleep(self._retry_delay(exc))
+                continue
+            return Completion(text, tokens_in, tokens_out, latency, attempt)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _retry_delay(self, exc: JudgeError) -> float:
+        cfg = self.config
+        if isinstance(exc, JudgeRateLimited) and exc.retry_after is not None:
+            return min(exc.retry_after, cfg.max_retry_after_s) + cfg.retry_jitter_s * self._jitter()
+        return cfg.retry_wait_s + cfg.retry_jitter_s * self._jitter()
+
+    async def _attempt(self, system: str, user: str) -> tuple[str, int, int, float]:
+        if self._http is None:
+            raise RuntimeError(f"judge {self.name!r} is not started; call start() first")
+        cfg = self.config
+        path, body = self._request(system, user)
+        async with self._slots:
+            await self._rate.wait()
+            began = self._clock()
+            try:
+                async with asyncio.timeout(cfg.timeout_s):
+                    response = await self._http.post(path, json=body)
+            except TimeoutError:
+                raise JudgeTimeout(f"judge {self.name!r} timed out after {cfg.timeout_s:g} s") from None
+            except httpx.HTTPError as exc:
+                raise map_httpx_error(exc, self.name) from exc
+            except (httpx.InvalidURL, httpx.CookieConflict, httpx.StreamError) as exc:
+                raise map_httpx_error(exc, self.name) from exc
+            latency_ms = (self._clock() - began) * 1000.0
+        if response.status_code >= 300:
+            raise status_error(self.name, response.status_code, _retry_after(response.headers.get("retry-after")))
+        try:
+            payload = response.json()
+        except ValueError:
+            raise JudgeBadResponse(f"judge {self.name!r} answered a body that is not JSON") from None
+        text, tokens_in, tokens_out = self._read(payload)
+        return text, tokens_in, tokens_out, round(latency_ms, 3)
+
+    def _request(self, system: str, user: str) -> tuple[str, dict[str, Any]]:
+        cfg = self.config
+        common = {"model": cfg.model, "max_tokens": cfg.max_tokens, "temperature": cfg.temperature}
+        if cfg.protocol == "openai":
+            messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+            return "chat/completions", {**common, "messages": messages}
+        return "v1/messages", {**common, "system": system, "messages": [{"role": "user", "content": user}]}
+
+    def _read(self, payload: Any) -> tuple[str, int, int]:
+        try:
+            if self.config.protocol == "openai":
+                text = payload["choices"][0]["message"]["content"]
+                usage = payload.get("usage") or {}
+                tokens_in, tokens_out = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+            else:
+                text = "".join(part.get("text", "") for part in payload["content"] if part.get("type") == "text")
+                usage = payload.get("usage") or {}
+                tokens_in, tokens_out = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
+            if not isinstance(text, str):
+                raise TypeError("content is not text")
+            return text, int(tokens_in or 0), int(tokens_out or 0)
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+            raise JudgeBadResponse(f"judge {self.name!r} answered JSON without the {self.config.protocol} "
+                                   "message content") from None
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Retry-After as seconds: delta-seconds or an HTTP date (RFC 9110 10.2.3)."""
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

@@ -1,0 +1,146 @@
+"""Judge configuration: the top-level ``judges:`` list and a suite's ``judge:`` block.
+
+.. code-block:: yaml
+
+    judges:
+      - {name: deepseek, protocol: openai, base_url: "https://api.deepseek.com", model: deepseek-chat,
+         api_key_env: DEEPSEEK_API_KEY, weight: 0.30, scale: "1-5"}
+      - {name: glm, protocol: anthropic, base_url: "https://open.bigmodel.cn/api/anthropic",
+         model: glm-4.7, api_key_env: GLM_API_KEY, weight: 0.30, scale: "1-5"}
+      - {name: minimax, protocol: anthropic, base_url: "https://api.minimaxi.com/anthropic",
+         model: MiniMax-M2.1, api_key_env: MINIMAX_API_KEY, weight: 0.40, scale: "0-10"}
+    suites:
+      - name: qa
+        evaluators: [{evaluator: exact_match}]
+        judge: {sample_rate: 0.2, prompt: rubric, mode: blend}
+
+Defaults follow seed 003 (temperature 0.3, max_tokens 2048, blind evaluation, three attempts 2 s apart)
+and seed 000 (blend 0.4 × metrics + 0.6 × judges). The weights of the enabled judges of a panel must
+sum to 1 (seed 003); :func:`check_panel_weights` says by how much they miss.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ._rubrics import METRIC_PROMPTS, MetricPrompt
+
+__all__ = [
+    "BlendMode",
+    "FallbackSpec",
+    "JudgeConfig",
+    "JudgeScale",
+    "PromptKind",
+    "SuiteJudgeConfig",
+    "check_panel_weights",
+    "panel_judges",
+]
+
+JudgeScale = Literal["1-5", "0-10"]
+PromptKind = Literal["rubric", "report"]
+BlendMode = Literal["blend", "fallback"]
+
+#: weights are decimals typed by people: 0.3 + 0.3 + 0.4 is 1.0000000000000002 in floats
+WEIGHT_TOLERANCE = 1e-6
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class JudgeConfig(_Strict):
+    """One LLM judge. The API key is never part of the config: only the name of its variable."""
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$",
+                      description="unique judge name (used in results, counters and cache keys)")
+    protocol: Literal["openai", "anthropic"] = Field(
+        description="openai: POST {base_url}/chat/completions; anthropic: POST {base_url}/v1/messages")
+    base_url: str = Field(pattern=r"^https?://", description="API root, as the provider's SDK takes it")
+    model: str = Field(min_length=1, description="the judge model's name")
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+                                    description="environment variable holding the API key; none: no auth")
+    temperature: float = Field(default=0.3, ge=0.0, le=2.0, description="seed 003: 0.3")
+    max_tokens: int = Field(default=2048, ge=1, description="seed 003: 2048")
+    weight: float = Field(ge=0.0, le=1.0, description="share in the panel; enabled weights sum to 1")
+    scale: JudgeScale = Field(default="1-5", description="rubric scale: 1-5 per criterion, or 0-10 overall")
+    blind: bool = Field(default=True, description="never tell the judge which model wrote the output")
+    timeout_s: float = Field(default=60.0, gt=0.0, description="limit of one attempt, seconds")
+    max_concurrency: int = Field(default=16, ge=1, description="requests in flight to this judge")
+    requests_per_second: float | None = Field(default=None, gt=0.0, description="start rate cap; none: no cap")
+    attempts: int = Field(default=3, ge=1, le=10, description="seed 003: stop_after_attempt(3)")
+    retry_wait_s: float = Field(default=2.0, ge=0.0, description="seed 003: wait_fixed(2)")
+    retry_jitter_s: float = Field(default=0.5, ge=0.0, description="uniform random extra wait, seconds")
+    max_retry_after_s: float = Field(default=60.0, ge=0.0, description="cap on a 429's Retry-After")
+    tokens_per_minute: int | None = Field(default=None, ge=1, description="budget; over it: skipped, reason budget")
+    enabled: bool = Field(default=True, description="disabled judges are never called")
+
+
+class FallbackSpec(_Strict):
+    """Seed 002 LLM fallback for one rule evaluator of the suite."""
+
+    evaluator: str = Field(description="result name of a rule evaluator in this suite")
+    prompt: MetricPrompt = Field(description="which seed 002 single-number prompt to ask")
+    trigger: float | Literal["always", "never"] | None = Field(
+        default=None, description="ask when the rule score <= trigger; default: the seed 002 table's")
+
+    def effective_trigger(self) -> float | Literal["always", "never"]:
+        return self.trigger if self.trigger is not None else METRIC_PROMPTS[self.prompt].trigger
+
+
+class SuiteJudgeConfig(_Strict):
+    """A suite's ``judge:`` block."""
+
+    judges: list[str] | None = Field(default=None, min_length=1,
+                                     description="judge names of this suite's panel; none: every enabled judge")
+    sample_rate: float = Field(default=1.0, ge=0.0, le=1.0, description="share of events judged (by event-id hash)")
+    prompt: PromptKind = Field(default="rubric", description="rubric (seed 003) or report (seed 000)")
+    default_category: str = Field(default="qa_simple",
+                                  description="seed 003 rubric for events whose category is not one of the ten")
+    mode: BlendMode = Field(default="blend", description="blend (seed 000) or fallback (seed 002)")
+    metrics_weight: float = Field(default=0.4, ge=0.0, description="seed 000: final = 0.4 x metrics + ...")
+    panel_weight: float = Field(default=0.6, ge=0.0, description="seed 000: ... + 0.6 x LLM")
+    fallbacks: list[FallbackSpec] = Field(default_factory=list, description="mode fallback: per-metric settings")
+    default_score: float = Field(default=0.0, ge=0.0, le=1.0,
+                                 description="seed 002: the LLM score used when no judge answers")
+    min_judges: int = Field(default=1, ge=1, description="fewer answers than this: the panel failed")
+
+    @field_validator("default_category")
+    @classmethod
+    def _known_category(cls, value: str) -> str:
+        from ._rubrics import RUBRICS
+
+        if value not in RUBRICS:
+            raise ValueError(f"unknown category {value!r}; seed 003 categories: {', '.join(RUBRICS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _mode_settings(self) -> SuiteJudgeConfig:
+        if self.mode == "blend" and self.metrics_weight + self.panel_weight <= 0:
+            raise ValueError("metrics_weight + panel_weight must be > 0")
+        if self.mode == "fallback" and not self.fallbacks:
+            raise ValueError("mode fallback needs a non-empty 'fallbacks' list")
+        if self.mode == "blend" and self.fallbacks:
+            raise ValueError("'fallbacks' only applies to mode fallback")
+        return self
+
+
+def panel_judges(judges: Sequence[JudgeConfig], names: Sequence[str] | None) -> list[JudgeConfig]:
+    """The enabled judges of a panel (all enabled judges when ``names`` is None), in config order."""
+    chosen = [j for j in judges if names is None or j.name in names]
+    return [j for j in chosen if j.enabled]
+
+
+def check_panel_weights(judges: Sequence[JudgeConfig]) -> str | None:
+    """None when the enabled judges' weights sum to 1, else the message showing the sum (seed 003)."""
+    enabled = [j for j in judges if j.enabled]
+    if not enabled:
+        return "the panel has no enabled judge"
+    total = math.fsum(j.weight for j in enabled)
+    if abs(total - 1.0) <= WEIGHT_TOLERANCE:
+        return None
+    terms = " + ".join(f"{j.name} {j.weight:g}" for j in enabled)
+    return f"weights of the enabled judges must sum to 1; they sum to {total:g} ({terms})"

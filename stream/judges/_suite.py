@@ -1,0 +1,209 @@
+"""A suite's judge step: sampling, the panel call and the seeds' blends.
+
+``mode: blend`` (seed 000 最终分数): final = (metrics_weight x metrics + panel_weight x panel) /
+(metrics_weight + panel_weight), 0.4 / 0.6 by default; when the panel fails (fewer than
+``min_judges`` answers) the final score is the metrics score alone and the reason says so.
+
+``mode: fallback`` (seed 002 LLM回退): for each listed rule evaluator whose score is at or under its
+trigger, the panel answers the metric's single-number prompt; the evaluator's score becomes
+max(rule, LLM); when no judge answers, max(rule, ``default_score``). The suite score is then the
+usual weighted mean of the (updated) evaluator scores.
+
+Sampling: an event is judged when ``H(event id) < sample_rate``, with ``H`` the first 8 bytes of the
+id's SHA-256 as a fraction of 2^64, so a replay samples the same events. Unsampled events keep the
+rule scores and get a judge block with status ``unsampled``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..grading import combine
+from ..models import EvaluatorResult, JudgeBlock, JudgeFallback, JudgeVerdict, RequestEvent
+from ._config import FallbackSpec, SuiteJudgeConfig
+from ._panel import Judge, JudgeHub, judge_counters, panel_score
+from ._prompts import Prompt, build_metric, build_report, build_rubric, known_category
+
+__all__ = ["PANEL_RESULT_NAME", "Judgement", "SuiteJudge", "sampled"]
+
+#: name of the weight-0 evaluator result that carries the panel score and judge counters
+PANEL_RESULT_NAME = "judge_panel"
+
+
+def sampled(event_id: str, rate: float) -> bool:
+    """Whether ``event_id`` is in the ``rate`` sample (deterministic; replays agree)."""
+    if rate >= 1.0:
+        return True
+    fraction = int.from_bytes(hashlib.sha256(event_id.encode()).digest()[:8], "big") / 2.0**64
+    return fraction < rate
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The judge step's output: the final 0-1 score, the block, and the evaluator results to publish."""
+
+    score: float
+    block: JudgeBlock
+    results: list[EvaluatorResult]
+    counters: dict[str, float]
+
+
+class SuiteJudge:
+    def __init__(self, config: SuiteJudgeConfig, hub: JudgeHub, *, threshold: float) -> None:
+        self.config = config
+        self.hub = hub
+        self.judges: list[Judge] = hub.panel(config.judges)
+        self.threshold = threshold
+
+    def begin(self, event: RequestEvent) -> asyncio.Task[list[JudgeVerdict]] | None:
+        """Start a blend panel's calls now (they do not depend on the rule scores); None otherwise."""
+        if self.config.mode != "blend" or not sampled(event.id, self.config.sample_rate):
+            return None
+        return asyncio.ensure_future(self.hub.ask_all(self._blend_asks(event)))
+
+    async def run(self, event: RequestEvent, results: list[EvaluatorResult],
+                  started: asyncio.Task[list[JudgeVerdict]] | None = None) -> Judgement:  # fmt: skip
+        """Judge ``event`` given its rule results; ``started`` is what :meth:`begin` returned."""
+        metrics = combine((r.score, r.weight) for r in results)
+        if not sampled(event.id, self.config.sample_rate):
+            reason = f"not sampled (sample_rate {self.config.sample_rate:g}): rule scores only"
+            block = self._block("unsampled", metrics, metrics, None, reason, category=None)
+            return Judgement(metrics, block, results, {})
+        if self.config.mode == "blend":
+            verdicts = await (started if started is not None else self.hub.ask_all(self._blend_asks(event)))
+            return self._blend(event, results, metrics, verdicts)
+        return await self._fallback(event, results, metrics)
+
+    # -- seed 000 blend ----------------------------------------------------------------------
+    def _category(self, event: RequestEvent) -> str | None:
+        """The seed 003 rubric for a rubric prompt: the event's category, or ``default_category``."""
+        if self.config.prompt == "report":
+            return None
+        return event.category if known_category(event.category) else self.config.default_category
+
+    def _blend_asks(self, event: RequestEvent) -> list[tuple[Judge, Prompt]]:
+        category = self._category(event)
+        if category is None:
+            return [(j, build_report(event, blind=j.config.blind)) for j in self.judges]
+        return [(j, build_rubric(event, category, j.config.scale, blind=j.config.blind)) for j in self.judges]
+
+    def _blend(self, event: RequestEvent, results: list[EvaluatorResult], metrics: float,
+               verdicts: list[JudgeVerdict]) -> Judgement:  # fmt: skip
+        cfg = self.config
+        category = self._category(event)
+        answered = sum(v.status == "ok" for v in verdicts)
+        panel = panel_score(verdicts) if answered >= cfg.min_judges else None
+        note = "" if category is None or category == event.category else (
+            f"; category {event.category!r} has no seed 003 rubric, used {category}")
+        if panel is None:
+            final = metrics
+            reason = f"judge panel failed ({_failures(verdicts)}); final = metrics only (seed 000 fallback){note}"
+            status = "failed"
+        else:
+            mw, pw = cfg.metrics_weight, cfg.panel_weight
+            final = (mw * metrics + pw * panel / 10.0) / (mw + pw)
+            reason = (f"final = {mw:g} x metrics {metrics * 10:.2f} + {pw:g} x panel {panel:.2f}"
+                      f"{'' if math.isclose(mw + pw, 1.0) else f' / {mw + pw:g}'} = {final * 10:.2f}{note}")
+            status = "ok" if answered == len(verdicts) else "partial"
+            if status == "partial":
+                reason += f"; {_failures(verdicts)}"
+        block = self._block(status, metrics, final, panel, reason, category=category, judges=verdicts)
+        panel_result = self._panel_result(None if panel is None else panel / 10.0, status, verdicts)
+        return Judgement(final, block, [*results, panel_result], judge_counters(verdicts))
+
+    # -- seed 002 per-metric fallback --------------------------------------------------------
+    async def _fallback(self, event: RequestEvent, results: list[EvaluatorResult], metrics: float) -> Judgement:
+        by_name = {r.name: i for i, r in enumerate(results)}
+        specs = [s for s in self.config.fallbacks if s.evaluator in by_name]
+        triggered = [s for s in specs if _triggered(s, results[by_name[s.evaluator]].score)]
+        asks: list[tuple[Judge, Prompt]] = [
+            (j, build_metric(event, s.prompt, blind=j.config.blind)) for s in triggered for j in self.judges
+        ]
+        verdicts = await self.hub.ask_all(asks)
+        per_metric = {s.evaluator: verdicts[i * len(self.judges):(i + 1) * len(self.judges)]
+                      for i, s in enumerate(triggered)}  # fmt: skip
+        updated = list(results)
+        fallbacks: list[JudgeFallback] = []
+        llm_scores: list[float] = []
+        for spec in specs:
+            index = by_name[spec.evaluator]
+            rule = results[index].score
+            judged = per_metric.get(spec.evaluator, [])
+            answered = sum(v.status == "ok" for v in judged)
+            panel = panel_score(judged) if judged and answered >= self.config.min_judges else None
+            llm = None if panel is None else panel / 10.0
+            if llm is not None:
+                llm_scores.append(llm)
+            final, source = rule, "rule"
+            if spec.evaluator in per_metric:
+                candidate = llm if llm is not None else self.config.default_score
+                if candidate > rule:
+                    final, source = candidate, "llm" if llm is not None else "default"
+            fallbacks.append(JudgeFallback(evaluator=spec.evaluator, prompt=spec.prompt,
+                                           trigger=spec.effective_trigger(), rule_score=rule,
+                                           triggered=spec.evaluator in per_metric, llm_score=llm,
+                                           final_score=final, source=source, judges=judged))  # type: ignore[arg-type]
+            if source != "rule":
+                updated[index] = _raised(results[index], rule, final, source, self.threshold)
+        final_score = combine((r.score, r.weight) for r in updated)
+        asked = len(triggered)
+        got = sum(f.llm_score is not None for f in fallbacks)
+        status = "ok" if got == asked else ("partial" if got else "failed")
+        if not asked:
+            reason = "no metric at or under its LLM fallback trigger: rule scores only"
+        else:
+            raised = [f"{f.evaluator} {f.rule_score:.2f} -> {f.final_score:.2f} ({f.source})"
+                      for f in fallbacks if f.source != "rule"]  # fmt: skip
+            reason = (f"LLM fallback asked for {asked} metric(s), {got} answered (seed 002: max(rule, LLM)); "
+                      + (f"raised: {', '.join(raised)}" if raised else "no score raised"))
+            if status == "failed":
+                reason += f"; judges failed ({_failures(verdicts)}), default_score {self.config.default_score:g}"
+        panel = round(math.fsum(llm_scores) / len(llm_scores) * 10.0, 6) if llm_scores else None
+        block = self._block(status, metrics, final_score, panel, reason, category=None, fallbacks=fallbacks)
+        out = updated
+        if asked:
+            out = [*updated, self._panel_result(None if panel is None else panel / 10.0, status, verdicts)]
+        return Judgement(final_score, block, out, judge_counters(verdicts))
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _block(self, status: str, metrics: float, final: float, panel: float | None, reason: str, *,
+               category: str | None, judges: Sequence[JudgeVerdict] = (),
+               fallbacks: Sequence[JudgeFallback] = ()) -> JudgeBlock:  # fmt: skip
+        prompt = "metric" if self.config.mode == "fallback" else self.config.prompt
+        return JudgeBlock(status=status, mode=self.config.mode, prompt=prompt, category=category,  # type: ignore[arg-type]
+                          panel_score=panel, metrics_score=round(metrics * 10.0, 6),
+                          final_score=round(min(1.0, max(0.0, final)) * 10.0, 6), reason=reason,
+                          judges=list(judges), fallbacks=list(fallbacks))  # fmt: skip
+
+    def _panel_result(self, score: float | None, status: str, verdicts: Sequence[JudgeVerdict]) -> EvaluatorResult:
+        answered = sum(v.status == "ok" for v in verdicts)
+        details = {"status": status, "answered": answered, "asked": len(verdicts)}
+        if score is None:
+            return EvaluatorResult(name=PANEL_RESULT_NAME, score=0.0, passed=False, weight=0.0, details=details,
+                                   reason=f"no usable judge answer ({_failures(verdicts)})", error="judge_unavailable")
+        return EvaluatorResult(name=PANEL_RESULT_NAME, score=round(score, 6), passed=score >= self.threshold,
+                               weight=0.0, details=details)  # fmt: skip
+
+
+def _triggered(spec: FallbackSpec, rule: float) -> bool:
+    trigger = spec.effective_trigger()
+    if trigger == "always":
+        return True
+    if trigger == "never":
+        return False
+    return rule <= trigger
+
+
+def _raised(result: EvaluatorResult, rule: float, final: float, source: str, threshold: float) -> EvaluatorResult:
+    details = dict(result.details or {})
+    details["llm_fallback"] = {"rule_score": rule, "final_score": final, "source": source}
+    return result.model_copy(update={"score": final, "passed": result.passed or final >= threshold, "details": details})
+
+
+def _failures(verdicts: Sequence[JudgeVerdict]) -> str:
+    failed = [f"{v.name}: {v.error}" for v in verdicts if v.status != "ok"]
+    return f"{len(failed)} of {len(verdicts)} judge(s) gave no score" + (f": {', '.join(failed)}" if failed else "")
