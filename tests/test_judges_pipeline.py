@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any, ClassVar
+from typing import Any
 
 import orjson
 import pytest
@@ -13,32 +13,17 @@ import redis.asyncio as aioredis
 from jsonschema import Draft202012Validator
 from streameval import schemas
 from streameval.config import parse_config
-from streameval.evaluators import Evaluator, Score, register
 from streameval.judges import JudgeCache, sampled
 from streameval.judges.sim import demo_judges, start_judge_sim
-from streameval.models import GradedResult, JudgeBlock, JudgeFallback, JudgeVerdict, RequestEvent
+from streameval.models import GradedResult, JudgeBlock, JudgeFallback, JudgeVerdict
 from streameval.pipeline import Pipeline
 from streameval.store import ResultStore
 
-
-@register
-class Seed000Metrics(Evaluator):
-    """Test fixture: seed 000's automated metrics from the worked example's counts (0-1)."""
-
-    name: ClassVar[str] = "test_seed000_metrics"
-    summary: ClassVar[str] = "seed 000 metrics score, for tests"
-
-    def evaluate(self, event: RequestEvent) -> Score:
-        r = event.report or {}
-        lo, hi = 5000, 15000  # academic
-        words = r["words"]
-        word = 10.0 if lo <= words <= hi else (words / lo * 8 if words < lo else max(10 - (words / hi - 1) * 5, 5))
-        parts = [(r["sections"] / r["required_sections"] * 10, 0.30), (min(r["citations"] / 10, 1) * 10, 0.25),
-                 (word, 0.20), (min(r["sources"] / 5, 1) * 10, 0.15), (min(r["images"] / 3, 1) * 10, 0.10)]
-        return Score(sum(s * w for s, w in parts) / 10, True)
-
-
-WORKED_REPORT = {"sections": 5, "required_sections": 5, "citations": 12, "words": 8000, "sources": 6, "images": 2}
+# seed 000 "完整评估案例": academic, 5/5 sections, 12 citations, 8,000 words, 6 sources, 2 images -> metrics 9.67
+WORKED_REPORT = {
+    "style": "academic", "required_sections": list("ABCDE"), "sections": list("ABCDE"), "citations": 12,
+    "word_count": 8000, "sources": [f"https://s{i}.example.org/x" for i in range(6)], "images": 2,
+}  # fmt: skip
 SEED_000_LLM = orjson.dumps({
     "scores": {"relevance": {"score": 9}, "depth": {"score": 8}, "accuracy": {"score": 9}, "structure": {"score": 8},
                "clarity": {"score": 9}, "completeness": {"score": 7}},
@@ -74,7 +59,7 @@ async def test_seed_000_worked_example_end_to_end() -> None:
     requests: list[dict[str, Any]] = []
     async with start_judge_sim(reply=SEED_000_LLM, requests=requests) as url:
         judges = [{"name": "reporter", "protocol": "anthropic", "base_url": url, "model": "sim", "weight": 1.0}]
-        suite = {"grading": "letters", "evaluators": [{"evaluator": "test_seed000_metrics"}],
+        suite = {"grading": "letters", "evaluators": [{"evaluator": "report_metrics"}],
                  "judge": {"prompt": "report", "mode": "blend"}}
         pipeline = await _pipeline(judges, suite)
         try:

@@ -49,9 +49,10 @@ def test_report_prompt_has_seed_000_dimensions() -> None:
 
 @pytest.mark.parametrize("metric", list(METRIC_PROMPTS))
 def test_metric_prompts_ask_for_one_number(metric: str) -> None:
-    prompt = build_metric(event(retrieval={"entities": ["Paris"]}), metric, blind=True)
+    retrieval = {"entities": [{"id": "e1", "name": "Paris"}], "latency_s": 0.4}
+    prompt = build_metric(event(retrieval=retrieval), metric, blind=True)
     assert "single number between 0 and 1" in prompt.system and prompt.scale == "0-1"
-    assert _data(prompt.user)["context"] == {"entities": ["Paris"]}
+    assert _data(prompt.user)["context"] == retrieval
 
 
 @pytest.mark.parametrize("build", [

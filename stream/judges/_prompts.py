@@ -157,7 +157,8 @@ def build_report(event: RequestEvent, *, blind: bool) -> Prompt:
 def build_metric(event: RequestEvent, metric: str, *, blind: bool) -> Prompt:
     """Seed 002's single-number prompt (0-1) for one metric's LLM fallback."""
     spec = METRIC_PROMPTS[metric]
-    context = event.retrieval if event.retrieval is not None else None
+    # the retrieval block as the judge should see it: only what the producer set
+    context = event.retrieval.model_dump(mode="json", exclude_defaults=True) if event.retrieval is not None else None
     body = (
         f"\nQuestion to answer about the output: {spec.question}\n\n"
         "Score on a 0-1 scale:\n- 0.8-1.0: good, clearly meets or exceeds expectations\n"
