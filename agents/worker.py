@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 from streameval._util import redact_url
 from streameval.config import load_config
 from streameval.errors import ConfigError, StoreUnavailable
+from streameval.judges import JudgeCache
 from streameval.kafka_io import ensure_topics
 from streameval.pipeline import Pipeline
 from streameval.processor import Processor
@@ -62,9 +63,12 @@ def run_worker(settings: Settings) -> None:
             window_ttl_s=settings.window_ttl_s,
             seen_ttl_s=settings.seen_ttl_s,
         )
-        processor = Processor(
-            Pipeline(suites, max_event_bytes=settings.max_event_bytes), store, on_close=client.aclose
+        pipeline = Pipeline(
+            suites,
+            max_event_bytes=settings.max_event_bytes,
+            judge_cache=JudgeCache(client, prefix=settings.redis_prefix),
         )
+        processor = Processor(pipeline, store, on_close=client.aclose)
         await processor.start()
         log.info("streameval worker ready: %d suite(s), Redis %s", len(suites.all), redact_url(redis_url))
         return processor

@@ -35,6 +35,7 @@ def _parser() -> argparse.ArgumentParser:
                       help="events to send (default: every line of the example file; more cycles it)")
     demo.add_argument("--config", type=Path, default=None, help="suite YAML (default: the bundled examples/suites.yaml)")
     demo.add_argument("--input", type=Path, default=None, help="events JSONL (default: the bundled examples/events.jsonl)")
+    demo.add_argument("--no-judges", action="store_true", help="do not start the simulated judge panel")
     demo.add_argument("--keep", action="store_true", help="keep the demo's keys in an external Redis (REDIS_URL)")
     demo.add_argument("--timeout", type=float, default=180.0, help="give up after this many seconds (default 180)")
 
@@ -70,12 +71,21 @@ def _parser() -> argparse.ArgumentParser:
                           help="larger events are dead-lettered as too_large (default: STREAMEVAL_MAX_EVENT_BYTES or 1 MiB)")
     evaluate.add_argument("--quiet", action="store_true", help="no progress bar or table")
 
+    sim = sub.add_parser("judge-sim", add_help=False,
+                         help="run a SIMULATED LLM judge (OpenAI + Anthropic protocols); see judge-sim --help")
+    sim.add_argument("args", nargs=argparse.REMAINDER)
+
     check = sub.add_parser("check", help="validate a suite YAML and list its suites")
     check.add_argument("config", type=Path)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["judge-sim"]:  # its own parser (streameval.judges.sim) takes every option
+        from .judges.sim import main as judge_sim
+
+        return judge_sim(argv[1:])
     args = _parser().parse_args(argv)
     console = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 120)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

