@@ -26,6 +26,7 @@ import time
 
 import httpx
 import orjson
+
 from streameval.config import parse_config
 from streameval.judges.sim import demo_judges
 from streameval.pipeline import Pipeline

@@ -40,7 +40,7 @@ from .judges._config import JudgeConfig, SuiteJudgeConfig, check_panel_weights, 
 from .judges._suite import PANEL_RESULT_NAME
 from .models import RequestEvent
 
-__all__ = ["EvaluatorSpec", "Match", "Suite", "SuiteConfig", "Suites", "StreamEvalConfig", "load_config", "parse_config"]
+__all__ = ["EvaluatorSpec", "Match", "StreamEvalConfig", "Suite", "SuiteConfig", "Suites", "load_config", "parse_config"]
 
 
 class _Strict(BaseModel):

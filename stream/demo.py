@@ -78,7 +78,7 @@ DEMO_JUDGED: dict[str, dict[str, Any]] = {
     "general": {"sample_rate": 1.0, "default_category": "creative_writing"},
 }
 # The simulated judge misbehaves a little, as real providers do: the results show the fallbacks.
-DEMO_SIM = {"latency_ms": 40.0, "latency_dist": "uniform", "latency_spread_ms": 30.0, "error_rate": 0.01,
+DEMO_SIM: dict[str, Any] = {"latency_ms": 40.0, "latency_dist": "uniform", "latency_spread_ms": 30.0, "error_rate": 0.01,
             "rate_limit_rate": 0.01, "retry_after_s": 0.5, "malformed_rate": 0.02}  # fmt: skip
 
 

@@ -15,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 __all__ = ["EmbeddedBroker", "EmbeddedRedis", "EmbeddedServer", "free_port", "wait_for_port"]
 
@@ -60,7 +61,7 @@ class EmbeddedServer:
     def argv(self) -> list[str]:
         raise NotImplementedError
 
-    def start(self, timeout: float = 30.0) -> EmbeddedServer:
+    def start(self, timeout: float = 30.0) -> Self:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 self.argv(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -79,10 +80,10 @@ class EmbeddedServer:
             self.proc.kill()
             self.proc.wait()
 
-    def __enter__(self) -> EmbeddedServer:
+    def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(self, *exc: tuple[type[BaseException] | None, BaseException | None, TracebackType | None]) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
 
 

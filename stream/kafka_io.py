@@ -119,7 +119,7 @@ async def collect(
 
     try:
         await asyncio.wait_for(run(), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise TimeoutError(f"gave up after {timeout:.0f}s with {len(records)} records from {', '.join(topics)}") from None
     return records
 

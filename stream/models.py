@@ -6,7 +6,7 @@ same verdict on valid and invalid documents. Change both together.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,6 +15,7 @@ from .blocks import AgentBlock, ReportBlock, RetrievalBlock
 
 __all__ = [
     "CATEGORIES",
+    "RFC3339",
     "Aggregate",
     "AggregateEvaluator",
     "Alert",
@@ -27,7 +28,6 @@ __all__ = [
     "JudgeFallback",
     "JudgeVerdict",
     "RequestEvent",
-    "RFC3339",
 ]
 
 #: seed 003: the ten task categories with their own rubrics. Any other non-empty name is a custom category.
@@ -57,13 +57,13 @@ def parse_time(value: str) -> float:
     """Epoch seconds of an RFC 3339 timestamp (naive means UTC)."""
     dt = datetime.fromisoformat(value.replace("z", "Z").replace("Z", "+00:00"))
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     return dt.timestamp()
 
 
 def format_time(epoch: float) -> str:
     """RFC 3339 UTC with milliseconds, e.g. ``2026-11-21T10:00:00.123Z``."""
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat(timespec="milliseconds").replace(
+    return datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="milliseconds").replace(
         "+00:00", "Z"
     )
 

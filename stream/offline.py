@@ -9,8 +9,8 @@ earlier in the file re-emits the first result, as the stream's idempotency does.
 from __future__ import annotations
 
 import asyncio
-from itertools import islice
 from collections.abc import Callable, Iterator
+from itertools import islice
 from pathlib import Path
 from typing import BinaryIO
 

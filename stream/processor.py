@@ -33,6 +33,10 @@ class Publish:
     value: bytes
 
 
+def _source_key(source: Source) -> str:
+    return f"{source.topic}:{source.partition}:{source.offset}"
+
+
 class Processor:
     def __init__(self, pipeline: Pipeline, store: ResultStore, *, on_close: Callable[[], Awaitable[None]] | None = None) -> None:
         self.pipeline = pipeline
@@ -57,23 +61,18 @@ class Processor:
             await asyncio.gather(*(self.pipeline.process(raw, source) for raw, source in batch))
         )
         results = [(i, o.result, o.result.model_dump_json().encode()) for i, o in enumerate(outcomes) if o.result]
+        dead = [(i, o.dead_letter) for i, o in enumerate(outcomes) if o.dead_letter]
         stored = await retry_forever(
-            lambda: self.store.record_many([(r, enc, outcomes[i].counters) for i, r, enc in results]),
-            what="recording results in Redis",
+            lambda: self.store.record_many(
+                [(r, enc, outcomes[i].counters) for i, r, enc in results],
+                [(d.kind, _source_key(batch[i][1]), parse_time(d.failed_at)) for i, d in dead],
+            ),
+            what="recording a batch in Redis",
         )
         out: list[Publish | None] = [None] * len(batch)
-        for (i, result, encoded), previous in zip(results, stored):
+        for (i, result, encoded), previous in zip(results, stored, strict=True):
             out[i] = Publish("result", result.id.encode(), previous if previous is not None else encoded)
-        for i, outcome in enumerate(outcomes):
-            dead = outcome.dead_letter
-            if dead is None:
-                continue
-            source = batch[i][1]
-            source_key = f"{source.topic}:{source.partition}:{source.offset}"
-            await retry_forever(
-                lambda: self.store.record_dead_letter(dead.kind, source_key, parse_time(dead.failed_at)),
-                what="counting a dead letter in Redis",
-                )
-            key = dead.event_id.encode() if dead.event_id else None
-            out[i] = Publish("deadletter", key, dead.model_dump_json().encode())
+        for i, letter in dead:
+            key = letter.event_id.encode() if letter.event_id else None
+            out[i] = Publish("deadletter", key, letter.model_dump_json().encode())
         return [p for p in out if p is not None]

@@ -129,30 +129,41 @@ class ResultStore:
         return keys, args
 
     async def record_many(
-        self, items: Sequence[tuple[GradedResult, bytes, dict[str, dict[str, float]] | None]]
+        self,
+        items: Sequence[tuple[GradedResult, bytes, dict[str, dict[str, float]] | None]],
+        dead_letters: Sequence[tuple[str, str, float]] = (),
     ) -> list[bytes | None]:
-        """Record results atomically, one script call each, in one round trip.
+        """Record a batch in one round trip: one atomic script per result and per dead letter.
 
-        For each item: ``None`` when it was new (aggregates updated), else the result stored by the
-        first writer of that event id (nothing counted; publish that copy instead).
+        ``items`` are (result, encoded result, counters); ``dead_letters`` are (kind,
+        ``topic:partition:offset``, event time), each counted once per source position. Returns, per
+        item: ``None`` when it was new (aggregates updated), else the result stored by the first
+        writer of that event id (nothing counted; publish that copy instead).
         """
-        if not items:
+        if not items and not dead_letters:
             return []
         async with self.client.pipeline(transaction=False) as pipe:
             for result, encoded, counters in items:
                 keys, args = self._record_args(result, encoded, counters)
                 await self._record(keys=keys, args=args, client=pipe)
+            for kind, source_key, event_time in dead_letters:
+                keys = self._dead_letter_keys(source_key, event_time)
+                await self._dead_letter(keys=keys, args=[kind, self.seen_ttl_s, len(self.windows)], client=pipe)
             replies = await self._guard(pipe.execute)
-        return [reply if reply else None for reply in replies]
+        return [reply if reply else None for reply in replies[: len(items)]]
 
     async def record(self, result: GradedResult, encoded: bytes, counters: dict[str, dict[str, float]] | None = None) -> bytes | None:
         return (await self.record_many([(result, encoded, counters)]))[0]
 
-    async def record_dead_letter(self, kind: str, source_key: str, event_time: float) -> bool:
-        """Count a dead letter once per source position (``topic:partition:offset``); False if seen."""
+    def _dead_letter_keys(self, source_key: str, event_time: float) -> list[str]:
         keys = [f"{self.prefix}dl:seen:{source_key}"]
         keys += [f"{self.prefix}dl:{size}:{int(event_time // size) * size}" for size in self.windows]
         keys.append(f"{self.prefix}dl:all")
+        return keys
+
+    async def record_dead_letter(self, kind: str, source_key: str, event_time: float) -> bool:
+        """Count a dead letter once per source position (``topic:partition:offset``); False if seen."""
+        keys = self._dead_letter_keys(source_key, event_time)
         reply = await self._guard(
             lambda: self._dead_letter(keys=keys, args=[kind, self.seen_ttl_s, len(self.windows)])
         )
@@ -179,7 +190,7 @@ class ResultStore:
             for model, suite in pairs:
                 pipe.hgetall(self.all_time_key(model, suite))
             hashes = await self._guard(pipe.execute)
-        return [_aggregate(model, suite, raw) for (model, suite), raw in zip(pairs, hashes)]
+        return [_aggregate(model, suite, raw) for (model, suite), raw in zip(pairs, hashes, strict=True)]
 
     async def window(self, size: int, start: int, model: str, suite: str) -> PairAggregate:
         raw = await self._guard(lambda: self.client.hgetall(self.window_key(size, start, model, suite)))

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
+
 from streameval.config import parse_config
 from streameval.errors import ConfigError
 from streameval.judges import JudgeClient, JudgeConfig, check_panel_weights, panel_score
@@ -18,7 +19,7 @@ from streameval.models import JudgeVerdict
 def _judges(*weights: float, enabled: tuple[bool, ...] | None = None) -> list[dict[str, Any]]:
     flags = enabled or (True,) * len(weights)
     return [{"name": f"j{i}", "protocol": "openai", "base_url": "http://127.0.0.1:9/v1", "model": f"m{i}",
-             "weight": w, "enabled": e} for i, (w, e) in enumerate(zip(weights, flags))]  # fmt: skip
+             "weight": w, "enabled": e} for i, (w, e) in enumerate(zip(weights, flags, strict=True))]  # fmt: skip
 
 
 def _config(judges: list[dict[str, Any]], judge_block: dict[str, Any] | None = None, **suite: Any) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
+
 from streameval.errors import EvaluatorError
 from streameval.judges import (
     JudgeAuthError,

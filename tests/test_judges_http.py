@@ -15,6 +15,7 @@ import pytest
 import redis.asyncio as aioredis
 from _judges_helpers import event, judge
 from aiohttp import web
+
 from streameval.judges import JudgeCache, JudgeClient, JudgeConfig, JudgeHub, build_rubric, judge_counters
 from streameval.judges.sim import start_judge_sim
 

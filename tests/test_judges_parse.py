@@ -7,6 +7,7 @@ import pytest
 from _judges_helpers import event
 from hypothesis import given
 from hypothesis import strategies as st
+
 from streameval.judges import (
     JudgeBadResponse,
     build_metric,

@@ -11,6 +11,7 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 from jsonschema import Draft202012Validator
+
 from streameval import schemas
 from streameval.config import parse_config
 from streameval.judges import JudgeCache, sampled

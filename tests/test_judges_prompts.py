@@ -7,6 +7,7 @@ import re
 import orjson
 import pytest
 from _judges_helpers import event
+
 from streameval.judges import METRIC_PROMPTS, RUBRICS, build_metric, build_report, build_rubric
 from streameval.judges._prompts import BLIND_LABEL, DATA_CLOSE, DATA_OPEN
 

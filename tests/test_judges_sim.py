@@ -11,6 +11,7 @@ import time
 import httpx
 import pytest
 from _judges_helpers import event, judge
+
 from streameval.judges import JudgeClient, JudgeHub, build_metric, build_report, build_rubric
 from streameval.judges.sim import SimOptions, main, start_judge_sim
 

@@ -7,6 +7,7 @@ from collections import Counter
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from streameval.evaluators import build_evaluator
 from streameval.evaluators.classification import classification_stats, keyword_jaccard
 from streameval.models import RequestEvent
@@ -55,7 +56,7 @@ def _reference(truth: list[int], pred: list[int]) -> dict[str, float]:
     """Accuracy and sklearn-style binary / macro precision, recall and F1 (zero_division=0), from lists."""
 
     def prf(cls: int) -> tuple[float, float, float]:
-        tp = sum(1 for t, p in zip(truth, pred) if t == cls and p == cls)
+        tp = sum(1 for t, p in zip(truth, pred, strict=True) if t == cls and p == cls)
         n_pred = sum(1 for p in pred if p == cls)
         n_true = sum(1 for t in truth if t == cls)
         precision = tp / n_pred if n_pred else 0.0
@@ -68,7 +69,7 @@ def _reference(truth: list[int], pred: list[int]) -> dict[str, float]:
     p, r, f = prf(1)
     k = len(classes) or 1
     return {
-        "count": len(truth), "accuracy": sum(t == q for t, q in zip(truth, pred)) / len(truth) if truth else 0.0,
+        "count": len(truth), "accuracy": sum(t == q for t, q in zip(truth, pred, strict=True)) / len(truth) if truth else 0.0,
         "precision": p, "recall": r, "f1": f,
         "macro_precision": sum(m[0] for m in macro) / k, "macro_recall": sum(m[1] for m in macro) / k,
         "macro_f1": sum(m[2] for m in macro) / k,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from streameval.evaluators import build_evaluator
 from streameval.evaluators._lang import cjk_tokens, normalize_answer, squad_tokens
 from streameval.evaluators.answer import token_f1

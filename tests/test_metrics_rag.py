@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from streameval.evaluators import MissingField, build_evaluator
 from streameval.evaluators.fallback import LLMFallback, fallback_table
 from streameval.models import RequestEvent

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+
 from streameval.evaluators import build_evaluator
 from streameval.evaluators.report import WORD_RANGES, word_count_score
 from streameval.models import RequestEvent

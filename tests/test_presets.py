@@ -200,7 +200,7 @@ def test_similarity_rejects_unknown_algorithm() -> None:
 
 
 def test_unknown_evaluator_lists_the_valid_ones() -> None:
-    with pytest.raises(KeyError, match="valid evaluators: .*exact_match.*similarity"):
+    with pytest.raises(KeyError, match=r"valid evaluators: .*exact_match.*similarity"):
         build_evaluator("exact")
 
 

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
+
 from streameval.evaluators import build_evaluator
 from streameval.models import RequestEvent
 from streameval.sandbox import NODE_MODULES, SandboxError, SandboxTimeout, probe

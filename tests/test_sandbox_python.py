@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
+
 from streameval.evaluators import build_evaluator
 from streameval.models import RequestEvent
 from streameval.sandbox import SandboxError, SandboxTimeout, probe

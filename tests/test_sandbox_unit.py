@@ -8,6 +8,7 @@ import shutil
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from streameval import sandbox
 from streameval.config import parse_config
 from streameval.errors import ConfigError

@@ -5,9 +5,17 @@ Importing this package registers every built-in evaluator.
 
 from __future__ import annotations
 
-from . import presets  # noqa: F401  (registers the seed 001 presets)
-from . import agent, answer, bleu, classification, rag, report, rouge  # noqa: F401  (seeds 000, 002, 004)
 from ..sandbox import _evaluator as _sandbox  # noqa: F401  (registers the sandboxed `code` evaluator)
+from . import (  # noqa: F401  (seeds 000, 002, 004)
+    agent,
+    answer,
+    bleu,
+    classification,
+    presets,
+    rag,
+    report,
+    rouge,
+)
 from ._base import (
     Evaluator,
     MissingField,

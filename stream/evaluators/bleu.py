@@ -1,6 +1,6 @@
 """BLEU: ``bleu`` (sentence BLEU equal to sacrebleu's) and ``bleu_simple`` (seed 004's n-gram precision).
 
-``bleu`` reproduces ``sacrebleu.sentence_bleu(hyp, refs, smooth_method="exp", tokenize=..., 
+``bleu`` reproduces ``sacrebleu.sentence_bleu(hyp, refs, smooth_method="exp", tokenize=...,
 use_effective_order=True)`` divided by 100: the 13a (mteval-v13a) and zh tokenisers, clipped n-gram
 counts against the per-n-gram maximum over references, the closest reference length (ties: the
 shorter) for the brevity penalty, exp smoothing (= nltk method3) and effective order. tests/
@@ -95,7 +95,7 @@ _TOKENIZERS: dict[str, Callable[[str], list[str]]] = {"13a": tokenize_13a, "zh":
 def _ngrams(tokens: Sequence[str], max_order: int) -> Counter[tuple[str, ...]]:
     grams: Counter[tuple[str, ...]] = Counter()
     for n in range(1, max_order + 1):
-        grams.update(zip(*(tokens[i:] for i in range(n))))
+        grams.update(zip(*(tokens[i:] for i in range(n)), strict=False))
     return grams
 
 

@@ -217,12 +217,12 @@ class Zygote:
                 _confine.landlock_restrict(ruleset)
             if self.seccomp is not None:
                 _confine.apply_seccomp(self.seccomp)
-        except BaseException as exc:  # noqa: BLE001 - a child that cannot confine itself must not run code
+        except BaseException as exc:
             _write(3, _error("setup", f"sandbox setup failed: {exc}"))
             os._exit(1)
         try:
             reply = _run(code, request, self.builtins)
-        except BaseException:  # noqa: BLE001 - e.g. MemoryError while describing an error
+        except BaseException:
             reply = _error("exception", "the code failed and its error could not be described (out of memory?)")
         _write(3, reply)
         os._exit(0)
@@ -232,7 +232,7 @@ def _run(code: CodeType, request: dict[str, Any], safe_builtins: dict[str, Any])
     """Run the user's module and its ``evaluate``; the reply frame's JSON body, never raising."""
     namespace: dict[str, Any] = {"__builtins__": safe_builtins, "__name__": "evaluator"}
     try:
-        exec(code, namespace)  # noqa: S102 - the point of this module; confined by the kernel
+        exec(code, namespace)
         evaluate = namespace.get("evaluate")
         if not callable(evaluate):
             raise TypeError("the code defines no function evaluate(input, output, expected, metadata)")
@@ -242,7 +242,7 @@ def _run(code: CodeType, request: dict[str, Any], safe_builtins: dict[str, Any])
             value = asyncio.run(value)
     except MemoryError:
         return _error("memory", f"the code exceeded its memory limit of {request['memory_mb']} MB")
-    except BaseException as exc:  # noqa: BLE001 - SystemExit too: the verdict is an error either way
+    except BaseException as exc:
         return _error("exception", _describe(exc))
     try:
         text = json.dumps({"ok": value}, ensure_ascii=False, allow_nan=False).encode()
@@ -292,7 +292,7 @@ def main() -> None:
     try:
         hello = read_frame(requests)
         zygote = Zygote(bool(hello["allow_weaker"]), int(hello["max_memory_mb"]))
-    except Exception as exc:  # noqa: BLE001 - reported to the worker, which refuses to start
+    except Exception as exc:
         write_frame(replies, {"error": str(exc)})
         return
     write_frame(replies, {"ready": True, "missing": zygote.missing})
