@@ -158,16 +158,9 @@ async def test_blind_mode_model_name_absent_from_every_request_body(blind: bool)
 
 
 @pytest.fixture
-async def redis_client() -> AsyncIterator[tuple[aioredis.Redis, str]]:
-    client = aioredis.Redis(host="127.0.0.1", port=6379)
-    prefix = f"test-judges-{uuid.uuid4().hex}:"
-    try:
-        yield client, prefix
-    finally:
-        keys = [k async for k in client.scan_iter(match=f"{prefix}*")]
-        if keys:
-            await client.delete(*keys)
-        await client.aclose()
+def redis_client(aredis: aioredis.Redis, prefix: str) -> tuple[aioredis.Redis, str]:
+    """The shared Redis client and this test's key prefix (tests/conftest.py cleans up)."""
+    return aredis, prefix
 
 
 async def test_answers_without_a_score_are_not_cached(redis_client: tuple[aioredis.Redis, str]) -> None:

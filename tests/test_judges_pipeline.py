@@ -4,7 +4,6 @@ sampling, seed 002 fallback, the result contract, and counters recorded in Redis
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -195,16 +194,9 @@ async def test_injected_output_cannot_buy_a_ten() -> None:
 
 
 @pytest.fixture
-async def redis_prefix() -> AsyncIterator[tuple[aioredis.Redis, str]]:
-    client = aioredis.Redis(host="127.0.0.1", port=6379)
-    prefix = f"test-judges-{uuid.uuid4().hex}:"
-    try:
-        yield client, prefix
-    finally:
-        keys = [k async for k in client.scan_iter(match=f"{prefix}*")]
-        if keys:
-            await client.delete(*keys)
-        await client.aclose()
+def redis_prefix(aredis: aioredis.Redis, prefix: str) -> tuple[aioredis.Redis, str]:
+    """The shared Redis client and this test's key prefix (tests/conftest.py cleans up)."""
+    return aredis, prefix
 
 
 async def test_cache_and_token_counters_reach_the_window_aggregates(redis_prefix: tuple[aioredis.Redis, str]) -> None:
