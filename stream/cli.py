@@ -12,11 +12,15 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from ._version import __version__
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .settings import Settings
 
 __all__ = ["main"]
 
@@ -75,6 +79,11 @@ def _parser() -> argparse.ArgumentParser:
                          help="run a SIMULATED LLM judge (OpenAI + Anthropic protocols); see judge-sim --help")
     sim.add_argument("args", nargs=argparse.REMAINDER)
 
+    api = sub.add_parser("api", help="serve the evaluator registry API, /health, /ready and /metrics (docs/api.md)")
+    api.add_argument("--host", default=None, help="address to bind (or STREAMEVAL_WEB_HOST; default 127.0.0.1)")
+    api.add_argument("--port", type=int, default=None, help="port (or STREAMEVAL_WEB_PORT; default 8080)")
+    api.add_argument("--redis-url", help="Redis URL (or REDIS_URL)")
+
     check = sub.add_parser("check", help="validate a suite YAML and list its suites")
     check.add_argument("config", type=Path)
     return parser
@@ -109,6 +118,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
 
         run_worker(load_settings(**overrides))
         return EXIT_OK
+    if args.command == "api":
+        return _api(args, load_settings(**({"redis_url": args.redis_url} if args.redis_url else {})))
     if args.command == "demo":
         from .demo import run_demo
 
@@ -124,6 +135,19 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if args.command == "tail":
         return asyncio.run(_tail(args, settings.kafka_bootstrap_servers))
     raise AssertionError(f"unhandled command {args.command}")
+
+
+def _api(args: argparse.Namespace, settings: Settings) -> int:
+    from .api import DEFAULT_API_PORT, load_api_settings, serve_api
+
+    if not settings.redis_url:
+        raise ConfigError("no Redis: set REDIS_URL or pass --redis-url (the registry is stored there)")
+    api = load_api_settings()
+    port = args.port if args.port is not None else (api.web_port if api.web_port is not None else DEFAULT_API_PORT)
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"--port must be within 0..65535, got {port}")
+    asyncio.run(serve_api(settings, api, host=args.host or api.web_host, port=port))
+    return EXIT_OK
 
 
 def _check(path: Path, console: Console) -> int:

@@ -113,6 +113,7 @@ class EvaluatorResult(BaseModel):
     reason: str | None = None
     details: dict[str, Any] | None = None
     error: str | None = None
+    version: str | None = Field(default=None, description="definition version used (registered evaluators: id@n)")
 
 
 class JudgeVerdict(BaseModel):

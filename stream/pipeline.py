@@ -25,7 +25,7 @@ import orjson
 from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 
-from . import schemas
+from . import schemas, telemetry
 from ._util import clip, json_path
 from ._version import __version__
 from .config import BoundEvaluator, Suite, Suites
@@ -132,12 +132,12 @@ class Pipeline:
         early = suite_judge.begin(event) if suite_judge is not None else None
         for bound in suite.evaluators:
             if bound.evaluator.is_async:
-                task = asyncio.ensure_future(bound.evaluator.aevaluate(event))
+                task = asyncio.ensure_future(telemetry.timed(bound.name, bound.evaluator.aevaluate(event)))
                 pending.append((len(results), bound, task))
                 results.append(_placeholder(bound))
                 continue
             try:
-                score = bound.evaluator.evaluate(event)
+                score = telemetry.timed_call(bound.name, lambda: bound.evaluator.evaluate(event))
             except Exception as exc:  # an evaluator failing on one event never stops the stream
                 results.append(_error_result(bound, exc, event))
                 continue
@@ -221,7 +221,7 @@ def _to_result(bound: BoundEvaluator, score: Score) -> EvaluatorResult:
         )  # fmt: skip
     return EvaluatorResult(
         name=bound.name, score=value, passed=score.passed, weight=bound.weight,
-        reason=score.reason, details=score.details,
+        reason=score.reason, details=score.details, version=score.version,
     )  # fmt: skip
 
 

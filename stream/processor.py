@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from . import telemetry
 from .models import parse_time
 from .pipeline import Outcome, Pipeline, Source
 from .store import ResultStore, retry_forever
@@ -57,9 +58,15 @@ class Processor:
         Returns the messages in input order. Waits (with backoff) while Redis is unavailable rather
         than publishing anything unrecorded.
         """
+        telemetry.EVENTS_IN.inc(len(batch))
+        with telemetry.in_flight(len(batch)):
+            return await self._process_batch(batch)
+
+    async def _process_batch(self, batch: Sequence[tuple[bytes, Source]]) -> list[Publish]:
         outcomes: list[Outcome] = list(
             await asyncio.gather(*(self.pipeline.process(raw, source) for raw, source in batch))
         )
+        telemetry.observe_outcomes(outcomes)
         results = [(i, o.result, o.result.model_dump_json().encode()) for i, o in enumerate(outcomes) if o.result]
         dead = [(i, o.dead_letter) for i, o in enumerate(outcomes) if o.dead_letter]
         stored = await retry_forever(

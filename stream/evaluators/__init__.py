@@ -13,6 +13,7 @@ from . import (  # noqa: F401  (seeds 000, 002, 004)
     classification,
     presets,
     rag,
+    registered,
     report,
     rouge,
 )

@@ -54,6 +54,8 @@ class Score:
     reason: str | None = None
     details: dict[str, Any] | None = None
     counters: dict[str, float] | None = None
+    #: the definition's version, for evaluators whose definition changes at run time (``registered``)
+    version: str | None = None
 
 
 class MissingField(EvaluatorError):

@@ -1,0 +1,172 @@
+"""The OpenAPI 3.1 document of the API, served at ``/api/v1/openapi.json``.
+
+Request bodies come from the pydantic models that validate them (``_bodies.py``), so the document
+and the validation agree; schemathesis checks the running server against it (tests/test_api_schemathesis.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._version import __version__
+from ._bodies import CreateBody, TestBody, UpdateBody
+
+__all__ = ["openapi_document"]
+
+_REF = "#/components/schemas/{model}"
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _nullable(kind: str, **extra: Any) -> dict[str, Any]:
+    return {"type": [kind, "null"], **extra}
+
+
+_TIME = {"type": "string", "format": "date-time"}
+_SUMMARY: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "name", "description", "type", "isPreset", "createdAt", "updatedAt"],
+    "properties": {
+        "id": {"type": "string", "description": "a preset's name, or a custom evaluator's UUID"},
+        "name": {"type": "string"},
+        "description": _nullable("string"),
+        "type": {"type": "string", "enum": ["preset", "code", "llm", "composite"]},
+        "isPreset": {"type": "boolean"},
+        "language": {"type": ["string", "null"], "enum": ["python", "nodejs", None]},
+        "version": _nullable("integer", description="custom evaluators: +1 on every update"),
+        "createdAt": _TIME,
+        "updatedAt": _TIME,
+    },
+}
+_FULL: dict[str, Any] = {
+    **_SUMMARY,
+    "required": [*_SUMMARY["required"], "config"],
+    "properties": {
+        **_SUMMARY["properties"],
+        "config": {"type": "object", "description": "preset: {presetType, params}; code: {language, code, timeout}"},
+        "paramsSchema": {"type": "object", "description": "presets: JSON Schema of their params"},
+    },
+}
+_TEST_RESULT: dict[str, Any] = {
+    "type": "object",
+    "required": ["passed", "score", "reason", "latencyMs", "error"],
+    "properties": {
+        "passed": {"type": "boolean"},
+        "score": _nullable("number", minimum=0, maximum=1),
+        "reason": _nullable("string"),
+        "latencyMs": {"type": "number", "minimum": 0},
+        "error": _nullable("string", description="error code: execution_failed, timeout, missing_field, internal, ..."),
+        "details": _nullable("object"),
+        "version": _nullable("string", description="custom evaluators: id@version"),
+    },
+}
+
+
+def _envelope(data: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "required": ["code", "data"],
+            "properties": {"code": {"type": "integer", "const": 200}, "data": data}}  # fmt: skip
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _error(description: str) -> dict[str, Any]:
+    return _json(_ref("Error"), description)
+
+
+_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
+_AUTH = [{"bearerAuth": []}]
+_WRITE_ERRORS = {"401": _error("missing or wrong bearer token"), "403": _error("preset, or writes disabled (no token configured)")}
+_UNAVAILABLE = {"503": _error("Redis unavailable")}
+
+
+def openapi_document() -> dict[str, Any]:
+    components: dict[str, Any] = {}
+
+    def body(model: type[Any]) -> dict[str, Any]:
+        schema = model.model_json_schema(ref_template=_REF)
+        components.update(schema.pop("$defs", {}))
+        components[model.__name__] = schema
+        return {"required": True, "content": {"application/json": {"schema": _ref(model.__name__)}}}
+
+    paths: dict[str, Any] = {
+        "/api/v1/evaluators": {
+            "get": {
+                "operationId": "listEvaluators", "summary": "presets and custom evaluators (seed 001 §5)",
+                "parameters": [{"name": "type", "in": "query", "required": False,
+                                "schema": {"type": "string", "enum": ["preset", "code", "llm", "composite"]}}],
+                "responses": {"200": _json(_envelope({"type": "array", "items": _ref("EvaluatorSummary")}), "evaluators"),
+                              "400": _error("bad type filter"), **_UNAVAILABLE},
+            },
+            "post": {
+                "operationId": "createEvaluator", "summary": "create a code evaluator", "security": _AUTH,
+                "requestBody": body(CreateBody),
+                "responses": {
+                    "201": {**_json(_envelope(_ref("Evaluator")), "created"),
+                            "links": {"GetEvaluator": {"operationId": "getEvaluator", "parameters": {"id": "$response.body#/data/id"}},
+                                      "UpdateEvaluator": {"operationId": "updateEvaluator", "parameters": {"id": "$response.body#/data/id"}},
+                                      "TestEvaluator": {"operationId": "testEvaluator", "parameters": {"id": "$response.body#/data/id"}},
+                                      "DeleteEvaluator": {"operationId": "deleteEvaluator", "parameters": {"id": "$response.body#/data/id"}}}},
+                    "400": _error("invalid input, code that does not compile, or a type not supported yet"),
+                    "409": _error("name taken"), **_WRITE_ERRORS, **_UNAVAILABLE,
+                },
+            },
+        },
+        "/api/v1/evaluators/presets": {
+            "get": {
+                "operationId": "listPresets", "summary": "the built-in evaluators, with config and params schema",
+                "responses": {"200": _json(_envelope({"type": "array", "items": _ref("Evaluator")}), "presets")},
+            },
+        },
+        "/api/v1/evaluators/{id}": {
+            "parameters": [_ID],
+            "get": {
+                "operationId": "getEvaluator", "summary": "one evaluator",
+                "responses": {"200": _json(_envelope(_ref("Evaluator")), "the evaluator"),
+                              "404": _error("503001: evaluator does not exist"), **_UNAVAILABLE},
+            },
+            "put": {
+                "operationId": "updateEvaluator", "summary": "update a custom evaluator (presets: 403)", "security": _AUTH,
+                "requestBody": body(UpdateBody),
+                "responses": {"200": _json(_envelope(_ref("Evaluator")), "updated (version + 1)"),
+                              "400": _error("invalid input"), "404": _error("503001: evaluator does not exist"),
+                              "409": _error("name taken"), **_WRITE_ERRORS, **_UNAVAILABLE},
+            },
+            "delete": {
+                "operationId": "deleteEvaluator", "summary": "delete a custom evaluator (presets: 403)", "security": _AUTH,
+                "responses": {"200": _json(_envelope({"type": "object", "required": ["id", "deleted"],
+                                                      "properties": {"id": {"type": "string"}, "deleted": {"const": True}}}), "deleted"),
+                              "404": _error("503001: evaluator does not exist"), **_WRITE_ERRORS, **_UNAVAILABLE},
+            },
+        },
+        "/api/v1/evaluators/{id}/test": {
+            "parameters": [_ID],
+            "post": {
+                "operationId": "testEvaluator", "summary": "run an evaluator on one example", "security": _AUTH,
+                "requestBody": body(TestBody),
+                "responses": {"200": _json(_envelope(_ref("TestResult")), "the verdict"),
+                              "400": _error("invalid input or preset params"), "404": _error("503001: evaluator does not exist"),
+                              "422": _json({**_ref("Error")}, "503002: evaluator execution failed; data is the TestResult"),
+                              **_WRITE_ERRORS, **_UNAVAILABLE},
+            },
+        },
+    }  # fmt: skip
+    components.update({
+        "EvaluatorSummary": _SUMMARY,
+        "Evaluator": _FULL,
+        "TestResult": _TEST_RESULT,
+        "Error": {"type": "object", "required": ["code", "message"],
+                  "properties": {"code": {"type": "integer", "description": "HTTP status, or seed 001's 503001 / 503002"},
+                                 "message": {"type": "string"}, "data": {}}},
+    })  # fmt: skip
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "streameval evaluator registry", "version": __version__,
+                 "description": "Seed 001 evaluator API. Envelope {code, data}; writes need `Authorization: Bearer $STREAMEVAL_API_TOKEN`."},
+        "paths": paths,
+        "components": {"schemas": components,
+                       "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}}},
+    }  # fmt: skip

@@ -1,0 +1,115 @@
+"""The aiohttp application: evaluator API, OpenAPI document, operations endpoints.
+
+:func:`create_web_app` builds it on a Redis client; ``streameval api`` serves it alone
+(:func:`serve_api`), and the stream worker serves the same app next to its agent
+(:func:`start_web`), adding broker and judge checks to ``/ready``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import signal
+from collections.abc import Awaitable, Callable, Sequence
+
+import orjson
+import redis.asyncio as aioredis
+from aiohttp import web
+
+from .._util import redact_url
+from ..errors import StoreUnavailable
+from ..registry import RegistryStore
+from ..settings import Settings
+from . import _evaluators, _ops
+from ._errors import ApiError, Forbidden, Unauthorized, Unavailable
+from ._openapi import openapi_document
+from ._settings import ApiSettings
+
+__all__ = ["DEFAULT_API_PORT", "create_web_app", "serve_api", "start_web"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_API_PORT = 8080
+_TOKEN_KEY: web.AppKey[str | None] = web.AppKey("api_token", str)  # type: ignore[arg-type]
+_WRITES = frozenset({"POST", "PUT", "DELETE", "PATCH"})
+
+
+def _error(exc: ApiError, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        body=orjson.dumps(exc.envelope()), status=exc.status, content_type="application/json", headers=headers
+    )
+
+
+@web.middleware
+async def _errors_and_auth(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    try:
+        if request.method in _WRITES and request.path.startswith("/api/"):
+            _authorize(request)
+        return await handler(request)
+    except Unauthorized as exc:
+        return _error(exc, {"WWW-Authenticate": 'Bearer realm="streameval"'})
+    except ApiError as exc:
+        return _error(exc)
+    except StoreUnavailable as exc:
+        return _error(Unavailable(str(exc)))
+    except web.HTTPException as exc:  # aiohttp's own 404 / 405 / 413, in the envelope
+        if exc.status < 400:
+            raise
+        headers = {k: v for k, v in exc.headers.items() if k.lower() == "allow"}
+        body = {"code": exc.status, "message": exc.reason, "data": None}
+        return web.Response(body=orjson.dumps(body), status=exc.status, content_type="application/json", headers=headers)
+
+
+def _authorize(request: web.Request) -> None:
+    token = request.app[_TOKEN_KEY]
+    if not token:
+        raise Forbidden("writes are disabled: the server has no STREAMEVAL_API_TOKEN")
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
+        raise Unauthorized("a valid 'Authorization: Bearer <token>' header is required for writes")
+
+
+async def _openapi(request: web.Request) -> web.Response:
+    return web.json_response(openapi_document())
+
+
+def create_web_app(
+    client: aioredis.Redis, *, prefix: str, token: str | None, checks: Sequence[_ops.Check] = (), ready_timeout_s: float = 2.0
+) -> web.Application:
+    """The whole HTTP surface on ``client`` (keys under ``prefix``); ``checks`` feed ``/ready``."""
+    app = web.Application(middlewares=[_errors_and_auth], client_max_size=_evaluators.MAX_BODY)
+    app[_TOKEN_KEY] = token
+    app[_evaluators.STORE_KEY] = RegistryStore(client, prefix=prefix)
+    app[_ops.CHECKS_KEY] = [_ops.redis_check(client), *checks]
+    app[_ops.TIMEOUT_KEY] = ready_timeout_s
+    app.add_routes([*_ops.routes(), web.get("/api/v1/openapi.json", _openapi), *_evaluators.routes()])
+    return app
+
+
+async def start_web(app: web.Application, host: str, port: int) -> web.AppRunner:
+    """Serve ``app`` on host:port in the running loop; ``await runner.cleanup()`` stops it."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner
+
+
+async def serve_api(settings: Settings, api: ApiSettings, *, host: str, port: int) -> None:
+    """``streameval api``: serve until SIGTERM/SIGINT."""
+    assert settings.redis_url is not None
+    client = aioredis.Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=5)
+    token = api.api_token.get_secret_value() if api.api_token else None
+    app = create_web_app(client, prefix=settings.redis_prefix, token=token, ready_timeout_s=api.ready_timeout_s)
+    runner = await start_web(app, host, port)
+    log.warning("streameval api on http://%s:%d (Redis %s; writes %s)", host, port, redact_url(settings.redis_url),
+                "need the bearer token" if token else "disabled: no STREAMEVAL_API_TOKEN")  # fmt: skip
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+        await client.aclose()

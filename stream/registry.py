@@ -1,0 +1,254 @@
+"""Custom evaluators registered at run time (seed 001 §2, §5), stored in Redis, seen live by workers.
+
+A custom evaluator is a ``code`` evaluator (Python or Node.js, run by the sandbox) with a name, a
+description and a version that goes up by one on every update. The registry API writes them with
+:class:`RegistryStore`; a worker keeps a :class:`LiveRegistry` whose copy follows every change
+(Redis pub/sub wakes it at once, a periodic resync catches anything a dropped subscription missed),
+so a suite's ``evaluator: registered`` step uses the new code without a restart.
+
+Redis keys (``P`` = the key prefix):
+
+* ``P registry:ev:{id}``   the record as JSON
+* ``P registry:names``     hash name -> id (names are unique)
+* ``P registry:rev``       counter bumped on every change (the resync compares it)
+* channel ``P registry:changes``  the id of each changed record
+
+Writes are Lua scripts, so a name check and its write cannot interleave with another writer's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from typing import Any, Literal
+
+import redis.asyncio as aioredis
+from pydantic import BaseModel, ConfigDict, Field
+from redis import exceptions as redis_errors
+
+from .errors import StoreUnavailable
+from .models import format_time
+
+__all__ = [
+    "CodeConfig",
+    "EvaluatorRecord",
+    "LiveRegistry",
+    "NameTaken",
+    "RegistryStore",
+    "bind_live_registry",
+    "live_registry",
+]
+
+log = logging.getLogger(__name__)
+
+_TRANSIENT = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError)
+
+
+class CodeConfig(BaseModel):
+    """seed 001 §2 ``CodeConfig``; ``timeout`` in milliseconds (default 5000, seed 001 §4.3)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    language: Literal["python", "nodejs"]
+    code: str = Field(min_length=1, max_length=200_000)
+    timeout: int = Field(default=5000, ge=1, le=60_000)
+
+
+class EvaluatorRecord(BaseModel):
+    """A stored custom evaluator (the API's camelCase names, as seed 001 §5 returns them)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    name: str
+    description: str | None = None
+    type: Literal["code"] = "code"
+    config: CodeConfig
+    isPreset: Literal[False] = False
+    version: int = Field(ge=1)
+    createdAt: str
+    updatedAt: str
+
+    @property
+    def version_tag(self) -> str:
+        """What a result records as the evaluator version: ``{id}@{version}``."""
+        return f"{self.id}@{self.version}"
+
+
+class NameTaken(Exception):
+    """Another custom evaluator already has this name."""
+
+
+# KEYS 1 record key, 2 names hash, 3 rev counter; ARGV 1 id, 2 name, 3 record JSON, 4 old name ('' when new),
+# 5 channel. Returns 0 when the name belongs to another id, else 1.
+_PUT = """
+local owner = redis.call('HGET', KEYS[2], ARGV[2])
+if owner and owner ~= ARGV[1] then return 0 end
+if ARGV[4] ~= '' and ARGV[4] ~= ARGV[2] then redis.call('HDEL', KEYS[2], ARGV[4]) end
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[1])
+redis.call('SET', KEYS[1], ARGV[3])
+redis.call('INCR', KEYS[3])
+redis.call('PUBLISH', ARGV[5], ARGV[1])
+return 1
+"""
+
+# KEYS 1 record key, 2 names hash, 3 rev; ARGV 1 id, 2 name, 3 channel
+_DELETE = """
+if redis.call('DEL', KEYS[1]) == 0 then return 0 end
+if redis.call('HGET', KEYS[2], ARGV[2]) == ARGV[1] then redis.call('HDEL', KEYS[2], ARGV[2]) end
+redis.call('INCR', KEYS[3])
+redis.call('PUBLISH', ARGV[3], ARGV[1])
+return 1
+"""
+
+
+class RegistryStore:
+    """CRUD of custom evaluators in Redis. Redis outages raise :class:`StoreUnavailable`."""
+
+    def __init__(self, client: aioredis.Redis, *, prefix: str = "streameval:") -> None:
+        self.client = client
+        self.prefix = prefix
+        self.names_key = f"{prefix}registry:names"
+        self.rev_key = f"{prefix}registry:rev"
+        self.channel = f"{prefix}registry:changes"
+        self._put = client.register_script(_PUT)
+        self._delete = client.register_script(_DELETE)
+
+    def _key(self, evaluator_id: str) -> str:
+        return f"{self.prefix}registry:ev:{evaluator_id}"
+
+    async def _guard(self, call: Any) -> Any:
+        try:
+            return await call
+        except _TRANSIENT as exc:
+            raise StoreUnavailable(f"Redis unavailable: {type(exc).__name__}: {exc}") from exc
+
+    async def get(self, evaluator_id: str) -> EvaluatorRecord | None:
+        raw = await self._guard(self.client.get(self._key(evaluator_id)))
+        return EvaluatorRecord.model_validate_json(raw) if raw else None
+
+    async def id_of(self, name: str) -> str | None:
+        raw = await self._guard(self.client.hget(self.names_key, name))
+        return raw.decode() if isinstance(raw, bytes) else raw
+
+    async def list(self) -> list[EvaluatorRecord]:
+        """Every custom evaluator, oldest first."""
+        ids = [v.decode() if isinstance(v, bytes) else v for v in (await self._guard(self.client.hvals(self.names_key)))]
+        if not ids:
+            return []
+        raws = await self._guard(self.client.mget([self._key(i) for i in ids]))
+        records = [EvaluatorRecord.model_validate_json(r) for r in raws if r]
+        return sorted(records, key=lambda r: (r.createdAt, r.id))
+
+    async def revision(self) -> int:
+        return int(await self._guard(self.client.get(self.rev_key)) or 0)
+
+    async def create(self, *, name: str, description: str | None, config: CodeConfig) -> EvaluatorRecord:
+        now = format_time(time.time())
+        record = EvaluatorRecord(
+            id=str(uuid.uuid4()), name=name, description=description, config=config,
+            version=1, createdAt=now, updatedAt=now,
+        )  # fmt: skip
+        await self._write(record, old_name="")
+        return record
+
+    async def update(self, current: EvaluatorRecord, **changes: Any) -> EvaluatorRecord:
+        """Store ``current`` with ``changes`` applied, version + 1. Raises :class:`NameTaken`."""
+        record = current.model_copy(
+            update={**changes, "version": current.version + 1, "updatedAt": format_time(time.time())}
+        )
+        await self._write(record, old_name=current.name)
+        return record
+
+    async def _write(self, record: EvaluatorRecord, *, old_name: str) -> None:
+        ok = await self._guard(
+            self._put(
+                keys=[self._key(record.id), self.names_key, self.rev_key],
+                args=[record.id, record.name, record.model_dump_json(), old_name, self.channel],
+            )
+        )
+        if not ok:
+            raise NameTaken(f"an evaluator named {record.name!r} already exists")
+
+    async def delete(self, record: EvaluatorRecord) -> bool:
+        return bool(
+            await self._guard(
+                self._delete(
+                    keys=[self._key(record.id), self.names_key, self.rev_key],
+                    args=[record.id, record.name, self.channel],
+                )
+            )
+        )
+
+
+class LiveRegistry:
+    """A worker's in-memory copy of the registry, kept current by pub/sub plus a periodic resync.
+
+    :meth:`get` answers from memory (no Redis round trip per event). :meth:`start` loads every
+    record and starts the follower task; :meth:`close` stops it.
+    """
+
+    def __init__(self, store: RegistryStore, *, resync_s: float = 5.0) -> None:
+        self.store = store
+        self.resync_s = resync_s
+        self._by_id: dict[str, EvaluatorRecord] = {}
+        self._by_name: dict[str, EvaluatorRecord] = {}
+        self._revision = -1
+        self._task: asyncio.Task[None] | None = None
+        self.changed = asyncio.Event()  # set after each reload (tests wait on it)
+
+    def get(self, *, evaluator_id: str | None = None, name: str | None = None) -> EvaluatorRecord | None:
+        return self._by_id.get(evaluator_id) if evaluator_id is not None else self._by_name.get(name or "")
+
+    async def reload(self) -> None:
+        revision = await self.store.revision()
+        records = await self.store.list()
+        self._by_id = {r.id: r for r in records}
+        self._by_name = {r.name: r for r in records}
+        self._revision = revision
+        self.changed.set()
+
+    async def start(self) -> None:
+        await self.reload()
+        if self._task is None:
+            self._task = asyncio.create_task(self._follow(), name="registry-follower")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _follow(self) -> None:
+        while True:
+            try:
+                async with self.store.client.pubsub() as pubsub:
+                    await pubsub.subscribe(self.store.channel)
+                    await self.reload()  # anything changed before the subscription took effect
+                    while True:
+                        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=self.resync_s)
+                        if message is not None or await self.store.revision() != self._revision:
+                            await self.reload()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # Redis went away: keep serving the last copy, try again
+                log.warning("registry follower lost Redis (%s); retrying in %.0fs", exc, self.resync_s)
+                await asyncio.sleep(self.resync_s)
+
+
+_LIVE: dict[str, LiveRegistry] = {}
+
+
+def bind_live_registry(registry: LiveRegistry | None) -> None:
+    """Make ``registry`` the one ``evaluator: registered`` steps read (the worker binds it at start)."""
+    _LIVE.pop("current", None)
+    if registry is not None:
+        _LIVE["current"] = registry
+
+
+def live_registry() -> LiveRegistry | None:
+    return _LIVE.get("current")

@@ -1,0 +1,132 @@
+"""Prometheus metrics of a worker (prometheus-client), served at ``/metrics`` by the web server.
+
+The pipeline and the processor call the small functions below; nothing else knows Prometheus.
+Metric names (all prefixed ``streameval_``) are listed in docs/api.md. Labels stay low-cardinality:
+suites, evaluator result names, dead-letter kinds, judge names, topic partitions — never models or ids.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, TypeVar
+
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
+
+if TYPE_CHECKING:
+    from .models import JudgeBlock, JudgeVerdict
+    from .pipeline import Outcome
+
+__all__ = [
+    "CONTENT_TYPE",
+    "EVENTS_IN",
+    "IN_FLIGHT",
+    "CONSUMER_LAG",
+    "in_flight",
+    "render",
+    "observe_lag",
+    "observe_outcomes",
+    "timed",
+    "timed_call",
+]
+
+T = TypeVar("T")
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+EVENTS_IN = Counter("streameval_events_in", "request events taken from the input topic (or file)")
+RESULTS_OUT = Counter("streameval_results_out", "graded results produced, by suite", ["suite"])
+DEAD_LETTERS = Counter("streameval_dead_letters", "events dead-lettered, by kind", ["kind"])
+IN_FLIGHT = Gauge("streameval_events_in_flight", "events being evaluated or recorded right now")
+EVALUATOR_LATENCY = Histogram(
+    "streameval_evaluator_latency_seconds", "time one evaluator step took for one event, by result name",
+    ["evaluator"], buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)  # fmt: skip
+JUDGE_CALLS = Counter("streameval_judge_calls", "HTTP calls made to a judge (cache misses)", ["judge"])
+JUDGE_ERRORS = Counter("streameval_judge_errors", "judge verdicts that ended in an error", ["judge"])
+JUDGE_RETRIES = Counter("streameval_judge_retries", "extra attempts after a failed judge call", ["judge"])
+JUDGE_TOKENS = Counter("streameval_judge_tokens", "tokens spent on judge calls", ["judge", "kind"])
+JUDGE_CACHE_HITS = Counter("streameval_judge_cache_hits", "judge answers served from the Redis cache", ["judge"])
+CONSUMER_LAG = Gauge(
+    "streameval_consumer_lag",
+    "messages behind the partition's high watermark after the last batch, by topic and partition. The "
+    "high watermark comes from fetch responses, not ListOffsets (Tansu's ListOffsets LATEST is wrong, "
+    "DESIGN.md); a partition is refreshed only when a batch from it arrives, so an idle partition keeps "
+    "its last value",
+    ["topic", "partition"],
+)  # fmt: skip
+
+
+@contextmanager
+def in_flight(n: int) -> Iterator[None]:
+    """Count ``n`` events as in flight for the duration of the block."""
+    IN_FLIGHT.inc(n)
+    try:
+        yield
+    finally:
+        IN_FLIGHT.dec(n)
+
+
+def timed_call(name: str, call: Callable[[], T]) -> T:
+    """``call()``, its duration observed under evaluator ``name`` (also when it raises)."""
+    started = time.perf_counter()
+    try:
+        return call()
+    finally:
+        EVALUATOR_LATENCY.labels(name).observe(time.perf_counter() - started)
+
+
+async def timed(name: str, awaitable: Awaitable[T]) -> T:
+    """Await ``awaitable``, its duration observed under evaluator ``name`` (also when it raises)."""
+    started = time.perf_counter()
+    try:
+        return await awaitable
+    finally:
+        EVALUATOR_LATENCY.labels(name).observe(time.perf_counter() - started)
+
+
+def _verdicts(block: JudgeBlock) -> Iterable[JudgeVerdict]:
+    yield from block.judges
+    for fallback in block.fallbacks:
+        yield from fallback.judges
+
+
+def observe_outcomes(outcomes: Sequence[Outcome]) -> None:
+    """Count results by suite, dead letters by kind and judge activity of one batch."""
+    for outcome in outcomes:
+        if outcome.dead_letter is not None:
+            DEAD_LETTERS.labels(outcome.dead_letter.kind).inc()
+        result = outcome.result
+        if result is None:
+            continue
+        RESULTS_OUT.labels(result.suite).inc()
+        if result.judge is None:
+            continue
+        for verdict in _verdicts(result.judge):
+            if verdict.status == "skipped":
+                continue
+            if verdict.cached:
+                JUDGE_CACHE_HITS.labels(verdict.name).inc()
+            elif verdict.attempts:
+                JUDGE_CALLS.labels(verdict.name).inc()
+                JUDGE_RETRIES.labels(verdict.name).inc(max(0, verdict.attempts - 1))
+                JUDGE_TOKENS.labels(verdict.name, "prompt").inc(verdict.prompt_tokens)
+                JUDGE_TOKENS.labels(verdict.name, "completion").inc(verdict.completion_tokens)
+            if verdict.status == "error":
+                JUDGE_ERRORS.labels(verdict.name).inc()
+
+
+def observe_lag(positions: Iterable[tuple[str, int, int]], highwater: Callable[[str, int], int | None]) -> None:
+    """Set the lag of each (topic, partition, last offset processed) from ``highwater(topic, partition)``."""
+    last: dict[tuple[str, int], int] = {}
+    for topic, partition, offset in positions:
+        last[(topic, partition)] = max(offset, last.get((topic, partition), -1))
+    for (topic, partition), offset in last.items():
+        mark = highwater(topic, partition)
+        if mark is not None and mark >= 0:
+            CONSUMER_LAG.labels(topic, str(partition)).set(max(0, mark - offset - 1))
+
+
+def render() -> bytes:
+    """The Prometheus text exposition of every metric (and the process collectors)."""
+    return generate_latest(REGISTRY)
