@@ -29,7 +29,16 @@ class CreateBody(BaseModel):
     """POST /api/v1/evaluators. Only ``code``: ``llm`` and ``composite`` (seed 001 V2) are refused with
     a "not supported yet" 400 before this model is validated."""
 
-    model_config = _STRICT
+    model_config = ConfigDict(
+        extra="forbid", strict=True,
+        json_schema_extra={"examples": [{
+            "name": "min_length", "description": "seed 001 §4.4 length check", "type": "code",
+            "config": {"language": "nodejs", "timeout": 5000, "code": (
+                "module.exports = async function evaluate(input, output, expected, metadata) {\n"
+                "  const min = metadata.minLength || 100;\n"
+                "  return { passed: output.length >= min, score: Math.min(1, output.length / min) };\n};\n")},
+        }]},
+    )  # fmt: skip
     name: str = Name
     description: str | None = Description
     type: Literal["code"]

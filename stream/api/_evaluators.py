@@ -240,14 +240,18 @@ async def test_evaluator(request: web.Request) -> web.Response:
                 "error": None, "details": score.details, "version": version})  # fmt: skip
 
 
+_ID = "/{id:(?!presets$)[^/]+}"
+
+
 def routes() -> list[web.RouteDef]:
     base = "/api/v1/evaluators"
     return [
         web.get(base, list_evaluators),
         web.post(base, create_evaluator),
         web.get(f"{base}/presets", list_presets),
-        web.get(base + "/{id}", get_evaluator),
-        web.put(base + "/{id}", update_evaluator),
-        web.delete(base + "/{id}", delete_evaluator),
+        # "presets" is a route of its own, never an id (so its Allow header lists only GET)
+        web.get(base + _ID, get_evaluator),
+        web.put(base + _ID, update_evaluator),
+        web.delete(base + _ID, delete_evaluator),
         web.post(base + "/{id}/test", test_evaluator),
     ]
