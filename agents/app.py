@@ -14,7 +14,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import faust
+from faust.types import TP
 
+from streameval import telemetry
 from streameval.pipeline import Source
 from streameval.processor import Processor
 from streameval.settings import Settings
@@ -61,6 +63,12 @@ def create_app(settings: Settings, make_processor: Callable[[], Awaitable[Proces
             state["p"] = await make_processor()
         return state["p"]
 
+    def _highwater(topic: str, partition: int) -> int | None:
+        try:
+            return int(app.consumer.highwater(TP(topic, partition)))
+        except Exception:  # no fetch answer for that partition yet: no figure rather than a wrong one
+            return None
+
     @app.agent(requests, name="evaluate")
     async def evaluate(stream: faust.StreamT[bytes]) -> None:
         proc = await processor()
@@ -72,6 +80,7 @@ def create_app(settings: Settings, make_processor: Callable[[], Awaitable[Proces
             # process_batch never raises for a bad event (dead letters); it waits out Redis outages.
             for message in await proc.process_batch(batch):
                 await topics[message.kind].send(key=message.key, value=message.value)
+            telemetry.observe_lag(((s.topic, s.partition, s.offset) for _, s in batch), _highwater)
 
     @app.on_before_shutdown.connect  # type: ignore[untyped-decorator]
     async def _close(app: faust.App, **kwargs: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from typing import Any
 
 import faust
 import redis.asyncio as aioredis
@@ -13,9 +14,12 @@ from streameval._util import redact_url
 from streameval.config import load_config
 from streameval.errors import ConfigError, StoreUnavailable
 from streameval.judges import JudgeCache
+from streameval.api import broker_check, create_web_app, judge_checks, load_api_settings, start_web
+from streameval.api._settings import ApiSettings
 from streameval.kafka_io import ensure_topics
 from streameval.pipeline import Pipeline
 from streameval.processor import Processor
+from streameval.registry import LiveRegistry, RegistryStore, bind_live_registry
 from streameval.settings import Settings
 from streameval.store import ResultStore, retry_forever
 
@@ -33,6 +37,7 @@ def run_worker(settings: Settings) -> None:
     if not settings.redis_url:
         raise ConfigError("no Redis: set REDIS_URL (the worker keeps idempotency and aggregates there)")
     _, suites = load_config(settings.config)  # fail fast, with file and field path
+    api = load_api_settings()
     redis_url = settings.redis_url
 
     asyncio.run(
@@ -68,11 +73,46 @@ def run_worker(settings: Settings) -> None:
             max_event_bytes=settings.max_event_bytes,
             judge_cache=JudgeCache(client, prefix=settings.redis_prefix),
         )
-        processor = Processor(pipeline, store, on_close=client.aclose)
+        # registered evaluators read this copy of the registry; it follows API changes live
+        registry = LiveRegistry(RegistryStore(client, prefix=settings.redis_prefix), resync_s=api.registry_resync_s)
+        await retry_forever(registry.start, what="loading the evaluator registry")
+        bind_live_registry(registry)
+
+        async def close() -> None:
+            bind_live_registry(None)
+            await registry.close()
+            await client.aclose()
+
+        processor = Processor(pipeline, store, on_close=close)
         await processor.start()
         log.info("streameval worker ready: %d suite(s), Redis %s", len(suites.all), redact_url(redis_url))
         return processor
 
     app = create_app(settings, make_processor)
+    if api.web_port is not None:
+        _serve_web(app, settings, api, [(j.name, j.base_url) for j in suites.judges if j.enabled])
     worker = faust.Worker(app, loglevel=settings.log_level, stdout=sys.stdout, stderr=sys.stderr)
     worker.execute_from_commandline()
+
+
+def _serve_web(app: faust.App, settings: Settings, api: ApiSettings, judges: list[tuple[str, str]]) -> None:
+    """Serve /health, /ready, /metrics and the API on ``api.web_port`` for the worker's lifetime."""
+    assert settings.redis_url is not None and api.web_port is not None
+    redis_url, port = settings.redis_url, api.web_port
+    state: dict[str, Any] = {}
+
+    @app.task  # type: ignore[untyped-decorator]
+    async def _web() -> None:
+        client = aioredis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=2)
+        token = api.api_token.get_secret_value() if api.api_token else None
+        checks = [broker_check(settings.kafka_bootstrap_servers), *judge_checks(judges)]
+        web_app = create_web_app(client, prefix=settings.redis_prefix, token=token, checks=checks,
+                                 ready_timeout_s=api.ready_timeout_s)  # fmt: skip
+        state["runner"], state["client"] = await start_web(web_app, api.web_host, port), client
+        log.info("worker web server on http://%s:%d", api.web_host, port)
+
+    @app.on_before_shutdown.connect  # type: ignore[untyped-decorator]
+    async def _stop_web(app: faust.App, **kwargs: Any) -> None:
+        if "runner" in state:
+            await state.pop("runner").cleanup()
+            await state.pop("client").aclose()

@@ -116,10 +116,15 @@ def observe_outcomes(outcomes: Sequence[Outcome]) -> None:
                 JUDGE_ERRORS.labels(verdict.name).inc()
 
 
-def observe_lag(positions: Iterable[tuple[str, int, int]], highwater: Callable[[str, int], int | None]) -> None:
-    """Set the lag of each (topic, partition, last offset processed) from ``highwater(topic, partition)``."""
+def observe_lag(
+    positions: Iterable[tuple[str | None, int | None, int | None]], highwater: Callable[[str, int], int | None]
+) -> None:
+    """Set the lag of each (topic, partition, last offset processed) from ``highwater(topic, partition)``,
+    the offset the next produced message will get."""
     last: dict[tuple[str, int], int] = {}
     for topic, partition, offset in positions:
+        if topic is None or partition is None or offset is None:
+            continue
         last[(topic, partition)] = max(offset, last.get((topic, partition), -1))
     for (topic, partition), offset in last.items():
         mark = highwater(topic, partition)

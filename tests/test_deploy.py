@@ -13,6 +13,10 @@ from typing import Any
 
 import yaml
 
+from prometheus_client import REGISTRY
+
+from streameval import telemetry  # noqa: F401  (defines the metrics)
+from streameval.api import ApiSettings
 from streameval.config import load_config, parse_config
 from streameval.settings import Settings
 
@@ -21,7 +25,7 @@ K8S = ROOT / "deploy" / "k8s"
 
 
 def setting_env_names() -> set[str]:
-    names = {f"STREAMEVAL_{name.upper()}" for name in Settings.model_fields}
+    names = {f"STREAMEVAL_{name.upper()}" for name in [*Settings.model_fields, *ApiSettings.model_fields]}
     return names | {"KAFKA_BOOTSTRAP_SERVERS", "REDIS_URL"}
 
 
@@ -97,3 +101,43 @@ def test_k8s_settings_are_real_and_the_suites_valid() -> None:
     shipped = yaml.safe_load(suites_map["suites.yaml"])
     parse_config(shipped)
     assert shipped == yaml.safe_load((ROOT / "examples" / "suites.yaml").read_text())
+
+
+def test_workers_expose_probes_and_prometheus_annotations() -> None:
+    objects = {(d["kind"], d["metadata"]["name"]): d for d in manifests()}
+    settings = objects[("ConfigMap", "streameval-settings")]["data"]
+    port = int(settings["STREAMEVAL_WEB_PORT"])
+    assert settings["STREAMEVAL_WEB_HOST"] == "0.0.0.0"  # reachable from the kubelet and Prometheus
+    template = objects[("Deployment", "streameval-worker")]["spec"]["template"]
+    annotations = template["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert int(annotations["prometheus.io/port"]) == port and annotations["prometheus.io/path"] == "/metrics"
+    [container] = template["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports["http"] == port
+    assert container["livenessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/ready", "port": "http"}
+    assert "STREAMEVAL_API_TOKEN" in objects[("Secret", "streameval-keys")]["stringData"]
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["worker"]
+    assert compose["expose"] == [str(port)] and compose["environment"]["STREAMEVAL_WEB_PORT"] == str(port)
+    assert re.search(rf"^EXPOSE {port}$", (ROOT / "deploy" / "Dockerfile").read_text(), flags=re.M)
+
+
+def exported_metric_names() -> set[str]:
+    """Every sample name the worker's /metrics can show (counters with _total, histograms with _bucket...)."""
+    names: set[str] = set()
+    for metric in REGISTRY.collect():
+        names.add(metric.name)
+        suffixes = {"counter": ["_total", "_created"], "histogram": ["_bucket", "_count", "_sum", "_created"]}
+        names.update(metric.name + s for s in suffixes.get(metric.type, []))
+    return names
+
+
+def test_alert_rules_use_real_metrics() -> None:
+    rules = yaml.safe_load((ROOT / "deploy" / "prometheus" / "alerts.yaml").read_text())
+    alerts = [rule for group in rules["groups"] for rule in group["rules"]]
+    assert alerts and all({"alert", "expr", "labels", "annotations"} <= set(rule) for rule in alerts)
+    known = exported_metric_names()
+    for rule in alerts:
+        for name in re.findall(r"\bstreameval_[a-z_]+", rule["expr"]):
+            assert name in known, f"{rule['alert']}: {name} is not a metric the worker exports"
