@@ -11,11 +11,11 @@ import faust
 import redis.asyncio as aioredis
 
 from streameval._util import redact_url
+from streameval.api import broker_check, create_web_app, judge_checks, load_api_settings, start_web
+from streameval.api._settings import ApiSettings
 from streameval.config import load_config
 from streameval.errors import ConfigError, StoreUnavailable
 from streameval.judges import JudgeCache
-from streameval.api import broker_check, create_web_app, judge_checks, load_api_settings, start_web
-from streameval.api._settings import ApiSettings
 from streameval.kafka_io import ensure_topics
 from streameval.pipeline import Pipeline
 from streameval.processor import Processor

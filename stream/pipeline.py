@@ -137,7 +137,7 @@ class Pipeline:
                 results.append(_placeholder(bound))
                 continue
             try:
-                score = telemetry.timed_call(bound.name, lambda: bound.evaluator.evaluate(event))
+                score = telemetry.timed_call(bound.name, bound.evaluator.evaluate, event)
             except Exception as exc:  # an evaluator failing on one event never stops the stream
                 results.append(_error_result(bound, exc, event))
                 continue

@@ -12,26 +12,38 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 
 if TYPE_CHECKING:
     from .models import JudgeBlock, JudgeVerdict
     from .pipeline import Outcome
 
 __all__ = [
+    "CONSUMER_LAG",
     "CONTENT_TYPE",
     "EVENTS_IN",
     "IN_FLIGHT",
-    "CONSUMER_LAG",
     "in_flight",
-    "render",
     "observe_lag",
     "observe_outcomes",
+    "render",
     "timed",
     "timed_call",
 ]
 
+# one series per counter is enough; the *_created companions would double the scrape for no use
+disable_created_metrics()
+
 T = TypeVar("T")
+A = TypeVar("A")
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 EVENTS_IN = Counter("streameval_events_in", "request events taken from the input topic (or file)")
@@ -67,11 +79,11 @@ def in_flight(n: int) -> Iterator[None]:
         IN_FLIGHT.dec(n)
 
 
-def timed_call(name: str, call: Callable[[], T]) -> T:
-    """``call()``, its duration observed under evaluator ``name`` (also when it raises)."""
+def timed_call(name: str, call: Callable[[A], T], arg: A) -> T:
+    """``call(arg)``, its duration observed under evaluator ``name`` (also when it raises)."""
     started = time.perf_counter()
     try:
-        return call()
+        return call(arg)
     finally:
         EVALUATOR_LATENCY.labels(name).observe(time.perf_counter() - started)
 

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from prometheus_client import REGISTRY
 
 from streameval import telemetry  # noqa: F401  (defines the metrics)
@@ -128,7 +127,7 @@ def exported_metric_names() -> set[str]:
     names: set[str] = set()
     for metric in REGISTRY.collect():
         names.add(metric.name)
-        suffixes = {"counter": ["_total", "_created"], "histogram": ["_bucket", "_count", "_sum", "_created"]}
+        suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_count", "_sum"]}
         names.update(metric.name + s for s in suffixes.get(metric.type, []))
     return names
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 __all__ = [
-    "NOT_FOUND",
     "EXECUTION_FAILED",
+    "NOT_FOUND",
     "ApiError",
     "BadRequest",
     "Conflict",

@@ -78,7 +78,7 @@ def _error(description: str) -> dict[str, Any]:
 
 
 _ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
-_AUTH = [{"bearerAuth": []}]
+_AUTH: list[dict[str, list[str]]] = [{"bearerAuth": []}]
 _WRITE_ERRORS = {"401": _error("missing or wrong bearer token"), "403": _error("preset, or writes disabled (no token configured)")}
 _UNAVAILABLE = {"503": _error("Redis unavailable")}
 

@@ -21,7 +21,7 @@ __all__ = ["CHECKS_KEY", "Check", "broker_check", "judge_checks", "redis_check",
 
 #: (name, check): a check returns None when fine, else raises
 Check = tuple[str, Callable[[], Awaitable[None]]]
-CHECKS_KEY: web.AppKey[Sequence[Check]] = web.AppKey("ready_checks", Sequence)  # type: ignore[arg-type]
+CHECKS_KEY: web.AppKey[Sequence[Check]] = web.AppKey("ready_checks", Sequence)
 TIMEOUT_KEY: web.AppKey[float] = web.AppKey("ready_timeout", float)
 _STARTED = time.time()
 

@@ -31,7 +31,7 @@ __all__ = ["DEFAULT_API_PORT", "create_web_app", "serve_api", "start_web"]
 log = logging.getLogger(__name__)
 
 DEFAULT_API_PORT = 8080
-_TOKEN_KEY: web.AppKey[str | None] = web.AppKey("api_token", str)  # type: ignore[arg-type]
+_TOKEN_KEY: web.AppKey[str | None] = web.AppKey("api_token", str)
 _WRITES = frozenset({"POST", "PUT", "DELETE", "PATCH"})
 
 

@@ -38,5 +38,5 @@ def load_api_settings(**overrides: object) -> ApiSettings:
     except ValidationError as exc:
         raise ConfigError(
             [ConfigIssue(file="<environment>", path="STREAMEVAL_" + ".".join(str(p) for p in e["loc"]).upper(),
-                         message=e["msg"]) for e in exc.errors()]  # fmt: skip
+                         message=e["msg"]) for e in exc.errors()]
         ) from None

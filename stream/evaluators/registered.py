@@ -24,6 +24,7 @@ from ..models import RequestEvent
 from ..registry import EvaluatorRecord, LiveRegistry, live_registry
 from ..sandbox._evaluator import CodeEvaluator, CodeParams
 from ._base import Evaluator, Params, Score, register
+from ._base import Params as ParamsBase
 
 __all__ = ["RegisteredEvaluator", "RegisteredNotFound", "code_params"]
 
@@ -58,7 +59,7 @@ class RegisteredEvaluator(Evaluator):
     params: RegisteredParams
     is_async = True
 
-    def __init__(self, params: Params) -> None:
+    def __init__(self, params: ParamsBase) -> None:
         super().__init__(params)
         self._registry: LiveRegistry | None = None
         self._built: tuple[str, CodeEvaluator] | None = None  # (version tag, started evaluator)
