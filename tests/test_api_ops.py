@@ -21,7 +21,14 @@ from streameval.api import ApiSettings, create_web_app
 from streameval.api._ops import tcp_check
 from streameval.errors import EvaluatorError
 from streameval.evaluators import build_evaluator
-from streameval.models import DeadLetter, DeadLetterSource, GradedResult, JudgeBlock, JudgeVerdict, RequestEvent
+from streameval.models import (
+    DeadLetter,
+    DeadLetterSource,
+    GradedResult,
+    JudgeBlock,
+    JudgeVerdict,
+    RequestEvent,
+)
 from streameval.pipeline import Outcome
 from streameval.registry import CodeConfig, LiveRegistry, RegistryStore, bind_live_registry
 
