@@ -107,7 +107,7 @@ def _serve_web(app: faust.App, settings: Settings, api: ApiSettings, judges: lis
         token = api.api_token.get_secret_value() if api.api_token else None
         checks = [broker_check(settings.kafka_bootstrap_servers), *judge_checks(judges)]
         web_app = create_web_app(client, prefix=settings.redis_prefix, token=token, checks=checks,
-                                 ready_timeout_s=api.ready_timeout_s)  # fmt: skip
+                                 ready_timeout_s=api.ready_timeout_s, windows=settings.windows)  # fmt: skip
         state["runner"], state["client"] = await start_web(web_app, api.web_host, port), client
         log.info("worker web server on http://%s:%d", api.web_host, port)
 

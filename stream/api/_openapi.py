@@ -1,4 +1,4 @@
-"""The OpenAPI 3.1 document of the API, served at ``/api/v1/openapi.json``.
+"""The OpenAPI 3.1 document of the API (evaluators, dashboard reads), served at ``/api/v1/openapi.json``.
 
 Request bodies come from the pydantic models that validate them (``_bodies.py``), so the document
 and the validation agree; schemathesis checks the running server against it (tests/test_api_schemathesis.py).
@@ -62,6 +62,26 @@ _TEST_RESULT: dict[str, Any] = {
         "version": _nullable("string", description="custom evaluators: id@version"),
     },
 }
+
+
+_COUNTS = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}
+_FIGURES: dict[str, Any] = {
+    "type": "object",
+    "required": ["count", "mean", "passRate", "grades", "evaluators"],
+    "properties": {
+        "count": {"type": "integer", "minimum": 0},
+        "mean": _nullable("number", minimum=0, maximum=1),
+        "passRate": _nullable("number", minimum=0, maximum=1),
+        "grades": _COUNTS,
+        "evaluators": {"type": "object", "additionalProperties": {
+            "type": "object", "required": ["count", "mean", "errors"],
+            "properties": {"count": {"type": "integer"}, "mean": _nullable("number"), "errors": {"type": "integer"}}}},
+    },
+}  # fmt: skip
+_SIZE = {"name": "size", "in": "query", "required": False, "description": "a configured window size, s (default: the first)",
+         "schema": {"type": "integer", "minimum": 1}}  # fmt: skip
+_LAST = {"name": "last", "in": "query", "required": False, "description": "how many windows (default 30)",
+         "schema": {"type": "integer", "minimum": 1, "maximum": 240}}  # fmt: skip
 
 
 def _envelope(data: dict[str, Any]) -> dict[str, Any]:
@@ -153,8 +173,49 @@ def openapi_document() -> dict[str, Any]:
                               **_WRITE_ERRORS, **_UNAVAILABLE},
             },
         },
+        "/api/v1/stats/pairs": {
+            "get": {
+                "operationId": "statsPairs", "summary": "all-time figures per model × suite",
+                "responses": {"200": _json(_envelope({"type": "array", "items": _ref("PairFigures")}), "figures"), **_UNAVAILABLE},
+            },
+        },
+        "/api/v1/stats/windows": {
+            "get": {
+                "operationId": "statsWindows", "summary": "the latest windows holding data, per model × suite",
+                "parameters": [_SIZE, _LAST],
+                "responses": {"200": _json(_envelope({"type": "object", "required": ["size", "starts", "series"], "properties": {
+                    "size": {"type": "integer"}, "starts": {"type": "array", "items": {"type": "integer"}},
+                    "series": {"type": "array", "items": {"type": "object", "required": ["model", "suite", "points"], "properties": {
+                        "model": {"type": "string"}, "suite": {"type": "string"},
+                        "points": {"type": "array", "items": {"allOf": [_ref("Figures")], "required": ["start"],
+                                                              "properties": {"start": {"type": "integer"}}}}}}}}}), "series"),
+                              "400": _error("size is not a configured window size, or last out of range"), **_UNAVAILABLE},
+            },
+        },
+        "/api/v1/stats/deadletters": {
+            "get": {
+                "operationId": "statsDeadLetters", "summary": "dead letters by kind: all time and the latest windows",
+                "parameters": [_SIZE, _LAST],
+                "responses": {"200": _json(_envelope({"type": "object", "required": ["size", "total", "points"], "properties": {
+                    "size": {"type": "integer"}, "total": _COUNTS,
+                    "points": {"type": "array", "items": {"type": "object", "required": ["start", "kinds"],
+                                                          "properties": {"start": {"type": "integer"}, "kinds": _COUNTS}}}}}), "counts"),
+                              "400": _error("bad size or last"), **_UNAVAILABLE},
+            },
+        },
+        "/api/v1/alerts": {
+            "get": {
+                "operationId": "recentAlerts", "summary": "recent alerts, newest first (empty until alerts are stored)",
+                "parameters": [{"name": "limit", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 1, "maximum": 500}}],
+                "responses": {"200": _json(_envelope({"type": "array", "items": {"type": "object"}}), "alerts"),
+                              "400": _error("bad limit"), **_UNAVAILABLE},
+            },
+        },
     }  # fmt: skip
     components.update({
+        "Figures": _FIGURES,
+        "PairFigures": {"allOf": [_ref("Figures")], "required": ["model", "suite"],
+                        "properties": {"model": {"type": "string"}, "suite": {"type": "string"}}},
         "EvaluatorSummary": _SUMMARY,
         "Evaluator": _FULL,
         "TestResult": _TEST_RESULT,

@@ -1,4 +1,4 @@
-"""The aiohttp application: evaluator API, OpenAPI document, operations endpoints.
+"""The aiohttp application: evaluator API, OpenAPI document, dashboard reads, pages, operations endpoints.
 
 :func:`create_web_app` builds it on a Redis client; ``streameval api`` serves it alone
 (:func:`serve_api`), and the stream worker serves the same app next to its agent
@@ -16,12 +16,13 @@ from collections.abc import Awaitable, Callable, Sequence
 import orjson
 import redis.asyncio as aioredis
 from aiohttp import web
+from redis import exceptions as redis_errors
 
 from .._util import redact_url
 from ..errors import StoreUnavailable
 from ..registry import RegistryStore
 from ..settings import Settings
-from . import _evaluators, _ops
+from . import _evaluators, _ops, _pages, _stats
 from ._errors import ApiError, Forbidden, Unauthorized, Unavailable
 from ._openapi import openapi_document
 from ._settings import ApiSettings
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 DEFAULT_API_PORT = 8080
 _TOKEN_KEY: web.AppKey[str | None] = web.AppKey("api_token", str)
 _WRITES = frozenset({"POST", "PUT", "DELETE", "PATCH"})
+_REDIS_DOWN = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError)
 
 
 def _error(exc: ApiError, headers: dict[str, str] | None = None) -> web.Response:
@@ -53,6 +55,8 @@ async def _errors_and_auth(request: web.Request, handler: Callable[[web.Request]
         return _error(exc)
     except StoreUnavailable as exc:
         return _error(Unavailable(str(exc)))
+    except _REDIS_DOWN as exc:  # the read endpoints talk to Redis directly
+        return _error(Unavailable(f"Redis unavailable: {type(exc).__name__}: {exc}"))
     except web.HTTPException as exc:  # aiohttp's own 404 / 405 / 413, in the envelope
         if exc.status < 400:
             raise
@@ -75,15 +79,19 @@ async def _openapi(request: web.Request) -> web.Response:
 
 
 def create_web_app(
-    client: aioredis.Redis, *, prefix: str, token: str | None, checks: Sequence[_ops.Check] = (), ready_timeout_s: float = 2.0
+    client: aioredis.Redis, *, prefix: str, token: str | None, checks: Sequence[_ops.Check] = (),
+    ready_timeout_s: float = 2.0, windows: Sequence[int] = (60,),
 ) -> web.Application:
-    """The whole HTTP surface on ``client`` (keys under ``prefix``); ``checks`` feed ``/ready``."""
+    """The whole HTTP surface on ``client`` (keys under ``prefix``); ``checks`` feed ``/ready``;
+    ``windows`` are the configured window sizes the dashboard may ask for."""
     app = web.Application(middlewares=[_errors_and_auth], client_max_size=_evaluators.MAX_BODY)
     app[_TOKEN_KEY] = token
     app[_evaluators.STORE_KEY] = RegistryStore(client, prefix=prefix)
     app[_ops.CHECKS_KEY] = [_ops.redis_check(client), *checks]
     app[_ops.TIMEOUT_KEY] = ready_timeout_s
-    app.add_routes([*_ops.routes(), web.get("/api/v1/openapi.json", _openapi), *_evaluators.routes()])
+    app[_stats.STATS_KEY] = _stats.StatsConfig(client, prefix, tuple(windows))
+    app.add_routes([*_ops.routes(), web.get("/api/v1/openapi.json", _openapi), *_evaluators.routes(),
+                    *_stats.routes(), *_pages.routes()])  # fmt: skip
     return app
 
 
@@ -100,7 +108,8 @@ async def serve_api(settings: Settings, api: ApiSettings, *, host: str, port: in
     assert settings.redis_url is not None
     client = aioredis.Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=5)
     token = api.api_token.get_secret_value() if api.api_token else None
-    app = create_web_app(client, prefix=settings.redis_prefix, token=token, ready_timeout_s=api.ready_timeout_s)
+    app = create_web_app(client, prefix=settings.redis_prefix, token=token, ready_timeout_s=api.ready_timeout_s,
+                         windows=settings.windows)
     runner = await start_web(app, host, port)
     log.warning("streameval api on http://%s:%d (Redis %s; writes %s)", host, port, redact_url(settings.redis_url),
                 "need the bearer token" if token else "disabled: no STREAMEVAL_API_TOKEN")  # fmt: skip
