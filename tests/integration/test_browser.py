@@ -1,0 +1,214 @@
+"""The pages in a real headless Chromium (Debian's chromium + chromedriver, driven by selenium), served
+by a real worker's web server on the real broker and Redis.
+
+Creates an evaluator in the editor, test-runs it and sees the result, sees a preset refuse edits (the
+page is read-only and the server answers 403), and watches the dashboard change while events flow.
+Screenshots go to test-artifacts/browser/. Needs ``apt-get install -y chromium chromium-driver``;
+skipped with that message when the binaries are missing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import yaml
+
+from streameval.embedded import EmbeddedBroker
+from streameval.kafka_io import ensure_topics, produce
+from streameval.models import format_time
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts" / "browser"
+CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+TOKEN = "browser-token"
+WAIT_S = 60
+
+if CHROMIUM is None or CHROMEDRIVER is None:
+    pytest.skip("browser tests need Debian's chromium and chromedriver: apt-get install -y chromium chromium-driver",
+                allow_module_level=True)  # fmt: skip
+
+from selenium import webdriver  # noqa: E402  (only once the browser is known to exist)
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+NODE_CODE = """module.exports = async function evaluate(input, output, expected, metadata) {
+  const min = metadata.minLength || 5;
+  return { passed: output.length >= min, score: Math.min(1, output.length / min), reason: 'length ' + output.length };
+};
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def browser() -> Iterator[WebDriver]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000", "--lang=zh-CN"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def site(broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], tmp_path: Path) -> Iterator[str]:
+    """A worker serving the pages; its suite scores events with two seed 001 presets."""
+    config = tmp_path / "suites.yaml"
+    config.write_text(yaml.safe_dump({"suites": [{"name": "qa", "default": True, "evaluators": [
+        {"evaluator": "exact_match"}, {"evaluator": "similarity", "params": {"threshold": 0.8}}]}]}))  # fmt: skip
+    import asyncio
+
+    asyncio.run(ensure_topics(broker.bootstrap, topics.values(), partitions=2))
+    port = free_port()
+    start_worker(config, STREAMEVAL_WEB_PORT=str(port), STREAMEVAL_API_TOKEN=TOKEN)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        try:
+            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, "the worker's web server did not start"
+        time.sleep(0.1)  # polling the server's start with a deadline
+    yield base
+
+
+def wait(driver: WebDriver, check: Callable[[WebDriver], Any], what: str) -> Any:
+    return WebDriverWait(driver, WAIT_S, poll_frequency=0.1).until(check, message=f"waiting for {what}")
+
+
+def shown_result(driver: WebDriver) -> str | None:
+    """The test-run box's text once it shows a verdict."""
+    text: str = driver.find_element(By.ID, "test-result").text
+    return text if "passed=" in text else None
+
+
+def set_token(driver: WebDriver) -> None:
+    field = driver.find_element(By.ID, "api-token")
+    field.clear()
+    field.send_keys(TOKEN)
+    driver.execute_script("arguments[0].dispatchEvent(new Event('change'))", field)
+
+
+def test_create_test_run_and_presets_read_only(browser: WebDriver, site: str) -> None:
+    browser.get(f"{site}/evaluators")
+    rows = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#presets-table tbody tr"), "the presets table")
+    assert [r.get_attribute("data-id") for r in rows[:5]] == ["exact_match", "contains", "regex", "json_schema", "similarity"]
+    assert rows[0].find_element(By.TAG_NAME, "a").text.startswith("精确匹配")  # seed 001 §6 display name
+    browser.save_screenshot(str(ARTIFACTS / "01-presets.png"))
+    set_token(browser)
+
+    # create a Node.js evaluator in the editor
+    browser.find_element(By.ID, "new-evaluator").click()
+    wait(browser, lambda d: d.find_element(By.ID, "title").text == "新建评估器", "the editor")
+    browser.find_element(By.ID, "name").send_keys("min_length")
+    browser.find_element(By.ID, "description").send_keys("seed 001 §4.4 length check")
+    code = browser.find_element(By.ID, "code")
+    browser.execute_script("arguments[0].value = arguments[1]; arguments[0].dispatchEvent(new Event('input'))", code, NODE_CODE)
+    keywords = browser.find_elements(By.CSS_SELECTOR, "#code-view .tok-kw")
+    assert {k.text for k in keywords} >= {"async", "function", "return", "const"}  # highlighted
+    browser.save_screenshot(str(ARTIFACTS / "02-editor-new.png"))
+    browser.find_element(By.ID, "save").click()
+    wait(browser, lambda d: "created=1" in d.current_url and d.find_element(By.ID, "message").text == "已创建", "the created evaluator")
+    assert browser.find_element(By.ID, "title").text == "min_length · v1"
+
+    # test-run it and see the result
+    browser.find_element(By.ID, "test-output").send_keys("abc")
+    metadata = browser.find_element(By.ID, "test-metadata")
+    metadata.clear()
+    metadata.send_keys('{"minLength": 4}')
+    browser.find_element(By.ID, "run-test").click()
+    result = wait(browser, lambda d: shown_result(d), "the test result")
+    assert "✗ passed=false, score=0.75" in result and "reason: length 3" in result
+    browser.save_screenshot(str(ARTIFACTS / "03-test-run.png"))
+
+    # the custom tab lists it with seed 001's columns
+    browser.get(f"{site}/evaluators#custom")
+    row = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#custom-table tbody tr"), "the custom table")[0]
+    cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
+    assert cells[:3] == ["min_length", "代码", "Node.js"] and cells[3] and "编辑" in cells[4]
+    headers = [h.text for h in browser.find_elements(By.CSS_SELECTOR, "#custom-table thead th")]
+    assert headers == ["名称", "类型", "语言", "更新时间", "操作"]
+    browser.save_screenshot(str(ARTIFACTS / "04-custom-tab.png"))
+
+    # a preset: read-only page, and the server refuses a write made from the page
+    browser.get(f"{site}/evaluators/regex")
+    wait(browser, lambda d: d.find_element(By.ID, "readonly-badge").is_displayed(), "the read-only badge")
+    assert not browser.find_element(By.ID, "save").is_displayed()
+    assert not browser.find_element(By.ID, "name").is_enabled()
+    params = [r.find_element(By.TAG_NAME, "td").text for r in browser.find_elements(By.CSS_SELECTOR, "#params-table tbody tr")]
+    assert "pattern" in params and "flags" in params
+    status = browser.execute_async_script(
+        "const done = arguments[0];"
+        "SE.api('PUT', '/api/v1/evaluators/regex', {name: 'x'}).then(r => done([r.status, r.payload.message]));"
+    )
+    assert status[0] == 403 and "cannot be changed" in status[1]
+    field = browser.find_element(By.ID, "test-params")
+    field.clear()
+    field.send_keys('{"pattern": "^\\\\d+$"}')
+    browser.find_element(By.ID, "test-output").send_keys("2026")
+    browser.find_element(By.ID, "run-test").click()
+    result = wait(browser, lambda d: shown_result(d), "the preset's result")
+    assert "✓ passed=true, score=1" in result
+    browser.save_screenshot(str(ARTIFACTS / "05-preset-read-only.png"))
+
+
+def events(start: int, n: int) -> list[bytes]:
+    now = time.time()
+    out = []
+    for i in range(start, start + n):
+        good = i % 3 != 0
+        out.append(orjson.dumps({"id": f"b-{i}", "model": "model-a" if i % 2 else "model-b", "output": "北京" if good else "上海",
+                                 "expected": "北京", "timestamp": format_time(now)}))  # fmt: skip
+    out.append(b"not json %d" % start)  # one dead letter per burst
+    return out
+
+
+def test_dashboard_changes_while_events_flow(browser: WebDriver, site: str, broker: EmbeddedBroker, topics: dict[str, str]) -> None:
+    import asyncio
+
+    browser.get(f"{site}/dashboard")
+    wait(browser, lambda d: d.find_element(By.ID, "updated").text != "—", "the first refresh")
+    assert browser.find_element(By.ID, "total-events").text == "0"
+    assert browser.find_element(By.ID, "no-alerts").is_displayed()  # alerts do not exist yet: an empty list
+
+    def total(d: WebDriver) -> int:
+        return int(d.find_element(By.ID, "total-events").text)
+
+    asyncio.run(produce(broker.bootstrap, topics["requests"], events(0, 30)))
+    wait(browser, lambda d: total(d) == 30, "30 events on the dashboard")
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#score-chart circle"), "points in the score chart")
+    first = browser.find_element(By.ID, "dead-letters").text
+    assert first.startswith("1 (")
+    browser.save_screenshot(str(ARTIFACTS / "06-dashboard-30.png"))
+
+    asyncio.run(produce(broker.bootstrap, topics["requests"], events(30, 60)))
+    wait(browser, lambda d: total(d) == 90, "90 events on the dashboard")
+    wait(browser, lambda d: d.find_element(By.ID, "dead-letters").text.startswith("2 ("), "the second dead letter")
+    legend = browser.find_element(By.ID, "score-legend").text
+    assert "model-a × qa" in legend and "model-b × qa" in legend
+    bars = {b.get_attribute("data-name"): int(b.get_attribute("data-value")) for b in browser.find_elements(By.CSS_SELECTOR, "#grade-chart rect")}
+    assert sum(bars.values()) == 90 and set(bars) <= {"excellent", "good", "pass", "fail", "severe_defect"}
+    assert browser.find_element(By.ID, "pass-rate").text == f"{60 / 90 * 100:.1f}%"  # 2 of every 3 outputs match
+    browser.save_screenshot(str(ARTIFACTS / "07-dashboard-90.png"))
