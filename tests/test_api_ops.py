@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from streameval import telemetry
 from streameval.api import ApiSettings, create_web_app
 from streameval.api._ops import tcp_check
-from streameval.errors import EvaluatorError
+from streameval.errors import ConfigError, EvaluatorError
 from streameval.evaluators import build_evaluator
 from streameval.models import (
     DeadLetter,
@@ -190,7 +190,7 @@ async def test_registered_evaluator_runs_the_current_version(aredis: aioredis.Re
 
 async def test_registered_evaluator_refuses_to_start_offline() -> None:
     evaluator = build_evaluator("registered", {"name": "x"})
-    with pytest.raises(EvaluatorError, match="cannot run offline"):
+    with pytest.raises(ConfigError, match="cannot run offline"):
         await evaluator.start()
 
 
@@ -203,3 +203,14 @@ def test_registered_params_need_exactly_one_reference(params: dict[str, Any]) ->
 @pytest.mark.parametrize("name", sorted(ApiSettings.model_fields))
 def test_every_api_setting_is_documented(name: str) -> None:
     assert f"`STREAMEVAL_{name.upper()}`" in (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+
+
+def test_offline_evaluate_refuses_registered_with_exit_2(tmp_path: Path) -> None:
+    from streameval.cli import main
+
+    config = tmp_path / "suites.yaml"
+    config.write_text("suites:\n  - {name: s, default: true, evaluators: [{evaluator: registered, params: {name: x}}]}\n")
+    events = tmp_path / "in.jsonl"
+    events.write_text('{"id": "1", "model": "m", "output": "x"}\n')
+    code = main(["evaluate", "--config", str(config), "--input", str(events), "--output", str(tmp_path / "out.jsonl"), "--quiet"])
+    assert code == 2 and not (tmp_path / "out.jsonl").exists()

@@ -10,7 +10,7 @@ The definition is read from the worker's :class:`~streameval.registry.LiveRegist
 so an update through the API takes effect without a restart; each result records the version it
 used (``version`` = ``{id}@{n}``). A reference that is not (or no longer) registered fails the step
 with error ``not_found`` (seed 001 code 503001); the stream goes on. Offline runs (no Redis) cannot
-use it: ``start()`` says so.
+use it: ``start()`` raises :class:`~streameval.errors.ConfigError` (exit code 2).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import asyncio
 
 from pydantic import Field, model_validator
 
-from ..errors import EvaluatorError
+from ..errors import ConfigError, EvaluatorError
 from ..models import RequestEvent
 from ..registry import EvaluatorRecord, LiveRegistry, live_registry
 from ..sandbox._evaluator import CodeEvaluator, CodeParams
@@ -68,7 +68,7 @@ class RegisteredEvaluator(Evaluator):
     async def start(self) -> None:
         self._registry = live_registry()
         if self._registry is None:
-            raise EvaluatorError(
+            raise ConfigError(
                 "'registered' evaluators need the stream worker's registry (Redis); "
                 "they cannot run offline — copy the code into a 'code' step instead"
             )
