@@ -150,6 +150,12 @@ async def test_body_that_is_not_json_is_400(client: TestClient[Any, Any]) -> Non
     assert resp.status == 400 and "not valid JSON" in (await resp.json())["message"]
 
 
+async def test_body_over_the_limit_is_413(client: TestClient[Any, Any]) -> None:
+    body = {"name": "big", "type": "code", "config": {"language": "python", "code": "#" * 600_000}}
+    resp = await client.post(BASE, json=body, headers=AUTH)
+    assert resp.status == 413 and (await resp.json())["code"] == 413
+
+
 async def test_names_are_unique_and_not_builtin(client: TestClient[Any, Any]) -> None:
     first = await create(client, "dup", PY_CODE, "python")
     body = {"name": "dup", "type": "code", "config": {"language": "python", "code": PY_CODE}}

@@ -99,7 +99,8 @@ def _error(description: str) -> dict[str, Any]:
 
 _ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
 _AUTH: list[dict[str, list[str]]] = [{"bearerAuth": []}]
-_WRITE_ERRORS = {"401": _error("missing or wrong bearer token"), "403": _error("preset, or writes disabled (no token configured)")}
+_WRITE_ERRORS = {"401": _error("missing or wrong bearer token"), "403": _error("preset, or writes disabled (no token configured)"),
+                 "413": _error("the body is larger than 512 KiB")}
 _UNAVAILABLE = {"503": _error("Redis unavailable")}
 
 
