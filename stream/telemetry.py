@@ -114,12 +114,13 @@ def observe_outcomes(outcomes: Sequence[Outcome]) -> None:
         RESULTS_OUT.labels(result.suite).inc()
         if result.judge is None:
             continue
+        # the same rules as the judges' own window counters (streameval.judges._panel.judge_counters)
         for verdict in _verdicts(result.judge):
             if verdict.status == "skipped":
                 continue
             if verdict.cached:
                 JUDGE_CACHE_HITS.labels(verdict.name).inc()
-            elif verdict.attempts:
+            else:
                 JUDGE_CALLS.labels(verdict.name).inc()
                 JUDGE_RETRIES.labels(verdict.name).inc(max(0, verdict.attempts - 1))
                 JUDGE_TOKENS.labels(verdict.name, "prompt").inc(verdict.prompt_tokens)

@@ -35,7 +35,12 @@ async def client(aredis: aioredis.Redis, prefix: str) -> AsyncIterator[TestClien
     for i, (model, suite, score, at) in enumerate([("a", "q", 1.0, T0 + 1), ("a", "q", 0.0, T0 + 2),
                                                    ("a", "q", 0.8, T0 + 2 * SIZE), ("b", "x y", 0.5, T0 + SIZE + 5)]):  # fmt: skip
         r = result(i, model, suite, score, at)
-        items.append((r, r.model_dump_json().encode(), None))
+        counters = None
+        if model == "b":  # a judged event: the panel's per-judge counters (scores on 0-10)
+            r = r.model_copy(update={"evaluators": [*r.evaluators, EvaluatorResult(name="judge_panel", score=0.7, passed=True, weight=0)]})
+            counters = {"judge_panel": {"j1.n": 2, "j1.score_sum": 14, "j1.score_sumsq": 100, "j1.calls": 1, "j1.cache_hits": 1,
+                                        "j2.errors": 1, "j2.calls": 1}}  # fmt: skip
+        items.append((r, r.model_dump_json().encode(), counters))
     await store.record_many(items, [("schema", "t:0:1", T0 + 3), ("invalid_json", "t:0:2", T0 + 3), ("schema", "t:0:3", T0 + 2 * SIZE)])
     app = create_web_app(aredis, prefix=prefix, token=None, windows=(SIZE, 3600))
     async with TestClient(TestServer(app)) as c:
@@ -54,7 +59,10 @@ async def test_pairs_all_time(client: TestClient[Any, Any]) -> None:
     a = pairs[("a", "q")]
     assert a["count"] == 3 and a["mean"] == pytest.approx(0.6) and a["passRate"] == pytest.approx(2 / 3)
     assert a["grades"] == {"good": 2, "fail": 1}
-    assert a["evaluators"] == {"ev": {"count": 3, "mean": pytest.approx(0.6), "errors": 1}}
+    assert a["evaluators"] == {"ev": {"count": 3, "mean": pytest.approx(0.6), "errors": 1}} and a["judges"] == {}
+    judges = pairs[("b", "x y")]["judges"]
+    assert judges["j1"] == {"n": 2, "mean": 7.0, "sd": pytest.approx(1.0), "calls": 1, "errors": 0, "cacheHits": 1}
+    assert judges["j2"] == {"n": 0, "mean": None, "sd": None, "calls": 1, "errors": 1, "cacheHits": 0}
 
 
 async def test_windows_latest_with_data(client: TestClient[Any, Any]) -> None:

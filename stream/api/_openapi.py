@@ -67,7 +67,7 @@ _TEST_RESULT: dict[str, Any] = {
 _COUNTS = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}
 _FIGURES: dict[str, Any] = {
     "type": "object",
-    "required": ["count", "mean", "passRate", "grades", "evaluators"],
+    "required": ["count", "mean", "passRate", "grades", "evaluators", "judges"],
     "properties": {
         "count": {"type": "integer", "minimum": 0},
         "mean": _nullable("number", minimum=0, maximum=1),
@@ -76,6 +76,10 @@ _FIGURES: dict[str, Any] = {
         "evaluators": {"type": "object", "additionalProperties": {
             "type": "object", "required": ["count", "mean", "errors"],
             "properties": {"count": {"type": "integer"}, "mean": _nullable("number"), "errors": {"type": "integer"}}}},
+        "judges": {"type": "object", "description": "per judge of the panel, scores on 0-10", "additionalProperties": {
+            "type": "object", "required": ["n", "mean", "sd", "calls", "errors", "cacheHits"],
+            "properties": {"n": {"type": "integer"}, "mean": _nullable("number"), "sd": _nullable("number"),
+                           "calls": {"type": "integer"}, "errors": {"type": "integer"}, "cacheHits": {"type": "integer"}}}},
     },
 }  # fmt: skip
 _SIZE = {"name": "size", "in": "query", "required": False, "description": "a configured window size, s (default: the first)",

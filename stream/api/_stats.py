@@ -12,6 +12,7 @@ answers an empty list when there is none.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import Any
 from urllib.parse import unquote
@@ -34,6 +35,8 @@ class StatsConfig:
 
 STATS_KEY: web.AppKey[StatsConfig] = web.AppKey("stats", StatsConfig)
 _MAX_WINDOWS = 240
+#: the judge panel's per-judge counters (streameval.judges._panel.judge_counters)
+_JUDGE_COUNTERS = "ev:judge_panel:c:"
 
 
 def _text(value: bytes | str) -> str:
@@ -49,6 +52,11 @@ def _figures(raw: dict[Any, Any]) -> dict[str, Any]:
         if key.startswith("ev:") and ":c:" not in key:
             name, _, figure = key[3:].rpartition(":")
             evaluators[name][figure] = value
+    judges: dict[str, dict[str, float]] = defaultdict(dict)
+    for key, value in fields.items():
+        if key.startswith(_JUDGE_COUNTERS):
+            judge, _, counter = key[len(_JUDGE_COUNTERS):].rpartition(".")
+            judges[judge][counter] = value
     return {
         "count": count,
         "mean": fields.get("sum", 0.0) / count if count else None,
@@ -59,7 +67,17 @@ def _figures(raw: dict[Any, Any]) -> dict[str, Any]:
                    "errors": int(f.get("errors", 0))}
             for name, f in sorted(evaluators.items())
         },
+        "judges": {name: _judge(f) for name, f in sorted(judges.items())},
     }  # fmt: skip
+
+
+def _judge(f: dict[str, float]) -> dict[str, Any]:
+    """One judge's figures from the panel's counters (scores on 0-10)."""
+    n = int(f.get("n", 0))
+    mean = f.get("score_sum", 0.0) / n if n else None
+    sd = math.sqrt(max(0.0, f.get("score_sumsq", 0.0) / n - mean * mean)) if n and mean is not None else None
+    return {"n": n, "mean": mean, "sd": sd, "calls": int(f.get("calls", 0)), "errors": int(f.get("errors", 0)),
+            "cacheHits": int(f.get("cache_hits", 0))}  # fmt: skip
 
 
 def _int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:

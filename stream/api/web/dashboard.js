@@ -54,6 +54,20 @@ async function refresh() {
     SE.el("td", {}, p.model), SE.el("td", {}, p.suite), SE.el("td", {}, String(p.count)),
     SE.el("td", {}, p.mean === null ? "—" : p.mean.toFixed(3)), SE.el("td", {}, pct(p.passRate)),
     SE.el("td", {}, String(Object.values(p.evaluators).reduce((n, e) => n + e.errors, 0))))));
+  const fixed = (v, d) => (v === null || v === undefined ? "—" : v.toFixed(d));
+  const judgeRows = [];
+  for (const p of all) {
+    const means = Object.values(p.judges).map((j) => j.mean).filter((m) => m !== null);
+    const spread = means.length > 1 ? Math.max(...means) - Math.min(...means) : null;
+    for (const [name, j] of Object.entries(p.judges)) {
+      judgeRows.push(SE.el("tr", {}, SE.el("td", {}, p.model), SE.el("td", {}, p.suite), SE.el("td", {}, name),
+        SE.el("td", {}, String(j.n)), SE.el("td", {}, fixed(j.mean, 2)), SE.el("td", {}, fixed(j.sd, 2)),
+        SE.el("td", {}, String(j.calls)), SE.el("td", {}, String(j.errors)), SE.el("td", {}, String(j.cacheHits)),
+        SE.el("td", {}, fixed(spread, 2))));
+    }
+  }
+  $("judges-table").querySelector("tbody").replaceChildren(...judgeRows);
+  $("no-judges").hidden = judgeRows.length > 0;
   $("updated").textContent = new Date().toLocaleTimeString();
 }
 
