@@ -7,6 +7,7 @@ no transactions (Tansu has none; exactly-once results come from idempotency in R
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import tempfile
@@ -18,6 +19,7 @@ import faust
 from streameval.pipeline import Source
 from streameval.processor import Processor
 from streameval.settings import Settings
+from streameval.windows import WindowCloser
 
 __all__ = ["BATCH_MAX", "BATCH_WITHIN_S", "create_app"]
 
@@ -53,12 +55,17 @@ def create_app(settings: Settings, make_processor: Callable[[], Awaitable[Proces
     topics = {
         "result": app.topic(settings.topic_results, **raw),
         "deadletter": app.topic(settings.topic_deadletter, **raw),
+        "aggregate": app.topic(settings.topic_aggregates, **raw),
+        "alert": app.topic(settings.topic_alerts, **raw),
     }
     state: dict[str, Processor] = {}
+    lock = asyncio.Lock()  # the agent and the timer both ask for the processor first thing
+    closers: list[WindowCloser] = []
 
     async def processor() -> Processor:
-        if "p" not in state:
-            state["p"] = await make_processor()
+        async with lock:
+            if "p" not in state:
+                state["p"] = await make_processor()
         return state["p"]
 
     @app.agent(requests, name="evaluate")
@@ -72,6 +79,22 @@ def create_app(settings: Settings, make_processor: Callable[[], Awaitable[Proces
             # process_batch never raises for a bad event (dead letters); it waits out Redis outages.
             for message in await proc.process_batch(batch):
                 await topics[message.kind].send(key=message.key, value=message.value)
+
+    async def send(kind: str, key: bytes, value: bytes) -> None:
+        await topics[kind].send(key=key, value=value)
+
+    @app.timer(settings.close_interval_s)
+    async def close_windows() -> None:
+        # every worker runs this; Redis claims make each window and alert publish once (streameval.windows)
+        proc = await processor()
+        if not closers:
+            closers.append(WindowCloser(proc.store, proc.pipeline.suites.alerts,
+                                        allowed_lateness_s=settings.allowed_lateness_s,
+                                        lease_s=settings.close_lease_s))  # fmt: skip
+        try:
+            await proc.close_windows(closers[0], send)
+        except Exception:  # a Redis hiccup must not stop the timer; the next tick retries
+            log.exception("closing windows failed; retrying at the next tick")
 
     @app.on_before_shutdown.connect  # type: ignore[untyped-decorator]
     async def _close(app: faust.App, **kwargs: Any) -> None:

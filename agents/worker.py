@@ -10,6 +10,7 @@ import faust
 import redis.asyncio as aioredis
 
 from streameval._util import redact_url
+from streameval.alerts import check_alert_windows
 from streameval.config import load_config
 from streameval.errors import ConfigError, StoreUnavailable
 from streameval.judges import JudgeCache
@@ -33,6 +34,7 @@ def run_worker(settings: Settings) -> None:
     if not settings.redis_url:
         raise ConfigError("no Redis: set REDIS_URL (the worker keeps idempotency and aggregates there)")
     _, suites = load_config(settings.config)  # fail fast, with file and field path
+    check_alert_windows(suites.alerts, settings.windows, file=settings.config)
     redis_url = settings.redis_url
 
     asyncio.run(

@@ -8,8 +8,13 @@ Keys (``P`` = the configured prefix, ``m``/``s`` = URL-quoted model and suite):
 * ``P pairs``                         set of ``m s`` pairs seen (for listing)
 * ``P dl:seen:{topic}:{part}:{off}``  dead letter already counted (replays do not count twice)
 * ``P dl:{size}:{start}`` / ``P dl:all``  dead-letter counts by kind
+* ``P wpairs:{size}:{start}``         set of pairs with data in that window
+* ``P windows:{size}``                sorted set of window starts with data, not yet published
+* ``P closed:{size}:{start}``         the window is closed (published or being published): late events
+  go to the open window (streameval.windows)
 
-Aggregate hash fields: ``count sum sumsq passes grade:{g}`` for the suite score and
+Aggregate hash fields: ``count sum sumsq passes grade:{g} lat:{bucket} late late_redirected`` for the
+suite score, latency histogram and lateness, and
 ``ev:{name}:count|sum|sumsq|passes|errors`` per evaluator, plus ``ev:{name}:c:{counter}`` for the
 counters an evaluator reports. Floats use HINCRBYFLOAT; counts read back as integers.
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -28,24 +34,50 @@ from redis import exceptions as redis_errors
 
 from .errors import StoreUnavailable
 from .models import GradedResult, parse_time
+from .stats import latency_bucket
 
 __all__ = ["PairAggregate", "ResultStore", "retry_forever"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# KEYS[1] seen key, KEYS[2] pairs set, KEYS[3..] aggregate hashes; the first ARGV[4] of those expire.
-# ARGV: 1 encoded result, 2 seen ttl, 3 window ttl, 4 number of windowed keys, 5 pair member,
-#       6.. triples (key index into KEYS, field, increment).
+# KEYS[1] seen key, KEYS[2] pairs set, then per window size six keys: 1 the event's window hash,
+# 2 its pair set, 3 its closed mark, 4 the open (current) window hash, 5 its pair set, 6 the size's set of
+# windows with data (sorted set, score = start); last the all-time hash.
+# ARGV: 1 encoded result, 2 seen ttl, 3 window ttl, 4 number of sizes, 5 pair member,
+#       per size (event window start, open window start, late 0/1), then triples (slot, field, increment)
+#       where slot i <= sizes is size i's window and slot sizes + 1 the all-time hash.
+# A window whose closed mark exists has been published: its late events go to the open window instead
+# (counted in its late_redirected field). The check and the increments are one script, so an event is
+# either in the hash the closer read after setting the mark, or redirected; never lost, never twice.
 _RECORD = """
 local previous = redis.call('GET', KEYS[1])
 if previous then return previous end
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 redis.call('SADD', KEYS[2], ARGV[5])
-for i = 6, #ARGV, 3 do
-  redis.call('HINCRBYFLOAT', KEYS[tonumber(ARGV[i])], ARGV[i + 1], ARGV[i + 2])
+local sizes = tonumber(ARGV[4])
+local target = {}
+for i = 1, sizes do
+  local k = 2 + (i - 1) * 6
+  local a = 3 + i * 3
+  local hash, members, start = KEYS[k + 1], KEYS[k + 2], ARGV[a]
+  if redis.call('EXISTS', KEYS[k + 3]) == 1 then
+    hash, members, start = KEYS[k + 4], KEYS[k + 5], ARGV[a + 1]
+    redis.call('HINCRBY', hash, 'late_redirected', 1)
+  elseif ARGV[a + 2] == '1' then
+    redis.call('HINCRBY', hash, 'late', 1)
+  end
+  target[i] = hash
+  redis.call('SADD', members, ARGV[5])
+  redis.call('ZADD', KEYS[k + 6], start, start)
+  redis.call('EXPIRE', hash, ARGV[3])
+  redis.call('EXPIRE', members, ARGV[3])
+  redis.call('EXPIRE', KEYS[k + 6], ARGV[3])
 end
-for i = 3, 2 + tonumber(ARGV[4]) do redis.call('EXPIRE', KEYS[i], ARGV[3]) end
+target[sizes + 1] = KEYS[#KEYS]
+for i = 6 + sizes * 3, #ARGV, 3 do
+  redis.call('HINCRBYFLOAT', target[tonumber(ARGV[i])], ARGV[i + 1], ARGV[i + 2])
+end
 return false
 """
 
@@ -81,37 +113,60 @@ class ResultStore:
         windows: Sequence[int] = (60,),
         window_ttl_s: int = 7 * 86400,
         seen_ttl_s: int = 7 * 86400,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.client = client
         self.prefix = prefix
         self.windows = tuple(windows)
         self.window_ttl_s = window_ttl_s
         self.seen_ttl_s = seen_ttl_s
+        self.clock = clock  # wall clock: which window is open now (the target of too-late events)
         self._record = client.register_script(_RECORD)
         self._dead_letter = client.register_script(_DEAD_LETTER)
 
     # -- keys ---------------------------------------------------------------------------------
-    def _pair(self, model: str, suite: str) -> str:
+    def pair_id(self, model: str, suite: str) -> str:
+        """``model:suite``, each URL-quoted: the pair's part of every key and its member in the pair sets."""
         return f"{quote(model, safe='')}:{quote(suite, safe='')}"
 
     def window_key(self, size: int, start: int, model: str, suite: str) -> str:
-        return f"{self.prefix}agg:{size}:{start}:{self._pair(model, suite)}"
+        return f"{self.prefix}agg:{size}:{start}:{self.pair_id(model, suite)}"
 
     def all_time_key(self, model: str, suite: str) -> str:
-        return f"{self.prefix}agg:all:{self._pair(model, suite)}"
+        return f"{self.prefix}agg:all:{self.pair_id(model, suite)}"
 
     # -- writes -------------------------------------------------------------------------------
+    def window_pairs_key(self, size: int, start: int) -> str:
+        return f"{self.prefix}wpairs:{size}:{start}"
+
+    def closed_key(self, size: int, start: int) -> str:
+        return f"{self.prefix}closed:{size}:{start}"
+
+    def open_windows_key(self, size: int) -> str:
+        return f"{self.prefix}windows:{size}"
+
+    def dead_letter_key(self, size: int, start: int) -> str:
+        return f"{self.prefix}dl:{size}:{start}"
+
     def _record_args(
-        self, result: GradedResult, encoded: bytes, counters: dict[str, dict[str, float]] | None
+        self, result: GradedResult, encoded: bytes, counters: dict[str, dict[str, float]] | None, now: float
     ) -> tuple[list[str], list[Any]]:
         event_time = parse_time(result.event_time)
         keys = [f"{self.prefix}seen:{result.id}", f"{self.prefix}pairs"]
+        starts: list[Any] = []
         for size in self.windows:
-            keys.append(self.window_key(size, int(event_time // size) * size, result.model, result.suite))
+            start, current = int(event_time // size) * size, int(now // size) * size
+            keys += [
+                self.window_key(size, start, result.model, result.suite), self.window_pairs_key(size, start),
+                self.closed_key(size, start), self.window_key(size, current, result.model, result.suite),
+                self.window_pairs_key(size, current), self.open_windows_key(size),
+            ]  # fmt: skip
+            starts += [start, current, int(start + size <= now)]  # late: its window had ended
         keys.append(self.all_time_key(result.model, result.suite))
         increments: list[tuple[str, float]] = [
             ("count", 1), ("sum", result.score), ("sumsq", result.score * result.score),
             ("passes", int(result.passed)), (f"grade:{result.grade}", 1),
+            (f"lat:{latency_bucket(result.latency_ms)}", 1),
         ]  # fmt: skip
         for ev in result.evaluators:
             base = f"ev:{ev.name}:"
@@ -121,11 +176,12 @@ class ResultStore:
             ]  # fmt: skip
             for counter, value in ((counters or {}).get(ev.name) or {}).items():
                 increments.append((f"{base}c:{counter}", value))
-        args: list[Any] = [encoded, self.seen_ttl_s, self.window_ttl_s, len(self.windows), self._pair(result.model, result.suite)]
-        for key_index in range(3, len(keys) + 1):
+        args: list[Any] = [encoded, self.seen_ttl_s, self.window_ttl_s, len(self.windows),
+                           self.pair_id(result.model, result.suite), *starts]  # fmt: skip
+        for slot in range(1, len(self.windows) + 2):
             for field, value in increments:
                 if value:
-                    args += [key_index, field, repr(float(value))]
+                    args += [slot, field, repr(float(value))]
         return keys, args
 
     async def record_many(
@@ -142,9 +198,10 @@ class ResultStore:
         """
         if not items and not dead_letters:
             return []
+        now = self.clock()
         async with self.client.pipeline(transaction=False) as pipe:
             for result, encoded, counters in items:
-                keys, args = self._record_args(result, encoded, counters)
+                keys, args = self._record_args(result, encoded, counters, now)
                 await self._record(keys=keys, args=args, client=pipe)
             for kind, source_key, event_time in dead_letters:
                 keys = self._dead_letter_keys(source_key, event_time)
@@ -157,7 +214,7 @@ class ResultStore:
 
     def _dead_letter_keys(self, source_key: str, event_time: float) -> list[str]:
         keys = [f"{self.prefix}dl:seen:{source_key}"]
-        keys += [f"{self.prefix}dl:{size}:{int(event_time // size) * size}" for size in self.windows]
+        keys += [self.dead_letter_key(size, int(event_time // size) * size) for size in self.windows]
         keys.append(f"{self.prefix}dl:all")
         return keys
 
