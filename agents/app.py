@@ -29,8 +29,13 @@ BATCH_MAX = 256  # events evaluated and recorded together (one Redis round trip 
 BATCH_WITHIN_S = 0.05  # how long a partial batch waits for more events
 
 
-def create_app(settings: Settings, make_processor: Callable[[], Awaitable[Processor]]) -> faust.App:
-    """A Faust app for ``settings``; ``make_processor`` is awaited once, inside the worker's loop."""
+def create_app(
+    settings: Settings, make_processor: Callable[[], Awaitable[Processor]], *, close_interval_s: float = 1.0
+) -> faust.App:
+    """A Faust app for ``settings``; ``make_processor`` is awaited once, inside the worker's loop.
+
+    Every ``close_interval_s`` a timer publishes due windows and alerts (suite file ``windowing:``).
+    """
     # Faust makes "<app id>-data" in the working directory unless told otherwise, and needs it to exist
     datadir = settings.data_dir or os.path.join(tempfile.gettempdir(), "streameval-faust", settings.app_id)
     os.makedirs(datadir, exist_ok=True)
@@ -83,14 +88,15 @@ def create_app(settings: Settings, make_processor: Callable[[], Awaitable[Proces
     async def send(kind: str, key: bytes, value: bytes) -> None:
         await topics[kind].send(key=key, value=value)
 
-    @app.timer(settings.close_interval_s)
+    @app.timer(close_interval_s)
     async def close_windows() -> None:
         # every worker runs this; Redis claims make each window and alert publish once (streameval.windows)
         proc = await processor()
         if not closers:
+            windowing = proc.pipeline.suites.windowing
             closers.append(WindowCloser(proc.store, proc.pipeline.suites.alerts,
-                                        allowed_lateness_s=settings.allowed_lateness_s,
-                                        lease_s=settings.close_lease_s))  # fmt: skip
+                                        allowed_lateness_s=windowing.allowed_lateness_s,
+                                        lease_s=windowing.lease_s))  # fmt: skip
         try:
             await proc.close_windows(closers[0], send)
         except Exception:  # a Redis hiccup must not stop the timer; the next tick retries

@@ -75,6 +75,6 @@ def run_worker(settings: Settings) -> None:
         log.info("streameval worker ready: %d suite(s), Redis %s", len(suites.all), redact_url(redis_url))
         return processor
 
-    app = create_app(settings, make_processor)
+    app = create_app(settings, make_processor, close_interval_s=suites.windowing.close_interval_s)
     worker = faust.Worker(app, loglevel=settings.log_level, stdout=sys.stdout, stderr=sys.stderr)
     worker.execute_from_commandline()

@@ -21,7 +21,8 @@ LLM judges (issue 4, docs/judges.md): a top-level ``judges:`` list of :class:`~s
 and, per suite, a ``judge:`` block (:class:`~streameval.judges.SuiteJudgeConfig`). Checked here: judge
 names are unique and exist, each suite panel's enabled weights sum to 1, fallback evaluators exist.
 
-Alert rules (issue 6, docs/statistics.md): a top-level ``alerts:`` list of
+Windows and alerts (issue 6, docs/statistics.md): an optional top-level ``windowing:`` block
+(:class:`~streameval.windows.WindowingConfig`) and a top-level ``alerts:`` list of
 :class:`~streameval.alerts.AlertRule`; names must be unique. Whether each rule's ``window`` is one of
 ``STREAMEVAL_WINDOWS`` is checked when the worker starts (the file does not know the settings).
 """
@@ -44,6 +45,7 @@ from .grading import GradeScale
 from .judges._config import JudgeConfig, SuiteJudgeConfig, check_panel_weights, panel_judges
 from .judges._suite import PANEL_RESULT_NAME
 from .models import RequestEvent
+from .windows import WindowingConfig
 
 __all__ = ["EvaluatorSpec", "Match", "StreamEvalConfig", "Suite", "SuiteConfig", "Suites", "load_config", "parse_config"]
 
@@ -96,6 +98,8 @@ class StreamEvalConfig(_Strict):
     judges: list[JudgeConfig] = Field(default_factory=list, description="LLM judges (docs/judges.md)")
     suites: list[SuiteConfig] = Field(min_length=1)
     alerts: list[AlertRule] = Field(default_factory=list, description="alert rules (docs/statistics.md)")
+    windowing: WindowingConfig = Field(default_factory=WindowingConfig,
+                                       description="window closing: lateness, interval, lease (docs/statistics.md)")
 
     @field_validator("alerts")
     @classmethod
@@ -150,10 +154,11 @@ class Suites:
     """The routing table: explicit suite, first match, default."""
 
     def __init__(self, suites: Sequence[Suite], judges: Sequence[JudgeConfig] = (),
-                 alerts: Sequence[AlertRule] = ()) -> None:  # fmt: skip
+                 alerts: Sequence[AlertRule] = (), windowing: WindowingConfig | None = None) -> None:  # fmt: skip
         self.all = tuple(suites)
         self.judges = tuple(judges)  # the config's judges; the pipeline opens their clients
         self.alerts = tuple(alerts)  # checked on each closed window (streameval.windows)
+        self.windowing = windowing or WindowingConfig()
         self.by_name = {s.name: s for s in suites}
         self._matching = [s for s in suites if s.config.match is not None and not s.config.default]
         self._default = next((s for s in suites if s.config.default), None)
@@ -254,7 +259,7 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
         suites.append(Suite(suite_cfg, tuple(bound)))
     if issues:
         raise ConfigError(issues)
-    return config, Suites(suites, config.judges, config.alerts)
+    return config, Suites(suites, config.judges, config.alerts, config.windowing)
 
 
 def _judge_issues(config: StreamEvalConfig, index: int, names: set[str]) -> list[tuple[tuple[str | int, ...], str]]:

@@ -44,13 +44,6 @@ class Settings(BaseSettings):
     windows: Annotated[tuple[int, ...], NoDecode] = Field(
         default=(60,), description="tumbling window sizes in seconds (comma-separated); all-time is always kept"
     )
-    allowed_lateness_s: float = Field(
-        default=5.0, ge=0, description="a window closes this long after its end (Redis clock); later events go to the open window"
-    )
-    close_interval_s: float = Field(default=1.0, gt=0, description="how often a worker looks for windows to close")
-    close_lease_s: float = Field(
-        default=30.0, gt=0, description="a window's publisher has this long before another worker may take over"
-    )
     window_ttl_s: int = Field(default=7 * 86400, ge=60, description="how long window aggregates stay in Redis")
     seen_ttl_s: int = Field(
         default=7 * 86400, ge=60, description="how long an event id is remembered for idempotency"

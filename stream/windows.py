@@ -37,12 +37,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from .alerts import AlertRule, build_alert, check_alert_windows, fires
 from .models import Aggregate, AggregateEvaluator, AggregateJudge, AlertWindow, format_time
 from .stats import Moments, confidence_interval, histogram_quantile, krippendorff_alpha, moments, pearson
 from .store import ResultStore
 
-__all__ = ["CONSISTENCY_WARN_BELOW", "Send", "WindowCloser", "build_aggregate", "judge_norms"]
+__all__ = ["CONSISTENCY_WARN_BELOW", "Send", "WindowCloser", "WindowingConfig", "build_aggregate", "judge_norms"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,18 @@ return 1
 
 #: async send(kind, key, value) with kind "aggregate" or "alert"
 Send = Callable[[str, bytes, bytes], Awaitable[None]]
+
+
+class WindowingConfig(BaseModel):
+    """The suite file's optional top-level ``windowing:`` block (the window sizes are STREAMEVAL_WINDOWS)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    allowed_lateness_s: float = Field(default=5.0, ge=0.0,
+                                      description="a window closes this long after its end (Redis clock)")
+    close_interval_s: float = Field(default=1.0, gt=0.0, description="how often each worker looks for due windows")
+    lease_s: float = Field(default=30.0, gt=0.0,
+                           description="a window's publisher has this long before another worker may take over")
 
 
 def _text(value: bytes | str) -> str:
