@@ -64,6 +64,7 @@ def run_worker(settings: Settings) -> None:
             windows=settings.windows,
             window_ttl_s=settings.window_ttl_s,
             seen_ttl_s=settings.seen_ttl_s,
+            allowed_lateness_s=suites.windowing.allowed_lateness_s,
         )
         pipeline = Pipeline(
             suites,

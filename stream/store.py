@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -41,43 +40,52 @@ __all__ = ["PairAggregate", "ResultStore", "retry_forever"]
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# KEYS[1] seen key, KEYS[2] pairs set, then per window size six keys: 1 the event's window hash,
-# 2 its pair set, 3 its closed mark, 4 the open (current) window hash, 5 its pair set, 6 the size's set of
-# windows with data (sorted set, score = start); last the all-time hash.
-# ARGV: 1 encoded result, 2 seen ttl, 3 window ttl, 4 number of sizes, 5 pair member,
-#       per size (event window start, open window start, late 0/1), then triples (slot, field, increment)
-#       where slot i <= sizes is size i's window and slot sizes + 1 the all-time hash.
-# A window whose closed mark exists has been published: its late events go to the open window instead
-# (counted in its late_redirected field). The check and the increments are one script, so an event is
-# either in the hash the closer read after setting the mark, or redirected; never lost, never twice.
+# KEYS[1] seen key, KEYS[2] pairs set, then per window size four keys: the event's window hash, its pair
+# set, its closed mark, the size's sorted set of windows with data (score = start); last the all-time hash.
+# ARGV: 1 encoded result, 2 seen ttl, 3 window ttl, 4 number of sizes, 5 pair id, 6 now ('' = Redis TIME),
+#       7 allowed lateness, 8 key prefix, then per size (size, event window start), then triples
+#       (slot, field, increment) where slot i <= sizes is size i's window and slot sizes + 1 all time.
+# The watermark is the Redis clock minus the lateness (streameval.windows). An event whose window has
+# passed it, or was already closed (published), counts in the window open now, as late_redirected; the
+# check and the increments are one script, so an event is either in the hash the closer reads after
+# setting the closed mark, or redirected: never lost, never twice. (The open window's keys are built
+# here, so this script needs a single Redis node, not a cluster.)
 _RECORD = """
 local previous = redis.call('GET', KEYS[1])
 if previous then return previous end
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 redis.call('SADD', KEYS[2], ARGV[5])
+local now = tonumber(ARGV[6])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+local lateness, prefix, pair = tonumber(ARGV[7]), ARGV[8], ARGV[5]
 local sizes = tonumber(ARGV[4])
 local target = {}
 for i = 1, sizes do
-  local k = 2 + (i - 1) * 6
-  local a = 3 + i * 3
-  local hash, members, start = KEYS[k + 1], KEYS[k + 2], ARGV[a]
-  if redis.call('EXISTS', KEYS[k + 3]) == 1 then
-    hash, members, start = KEYS[k + 4], KEYS[k + 5], ARGV[a + 1]
+  local k = 2 + (i - 1) * 4
+  local size, start = tonumber(ARGV[7 + 2 * i]), tonumber(ARGV[8 + 2 * i])
+  local hash, members = KEYS[k + 1], KEYS[k + 2]
+  if start + size + lateness <= now or redis.call('EXISTS', KEYS[k + 3]) == 1 then
+    start = math.floor(now / size) * size
+    hash = prefix .. 'agg:' .. size .. ':' .. string.format('%d', start) .. ':' .. pair
+    members = prefix .. 'wpairs:' .. size .. ':' .. string.format('%d', start)
     redis.call('HINCRBY', hash, 'late_redirected', 1)
-  elseif ARGV[a + 2] == '1' then
+  elseif start + size <= now then
     redis.call('HINCRBY', hash, 'late', 1)
   end
   target[i] = hash
-  redis.call('SADD', members, ARGV[5])
-  redis.call('ZADD', KEYS[k + 6], start, start)
-  redis.call('EXPIRE', hash, ARGV[3])
+  redis.call('SADD', members, pair)
+  redis.call('ZADD', KEYS[k + 4], start, string.format('%d', start))
   redis.call('EXPIRE', members, ARGV[3])
-  redis.call('EXPIRE', KEYS[k + 6], ARGV[3])
+  redis.call('EXPIRE', KEYS[k + 4], ARGV[3])
 end
 target[sizes + 1] = KEYS[#KEYS]
-for i = 6 + sizes * 3, #ARGV, 3 do
+for i = 9 + sizes * 2, #ARGV, 3 do
   redis.call('HINCRBYFLOAT', target[tonumber(ARGV[i])], ARGV[i + 1], ARGV[i + 2])
 end
+for i = 1, sizes do redis.call('EXPIRE', target[i], ARGV[3]) end
 return false
 """
 
@@ -113,14 +121,16 @@ class ResultStore:
         windows: Sequence[int] = (60,),
         window_ttl_s: int = 7 * 86400,
         seen_ttl_s: int = 7 * 86400,
-        clock: Callable[[], float] = time.time,
+        allowed_lateness_s: float = 5.0,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.client = client
         self.prefix = prefix
         self.windows = tuple(windows)
         self.window_ttl_s = window_ttl_s
         self.seen_ttl_s = seen_ttl_s
-        self.clock = clock  # wall clock: which window is open now (the target of too-late events)
+        self.allowed_lateness_s = allowed_lateness_s
+        self.clock = clock  # tests inject one; None: the Redis server's clock (the watermark's clock)
         self._record = client.register_script(_RECORD)
         self._dead_letter = client.register_script(_DEAD_LETTER)
 
@@ -149,19 +159,16 @@ class ResultStore:
         return f"{self.prefix}dl:{size}:{start}"
 
     def _record_args(
-        self, result: GradedResult, encoded: bytes, counters: dict[str, dict[str, float]] | None, now: float
+        self, result: GradedResult, encoded: bytes, counters: dict[str, dict[str, float]] | None
     ) -> tuple[list[str], list[Any]]:
         event_time = parse_time(result.event_time)
         keys = [f"{self.prefix}seen:{result.id}", f"{self.prefix}pairs"]
-        starts: list[Any] = []
+        windows: list[Any] = []
         for size in self.windows:
-            start, current = int(event_time // size) * size, int(now // size) * size
-            keys += [
-                self.window_key(size, start, result.model, result.suite), self.window_pairs_key(size, start),
-                self.closed_key(size, start), self.window_key(size, current, result.model, result.suite),
-                self.window_pairs_key(size, current), self.open_windows_key(size),
-            ]  # fmt: skip
-            starts += [start, current, int(start + size <= now)]  # late: its window had ended
+            start = int(event_time // size) * size
+            keys += [self.window_key(size, start, result.model, result.suite), self.window_pairs_key(size, start),
+                     self.closed_key(size, start), self.open_windows_key(size)]  # fmt: skip
+            windows += [size, start]
         keys.append(self.all_time_key(result.model, result.suite))
         increments: list[tuple[str, float]] = [
             ("count", 1), ("sum", result.score), ("sumsq", result.score * result.score),
@@ -176,8 +183,10 @@ class ResultStore:
             ]  # fmt: skip
             for counter, value in ((counters or {}).get(ev.name) or {}).items():
                 increments.append((f"{base}c:{counter}", value))
+        now = "" if self.clock is None else repr(self.clock())
         args: list[Any] = [encoded, self.seen_ttl_s, self.window_ttl_s, len(self.windows),
-                           self.pair_id(result.model, result.suite), *starts]  # fmt: skip
+                           self.pair_id(result.model, result.suite), now, repr(float(self.allowed_lateness_s)),
+                           self.prefix, *windows]  # fmt: skip
         for slot in range(1, len(self.windows) + 2):
             for field, value in increments:
                 if value:
@@ -198,10 +207,9 @@ class ResultStore:
         """
         if not items and not dead_letters:
             return []
-        now = self.clock()
         async with self.client.pipeline(transaction=False) as pipe:
             for result, encoded, counters in items:
-                keys, args = self._record_args(result, encoded, counters, now)
+                keys, args = self._record_args(result, encoded, counters)
                 await self._record(keys=keys, args=args, client=pipe)
             for kind, source_key, event_time in dead_letters:
                 keys = self._dead_letter_keys(source_key, event_time)

@@ -66,7 +66,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 def store(aredis: aioredis.Redis, prefix: str, clock: Clock) -> ResultStore:
-    return ResultStore(aredis, prefix=prefix, windows=(SIZE,), clock=clock)
+    return ResultStore(aredis, prefix=prefix, windows=(SIZE,), allowed_lateness_s=LATENESS, clock=clock)
 
 
 def closers(store: ResultStore, clock: Clock, rules: list[AlertRule] = (), n: int = 2) -> list[WindowCloser]:  # type: ignore[assignment]
@@ -121,6 +121,19 @@ async def test_late_events_within_lateness_count_in_their_window_beyond_it_in_th
     assert second.window.start == format_time(T0 + SIZE)
     assert second.count == 1 and second.late_redirected == 1
     assert first.count == 2  # the published window is never touched again
+
+
+async def test_an_event_past_the_watermark_counts_in_the_open_window_even_if_its_own_never_had_data(
+    store: ResultStore, clock: Clock
+) -> None:
+    clock.now = T0 + 5 * SIZE + 1
+    await record(store, await result("ancient", "Paris", T0 + 1))  # its window [T0, T0+10) is long past
+    sink, [closer] = Sink(), closers(store, clock, n=1)
+    clock.now = T0 + 6 * SIZE + LATENESS
+    assert await closer.run_once(sink) == 1
+    [aggregate] = sink.aggregates()
+    assert aggregate.window.start == format_time(T0 + 5 * SIZE)
+    assert aggregate.count == 1 and aggregate.late_redirected == 1
 
 
 RULES = [
