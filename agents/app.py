@@ -88,7 +88,7 @@ def create_app(
     async def send(kind: str, key: bytes, value: bytes) -> None:
         await topics[kind].send(key=key, value=value)
 
-    @app.timer(close_interval_s)
+    @app.timer(close_interval_s)  # type: ignore[untyped-decorator]
     async def close_windows() -> None:
         # every worker runs this; Redis claims make each window and alert publish once (streameval.windows)
         proc = await processor()

@@ -66,7 +66,7 @@ class Moments:
 
 def moments(n: float, total: float, total_sq: float) -> Moments:
     """Mean and sample std of ``n`` values with sum ``total`` and sum of squares ``total_sq``."""
-    count = int(round(n))
+    count = round(n)
     if count <= 0:
         return Moments(0, 0.0, 0.0)
     mean = total / count

@@ -34,7 +34,7 @@ import os
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -219,7 +219,8 @@ class WindowCloser:
         published = 0
         client, p = self.store.client, self.store.prefix
         for size in self.store.windows:
-            due = await client.zrangebyscore(self.store.open_windows_key(size), "-inf", watermark - size)
+            key = self.store.open_windows_key(size)
+            due = cast(list[bytes], await client.zrangebyscore(key, "-inf", watermark - size))
             for raw_start in due:
                 start = int(float(_text(raw_start)))
                 await client.set(self.store.closed_key(size, start), self.worker_id, ex=self.store.window_ttl_s)
@@ -228,7 +229,7 @@ class WindowCloser:
                     continue
                 await self._publish(size, start, now, send)
                 await client.set(lease, "done", ex=self.store.window_ttl_s)
-                await client.zrem(self.store.open_windows_key(size), raw_start)
+                await client.zrem(key, raw_start)
                 published += 1
         return published
 

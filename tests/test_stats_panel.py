@@ -29,11 +29,12 @@ from streameval.judges import (
     zscore_panel_score,
 )
 from streameval.judges.sim import demo_judges, start_judge_sim
-from streameval.models import JudgeVerdict
-from streameval.pipeline import Pipeline
+from streameval.models import GradedResult, JudgeVerdict
+from streameval.pipeline import Pipeline, Source
+from streameval.processor import Processor
 from streameval.stats import Moments, moments
 from streameval.store import ResultStore
-from streameval.windows import build_aggregate, judge_norms
+from streameval.windows import WindowCloser, build_aggregate, judge_norms
 
 JUDGES = ("a", "b", "c")
 WEIGHTS = {"a": 0.3, "b": 0.3, "c": 0.4}
@@ -199,3 +200,37 @@ async def test_panel_counters_reach_redis_and_the_window_figures(aredis: aioredi
     assert aggregate.tokens["prompt"] > 0 and aggregate.judge_error_rate == 0.0
     assert all(j.drift == pytest.approx(0.0) for j in aggregate.judges.values() if j.drift is not None)
     assert not math.isnan(aggregate.judge_pearson["sim-deepseek|sim-glm"] or 0.0)
+
+
+async def test_the_closing_tick_refreshes_norms_and_zscore_takes_over(aredis: aioredis.Redis, prefix: str) -> None:
+    store = ResultStore(aredis, prefix=prefix, windows=(60,))
+    outputs = ["Paris", "Lyon is the capital", "Berlin", "The capital is Paris", "Paris!", "Rome", "Paris"]
+    async with start_judge_sim() as url:
+        _, suites = parse_config({"judges": demo_judges(url), "suites": [{
+            "name": "s", "default": True, "evaluators": [{"evaluator": "exact_match"}],
+            "judge": {"aggregation": "zscore", "zscore_min_n": 3, "consistency_rate": 0}}]})  # fmt: skip
+        pipeline = Pipeline(suites)
+        processor = Processor(pipeline, store)
+        await processor.start()
+        closer = WindowCloser(store)
+
+        async def ignore(kind: str, key: bytes, value: bytes) -> None:
+            return None
+
+        reasons = []
+        try:
+            for output in outputs:
+                raw = orjson.dumps({"id": f"ev-{uuid.uuid4().hex}", "model": "m", "output": output,
+                                    "expected": "Paris", "category": "qa_simple"})  # fmt: skip
+                [message] = await processor.process_batch([(raw, Source())])
+                judge = GradedResult.model_validate_json(message.value).judge
+                assert judge is not None
+                reasons.append(judge.reason)
+                await processor.close_windows(closer, ignore)
+        finally:
+            await processor.close()
+    assert pipeline.judges is not None
+    norms = pipeline.judges.norms
+    assert set(norms) == {"sim-deepseek", "sim-glm", "sim-minimax"} and norms["sim-glm"].n == len(outputs)
+    assert "z-score norms not ready" in reasons[0]
+    assert any("z-score panel" in r for r in reasons[3:]), reasons
