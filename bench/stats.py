@@ -55,13 +55,14 @@ async def bench_record(batches: int) -> None:
     template: GradedResult = outcome.result
     verdicts = [JudgeVerdict(name=f"j{i}", model="m", weight=1 / 3, status="ok", prompt="standard", scale="0-10",
                              score=float(5 + i), prompt_tokens=300, completion_tokens=80) for i in range(3)]  # fmt: skip
+    # added under the one evaluator of the template result (the store keys counters by result name)
     panel = {**judge_counters(verdicts), **agreement_counters([verdicts])}
     client = aioredis.Redis.from_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379"))
     prefix = f"bench-stats-{uuid.uuid4().hex[:8]}:"
     store = ResultStore(client, prefix=prefix, windows=(60, 3600))
     rates = {}
     try:
-        for label, counters in (("without panel counters", None), ("with panel counters", {"judge_panel": panel})):
+        for label, counters in (("without panel counters", None), ("with panel counters", {"exact_match": panel})):
             items = [[template.model_copy(update={"id": f"{label}-{b}-{i}"}) for i in range(256)] for b in range(batches)]
             start = time.perf_counter()
             for batch in items:

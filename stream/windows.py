@@ -155,6 +155,9 @@ def build_aggregate(
     warnings = []
     if repeat is not None and repeat < CONSISTENCY_WARN_BELOW:
         warnings.append(f"judge consistency {repeat:.2f} < {CONSISTENCY_WARN_BELOW} over {consistency_n} repeats (seed 003)")
+    redirected = int(fields.get("late_redirected", 0.0))
+    if redirected:
+        warnings.append(f"{redirected} event(s) of already closed windows counted here (beyond the allowed lateness)")
     latency_counts = {int(f[4:]): v for f, v in fields.items() if f.startswith("lat:")}
     total = dead_letters + window_events
     return Aggregate(
@@ -174,7 +177,7 @@ def build_aggregate(
         judge_pearson={f"{a}|{b}": pearson(*_sums(stats)) for (a, b), stats in sorted(panel.pairs.items())},
         alpha=krippendorff_alpha(*(panel.alpha.get(k, 0.0) for k in ("n", "s1", "s2", "do"))),
         consistency=repeat, consistency_n=consistency_n,
-        late=int(fields.get("late", 0.0)), late_redirected=int(fields.get("late_redirected", 0.0)),
+        late=int(fields.get("late", 0.0)), late_redirected=redirected,
         warnings=warnings,
     )  # fmt: skip
 

@@ -120,6 +120,7 @@ async def test_late_events_within_lateness_count_in_their_window_beyond_it_in_th
     second = sink.aggregates()[1]
     assert second.window.start == format_time(T0 + SIZE)
     assert second.count == 1 and second.late_redirected == 1
+    assert "already closed windows" in second.warnings[0] and not first.warnings
     assert first.count == 2  # the published window is never touched again
 
 
