@@ -2,7 +2,7 @@
 
 Both workers run the closing timer; each window × model × suite must be published once, each alert
 once; an event late within the allowed lateness counts in its own window, an older one in the window
-open when it arrived (``late_redirected``). Windows are 2 s and the lateness 3 s so the test takes seconds.
+open when it arrived (``late_redirected``). Windows are 2 s and the lateness 4 s so the test takes seconds.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from streameval.models import Aggregate, Alert, format_time, parse_time
 
 pytestmark = pytest.mark.integration
 
-SIZE, LATENESS = 2, 3.0
+SIZE, LATENESS = 2, 4.0
 CONFIG = f"""
 windowing: {{allowed_lateness_s: {LATENESS}, close_interval_s: 0.2}}
 suites:
@@ -82,7 +82,7 @@ async def test_two_workers_publish_each_window_and_alert_once_and_place_late_eve
     # the main batch: current events for two models, one event late within the lateness, one far too late
     now = await redis_now(aredis)
     current = [event(f"c-{i}", now, model=f"m{i % 2}", output="Paris" if i % 3 else "Rome") for i in range(40)]
-    ended = (now // SIZE) * SIZE  # the previous window ended here, less than SIZE ago: late but within LATENESS
+    ended = (now // SIZE) * SIZE  # the previous window ended here, less than SIZE ago: late, >= 2 s within LATENESS
     late_ok = event("late-ok", ended - 0.5)
     ancient = event("ancient", now - 120, model="old")
     await produce(broker.bootstrap, topics["requests"], [*current, late_ok, ancient], key=lambda v: orjson.loads(v)["id"].encode())
