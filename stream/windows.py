@@ -135,7 +135,8 @@ def build_aggregate(
     ci = confidence_interval(score)
     evaluators: dict[str, AggregateEvaluator] = {}
     for field, value in fields.items():
-        if field.startswith("ev:") and field.endswith(":count") and value > 0:
+        # "ev:{name}:count", not an evaluator's own counter "ev:{name}:c:count"
+        if field.startswith("ev:") and field.endswith(":count") and ":c:" not in field and value > 0:
             name = field[3:-6]
             evaluators[name] = AggregateEvaluator(
                 count=int(value), mean=fields.get(f"ev:{name}:sum", 0.0) / value,

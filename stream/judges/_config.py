@@ -114,7 +114,7 @@ class SuiteJudgeConfig(_Strict):
     zscore_min_n: int = Field(default=30, ge=2,
                               description="zscore: scores a judge needs before its norm is used; fewer: weighted")
     consistency_rate: float = Field(default=0.1, ge=0.0, le=1.0,
-                                    description="seed 003 一致性检查: share of judged events asked twice (by id hash)")
+                                    description="seed 003 一致性检查 (blend): share of judged events asked twice, by id hash")
 
     @field_validator("default_category")
     @classmethod
