@@ -8,7 +8,9 @@ import statistics
 import orjson
 import pytest
 import redis.asyncio as aioredis
+from jsonschema import Draft202012Validator
 
+from streameval import schemas
 from streameval.alerts import AlertRule
 from streameval.config import parse_config
 from streameval.errors import ConfigError
@@ -51,6 +53,14 @@ class Sink:
     async def __call__(self, kind: str, key: bytes, value: bytes) -> None:
         await asyncio.sleep(0)  # let the other closer run in between, as a real send would
         self.messages.append((kind, value))
+
+    def check_contracts(self) -> None:
+        """Every published message is valid against its JSON Schema (what consumers validate)."""
+        validators = {"aggregate": Draft202012Validator(schemas.load("aggregate")),
+                      "alert": Draft202012Validator(schemas.load("alert"))}  # fmt: skip
+        for kind, value in self.messages:
+            errors = [e.message for e in validators[kind].iter_errors(orjson.loads(value))]
+            assert not errors, (kind, errors)
 
     def aggregates(self) -> list[Aggregate]:
         return [Aggregate.model_validate_json(v) for k, v in self.messages if k == "aggregate"]
@@ -100,6 +110,7 @@ async def test_two_closers_publish_each_window_once_with_exact_figures(store: Re
     assert m1.evaluators["exact_match"].count == 5
     assert m1.window.start == format_time(T0) and m1.window.end == format_time(T0 + SIZE)
     assert m1.latency_p95_ms is not None and m1.late == m1.late_redirected == 0
+    sink.check_contracts()
 
 
 async def test_late_events_within_lateness_count_in_their_window_beyond_it_in_the_open_one(
@@ -160,6 +171,7 @@ async def test_alerts_fire_once_per_rule_and_window_and_respect_cooldown(store: 
     alert = fired[0]
     assert (alert.rule, alert.severity, alert.value, alert.count) == ("low-mean", "critical", 0.5, 2)
     assert alert.figures["mean_score"] == 0.5 and alert.min_count == 2 and alert.cooldown_s == 25
+    sink.check_contracts()
 
 
 async def test_alert_windows_must_be_kept(store: ResultStore) -> None:
