@@ -11,6 +11,7 @@ import faust
 import redis.asyncio as aioredis
 
 from streameval._util import redact_url
+from streameval.alerts import check_alert_windows
 from streameval.api import broker_check, create_web_app, judge_checks, load_api_settings, start_web
 from streameval.api._settings import ApiSettings
 from streameval.config import load_config
@@ -37,6 +38,7 @@ def run_worker(settings: Settings) -> None:
     if not settings.redis_url:
         raise ConfigError("no Redis: set REDIS_URL (the worker keeps idempotency and aggregates there)")
     _, suites = load_config(settings.config)  # fail fast, with file and field path
+    check_alert_windows(suites.alerts, settings.windows, file=settings.config)
     api = load_api_settings()
     redis_url = settings.redis_url
 
@@ -67,6 +69,7 @@ def run_worker(settings: Settings) -> None:
             windows=settings.windows,
             window_ttl_s=settings.window_ttl_s,
             seen_ttl_s=settings.seen_ttl_s,
+            allowed_lateness_s=suites.windowing.allowed_lateness_s,
         )
         pipeline = Pipeline(
             suites,
@@ -88,7 +91,7 @@ def run_worker(settings: Settings) -> None:
         log.info("streameval worker ready: %d suite(s), Redis %s", len(suites.all), redact_url(redis_url))
         return processor
 
-    app = create_app(settings, make_processor)
+    app = create_app(settings, make_processor, close_interval_s=suites.windowing.close_interval_s)
     if api.web_port is not None:
         _serve_web(app, settings, api, [(j.name, j.base_url) for j in suites.judges if j.enabled])
     worker = faust.Worker(app, loglevel=settings.log_level, stdout=sys.stdout, stderr=sys.stderr)

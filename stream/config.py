@@ -20,6 +20,11 @@ Match values are shell-style globs (``gpt-4*``); within a key any value may matc
 LLM judges (issue 4, docs/judges.md): a top-level ``judges:`` list of :class:`~streameval.judges.JudgeConfig`
 and, per suite, a ``judge:`` block (:class:`~streameval.judges.SuiteJudgeConfig`). Checked here: judge
 names are unique and exist, each suite panel's enabled weights sum to 1, fallback evaluators exist.
+
+Windows and alerts (issue 6, docs/statistics.md): an optional top-level ``windowing:`` block
+(:class:`~streameval.windows.WindowingConfig`) and a top-level ``alerts:`` list of
+:class:`~streameval.alerts.AlertRule`; names must be unique. Whether each rule's ``window`` is one of
+``STREAMEVAL_WINDOWS`` is checked when the worker starts (the file does not know the settings).
 """
 
 from __future__ import annotations
@@ -33,12 +38,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .alerts import AlertRule
 from .errors import ConfigError, ConfigIssue, UnroutableEvent
 from .evaluators import Evaluator, build_evaluator
 from .grading import GradeScale
 from .judges._config import JudgeConfig, SuiteJudgeConfig, check_panel_weights, panel_judges
 from .judges._suite import PANEL_RESULT_NAME
 from .models import RequestEvent
+from .windows import WindowingConfig
 
 __all__ = ["EvaluatorSpec", "Match", "StreamEvalConfig", "Suite", "SuiteConfig", "Suites", "load_config", "parse_config"]
 
@@ -90,6 +97,18 @@ class SuiteConfig(_Strict):
 class StreamEvalConfig(_Strict):
     judges: list[JudgeConfig] = Field(default_factory=list, description="LLM judges (docs/judges.md)")
     suites: list[SuiteConfig] = Field(min_length=1)
+    alerts: list[AlertRule] = Field(default_factory=list, description="alert rules (docs/statistics.md)")
+    windowing: WindowingConfig = Field(default_factory=WindowingConfig,
+                                       description="window closing: lateness, interval, lease (docs/statistics.md)")
+
+    @field_validator("alerts")
+    @classmethod
+    def _unique_alerts(cls, alerts: list[AlertRule]) -> list[AlertRule]:
+        names = [a.name for a in alerts]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"alert rule names must be unique; repeated: {', '.join(dupes)}")
+        return alerts
 
     @field_validator("judges")
     @classmethod
@@ -134,9 +153,12 @@ class Suite:
 class Suites:
     """The routing table: explicit suite, first match, default."""
 
-    def __init__(self, suites: Sequence[Suite], judges: Sequence[JudgeConfig] = ()) -> None:
+    def __init__(self, suites: Sequence[Suite], judges: Sequence[JudgeConfig] = (),
+                 alerts: Sequence[AlertRule] = (), windowing: WindowingConfig | None = None) -> None:  # fmt: skip
         self.all = tuple(suites)
         self.judges = tuple(judges)  # the config's judges; the pipeline opens their clients
+        self.alerts = tuple(alerts)  # checked on each closed window (streameval.windows)
+        self.windowing = windowing or WindowingConfig()
         self.by_name = {s.name: s for s in suites}
         self._matching = [s for s in suites if s.config.match is not None and not s.config.default]
         self._default = next((s for s in suites if s.config.default), None)
@@ -237,7 +259,7 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
         suites.append(Suite(suite_cfg, tuple(bound)))
     if issues:
         raise ConfigError(issues)
-    return config, Suites(suites, config.judges)
+    return config, Suites(suites, config.judges, config.alerts, config.windowing)
 
 
 def _judge_issues(config: StreamEvalConfig, index: int, names: set[str]) -> list[tuple[tuple[str | int, ...], str]]:

@@ -187,8 +187,10 @@ def render_judges(rows: list[tuple[str, str, dict[str, float]]], console: Consol
     totals: dict[str, dict[str, float]] = {}
     for _, _, fields in rows:
         for field, value in fields.items():
-            if field.startswith("ev:judge_panel:c:"):
-                judge, _, what = field[len("ev:judge_panel:c:"):].rpartition(".")
+            name = field[len("ev:judge_panel:c:"):]
+            # per-judge counters only: pair:/alpha:/repeat: agreement sums hold a ':' (docs/statistics.md)
+            if field.startswith("ev:judge_panel:c:") and ":" not in name:
+                judge, _, what = name.rpartition(".")
                 totals.setdefault(judge, {}).setdefault(what, 0.0)
                 totals[judge][what] += value
     if not totals:

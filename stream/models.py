@@ -18,6 +18,7 @@ __all__ = [
     "RFC3339",
     "Aggregate",
     "AggregateEvaluator",
+    "AggregateJudge",
     "Alert",
     "AlertWindow",
     "DeadLetter",
@@ -233,7 +234,7 @@ class AlertWindow(BaseModel):
 
 
 class Alert(BaseModel):
-    """A rule that fired on a window (alert v1)."""
+    """A rule that fired on a window (alert v1). ``figures`` are the window's figures (docs/statistics.md)."""
 
     model_config = _STRICT
 
@@ -251,6 +252,9 @@ class Alert(BaseModel):
     window: AlertWindow
     message: str
     fired_at: str = Field(pattern=RFC3339)
+    min_count: int = Field(default=1, ge=0, description="the rule's minimum count")
+    cooldown_s: int = Field(default=0, ge=0, description="the rule's cooldown, seconds")
+    figures: dict[str, float | None] = Field(default_factory=dict, description="the window's figures")
 
 
 class AggregateEvaluator(BaseModel):
@@ -261,8 +265,21 @@ class AggregateEvaluator(BaseModel):
     pass_rate: float = Field(ge=0.0, le=1.0)
 
 
+class AggregateJudge(BaseModel):
+    """One judge's figures in a window (scores on 0-10)."""
+
+    model_config = _STRICT
+
+    n: int = Field(ge=0, description="answered scores")
+    mean: float | None
+    std: float | None = Field(ge=0.0)
+    errors: int = Field(ge=0)
+    error_rate: float | None = Field(ge=0.0, le=1.0)
+    drift: float | None = Field(ge=0.0, description="|window mean - all-time mean| / all-time std")
+
+
 class Aggregate(BaseModel):
-    """Figures of one closed window for one model × suite (aggregate v1)."""
+    """Figures of one closed window for one model × suite (aggregate v1); docs/statistics.md."""
 
     model_config = _STRICT
 
@@ -277,3 +294,18 @@ class Aggregate(BaseModel):
     grades: dict[str, int]
     evaluators: dict[str, AggregateEvaluator]
     published_at: str = Field(pattern=RFC3339)
+    ci_low: float | None = Field(default=None, description="95 % confidence interval of the mean, low end")
+    ci_high: float | None = Field(default=None, description="95 % confidence interval of the mean, high end")
+    dead_letters: int = Field(default=0, ge=0, description="dead letters of the window (all models and suites)")
+    dead_letter_rate: float | None = Field(default=None, ge=0.0, le=1.0)
+    judge_error_rate: float | None = Field(default=None, ge=0.0, le=1.0)
+    tokens: dict[str, int] = Field(default_factory=dict, description="judge tokens: prompt, completion")
+    latency_p95_ms: float | None = Field(default=None, ge=0.0, description="bucket upper bound")
+    judges: dict[str, AggregateJudge] = Field(default_factory=dict)
+    judge_pearson: dict[str, float | None] = Field(default_factory=dict, description='"a|b" -> Pearson r')
+    alpha: float | None = Field(default=None, description="Krippendorff's alpha (interval) across the panel")
+    consistency: float | None = Field(default=None, description="Pearson r of repeat vs first judge scores")
+    consistency_n: int = Field(default=0, ge=0)
+    late: int = Field(default=0, ge=0, description="events after the window end, within the allowed lateness")
+    late_redirected: int = Field(default=0, ge=0, description="events of closed windows counted in this one")
+    warnings: list[str] = Field(default_factory=list)

@@ -21,6 +21,7 @@ from . import telemetry
 from .models import parse_time
 from .pipeline import Outcome, Pipeline, Source
 from .store import ResultStore, retry_forever
+from .windows import Send, WindowCloser
 
 __all__ = ["Processor", "Publish"]
 
@@ -83,3 +84,14 @@ class Processor:
             key = letter.event_id.encode() if letter.event_id else None
             out[i] = Publish("deadletter", key, letter.model_dump_json().encode())
         return [p for p in out if p is not None]
+
+    async def close_windows(self, closer: WindowCloser, send: Send) -> int:
+        """The periodic step: publish due windows and their alerts, refresh the judges' z-score norms.
+
+        Returns the number of windows this worker published. Redis errors propagate (the caller logs
+        them and tries again at the next tick; a window's lease makes a half-done publish safe).
+        """
+        published = await closer.run_once(send)
+        if self.pipeline.judges is not None:
+            self.pipeline.judges.norms = await closer.refresh_norms()
+        return published

@@ -8,8 +8,13 @@ Keys (``P`` = the configured prefix, ``m``/``s`` = URL-quoted model and suite):
 * ``P pairs``                         set of ``m s`` pairs seen (for listing)
 * ``P dl:seen:{topic}:{part}:{off}``  dead letter already counted (replays do not count twice)
 * ``P dl:{size}:{start}`` / ``P dl:all``  dead-letter counts by kind
+* ``P wpairs:{size}:{start}``         set of pairs with data in that window
+* ``P windows:{size}``                sorted set of window starts with data, not yet published
+* ``P closed:{size}:{start}``         the window is closed (published or being published): late events
+  go to the open window (streameval.windows)
 
-Aggregate hash fields: ``count sum sumsq passes grade:{g}`` for the suite score and
+Aggregate hash fields: ``count sum sumsq passes grade:{g} lat:{bucket} late late_redirected`` for the
+suite score, latency histogram and lateness, and
 ``ev:{name}:count|sum|sumsq|passes|errors`` per evaluator, plus ``ev:{name}:c:{counter}`` for the
 counters an evaluator reports. Floats use HINCRBYFLOAT; counts read back as integers.
 """
@@ -28,24 +33,59 @@ from redis import exceptions as redis_errors
 
 from .errors import StoreUnavailable
 from .models import GradedResult, parse_time
+from .stats import latency_bucket
 
 __all__ = ["PairAggregate", "ResultStore", "retry_forever"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# KEYS[1] seen key, KEYS[2] pairs set, KEYS[3..] aggregate hashes; the first ARGV[4] of those expire.
-# ARGV: 1 encoded result, 2 seen ttl, 3 window ttl, 4 number of windowed keys, 5 pair member,
-#       6.. triples (key index into KEYS, field, increment).
+# KEYS[1] seen key, KEYS[2] pairs set, then per window size four keys: the event's window hash, its pair
+# set, its closed mark, the size's sorted set of windows with data (score = start); last the all-time hash.
+# ARGV: 1 encoded result, 2 seen ttl, 3 window ttl, 4 number of sizes, 5 pair id, 6 now ('' = Redis TIME),
+#       7 allowed lateness, 8 key prefix, then per size (size, event window start), then triples
+#       (slot, field, increment) where slot i <= sizes is size i's window and slot sizes + 1 all time.
+# The watermark is the Redis clock minus the lateness (streameval.windows). An event whose window has
+# passed it, or was already closed (published), counts in the window open now, as late_redirected; the
+# check and the increments are one script, so an event is either in the hash the closer reads after
+# setting the closed mark, or redirected: never lost, never twice. (The open window's keys are built
+# here, so this script needs a single Redis node, not a cluster.)
 _RECORD = """
 local previous = redis.call('GET', KEYS[1])
 if previous then return previous end
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 redis.call('SADD', KEYS[2], ARGV[5])
-for i = 6, #ARGV, 3 do
-  redis.call('HINCRBYFLOAT', KEYS[tonumber(ARGV[i])], ARGV[i + 1], ARGV[i + 2])
+local now = tonumber(ARGV[6])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 end
-for i = 3, 2 + tonumber(ARGV[4]) do redis.call('EXPIRE', KEYS[i], ARGV[3]) end
+local lateness, prefix, pair = tonumber(ARGV[7]), ARGV[8], ARGV[5]
+local sizes = tonumber(ARGV[4])
+local target = {}
+for i = 1, sizes do
+  local k = 2 + (i - 1) * 4
+  local size, start = tonumber(ARGV[7 + 2 * i]), tonumber(ARGV[8 + 2 * i])
+  local hash, members = KEYS[k + 1], KEYS[k + 2]
+  if start + size + lateness <= now or redis.call('EXISTS', KEYS[k + 3]) == 1 then
+    start = math.floor(now / size) * size
+    hash = prefix .. 'agg:' .. size .. ':' .. string.format('%d', start) .. ':' .. pair
+    members = prefix .. 'wpairs:' .. size .. ':' .. string.format('%d', start)
+    redis.call('HINCRBY', hash, 'late_redirected', 1)
+  elseif start + size <= now then
+    redis.call('HINCRBY', hash, 'late', 1)
+  end
+  target[i] = hash
+  redis.call('SADD', members, pair)
+  redis.call('ZADD', KEYS[k + 4], start, string.format('%d', start))
+  redis.call('EXPIRE', members, ARGV[3])
+  redis.call('EXPIRE', KEYS[k + 4], ARGV[3])
+end
+target[sizes + 1] = KEYS[#KEYS]
+for i = 9 + sizes * 2, #ARGV, 3 do
+  redis.call('HINCRBYFLOAT', target[tonumber(ARGV[i])], ARGV[i + 1], ARGV[i + 2])
+end
+for i = 1, sizes do redis.call('EXPIRE', target[i], ARGV[3]) end
 return false
 """
 
@@ -81,37 +121,59 @@ class ResultStore:
         windows: Sequence[int] = (60,),
         window_ttl_s: int = 7 * 86400,
         seen_ttl_s: int = 7 * 86400,
+        allowed_lateness_s: float = 5.0,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.client = client
         self.prefix = prefix
         self.windows = tuple(windows)
         self.window_ttl_s = window_ttl_s
         self.seen_ttl_s = seen_ttl_s
+        self.allowed_lateness_s = allowed_lateness_s
+        self.clock = clock  # tests inject one; None: the Redis server's clock (the watermark's clock)
         self._record = client.register_script(_RECORD)
         self._dead_letter = client.register_script(_DEAD_LETTER)
 
     # -- keys ---------------------------------------------------------------------------------
-    def _pair(self, model: str, suite: str) -> str:
+    def pair_id(self, model: str, suite: str) -> str:
+        """``model:suite``, each URL-quoted: the pair's part of every key and its member in the pair sets."""
         return f"{quote(model, safe='')}:{quote(suite, safe='')}"
 
     def window_key(self, size: int, start: int, model: str, suite: str) -> str:
-        return f"{self.prefix}agg:{size}:{start}:{self._pair(model, suite)}"
+        return f"{self.prefix}agg:{size}:{start}:{self.pair_id(model, suite)}"
 
     def all_time_key(self, model: str, suite: str) -> str:
-        return f"{self.prefix}agg:all:{self._pair(model, suite)}"
+        return f"{self.prefix}agg:all:{self.pair_id(model, suite)}"
 
     # -- writes -------------------------------------------------------------------------------
+    def window_pairs_key(self, size: int, start: int) -> str:
+        return f"{self.prefix}wpairs:{size}:{start}"
+
+    def closed_key(self, size: int, start: int) -> str:
+        return f"{self.prefix}closed:{size}:{start}"
+
+    def open_windows_key(self, size: int) -> str:
+        return f"{self.prefix}windows:{size}"
+
+    def dead_letter_key(self, size: int, start: int) -> str:
+        return f"{self.prefix}dl:{size}:{start}"
+
     def _record_args(
         self, result: GradedResult, encoded: bytes, counters: dict[str, dict[str, float]] | None
     ) -> tuple[list[str], list[Any]]:
         event_time = parse_time(result.event_time)
         keys = [f"{self.prefix}seen:{result.id}", f"{self.prefix}pairs"]
+        windows: list[Any] = []
         for size in self.windows:
-            keys.append(self.window_key(size, int(event_time // size) * size, result.model, result.suite))
+            start = int(event_time // size) * size
+            keys += [self.window_key(size, start, result.model, result.suite), self.window_pairs_key(size, start),
+                     self.closed_key(size, start), self.open_windows_key(size)]  # fmt: skip
+            windows += [size, start]
         keys.append(self.all_time_key(result.model, result.suite))
         increments: list[tuple[str, float]] = [
             ("count", 1), ("sum", result.score), ("sumsq", result.score * result.score),
             ("passes", int(result.passed)), (f"grade:{result.grade}", 1),
+            (f"lat:{latency_bucket(result.latency_ms)}", 1),
         ]  # fmt: skip
         for ev in result.evaluators:
             base = f"ev:{ev.name}:"
@@ -121,11 +183,14 @@ class ResultStore:
             ]  # fmt: skip
             for counter, value in ((counters or {}).get(ev.name) or {}).items():
                 increments.append((f"{base}c:{counter}", value))
-        args: list[Any] = [encoded, self.seen_ttl_s, self.window_ttl_s, len(self.windows), self._pair(result.model, result.suite)]
-        for key_index in range(3, len(keys) + 1):
+        now = "" if self.clock is None else repr(self.clock())
+        args: list[Any] = [encoded, self.seen_ttl_s, self.window_ttl_s, len(self.windows),
+                           self.pair_id(result.model, result.suite), now, repr(float(self.allowed_lateness_s)),
+                           self.prefix, *windows]  # fmt: skip
+        for slot in range(1, len(self.windows) + 2):
             for field, value in increments:
                 if value:
-                    args += [key_index, field, repr(float(value))]
+                    args += [slot, field, repr(float(value))]
         return keys, args
 
     async def record_many(
@@ -157,7 +222,7 @@ class ResultStore:
 
     def _dead_letter_keys(self, source_key: str, event_time: float) -> list[str]:
         keys = [f"{self.prefix}dl:seen:{source_key}"]
-        keys += [f"{self.prefix}dl:{size}:{int(event_time // size) * size}" for size in self.windows]
+        keys += [self.dead_letter_key(size, int(event_time // size) * size) for size in self.windows]
         keys.append(f"{self.prefix}dl:all")
         return keys
 

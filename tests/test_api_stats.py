@@ -10,7 +10,7 @@ import pytest
 import redis.asyncio as aioredis
 from aiohttp.test_utils import TestClient, TestServer
 
-from streameval.api import create_web_app
+from streameval.api import create_web_app, remember_alert
 from streameval.models import EvaluatorResult, GradedResult, format_time
 from streameval.store import ResultStore
 
@@ -113,3 +113,18 @@ async def test_pages_and_assets_are_served(client: TestClient[Any, Any], page: s
 async def test_home_redirects_to_the_evaluators(client: TestClient[Any, Any]) -> None:
     resp = await client.get("/", allow_redirects=False)
     assert resp.status == 302 and resp.headers["Location"] == "/evaluators"
+
+
+async def test_remember_alert_keeps_the_latest(aredis: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from streameval.api import _stats
+
+    monkeypatch.setattr(_stats, "RECENT_ALERTS", 3)
+    for i in range(5):
+        await remember_alert(aredis, prefix, orjson.dumps({"rule": f"r{i}"}))
+    assert [orjson.loads(v)["rule"] for v in await aredis.lrange(f"{prefix}alerts:recent", 0, -1)] == ["r4", "r3", "r2"]
+
+
+async def test_remember_alert_never_raises_when_redis_is_down(prefix: str) -> None:
+    dead = aioredis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+    await remember_alert(dead, prefix, b"{}")  # logged, not raised: the alert is already on its topic
+    await dead.aclose()

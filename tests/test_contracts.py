@@ -47,6 +47,16 @@ AGGREGATE = {
     "evaluators": {"exact_match": {"count": 120, "mean": 0.5, "pass_rate": 0.5}},
     "published_at": "2026-11-21T10:01:05Z",
 }  # fmt: skip
+# with every optional field of the window statistics (docs/statistics.md), so mutations reach them too
+AGGREGATE_FULL = {
+    **AGGREGATE, "ci_low": 0.67, "ci_high": 0.75, "dead_letters": 3, "dead_letter_rate": 0.024,
+    "judge_error_rate": 0.01, "tokens": {"prompt": 1200, "completion": 300}, "latency_p95_ms": 250.0,
+    "judges": {"glm": {"n": 100, "mean": 7.1, "std": 1.2, "errors": 1, "error_rate": 0.0099, "drift": 0.4},
+               "new": {"n": 0, "mean": None, "std": None, "errors": 0, "error_rate": None, "drift": None}},
+    "judge_pearson": {"deepseek|glm": 0.83, "glm|minimax": None}, "alpha": 0.71, "consistency": 0.9,
+    "consistency_n": 12, "late": 2, "late_redirected": 1, "warnings": ["consistency 0.75 < 0.8"],
+}  # fmt: skip
+ALERT_FULL = {**ALERT, "min_count": 20, "cooldown_s": 300, "figures": {"mean": 0.41, "alpha": None}}
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +77,7 @@ def valid_documents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[
                      "timestamp": "2026-11-21T10:00:00.123456+08:00", "schema_version": 1})  # fmt: skip
     load = lambda p: [orjson.loads(x) for x in p.read_bytes().splitlines()]  # noqa: E731
     return {"request": requests, "result": load(tmp / "out.jsonl"), "deadletter": load(tmp / "dl.jsonl"),
-            "alert": [ALERT], "aggregate": [AGGREGATE]}  # fmt: skip
+            "alert": [ALERT, ALERT_FULL], "aggregate": [AGGREGATE, AGGREGATE_FULL]}  # fmt: skip
 
 
 def _verdicts(name: str, model: type[BaseModel], document: Any) -> tuple[bool, bool]:

@@ -30,7 +30,8 @@ async def make_result(event_id: str, output: str, *, model: str = "gpt:4/o", ts:
 
 @pytest.fixture
 def store(aredis: aioredis.Redis, prefix: str) -> ResultStore:
-    return ResultStore(aredis, prefix=prefix, windows=(60, 3600))
+    # "now" is just after the events' time, so their windows are open (tests/test_windows.py covers lateness)
+    return ResultStore(aredis, prefix=prefix, windows=(60, 3600), clock=lambda: 1795255200 + 31)
 
 
 async def test_aggregates_are_exact(store: ResultStore) -> None:

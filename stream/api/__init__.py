@@ -9,6 +9,7 @@ from ._openapi import openapi_document
 from ._ops import broker_check, judge_checks
 from ._server import DEFAULT_API_PORT, create_web_app, serve_api, start_web
 from ._settings import ApiSettings, load_api_settings
+from ._stats import remember_alert
 
 __all__ = [
     "DEFAULT_API_PORT",
@@ -21,6 +22,7 @@ __all__ = [
     "judge_checks",
     "load_api_settings",
     "openapi_document",
+    "remember_alert",
     "serve_api",
     "start_web",
 ]

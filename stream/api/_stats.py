@@ -5,13 +5,14 @@ They read the raw Redis hashes the store writes (README "Redis layout", stream/s
 ``P dl:all``. The latest windows are found with SCAN over ``P agg:{size}:*`` (bounded by the windows'
 TTL), so the dashboard also shows streams whose event times are in the past.
 
-Alerts: the statistics work (issue 6) publishes alerts; until it stores them, ``/api/v1/alerts``
-reads the Redis list ``P alerts:recent`` (newest first, JSON documents of the alert schema) and
-answers an empty list when there is none.
+Alerts: the window closer publishes them to the alerts topic; the worker also pushes each one it
+publishes onto the Redis list ``P alerts:recent`` (:func:`remember_alert`, newest first, the last
+500 kept), which ``/api/v1/alerts`` reads (an empty list before any alert fired).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import defaultdict
 from typing import Any
@@ -23,7 +24,28 @@ from aiohttp import web
 
 from ._errors import BadRequest
 
-__all__ = ["STATS_KEY", "StatsConfig", "routes"]
+__all__ = ["RECENT_ALERTS", "STATS_KEY", "StatsConfig", "recent_alerts_key", "remember_alert", "routes"]
+
+log = logging.getLogger(__name__)
+
+#: how many alerts ``P alerts:recent`` keeps
+RECENT_ALERTS = 500
+
+
+def recent_alerts_key(prefix: str) -> str:
+    return f"{prefix}alerts:recent"
+
+
+async def remember_alert(client: aioredis.Redis, prefix: str, encoded: bytes) -> None:
+    """Keep a published alert for the dashboard. Never raises: the alert is already on its topic."""
+    key = recent_alerts_key(prefix)
+    try:
+        async with client.pipeline(transaction=True) as pipe:
+            pipe.lpush(key, encoded)
+            pipe.ltrim(key, 0, RECENT_ALERTS - 1)
+            await pipe.execute()
+    except Exception as exc:  # the dashboard misses one alert rather than the stream stalling
+        log.warning("could not keep the alert for the dashboard: %s", exc)
 
 
 class StatsConfig:
@@ -176,7 +198,7 @@ async def alerts(request: web.Request) -> web.Response:
     config = request.app[STATS_KEY]
     limit = _int_param(request, "limit", 50, 1, 500)
     out = []
-    for raw in await config.client.lrange(f"{config.prefix}alerts:recent", 0, limit - 1):
+    for raw in await config.client.lrange(recent_alerts_key(config.prefix), 0, limit - 1):
         try:
             doc = orjson.loads(raw)
         except orjson.JSONDecodeError:

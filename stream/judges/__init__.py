@@ -21,11 +21,19 @@ from ._errors import (
     JudgeUnavailable,
     map_httpx_error,
 )
-from ._panel import Judge, JudgeHub, judge_counters, panel_score
+from ._panel import (
+    Judge,
+    JudgeHub,
+    agreement_counters,
+    judge_counters,
+    panel_score,
+    repeat_counters,
+    zscore_panel_score,
+)
 from ._parse import Verdict, normalise, parse_answer
 from ._prompts import TEMPLATE_VERSION, Prompt, build_metric, build_report, build_rubric
 from ._rubrics import CRITERIA, METRIC_PROMPTS, REPORT_DIMENSIONS, RUBRICS
-from ._suite import PANEL_RESULT_NAME, Judgement, SuiteJudge, sampled
+from ._suite import PANEL_RESULT_NAME, Judgement, SuiteJudge, rejudged, sampled
 
 __all__ = [
     "CRITERIA",
@@ -56,6 +64,7 @@ __all__ = [
     "SuiteJudgeConfig",
     "TokenBudget",
     "Verdict",
+    "agreement_counters",
     "build_metric",
     "build_report",
     "build_rubric",
@@ -66,5 +75,8 @@ __all__ = [
     "panel_judges",
     "panel_score",
     "parse_answer",
+    "rejudged",
+    "repeat_counters",
     "sampled",
+    "zscore_panel_score",
 ]

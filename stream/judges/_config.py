@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ._rubrics import METRIC_PROMPTS, MetricPrompt
 
 __all__ = [
+    "Aggregation",
     "BlendMode",
     "FallbackSpec",
     "JudgeConfig",
@@ -43,6 +44,7 @@ __all__ = [
 JudgeScale = Literal["1-5", "0-10"]
 PromptKind = Literal["rubric", "report"]
 BlendMode = Literal["blend", "fallback"]
+Aggregation = Literal["weighted", "zscore"]
 
 #: weights are decimals typed by people: 0.3 + 0.3 + 0.4 is 1.0000000000000002 in floats
 WEIGHT_TOLERANCE = 1e-6
@@ -107,6 +109,12 @@ class SuiteJudgeConfig(_Strict):
     default_score: float = Field(default=0.0, ge=0.0, le=1.0,
                                  description="seed 002: the LLM score used when no judge answers")
     min_judges: int = Field(default=1, ge=1, description="fewer answers than this: the panel failed")
+    aggregation: Aggregation = Field(default="weighted",
+                                     description="weighted (seed 003 加权平均) or zscore (seed 003 Z-score 标准化)")
+    zscore_min_n: int = Field(default=30, ge=2,
+                              description="zscore: scores a judge needs before its norm is used; fewer: weighted")
+    consistency_rate: float = Field(default=0.1, ge=0.0, le=1.0,
+                                    description="seed 003 一致性检查 (blend): share of judged events asked twice, by id hash")
 
     @field_validator("default_category")
     @classmethod
@@ -125,6 +133,8 @@ class SuiteJudgeConfig(_Strict):
             raise ValueError("mode fallback needs a non-empty 'fallbacks' list")
         if self.mode == "blend" and self.fallbacks:
             raise ValueError("'fallbacks' only applies to mode fallback")
+        if self.mode == "fallback" and self.aggregation == "zscore":
+            raise ValueError("aggregation zscore applies to mode blend (the norms are of rubric scores)")
         return self
 
 

@@ -12,6 +12,14 @@ usual weighted mean of the (updated) evaluator scores.
 Sampling: an event is judged when ``H(event id) < sample_rate``, with ``H`` the first 8 bytes of the
 id's SHA-256 as a fraction of 2^64, so a replay samples the same events. Unsampled events keep the
 rule scores and get a judge block with status ``unsampled``.
+
+Panel aggregation (blend): ``weighted`` is :func:`panel_score`; ``zscore`` is seed 003's Z-score
+standardisation (:func:`zscore_panel_score`) using the hub's running per-judge norms, falling back to
+the weighted mean (and saying so in the reason) until every answering judge has ``zscore_min_n`` scores.
+
+Consistency (seed 003 一致性检查): a judged event is asked a second time, bypassing the cache, when
+``H("consistency:" + id) < consistency_rate``; the (first, repeat) pairs go into the window counters
+(:func:`repeat_counters`), the repeat never changes the score.
 """
 
 from __future__ import annotations
@@ -25,10 +33,18 @@ from dataclasses import dataclass
 from ..grading import combine
 from ..models import EvaluatorResult, JudgeBlock, JudgeFallback, JudgeVerdict, RequestEvent
 from ._config import FallbackSpec, SuiteJudgeConfig
-from ._panel import Judge, JudgeHub, judge_counters, panel_score
+from ._panel import (
+    Judge,
+    JudgeHub,
+    agreement_counters,
+    judge_counters,
+    panel_score,
+    repeat_counters,
+    zscore_panel_score,
+)
 from ._prompts import Prompt, build_metric, build_report, build_rubric, known_category
 
-__all__ = ["PANEL_RESULT_NAME", "Judgement", "SuiteJudge", "sampled"]
+__all__ = ["PANEL_RESULT_NAME", "Judgement", "SuiteJudge", "rejudged", "sampled"]
 
 #: name of the weight-0 evaluator result that carries the panel score and judge counters
 PANEL_RESULT_NAME = "judge_panel"
@@ -40,6 +56,14 @@ def sampled(event_id: str, rate: float) -> bool:
         return True
     fraction = int.from_bytes(hashlib.sha256(event_id.encode()).digest()[:8], "big") / 2.0**64
     return fraction < rate
+
+
+def rejudged(event_id: str, rate: float) -> bool:
+    """Whether a judged event is asked twice (seed 003 一致性检查); a salted hash, independent of sampling."""
+    return rate > 0 and sampled("consistency:" + event_id, rate)
+
+
+Asked = tuple[list[JudgeVerdict], list[JudgeVerdict]]  # the panel's verdicts, and the repeat's (or [])
 
 
 @dataclass(frozen=True)
@@ -59,14 +83,24 @@ class SuiteJudge:
         self.judges: list[Judge] = hub.panel(config.judges)
         self.threshold = threshold
 
-    def begin(self, event: RequestEvent) -> asyncio.Task[list[JudgeVerdict]] | None:
+    def begin(self, event: RequestEvent) -> asyncio.Task[Asked] | None:
         """Start a blend panel's calls now (they do not depend on the rule scores); None otherwise."""
         if self.config.mode != "blend" or not sampled(event.id, self.config.sample_rate):
             return None
-        return asyncio.ensure_future(self.hub.ask_all(self._blend_asks(event)))
+        return asyncio.ensure_future(self._ask_blend(event))
+
+    async def _ask_blend(self, event: RequestEvent) -> Asked:
+        asks = self._blend_asks(event)
+        if not rejudged(event.id, self.config.consistency_rate):
+            return await self.hub.ask_all(asks), []
+        first, repeat = await asyncio.gather(
+            self.hub.ask_all(asks),
+            asyncio.gather(*(self.hub.ask(judge, prompt, fresh=True) for judge, prompt in asks)),
+        )
+        return first, list(repeat)
 
     async def run(self, event: RequestEvent, results: list[EvaluatorResult],
-                  started: asyncio.Task[list[JudgeVerdict]] | None = None) -> Judgement:  # fmt: skip
+                  started: asyncio.Task[Asked] | None = None) -> Judgement:  # fmt: skip
         """Judge ``event`` given its rule results; ``started`` is what :meth:`begin` returned."""
         metrics = combine((r.score, r.weight) for r in results)
         if not sampled(event.id, self.config.sample_rate):
@@ -74,8 +108,8 @@ class SuiteJudge:
             block = self._block("unsampled", metrics, metrics, None, reason, category=None)
             return Judgement(metrics, block, results, {})
         if self.config.mode == "blend":
-            verdicts = await (started if started is not None else self.hub.ask_all(self._blend_asks(event)))
-            return self._blend(event, results, metrics, verdicts)
+            verdicts, repeat = await (started if started is not None else self._ask_blend(event))
+            return self._blend(event, results, metrics, verdicts, repeat)
         return await self._fallback(event, results, metrics)
 
     # -- seed 000 blend ----------------------------------------------------------------------
@@ -92,13 +126,20 @@ class SuiteJudge:
         return [(j, build_rubric(event, category, j.config.scale, blind=j.config.blind)) for j in self.judges]
 
     def _blend(self, event: RequestEvent, results: list[EvaluatorResult], metrics: float,
-               verdicts: list[JudgeVerdict]) -> Judgement:  # fmt: skip
+               verdicts: list[JudgeVerdict], repeat: list[JudgeVerdict]) -> Judgement:  # fmt: skip
         cfg = self.config
         category = self._category(event)
         answered = sum(v.status == "ok" for v in verdicts)
         panel = panel_score(verdicts) if answered >= cfg.min_judges else None
         note = "" if category is None or category == event.category else (
             f"; category {event.category!r} has no seed 003 rubric, used {category}")
+        if panel is not None and cfg.aggregation == "zscore":
+            z = zscore_panel_score(verdicts, self.hub.norms, cfg.zscore_min_n)
+            if z is None:
+                note += f"; z-score norms not ready (fewer than {cfg.zscore_min_n} scores per judge): weighted mean"
+            else:
+                note += f"; z-score panel {z:.2f} (weighted {panel:.2f})"
+                panel = z
         if panel is None:
             final = metrics
             reason = f"judge panel failed ({_failures(verdicts)}); final = metrics only (seed 000 fallback){note}"
@@ -113,7 +154,13 @@ class SuiteJudge:
                 reason += f"; {_failures(verdicts)}"
         block = self._block(status, metrics, final, panel, reason, category=category, judges=verdicts)
         panel_result = self._panel_result(None if panel is None else panel / 10.0, status, verdicts)
-        return Judgement(final, block, [*results, panel_result], judge_counters(verdicts))
+        counters = judge_counters(verdicts)
+        for extra in (agreement_counters([verdicts]), repeat_counters(verdicts, repeat) if repeat else {}):
+            for name, value in extra.items():
+                counters[name] = counters.get(name, 0.0) + value
+        if repeat:
+            panel_result.details["repeat"] = {v.name: v.score for v in repeat}  # type: ignore[index]
+        return Judgement(final, block, [*results, panel_result], counters)
 
     # -- seed 002 per-metric fallback --------------------------------------------------------
     async def _fallback(self, event: RequestEvent, results: list[EvaluatorResult], metrics: float) -> Judgement:
@@ -167,7 +214,9 @@ class SuiteJudge:
         out = updated
         if asked:
             out = [*updated, self._panel_result(None if panel is None else panel / 10.0, status, verdicts)]
-        return Judgement(final_score, block, out, judge_counters(verdicts))
+        counters = judge_counters(verdicts)
+        counters.update(agreement_counters(list(per_metric.values())))  # one unit per asked metric
+        return Judgement(final_score, block, out, counters)
 
     # -- helpers -----------------------------------------------------------------------------
     def _block(self, status: str, metrics: float, final: float, panel: float | None, reason: str, *,

@@ -60,7 +60,7 @@ def free_port() -> int:
 def browser() -> Iterator[WebDriver]:
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000", "--lang=zh-CN"):
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,2000", "--lang=zh-CN"):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -74,13 +74,19 @@ def browser() -> Iterator[WebDriver]:
 def site(broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], tmp_path: Path) -> Iterator[str]:
     """A worker serving the pages; its suite scores events with two seed 001 presets."""
     config = tmp_path / "suites.yaml"
-    config.write_text(yaml.safe_dump({"suites": [{"name": "qa", "default": True, "evaluators": [
-        {"evaluator": "exact_match"}, {"evaluator": "similarity", "params": {"threshold": 0.8}}]}]}))  # fmt: skip
+    config.write_text(yaml.safe_dump({
+        "suites": [{"name": "qa", "default": True, "evaluators": [
+            {"evaluator": "exact_match"}, {"evaluator": "similarity", "params": {"threshold": 0.8}}]}],
+        # 2 s windows close quickly, so the rule (2 of 3 outputs pass) fires while the test watches
+        "windowing": {"allowed_lateness_s": 1},
+        "alerts": [{"name": "qa-pass-rate-low", "metric": "pass_rate", "comparator": "<", "threshold": 0.9,
+                    "window": 2, "severity": "warning"}],
+    }))  # fmt: skip
     import asyncio
 
     asyncio.run(ensure_topics(broker.bootstrap, topics.values(), partitions=2))
     port = free_port()
-    start_worker(config, STREAMEVAL_WEB_PORT=str(port), STREAMEVAL_API_TOKEN=TOKEN)
+    start_worker(config, STREAMEVAL_WEB_PORT=str(port), STREAMEVAL_API_TOKEN=TOKEN, STREAMEVAL_WINDOWS="2,60")
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + WAIT_S
     while True:
@@ -211,4 +217,7 @@ def test_dashboard_changes_while_events_flow(browser: WebDriver, site: str, brok
     bars = {b.get_attribute("data-name"): int(b.get_attribute("data-value")) for b in browser.find_elements(By.CSS_SELECTOR, "#grade-chart rect")}
     assert sum(bars.values()) == 90 and set(bars) <= {"excellent", "good", "pass", "fail", "severe_defect"}
     assert browser.find_element(By.ID, "pass-rate").text == f"{60 / 90 * 100:.1f}%"  # 2 of every 3 outputs match
+    alert = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#alerts li"), "an alert on the dashboard")[0]
+    assert "qa-pass-rate-low" in alert.text and "× qa" in alert.text and "warning" in alert.text
+    assert not browser.find_element(By.ID, "no-alerts").is_displayed()
     browser.save_screenshot(str(ARTIFACTS / "07-dashboard-90.png"))

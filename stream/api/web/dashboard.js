@@ -48,7 +48,10 @@ async function refresh() {
 
   const list = alerts.payload.data;
   $("no-alerts").hidden = list.length > 0;
-  $("alerts").replaceChildren(...list.map((a) => SE.el("li", {}, `${a.fired_at || a.firedAt || ""} ${a.rule || a.name || "alert"}: ${a.message || a.reason || JSON.stringify(a)}`)));
+  // alert v1 (schemas/alert.v1.json): rule, severity, model, suite, message, fired_at
+  $("alerts").replaceChildren(...list.map((a) => SE.el("li", { class: `alert ${a.severity || ""}` },
+    SE.el("span", { class: "badge" }, a.severity || "alert"), " ", SE.time(a.fired_at), " ",
+    SE.el("b", {}, a.rule || "?"), ` · ${a.model || ""} × ${a.suite || ""}: ${a.message || ""}`)));
 
   $("pairs-table").querySelector("tbody").replaceChildren(...all.map((p) => SE.el("tr", {},
     SE.el("td", {}, p.model), SE.el("td", {}, p.suite), SE.el("td", {}, String(p.count)),

@@ -1,0 +1,285 @@
+"""Closing event-time windows: one aggregate per window × model × suite, and the alerts, once.
+
+The worker calls :meth:`WindowCloser.run_once` every ``STREAMEVAL_CLOSE_INTERVAL_S`` (a Faust timer in
+``streameval.agents``; tests call it directly). Each run:
+
+1. reads the **watermark**: the Redis server's clock (``TIME``) minus ``allowed_lateness_s``. A window
+   ``[start, start + size)`` is due when ``start + size <= watermark``.
+2. for each due window (``P windows:{size}`` lists those with data), sets its closed mark
+   ``P closed:{size}:{start}``. From then on the store's record script sends that window's late events to
+   the window open now, counting them there as ``late_redirected`` (see streameval.store).
+3. takes a publishing lease ``P closing:{size}:{start}`` (``SET NX PX``); only the worker that gets it
+   goes on, so with several workers each window is published once.
+4. reads every pair's window hash (after the closed mark, so nothing can still be added), builds
+   :class:`~streameval.models.Aggregate` records, checks the alert rules (each alert is claimed with
+   ``SET NX`` on its id, and a cooldown key per rule × model × suite), sends everything, then marks the
+   lease ``done`` and forgets the window. A worker that dies after step 3 leaves the lease to expire
+   (``lease_s``); the next worker publishes the window then (at least once in that crash case; the
+   alert claims still hold, so alerts are not repeated).
+
+Why the Redis clock and not the largest event time seen: each worker owns only some partitions, so
+per-worker event-time maxima disagree and an idle partition would hold windows open for ever; a shared
+"max event time" in Redis would let one producer with a fast clock (or a replay of old data) close
+windows early for everyone. Tansu's unreliable offsets (DESIGN.md) rule out offset-based watermarks.
+The Redis clock is one clock for all workers, advances when input stops, and makes "allowed lateness"
+mean what operators expect: how long after a window ends its events may still arrive. The cost: a
+replay of old events lands entirely in late windows (``late_redirected``), which the aggregate reports.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+from urllib.parse import unquote
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .alerts import AlertRule, build_alert, check_alert_windows, fires
+from .models import Aggregate, AggregateEvaluator, AggregateJudge, AlertWindow, format_time
+from .stats import Moments, confidence_interval, histogram_quantile, krippendorff_alpha, moments, pearson
+from .store import ResultStore
+
+__all__ = ["CONSISTENCY_WARN_BELOW", "Send", "WindowCloser", "WindowingConfig", "build_aggregate", "judge_norms"]
+
+log = logging.getLogger(__name__)
+
+#: seed 003 一致性检查: repeat-vs-first correlation below this warns
+CONSISTENCY_WARN_BELOW = 0.8
+_PANEL = "ev:judge_panel:c:"
+
+# KEYS[1] the alert's claim, KEYS[2] the rule × pair cooldown (value: when it last fired, closer clock).
+# ARGV: 1 worker id, 2 ttl, 3 now, 4 cooldown s. Returns 1 publish, 0 already claimed, -1 in cooldown.
+_ALERT_CLAIM = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) then return 0 end
+if tonumber(ARGV[4]) > 0 then
+  local last = redis.call('GET', KEYS[2])
+  if last and tonumber(ARGV[3]) - tonumber(last) < tonumber(ARGV[4]) then return -1 end
+  redis.call('SET', KEYS[2], ARGV[3], 'EX', ARGV[2])
+end
+return 1
+"""
+
+#: async send(kind, key, value) with kind "aggregate" or "alert"
+Send = Callable[[str, bytes, bytes], Awaitable[None]]
+
+
+class WindowingConfig(BaseModel):
+    """The suite file's optional top-level ``windowing:`` block (the window sizes are STREAMEVAL_WINDOWS)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    allowed_lateness_s: float = Field(default=5.0, ge=0.0,
+                                      description="a window closes this long after its end (Redis clock)")
+    close_interval_s: float = Field(default=1.0, gt=0.0, description="how often each worker looks for due windows")
+    lease_s: float = Field(default=30.0, gt=0.0,
+                           description="a window's publisher has this long before another worker may take over")
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _fields(raw: dict[Any, Any]) -> dict[str, float]:
+    return {_text(k): float(v) for k, v in raw.items()}
+
+
+@dataclass(frozen=True)
+class _Panel:
+    judges: dict[str, dict[str, float]]  # judge -> counter -> value
+    pairs: dict[tuple[str, str], dict[str, float]]
+    alpha: dict[str, float]
+    repeat: dict[str, float]
+
+
+def _panel(fields: dict[str, float]) -> _Panel:
+    panel = _Panel({}, {}, {}, {})
+    for field, value in fields.items():
+        if not field.startswith(_PANEL):
+            continue
+        name = field[len(_PANEL):]
+        if ":" not in name:  # "{judge}.{counter}" (judge names have no ':')
+            judge, _, counter = name.rpartition(".")
+            panel.judges.setdefault(judge, {})[counter] = value
+        elif name.startswith("pair:"):
+            _, a, b, stat = name.split(":")
+            panel.pairs.setdefault((a, b), {})[stat] = value
+        elif name.startswith("alpha:"):
+            panel.alpha[name[6:]] = value
+        elif name.startswith("repeat:"):
+            panel.repeat[name[7:]] = value
+    return panel
+
+
+def _sums(stats: dict[str, float]) -> tuple[float, ...]:
+    return tuple(stats.get(k, 0.0) for k in ("n", "sx", "sy", "sxx", "syy", "sxy"))
+
+
+def _judge_moments(counters: dict[str, float]) -> Moments:
+    return moments(counters.get("n", 0.0), counters.get("score_sum", 0.0), counters.get("score_sumsq", 0.0))
+
+
+def build_aggregate(
+    model: str, suite: str, size: int, start: int, fields: dict[str, float], all_time: dict[str, float], *,
+    dead_letters: int, window_events: int, published_at: str,
+) -> Aggregate:  # fmt: skip
+    """The aggregate of one window hash (``fields``); ``all_time`` gives the judges' drift baseline.
+
+    ``dead_letters`` and ``window_events`` (results of every pair in the window) give the dead-letter rate.
+    """
+    score = moments(fields.get("count", 0.0), fields.get("sum", 0.0), fields.get("sumsq", 0.0))
+    ci = confidence_interval(score)
+    evaluators: dict[str, AggregateEvaluator] = {}
+    for field, value in fields.items():
+        # "ev:{name}:count", not an evaluator's own counter "ev:{name}:c:count"
+        if field.startswith("ev:") and field.endswith(":count") and ":c:" not in field and value > 0:
+            name = field[3:-6]
+            evaluators[name] = AggregateEvaluator(
+                count=int(value), mean=fields.get(f"ev:{name}:sum", 0.0) / value,
+                pass_rate=min(1.0, fields.get(f"ev:{name}:passes", 0.0) / value))  # fmt: skip
+    panel, history = _panel(fields), _panel(all_time)
+    judges: dict[str, AggregateJudge] = {}
+    for name, counters in sorted(panel.judges.items()):
+        m, errors = _judge_moments(counters), int(counters.get("errors", 0.0))
+        base = _judge_moments(history.judges.get(name, {}))
+        drift = abs(m.mean - base.mean) / base.std if m.n and base.n >= 2 and base.std > 0 else None
+        judges[name] = AggregateJudge(n=m.n, mean=m.mean if m.n else None, std=m.std if m.n >= 2 else None,
+                                      errors=errors, error_rate=errors / (m.n + errors) if m.n + errors else None,
+                                      drift=drift)  # fmt: skip
+    asked = sum(j.n + j.errors for j in judges.values())
+    repeat = pearson(*_sums(panel.repeat))
+    consistency_n = int(panel.repeat.get("n", 0.0))
+    warnings = []
+    if repeat is not None and repeat < CONSISTENCY_WARN_BELOW:
+        warnings.append(f"judge consistency {repeat:.2f} < {CONSISTENCY_WARN_BELOW} over {consistency_n} repeats (seed 003)")
+    redirected = int(fields.get("late_redirected", 0.0))
+    if redirected:
+        warnings.append(f"{redirected} event(s) of already closed windows counted here (beyond the allowed lateness)")
+    latency_counts = {int(f[4:]): v for f, v in fields.items() if f.startswith("lat:")}
+    total = dead_letters + window_events
+    return Aggregate(
+        model=model, suite=suite,
+        window=AlertWindow(size_s=size, start=format_time(start), end=format_time(start + size)),
+        count=score.n, mean=score.mean, std=score.std,
+        pass_rate=min(1.0, fields.get("passes", 0.0) / score.n) if score.n else 0.0,
+        grades={f[6:]: int(v) for f, v in sorted(fields.items()) if f.startswith("grade:") and v},
+        evaluators=evaluators, published_at=published_at,
+        ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None,
+        dead_letters=dead_letters, dead_letter_rate=dead_letters / total if total else None,
+        judge_error_rate=sum(j.errors for j in judges.values()) / asked if asked else None,
+        tokens={kind: int(sum(c.get(f"{kind}_tokens", 0.0) for c in panel.judges.values()))
+                for kind in ("prompt", "completion")} if panel.judges else {},
+        latency_p95_ms=histogram_quantile(latency_counts, 0.95),
+        judges=judges,
+        judge_pearson={f"{a}|{b}": pearson(*_sums(stats)) for (a, b), stats in sorted(panel.pairs.items())},
+        alpha=krippendorff_alpha(*(panel.alpha.get(k, 0.0) for k in ("n", "s1", "s2", "do"))),
+        consistency=repeat, consistency_n=consistency_n,
+        late=int(fields.get("late", 0.0)), late_redirected=redirected,
+        warnings=warnings,
+    )  # fmt: skip
+
+
+def judge_norms(all_time: Sequence[dict[str, float]]) -> dict[str, Moments]:
+    """Each judge's running mean and std over every pair's all-time hash (for z-score aggregation)."""
+    sums: dict[str, list[float]] = {}
+    for fields in all_time:
+        for name, counters in _panel(fields).judges.items():
+            acc = sums.setdefault(name, [0.0, 0.0, 0.0])
+            for i, key in enumerate(("n", "score_sum", "score_sumsq")):
+                acc[i] += counters.get(key, 0.0)
+    return {name: moments(*acc) for name, acc in sums.items()}
+
+
+class WindowCloser:
+    """Publishes closed windows and their alerts exactly once across workers (module docstring)."""
+
+    def __init__(
+        self, store: ResultStore, rules: Sequence[AlertRule] = (), *, allowed_lateness_s: float = 5.0,
+        lease_s: float = 30.0, worker_id: str | None = None, clock: Callable[[], Awaitable[float]] | None = None,
+    ) -> None:  # fmt: skip
+        check_alert_windows(rules, store.windows)
+        self.store = store
+        self.rules = tuple(rules)
+        self.allowed_lateness_s = allowed_lateness_s
+        self.lease_ms = int(lease_s * 1000)
+        self.worker_id = worker_id or f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._clock = clock  # tests inject one; default: the Redis server's clock
+        self._alert_claim = store.client.register_script(_ALERT_CLAIM)
+
+    async def now(self) -> float:
+        if self._clock is not None:
+            return await self._clock()
+        seconds, micros = await self.store.client.time()
+        return float(seconds) + float(micros) / 1e6
+
+    async def run_once(self, send: Send) -> int:
+        """Close and publish every due window; returns how many windows this worker published."""
+        now = await self.now()
+        watermark = now - self.allowed_lateness_s
+        published = 0
+        client, p = self.store.client, self.store.prefix
+        for size in self.store.windows:
+            key = self.store.open_windows_key(size)
+            due = cast(list[bytes], await client.zrangebyscore(key, "-inf", watermark - size))
+            for raw_start in due:
+                start = int(float(_text(raw_start)))
+                await client.set(self.store.closed_key(size, start), self.worker_id, ex=self.store.window_ttl_s)
+                lease = f"{p}closing:{size}:{start}"
+                if not await client.set(lease, self.worker_id, nx=True, px=self.lease_ms):
+                    continue
+                await self._publish(size, start, now, send)
+                await client.set(lease, "done", ex=self.store.window_ttl_s)
+                await client.zrem(key, raw_start)
+                published += 1
+        return published
+
+    async def _publish(self, size: int, start: int, now: float, send: Send) -> None:
+        store, client = self.store, self.store.client
+        members = sorted(_text(m) for m in await client.smembers(store.window_pairs_key(size, start)))
+        pairs = [tuple(unquote(part) for part in m.split(":", 1)) for m in members]
+        async with client.pipeline(transaction=False) as pipe:
+            for model, suite in pairs:
+                pipe.hgetall(store.window_key(size, start, model, suite))
+                pipe.hgetall(store.all_time_key(model, suite))
+            pipe.hgetall(store.dead_letter_key(size, start))
+            replies = await pipe.execute()
+        dead = int(sum(float(v) for v in replies[-1].values()))
+        windows = [_fields(replies[2 * i]) for i in range(len(pairs))]
+        total = int(math.fsum(w.get("count", 0.0) for w in windows))
+        stamp = format_time(now)
+        for i, (model, suite) in enumerate(pairs):
+            aggregate = build_aggregate(model, suite, size, start, windows[i], _fields(replies[2 * i + 1]),
+                                        dead_letters=dead, window_events=total, published_at=stamp)  # fmt: skip
+            for warning in aggregate.warnings:
+                log.warning("%s / %s, window %s: %s", model, suite, aggregate.window.start, warning)
+            await send("aggregate", f"{model}:{suite}".encode(), aggregate.model_dump_json().encode())
+            for rule in self.rules:
+                value = fires(rule, aggregate)
+                if value is None or not await self._claim(rule, aggregate, now):
+                    continue
+                alert = build_alert(rule, aggregate, value, fired_at=stamp)
+                await send("alert", alert.id.encode(), alert.model_dump_json().encode())
+
+    async def _claim(self, rule: AlertRule, aggregate: Aggregate, now: float) -> bool:
+        """Exactly once per rule × window × pair, then not again within the rule's cooldown."""
+        p, pair = self.store.prefix, self.store.pair_id(aggregate.model, aggregate.suite)
+        keys = [f"{p}alert:{rule.name}:{aggregate.window.size_s}:{aggregate.window.start}:{pair}",
+                f"{p}cooldown:{rule.name}:{pair}"]  # fmt: skip
+        reply = await self._alert_claim(keys=keys, args=[self.worker_id, self.store.window_ttl_s, repr(now),
+                                                          rule.cooldown_s])  # fmt: skip
+        if int(reply) == -1:
+            log.info("alert %s for %s / %s suppressed: cooldown", rule.name, aggregate.model, aggregate.suite)
+        return int(reply) == 1
+
+    async def refresh_norms(self) -> dict[str, Moments]:
+        """Per-judge running mean and std from every pair's all-time hash (z-score panel aggregation)."""
+        pairs = await self.store.pairs()
+        async with self.store.client.pipeline(transaction=False) as pipe:
+            for model, suite in pairs:
+                pipe.hgetall(self.store.all_time_key(model, suite))
+            replies = await pipe.execute()
+        return judge_norms([_fields(r) for r in replies])
