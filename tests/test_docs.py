@@ -63,7 +63,7 @@ def cli_options() -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize(("command", "option"), cli_options())
 def test_every_cli_command_and_option_is_documented(command: str, option: str) -> None:
-    row = next((line for line in DOCS.splitlines() if line.startswith(f"| `streameval {command}")), None)
+    row = next((line for line in README.splitlines() if line.startswith(f"| `streameval {command}")), None)
     assert row is not None, f"no row for streameval {command}"
     assert option in row
 
