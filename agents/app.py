@@ -11,8 +11,8 @@ import asyncio
 import logging
 import os
 import tempfile
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import faust
 from faust.sensors import Monitor
@@ -20,6 +20,7 @@ from faust.types import TP, EventT
 
 from streameval import telemetry
 from streameval.api import remember_alert
+from streameval.inflight import InFlight
 from streameval.pipeline import Source
 from streameval.processor import Processor, Publish
 from streameval.settings import Settings
@@ -28,7 +29,6 @@ from streameval.windows import WindowCloser
 __all__ = ["BATCHES_IN_FLIGHT", "BATCH_MAX", "BATCH_WITHIN_S", "QuietMonitor", "create_app"]
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 BATCH_MAX = 256  # events evaluated and recorded together (one Redis round trip per batch)
 BATCH_WITHIN_S = 0.05  # how long a partial batch waits for more events
@@ -119,59 +119,35 @@ def create_app(
 
     @app.agent(requests, name="evaluate")
     async def evaluate(stream: faust.StreamT[bytes]) -> None:
-        # Up to BATCHES_IN_FLIGHT batches are evaluated at once; one publisher sends their messages in
-        # input order. An event is acked (its offset may be committed) only after the broker has
-        # acknowledged every message of its batch: offsets never pass an unpublished result. Acks may
-        # complete out of order; Faust commits only the contiguous acked prefix of a partition.
+        # Up to BATCHES_IN_FLIGHT batches are evaluated at once, published in input order, and acked
+        # only once the broker has every message of the batch (streameval.inflight): offsets never
+        # pass an unpublished result.
         proc = await processor()
-        queue: asyncio.Queue[tuple[list[EventT], asyncio.Future[list[Publish]]]] = asyncio.Queue(BATCHES_IN_FLIGHT)
-        acking: set[asyncio.Future[None]] = set()
-        publisher = asyncio.ensure_future(_publish(stream, queue, acking))
+        producer = app.producer
+        names = {kind: topic.get_topic_name() for kind, topic in topics.items()}
+
+        async def send(message: Publish) -> Any:
+            # the producer directly: Topic.send adds a FutureMessage, callbacks and a debug log line per
+            # message (a fifth of the worker's CPU, docs/performance.md). The topics exist (worker.py).
+            return await producer.send(names[message.kind], message.key, message.value, None, None, None)
+
+        async def ack(events: Sequence[EventT]) -> None:
+            for event in events:
+                await stream.ack(event)
+
+        inflight: InFlight[EventT] = InFlight(send, ack, limit=BATCHES_IN_FLIGHT)
         try:
             async for events in stream.noack_take(BATCH_MAX, within=BATCH_WITHIN_S):
-                if publisher.done():  # it only ends by failing: let Faust see that (the agent crashes)
-                    publisher.result()
                 batch = [
                     (bytes(e.message.value or b""), Source(e.message.topic, e.message.partition, e.message.offset))
                     for e in events
                 ]
                 # process_batch never raises for a bad event (dead letters); it waits out Redis outages.
-                await queue.put((list(events), asyncio.ensure_future(proc.process_batch(batch))))
+                # submit raises PublishFailed after a failed delivery: the agent stops, nothing is acked.
+                await inflight.submit(list(events), proc.process_batch(batch))
                 telemetry.observe_lag(((s.topic, s.partition, s.offset) for _, s in batch), _highwater)
         finally:
-            publisher.cancel()
-            for _, task in _drain(queue):
-                task.cancel()
-            for ack in acking:
-                ack.cancel()
-
-    async def _publish(
-        stream: faust.StreamT[bytes],
-        queue: asyncio.Queue[tuple[list[EventT], asyncio.Future[list[Publish]]]],
-        acking: set[asyncio.Future[None]],
-    ) -> None:
-        producer = app.producer
-        names = {kind: topic.get_topic_name() for kind, topic in topics.items()}
-        while True:
-            events, task = await queue.get()
-            delivered = []
-            for message in await task:
-                # the producer directly: Topic.send adds a FutureMessage, a callback chain and a debug
-                # log line per message (a fifth of the worker's CPU, docs/performance.md)
-                delivered.append(await producer.send(names[message.kind], message.key, message.value, None, None, None))
-            ack = asyncio.ensure_future(_ack_when_delivered(stream, events, delivered))
-            acking.add(ack)
-            ack.add_done_callback(acking.discard)
-
-    async def _ack_when_delivered(stream: faust.StreamT[bytes], events: list[EventT], delivered: list[Any]) -> None:
-        try:
-            await asyncio.gather(*delivered)
-        except Exception:  # not acked: the events are evaluated again after a restart (idempotent)
-            log.exception("the broker did not take a batch's results; stopping so they are redelivered")
-            await app.crash(RuntimeError("publishing results failed"))  # type: ignore[attr-defined]
-            return
-        for event in events:
-            await stream.ack(event)
+            await inflight.close()
 
     async def send(kind: str, key: bytes, value: bytes) -> None:
         await topics[kind].send(key=key, value=value)
@@ -200,9 +176,3 @@ def create_app(
 
     return app
 
-
-def _drain(queue: asyncio.Queue[T]) -> list[T]:
-    items = []
-    while not queue.empty():
-        items.append(queue.get_nowait())
-    return items

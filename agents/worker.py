@@ -30,6 +30,8 @@ __all__ = ["run_worker"]
 
 log = logging.getLogger(__name__)
 
+REDIS_CONNECTIONS = 64  # per worker process; the Redis server may be shared
+
 
 def run_worker(settings: Settings) -> None:
     """Run until SIGTERM/SIGINT. Raises :class:`ConfigError` before touching the broker if misconfigured."""
@@ -54,7 +56,13 @@ def run_worker(settings: Settings) -> None:
     asyncio.set_event_loop(asyncio.new_event_loop())  # asyncio.run closed its loop; Faust needs one
 
     async def make_processor() -> Processor:
-        client = aioredis.Redis.from_url(redis_url, socket_timeout=10, socket_connect_timeout=5)
+        # Blocking pool: with batches in flight, thousands of judge-cache reads can be waiting at once;
+        # they queue for one of the connections instead of failing with MaxConnectionsError (which
+        # turned every cache read into a judge call, docs/performance.md).
+        pool = aioredis.BlockingConnectionPool.from_url(
+            redis_url, max_connections=REDIS_CONNECTIONS, timeout=30, socket_timeout=10, socket_connect_timeout=5
+        )
+        client = aioredis.Redis(connection_pool=pool)
 
         async def ping() -> object:
             try:

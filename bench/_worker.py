@@ -1,0 +1,247 @@
+"""Shared by the worker benchmarks: events, the raw aiokafka baseline, worker subprocesses, Redis.
+
+Not a benchmark itself. Every figure is measured from the first output record to the last, so start-up
+(Faust's group join) is excluded. RSS is read from /proc (Linux).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+import redis
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from pydantic import ValidationError
+
+from streameval.embedded import EmbeddedRedis
+from streameval.kafka_io import Record, collect
+from streameval.models import RequestEvent
+
+__all__ = ["ROOT", "RULE_SUITE", "WorkerRun", "demo_events", "pick_redis", "raw_loop", "rule_events",
+           "run_workers", "slope_kb_per_100k", "step", "topic_names", "write_config"]  # fmt: skip
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# the issue's rule-only suite: the seed 001 presets + token_f1 + rouge_l + bleu (300-token outputs)
+RULE_SUITE = {
+    "suites": [{
+        "name": "rules", "default": True, "threshold": 0.5,
+        "evaluators": [
+            {"evaluator": "exact_match"},
+            {"evaluator": "contains"},
+            {"evaluator": "regex", "params": {"pattern": r"answer\s*(is|:)", "flags": "i"}},
+            {"evaluator": "json_schema", "params": {"schema": {"type": "object"}}},
+            {"evaluator": "similarity", "params": {"algorithm": "levenshtein"}},
+            {"evaluator": "token_f1"},
+            {"evaluator": "rouge_l"},
+            {"evaluator": "bleu"},
+        ],
+    }],
+}  # fmt: skip
+
+_WORDS = ("the model answers that a river flows north through the valley and the city grows along "
+          "its banks while farmers plant wheat in spring and harvest it late in the summer").split()  # fmt: skip
+
+
+def step(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def demo_events(count: int) -> list[bytes]:
+    """``count`` valid events (the example file's valid lines with fresh ids): every one gives a result."""
+    templates = []
+    for line in (ROOT / "examples" / "events.jsonl").read_bytes().splitlines():
+        try:
+            event = RequestEvent.model_validate_json(line)
+        except ValidationError:
+            continue  # the example file's deliberately invalid lines
+        if event.suite is None:
+            templates.append(orjson.loads(line))
+    return [orjson.dumps({**templates[i % len(templates)], "id": f"bench-{i}"}) for i in range(count)]
+
+
+def rule_events(count: int, tokens: int = 300, seed: int = 7) -> list[bytes]:
+    """Events with ``tokens``-word outputs and a reference of the same length sharing most words."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        output = [rng.choice(_WORDS) for _ in range(tokens)]
+        expected = [w if rng.random() < 0.8 else rng.choice(_WORDS) for w in output]
+        out.append(orjson.dumps({"id": f"bench-{i}", "model": "bench-model", "input": "Describe the valley.",
+                                 "output": " ".join(output), "expected": " ".join(expected)}))  # fmt: skip
+    return out
+
+
+def write_config(config: dict[str, object]) -> Path:
+    handle = tempfile.NamedTemporaryFile(prefix="bench-suites-", suffix=".json", delete=False)
+    handle.write(orjson.dumps(config))  # JSON is YAML
+    handle.close()
+    return Path(handle.name)
+
+
+def topic_names(run: str) -> dict[str, str]:
+    return {n: f"bench{run}.evals.{n}" for n in ("requests", "results", "deadletter", "alerts", "aggregates")}
+
+
+def pick_redis() -> tuple[str, EmbeddedRedis | None]:
+    """REDIS_URL, else 127.0.0.1:6379, else an embedded server (stop it afterwards)."""
+    if os.environ.get("REDIS_URL"):
+        return os.environ["REDIS_URL"], None
+    try:
+        socket.create_connection(("127.0.0.1", 6379), timeout=0.5).close()
+        return "redis://127.0.0.1:6379/0", None
+    except OSError:
+        server = EmbeddedRedis().start()
+        return server.url, server
+
+
+async def raw_loop(bootstrap: str, source: str, sink: str, count: int) -> float:
+    """Events/s of consume -> transform (parse, add a field, serialise) -> produce with plain aiokafka."""
+    consumer = AIOKafkaConsumer(source, bootstrap_servers=bootstrap, group_id=f"raw-{uuid.uuid4().hex[:6]}",
+                                auto_offset_reset="earliest", enable_auto_commit=True)  # fmt: skip
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    await consumer.start()
+    await producer.start()
+    try:
+        done = 0
+        first = 0.0
+        pending = []
+        while done < count:
+            batches = await consumer.getmany(timeout_ms=1000, max_records=1000)
+            for records in batches.values():
+                for msg in records:
+                    if not first:
+                        first = time.perf_counter()
+                    event = orjson.loads(msg.value)
+                    event["seen"] = True
+                    pending.append(await producer.send(sink, orjson.dumps(event), key=msg.key))
+                    done += 1
+            if len(pending) > 2000:
+                await asyncio.gather(*pending)
+                pending.clear()
+        await asyncio.gather(*pending)
+        return count / (time.perf_counter() - first)
+    finally:
+        await consumer.stop()
+        await producer.stop()
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+@dataclass
+class WorkerRun:
+    """What a run saw: arrival time of every result, and (time, results so far, RSS kB of each worker)."""
+
+    stamps: list[float] = field(default_factory=list)
+    rss: list[tuple[float, int, list[int]]] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return (len(self.stamps) - 1) / (self.stamps[-1] - self.stamps[0])
+
+
+async def run_workers(
+    bootstrap: str,
+    redis_url: str,
+    topics: dict[str, str],
+    count: int,
+    config: Path,
+    *,
+    workers: int = 1,
+    partitions: int = 1,
+    on_record: Callable[[Record], None] | None = None,
+    started: Callable[[], object] | None = None,
+    env: dict[str, str] | None = None,
+) -> WorkerRun:
+    """Start ``workers`` worker processes, read ``count`` results, stop them and delete their Redis keys.
+
+    ``started`` is awaited (if it returns an awaitable) once the results reader is running, e.g. to
+    produce the events at a fixed rate.
+    """
+    prefix = f"streameval-bench:{uuid.uuid4().hex[:8]}:"
+    app_id = f"bench-{uuid.uuid4().hex[:6]}"
+    base = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "REDIS_URL": redis_url,
+            "STREAMEVAL_CONFIG": str(config), "STREAMEVAL_APP_ID": app_id, "STREAMEVAL_REDIS_PREFIX": prefix,
+            "STREAMEVAL_LOG_LEVEL": "warn", "STREAMEVAL_TOPIC_PARTITIONS": str(partitions),
+            **{f"STREAMEVAL_TOPIC_{k.upper()}": v for k, v in topics.items()}, **(env or {})}  # fmt: skip
+    logs: list[str] = []
+    procs: list[subprocess.Popen[bytes]] = []
+    for n in range(workers):
+        log = tempfile.NamedTemporaryFile(prefix=f"bench-worker{n}-", suffix=".log", delete=False)
+        logs.append(log.name)
+        procs.append(subprocess.Popen([sys.executable, "-m", "streameval", "worker"],
+                                      env={**base, "STREAMEVAL_DATA_DIR": tempfile.mkdtemp(prefix="bench-faust-")},
+                                      stdout=log, stderr=subprocess.STDOUT))  # fmt: skip
+    run = WorkerRun()
+
+    def record(r: Record) -> None:
+        run.stamps.append(time.perf_counter())
+        if on_record is not None:
+            on_record(r)
+
+    async def watch() -> None:
+        while all(p.poll() is None for p in procs):
+            run.rss.append((time.perf_counter(), len(run.stamps), [_rss_kb(p.pid) for p in procs]))
+            await asyncio.sleep(0.5)
+        raise RuntimeError(f"a worker exited; logs: {', '.join(logs)}")
+
+    reading = asyncio.ensure_future(
+        collect(bootstrap, [topics["results"]], until=lambda r: len(r) >= count, timeout=1800, on_record=record)
+    )
+    watcher = asyncio.ensure_future(watch())
+    try:
+        if started is not None:
+            maybe = started()
+            if asyncio.iscoroutine(maybe):
+                await maybe
+        done, _ = await asyncio.wait([reading, watcher], return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()  # raises if a worker died or reading timed out
+    finally:
+        reading.cancel()
+        watcher.cancel()
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=30)
+        _delete_prefix(redis_url, prefix)
+    return run
+
+
+def _delete_prefix(redis_url: str, prefix: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    keys = list(client.scan_iter(match=f"{prefix}*", count=5000))
+    for i in range(0, len(keys), 1000):
+        client.delete(*keys[i : i + 1000])
+
+
+def slope_kb_per_100k(samples: Sequence[tuple[float, int, list[int]]]) -> float:
+    """Least-squares slope of RSS (kB, first worker) against results, per 100 k results, second half only
+    (the first half includes warm-up: imports, pools, caches filling)."""
+    points = [(n, rss[0]) for _, n, rss in samples if n > 0 and rss and rss[0]]
+    points = points[len(points) // 2 :]
+    if len(points) < 3:
+        return float("nan")
+    mx = sum(x for x, _ in points) / len(points)
+    my = sum(y for _, y in points) / len(points)
+    var = sum((x - mx) ** 2 for x, _ in points)
+    return float("nan") if not var else 100_000 * sum((x - mx) * (y - my) for x, y in points) / var
