@@ -35,7 +35,7 @@ BATCH_WITHIN_S = 0.05  # how long a partial batch waits for more events
 # Batches evaluated at the same time. One batch at a time bounds a worker by its slowest evaluator
 # (256 events per 200 ms judge round); overlapping batches keep the judges busy while results are
 # still published in input order and acked only once the broker has them (docs/performance.md).
-BATCHES_IN_FLIGHT = 8
+BATCHES_IN_FLIGHT = 4
 
 
 class QuietMonitor(Monitor):
