@@ -1,9 +1,10 @@
 """End-to-end latency of one worker (produce -> result consumed) at half its maximum rate, one run.
 
-    python bench/latency.py [--events 20000] [--seconds 10] [--workload rules|demo]
+    python bench/latency.py [--events 20000] [--seconds 10] [--workload rules|demo] [--fraction 0.5]
 
 1. max rate: one worker drains a backlog of ``--events`` events (as bench/throughput.py (b));
 2. a fresh worker gets warm-up events until its first result arrives, then events at half that rate
+   (``--fraction``)
    for ``--seconds``; each event's latency is (result read by this process) - (handed to the producer).
 Prints p50 / p99 / max of step 2 and the achieved rate. Target: p99 < 100 ms. Nothing is asserted.
 """
@@ -33,6 +34,7 @@ async def main() -> None:
     parser.add_argument("--events", type=int, default=20_000, help="backlog for the max-rate run")
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the half-rate run")
     parser.add_argument("--workload", choices=("rules", "demo"), default="rules")
+    parser.add_argument("--fraction", type=float, default=0.5, help="driven rate = this x the max rate")
     args = parser.parse_args()
     make = rule_events if args.workload == "rules" else demo_events
     config = write_config(RULE_SUITE) if args.workload == "rules" else ROOT / "examples" / "suites.yaml"
@@ -44,7 +46,7 @@ async def main() -> None:
         await produce(broker.bootstrap, topics["requests"], backlog)
         step("1. max rate (backlog)")
         top = (await run_workers(broker.bootstrap, redis_url, topics, len(backlog), config)).rate
-        rate = top / 2
+        rate = top * args.fraction
         total = int(rate * args.seconds)
         step(f"1. {top:.0f} events/s; 2. {rate:.0f} events/s for {args.seconds:g} s")
 
