@@ -17,7 +17,17 @@ import time
 import uuid
 
 import orjson
-from _worker import RULE_SUITE, ROOT, demo_events, pick_redis, rule_events, run_workers, step, topic_names, write_config
+from _worker import (
+    ROOT,
+    RULE_SUITE,
+    demo_events,
+    pick_redis,
+    rule_events,
+    run_workers,
+    step,
+    topic_names,
+    write_config,
+)
 from aiokafka import AIOKafkaProducer
 
 from streameval.embedded import EmbeddedBroker
