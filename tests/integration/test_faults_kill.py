@@ -12,6 +12,7 @@ import os
 import random
 import signal
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
