@@ -45,7 +45,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20_000)
     args = parser.parse_args()
     events = _valid_events()
-    _, suites = parse_config({"suites": [{"name": "s", "default": True, "evaluators": [{"evaluator": "exact_match"}]}]})
+    _, suites = parse_config(
+        {"suites": [{"name": "s", "default": True, "evaluators": [{"evaluator": "exact_match"}]}]}
+    )
     pipeline = Pipeline(suites)
     rows = {
         "pydantic model_validate_json (baseline)": RequestEvent.model_validate_json,

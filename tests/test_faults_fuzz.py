@@ -22,19 +22,29 @@ from streameval.errors import InvalidJSON
 from streameval.pipeline import Pipeline
 from streameval.strictjson import check_depth, check_strict, nesting_depth
 
+pytestmark = pytest.mark.faults
+
 MAX_BYTES, MAX_DEPTH = 4096, 16
 BATCHES, PER_BATCH = 200, 50  # 10,000 events
 
 
 def _pipeline() -> Pipeline:
-    _, suites = parse_config({"suites": [{"name": "s", "default": True, "evaluators": [{"evaluator": "exact_match"}]}]})
+    _, suites = parse_config(
+        {"suites": [{"name": "s", "default": True, "evaluators": [{"evaluator": "exact_match"}]}]}
+    )
     return Pipeline(suites, max_event_bytes=MAX_BYTES, max_event_depth=MAX_DEPTH)
 
 
 PIPELINE = _pipeline()
 ids = st.text(min_size=1, max_size=20)
 texts = st.text(max_size=40)
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=False, allow_infinity=False), texts)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+    texts,
+)
 
 
 def _base(event_id: str) -> dict[str, object]:
@@ -46,7 +56,7 @@ def _dup_key(draw: st.DrawFn) -> bytes:
     body = orjson.dumps(_base(draw(ids)))[1:-1]
     pair = orjson.dumps({key: draw(ids)})[1:-1]  # a valid value: only the duplicate is wrong
     if key == "inner":  # the duplicate hides in free-form metadata
-        return b'{' + body + b',"metadata":{' + pair + b"," + pair + b"}}"
+        return b"{" + body + b',"metadata":{' + pair + b"," + pair + b"}}"
     return b"{" + body + b"," + pair + b"}"
 
 
@@ -58,11 +68,20 @@ def _nan(draw: st.DrawFn) -> bytes:
 def _deep(draw: st.DrawFn) -> bytes:
     depth = draw(st.integers(MAX_DEPTH, 600))  # the event's own object adds one level
     opener, closer = draw(st.sampled_from([(b"[", b"]"), (b'{"a":', b"}")]))
-    return orjson.dumps(_base(draw(ids)))[:-1] + b',"metadata":{"n":' + opener * depth + b"1" + closer * depth + b"}}"
+    return (
+        orjson.dumps(_base(draw(ids)))[:-1]
+        + b',"metadata":{"n":'
+        + opener * depth
+        + b"1"
+        + closer * depth
+        + b"}}"
+    )
 
 
 def _wrong_type(draw: st.DrawFn) -> bytes:
-    field = draw(st.sampled_from(["id", "model", "output", "tags", "references", "metadata", "label", "timestamp"]))
+    field = draw(
+        st.sampled_from(["id", "model", "output", "tags", "references", "metadata", "label", "timestamp"])
+    )
     good = {"id": "s", "model": "s", "output": "s", "tags": [], "references": [], "metadata": {}, "label": True,
             "timestamp": "2026-11-21T10:00:00Z"}  # fmt: skip
     bad = draw(st.one_of(scalars, st.lists(scalars, max_size=3), st.dictionaries(texts, scalars, max_size=3)).filter(
@@ -80,7 +99,11 @@ def _missing(draw: st.DrawFn) -> bytes:
 def _bad_utf8(draw: st.DrawFn) -> bytes:
     raw = orjson.dumps(_base(draw(ids)))
     cut = draw(st.integers(1, len(raw) - 1))
-    return raw[:cut] + draw(st.sampled_from([b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80"])) + raw[cut:]
+    return (
+        raw[:cut]
+        + draw(st.sampled_from([b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80"]))
+        + raw[cut:]
+    )
 
 
 def _truncated(draw: st.DrawFn) -> bytes:
@@ -142,7 +165,9 @@ def test_fuzzed_events_are_all_dead_lettered_with_a_reason(batch: list[tuple[str
     ],
 )
 async def test_pydantic_gaps_are_dead_lettered(raw: bytes, words: str) -> None:
-    _, suites = parse_config({"suites": [{"name": "s", "default": True, "evaluators": [{"evaluator": "exact_match"}]}]})
+    _, suites = parse_config(
+        {"suites": [{"name": "s", "default": True, "evaluators": [{"evaluator": "exact_match"}]}]}
+    )
     outcome = await Pipeline(suites, max_event_depth=40).process(raw)
     assert outcome.dead_letter is not None and outcome.dead_letter.kind == "invalid_json"
     assert words in outcome.dead_letter.reason
@@ -150,14 +175,23 @@ async def test_pydantic_gaps_are_dead_lettered(raw: bytes, words: str) -> None:
 
 @pytest.mark.parametrize(
     ("raw", "depth"),
-    [(b"1", 0), (b"{}", 1), (b'{"a":[{"b":[]}]}', 4), (b'{"a":"[[[[{{{"}', 1), (b'["\\"[["]', 1), (b"[[],[[]]]", 3)],
+    [
+        (b"1", 0),
+        (b"{}", 1),
+        (b'{"a":[{"b":[]}]}', 4),
+        (b'{"a":"[[[[{{{"}', 1),
+        (b'["\\"[["]', 1),
+        (b"[[],[[]]]", 3),
+    ],
 )
 def test_nesting_depth_ignores_brackets_in_strings(raw: bytes, depth: int) -> None:
     assert nesting_depth(raw) == depth
 
 
 def test_strict_json_accepts_ordinary_events() -> None:
-    raw = orjson.dumps({**_base("a"), "metadata": {"s": "NaN Infinity [[[[", "n": [1.5, -2e300, {"k": None}]}})
+    raw = orjson.dumps(
+        {**_base("a"), "metadata": {"s": "NaN Infinity [[[[", "n": [1.5, -2e300, {"k": None}]}}
+    )
     check_depth(raw, max_depth=4)
     check_strict(raw)
     with pytest.raises(InvalidJSON, match="nested 4 levels deep; the limit is 3"):

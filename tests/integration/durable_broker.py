@@ -9,9 +9,9 @@ bound to 127.0.0.1, and both children die with the test process.
 from __future__ import annotations
 
 import os
-import sys
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Self

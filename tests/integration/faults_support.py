@@ -50,7 +50,9 @@ def make_stream(valid: int, invalid: int, *, seed: int, run: str) -> tuple[list[
     rng = random.Random(seed)
     answers = ["Paris", "Lyon", "Rome", "Madrid"]
     events = [
-        orjson.dumps({"id": f"{run}-{i}", "model": f"m{i % 3}", "output": rng.choice(answers), "expected": "Paris"})
+        orjson.dumps(
+            {"id": f"{run}-{i}", "model": f"m{i % 3}", "output": rng.choice(answers), "expected": "Paris"}
+        )
         for i in range(valid)
     ]
     ids = {f"{run}-{i}" for i in range(valid)}
@@ -106,7 +108,9 @@ class LiveReader:
 
         Re-published copies carry their first evaluation time, so this measures new work.
         """
-        return await self.wait_for(lambda: self.newest_evaluation > wall, timeout=timeout, what="a fresh result")
+        return await self.wait_for(
+            lambda: self.newest_evaluation > wall, timeout=timeout, what="a fresh result"
+        )
 
     async def wait_for(self, check: Callable[[], bool], *, timeout: float, what: str) -> float:
         """Wait until ``check()`` holds (and return the seconds it took); fails after ``timeout``."""
@@ -115,7 +119,9 @@ class LiveReader:
             if self._task is not None and self._task.done():
                 self._task.result()  # raise the reader's error
             if time.monotonic() - start > timeout:
-                raise AssertionError(f"timed out after {timeout}s waiting for {what} ({len(self.result_ids)} ids so far)")
+                raise AssertionError(
+                    f"timed out after {timeout}s waiting for {what} ({len(self.result_ids)} ids so far)"
+                )
             await asyncio.sleep(0.05)
         return time.monotonic() - start
 
@@ -142,7 +148,12 @@ class Accounting:
 
 
 async def account(
-    records: list[Record], topics: dict[str, str], ids: set[str], bad: set[bytes], client: aioredis.Redis, prefix: str
+    records: list[Record],
+    topics: dict[str, str],
+    ids: set[str],
+    bad: set[bytes],
+    client: aioredis.Redis,
+    prefix: str,
 ) -> Accounting:
     """The exact accounting of one fault test run; ``problems`` lists every violation found."""
     out = Accounting()

@@ -25,7 +25,7 @@ from streameval.kafka_io import ensure_topics, produce
 from .durable_broker import S3Broker, SeaweedS3
 from .faults_support import LiveReader, account, make_stream, write_config
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
 VALID, INVALID, DOWN_S = 4_000, 80, 5.0
 

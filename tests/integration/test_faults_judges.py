@@ -28,7 +28,7 @@ from streameval.models import GradedResult
 
 from .faults_support import LiveReader, write_config
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
 EVENTS = 800
 JUDGE = ("{{name: {name}, protocol: {protocol}, base_url: '{url}', model: simulated-{name}, weight: 0.5, "
@@ -49,14 +49,17 @@ async def test_failing_judges_do_not_stall_and_results_say_what_was_used(
     async with start_judge_sim(**sim) as url:
         judges = [JUDGE.format(name="sim-a", protocol="openai", url=f"{url}/v1", attempts=2),
                   JUDGE.format(name="sim-b", protocol="anthropic", url=url, attempts=1)]  # fmt: skip
-        config = write_config(tmp_path, f"""
+        config = write_config(
+            tmp_path,
+            f"""
 judges: [{", ".join(judges)}]
 suites:
   - name: qa
     default: true
     evaluators: [{{evaluator: exact_match}}, {{evaluator: token_f1}}]
     judge: {{min_judges: 1, consistency_rate: 0}}
-""")
+""",
+        )
         async with LiveReader(broker.bootstrap, topics["results"], topics["deadletter"]) as reader:
             await produce(broker.bootstrap, topics["requests"], events)
             start = time.monotonic()

@@ -26,7 +26,7 @@ from streameval.kafka_io import ensure_topics, produce
 
 from .faults_support import LiveReader, account, make_stream, write_config
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
 VALID, INVALID, KILLS = 20_000, 400, 5
 
