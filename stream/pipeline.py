@@ -34,6 +34,7 @@ from .evaluators import Score
 from .grading import combine, grade
 from .judges import PANEL_RESULT_NAME, JudgeCache, JudgeHub, SuiteJudge
 from .models import DeadLetter, DeadLetterSource, EvaluatorResult, GradedResult, RequestEvent, format_time
+from .strictjson import DEFAULT_MAX_EVENT_DEPTH, check_depth, check_strict
 
 __all__ = ["DEFAULT_MAX_EVENT_BYTES", "Outcome", "Pipeline", "Source"]
 
@@ -66,6 +67,7 @@ class Pipeline:
         suites: Suites,
         *,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        max_event_depth: int = DEFAULT_MAX_EVENT_DEPTH,
         clock: Callable[[], float] = time.time,
         judge_cache: JudgeCache | None = None,
         judge_transport: httpx.AsyncBaseTransport | None = None,
@@ -80,6 +82,7 @@ class Pipeline:
                 for s in suites.all if s.config.judge is not None
             }  # fmt: skip
         self.max_event_bytes = max_event_bytes
+        self.max_event_depth = max_event_depth
         self.clock = clock
         # Built once: used only to explain a rejection in the contract's own terms.
         self._request_validator = Draft202012Validator(schemas.load("request"))
@@ -96,14 +99,22 @@ class Pipeline:
 
     # -- decode -------------------------------------------------------------------------------
     def decode(self, raw: bytes) -> RequestEvent:
-        """Parse and validate one request event. Raises an :class:`EventError` subclass."""
+        """Parse and validate one request event. Raises an :class:`EventError` subclass.
+
+        Events over ``max_event_bytes`` are rejected before any parsing (memory stays bounded by it);
+        accepted ones must also be strict JSON (no duplicate keys, NaN/Infinity, or nesting deeper
+        than ``max_event_depth``: :mod:`streameval.strictjson`).
+        """
         if len(raw) > self.max_event_bytes:
             raise EventTooLarge(f"event is {len(raw)} bytes; the limit is {self.max_event_bytes}")
+        check_depth(raw, max_depth=self.max_event_depth)  # before pydantic parses any depth
         try:
             # pydantic validation mirrors schemas/request-event.v1.json (tests/test_contracts.py)
-            return RequestEvent.model_validate_json(raw)
+            event = RequestEvent.model_validate_json(raw)
         except ValidationError as exc:
             raise self._explain(raw, exc) from None
+        check_strict(raw, event_id=event.id)
+        return event
 
     def _explain(self, raw: bytes, exc: ValidationError) -> EventError:
         errors = exc.errors(include_url=False)
