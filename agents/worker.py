@@ -82,6 +82,7 @@ def run_worker(settings: Settings) -> None:
         pipeline = Pipeline(
             suites,
             max_event_bytes=settings.max_event_bytes,
+            max_event_depth=settings.max_event_depth,
             judge_cache=JudgeCache(client, prefix=settings.redis_prefix),
         )
         # registered evaluators read this copy of the registry; it follows API changes live

@@ -126,7 +126,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return asyncio.run(run_demo(args, console))
     if args.command == "evaluate":
         limit = {"max_event_bytes": args.max_event_bytes} if args.max_event_bytes is not None else {}
-        return _evaluate(args, load_settings(**limit).max_event_bytes, console)
+        return _evaluate(args, load_settings(**limit), console)
     if args.command == "check":
         return _check(args.config, console)
     settings = load_settings(**({"kafka_bootstrap_servers": args.bootstrap} if args.bootstrap else {}))
@@ -162,7 +162,7 @@ def _check(path: Path, console: Console) -> int:
     return EXIT_OK
 
 
-def _evaluate(args: argparse.Namespace, max_event_bytes: int, console: Console) -> int:
+def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) -> int:
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
     from .config import load_config
@@ -184,7 +184,7 @@ def _evaluate(args: argparse.Namespace, max_event_bytes: int, console: Console) 
         task = progress.add_task("evaluate", total=size, done=0)
         summary = asyncio.run(
             evaluate_file(
-                Pipeline(suites, max_event_bytes=max_event_bytes), args.input, args.output, deadletter, concurrency=args.concurrency,
+                Pipeline(suites, max_event_bytes=settings.max_event_bytes, max_event_depth=settings.max_event_depth), args.input, args.output, deadletter, concurrency=args.concurrency,
                 on_progress=lambda done, read: progress.update(task, completed=read, done=done),
             )
         )  # fmt: skip

@@ -13,7 +13,7 @@ from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
 from .errors import ConfigError, ConfigIssue
-from .pipeline import DEFAULT_MAX_EVENT_BYTES
+from .pipeline import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_EVENT_DEPTH
 
 __all__ = ["Settings", "load_settings"]
 
@@ -50,6 +50,10 @@ class Settings(BaseSettings):
     )
     max_event_bytes: int = Field(
         default=DEFAULT_MAX_EVENT_BYTES, ge=1024, description="larger events are dead-lettered as too_large"
+    )
+    max_event_depth: int = Field(
+        default=DEFAULT_MAX_EVENT_DEPTH, ge=2, le=1000,
+        description="deeper JSON nesting is dead-lettered as invalid_json (checked before parsing)",
     )
     broker_session_timeout: float = Field(
         default=10.0, gt=0, description="Kafka consumer session timeout, s (Tansu holds JoinGroup for half of it)"
