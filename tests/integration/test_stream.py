@@ -20,7 +20,9 @@ import redis.asyncio as aioredis
 
 from streameval.cli import main as cli_main
 from streameval.embedded import EmbeddedBroker
-from streameval.kafka_io import Record, collect, ensure_topics, produce, tail
+from streameval.kafka_io import Record, collect, ensure_topics, produce
+
+from ._topics import read_all
 
 pytestmark = pytest.mark.integration
 
@@ -66,28 +68,6 @@ async def snapshot(client: aioredis.Redis, prefix: str) -> dict[str, dict[bytes,
         async for key in client.scan_iter(match=pattern, count=1000):
             out[key.decode()] = await client.hgetall(key)
     return out
-
-
-async def read_all(bootstrap: str, topics: list[str], *, idle: float = 2.0) -> list[Record]:
-    """Everything on ``topics``: read until no message arrives for ``idle`` seconds.
-
-    (A bounded wait for quiescence is the point here: it proves no extra copies were published.
-    End offsets cannot be used: Tansu's ListOffsets LATEST is wrong, see DESIGN.md.)
-    """
-    records: list[Record] = []
-
-    async def run() -> None:
-        async for record in tail(bootstrap, topics):
-            records.append(record)
-
-    task = asyncio.create_task(run())
-    seen = -1
-    while seen != len(records):
-        seen = len(records)
-        await asyncio.sleep(idle)
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
-    return records
 
 
 def by_topic(records: list[Record], topic: str) -> list[Record]:

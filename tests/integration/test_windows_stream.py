@@ -7,7 +7,6 @@ open when it arrived (``late_redirected``). Windows are 2 s and the lateness 4 s
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -18,8 +17,10 @@ import pytest
 import redis.asyncio as aioredis
 
 from streameval.embedded import EmbeddedBroker
-from streameval.kafka_io import Record, collect, ensure_topics, produce, tail
+from streameval.kafka_io import Record, collect, ensure_topics, produce
 from streameval.models import Aggregate, Alert, format_time, parse_time
+
+from ._topics import read_all
 
 pytestmark = pytest.mark.integration
 
@@ -39,24 +40,6 @@ alerts:
 def event(event_id: str, at: float, model: str = "m1", output: str = "Paris") -> bytes:
     return orjson.dumps({"id": event_id, "model": model, "output": output, "expected": "Paris",
                          "timestamp": format_time(at)})  # fmt: skip
-
-
-async def quiet_read(bootstrap: str, topics: list[str], *, idle: float = 2.0) -> list[Record]:
-    """Everything on ``topics``, read until nothing new arrives for ``idle`` s (proves no extra copies)."""
-    records: list[Record] = []
-
-    async def run() -> None:
-        async for record in tail(bootstrap, topics):
-            records.append(record)
-
-    task = asyncio.create_task(run())
-    seen = -1
-    while seen != len(records):
-        seen = len(records)
-        await asyncio.sleep(idle)
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
-    return records
 
 
 async def redis_now(client: aioredis.Redis) -> float:
@@ -92,7 +75,7 @@ async def test_two_workers_publish_each_window_and_alert_once_and_place_late_eve
         return sum(Aggregate.model_validate_json(r.value).count for r in records) >= total
 
     await collect(broker.bootstrap, [topics["aggregates"]], until=all_counted, timeout=60)
-    records = await quiet_read(broker.bootstrap, [topics["aggregates"], topics["alerts"]])
+    records = await read_all(broker.bootstrap, [topics["aggregates"], topics["alerts"]])
     for worker in workers:
         assert worker.proc.poll() is None, worker.log()[-3000:]
     aggregates = [Aggregate.model_validate_json(r.value) for r in records if r.topic == topics["aggregates"]]
