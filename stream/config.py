@@ -50,6 +50,12 @@ from .windows import WindowingConfig
 __all__ = ["EvaluatorSpec", "Match", "StreamEvalConfig", "Suite", "SuiteConfig", "Suites", "load_config", "parse_config"]
 
 
+def _require_unique(kind: str, names: list[str]) -> None:
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"{kind} names must be unique; repeated: {', '.join(dupes)}")
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -104,28 +110,19 @@ class StreamEvalConfig(_Strict):
     @field_validator("alerts")
     @classmethod
     def _unique_alerts(cls, alerts: list[AlertRule]) -> list[AlertRule]:
-        names = [a.name for a in alerts]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"alert rule names must be unique; repeated: {', '.join(dupes)}")
+        _require_unique("alert rule", [a.name for a in alerts])
         return alerts
 
     @field_validator("judges")
     @classmethod
     def _unique_judges(cls, judges: list[JudgeConfig]) -> list[JudgeConfig]:
-        names = [j.name for j in judges]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"judge names must be unique; repeated: {', '.join(dupes)}")
+        _require_unique("judge", [j.name for j in judges])
         return judges
 
     @field_validator("suites")
     @classmethod
     def _unique_names(cls, suites: list[SuiteConfig]) -> list[SuiteConfig]:
-        names = [s.name for s in suites]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"suite names must be unique; repeated: {', '.join(dupes)}")
+        _require_unique("suite", [s.name for s in suites])
         if sum(s.default for s in suites) > 1:
             raise ValueError("at most one suite may be the default")
         return suites
