@@ -14,8 +14,9 @@ from streameval._util import redact_url
 from streameval.alerts import check_alert_windows
 from streameval.api import broker_check, create_web_app, judge_checks, load_api_settings, start_web
 from streameval.api._settings import ApiSettings
-from streameval.config import load_config
+from streameval.config import parse_config_text, read_config_text
 from streameval.errors import ConfigError, StoreUnavailable
+from streameval.evalpool import EvalPool
 from streameval.judges import JudgeCache
 from streameval.kafka_io import ensure_topics
 from streameval.pipeline import Pipeline
@@ -26,7 +27,7 @@ from streameval.store import ResultStore, retry_forever
 
 from .app import create_app
 
-__all__ = ["run_worker"]
+__all__ = ["make_faust_worker", "run_worker"]
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,9 @@ def run_worker(settings: Settings) -> None:
         raise ConfigError("no suite config: pass --config FILE or set STREAMEVAL_CONFIG")
     if not settings.redis_url:
         raise ConfigError("no Redis: set REDIS_URL (the worker keeps idempotency and aggregates there)")
-    _, suites = load_config(settings.config)  # fail fast, with file and field path
+    config_file = settings.config
+    config_text = read_config_text(config_file)
+    _, suites = parse_config_text(config_text, file=config_file)  # fail fast, with file and field path
     check_alert_windows(suites.alerts, settings.windows, file=settings.config)
     api = load_api_settings()
     redis_url = settings.redis_url
@@ -95,7 +98,11 @@ def run_worker(settings: Settings) -> None:
             await registry.close()
             await client.aclose()
 
-        processor = Processor(pipeline, store, on_close=close)
+        pool = None
+        if settings.eval_processes:
+            pool = EvalPool(config_text, config_file, settings.eval_processes,
+                            max_event_bytes=settings.max_event_bytes, max_event_depth=settings.max_event_depth)  # fmt: skip
+        processor = Processor(pipeline, store, on_close=close, pool=pool)
         await processor.start()
         log.info("streameval worker ready: %d suite(s), Redis %s", len(suites.all), redact_url(redis_url))
         return processor
@@ -103,8 +110,16 @@ def run_worker(settings: Settings) -> None:
     app = create_app(settings, make_processor, close_interval_s=suites.windowing.close_interval_s)
     if api.web_port is not None:
         _serve_web(app, settings, api, [(j.name, j.base_url) for j in suites.judges if j.enabled])
+    make_faust_worker(app, settings).execute_from_commandline()
+
+
+def make_faust_worker(app: faust.App, settings: Settings) -> faust.Worker:
     worker = faust.Worker(app, loglevel=settings.log_level, stdout=sys.stdout, stderr=sys.stderr)
-    worker.execute_from_commandline()
+    # Faust's start-up spinner, at log levels of warn and above, sets the root logger to DEBUG so that it
+    # spins on every record: aiokafka then builds a debug record per message sent (~5 % of a worker's CPU,
+    # docs/performance.md). A service's log is no terminal: no spinner.
+    worker.spinner = None
+    return worker
 
 
 def _serve_web(app: faust.App, settings: Settings, api: ApiSettings, judges: list[tuple[str, str]]) -> None:

@@ -28,7 +28,7 @@ from streameval.embedded import EmbeddedRedis
 from streameval.kafka_io import Record, collect
 from streameval.models import RequestEvent
 
-__all__ = ["ROOT", "RULE_SUITE", "WorkerRun", "demo_events", "pick_redis", "raw_loop", "rule_events",
+__all__ = ["ROOT", "RULE_SUITE", "WorkerRun", "demo_events", "pick_redis", "raw_eval_loop", "raw_loop", "rule_events",
            "run_workers", "slope_kb_per_100k", "step", "topic_names", "write_config"]  # fmt: skip
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,8 +106,16 @@ def pick_redis() -> tuple[str, EmbeddedRedis | None]:
         return server.url, server
 
 
-async def raw_loop(bootstrap: str, source: str, sink: str, count: int) -> float:
-    """Events/s of consume -> transform (parse, add a field, serialise) -> produce with plain aiokafka."""
+def _add_field(value: bytes) -> bytes:
+    event = orjson.loads(value)
+    event["seen"] = True
+    return orjson.dumps(event)
+
+
+async def raw_loop(
+    bootstrap: str, source: str, sink: str, count: int, *, transform: Callable[[bytes], bytes] = _add_field
+) -> float:
+    """Events/s of consume -> transform (default: parse, add a field, serialise) -> produce with plain aiokafka."""
     consumer = AIOKafkaConsumer(source, bootstrap_servers=bootstrap, group_id=f"raw-{uuid.uuid4().hex[:6]}",
                                 auto_offset_reset="earliest", enable_auto_commit=True)  # fmt: skip
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
@@ -123,9 +131,7 @@ async def raw_loop(bootstrap: str, source: str, sink: str, count: int) -> float:
                 for msg in records:
                     if not first:
                         first = time.perf_counter()
-                    event = orjson.loads(msg.value)
-                    event["seen"] = True
-                    pending.append(await producer.send(sink, orjson.dumps(event), key=msg.key))
+                    pending.append(await producer.send(sink, transform(msg.value), key=msg.key))
                     done += 1
             if len(pending) > 2000:
                 await asyncio.gather(*pending)
@@ -137,14 +143,36 @@ async def raw_loop(bootstrap: str, source: str, sink: str, count: int) -> float:
         await producer.stop()
 
 
+async def raw_eval_loop(bootstrap: str, source: str, sink: str, count: int, config: Path) -> float:
+    """Events/s of the same raw loop whose transform is the suite's evaluation, in-process: decode, route,
+    evaluate, encode the graded result (no Faust, no Redis, no idempotency, no windows, one process)."""
+    from streameval.config import load_config
+    from streameval.pipeline import Pipeline, Source
+
+    pipeline = Pipeline(load_config(config)[1])
+
+    def transform(value: bytes) -> bytes:
+        outcome = pipeline.process_sync(value, Source(), time.time())
+        if outcome is None:
+            raise RuntimeError("the raw evaluation baseline needs a suite without judges or async evaluators")
+        return (outcome.result or outcome.dead_letter).model_dump_json().encode()  # type: ignore[union-attr]
+
+    return await raw_loop(bootstrap, source, sink, count, transform=transform)
+
+
 def _rss_kb(pid: int) -> int:
+    """Resident set of ``pid`` and its child processes (evaluation processes), kB."""
+    total = 0
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
-                return int(line.split()[1])
+                total += int(line.split()[1])
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                total += _rss_kb(int(child))
     except OSError:
         pass
-    return 0
+    return total
 
 
 @dataclass

@@ -1,15 +1,19 @@
 """Throughput of the streameval worker against a raw aiokafka loop, same broker, same events, one run.
 
-    python bench/throughput.py [--events 20000] [--workload rules|demo] [--scaling] [--config FILE]
+    python bench/throughput.py [--events 20000] [--workload rules|demo] [--eval-processes 0,2] [--scaling]
 
 (a) baseline: a raw aiokafka consume -> transform (parse, add a field, serialise) -> produce loop;
-(b) one ``streameval worker`` process. ``--workload rules`` (default): the issue's rule-only suite
-    (seed 001 presets + token_f1 + rouge_l + bleu) on 300-token outputs; ``demo``: examples/suites.yaml
-    on the example events (or ``--config FILE``).
+(a') the same raw loop whose transform is the suite's evaluation in-process (decode, route, evaluate,
+     encode the result; no Faust, Redis, idempotency or windows): what a hand-written single-process
+     evaluator does (only for suites without judges or async evaluators);
+(b) one ``streameval worker`` process per value of ``--eval-processes`` (STREAMEVAL_EVAL_PROCESSES).
+``--workload rules`` (default): the issue's rule-only suite (seed 001 presets + token_f1 + rouge_l +
+bleu) on 300-token outputs; ``demo``: examples/suites.yaml on the example events (or ``--config FILE``).
 (c) with ``--scaling``: one worker, then two workers, on a two-partition topic.
 Each rate is measured from the first output record to the last (Faust's group join excluded).
-Also printed: the first worker's RSS slope over the run's second half (kB per 100 k events).
-Redis: REDIS_URL, else 127.0.0.1:6379, else an embedded server. Nothing is asserted: numbers only.
+Also printed: the worker's RSS (with its evaluation processes) and its slope over the run's second half
+(kB per 100 k events). Redis: REDIS_URL, else 127.0.0.1:6379, else an embedded server. Nothing is
+asserted: numbers only.
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ from pathlib import Path
 from _worker import (
     ROOT,
     RULE_SUITE,
+    WorkerRun,
     demo_events,
     pick_redis,
+    raw_eval_loop,
     raw_loop,
     rule_events,
     run_workers,
@@ -42,8 +48,11 @@ async def main() -> None:
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--workload", choices=("rules", "demo"), default="rules")
     parser.add_argument("--config", type=Path, help="suite file for --workload demo (default examples/suites.yaml)")
+    parser.add_argument("--eval-processes", default="0",
+                        help="comma-separated STREAMEVAL_EVAL_PROCESSES values, one worker run each (default 0)")
     parser.add_argument("--scaling", action="store_true", help="also 1 vs 2 workers on a two-partition topic")
     args = parser.parse_args()
+    processes = [int(n) for n in args.eval_processes.split(",")]
     if args.workload == "rules":
         events, config = rule_events(args.events), write_config(RULE_SUITE)
     else:
@@ -52,15 +61,26 @@ async def main() -> None:
     run = uuid.uuid4().hex[:6]
     with EmbeddedBroker() as broker:
         raw_in, raw_out = f"bench{run}.raw.in", f"bench{run}.raw.out"
-        topics = topic_names(run)
-        await ensure_topics(broker.bootstrap, [raw_in, raw_out, *topics.values()], partitions=1)
-        step(f"producing {len(events)} events twice")
+        await ensure_topics(broker.bootstrap, [raw_in, raw_out, f"{raw_out}.eval"], partitions=1)
+        step(f"producing {len(events)} events")
         await produce(broker.bootstrap, raw_in, events)
-        await produce(broker.bootstrap, topics["requests"], events)
         step("(a) raw aiokafka loop")
         baseline = await raw_loop(broker.bootstrap, raw_in, raw_out, len(events))
-        step(f"(a) {baseline:.0f} events/s; (b) one streameval worker (~6 s group join before timing)")
-        one = await run_workers(broker.bootstrap, redis_url, topics, len(events), config)
+        step(f"(a) {baseline:.0f} events/s; (a') raw loop evaluating in-process")
+        try:
+            evaluating: float | None = await raw_eval_loop(broker.bootstrap, raw_in, f"{raw_out}.eval", len(events),
+                                                            config)  # fmt: skip
+        except RuntimeError as exc:
+            step(f"(a') skipped: {exc}")
+            evaluating = None
+        runs: list[tuple[int, WorkerRun]] = []
+        for n in processes:
+            own = topic_names(uuid.uuid4().hex[:6])
+            await ensure_topics(broker.bootstrap, own.values(), partitions=1)
+            await produce(broker.bootstrap, own["requests"], events)
+            step(f"(b) one streameval worker, {n} evaluation process(es) (~6 s group join before timing)")
+            env = {"STREAMEVAL_EVAL_PROCESSES": str(n)}
+            runs.append((n, await run_workers(broker.bootstrap, redis_url, own, len(events), config, env=env)))
         scaled: list[float] = []
         if args.scaling:
             for workers in (1, 2):
@@ -69,17 +89,23 @@ async def main() -> None:
                 await produce(broker.bootstrap, two["requests"], events)  # no key: spread over both partitions
                 step(f"(c) {workers} worker(s), two partitions")
                 res = await run_workers(broker.bootstrap, redis_url, two, len(events), config, workers=workers,
-                                        partitions=2)  # fmt: skip
+                                        partitions=2, env={"STREAMEVAL_EVAL_PROCESSES": str(processes[0])})  # fmt: skip
                 scaled.append(res.rate)
     if embedded:
         embedded.stop()
     size = sum(map(len, events)) / len(events)
     print(f"events: {len(events)} ({args.workload}, mean {size:.0f} bytes), Redis {redis_url.split('@')[-1]}")
     print(f"(a) raw aiokafka consume->transform->produce: {baseline:10.0f} events/s")
-    print(f"(b) one streameval worker:                    {one.rate:10.0f} events/s")
-    print(f"ratio (b)/(a): {one.rate / baseline:.3f}   (target >= 0.5)")
-    print(f"worker RSS: {one.rss[0][2][0] if one.rss else 0} kB at start, {one.rss[-1][2][0] if one.rss else 0} kB "
-          f"at the end; slope {slope_kb_per_100k(one.rss):.0f} kB per 100 k events (second half)")  # fmt: skip
+    if evaluating is not None:
+        print(f"(a') raw loop evaluating in-process:          {evaluating:10.0f} events/s")
+    for n, seen in runs:
+        line = f"(b) one worker, {n} evaluation process(es): {seen.rate:8.0f} events/s   ratio to (a) {seen.rate / baseline:.3f}"
+        if evaluating is not None:
+            line += f", to (a') {seen.rate / evaluating:.3f}"
+        print(line + "   (target >= 0.5)")
+        print(f"    RSS (worker + evaluation processes): {seen.rss[0][2][0] if seen.rss else 0} kB at start, "
+              f"{seen.rss[-1][2][0] if seen.rss else 0} kB at the end; slope {slope_kb_per_100k(seen.rss):.0f} kB "
+              "per 100 k events (second half)")  # fmt: skip
     if scaled:
         print(f"(c) two partitions: one worker {scaled[0]:.0f} events/s, two workers {scaled[1]:.0f} events/s; "
               f"ratio {scaled[1] / scaled[0]:.2f}   (target >= 1.7)")  # fmt: skip

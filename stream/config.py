@@ -47,7 +47,10 @@ from .judges._suite import PANEL_RESULT_NAME
 from .models import RequestEvent
 from .windows import WindowingConfig
 
-__all__ = ["EvaluatorSpec", "Match", "StreamEvalConfig", "Suite", "SuiteConfig", "Suites", "load_config", "parse_config"]
+__all__ = [
+    "EvaluatorSpec", "Match", "StreamEvalConfig", "Suite", "SuiteConfig", "Suites",
+    "load_config", "parse_config", "parse_config_text", "read_config_text",
+]  # fmt: skip
 
 
 def _require_unique(kind: str, names: list[str]) -> None:
@@ -289,16 +292,24 @@ def _judge_issues(config: StreamEvalConfig, index: int, names: set[str]) -> list
 
 def load_config(path: str | Path) -> tuple[StreamEvalConfig, Suites]:
     """Read and validate a YAML suite file. Raises :class:`ConfigError` naming the file and field."""
-    path = Path(path)
+    return parse_config_text(read_config_text(path), file=str(path))
+
+
+def read_config_text(path: str | Path) -> str:
+    """The suite file's text. Raises :class:`ConfigError` naming the file when it cannot be read."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([ConfigIssue(file=str(path), path="", message=f"cannot read: {exc.strerror}")]) from None
+
+
+def parse_config_text(text: str, *, file: str = "<config>") -> tuple[StreamEvalConfig, Suites]:
+    """:func:`load_config` on the file's text (evaluation processes parse the text the worker read)."""
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
-        raise ConfigError([ConfigIssue(file=str(path), path="", message=f"not valid YAML: {exc}", line=line)]) from None
-    return parse_config(data, file=str(path), node=node)
+        raise ConfigError([ConfigIssue(file=file, path="", message=f"not valid YAML: {exc}", line=line)]) from None
+    return parse_config(data, file=file, node=node)

@@ -16,9 +16,9 @@ import asyncio
 import base64
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import httpx
 import orjson
@@ -39,6 +39,7 @@ from .strictjson import DEFAULT_MAX_EVENT_DEPTH, check_depth, check_strict
 __all__ = ["DEFAULT_MAX_EVENT_BYTES", "Outcome", "Pipeline", "Source"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DEFAULT_MAX_EVENT_BYTES = 1 << 20  # 1 MiB; larger events are dead-lettered as too_large
 
@@ -81,6 +82,7 @@ class Pipeline:
                 s.name: SuiteJudge(s.config.judge, self.judges, threshold=s.config.threshold)
                 for s in suites.all if s.config.judge is not None
             }  # fmt: skip
+        self._sync_suites: dict[str, bool] = {}
         self.max_event_bytes = max_event_bytes
         self.max_event_depth = max_event_depth
         self.clock = clock
@@ -191,9 +193,38 @@ class Pipeline:
         )
         return result, counters
 
-    async def process(self, raw: bytes, source: Source = Source()) -> Outcome:
+    def runs_sync(self, suite: Suite) -> bool:
+        """True when ``suite`` needs no event loop: no judge panel and no async evaluator (sandboxed code,
+        registered evaluators). Only such suites are evaluated in evaluation processes (:mod:`.evalpool`)."""
+        sync = self._sync_suites.get(suite.name)
+        if sync is None:
+            sync = self._sync_suites[suite.name] = suite.name not in self._suite_judges and not any(
+                bound.evaluator.is_async for bound in suite.evaluators
+            )
+        return sync
+
+    def process_sync(self, raw: bytes, source: Source, received_at: float) -> Outcome | None:
+        """:meth:`process` without an event loop, or ``None`` when the event's suite needs one
+        (:meth:`runs_sync` is false: the caller then awaits :meth:`process`). Never raises for a bad event."""
+        try:
+            event = self.decode(raw)
+            suite = self.suites.route(event)
+            if not self.runs_sync(suite):
+                return None
+            result, counters = _run_now(self.evaluate(event, suite, received_at=received_at))
+        except EventError as exc:
+            return Outcome(dead_letter=self.dead_letter(raw, exc.kind, exc.reason, source, exc.event_id))
+        except Exception as exc:  # a bug of ours: keep the event, say what happened
+            log.exception("internal error evaluating an event from %s", source)
+            return Outcome(
+                dead_letter=self.dead_letter(raw, "internal", f"{type(exc).__name__}: {exc}", source, None)
+            )
+        return Outcome(result=result, counters=counters)
+
+    async def process(self, raw: bytes, source: Source = Source(), *, received_at: float | None = None) -> Outcome:
         """Raw bytes to a result or a dead letter. Never raises for a bad event."""
-        received_at = self.clock()
+        if received_at is None:
+            received_at = self.clock()
         try:
             event = self.decode(raw)
             suite = self.suites.route(event)
@@ -217,6 +248,16 @@ class Pipeline:
             failed_at=format_time(self.clock()),
             pipeline_version=__version__,
         )
+
+
+def _run_now(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends (an evaluation of a :meth:`Pipeline.runs_sync` suite)."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return cast(T, done.value)
+    coro.close()
+    raise RuntimeError("a synchronous suite's evaluation waited on the event loop")
 
 
 def _placeholder(bound: BoundEvaluator) -> EvaluatorResult:

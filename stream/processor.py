@@ -15,13 +15,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 from . import telemetry
 from .models import parse_time
 from .pipeline import Outcome, Pipeline, Source
 from .store import ResultStore, retry_forever
 from .windows import Send, WindowCloser
+
+if TYPE_CHECKING:
+    from .evalpool import EvalPool
 
 __all__ = ["Processor", "Publish"]
 
@@ -40,18 +43,46 @@ def _source_key(source: Source) -> str:
 
 
 class Processor:
-    def __init__(self, pipeline: Pipeline, store: ResultStore, *, on_close: Callable[[], Awaitable[None]] | None = None) -> None:
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        store: ResultStore,
+        *,
+        on_close: Callable[[], Awaitable[None]] | None = None,
+        pool: EvalPool | None = None,
+    ) -> None:
         self.pipeline = pipeline
         self.store = store
+        self.pool = pool
         self._on_close = on_close
 
     async def start(self) -> None:
         await self.pipeline.start()
+        if self.pool is not None:
+            await self.pool.start()
 
     async def close(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
         await self.pipeline.close()
         if self._on_close is not None:
             await self._on_close()
+
+    async def evaluate_batch(self, batch: Sequence[tuple[bytes, Source]]) -> list[Outcome]:
+        """One outcome per event, in order. Synchronous suites are evaluated in the evaluation processes
+        when there are some, else right here without a task per event; the rest (judges, sandboxed code)
+        concurrently on the event loop."""
+        received_at = self.pipeline.clock()
+        if self.pool is not None:
+            found = await self.pool.evaluate(batch, received_at)
+        else:
+            found = [self.pipeline.process_sync(raw, source, received_at) for raw, source in batch]
+        rest = [i for i, outcome in enumerate(found) if outcome is None]
+        if rest:
+            done = await asyncio.gather(*(self.pipeline.process(*batch[i], received_at=received_at) for i in rest))
+            for i, outcome in zip(rest, done, strict=True):
+                found[i] = outcome
+        return cast(list[Outcome], found)
 
     async def process_batch(self, batch: Sequence[tuple[bytes, Source]]) -> list[Publish]:
         """Evaluate a batch (async evaluators of all events run concurrently), record it, encode it.
@@ -64,9 +95,7 @@ class Processor:
             return await self._process_batch(batch)
 
     async def _process_batch(self, batch: Sequence[tuple[bytes, Source]]) -> list[Publish]:
-        outcomes: list[Outcome] = list(
-            await asyncio.gather(*(self.pipeline.process(raw, source) for raw, source in batch))
-        )
+        outcomes = await self.evaluate_batch(batch)
         telemetry.observe_outcomes(outcomes)
         results = [(i, o.result, o.result.model_dump_json().encode()) for i, o in enumerate(outcomes) if o.result]
         dead = [(i, o.dead_letter) for i, o in enumerate(outcomes) if o.dead_letter]

@@ -55,6 +55,11 @@ class Settings(BaseSettings):
         default=DEFAULT_MAX_EVENT_DEPTH, ge=2, le=1000,
         description="deeper JSON nesting is dead-lettered as invalid_json (checked before parsing)",
     )
+    eval_processes: int = Field(
+        default=0, ge=0, le=256,
+        description="evaluation processes per worker for suites without judges or async evaluators "
+        "(0 = evaluate in the worker's own process; docs/performance.md)",
+    )
     broker_session_timeout: float = Field(
         default=10.0, gt=0, description="Kafka consumer session timeout, s (Tansu holds JoinGroup for half of it)"
     )

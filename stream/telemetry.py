@@ -31,10 +31,13 @@ __all__ = [
     "CONTENT_TYPE",
     "EVENTS_IN",
     "IN_FLIGHT",
+    "capture_latencies",
     "in_flight",
     "observe_lag",
+    "observe_latencies",
     "observe_outcomes",
     "render",
+    "take_captured",
     "timed",
     "timed_call",
 ]
@@ -91,13 +94,46 @@ def _latency(name: str) -> Histogram:
     return child
 
 
+# In an evaluation process (streameval.evalpool) nobody scrapes the process's own registry: evaluator
+# latencies are kept here and handed back with the batch for the worker to observe.
+_captured: list[tuple[str, float]] | None = None
+
+
+def _observe_latency(name: str, seconds: float) -> None:
+    if _captured is not None:
+        _captured.append((name, seconds))
+    else:
+        _latency(name).observe(seconds)
+
+
+def capture_latencies() -> None:
+    """From now on keep evaluator latencies for :func:`take_captured` instead of observing them."""
+    global _captured
+    _captured = []
+
+
+def take_captured() -> list[tuple[str, float]]:
+    """The latencies kept since the last call (see :func:`capture_latencies`)."""
+    global _captured
+    if _captured is None:
+        return []
+    taken, _captured = _captured, []
+    return taken
+
+
+def observe_latencies(pairs: Iterable[tuple[str, float]]) -> None:
+    """Observe (evaluator, seconds) pairs measured elsewhere (an evaluation process)."""
+    for name, seconds in pairs:
+        _latency(name).observe(seconds)
+
+
 def timed_call(name: str, call: Callable[[A], T], arg: A) -> T:
     """``call(arg)``, its duration observed under evaluator ``name`` (also when it raises)."""
     started = time.perf_counter()
     try:
         return call(arg)
     finally:
-        _latency(name).observe(time.perf_counter() - started)
+        _observe_latency(name, time.perf_counter() - started)
 
 
 async def timed(name: str, awaitable: Awaitable[T]) -> T:
@@ -106,7 +142,7 @@ async def timed(name: str, awaitable: Awaitable[T]) -> T:
     try:
         return await awaitable
     finally:
-        _latency(name).observe(time.perf_counter() - started)
+        _observe_latency(name, time.perf_counter() - started)
 
 
 def _verdicts(block: JudgeBlock) -> Iterable[JudgeVerdict]:

@@ -1,0 +1,123 @@
+"""Evaluation processes: a worker's CPU-bound evaluation on every core, its I/O on one.
+
+A worker's event loop does the I/O (Kafka, Redis, judges) and the ordered publication. With
+``STREAMEVAL_EVAL_PROCESSES`` = N > 0, the CPU-bound part of each batch — decode, route and the
+synchronous evaluators — runs in N processes instead, one batch per process at a time (the worker
+keeps several batches in flight, :mod:`streameval.inflight`). Events whose suite needs the event loop
+(:meth:`Pipeline.runs_sync` is false: a judge panel, sandboxed code, registered evaluators) come back
+as ``None`` and the worker evaluates them itself, as it does without processes. Results are the same
+either way (tests/test_evalpool.py).
+
+Processes are started with ``spawn`` (the worker has threads, e.g. Faust's consumer thread, and
+forking a threaded process is unsafe); each parses the suite text the worker read and validated, so a
+config change on disk cannot split a worker. Evaluator latencies measured in a process are handed back
+with its batch and observed in the worker's ``/metrics``.
+
+A process that dies (the OOM killer, a crash in a C extension) breaks the pool: every batch the pool
+held is evaluated in the worker's own process instead, a new pool is started and an error is logged.
+Nothing is lost or evaluated twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import signal
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+from . import telemetry
+from .config import parse_config_text
+from .pipeline import Outcome, Pipeline, Source
+
+__all__ = ["EvalPool"]
+
+log = logging.getLogger(__name__)
+
+# -- in the evaluation process ----------------------------------------------------------------------
+_pipeline: Pipeline | None = None
+
+
+def _init(config_text: str, config_file: str, max_event_bytes: int, max_event_depth: int) -> None:
+    global _pipeline
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the worker shuts us down
+    _, suites = parse_config_text(config_text, file=config_file)
+    _pipeline = Pipeline(suites, max_event_bytes=max_event_bytes, max_event_depth=max_event_depth)
+    telemetry.capture_latencies()
+
+
+def _ready() -> bool:
+    return _pipeline is not None
+
+
+def _evaluate(batch: Sequence[tuple[bytes, Source]], received_at: float) -> tuple[list[Outcome | None], list[tuple[str, float]]]:
+    assert _pipeline is not None, "evaluation process not initialised"
+    outcomes = [_pipeline.process_sync(raw, source, received_at) for raw, source in batch]
+    return outcomes, telemetry.take_captured()
+
+
+# -- in the worker ----------------------------------------------------------------------------------
+class EvalPool:
+    """``processes`` evaluation processes for the suites in ``config_text`` (the file ``config_file``)."""
+
+    def __init__(
+        self, config_text: str, config_file: str, processes: int, *, max_event_bytes: int, max_event_depth: int
+    ) -> None:
+        if processes < 1:
+            raise ValueError("an evaluation pool needs at least one process")
+        self.processes = processes
+        self._initargs = (config_text, config_file, max_event_bytes, max_event_depth)
+        self._executor: ProcessPoolExecutor | None = None
+        self.restarts = 0
+
+    def _new_executor(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(
+            max_workers=self.processes, mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init, initargs=self._initargs,
+        )  # fmt: skip
+
+    async def start(self) -> None:
+        """Start every process now (spawning and importing takes about a second), not on the first batch."""
+        if self._executor is not None:
+            return
+        self._executor = self._new_executor()
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(*(loop.run_in_executor(self._executor, _ready) for _ in range(self.processes)))
+        log.info("%d evaluation process(es) ready", self.processes)
+
+    async def close(self) -> None:
+        if self._executor is not None:
+            executor, self._executor = self._executor, None
+            await asyncio.get_running_loop().run_in_executor(None, lambda: executor.shutdown(cancel_futures=True))
+
+    async def evaluate(self, batch: Sequence[tuple[bytes, Source]], received_at: float) -> list[Outcome | None]:
+        """One outcome per event, in order; ``None`` for an event the caller must evaluate itself."""
+        executor = self._executor
+        if executor is None:
+            raise RuntimeError("EvalPool is not started; call start() first")
+        try:
+            outcomes, latencies = await asyncio.get_running_loop().run_in_executor(
+                executor, _evaluate, list(batch), received_at
+            )
+        except BrokenProcessPool as exc:
+            self._replace(executor, exc)
+            return [None] * len(batch)
+        telemetry.observe_latencies(latencies)
+        return outcomes
+
+    def _replace(self, broken: ProcessPoolExecutor, exc: BaseException) -> None:
+        if self._executor is not broken:  # another batch of the same pool got here first
+            return
+        self.restarts += 1
+        log.error("an evaluation process died (%s); its batches are evaluated in the worker and the pool is "
+                  "restarted (restart %d)", exc, self.restarts)  # fmt: skip
+        self._executor = self._new_executor()
+        broken.shutdown(wait=False, cancel_futures=True)
+
+    def pids(self) -> list[int]:
+        """The processes' ids (for tests and diagnostics)."""
+        processes: dict[Any, Any] = getattr(self._executor, "_processes", None) or {}
+        return sorted(processes)
