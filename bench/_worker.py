@@ -160,6 +160,22 @@ async def raw_eval_loop(bootstrap: str, source: str, sink: str, count: int, conf
     return await raw_loop(bootstrap, source, sink, count, transform=transform)
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` and its live child processes (evaluation processes)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total = (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime (fields 14 and 15 of stat)
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                total += _cpu_s(int(child))
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return total
+
+
 def _rss_kb(pid: int) -> int:
     """Resident set of ``pid`` and its child processes (evaluation processes), kB."""
     total = 0
@@ -181,10 +197,23 @@ class WorkerRun:
 
     stamps: list[float] = field(default_factory=list)
     rss: list[tuple[float, int, list[int]]] = field(default_factory=list)
+    cpu: list[tuple[int, float]] = field(default_factory=list)  # (results so far, CPU s of all workers)
 
     @property
     def rate(self) -> float:
         return (len(self.stamps) - 1) / (self.stamps[-1] - self.stamps[0])
+
+    @property
+    def cpu_us_per_event(self) -> float:
+        """CPU time (user + system, workers and their evaluation processes) per result while results flowed.
+
+        Unlike the rate it hardly moves when other programs share the cores: the figure to compare runs by.
+        """
+        flowing = [(n, cpu) for n, cpu in self.cpu if 0 < n < len(self.stamps)]
+        if len(flowing) < 2 or flowing[-1][0] == flowing[0][0]:
+            return float("nan")
+        (n0, c0), (n1, c1) = flowing[0], flowing[-1]
+        return (c1 - c0) / (n1 - n0) * 1e6
 
 
 async def run_workers(
@@ -229,11 +258,13 @@ async def run_workers(
     async def watch() -> None:
         while all(p.poll() is None for p in procs):
             run.rss.append((time.perf_counter(), len(run.stamps), [_rss_kb(p.pid) for p in procs]))
+            run.cpu.append((len(run.stamps), sum(_cpu_s(p.pid) for p in procs)))
             await asyncio.sleep(0.5)
         raise RuntimeError(f"a worker exited; logs: {', '.join(logs)}")
 
     reading = asyncio.ensure_future(
-        collect(bootstrap, [topics["results"]], until=lambda r: len(r) >= count, timeout=1800, on_record=record)
+        collect(bootstrap, [topics["results"]], until=lambda r: len(r) >= count, timeout=1800, on_record=record,
+                fetch_max_wait_ms=5)  # the reader must not add latency of its own (Tansu holds a waiting fetch)
     )
     watcher = asyncio.ensure_future(watch())
     try:

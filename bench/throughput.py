@@ -103,6 +103,7 @@ async def main() -> None:
         if evaluating is not None:
             line += f", to (a') {seen.rate / evaluating:.3f}"
         print(line + "   (target >= 0.5)")
+        print(f"    CPU per event (worker + evaluation processes): {seen.cpu_us_per_event:.0f} us")
         print(f"    RSS (worker + evaluation processes): {seen.rss[0][2][0] if seen.rss else 0} kB at start, "
               f"{seen.rss[-1][2][0] if seen.rss else 0} kB at the end; slope {slope_kb_per_100k(seen.rss):.0f} kB "
               "per 100 k events (second half)")  # fmt: skip
