@@ -25,4 +25,3 @@ def test_no_spinner_turns_debug_records_on_at_warn_level(tmp_path: object) -> No
     worker.on_setup_root_logger(logger, logging.WARNING)
     assert logger.level == logging.WARNING
     assert not logger.isEnabledFor(logging.DEBUG)
-
