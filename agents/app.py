@@ -28,34 +28,29 @@ from streameval.processor import Processor, Publish
 from streameval.settings import Settings
 from streameval.windows import WindowCloser
 
-__all__ = ["BATCHES_IN_FLIGHT", "BATCH_MAX", "BATCH_WITHIN_S", "QuietMonitor", "create_app"]
+__all__ = ["QuietMonitor", "create_app"]
 
 log = logging.getLogger(__name__)
 
-BATCH_MAX = 256  # events evaluated and recorded together (one Redis round trip per batch)
-BATCH_WITHIN_S = 0.05  # how long a partial batch waits for more events
-# Batches evaluated at the same time. One batch at a time bounds a worker by its slowest evaluator
-# (256 events per 200 ms judge round); overlapping batches keep the judges busy while results are
-# still published in input order and acked only once the broker has them (docs/performance.md).
-BATCHES_IN_FLIGHT = 4
+# Batching (streameval.settings: batch_max, batch_wait_ms, batches_in_flight, fetch_wait_ms; the reasons
+# and measurements are in docs/performance.md). Several batches are evaluated at once so a slow judge
+# does not bound the worker at one batch per round trip; results are still published in input order.
 
 
-# Faust hard-codes the consumer's fetch_max_wait_ms to 1500. Tansu holds a caught-up fetch for the whole
-# wait instead of answering when a record arrives, so an idle-then-busy partition added up to 1.5 s
-# of latency per event (docs/performance.md). 50 ms costs a few empty fetches per second when idle.
-FETCH_MAX_WAIT_MS = 50
+def _consumer_class(fetch_max_wait_ms: int) -> type[AIOKafkaConsumer]:
+    """Faust's aiokafka consumer with ``fetch_max_wait_ms`` (set on this app's transport only)."""
 
+    class _ConsumerThread(AIOKafkaConsumerThread):
+        def _create_worker_consumer(self, transport: Any) -> Any:
+            consumer = super()._create_worker_consumer(transport)
+            consumer._fetch_max_wait_ms = fetch_max_wait_ms  # read by AIOKafkaConsumer.start (its Fetcher)
+            return consumer
 
-class _ConsumerThread(AIOKafkaConsumerThread):
-    def _create_worker_consumer(self, transport: Any) -> Any:
-        consumer = super()._create_worker_consumer(transport)
-        consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS  # read by AIOKafkaConsumer.start (its Fetcher)
-        return consumer
+    class _Consumer(AIOKafkaConsumer):
+        def _new_consumer_thread(self) -> _ConsumerThread:
+            return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
-
-class _Consumer(AIOKafkaConsumer):
-    def _new_consumer_thread(self) -> _ConsumerThread:
-        return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+    return _Consumer
 
 
 class QuietMonitor(Monitor):
@@ -113,7 +108,9 @@ def create_app(
         datadir=datadir,
         autodiscover=False,
     )
-    app.transport.Consumer = _Consumer  # the short fetch wait above (this app's transport only)
+    # Faust hard-codes the consumer's fetch_max_wait_ms to 1500, and Tansu holds a caught-up fetch for the
+    # whole wait instead of answering when a record arrives: up to 1.5 s added to an idle-then-busy partition
+    app.transport.Consumer = _consumer_class(settings.fetch_wait_ms)
     raw: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
     requests = app.topic(settings.topic_requests, **raw)
     topics = {
@@ -140,7 +137,7 @@ def create_app(
 
     @app.agent(requests, name="evaluate")
     async def evaluate(stream: faust.StreamT[bytes]) -> None:
-        # Up to BATCHES_IN_FLIGHT batches are evaluated at once, published in input order, and acked
+        # Up to settings.batches_in_flight batches are evaluated at once, published in input order, and acked
         # only once the broker has every message of the batch (streameval.inflight): offsets never
         # pass an unpublished result.
         proc = await processor()
@@ -156,9 +153,9 @@ def create_app(
             for event in events:
                 await stream.ack(event)
 
-        inflight: InFlight[EventT] = InFlight(send, ack, limit=BATCHES_IN_FLIGHT)
+        inflight: InFlight[EventT] = InFlight(send, ack, limit=settings.batches_in_flight)
         try:
-            async for events in stream.noack_take(BATCH_MAX, within=BATCH_WITHIN_S):
+            async for events in stream.noack_take(settings.batch_max, within=settings.batch_wait_ms / 1000):
                 batch = [
                     (bytes(e.message.value or b""), Source(e.message.topic, e.message.partition, e.message.offset))
                     for e in events

@@ -60,6 +60,20 @@ class Settings(BaseSettings):
         description="evaluation processes per worker for suites without judges or async evaluators "
         "(0 = evaluate in the worker's own process; docs/performance.md)",
     )
+    batch_max: int = Field(
+        default=256, ge=1, le=100_000, description="most events a worker evaluates and records in Redis together"
+    )
+    batch_wait_ms: float = Field(
+        default=10.0, gt=0, le=10_000, description="how long a partial batch waits for more events, ms"
+    )
+    batches_in_flight: int = Field(
+        default=4, ge=1, le=1000,
+        description="batches evaluated at once (results are still published in input order); keeps slow judges busy",
+    )
+    fetch_wait_ms: int = Field(
+        default=10, ge=0, le=60_000,
+        description="longest a caught-up fetch waits on the broker, ms (Tansu answers only when it ends)",
+    )
     broker_session_timeout: float = Field(
         default=10.0, gt=0, description="Kafka consumer session timeout, s (Tansu holds JoinGroup for half of it)"
     )
