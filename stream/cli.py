@@ -71,6 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--max-dead-letters", type=int, default=None, metavar="N",
                           help="exit 1 when more than N lines could not be evaluated")
     evaluate.add_argument("--concurrency", type=int, default=64, help="events evaluated at once (default 64)")
+    evaluate.add_argument("--processes", type=int, default=0, metavar="N",
+                          help="evaluate suites without judges in N processes (default 0: in this process)")
     evaluate.add_argument("--max-event-bytes", type=int, default=None, metavar="N",
                           help="larger events are dead-lettered as too_large (default: STREAMEVAL_MAX_EVENT_BYTES or 1 MiB)")
     evaluate.add_argument("--quiet", action="store_true", help="no progress bar or table")
@@ -165,7 +167,7 @@ def _check(path: Path, console: Console) -> int:
 def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) -> int:
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from .config import load_config
+    from .config import parse_config_text, read_config_text
     from .offline import evaluate_file
     from .pipeline import Pipeline
     from .summary import render_summary
@@ -174,7 +176,10 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
         raise ConfigError(f"--fail-under must be within [0, 1], got {args.fail_under}")
     if args.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
-    _, suites = load_config(args.config)
+    if args.processes < 0:
+        raise ConfigError("--processes must be 0 or more")
+    config_text = read_config_text(args.config)
+    _, suites = parse_config_text(config_text, file=str(args.config))
     if not args.input.is_file():
         raise ConfigError(f"--input {args.input}: no such file")
     deadletter = args.deadletter or args.output.with_name(args.output.stem + ".deadletter.jsonl")
@@ -184,7 +189,9 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
         task = progress.add_task("evaluate", total=size, done=0)
         summary = asyncio.run(
             evaluate_file(
-                Pipeline(suites, max_event_bytes=settings.max_event_bytes, max_event_depth=settings.max_event_depth), args.input, args.output, deadletter, concurrency=args.concurrency,
+                Pipeline(suites, max_event_bytes=settings.max_event_bytes, max_event_depth=settings.max_event_depth),
+                args.input, args.output, deadletter, concurrency=args.concurrency, processes=args.processes,
+                config_text=config_text, config_file=str(args.config),
                 on_progress=lambda done, read: progress.update(task, completed=read, done=done),
             )
         )  # fmt: skip

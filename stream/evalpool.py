@@ -27,13 +27,13 @@ import signal
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import Any, cast
 
 from . import telemetry
 from .config import parse_config_text
 from .pipeline import Outcome, Pipeline, Source
 
-__all__ = ["EvalPool"]
+__all__ = ["EvalPool", "evaluate_batch"]
 
 log = logging.getLogger(__name__)
 
@@ -121,3 +121,24 @@ class EvalPool:
         """The processes' ids (for tests and diagnostics)."""
         processes: dict[Any, Any] = getattr(self._executor, "_processes", None) or {}
         return sorted(processes)
+
+
+async def evaluate_batch(
+    pipeline: Pipeline, batch: Sequence[tuple[bytes, Source]], pool: EvalPool | None = None
+) -> list[Outcome]:
+    """One outcome per event, in order: the stream worker's and ``streameval evaluate``'s batch step.
+
+    Synchronous suites are evaluated in ``pool``'s processes when given, else right here without a task
+    per event; the rest (judge panels, sandboxed code, registered evaluators) concurrently on the loop.
+    """
+    received_at = pipeline.clock()
+    if pool is not None:
+        found = await pool.evaluate(batch, received_at)
+    else:
+        found = [pipeline.process_sync(raw, source, received_at) for raw, source in batch]
+    rest = [i for i, outcome in enumerate(found) if outcome is None]
+    if rest:
+        done = await asyncio.gather(*(pipeline.process(*batch[i], received_at=received_at) for i in rest))
+        for i, outcome in zip(rest, done, strict=True):
+            found[i] = outcome
+    return cast(list[Outcome], found)

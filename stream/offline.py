@@ -9,11 +9,13 @@ earlier in the file re-emits the first result, as the stream's idempotency does.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable, Iterator
 from itertools import islice
 from pathlib import Path
 from typing import BinaryIO
 
+from .evalpool import EvalPool, evaluate_batch
 from .pipeline import Outcome, Pipeline, Source
 from .summary import Summary
 
@@ -35,25 +37,34 @@ async def evaluate_file(
     deadletter_path: Path,
     *,
     concurrency: int = 64,
+    processes: int = 0,
+    config_text: str | None = None,
+    config_file: str = "<config>",
     on_progress: Callable[[int, int], None] | None = None,
 ) -> Summary:
     """Evaluate ``input_path`` into ``output_path`` / ``deadletter_path``; returns the summary.
 
     ``concurrency`` events are evaluated at once (their async evaluators overlap); output order is
-    input order. ``on_progress(done, bytes_read)`` is called after each chunk.
+    input order. With ``processes`` > 0 (and the suites' ``config_text``), synchronous suites are
+    evaluated in that many processes, one chunk of ``concurrency`` events each at a time
+    (:mod:`streameval.evalpool`). ``on_progress(done, bytes_read)`` is called after each chunk.
     """
+    pool = None
+    if processes:
+        if config_text is None:
+            raise ValueError("evaluation processes need the suites' config_text")
+        pool = EvalPool(config_text, config_file, processes, max_event_bytes=pipeline.max_event_bytes,
+                        max_event_depth=pipeline.max_event_depth)  # fmt: skip
     summary = Summary()
     seen: dict[str, bytes] = {}
     source_name = f"file:{input_path.name}"
     await pipeline.start()
     try:
+        if pool is not None:
+            await pool.start()
         with input_path.open("rb") as src, output_path.open("wb") as out, deadletter_path.open("wb") as dead:
-            lines = iter_lines(src)
-            done = 0
-            while chunk := list(islice(lines, concurrency)):
-                outcomes: list[Outcome] = await asyncio.gather(
-                    *(pipeline.process(raw, Source(source_name, None, n)) for n, raw in chunk)
-                )
+
+            def write(outcomes: list[Outcome]) -> None:
                 for outcome in outcomes:
                     if outcome.result is not None:
                         result = outcome.result
@@ -67,9 +78,27 @@ async def evaluate_file(
                     elif outcome.dead_letter is not None:
                         summary.dead_letters[outcome.dead_letter.kind] += 1
                         dead.write(outcome.dead_letter.model_dump_json().encode() + b"\n")
-                done += len(chunk)
+
+            lines = iter_lines(src)
+            done = 0
+            # chunks in flight: one per evaluation process (+1 so none waits for the next chunk), else one
+            pending: deque[tuple[int, asyncio.Future[list[Outcome]]]] = deque()
+            while True:
+                chunk = list(islice(lines, concurrency))
+                if chunk:
+                    batch = [(raw, Source(source_name, None, n)) for n, raw in chunk]
+                    pending.append((len(chunk), asyncio.ensure_future(evaluate_batch(pipeline, batch, pool))))
+                if not pending or (chunk and len(pending) <= (processes + 1 if pool else 0)):
+                    if not chunk:
+                        break
+                    continue
+                size, future = pending.popleft()
+                write(await future)
+                done += size
                 if on_progress:
                     on_progress(done, src.tell())
     finally:
+        if pool is not None:
+            await pool.close()
         await pipeline.close()
     return summary

@@ -12,19 +12,16 @@ and is not counted again.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, cast
+from typing import Literal
 
 from . import telemetry
+from .evalpool import EvalPool, evaluate_batch
 from .models import parse_time
 from .pipeline import Outcome, Pipeline, Source
 from .store import ResultStore, retry_forever
 from .windows import Send, WindowCloser
-
-if TYPE_CHECKING:
-    from .evalpool import EvalPool
 
 __all__ = ["Processor", "Publish"]
 
@@ -69,20 +66,8 @@ class Processor:
             await self._on_close()
 
     async def evaluate_batch(self, batch: Sequence[tuple[bytes, Source]]) -> list[Outcome]:
-        """One outcome per event, in order. Synchronous suites are evaluated in the evaluation processes
-        when there are some, else right here without a task per event; the rest (judges, sandboxed code)
-        concurrently on the event loop."""
-        received_at = self.pipeline.clock()
-        if self.pool is not None:
-            found = await self.pool.evaluate(batch, received_at)
-        else:
-            found = [self.pipeline.process_sync(raw, source, received_at) for raw, source in batch]
-        rest = [i for i, outcome in enumerate(found) if outcome is None]
-        if rest:
-            done = await asyncio.gather(*(self.pipeline.process(*batch[i], received_at=received_at) for i in rest))
-            for i, outcome in zip(rest, done, strict=True):
-                found[i] = outcome
-        return cast(list[Outcome], found)
+        """One outcome per event, in order (:func:`streameval.evalpool.evaluate_batch`)."""
+        return await evaluate_batch(self.pipeline, batch, self.pool)
 
     async def process_batch(self, batch: Sequence[tuple[bytes, Source]]) -> list[Publish]:
         """Evaluate a batch (async evaluators of all events run concurrently), record it, encode it.

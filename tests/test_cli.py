@@ -39,6 +39,24 @@ def test_evaluate_writes_results_and_dead_letters(tmp_path: Path) -> None:
         assert len({orjson.dumps(r) for r in results if r["id"] == event_id}) == 1
 
 
+def test_evaluate_in_processes_writes_the_same_results(tmp_path: Path) -> None:
+    # examples/suites.yaml has rule-only suites (evaluated in the processes) and none with judges; the
+    # same file in one process and in two evaluation processes gives the same results, in the same order
+    outputs = []
+    for processes in ("0", "2"):
+        out = tmp_path / f"results-{processes}.jsonl"
+        code = main(["evaluate", "--config", str(EXAMPLES / "suites.yaml"), "--input", str(EXAMPLES / "events.jsonl"),
+                     "--output", str(out), "--quiet", "--concurrency", "16", "--processes", processes])  # fmt: skip
+        assert code == 0
+        docs = [orjson.loads(x) for x in out.read_bytes().splitlines()]
+        for doc in docs:
+            doc.pop("evaluated_at"), doc.pop("latency_ms"), doc.pop("event_time")
+        dead = [orjson.loads(x)["kind"] for x in out.with_name(out.stem + ".deadletter.jsonl").read_bytes().splitlines()]
+        outputs.append((docs, dead))
+    assert outputs[0] == outputs[1]
+    assert len(outputs[0][0]) > 200 and len(outputs[0][1]) == 6
+
+
 @pytest.mark.parametrize(("threshold", "code"), [(0.0, 0), (0.99, 1)])
 def test_fail_under_gates_on_the_mean_score(tmp_path: Path, threshold: float, code: int) -> None:
     args = ["evaluate", "--config", str(EXAMPLES / "suites.yaml"), "--input", str(EXAMPLES / "events.jsonl"),
@@ -57,6 +75,7 @@ def test_max_dead_letters_gate(tmp_path: Path) -> None:
     [
         (["--fail-under", "7"], "--fail-under must be within [0, 1]"),
         (["--concurrency", "0"], "--concurrency must be at least 1"),
+        (["--processes", "-1"], "--processes must be 0 or more"),
     ],
 )
 def test_bad_evaluate_options(tmp_path: Path, args: list[str], message: str) -> None:
