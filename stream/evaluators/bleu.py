@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -99,6 +99,52 @@ def _ngrams(tokens: Sequence[str], max_order: int) -> Counter[tuple[str, ...]]:
     return grams
 
 
+def _order_grams(tokens: Sequence[str], n: int) -> Iterable[str] | Iterable[tuple[str, ...]]:
+    """The ``n``-grams of ``tokens``; unigrams are the tokens themselves (cheaper to hash than 1-tuples)."""
+    return tokens if n == 1 else zip(*(tokens[i:] for i in range(n)), strict=False)
+
+
+def _order_counts(tokens: Sequence[str], n: int) -> Counter[str] | Counter[tuple[str, ...]]:
+    return Counter(_order_grams(tokens, n))
+
+
+def _clipped_matches(hyp: Sequence[str], refs: Sequence[Sequence[str]], max_order: int) -> list[int]:
+    """Per order, the hypothesis n-gram count clipped by the largest count in any one reference.
+
+    One ``Counter`` per order and side, and only hypothesis n-grams are looked up: a reference n-gram
+    the hypothesis lacks cannot add a match, so no merged reference table is built. ``sum(map(min, ...))``
+    would be slower here than the loop (a ``min`` call costs more than the comparison).
+    """
+    correct = [0] * max_order
+    for n in range(1, min(max_order, len(hyp)) + 1):
+        if n > 1 and not correct[n - 2]:
+            break  # an n-gram can only match if its (n-1)-gram prefix does
+        hyp_counts = _order_counts(hyp, n)
+        if len(hyp_counts) == len(hyp) - n + 1:
+            # every hypothesis n-gram occurs once, so each one in any reference is one match
+            found = set().union(*(_order_grams(ref, n) for ref in refs))
+            correct[n - 1] = len(hyp_counts.keys() & found)
+            continue
+        if len(refs) == 1:
+            limit_get = _order_counts(refs[0], n).get
+        else:
+            limit: dict[object, int] = {}
+            for ref in refs:
+                ref_counts = _order_counts(ref, n)
+                for gram in hyp_counts.keys() & ref_counts.keys():
+                    count = ref_counts[gram]
+                    if count > limit.get(gram, 0):
+                        limit[gram] = count
+            limit_get = limit.get
+        matches = 0
+        for gram, count in hyp_counts.items():
+            ref_count = limit_get(gram)  # type: ignore[arg-type]
+            if ref_count:
+                matches += count if count < ref_count else ref_count
+        correct[n - 1] = matches
+    return correct
+
+
 @dataclass(frozen=True, slots=True)
 class BleuResult:
     score: float  # 0-1 (sacrebleu's score / 100)
@@ -122,24 +168,15 @@ def sentence_bleu(
     def prep(text: str) -> list[str]:
         return tok((text.lower() if lowercase else text).rstrip())
 
-    ref_grams: Counter[tuple[str, ...]] = Counter()
-    ref_lens: list[int] = []
-    for ref in references:
-        tokens = prep(ref)
-        ref_lens.append(len(tokens))
-        for gram, count in _ngrams(tokens, max_order).items():
-            ref_grams[gram] = max(ref_grams[gram], count)
+    ref_tokens = [prep(ref) for ref in references]
+    ref_lens = [len(tokens) for tokens in ref_tokens]
     hyp = prep(hypothesis)
     sys_len = len(hyp)
     # closest reference length; on a tie the shorter one (sacrebleu _get_closest_ref_len)
     ref_len = min(ref_lens, key=lambda r: (abs(sys_len - r), r)) if ref_lens else 0
-    correct = [0] * max_order
-    total = [0] * max_order
-    for gram, count in _ngrams(hyp, max_order).items():
-        n = len(gram) - 1
-        total[n] += count
-        if gram in ref_grams:
-            correct[n] += min(count, ref_grams[gram])
+    # sacrebleu counts every n-gram position: len - n + 1 of them, clipped against the references
+    total = [max(0, sys_len - n) for n in range(max_order)]
+    correct = _clipped_matches(hyp, ref_tokens, max_order) if ref_tokens else [0] * max_order
 
     bp = 1.0
     if sys_len < ref_len:
