@@ -126,7 +126,12 @@ def _ngrams(tokens: Sequence[str], max_order: int) -> Counter[tuple[str, ...]]:
 
 
 def sentence_bleu(
-    hypothesis: str, references: Sequence[str], *, tokenize: str = "13a", lowercase: bool = False, max_order: int = 4
+    hypothesis: str,
+    references: Sequence[str],
+    *,
+    tokenize: str = "13a",
+    lowercase: bool = False,
+    max_order: int = 4,
 ) -> BleuResult:
     tok = tokenize_13a if tokenize == "13a" else tokenize_zh
 

@@ -29,9 +29,57 @@ from streameval.models import RequestEvent
 # "İ" whose lower() adds a combining dot) that send normalize_answer to its regex path.
 EN = ["the", "a", "an", "The", "A", "cat", "sat", "on", "mat", "model", "answer", "is", "not", "GPT-4", "3.5",
       "1,000", "U.S.", "e-mail", "don't", "x-", "-y", "&amp;", "&quot;", "<skipped>", "it's", "naïve"]  # fmt: skip
-ZH = ["模型", "回答", "北京", "大学", "的", "是", "在", "了", "评估", "指标", "数据", "知识", "图谱", "你好", "世界", "模", "型"]
-PUNCT = [*list(",.;:!?()[]{}\"'-&<>/_~`|@#$%^*+="), "，", "。", "！", "、", "《", "》", "“", "”", "—", "…", "·"]
-ODD = ["ＡＢＣ", "１２３", "\x00", "\x07", "\x7f", "\x1c", "İ", "e\u0301", "①", "½", "ß", "Ǆ", "ｶﾀ", "한국어", "ひらがな"]
+ZH = [
+    "模型",
+    "回答",
+    "北京",
+    "大学",
+    "的",
+    "是",
+    "在",
+    "了",
+    "评估",
+    "指标",
+    "数据",
+    "知识",
+    "图谱",
+    "你好",
+    "世界",
+    "模",
+    "型",
+]
+PUNCT = [
+    *list(",.;:!?()[]{}\"'-&<>/_~`|@#$%^*+="),
+    "，",
+    "。",
+    "！",
+    "、",
+    "《",
+    "》",
+    "“",
+    "”",
+    "—",
+    "…",
+    "·",
+]
+ODD = [
+    "ＡＢＣ",
+    "１２３",
+    "\x00",
+    "\x07",
+    "\x7f",
+    "\x1c",
+    "İ",
+    "e\u0301",
+    "①",
+    "½",
+    "ß",
+    "Ǆ",
+    "ｶﾀ",
+    "한국어",
+    "ひらがな",
+    "㍿",
+]
 SPACE = [" ", " ", " ", "  ", "\t", "\n", "\u3000", ""]
 
 _piece = st.sampled_from(EN + ZH + PUNCT + ODD)
@@ -68,14 +116,18 @@ def _perturbed(seed: int, text: str) -> str:
 @st.composite
 def hyp_and_refs(draw: st.DrawFn) -> tuple[str, list[str]]:
     hyp = draw(bleu_text)
-    refs = draw(st.lists(st.one_of(bleu_text, st.integers(0, 10**6).map(lambda s: _perturbed(s, hyp))), max_size=3))
+    refs = draw(
+        st.lists(st.one_of(bleu_text, st.integers(0, 10**6).map(lambda s: _perturbed(s, hyp))), max_size=3)
+    )
     return hyp, refs
 
 
 # -- bleu --------------------------------------------------------------------------------------------
 @settings(max_examples=400, deadline=None)
 @given(hyp_and_refs(), st.sampled_from(["13a", "zh"]), st.booleans(), st.sampled_from([1, 2, 4, 6]))
-def test_bleu_equals_the_old_code(case: tuple[str, list[str]], tokenize: str, lowercase: bool, order: int) -> None:
+def test_bleu_equals_the_old_code(
+    case: tuple[str, list[str]], tokenize: str, lowercase: bool, order: int
+) -> None:
     hyp, refs = case
     ours = sentence_bleu(hyp, refs, tokenize=tokenize, lowercase=lowercase, max_order=order)  # type: ignore[arg-type]
     assert ours == old.sentence_bleu(hyp, refs, tokenize=tokenize, lowercase=lowercase, max_order=order)
@@ -100,8 +152,21 @@ def test_bleu_equals_the_old_code_on_long_texts(vocab_size: int) -> None:
 
 
 # -- token_f1 / exact_match_normalized ---------------------------------------------------------------
+# Words that are not one run of \w characters, where \b(a|an|the)\b matches inside a word: the regex
+# path must keep them; "㍿" has no CJK but its NFKC form (株式会社) has, so it must be segmented.
+TRICKY = ["the\x00x a", "a\x7fb the an", "x\x07the", "the\x1cdog", "İthe a", "e\u0301 the", "the\u0301 a",
+          "ａ the ｔｈｅ", "㍿ the", "㍿a", "the_ a_b", "½the", "A B THE", "", "   ", "\x00"]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", TRICKY)
+def test_normalize_answer_equals_the_old_code_on_tricky_words(text: str) -> None:
+    assert normalize_answer(text) == old.normalize_answer(text)
+    assert answer_tokens(text) == old.answer_tokens(text)
+    assert answer_tokens(text, chinese="chars") == old.answer_tokens(text, chinese="chars")
+
+
 @settings(max_examples=400, deadline=None)
-@given(any_text)
+@given(st.one_of(any_text, st.text(st.characters(max_codepoint=127), max_size=40)))
 def test_normalize_answer_equals_the_old_code(text: str) -> None:
     assert normalize_answer(text) == old.normalize_answer(text)
     for chinese in ("words", "chars"):
@@ -120,8 +185,15 @@ def test_squad_f1_equals_the_old_code(pred: list[str], gold: list[str]) -> None:
 
 
 # -- rouge_l -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "text", ["a_b", "Hello_World 42", "x\x00y\x7fZ", "A-B.c,D", "don't", "", "_", "TeSt123abc"]
+)
+def test_cjk_tokens_equal_the_old_code_on_ascii_separators(text: str) -> None:
+    assert cjk_tokens(text) == old.cjk_tokens(text)
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.one_of(any_text, st.text(max_size=40)))
+@given(st.one_of(any_text, st.text(max_size=40), st.text(st.characters(max_codepoint=127), max_size=40)))
 def test_cjk_tokens_equal_the_old_code(text: str) -> None:
     assert cjk_tokens(text) == old.cjk_tokens(text)
 
