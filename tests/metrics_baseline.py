@@ -1,7 +1,7 @@
 """The text metrics as they were before the per-event speed-ups (main at 480d54d), kept as the reference
 the fast paths must equal exactly (tests/test_metrics_fastpath.py) and as the "before" of bench/metrics.py.
 
-Only the parts that changed are copied; the tokenisers of bleu.py (13a, zh) did not change and are imported.
+Only the parts that changed are copied (the zh tokeniser's character table is imported: it did not change).
 """
 
 from __future__ import annotations
@@ -16,20 +16,27 @@ from collections.abc import Sequence
 from rapidfuzz.distance import LCSseq, Levenshtein
 
 from streameval.evaluators._lang import _CJK_TOKEN, _UNICODE_PUNCT, ZH_STOP_WORDS, has_cjk, segment
-from streameval.evaluators.bleu import BleuResult, tokenize_13a, tokenize_zh
+from streameval.evaluators.bleu import _ZH_RUN, BleuResult
 from streameval.evaluators.rouge import LcsScore
 
 __all__ = [
+    "AFTER_PUNCT",
+    "BEFORE_PUNCT",
+    "DASH",
+    "SYMBOLS",
     "answer_tokens",
     "cjk_tokens",
     "lcs_score",
     "levenshtein",
     "normalize_answer",
+    "post_tokenize",
     "rouge_l",
     "sentence_bleu",
     "squad_f1",
     "squad_tokens",
     "token_f1",
+    "tokenize_13a",
+    "tokenize_zh",
 ]
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -118,6 +125,37 @@ def levenshtein(a: str, b: str, *, hint: float | None = None) -> float:
 
 
 # -- bleu.py -----------------------------------------------------------------------------------------
+SYMBOLS = re.compile(r"([\{-\~\[-\`!-\&\(-\+\:-\@\/])")
+BEFORE_PUNCT = re.compile(r"([^0-9])([\.,])")
+AFTER_PUNCT = re.compile(r"([\.,])([^0-9])")
+DASH = re.compile(r"([0-9])(-)")
+
+
+def post_tokenize(line: str) -> list[str]:
+    line = SYMBOLS.sub(r" \1 ", line)
+    if "." in line or "," in line:
+        line = BEFORE_PUNCT.sub(r"\1 \2 ", line)
+        line = AFTER_PUNCT.sub(r" \1 \2", line)
+    if "-" in line:
+        line = DASH.sub(r"\1 \2 ", line)
+    return line.split()
+
+
+def tokenize_13a(line: str) -> list[str]:
+    line = line.replace("<skipped>", "").replace("-\n", "").replace("\n", " ")
+    if "&" in line:
+        line = line.replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
+    return post_tokenize(f" {line} ")
+
+
+def _spread(match: re.Match[str]) -> str:
+    return " " + " ".join(match.group()) + " "
+
+
+def tokenize_zh(line: str) -> list[str]:
+    return post_tokenize(_ZH_RUN.sub(_spread, line.strip()))
+
+
 def _ngrams(tokens: Sequence[str], max_order: int) -> Counter[tuple[str, ...]]:
     grams: Counter[tuple[str, ...]] = Counter()
     for n in range(1, max_order + 1):

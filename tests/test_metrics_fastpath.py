@@ -1,6 +1,7 @@
 """The fast paths of the text metrics equal the code they replaced (tests/metrics_baseline.py) exactly.
 
-bleu (n-gram counting per order, unique-n-gram set path, multi-reference clipping, early stop), token_f1 /
+bleu (13a passes without regex scans, n-gram counting per order, unique-n-gram set path, multi-reference
+clipping, early stop), token_f1 /
 exact_match_normalized (article removal without the regex, one tokenisation), rouge_l (translate-based
 ASCII tokens) and similarity (rapidfuzz's score_hint) on random English, Chinese and mixed texts, one to
 three references. Equality is ``==`` on the results, not a tolerance: the arithmetic did not change.
@@ -18,7 +19,14 @@ from hypothesis import strategies as st
 from streameval.evaluators import build_evaluator
 from streameval.evaluators._lang import answer_tokens, cjk_tokens, normalize_answer
 from streameval.evaluators.answer import squad_f1, token_f1
-from streameval.evaluators.bleu import sentence_bleu
+from streameval.evaluators.bleu import (
+    _pad_dash_after_digit,
+    _pad_period_comma_after_non_digit,
+    _pad_period_comma_before_non_digit,
+    sentence_bleu,
+    tokenize_13a,
+    tokenize_zh,
+)
 from streameval.evaluators.presets import levenshtein
 from streameval.evaluators.rouge import rouge_l
 from streameval.models import RequestEvent
@@ -123,6 +131,26 @@ def hyp_and_refs(draw: st.DrawFn) -> tuple[str, list[str]]:
 
 
 # -- bleu --------------------------------------------------------------------------------------------
+_soup = st.text(st.sampled_from([*"ab9 0.,-.,-\n()$/é", "模"]), max_size=24)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_soup)
+def test_13a_passes_equal_their_regexes(line: str) -> None:
+    """Each hand-written pass returns the very string its regex substitution does (not just the tokens)."""
+    assert " ".join(old.SYMBOLS.split(line)) == old.SYMBOLS.sub(r" \1 ", line)
+    assert _pad_period_comma_after_non_digit(line) == old.BEFORE_PUNCT.sub(r"\1 \2 ", line)
+    assert _pad_period_comma_before_non_digit(line) == old.AFTER_PUNCT.sub(r" \1 \2", line)
+    assert _pad_dash_after_digit(line) == old.DASH.sub(r"\1 \2 ", line)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(any_text, _soup, st.text(max_size=40)))
+def test_tokenizers_equal_the_old_code(text: str) -> None:
+    assert tokenize_13a(text) == old.tokenize_13a(text)
+    assert tokenize_zh(text) == old.tokenize_zh(text)
+
+
 @settings(max_examples=400, deadline=None)
 @given(hyp_and_refs(), st.sampled_from(["13a", "zh"]), st.booleans(), st.sampled_from([1, 2, 4, 6]))
 def test_bleu_equals_the_old_code(
