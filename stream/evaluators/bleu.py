@@ -75,14 +75,14 @@ def _pad_period_comma_before_non_digit(line: str) -> str:
 
 
 def _pad_dash_after_digit(line: str) -> str:
-    r"""``re.sub(r"([0-9])(-)", r"\1 \2 ", line)``."""
+    r"""``re.sub(r"([0-9])(-)", r"\1 \2 ", line)`` (a match ends at a "-", so none consumes the next one's digit)."""
     out: list[str] = []
-    last = free = 0
+    last = 0
     at = line.find("-")
     while at >= 0:
-        if at - 1 >= free and line[at - 1] in _DIGITS:
+        if at and line[at - 1] in _DIGITS:
             out += (line[last:at], " - ")
-            last = free = at + 1
+            last = at + 1
         at = line.find("-", at + 1)
     out.append(line[last:])
     return "".join(out)
