@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -148,12 +148,12 @@ def _ngrams(tokens: Sequence[str], max_order: int) -> Counter[tuple[str, ...]]:
     return grams
 
 
-def _order_grams(tokens: Sequence[str], n: int) -> Iterable[str] | Iterable[tuple[str, ...]]:
+def _order_grams(tokens: Sequence[str], n: int) -> Iterable[Hashable]:
     """The ``n``-grams of ``tokens``; unigrams are the tokens themselves (cheaper to hash than 1-tuples)."""
     return tokens if n == 1 else zip(*(tokens[i:] for i in range(n)), strict=False)
 
 
-def _order_counts(tokens: Sequence[str], n: int) -> Counter[str] | Counter[tuple[str, ...]]:
+def _order_counts(tokens: Sequence[str], n: int) -> Counter[Hashable]:
     return Counter(_order_grams(tokens, n))
 
 
@@ -177,7 +177,7 @@ def _clipped_matches(hyp: Sequence[str], refs: Sequence[Sequence[str]], max_orde
         if len(refs) == 1:
             limit_get = _order_counts(refs[0], n).get
         else:
-            limit: dict[object, int] = {}
+            limit: dict[Hashable, int] = {}
             for ref in refs:
                 ref_counts = _order_counts(ref, n)
                 for gram in hyp_counts.keys() & ref_counts.keys():
@@ -187,7 +187,7 @@ def _clipped_matches(hyp: Sequence[str], refs: Sequence[Sequence[str]], max_orde
             limit_get = limit.get
         matches = 0
         for gram, count in hyp_counts.items():
-            ref_count = limit_get(gram)  # type: ignore[arg-type]
+            ref_count = limit_get(gram)
             if ref_count:
                 matches += count if count < ref_count else ref_count
         correct[n - 1] = matches
