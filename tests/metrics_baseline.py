@@ -12,6 +12,7 @@ import string
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 from rapidfuzz.distance import LCSseq, Levenshtein
 
@@ -25,6 +26,7 @@ __all__ = [
     "DASH",
     "SYMBOLS",
     "answer_tokens",
+    "bleu_simple",
     "cjk_tokens",
     "lcs_score",
     "levenshtein",
@@ -214,3 +216,22 @@ def sentence_bleu(
     log_sum = sum(math.log(p) if p > 0 else -9999999999 for p in precisions[:eff_order])
     score = bp * math.exp(log_sum / eff_order)
     return BleuResult(score / 100.0, tuple(p / 100.0 for p in precisions), bp, sys_len, ref_len)
+
+
+def bleu_simple(
+    references: Sequence[str], candidate: str, *, max_order: int = 4, tokenizer: Any = None
+) -> float:
+    split = tokenizer or (lambda text: text.lower().split())
+    if not candidate or not references:
+        return 0.0
+    cand = _ngrams(split(candidate), max_order)
+    total = sum(cand.values())
+    if total == 0:
+        return 0.0
+    best = 0
+    for ref in references:
+        if not ref:
+            continue
+        ref_counts = _ngrams(split(ref), max_order)
+        best = max(best, sum(min(c, ref_counts[g]) for g, c in cand.items() if g in ref_counts))
+    return best / total

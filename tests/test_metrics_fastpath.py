@@ -23,6 +23,7 @@ from streameval.evaluators.bleu import (
     _pad_dash_after_digit,
     _pad_period_comma_after_non_digit,
     _pad_period_comma_before_non_digit,
+    bleu_simple,
     sentence_bleu,
     tokenize_13a,
     tokenize_zh,
@@ -161,6 +162,15 @@ def test_bleu_equals_the_old_code(
     assert ours == old.sentence_bleu(hyp, refs, tokenize=tokenize, lowercase=lowercase, max_order=order)
 
 
+@settings(max_examples=300, deadline=None)
+@given(hyp_and_refs(), st.sampled_from([1, 2, 4]), st.booleans())
+def test_bleu_simple_equals_the_old_code(case: tuple[str, list[str]], order: int, cjk: bool) -> None:
+    hyp, refs = case
+    tokenizer = cjk_tokens if cjk else None
+    ours = bleu_simple(refs, hyp, max_order=order, tokenizer=tokenizer)
+    assert ours == old.bleu_simple(refs, hyp, max_order=order, tokenizer=tokenizer)
+
+
 def _bench_text(rng: random.Random, vocab: list[str], tokens: int = 300) -> tuple[str, str]:
     out = [rng.choice(vocab) for _ in range(tokens)]
     ref = [w if rng.random() < 0.8 else rng.choice(vocab) for w in out]
@@ -177,6 +187,7 @@ def test_bleu_equals_the_old_code_on_long_texts(vocab_size: int) -> None:
         other = _bench_text(rng, vocab)[1]
         for refs in ([ref], [ref, other], [other, ref, out[: len(out) // 2]]):
             assert sentence_bleu(out, refs) == old.sentence_bleu(out, refs)
+            assert bleu_simple(refs, out) == old.bleu_simple(refs, out)
 
 
 # -- token_f1 / exact_match_normalized ---------------------------------------------------------------

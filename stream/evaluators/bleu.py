@@ -141,13 +141,6 @@ def tokenize_zh(line: str) -> list[str]:
 _TOKENIZERS: dict[str, Callable[[str], list[str]]] = {"13a": tokenize_13a, "zh": tokenize_zh}
 
 
-def _ngrams(tokens: Sequence[str], max_order: int) -> Counter[tuple[str, ...]]:
-    grams: Counter[tuple[str, ...]] = Counter()
-    for n in range(1, max_order + 1):
-        grams.update(zip(*(tokens[i:] for i in range(n)), strict=False))
-    return grams
-
-
 def _order_grams(tokens: Sequence[str], n: int) -> Iterable[Hashable]:
     """The ``n``-grams of ``tokens``; unigrams are the tokens themselves (cheaper to hash than 1-tuples)."""
     return tokens if n == 1 else zip(*(tokens[i:] for i in range(n)), strict=False)
@@ -302,16 +295,15 @@ def bleu_simple(
     if not candidate or not references:
         return 0.0
     # The seed joins n-grams with spaces; tokens hold no whitespace, so tuples compare the same way.
-    cand = _ngrams(split(candidate), max_order)
-    total = sum(cand.values())
+    tokens = split(candidate)
+    total = sum(max(0, len(tokens) - n) for n in range(max_order))  # every n-gram position, n = 1..max_order
     if total == 0:
         return 0.0
     best = 0
     for ref in references:
         if not ref:
             continue
-        ref_counts = _ngrams(split(ref), max_order)
-        best = max(best, sum(min(c, ref_counts[g]) for g, c in cand.items() if g in ref_counts))
+        best = max(best, sum(_clipped_matches(tokens, [split(ref)], max_order)))
     return best / total
 
 
