@@ -22,6 +22,7 @@ import stopwordsiso
 __all__ = [
     "EN_STOP_WORDS",
     "ZH_STOP_WORDS",
+    "answer_tokens",
     "cjk_tokens",
     "content_tokens",
     "has_cjk",
@@ -34,6 +35,7 @@ __all__ = [
 _CJK_CLASS = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}"
 _CJK = regex.compile(f"[{_CJK_CLASS}]")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")  # SQuAD: re.sub(r'\b(a|an|the)\b', ' ', text)
+_ARTICLE_WORDS = frozenset(("a", "an", "the"))
 _ASCII_PUNCT = str.maketrans("", "", string.punctuation)
 
 
@@ -60,7 +62,11 @@ _ALL_STOP_WORDS = ZH_STOP_WORDS | EN_STOP_WORDS
 # One token per CJK character, otherwise runs of letters and digits (rouge-score's tokenizer keeps
 # [a-z0-9]+ runs; this is the same on ASCII text and splits CJK text per character).
 _CJK_TOKEN = regex.compile(f"[{_CJK_CLASS}]|[[\\p{{L}}\\p{{N}}]--[{_CJK_CLASS}]]+", regex.V1)
-_ASCII_TOKEN = re.compile(r"[a-z0-9]+")  # the same tokens on ASCII text, ~5x faster than the Unicode pattern
+# On ASCII text the tokens are the runs of [a-z0-9] after lower(): one translate() (A-Z to a-z, every other
+# non-alphanumeric character to a space) and a split() give them ~3x faster than re.findall.
+_ASCII_TOKEN_TABLE = str.maketrans(
+    {chr(c): (chr(c).lower() if chr(c).isalnum() else " ") for c in range(128)}
+)
 _WORD = re.compile(r"\w+")
 
 
@@ -69,13 +75,31 @@ def has_cjk(text: str) -> bool:
     return not text.isascii() and _CJK.search(text) is not None
 
 
-def normalize_answer(text: str) -> str:
-    """SQuAD normalisation plus full-width forms and CJK/general punctuation (see the module doc)."""
+def _answer_words(text: str) -> list[str]:
+    """The words of :func:`normalize_answer` (the normalised text is these joined with spaces)."""
     if text.isascii():
         text = text.lower().translate(_ASCII_PUNCT)
     else:
         text = unicodedata.normalize("NFKC", text).lower().translate(_UNICODE_PUNCT)
-    return " ".join(_ARTICLES.sub(" ", text).split())
+    words = text.split()
+    if "".join(words).isalnum():
+        # Every word is then one run of \w characters (re's \w is str.isalnum() or "_"), so \b(a|an|the)\b
+        # matches exactly the words "a", "an", "the": drop them without the regex pass (4x faster).
+        return [word for word in words if word not in _ARTICLE_WORDS]
+    return _ARTICLES.sub(" ", text).split()
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD normalisation plus full-width forms and CJK/general punctuation (see the module doc)."""
+    return " ".join(_answer_words(text))
+
+
+def answer_tokens(text: str, *, chinese: str = "words") -> list[str]:
+    """``squad_tokens(normalize_answer(text), chinese=chinese)``, without re-splitting ASCII text."""
+    words = _answer_words(text)
+    if text.isascii():  # no CJK: squad_tokens would split the joined words again
+        return words
+    return squad_tokens(" ".join(words), chinese=chinese)
 
 
 def segment(text: str) -> list[str]:
@@ -104,7 +128,7 @@ def cjk_tokens(text: str) -> list[str]:
     """Case-folded word tokens: one per CJK character, otherwise runs of letters and digits (ROUGE-L,
     report word counts)."""
     if text.isascii():
-        return _ASCII_TOKEN.findall(text.lower())
+        return text.translate(_ASCII_TOKEN_TABLE).split()
     tokens: list[str] = _CJK_TOKEN.findall(text.casefold())
     return tokens
 
