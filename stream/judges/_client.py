@@ -95,8 +95,7 @@ class JudgeClient:
         self._sleep = sleep
         self._jitter = jitter
         self._http: httpx.AsyncBaseTransport | None = None
-        self._headers = httpx.Headers()
-        self._urls: dict[str, httpx.URL] = {}
+        self._routes: dict[str, tuple[httpx.URL, list[tuple[bytes, bytes]]]] = {}  # path: (URL, headers)
         self._timeout = {"connect": config.timeout_s, "read": config.timeout_s, "write": config.timeout_s,
                          "pool": config.timeout_s}  # fmt: skip
         self._slots = asyncio.Semaphore(config.max_concurrency)
@@ -128,8 +127,11 @@ class JudgeClient:
         # the base URL joined as httpx.AsyncClient(base_url=...) joins it: always append below it
         base = httpx.URL(cfg.base_url)
         root = base.raw_path if base.raw_path.endswith(b"/") else base.raw_path + b"/"
-        self._urls = {path: base.copy_with(raw_path=root + path.encode()) for path in ("chat/completions", "v1/messages")}
-        self._headers = httpx.Headers(headers)
+        self._routes = {}
+        for path in ("chat/completions", "v1/messages"):
+            url = base.copy_with(raw_path=root + path.encode())
+            # Host first, as httpx puts it; Content-Length is added per request
+            self._routes[path] = (url, [(b"host", url.netloc), *((k.encode(), v.encode()) for k, v in headers.items())])
         self._http = self._transport if self._transport is not None else AiohttpTransport(cfg.max_concurrency)
 
     async def close(self) -> None:
@@ -167,8 +169,11 @@ class JudgeClient:
             await self._rate.wait()
             began = self._clock()
             try:
-                request = httpx.Request("POST", self._urls[path], headers=self._headers, content=orjson.dumps(body),
-                                        extensions={"timeout": self._timeout})  # fmt: skip
+                url, headers = self._routes[path]
+                content = orjson.dumps(body)
+                # headers complete and the body as a stream: httpx.Request then skips its header merging
+                request = httpx.Request("POST", url, headers=[*headers, (b"content-length", b"%d" % len(content))],
+                                        stream=httpx.ByteStream(content), extensions={"timeout": self._timeout})  # fmt: skip
                 async with asyncio.timeout(cfg.timeout_s):
                     response = await self._http.handle_async_request(request)
                     try:

@@ -20,8 +20,8 @@ Seed 002 single-number answers take the first number, clamped to [0, 1].
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 

@@ -80,7 +80,9 @@ def to_httpx_error(exc: BaseException, request: httpx.Request) -> Exception | No
 class AiohttpTransport(httpx.AsyncBaseTransport):
     """``limit`` connections at most (one judge's ``max_concurrency``); opened on first use."""
 
-    def __init__(self, limit: int, *, keepalive_s: float = 5.0, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self, limit: int, *, keepalive_s: float = 5.0, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
         self.limit = limit
         self.keepalive_s = keepalive_s
         self._ssl = ssl_context
@@ -123,13 +125,15 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             pool, connect, read = key
             # aiohttp's `connect` covers the wait for a pooled connection plus connecting
             total_connect = None if pool is None and connect is None else (pool or 0.0) + (connect or 0.0)
-            timeout = aiohttp.ClientTimeout(total=None, connect=total_connect, sock_connect=connect, sock_read=read)
+            # the read timeout is applied per answer, not per socket read: aiohttp re-arms a timer on
+            # every chunk received (~4 % of a judged worker's CPU); JudgeClient bounds each attempt anyway
+            timeout = aiohttp.ClientTimeout(total=read, connect=total_connect, sock_connect=connect)
             self._timeouts[key] = timeout
         return timeout
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         session = self._session or self._open()
-        content = request.content  # built in memory by JudgeClient (httpx.Request(content=...))
+        content = await request.aread()  # in memory (JudgeClient sends an httpx.ByteStream)
         proxy, proxy_auth = self._proxy(request.url)
         try:
             async with session.request(
@@ -144,7 +148,10 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             if mapped is None:
                 raise
             raise mapped from exc
-        extensions = {"http_version": b"HTTP/1.1", "reason_phrase": (reason or "").encode("latin-1", "replace")}
+        extensions = {
+            "http_version": b"HTTP/1.1",
+            "reason_phrase": (reason or "").encode("latin-1", "replace"),
+        }
         return httpx.Response(status, headers=headers, stream=httpx.ByteStream(body), request=request,
                               extensions=extensions)  # fmt: skip
 
