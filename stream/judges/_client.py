@@ -4,15 +4,15 @@ Each judge owns one ``httpx.AsyncBaseTransport``, opened in :meth:`JudgeClient.s
 every event: by default an :class:`~._transport.AiohttpTransport` (an aiohttp pool of
 ``max_concurrency`` connections; httpx's own pool costs milliseconds of CPU per request at 64 in
 flight, encode/httpcore#1035), or the injected ``transport`` (``httpx.MockTransport`` in unit tests).
-Requests go straight to the transport (no ``httpx.AsyncClient``: its per-request work was ~60 % of
-the client's CPU); the client sends what httpx's client would: the merged ``base_url``, JSON body,
+Requests go straight to the transport (no ``httpx.AsyncClient``: its per-request work was about half
+of the client's CPU); the client sends what httpx's client would: the merged ``base_url``, JSON body,
 ``Accept``/``Accept-Encoding``/``User-Agent`` and the protocol's headers, with ``timeout_s`` as the
 connect/read/write/pool timeout. Every httpx exception is mapped to the :mod:`._errors` tree here, at
-the boundary (the default transport raises httpx exceptions for aiohttp's). Limits applied per attempt: a semaphore of ``max_concurrency`` requests, an
-optional ``requests_per_second`` start rate, and ``timeout_s``. Retries (seed 003: 3 attempts,
-2 s apart) add uniform jitter and honour a 429's Retry-After (capped at ``max_retry_after_s``); a
-waiting retry holds no concurrency slot. The API key is read from the environment at start and only
-ever placed in a request header.
+the boundary (the default transport raises httpx exceptions for aiohttp's). Limits applied per
+attempt: a semaphore of ``max_concurrency`` requests, an optional ``requests_per_second`` start rate,
+and ``timeout_s``. Retries (seed 003: 3 attempts, 2 s apart) add uniform jitter and honour a 429's
+Retry-After (capped at ``max_retry_after_s``); a waiting retry holds no concurrency slot. The API key
+is read from the environment at start and only ever placed in a request header.
 """
 
 from __future__ import annotations
@@ -131,7 +131,9 @@ class JudgeClient:
         for path in ("chat/completions", "v1/messages"):
             url = base.copy_with(raw_path=root + path.encode())
             # Host first, as httpx puts it; Content-Length is added per request
-            self._routes[path] = (url, [(b"host", url.netloc), *((k.encode(), v.encode()) for k, v in headers.items())])
+            # (ASCII, as httpx.Headers encodes str values: a non-ASCII key fails here, at start)
+            self._routes[path] = (url, [(b"host", url.netloc),
+                                        *((k.encode("ascii"), v.encode("ascii")) for k, v in headers.items())])  # fmt: skip
         self._http = self._transport if self._transport is not None else AiohttpTransport(cfg.max_concurrency)
 
     async def close(self) -> None:
