@@ -104,7 +104,7 @@ def test_aiohttp_errors_become_the_httpx_error_of_the_same_kind(
 
 
 def test_other_exceptions_are_not_converted() -> None:
-    assert to_httpx_error(ValueError("x"), httpx.Request("GET", "http://x")) is None
+    assert to_httpx_error(KeyError("x"), httpx.Request("GET", "http://x")) is None
 
 
 # -- concurrency -------------------------------------------------------------------------------------------
@@ -175,6 +175,19 @@ async def test_request_line_headers_and_body(server) -> None:  # type: ignore[no
         {"role": "system", "content": "SYS"},
         {"role": "user", "content": "USER"},
     ]
+
+
+async def test_header_injection_is_refused_as_a_request_error() -> None:
+    async with start_judge_sim() as url:
+        cfg = judge("j", url, weight=1, api_key_env="K", attempts=1)
+        client = JudgeClient(cfg, environ={"K": "abc\r\nX-Evil: 1"})
+        await client.start()
+        try:
+            with pytest.raises(JudgeError) as caught:
+                await client.complete("SYS", "USER")
+        finally:
+            await client.close()
+    assert caught.value.code == "judge_request" and "abc" not in str(caught.value)
 
 
 async def test_gzip_answers_are_decoded(server) -> None:  # type: ignore[no-untyped-def]

@@ -59,6 +59,7 @@ AIOHTTP_ERROR_MAP: tuple[tuple[type[BaseException], type[httpx.HTTPError] | type
     (aiohttp.UploadAbortedError, httpx.WriteError),
     (aiohttp.ClientError, httpx.TransportError),
     (TimeoutError, httpx.ReadTimeout),
+    (ValueError, httpx.LocalProtocolError),  # a request aiohttp refused to build, e.g. CR/LF in a header
     (OSError, httpx.NetworkError),
 )
 
