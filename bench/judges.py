@@ -5,11 +5,13 @@ the simulated judge runs in a subprocess so its CPU is not this process's. N jud
 processed with W in flight (as the worker does). Printed:
 
 * throughput / ideal, where ideal = W / latency (every event waits one judge round trip, judges of
-  an event in parallel). Target >= 0.9.
+  an event in parallel). Target >= 0.9. Also throughput / ceiling, the ceiling being a bare aiohttp
+  loop with 3 W requests in flight against the same simulator in the same run (bench/_judgesim.py):
+  what this box and simulator can serve at all.
 * rule-only events' latency (a suite without judges) alone vs while the judged events run: p50/p99
   and their ratio against the idle baseline measured in the same run.
 
-Usage: python bench/judges.py [--windows 10,20,30,40] [--per-window 15] [--latency-ms 200]
+Usage: python bench/judges.py [--windows 16,32,64,128] [--per-window 30] [--latency-ms 200]
 (N = per-window x window events for each window size.)
 """
 
@@ -18,37 +20,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
-import subprocess
-import sys
 import time
 
-import httpx
 import orjson
+from _judgesim import bare_ceiling, panel_bodies, start_sim
 
 from streameval.config import parse_config
 from streameval.judges.sim import demo_judges
 from streameval.pipeline import Pipeline
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-async def _wait_up(url: str, deadline_s: float = 10.0) -> None:
-    async with httpx.AsyncClient() as client:
-        end = time.monotonic() + deadline_s
-        while True:
-            try:
-                await client.post(f"{url}/v1/chat/completions", json={"messages": []})
-                return
-            except httpx.TransportError:
-                if time.monotonic() > end:
-                    raise
-                await asyncio.sleep(0.05)
 
 
 def _event(n: int, suite: str) -> bytes:
@@ -77,21 +57,18 @@ async def _rule_latencies(pipeline: Pipeline, count: int, stop: asyncio.Event | 
 
 
 async def run(windows: list[int], per_window: int, latency_ms: float) -> None:
-    port = _free_port()
-    sim = await asyncio.create_subprocess_exec(sys.executable, "-m", "streameval.judges.sim", "--port", str(port),
-                                               "--latency-ms", str(latency_ms), stdout=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
+    bodies = await panel_bodies()
+    sim = await start_sim(latency_ms)
     try:
-        await _wait_up(url)
         print(f"3 simulated judges at {latency_ms:g} ms (sim in a subprocess), {os.cpu_count()} cores")
         for window in windows:
-            await _one(url, window * per_window, window, latency_ms)
+            ceiling = await bare_ceiling(sim.url, bodies, 3 * window, 4.0) / 3
+            await _one(sim.url, window * per_window, window, latency_ms, ceiling)
     finally:
-        sim.terminate()
-        await asyncio.wait_for(sim.wait(), timeout=5)
+        sim.stop()
 
 
-async def _one(url: str, events: int, window: int, latency_ms: float) -> None:
+async def _one(url: str, events: int, window: int, latency_ms: float, ceiling: float) -> None:
     judges = [{**j, "max_concurrency": window} for j in demo_judges(url)]
     _, suites = parse_config({"judges": judges, "suites": [
         {"name": "judged", "evaluators": [{"evaluator": "exact_match"}], "judge": {}},
@@ -129,6 +106,8 @@ async def _one(url: str, events: int, window: int, latency_ms: float) -> None:
     print(f"\nwindow {window}: {events} judged events, failures {failed}, elapsed {elapsed:.2f} s")
     print(f"  throughput {measured:.1f} events/s ({3 * measured:.0f} judge calls/s); ideal {ideal:.1f}; "
           f"ratio {measured / ideal:.3f} (target >= 0.9)")
+    print(f"  ceiling (bare aiohttp loop, {3 * window} in flight) {ceiling:.1f} events/s = {ceiling / ideal:.3f} x ideal; "
+          f"throughput / ceiling {measured / ceiling:.3f}")
     for label, values in (("idle", idle), ("busy", busy)):
         print(f"  rule-only latency {label}: n={len(values)} p50 {_pct(values, .5):.3f} ms  "
               f"p99 {_pct(values, .99):.3f} ms  mean {statistics.fmean(values):.3f} ms")
@@ -137,8 +116,8 @@ async def _one(url: str, events: int, window: int, latency_ms: float) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--windows", default="10,20,30,40", help="events in flight, comma-separated")
-    parser.add_argument("--per-window", type=int, default=15, help="events per run = this x window")
+    parser.add_argument("--windows", default="16,32,64,128", help="events in flight, comma-separated")
+    parser.add_argument("--per-window", type=int, default=30, help="events per run = this x window")
     parser.add_argument("--latency-ms", type=float, default=200.0)
     args = parser.parse_args()
     asyncio.run(run([int(w) for w in args.windows.split(",")], args.per_window, args.latency_ms))

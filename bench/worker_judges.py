@@ -1,88 +1,126 @@
-"""A worker with a judged suite: throughput against the ideal concurrency / latency, one run.
+"""A worker with a judged suite: throughput against the ideal concurrency / latency, per concurrency.
 
-    python bench/worker_judges.py [--events 3000] [--latency-ms 200] [--concurrency 256]
+    python bench/worker_judges.py [--concurrency 16,32,64,128] [--latency-ms 200] [--seconds 10]
+                                  [--before DIR]
 
-Three simulated judges (seed 003 panel; a subprocess, ``streameval.judges.sim``) answer after a fixed
-latency; each allows ``--concurrency`` requests in flight (``max_concurrency``). Every event calls all
-three at once, so no worker can beat ideal = concurrency / latency events/s. Distinct outputs: no
-judge cache hits. Prints the worker's rate (first result to last) and rate / ideal (target >= 0.9).
-bench/judges.py measures the same without Kafka (the pipeline alone).
+Three simulated judges (seed 003 panel; one subprocess, ``streameval.judges.sim``) answer after
+``--latency-ms``; each allows C requests in flight (``max_concurrency``). Every event calls all three
+at once, so no worker can beat ideal = C / latency events/s (Little's law: C in flight per judge,
+each held for one latency). Distinct outputs: no judge cache hits; sample_rate 1.
+
+How the rate is measured (so that it cannot exceed the ideal): the worker first handles 2 x C warm-up
+events (Faust joined, judge connections open); then the clock starts, ``seconds`` x ideal events are
+produced, and the rate is events / (the latest ``evaluated_at`` of their results - clock start), on
+the box's one wall clock. This includes producing them and one round trip of fill and drain, so it
+slightly under-states the steady rate; it excludes the result consumer's fetch wait (this script's
+consumer, up to 500 ms per fetch against Tansu, not the worker). (Measured first result to last
+arrival, as before, the first published batch of 256 results came free: C = 16 showed 1.13 x.)
+
+Printed per C, all in the same run: the ideal; the ceiling (``bench/_judgesim.py``: a bare aiohttp
+loop with 3 x C in flight against the same simulator, measured before and after the worker runs,
+the higher of the two: what this box and simulator can serve); the
+simulator's CPU per request and share of a core during the worker run; the worker's rate, rate /
+ideal (target >= 0.9) and rate / ceiling. ``--before DIR`` also runs, for each C and just before the
+current code, a worker whose ``streameval`` package is imported from DIR (e.g. an older checkout's
+package tree), for a before / after comparison in one run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import subprocess
-import sys
+import time
 import uuid
+from datetime import datetime
 
-import httpx
 import orjson
+from _judgesim import Sim, bare_ceiling, panel_bodies, start_sim
 from _worker import pick_redis, run_workers, step, topic_names, write_config
 
 from streameval.embedded import EmbeddedBroker
 from streameval.judges.sim import demo_judges
-from streameval.kafka_io import ensure_topics, produce
+from streameval.kafka_io import Record, ensure_topics, produce
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-async def _wait_up(url: str) -> None:
-    async with httpx.AsyncClient() as client:
-        for _ in range(200):
-            try:
-                await client.post(f"{url}/v1/chat/completions", json={"messages": []})
-                return
-            except httpx.TransportError:
-                await asyncio.sleep(0.05)
-    raise RuntimeError(f"the judge simulator at {url} did not start")
-
-
-def _events(count: int) -> list[bytes]:
-    return [orjson.dumps({"id": f"judged-{n}", "model": "bench-model", "input": "What is the capital of France?",
-                          "output": f"The capital of France is Paris ({n}).", "expected": "Paris",
+def _events(count: int, tag: str) -> list[bytes]:
+    return [orjson.dumps({"id": f"{tag}-{n}", "model": "bench-model", "input": "What is the capital of France?",
+                          "output": f"The capital of France is Paris ({tag} {n}).", "expected": "Paris",
                           "category": "qa_simple"}) for n in range(count)]  # fmt: skip
+
+
+async def _worker_rate(bootstrap: str, redis_url: str, sim: Sim, c: int, count: int, pythonpath: str | None) -> tuple[float, float]:
+    """(events/s, simulator CPU seconds per request) of one worker at max_concurrency ``c``."""
+    config = write_config({
+        "judges": [{**j, "max_concurrency": c} for j in demo_judges(sim.url)],
+        "suites": [{"name": "judged", "default": True, "evaluators": [{"evaluator": "exact_match"}], "judge": {}}],
+    })  # fmt: skip
+    run_id = uuid.uuid4().hex[:6]
+    topics = topic_names(run_id)
+    await ensure_topics(bootstrap, topics.values(), partitions=1)
+    warm, measured = _events(2 * c, f"warm{run_id}"), _events(count, f"ev{run_id}")
+    evaluated: list[float] = []  # evaluated_at (epoch s) of every result
+    clock: dict[str, float] = {}
+
+    def record(r: Record) -> None:
+        evaluated.append(datetime.fromisoformat(orjson.loads(r.value)["evaluated_at"]).timestamp())
+
+    async def started() -> None:
+        await produce(bootstrap, topics["requests"], warm)
+        while len(evaluated) < len(warm):
+            await asyncio.sleep(0.01)
+        clock["cpu"] = sim.cpu_s()
+        clock["t0"] = time.time()
+        await produce(bootstrap, topics["requests"], measured)
+
+    env = {"PYTHONPATH": pythonpath} if pythonpath else None
+    await run_workers(bootstrap, redis_url, topics, len(warm) + count, config, on_record=record, started=started,
+                      env=env)  # fmt: skip
+    sim_cpu = sim.cpu_s() - clock["cpu"]
+    return count / (max(evaluated) - clock["t0"]), sim_cpu / (3 * count)
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=3000)
+    parser.add_argument("--concurrency", default="16,32,64,128", help="max_concurrency of each judge, comma-separated")
     parser.add_argument("--latency-ms", type=float, default=200.0)
-    parser.add_argument("--concurrency", type=int, default=256, help="max_concurrency of each judge")
+    parser.add_argument("--latency-dist", choices=["fixed", "uniform", "exponential"], default="fixed")
+    parser.add_argument("--latency-spread-ms", type=float, default=0.0, help="for --latency-dist uniform")
+    parser.add_argument("--seconds", type=float, default=10.0, help="events per run = this x the ideal rate")
+    parser.add_argument("--ceiling-seconds", type=float, default=4.0)
+    parser.add_argument("--before", default=None, help="PYTHONPATH of a baseline streameval to run first")
     args = parser.parse_args()
-    port = _free_port()
-    sim = subprocess.Popen([sys.executable, "-m", "streameval.judges.sim", "--port", str(port),
-                            "--latency-ms", str(args.latency_ms)], stdout=subprocess.DEVNULL)  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+    latency_s = args.latency_ms / 1000
+    sim = await start_sim(args.latency_ms, args.latency_dist, args.latency_spread_ms)
     redis_url, embedded = pick_redis()
+    rows = []
     try:
-        await _wait_up(url)
-        config = write_config({
-            "judges": [{**j, "max_concurrency": args.concurrency} for j in demo_judges(url)],
-            "suites": [{"name": "judged", "default": True, "evaluators": [{"evaluator": "exact_match"}], "judge": {}}],
-        })  # fmt: skip
-        events = _events(args.events)
+        bodies = await panel_bodies()
         with EmbeddedBroker() as broker:
-            topics = topic_names(uuid.uuid4().hex[:6])
-            await ensure_topics(broker.bootstrap, topics.values(), partitions=1)
-            await produce(broker.bootstrap, topics["requests"], events)
-            step(f"worker with 3 judges at {args.latency_ms:g} ms, {args.concurrency} in flight each")
-            run = await run_workers(broker.bootstrap, redis_url, topics, len(events), config)
+            for c in (int(v) for v in args.concurrency.split(",")):
+                ideal = c / latency_s
+                step(f"C={c}: ceiling (bare aiohttp loop, {3 * c} in flight)")
+                ceilings = [await bare_ceiling(sim.url, bodies, 3 * c, args.ceiling_seconds) / 3]
+                count = max(200, round(args.seconds * ideal))
+                variants = [("before", args.before), ("after", None)] if args.before else [("current", None)]
+                measured = []
+                for label, path in variants:
+                    step(f"C={c}: {label} worker, {count} events")
+                    measured.append((label, *await _worker_rate(broker.bootstrap, redis_url, sim, c, count, path)))
+                step(f"C={c}: ceiling again")
+                ceilings.append(await bare_ceiling(sim.url, bodies, 3 * c, args.ceiling_seconds) / 3)
+                step(f"C={c}: ceilings {', '.join(f'{v:.0f}' for v in ceilings)} events/s; the higher is used")
+                rows += [(c, label, ideal, max(ceilings), rate, sim_cpu) for label, rate, sim_cpu in measured]
     finally:
-        sim.terminate()
-        sim.wait(timeout=10)
+        sim.stop()
         if embedded:
             embedded.stop()
-    ideal = args.concurrency / (args.latency_ms / 1000)
-    print(f"{len(events)} judged events; judges {args.latency_ms:g} ms, max_concurrency {args.concurrency}")
-    print(f"worker {run.rate:.0f} events/s; ideal {ideal:.0f} events/s; ratio {run.rate / ideal:.3f} (target >= 0.9)")
+    print(f"3 simulated judges, latency {args.latency_ms:g} ms ({args.latency_dist}"
+          f"{f' +/- {args.latency_spread_ms:g}' if args.latency_dist == 'uniform' else ''}), one simulator process")
+    print("   C  code     ideal/s  ceiling/s  worker/s  worker/ideal  worker/ceiling  ceiling/ideal  sim us/req  sim core")
+    for c, label, ideal, ceiling, rate, sim_cpu in rows:
+        print(f"{c:4d}  {label:7s} {ideal:8.0f} {ceiling:10.0f} {rate:9.0f} {rate / ideal:13.3f} {rate / ceiling:15.3f} "
+              f"{ceiling / ideal:14.3f} {sim_cpu * 1e6:11.0f} {sim_cpu * 3 * rate:9.2f}")
+    print("target: worker/ideal >= 0.9; the simulator alone serves ~1 / (sim us/req) requests/s per core")
 
 
 if __name__ == "__main__":
