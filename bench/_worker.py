@@ -18,9 +18,11 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import orjson
 import redis
+import redis.asyncio as aioredis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from pydantic import ValidationError
 
@@ -198,9 +200,18 @@ class WorkerRun:
     stamps: list[float] = field(default_factory=list)
     rss: list[tuple[float, int, list[int]]] = field(default_factory=list)
     cpu: list[tuple[int, float]] = field(default_factory=list)  # (results so far, CPU s of all workers)
+    counted: list[tuple[float, int]] = field(default_factory=list)  # progress="redis": (time, events recorded)
+
+    @property
+    def done(self) -> int:
+        return self.counted[-1][1] if self.counted else len(self.stamps)
 
     @property
     def rate(self) -> float:
+        if self.counted:
+            flowing = [(t, n) for t, n in self.counted if n > 0]
+            (t0, n0), (t1, n1) = flowing[0], flowing[-1]
+            return (n1 - n0) / (t1 - t0) if t1 > t0 else float("nan")
         return (len(self.stamps) - 1) / (self.stamps[-1] - self.stamps[0])
 
     @property
@@ -209,7 +220,7 @@ class WorkerRun:
 
         Unlike the rate it hardly moves when other programs share the cores: the figure to compare runs by.
         """
-        flowing = [(n, cpu) for n, cpu in self.cpu if 0 < n < len(self.stamps)]
+        flowing = [(n, cpu) for n, cpu in self.cpu if 0 < n < self.done]
         if len(flowing) < 2 or flowing[-1][0] == flowing[0][0]:
             return float("nan")
         (n0, c0), (n1, c1) = flowing[0], flowing[-1]
@@ -228,11 +239,14 @@ async def run_workers(
     on_record: Callable[[Record], None] | None = None,
     started: Callable[[], object] | None = None,
     env: dict[str, str] | None = None,
+    progress: Literal["results", "redis"] = "results",
 ) -> WorkerRun:
     """Start ``workers`` worker processes, read ``count`` results, stop them and delete their Redis keys.
 
     ``started`` is awaited (if it returns an awaitable) once the results reader is running, e.g. to
-    produce the events at a fixed rate.
+    produce the events at a fixed rate. ``progress="redis"`` reads no results: it counts the events the
+    workers recorded in Redis (all-time aggregates) once a second, for runs too long for a reader to
+    keep up with on Tansu (its fetches from a topic of a million records slow to ~100 records/s).
     """
     prefix = f"streameval-bench:{uuid.uuid4().hex[:8]}:"
     app_id = f"bench-{uuid.uuid4().hex[:6]}"
@@ -257,15 +271,32 @@ async def run_workers(
 
     async def watch() -> None:
         while all(p.poll() is None for p in procs):
-            run.rss.append((time.perf_counter(), len(run.stamps), [_rss_kb(p.pid) for p in procs]))
-            run.cpu.append((len(run.stamps), sum(_cpu_s(p.pid) for p in procs)))
+            run.rss.append((time.perf_counter(), run.done, [_rss_kb(p.pid) for p in procs]))
+            run.cpu.append((run.done, sum(_cpu_s(p.pid) for p in procs)))
             await asyncio.sleep(0.5)
         raise RuntimeError(f"a worker exited; logs: {', '.join(logs)}")
 
-    reading = asyncio.ensure_future(
-        collect(bootstrap, [topics["results"]], until=lambda r: len(r) >= count, timeout=1800, on_record=record,
-                fetch_max_wait_ms=5)  # the reader must not add latency of its own (Tansu holds a waiting fetch)
-    )
+    async def count_in_redis() -> None:
+        client = aioredis.Redis.from_url(redis_url)
+        try:
+            while True:
+                total = 0
+                async for key in client.scan_iter(match=f"{prefix}agg:all:*", count=1000):
+                    total += int(float(await client.hget(key, "count") or 0))
+                run.counted.append((time.perf_counter(), total))
+                if total >= count:
+                    return
+                await asyncio.sleep(1.0)
+        finally:
+            await client.aclose()
+
+    if progress == "redis":
+        reading = asyncio.ensure_future(asyncio.wait_for(count_in_redis(), 3600))
+    else:
+        reading = asyncio.ensure_future(
+            collect(bootstrap, [topics["results"]], until=lambda r: len(r) >= count, timeout=1800, on_record=record,
+                    fetch_max_wait_ms=5)  # the reader must not add latency of its own (Tansu holds a waiting fetch)
+        )
     watcher = asyncio.ensure_future(watch())
     try:
         if started is not None:
