@@ -112,7 +112,8 @@ async def main() -> None:
         print(f"    RSS (worker + evaluation processes): {seen.rss[0][2][0] if seen.rss else 0} kB at start, "
               f"{seen.rss[-1][2][0] if seen.rss else 0} kB at the end; slope {slope_kb_per_100k(seen.rss):.0f} kB "
               "per 100 k events (second half)")  # fmt: skip
-        quarters = [next((rss[0] for _, n, rss in seen.rss if n >= q * len(events) // 4), None) for q in (1, 2, 3, 4)]
+        last = seen.rss[-1][2][0] if seen.rss else None  # the final sample may precede the last count
+        quarters = [next((rss[0] for _, n, rss in seen.rss if n >= q * len(events) // 4), last) for q in (1, 2, 3, 4)]
         print(f"    RSS at 1/4, 1/2, 3/4 and all of the events: {', '.join(f'{kb} kB' for kb in quarters)}")
     if scaled:
         one, two = scaled
