@@ -15,15 +15,22 @@ with its batch and observed in the worker's ``/metrics``.
 
 A process that dies (the OOM killer, a crash in a C extension) breaks the pool: every batch the pool
 held is evaluated in the worker's own process instead, a new pool is started and an error is logged.
-Nothing is lost or evaluated twice.
+Nothing is lost or evaluated twice. When the worker dies, its evaluation processes exit too (Linux:
+``PR_SET_PDEATHSIG``).
+
+A program that starts a pool itself must guard its main module (``if __name__ == "__main__":``):
+``spawn`` imports it in each process. ``streameval`` and ``python -m streameval`` are guarded.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import multiprocessing
+import os
 import signal
+import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -41,8 +48,17 @@ log = logging.getLogger(__name__)
 _pipeline: Pipeline | None = None
 
 
-def _init(config_text: str, config_file: str, max_event_bytes: int, max_event_depth: int) -> None:
+def _die_with_parent(parent: int) -> None:
+    """Exit when the worker dies, even by SIGKILL (the OOM killer): no orphaned evaluation processes."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the worker died before prctl took effect
+        os._exit(1)
+
+
+def _init(parent: int, config_text: str, config_file: str, max_event_bytes: int, max_event_depth: int) -> None:
     global _pipeline
+    _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the worker shuts us down
     _, suites = parse_config_text(config_text, file=config_file)
     _pipeline = Pipeline(suites, max_event_bytes=max_event_bytes, max_event_depth=max_event_depth)
@@ -69,7 +85,7 @@ class EvalPool:
         if processes < 1:
             raise ValueError("an evaluation pool needs at least one process")
         self.processes = processes
-        self._initargs = (config_text, config_file, max_event_bytes, max_event_depth)
+        self._initargs = (os.getpid(), config_text, config_file, max_event_bytes, max_event_depth)
         self._executor: ProcessPoolExecutor | None = None
         self.restarts = 0
 

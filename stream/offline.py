@@ -58,6 +58,8 @@ async def evaluate_file(
     summary = Summary()
     seen: dict[str, bytes] = {}
     source_name = f"file:{input_path.name}"
+    # chunks in flight: one per evaluation process (+1 so none waits for the next chunk), else one
+    pending: deque[tuple[int, asyncio.Future[list[Outcome]]]] = deque()
     await pipeline.start()
     try:
         if pool is not None:
@@ -81,8 +83,6 @@ async def evaluate_file(
 
             lines = iter_lines(src)
             done = 0
-            # chunks in flight: one per evaluation process (+1 so none waits for the next chunk), else one
-            pending: deque[tuple[int, asyncio.Future[list[Outcome]]]] = deque()
             while True:
                 chunk = list(islice(lines, concurrency))
                 if chunk:
@@ -98,6 +98,8 @@ async def evaluate_file(
                 if on_progress:
                     on_progress(done, src.tell())
     finally:
+        for _, future in pending:  # only after an error: do not leave chunks running behind us
+            future.cancel()
         if pool is not None:
             await pool.close()
         await pipeline.close()

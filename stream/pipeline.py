@@ -212,13 +212,8 @@ class Pipeline:
             if not self.runs_sync(suite):
                 return None
             result, counters = _run_now(self.evaluate(event, suite, received_at=received_at))
-        except EventError as exc:
-            return Outcome(dead_letter=self.dead_letter(raw, exc.kind, exc.reason, source, exc.event_id))
-        except Exception as exc:  # a bug of ours: keep the event, say what happened
-            log.exception("internal error evaluating an event from %s", source)
-            return Outcome(
-                dead_letter=self.dead_letter(raw, "internal", f"{type(exc).__name__}: {exc}", source, None)
-            )
+        except Exception as exc:
+            return self._failed(raw, source, exc)
         return Outcome(result=result, counters=counters)
 
     async def process(self, raw: bytes, source: Source = Source(), *, received_at: float | None = None) -> Outcome:
@@ -229,14 +224,16 @@ class Pipeline:
             event = self.decode(raw)
             suite = self.suites.route(event)
             result, counters = await self.evaluate(event, suite, received_at=received_at)
-        except EventError as exc:
-            return Outcome(dead_letter=self.dead_letter(raw, exc.kind, exc.reason, source, exc.event_id))
-        except Exception as exc:  # a bug of ours: keep the event, say what happened
-            log.exception("internal error evaluating an event from %s", source)
-            return Outcome(
-                dead_letter=self.dead_letter(raw, "internal", f"{type(exc).__name__}: {exc}", source, None)
-            )
+        except Exception as exc:
+            return self._failed(raw, source, exc)
         return Outcome(result=result, counters=counters)
+
+    def _failed(self, raw: bytes, source: Source, exc: Exception) -> Outcome:
+        """The dead letter of an event that could not be evaluated: a bad event, or a bug of ours (kept too)."""
+        if isinstance(exc, EventError):
+            return Outcome(dead_letter=self.dead_letter(raw, exc.kind, exc.reason, source, exc.event_id))
+        log.error("internal error evaluating an event from %s", source, exc_info=exc)
+        return Outcome(dead_letter=self.dead_letter(raw, "internal", f"{type(exc).__name__}: {exc}", source, None))
 
     def dead_letter(self, raw: bytes, kind: Any, reason: str, source: Source, event_id: str | None) -> DeadLetter:
         return DeadLetter(

@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -154,6 +157,48 @@ async def test_processor_without_pool_gives_the_same_outcomes_as_pipeline_proces
     outcomes = await processor.evaluate_batch(batch)
     expected = [await pipeline.process(raw, source) for raw, source in batch]
     assert [_comparable(o) for o in outcomes] == [_comparable(o) for o in expected]
+
+
+def test_evaluation_processes_exit_when_the_worker_is_killed(tmp_path: Path) -> None:
+    script = tmp_path / "holder.py"
+    script.write_text(
+        "import asyncio, sys, time\n"
+        "from streameval.evalpool import EvalPool\n"
+        "async def main():\n"
+        "    pool = EvalPool(sys.stdin.read(), 'suites', 2, max_event_bytes=1 << 20, max_event_depth=64)\n"
+        "    await pool.start()\n"
+        "    print(*pool.pids(), flush=True)\n"
+        "    time.sleep(120)\n"
+        "if __name__ == '__main__':\n"
+        "    asyncio.run(main())\n"
+    )
+    holder = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdin is not None and holder.stdout is not None
+    holder.stdin.write(_text(SUITES))
+    holder.stdin.close()
+    pids = [int(pid) for pid in holder.stdout.readline().split()]
+    assert len(pids) == 2
+    holder.kill()  # SIGKILL: no clean-up code runs in the worker
+    holder.wait()
+    deadline = time.monotonic() + 20
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [pid for pid in pids if _alive(pid)]
+        time.sleep(0.1)
+    assert not alive, f"orphaned evaluation processes: {alive}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie (exited, not yet reaped by init) counts as gone
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_a_pool_needs_a_process() -> None:
