@@ -121,6 +121,9 @@ class EvalPool:
         except BrokenProcessPool as exc:
             self._replace(executor, exc)
             return [None] * len(batch)
+        except Exception:  # e.g. an outcome that would not pickle: the worker evaluates the batch itself
+            log.exception("an evaluation process could not return a batch; evaluating it in the worker")
+            return [None] * len(batch)
         telemetry.observe_latencies(latencies)
         return outcomes
 
