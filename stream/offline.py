@@ -58,7 +58,7 @@ async def evaluate_file(
     summary = Summary()
     seen: dict[str, bytes] = {}
     source_name = f"file:{input_path.name}"
-    # chunks in flight: one per evaluation process (+1 so none waits for the next chunk), else one
+    # chunks in flight: one per evaluation process + 1 (so none waits for the next chunk), else one
     pending: deque[tuple[int, asyncio.Future[list[Outcome]]]] = deque()
     await pipeline.start()
     try:
@@ -83,20 +83,23 @@ async def evaluate_file(
 
             lines = iter_lines(src)
             done = 0
-            while True:
-                chunk = list(islice(lines, concurrency))
-                if chunk:
-                    batch = [(raw, Source(source_name, None, n)) for n, raw in chunk]
-                    pending.append((len(chunk), asyncio.ensure_future(evaluate_batch(pipeline, batch, pool))))
-                if not pending or (chunk and len(pending) <= (processes + 1 if pool else 0)):
-                    if not chunk:
-                        break
-                    continue
+
+            async def write_oldest() -> None:
+                nonlocal done
                 size, future = pending.popleft()
                 write(await future)
                 done += size
                 if on_progress:
                     on_progress(done, src.tell())
+
+            limit = processes + 1 if pool is not None else 1
+            while chunk := list(islice(lines, concurrency)):
+                batch = [(raw, Source(source_name, None, n)) for n, raw in chunk]
+                pending.append((len(chunk), asyncio.ensure_future(evaluate_batch(pipeline, batch, pool))))
+                if len(pending) >= limit:
+                    await write_oldest()
+            while pending:
+                await write_oldest()
     finally:
         for _, future in pending:  # only after an error: do not leave chunks running behind us
             future.cancel()
