@@ -46,11 +46,13 @@ DEFAULT_MAX_EVENT_BYTES = 1 << 20  # 1 MiB; larger events are dead-lettered as t
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """Where a raw event came from (for dead letters); all None offline."""
+    """Where a raw event came from (for dead letters); all None offline. ``item`` names one of several
+    events made from one message (an OTLP export's spans: trace id - span id)."""
 
     topic: str | None = None
     partition: int | None = None
     offset: int | None = None
+    item: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +229,10 @@ class Pipeline:
         except Exception as exc:
             return self._failed(raw, source, exc)
         return Outcome(result=result, counters=counters)
+
+    def failed(self, raw: bytes, source: Source, exc: Exception) -> Outcome:
+        """The dead-letter outcome of ``raw`` for ``exc`` (input decoders use it for what they cannot read)."""
+        return self._failed(raw, source, exc)
 
     def _failed(self, raw: bytes, source: Source, exc: Exception) -> Outcome:
         """The dead letter of an event that could not be evaluated: a bad event, or a bug of ours (kept too)."""

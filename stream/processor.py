@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from . import telemetry
-from .evalpool import EvalPool, evaluate_batch
+from .evalpool import EvalPool
+from .inputs import Inputs, evaluate_items
 from .models import parse_time
 from .pipeline import Outcome, Pipeline, Source
 from .store import ResultStore, retry_forever
@@ -36,7 +37,8 @@ class Publish:
 
 
 def _source_key(source: Source) -> str:
-    return f"{source.topic}:{source.partition}:{source.offset}"
+    key = f"{source.topic}:{source.partition}:{source.offset}"
+    return key if source.item is None else f"{key}:{source.item}"
 
 
 class Processor:
@@ -47,10 +49,12 @@ class Processor:
         *,
         on_close: Callable[[], Awaitable[None]] | None = None,
         pool: EvalPool | None = None,
+        inputs: Inputs | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.store = store
         self.pool = pool
+        self.inputs = inputs or Inputs()  # none configured: every message is a native request event
         self._on_close = on_close
 
     async def start(self) -> None:
@@ -66,8 +70,9 @@ class Processor:
             await self._on_close()
 
     async def evaluate_batch(self, batch: Sequence[tuple[bytes, Source]]) -> list[Outcome]:
-        """One outcome per event, in order (:func:`streameval.evalpool.evaluate_batch`)."""
-        return await evaluate_batch(self.pipeline, batch, self.pool)
+        """One outcome per request event, in order (:func:`streameval.evalpool.evaluate_batch`); a message of
+        an OTLP input gives one per LLM span (:mod:`streameval.inputs`)."""
+        return await evaluate_items(self.pipeline, self.inputs.expand(batch), self.pool)
 
     async def process_batch(self, batch: Sequence[tuple[bytes, Source]]) -> list[Publish]:
         """Evaluate a batch (async evaluators of all events run concurrently), record it, encode it.
@@ -79,8 +84,10 @@ class Processor:
         with telemetry.in_flight(len(batch)):
             return await self._process_batch(batch)
 
-    async def _process_batch(self, batch: Sequence[tuple[bytes, Source]]) -> list[Publish]:
-        outcomes = await self.evaluate_batch(batch)
+    async def _process_batch(self, messages: Sequence[tuple[bytes, Source]]) -> list[Publish]:
+        items = self.inputs.expand(messages)
+        outcomes = await evaluate_items(self.pipeline, items, self.pool)
+        batch = [(item.raw, item.source) for item in items]
         telemetry.observe_outcomes(outcomes)
         results = [(i, o.result, o.result.model_dump_json().encode()) for i, o in enumerate(outcomes) if o.result]
         dead = [(i, o.dead_letter) for i, o in enumerate(outcomes) if o.dead_letter]

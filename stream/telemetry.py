@@ -36,6 +36,7 @@ __all__ = [
     "observe_lag",
     "observe_latencies",
     "observe_outcomes",
+    "observe_spans",
     "render",
     "take_captured",
     "timed",
@@ -62,6 +63,10 @@ JUDGE_ERRORS = Counter("streameval_judge_errors", "judge verdicts that ended in 
 JUDGE_RETRIES = Counter("streameval_judge_retries", "extra attempts after a failed judge call", ["judge"])
 JUDGE_TOKENS = Counter("streameval_judge_tokens", "tokens spent on judge calls", ["judge", "kind"])
 JUDGE_CACHE_HITS = Counter("streameval_judge_cache_hits", "judge answers served from the Redis cache", ["judge"])
+SPANS = Counter(
+    "streameval_input_spans", "spans read from OTLP inputs, by topic and whether they were LLM spans "
+    "(evaluated or dead-lettered) or skipped (any other span)", ["topic", "kind"],
+)  # fmt: skip
 CONSUMER_LAG = Gauge(
     "streameval_consumer_lag",
     "messages behind the partition's high watermark after the last batch, by topic and partition. The "
@@ -70,6 +75,14 @@ CONSUMER_LAG = Gauge(
     "its last value",
     ["topic", "partition"],
 )  # fmt: skip
+
+
+def observe_spans(topic: str, *, llm: int, skipped: int) -> None:
+    """Count an OTLP export's spans: ``llm`` made request events (or dead letters), ``skipped`` did not."""
+    if llm:
+        SPANS.labels(topic, "llm").inc(llm)
+    if skipped:
+        SPANS.labels(topic, "skipped").inc(skipped)
 
 
 @contextmanager
