@@ -36,9 +36,10 @@ _MISSING_ID = "0" * 16
 
 def convention(attributes: dict[str, Any]) -> str | None:
     """``gen_ai`` / ``openllmetry`` / ``openinference`` for an LLM span, None for any other span."""
-    if attributes.get("gen_ai.operation.name") in _OPERATIONS:
+    operation, request_type = attributes.get("gen_ai.operation.name"), attributes.get("llm.request.type")
+    if isinstance(operation, str) and operation in _OPERATIONS:
         return "gen_ai"
-    if attributes.get("llm.request.type") in _REQUEST_TYPES:
+    if isinstance(request_type, str) and request_type in _REQUEST_TYPES:
         return "openllmetry"
     if attributes.get("openinference.span.kind") == "LLM":
         return "openinference"
