@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ..errors import EventError, EventTooLarge
+from ..errors import EventTooLarge
 
 if TYPE_CHECKING:  # the pipeline imports the suite config, which imports this package
     from ..pipeline import Source
@@ -24,7 +24,7 @@ class Item:
 
     raw: bytes
     source: Source
-    error: EventError | None = None
+    error: Exception | None = None  # an EventError; anything else is a bug of ours (an "internal" dead letter)
 
 
 class Decoder(Protocol):

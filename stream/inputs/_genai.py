@@ -19,6 +19,7 @@ message are joined with newlines; tool calls and other non-text parts are left o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -147,25 +148,46 @@ def _contents(attrs: dict[str, Any], prefix: str) -> list[str]:
 
 
 def _texts(span: Span) -> tuple[str | None, str | None]:
-    """(input, output) from the first place that has text, each in the module docstring's order."""
+    """(input, output) from the first place that has text, each in the module docstring's order.
+
+    Places are looked at only until one has text (most spans stop at the first or second).
+    """
     attrs = span.attributes
-    event_in, event_out = _event_messages(span) if span.events else ([], [])
-    sources = (
-        (_gen_ai_messages(attrs, "gen_ai.input.messages"), _gen_ai_messages(attrs, "gen_ai.output.messages")),
-        (event_in, event_out),
-        (_indexed(attrs, "gen_ai.prompt", "content", "role"), _indexed(attrs, "gen_ai.completion", "content", "role")),
-        (_indexed(attrs, "llm.input_messages", "message.content", "message.role"),
-         _indexed(attrs, "llm.output_messages", "message.content", "message.role")),
-        ([(None, _text(attrs.get("input.value")))], [(None, _text(attrs.get("output.value")))]),
-    )  # fmt: skip
-    found_in = next((t for t in (_last_user(i) for i, _ in sources) if t), None)
-    found_out = next((t for t in (_first(o) for _, o in sources) if t), None)
+    events: list[tuple[list[tuple[str | None, str | None]], list[tuple[str | None, str | None]]]] = []
+
+    def from_events(which: int) -> list[tuple[str | None, str | None]]:
+        if not span.events:
+            return []
+        if not events:
+            events.append(_event_messages(span))
+        return events[0][which]
+
+    inputs: tuple[Callable[[], list[tuple[str | None, str | None]]], ...] = (
+        lambda: _gen_ai_messages(attrs, "gen_ai.input.messages"),
+        lambda: from_events(0),
+        lambda: _indexed(attrs, "gen_ai.prompt", "content", "role"),
+        lambda: _indexed(attrs, "llm.input_messages", "message.content", "message.role"),
+        lambda: [(None, _text(attrs.get("input.value")))],
+    )
+    outputs: tuple[Callable[[], list[tuple[str | None, str | None]]], ...] = (
+        lambda: _gen_ai_messages(attrs, "gen_ai.output.messages"),
+        lambda: from_events(1),
+        lambda: _indexed(attrs, "gen_ai.completion", "content", "role"),
+        lambda: _indexed(attrs, "llm.output_messages", "message.content", "message.role"),
+        lambda: [(None, _text(attrs.get("output.value")))],
+    )
+    found_in = next((t for t in (_last_user(place()) for place in inputs) if t), None)
+    found_out = next((t for t in (_first(place()) for place in outputs) if t), None)
     return found_in, found_out
 
 
 # -- the request event ------------------------------------------------------------------------------
 def _pick(attrs: dict[str, Any], *keys: str) -> Any:
-    return next((attrs[k] for k in keys if attrs.get(k) not in (None, "")), None)
+    for key in keys:
+        value = attrs.get(key)
+        if value is not None and value != "":
+            return value
+    return None
 
 
 def _finish_reasons(span: Span) -> list[str] | None:

@@ -31,10 +31,14 @@ if TYPE_CHECKING:
 __all__ = ["JsonDecoder", "load_json"]
 
 
-def load_json(raw: bytes, *, max_bytes: int, max_depth: int = DEFAULT_MAX_EVENT_DEPTH) -> Any:
-    """Strict JSON (no duplicate keys, NaN or deep nesting) within ``max_bytes``; raises :class:`EventError`."""
+def load_json(raw: bytes, *, max_bytes: int, max_depth: int | None = DEFAULT_MAX_EVENT_DEPTH) -> Any:
+    """Strict JSON (no duplicate keys, NaN or deep nesting) within ``max_bytes``; raises :class:`EventError`.
+
+    ``max_depth=None`` leaves the nesting to the caller (and to orjson's own limit of 1024 levels).
+    """
     check_size(raw, max_bytes)
-    check_depth(raw, max_depth=max_depth)
+    if max_depth is not None:
+        check_depth(raw, max_depth=max_depth)
     try:
         document = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

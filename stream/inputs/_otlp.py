@@ -4,6 +4,12 @@ These are the two payloads the OpenTelemetry Collector's ``kafka`` exporter writ
 ``otlp_proto`` (its default) and ``otlp_json`` (hex trace and span ids, lowerCamelCase field names, 64-bit
 integers as strings). OTLP/JSON written with the protobuf field names (``trace_id``) is read too.
 
+Attribute values may nest (arrays, key-value lists) at most :data:`MAX_VALUE_DEPTH` levels; deeper
+values make the export undecodable. (An OTLP/JSON export nests ~10 levels before its first attribute
+value, and a 100-span export holds thousands of brackets, so it is not held to the request event's
+``STREAMEVAL_MAX_EVENT_DEPTH``, whose scan would cost more than the whole decode; protobuf's parser has its
+own limit of 100 nested messages.)
+
 An export is decoded whole or not at all: bytes that are not an export (or an export whose JSON does
 not have the OTLP shape) raise :class:`~streameval.errors.EventError` naming the problem, and the
 caller dead-letters the message with its bytes. Decoding is linear in the size of the export.
@@ -22,7 +28,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ..errors import SchemaViolation
 from ._json_map import load_json
 
-__all__ = ["Span", "spans_from_json", "spans_from_proto"]
+__all__ = ["MAX_VALUE_DEPTH", "Span", "spans_from_json", "spans_from_proto"]
+
+#: how deep attribute values (arrays and key-value lists) may nest in an OTLP/JSON export
+MAX_VALUE_DEPTH = 32
 
 
 @dataclass(slots=True)
@@ -94,9 +103,17 @@ def spans_from_proto(raw: bytes) -> list[Span]:
 
 
 # -- OTLP/JSON --------------------------------------------------------------------------------------
+# Paths for error messages are built only when something is wrong: each level re-raises with its step.
 class _Shape(Exception):
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(f"{path}: {message}")
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.message, self.path = message, path
+
+    def under(self, step: str) -> _Shape:
+        return _Shape(self.message, step + self.path)
+
+    def __str__(self) -> str:
+        return f"{self.path.lstrip('.') or '$'}: {self.message}"
 
 
 def _get(node: dict[str, Any], camel: str, snake: str) -> Any:
@@ -104,134 +121,167 @@ def _get(node: dict[str, Any], camel: str, snake: str) -> Any:
     return node.get(snake) if value is None else value
 
 
-def _list(node: dict[str, Any], camel: str, snake: str, path: str) -> list[Any]:
+def _list(node: dict[str, Any], camel: str, snake: str) -> list[Any]:
     value = _get(node, camel, snake)
     if value is None:
         return []
     if not isinstance(value, list):
-        raise _Shape(f"{path}.{camel}", f"expected an array, found {type(value).__name__}")
+        raise _Shape(f"expected an array, found {type(value).__name__}", f".{camel}")
     return value
 
 
-def _object(value: Any, path: str) -> dict[str, Any]:
+def _object(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise _Shape(path, f"expected an object, found {type(value).__name__}")
+        raise _Shape(f"expected an object, found {type(value).__name__}")
     return value
 
 
-def _int(value: Any, path: str) -> int:
+def _int(value: Any, step: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise _Shape(path, f"expected an integer, found {type(value).__name__}")
+        raise _Shape(f"expected an integer, found {type(value).__name__}", step)
     try:
         return int(value)
     except ValueError:
-        raise _Shape(path, f"expected an integer, found {str(value)[:40]!r}") from None
+        raise _Shape(f"expected an integer, found {str(value)[:40]!r}", step) from None
 
 
 _DOUBLES = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
 
 
-def _json_value(node: Any, path: str) -> Any:
-    value = _object(node, path)
+def _json_value(node: Any, depth: int) -> Any:
+    if depth > MAX_VALUE_DEPTH:
+        raise _Shape(f"attribute values nest more than {MAX_VALUE_DEPTH} levels deep")
+    value = _object(node)
     if "stringValue" in value or "string_value" in value:
         text = _get(value, "stringValue", "string_value")
         if not isinstance(text, str):
-            raise _Shape(path, "stringValue is not a string")
+            raise _Shape("not a string", ".stringValue")
         return text
     if "intValue" in value or "int_value" in value:
-        return _int(_get(value, "intValue", "int_value"), f"{path}.intValue")
+        return _int(_get(value, "intValue", "int_value"), ".intValue")
     if "doubleValue" in value or "double_value" in value:
         number = _get(value, "doubleValue", "double_value")
         if isinstance(number, str) and number in _DOUBLES:
             return _DOUBLES[number]
         if isinstance(number, bool) or not isinstance(number, int | float):
-            raise _Shape(path, "doubleValue is not a number")
+            raise _Shape("not a number", ".doubleValue")
         return float(number)
     if "boolValue" in value or "bool_value" in value:
         flag = _get(value, "boolValue", "bool_value")
         if not isinstance(flag, bool):
-            raise _Shape(path, "boolValue is not a boolean")
+            raise _Shape("not a boolean", ".boolValue")
         return flag
     if "arrayValue" in value or "array_value" in value:
-        inner = _object(_get(value, "arrayValue", "array_value"), f"{path}.arrayValue")
-        return [_json_value(v, f"{path}.arrayValue.values[{i}]")
-                for i, v in enumerate(_list(inner, "values", "values", f"{path}.arrayValue"))]  # fmt: skip
+        try:
+            values = _list(_object(_get(value, "arrayValue", "array_value")), "values", "values")
+        except _Shape as exc:
+            raise exc.under(".arrayValue") from None
+        out = []
+        for i, item in enumerate(values):
+            try:
+                out.append(_json_value(item, depth + 1))
+            except _Shape as exc:
+                raise exc.under(f".arrayValue.values[{i}]") from None
+        return out
     if "kvlistValue" in value or "kvlist_value" in value:
-        inner = _object(_get(value, "kvlistValue", "kvlist_value"), f"{path}.kvlistValue")
-        return _json_attributes(_list(inner, "values", "values", f"{path}.kvlistValue"), f"{path}.kvlistValue.values")
+        try:
+            pairs = _list(_object(_get(value, "kvlistValue", "kvlist_value")), "values", "values")
+            return _json_attributes(pairs, depth + 1, ".values")
+        except _Shape as exc:
+            raise exc.under(".kvlistValue") from None
     if "bytesValue" in value or "bytes_value" in value:
         data = _get(value, "bytesValue", "bytes_value")
         if not isinstance(data, str):
-            raise _Shape(path, "bytesValue is not a base64 string")
+            raise _Shape("not a base64 string", ".bytesValue")
         return data
     return None
 
 
-def _json_attributes(pairs: list[Any], path: str) -> dict[str, Any]:
+def _json_attributes(pairs: list[Any], depth: int = 0, step: str = ".attributes") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for i, pair in enumerate(pairs):
-        where = f"{path}[{i}]"
-        kv = _object(pair, where)
-        key = kv.get("key")
-        if not isinstance(key, str):
-            raise _Shape(f"{where}.key", "expected a string")
-        out[key] = _json_value(kv.get("value", {}), f"{where}.value")
+        try:
+            kv = _object(pair)
+            key = kv.get("key")
+            if not isinstance(key, str):
+                raise _Shape("expected a string", ".key")
+            try:
+                out[key] = _json_value(kv.get("value", {}), depth)
+            except _Shape as exc:
+                raise exc.under(".value") from None
+        except _Shape as exc:
+            raise exc.under(f"{step}[{i}]") from None
     return out
 
 
-def _hex_id(value: Any, path: str) -> str:
+def _hex_id(value: Any, step: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise _Shape(path, f"expected a hex string, found {type(value).__name__}")
+        raise _Shape(f"expected a hex string, found {type(value).__name__}", step)
     return value.lower()
 
 
-def spans_from_json(raw: bytes, *, max_bytes: int, max_depth: int) -> list[Span]:
+def spans_from_json(raw: bytes, *, max_bytes: int) -> list[Span]:
     """Every span of an OTLP/JSON ``ExportTraceServiceRequest``. Raises :class:`EventError`."""
-    document = load_json(raw, max_bytes=max_bytes, max_depth=max_depth)
+    document = load_json(raw, max_bytes=max_bytes, max_depth=None)
     try:
-        return _json_spans(_object(document, "$"))
+        return _json_spans(_object(document))
     except _Shape as exc:
         raise SchemaViolation(f"not an OTLP/JSON trace export: {exc}") from None
 
 
 def _json_spans(document: dict[str, Any]) -> list[Span]:
     if "resourceSpans" not in document and "resource_spans" not in document:
-        raise _Shape("$", "no resourceSpans")
+        raise _Shape("no resourceSpans")
     out: list[Span] = []
-    for r, resource_spans in enumerate(_list(document, "resourceSpans", "resource_spans", "$")):
-        rpath = f"resourceSpans[{r}]"
-        resource_spans = _object(resource_spans, rpath)
-        resource_node = _object(resource_spans.get("resource") or {}, f"{rpath}.resource")
-        resource = _json_attributes(_list(resource_node, "attributes", "attributes", f"{rpath}.resource"),
-                                    f"{rpath}.resource.attributes")  # fmt: skip
-        for s, scope_spans in enumerate(_list(resource_spans, "scopeSpans", "scope_spans", rpath)):
-            spath = f"{rpath}.scopeSpans[{s}]"
-            for k, span in enumerate(_list(_object(scope_spans, spath), "spans", "spans", spath)):
-                out.append(_json_span(_object(span, f"{spath}.spans[{k}]"), f"{spath}.spans[{k}]", resource))
+    for r, resource_spans in enumerate(_list(document, "resourceSpans", "resource_spans")):
+        try:
+            out.extend(_json_resource_spans(_object(resource_spans)))
+        except _Shape as exc:
+            raise exc.under(f".resourceSpans[{r}]") from None
     return out
 
 
-def _json_span(span: dict[str, Any], path: str, resource: dict[str, Any]) -> Span:
+def _json_resource_spans(resource_spans: dict[str, Any]) -> list[Span]:
+    try:
+        resource = _json_attributes(_list(_object(resource_spans.get("resource") or {}), "attributes", "attributes"))
+    except _Shape as exc:
+        raise exc.under(".resource") from None
+    out: list[Span] = []
+    for s, scope_spans in enumerate(_list(resource_spans, "scopeSpans", "scope_spans")):
+        try:
+            for k, span in enumerate(_list(_object(scope_spans), "spans", "spans")):
+                try:
+                    out.append(_json_span(_object(span), resource))
+                except _Shape as exc:
+                    raise exc.under(f".spans[{k}]") from None
+        except _Shape as exc:
+            raise exc.under(f".scopeSpans[{s}]") from None
+    return out
+
+
+def _json_span(span: dict[str, Any], resource: dict[str, Any]) -> Span:
     name = span.get("name", "")
     if not isinstance(name, str):
-        raise _Shape(f"{path}.name", "expected a string")
+        raise _Shape("expected a string", ".name")
     end = _get(span, "endTimeUnixNano", "end_time_unix_nano")
     events = []
-    for e, event in enumerate(_list(span, "events", "events", path)):
-        event = _object(event, f"{path}.events[{e}]")
-        event_name = event.get("name", "")
-        if not isinstance(event_name, str):
-            raise _Shape(f"{path}.events[{e}].name", "expected a string")
-        events.append((event_name, _json_attributes(_list(event, "attributes", "attributes", f"{path}.events[{e}]"),
-                                                    f"{path}.events[{e}].attributes")))  # fmt: skip
+    for e, event in enumerate(_list(span, "events", "events")):
+        try:
+            event = _object(event)
+            event_name = event.get("name", "")
+            if not isinstance(event_name, str):
+                raise _Shape("expected a string", ".name")
+            events.append((event_name, _json_attributes(_list(event, "attributes", "attributes"))))
+        except _Shape as exc:
+            raise exc.under(f".events[{e}]") from None
     return Span(
-        _hex_id(_get(span, "traceId", "trace_id"), f"{path}.traceId"),
-        _hex_id(_get(span, "spanId", "span_id"), f"{path}.spanId"),
+        _hex_id(_get(span, "traceId", "trace_id"), ".traceId"),
+        _hex_id(_get(span, "spanId", "span_id"), ".spanId"),
         name,
-        0 if end is None else _int(end, f"{path}.endTimeUnixNano"),
-        _json_attributes(_list(span, "attributes", "attributes", path), f"{path}.attributes"),
+        0 if end is None else _int(end, ".endTimeUnixNano"),
+        _json_attributes(_list(span, "attributes", "attributes")),
         events,
         resource,
     )

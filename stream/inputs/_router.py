@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,8 @@ if TYPE_CHECKING:  # the pipeline imports the suite config, which imports this p
     from ..evalpool import EvalPool
     from ..pipeline import Outcome, Pipeline, Source
 
+log = logging.getLogger(__name__)
+
 __all__ = ["Inputs", "OtlpDecoder", "build_decoder", "check_input_topics", "evaluate_items"]
 
 
@@ -37,7 +40,7 @@ class OtlpDecoder:
         if self.format == "otlp_proto":
             check_size(raw, self.spec.max_message_bytes)
             return spans_from_proto(raw)
-        return spans_from_json(raw, max_bytes=self.spec.max_message_bytes, max_depth=self.max_depth)
+        return spans_from_json(raw, max_bytes=self.spec.max_message_bytes)
 
     def decode(self, raw: bytes, source: Source) -> list[Item]:
         try:
@@ -90,7 +93,11 @@ class Inputs:
             return [Item(raw, source) for raw, source in batch]
         items: list[Item] = []
         for raw, source in batch:
-            items.extend(self.decoder(source.topic).decode(raw, source))
+            try:
+                items.extend(self.decoder(source.topic).decode(raw, source))
+            except Exception as exc:  # a bug of ours must cost only this message: an "internal" dead letter
+                log.exception("decoding a message from %s failed", source)
+                items.append(Item(raw, source, exc))
         return items
 
 
