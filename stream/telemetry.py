@@ -50,7 +50,7 @@ T = TypeVar("T")
 A = TypeVar("A")
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
-EVENTS_IN = Counter("streameval_events_in", "request events taken from the input topic (or file)")
+EVENTS_IN = Counter("streameval_events_in", "messages taken from the input topics (or file lines)")
 RESULTS_OUT = Counter("streameval_results_out", "graded results produced, by suite", ["suite"])
 DEAD_LETTERS = Counter("streameval_dead_letters", "events dead-lettered, by kind", ["kind"])
 IN_FLIGHT = Gauge("streameval_events_in_flight", "events being evaluated or recorded right now")
