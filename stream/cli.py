@@ -163,6 +163,8 @@ def _check(path: Path, console: Console) -> int:
         how = "default" if suite.config.default else (suite.config.match.model_dump(exclude_none=True) if suite.config.match else "explicit only")
         names = ", ".join(f"{b.name}×{b.weight:g}" for b in suite.evaluators)
         console.print(f"{suite.name}: match {how}; threshold {suite.config.threshold:g}; {names}", highlight=False)
+    for spec in suites.inputs:
+        console.print(f"input {spec.topic}: {spec.format}", highlight=False)
     console.print(f"{path}: OK ({len(suites.all)} suites)")
     return EXIT_OK
 

@@ -32,7 +32,7 @@ class OtlpDecoder:
 
     def __init__(self, spec: OtlpInput, *, max_depth: int = DEFAULT_MAX_EVENT_DEPTH) -> None:
         self.spec = spec
-        self.format = spec.format
+        self.format: str = spec.format
         self.max_depth = max_depth
         self._tags = tuple(spec.tag_attributes)
 
