@@ -140,9 +140,21 @@ def test_input_is_the_last_user_message() -> None:
     assert orjson.loads(item.raw)["input"] == "follow-up"
 
 
+def test_an_unmarked_span_with_a_gen_ai_model_and_output_is_an_llm_span() -> None:
+    """Instrumentations older than gen_ai.operation.name: a model and text, no marker."""
+    with record() as (tracer, finished):
+        gen_ai_span(tracer, prompt="q", answer="a", **{"gen_ai.operation.name": ""})
+        with tracer.start_as_current_span("embeddings", attributes={"gen_ai.system": "openai", "gen_ai.request.model": "e"}):
+            pass
+        items = decoder("otlp_proto").decode(export_proto(finished()), SOURCE)
+    [event] = [orjson.loads(i.raw) for i in items]
+    assert (event["output"], event["metadata"]["convention"]) == ("a", "gen_ai")
+
+
 @pytest.mark.parametrize(
     "attributes",
     [{"gen_ai.operation.name": "embeddings", "gen_ai.request.model": "e"}, {"llm.request.type": "embedding"},
+     {"gen_ai.operation.name": "invoke_agent", "gen_ai.request.model": "m", "output.value": "agent output"},
      {"openinference.span.kind": "RETRIEVER"}, {"openinference.span.kind": "CHAIN", "output.value": "x"}, {}],
 )  # fmt: skip
 def test_other_spans_are_skipped(attributes: dict[str, Any]) -> None:

@@ -43,14 +43,19 @@ class _Input(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     topic: Topic = Field(description="Kafka topic to read")
-    max_message_bytes: int = Field(default=DEFAULT_MAX_MESSAGE_BYTES, ge=1, description="larger messages are too_large")
 
 
 class NativeInput(_Input):
+    """The request event itself, held to ``STREAMEVAL_MAX_EVENT_BYTES`` like the default input."""
+
     format: Literal["native"]
 
 
-class JsonInput(_Input):
+class _Parsed(_Input):
+    max_message_bytes: int = Field(default=DEFAULT_MAX_MESSAGE_BYTES, ge=1, description="larger messages are too_large")
+
+
+class JsonInput(_Parsed):
     format: Literal["json"]
     map: dict[str, str] = Field(description="request field -> path in the message ($.a.b[0])")
     optional: list[str] = Field(default_factory=list, description="mapped fields whose path may find nothing")
@@ -60,7 +65,7 @@ class JsonInput(_Input):
     )
 
 
-class OtlpInput(_Input):
+class OtlpInput(_Parsed):
     format: Literal["otlp_proto", "otlp_json"]
     category_attribute: str | None = Field(default=None, description="span or resource attribute -> category")
     tag_attributes: list[str] = Field(default_factory=list, description="span or resource attributes -> tags")

@@ -11,6 +11,10 @@ Three conventions are read (docs/inputs.md has the full table):
   ``llm.input_messages.N.message.content`` / ``llm.output_messages.N.message.content``, else
   ``input.value`` / ``output.value``.
 
+A span of an older GenAI instrumentation, with ``gen_ai.request.model`` or ``gen_ai.response.model`` and
+none of those three attributes at all, is an LLM span when it has output text (without text it is skipped: it cannot be
+told from an embedding call).
+
 Input and output are each taken from the first of those places that has text, in that order, whatever
 the convention that marked the span. The input is the last user message (the last message when none
 has the user role); the output is the first output message (choice) with text. Text parts of one
@@ -33,6 +37,7 @@ __all__ = ["convention", "to_event"]
 _OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 _REQUEST_TYPES = frozenset({"chat", "completion"})
 _MISSING_ID = "0" * 16
+_MARKERS = ("gen_ai.operation.name", "llm.request.type", "openinference.span.kind")
 
 
 def convention(attributes: dict[str, Any]) -> str | None:
@@ -223,15 +228,25 @@ def to_event(span: Span, *, category_attribute: str | None = None, tag_attribute
     LLM span that cannot make one (no output text, no model, no trace or span id)."""
     attrs = span.attributes
     family = convention(attrs)
+    texts = None
     if family is None:
-        return None
+        # GenAI instrumentations older than gen_ai.operation.name mark nothing: a span naming a GenAI model
+        # that has output text is an LLM call all the same (without text it may be an embedding call)
+        if any(attrs.get(marker) not in (None, "") for marker in _MARKERS) or (
+            attrs.get("gen_ai.request.model") is None and attrs.get("gen_ai.response.model") is None
+        ):
+            return None  # marked as something else (embeddings, invoke_agent, TOOL, ...), or no GenAI model
+        texts = _texts(span)
+        if texts[1] is None:
+            return None
+        family = "gen_ai"
     if len(span.trace_id) != 32 or len(span.span_id) != 16 or span.span_id == _MISSING_ID:
         raise SchemaViolation(f"LLM span {span.name!r} has no valid trace and span id "
                               f"(traceId {span.trace_id[:64]!r}, spanId {span.span_id[:64]!r})")  # fmt: skip
     event_id = f"{span.trace_id}-{span.span_id}"
     model = _pick(attrs, "gen_ai.response.model", "gen_ai.request.model", "llm.response.model_name",
                   "llm.model_name", "llm.request.model_name")  # fmt: skip
-    input_text, output_text = _texts(span)
+    input_text, output_text = texts or _texts(span)
     if output_text is None:
         raise SchemaViolation(f"LLM span {span.span_id} ({span.name!r}, trace {span.trace_id}) has no output text "
                               "(is content capture on in its instrumentation?)", event_id=event_id)  # fmt: skip
