@@ -1,8 +1,9 @@
 """Several input topics into one worker, on the real broker (Tansu) and Redis: native events, OTLP
 exports in both Collector encodings and mapped JSON, with exact accounting.
 
-Every message ends in results or dead letters, each LLM span once; an export delivered twice
-re-publishes the stored results of its spans and counts nothing again; non-LLM spans are skipped.
+Every message ends in results or dead letters, each LLM span once; an export delivered twice (on the
+topic twice, and every topic replayed by a new consumer group) re-publishes the stored results of its
+spans and counts nothing again; non-LLM spans are skipped.
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ async def test_four_input_topics_into_one_worker(
     published_dead = 2 + 1 + 1 + 1
 
     out_topics = [topics["results"], topics["deadletter"]]
-    worker = start_worker(config)
+    worker = start_worker(config, app_id="group-a")
     expected = published_results + published_dead
     await collect(broker.bootstrap, out_topics, until=lambda r: len(r) >= expected or worker.proc.poll() is not None,
                   timeout=180)  # fmt: skip
@@ -143,3 +144,14 @@ async def test_four_input_topics_into_one_worker(
     all_time = {k: v for k, v in state.items() if ":agg:all:" in k}
     assert sum(int(float(v[b"count"])) for v in all_time.values()) == len(unique)  # each span counted once
     assert sum(int(v) for v in state[f"{prefix}dl:all"].values()) == published_dead
+
+    # Every topic again from the start (a new consumer group): the same results, nothing counted twice.
+    replay = start_worker(config, app_id="group-b")
+    await collect(broker.bootstrap, out_topics, until=lambda r: len(r) >= 2 * expected or replay.proc.poll() is not None,
+                  timeout=180)  # fmt: skip
+    assert replay.proc.poll() is None, "the worker exited"
+    assert replay.stop() == 0
+    again = await read_all(broker.bootstrap, out_topics)
+    assert len(again) == 2 * expected
+    assert {r.value for r in by_topic(again, topics["results"])} == {r.value for r in results}
+    assert await snapshot(aredis, prefix) == state
