@@ -14,7 +14,8 @@ the ratio to native in the same run (target: at most 2x):
 * decode only: ``Inputs.expand`` + ``Pipeline.decode`` of every event;
 * in process: decode, route, evaluate (``evaluate_items``), no Redis;
 * worker path: ``Processor.process_batch`` with the real Redis store (recording included), also the
-  Redis server's CPU per event from ``INFO cpu`` (skipped with ``--no-redis`` or when no Redis answers).
+  Redis server's CPU per event from ``INFO cpu`` (skipped with ``--no-redis`` or when no Redis answers;
+  ``INFO cpu`` counts the whole server: on a Redis shared with other clients that row is noisy).
 
 Suites: ``minimal`` (one regex), and the demo's ``general`` suite (examples/suites.yaml, its default).
 """
