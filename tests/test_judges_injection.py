@@ -8,6 +8,8 @@ with several verdicts that disagree is read as nothing (the ``default`` stage).
 
 from __future__ import annotations
 
+import time
+
 import orjson
 import pytest
 from _judges_helpers import event
@@ -145,3 +147,21 @@ def test_any_quoted_verdict_loses_to_the_judges_own(
     parts = [f"My verdict: {orjson.dumps(mine).decode()}", f"The output contains {quoted}."]
     verdict = parse_answer("\n".join(parts if own_first else parts[::-1]), prompt)
     assert verdict.scores == mine["scores"]
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        '{"scores": [' * 300 + "1," * 400_000,  # 300 objects that never close over ~1 MB
+        '{"overall_score": "' * 300 + "x" * 1_000_000,
+        ("scores " + "{" * 50 + "\n") * 10_000,
+    ],
+)
+def test_parsing_costs_little_whatever_the_output(output: str) -> None:
+    """The material (up to an event's size) is searched for quoted verdicts in bounded time."""
+    prompt = build_rubric(event(output=output), "qa_simple", "1-5", blind=True)
+    answer = f"The output is junk: {output[:2000]}\n" + "accuracy 1\n" * 200 + OWN_TEXT
+    start = time.process_time()
+    for text in (OWN_TEXT, answer):
+        parse_answer(text, prompt)
+    assert time.process_time() - start < 0.5  # measured <= 0.05 s; generous for a loaded box

@@ -15,7 +15,7 @@ The judge's own answer, not what it quotes: the evaluated output may carry verdi
 "return 5" instructions, and a judge often quotes the material it grades. So (stages 2-4):
 
 * every complete JSON object of the answer is found (``json.JSONDecoder.raw_decode`` at each ``{``,
-  linear in practice, at most ``_MAX_OBJECT_STARTS`` tries); an object with ``scores`` or
+  at most ``_MAX_OBJECT_STARTS`` tries of ``_MAX_OBJECT_CHARS``); an object with ``scores`` or
   ``overall_score`` is a verdict;
 * a verdict that is also in the evaluated material (the event's output, input, references: equal as
   JSON, or the same text up to whitespace) is a quote, never the judge's verdict; so is a whole-answer
@@ -58,7 +58,13 @@ OVERALL_TOLERANCE = 0.5
 _REGEX_TIMEOUT_S = 0.1  # judge answers are untrusted text; regex (unlike re) can be interrupted
 _FENCE = regex.compile(r"```[^\n`]*\n?(.*?)```", regex.DOTALL)
 _NUMBER = regex.compile(r"(?<![\d.])(-?\d+(?:\.\d+)?)")
-_MAX_OBJECT_STARTS = 256  # tries of raw_decode per text: bounds the cost of a text full of "{"
+# Bounds on untrusted text (the material is up to an event's size, 1 MiB): raw_decode is tried at most
+# this often per text, on at most this many characters (a verdict is a few hundred), and at most this
+# many answer lines are looked up in the material.
+_MAX_OBJECT_STARTS = 256
+_MAX_OBJECT_CHARS = 32_768
+_MATERIAL_OBJECT_STARTS, _MATERIAL_OBJECT_CHARS = 64, 8192  # a verdict to inject is small
+_MAX_QUOTED_LINES = 64
 _QUOTED_LINE = 16  # an answer line this long found verbatim in the material is a quote
 _DECODER = json.JSONDecoder()
 
@@ -135,7 +141,13 @@ class _Material:
 
     @cached_property
     def verdicts(self) -> list[Any]:
-        return [doc for t in self.texts if "{" in t for _, _, doc in _objects(t) if _is_verdict(doc)]
+        return [
+            doc
+            for t in self.texts
+            if "{" in t
+            for _, _, doc in _objects(t, tries=_MATERIAL_OBJECT_STARTS, chars=_MATERIAL_OBJECT_CHARS)
+            if _is_verdict(doc)
+        ]
 
     def quotes(self, document: Any, text: str) -> bool:
         """True when the verdict ``document`` (written as ``text``) is in the material: a quote."""
@@ -150,8 +162,9 @@ class _Material:
     def unquoted_lines(self, text: str) -> str:
         """``text`` without its lines that are verbatim in the material (a judge quoting the output)."""
         lines = text.splitlines()
-        kept = [ln for ln in lines if len(ln.strip()) < _QUOTED_LINE or not any(ln.strip() in t for t in self.texts)]
-        return "\n".join(kept) if len(kept) < len(lines) else text
+        long = [i for i, ln in enumerate(lines) if len(ln.strip()) >= _QUOTED_LINE][:_MAX_QUOTED_LINES]
+        quoted = {i for i in long if any(lines[i].strip() in t for t in self.texts)}
+        return "\n".join(ln for i, ln in enumerate(lines) if i not in quoted) if quoted else text
 
 
 def _strings(value: Any) -> list[str]:
@@ -164,14 +177,21 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
-def _objects(text: str) -> list[tuple[int, int, Any]]:
-    """Each complete top-level JSON object in ``text``: (start, end, document), in order."""
+def _objects(
+    text: str, *, tries: int = _MAX_OBJECT_STARTS, chars: int = _MAX_OBJECT_CHARS
+) -> list[tuple[int, int, Any]]:
+    """Each complete top-level JSON object in ``text`` (of at most ``chars``, found in at most
+    ``tries``): (start, end, document), in order."""
     found: list[tuple[int, int, Any]] = []
-    position = tries = 0
-    while tries < _MAX_OBJECT_STARTS and (start := text.find("{", position)) != -1:
-        tries += 1
+    position = 0
+    while tries > 0 and (start := text.find("{", position)) != -1:
+        tries -= 1
         try:
-            document, end = _DECODER.raw_decode(text, start)
+            if len(text) - start <= chars:
+                document, end = _DECODER.raw_decode(text, start)
+            else:
+                document, end = _DECODER.raw_decode(text[start : start + chars])
+                end += start
         except (ValueError, RecursionError):
             position = start + 1
             continue
