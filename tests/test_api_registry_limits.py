@@ -4,6 +4,7 @@ a count limit kept atomically, and workers that load at most that many evaluator
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -30,13 +31,7 @@ async def client(aredis: aioredis.Redis, prefix: str) -> AsyncIterator[TestClien
 
 
 def _create_body(name: str, code: str = CODE) -> str:
-    return f'{{"name":"{name}","type":"code","config":{{"language":"python","code":{_json_str(code)}}}}}'
-
-
-def _json_str(text: str) -> str:
-    import json
-
-    return json.dumps(text)
+    return f'{{"name":"{name}","type":"code","config":{{"language":"python","code":{json.dumps(code)}}}}}'
 
 
 async def _names(client: TestClient[Any, Any]) -> list[str]:
