@@ -20,7 +20,7 @@ from redis import exceptions as redis_errors
 
 from .._util import redact_url
 from ..errors import StoreUnavailable
-from ..registry import RegistryStore
+from ..registry import RegistryLimits, RegistryStore
 from ..settings import Settings
 from . import _evaluators, _ops, _pages, _stats
 from ._errors import ApiError, Forbidden, Unauthorized, Unavailable
@@ -80,13 +80,13 @@ async def _openapi(request: web.Request) -> web.Response:
 
 def create_web_app(
     client: aioredis.Redis, *, prefix: str, token: str | None, checks: Sequence[_ops.Check] = (),
-    ready_timeout_s: float = 2.0, windows: Sequence[int] = (60,),
+    ready_timeout_s: float = 2.0, windows: Sequence[int] = (60,), registry_limits: RegistryLimits | None = None,
 ) -> web.Application:
     """The whole HTTP surface on ``client`` (keys under ``prefix``); ``checks`` feed ``/ready``;
     ``windows`` are the configured window sizes the dashboard may ask for."""
     app = web.Application(middlewares=[_errors_and_auth], client_max_size=_evaluators.MAX_BODY)
     app[_TOKEN_KEY] = token
-    app[_evaluators.STORE_KEY] = RegistryStore(client, prefix=prefix)
+    app[_evaluators.STORE_KEY] = RegistryStore(client, prefix=prefix, limits=registry_limits)
     app[_ops.CHECKS_KEY] = [_ops.redis_check(client), *checks]
     app[_ops.TIMEOUT_KEY] = ready_timeout_s
     app[_stats.STATS_KEY] = _stats.StatsConfig(client, prefix, tuple(windows))
@@ -109,7 +109,7 @@ async def serve_api(settings: Settings, api: ApiSettings, *, host: str, port: in
     client = aioredis.Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=5)
     token = api.api_token.get_secret_value() if api.api_token else None
     app = create_web_app(client, prefix=settings.redis_prefix, token=token, ready_timeout_s=api.ready_timeout_s,
-                         windows=settings.windows)
+                         windows=settings.windows, registry_limits=api.registry_limits())
     runner = await start_web(app, host, port)
     log.warning("streameval api on http://%s:%d (Redis %s; writes %s)", host, port, redact_url(settings.redis_url),
                 "need the bearer token" if token else "disabled: no STREAMEVAL_API_TOKEN")  # fmt: skip

@@ -10,6 +10,7 @@ from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ..errors import ConfigError, ConfigIssue
+from ..registry import DEFAULT_MAX_CODE_BYTES, DEFAULT_MAX_EVALUATORS, RegistryLimits
 
 __all__ = ["ApiSettings", "load_api_settings"]
 
@@ -30,6 +31,18 @@ class ApiSettings(BaseSettings):
         default=5.0, gt=0, description="workers re-read the evaluator registry at least this often (pub/sub is instant)"
     )
     ready_timeout_s: float = Field(default=2.0, gt=0, description="limit of each /ready check, s")
+    registry_max_evaluators: int = Field(
+        default=DEFAULT_MAX_EVALUATORS, ge=1,
+        description="most custom evaluators the registry holds (a create beyond answers 409); "
+        "a worker loads at most this many",
+    )  # fmt: skip
+    registry_max_code_bytes: int = Field(
+        default=DEFAULT_MAX_CODE_BYTES, ge=1, le=800_000,
+        description="largest code of one custom evaluator, UTF-8 bytes (a write beyond answers 400)",
+    )  # fmt: skip
+
+    def registry_limits(self) -> RegistryLimits:
+        return RegistryLimits(max_evaluators=self.registry_max_evaluators, max_code_bytes=self.registry_max_code_bytes)
 
 
 def load_api_settings(**overrides: object) -> ApiSettings:
