@@ -189,7 +189,7 @@ def test_llm_span_without_output_is_a_schema_dead_letter(fmt: str) -> None:
     [
         ("otlp_proto", b"\xff\xff\xff\xff", "schema", "not an OTLP ExportTraceServiceRequest"),
         ("otlp_proto", b'{"id": "native event sent to the wrong topic"}', "schema", "OTLP"),
-        ("otlp_json", b"{not json", "invalid_json", "not valid JSON"),
+        ("otlp_json", b"{not json", "invalid_json", "not strict JSON"),
         ("otlp_json", b'{"resourceSpans": 5}', "schema", "resourceSpans"),
         ("otlp_json", b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": [{"key": 1}]}]}]}]}', "schema",
          "resourceSpans[0].scopeSpans[0].spans[0].attributes[0].key"),

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..errors import EventError, InvalidJSON, SchemaViolation
+from ..errors import EventError, SchemaViolation
 from ..models import format_time
-from ..strictjson import DEFAULT_MAX_EVENT_DEPTH, check_depth, check_strict
+from ..strictjson import DEFAULT_MAX_EVENT_DEPTH, loads_strict
 from ._base import Item, check_size
 from ._config import JsonInput
 from ._path import MISSING, compile_path
@@ -31,20 +31,11 @@ if TYPE_CHECKING:
 __all__ = ["JsonDecoder", "load_json"]
 
 
-def load_json(raw: bytes, *, max_bytes: int, max_depth: int | None = DEFAULT_MAX_EVENT_DEPTH) -> Any:
-    """Strict JSON (no duplicate keys, NaN or deep nesting) within ``max_bytes``; raises :class:`EventError`.
-
-    ``max_depth=None`` leaves the nesting to the caller (and to orjson's own limit of 1024 levels).
-    """
+def load_json(raw: bytes, *, max_bytes: int, max_depth: int = DEFAULT_MAX_EVENT_DEPTH) -> Any:
+    """Strict JSON (no duplicate keys, NaN, overflowing numbers or deep nesting) within ``max_bytes``;
+    raises :class:`EventError`."""
     check_size(raw, max_bytes)
-    if max_depth is not None:
-        check_depth(raw, max_depth=max_depth)
-    try:
-        document = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidJSON(f"not valid JSON: {exc}") from None
-    check_strict(raw)
-    return document
+    return loads_strict(raw, max_depth=max_depth)
 
 
 def _epoch_to_time(value: float, path: object) -> str:

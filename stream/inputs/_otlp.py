@@ -4,11 +4,10 @@ These are the two payloads the OpenTelemetry Collector's ``kafka`` exporter writ
 ``otlp_proto`` (its default) and ``otlp_json`` (hex trace and span ids, lowerCamelCase field names, 64-bit
 integers as strings). OTLP/JSON written with the protobuf field names (``trace_id``) is read too.
 
-Attribute values may nest (arrays, key-value lists) at most :data:`MAX_VALUE_DEPTH` levels; deeper
-values make the export undecodable. (An OTLP/JSON export nests ~10 levels before its first attribute
-value, and a 100-span export holds thousands of brackets, so it is not held to the request event's
-``STREAMEVAL_MAX_EVENT_DEPTH``, whose scan would cost more than the whole decode; protobuf's parser has its
-own limit of 100 nested messages.)
+OTLP/JSON is read as strict JSON within ``STREAMEVAL_MAX_EVENT_DEPTH`` (an export nests ~10 levels before
+its first attribute value; each level of an array or key-value list value adds 3-4), and its attribute
+values nest at most :data:`MAX_VALUE_DEPTH` levels; protobuf's parser stops at 100 nested messages on its
+own (~33 levels of values).
 
 An export is decoded whole or not at all: bytes that are not an export (or an export whose JSON does
 not have the OTLP shape) raise :class:`~streameval.errors.EventError` naming the problem, and the
@@ -222,9 +221,9 @@ def _hex_id(value: Any, step: str) -> str:
     return value.lower()
 
 
-def spans_from_json(raw: bytes, *, max_bytes: int) -> list[Span]:
+def spans_from_json(raw: bytes, *, max_bytes: int, max_depth: int) -> list[Span]:
     """Every span of an OTLP/JSON ``ExportTraceServiceRequest``. Raises :class:`EventError`."""
-    document = load_json(raw, max_bytes=max_bytes, max_depth=None)
+    document = load_json(raw, max_bytes=max_bytes, max_depth=max_depth)
     try:
         return _json_spans(_object(document))
     except _Shape as exc:

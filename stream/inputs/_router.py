@@ -40,7 +40,7 @@ class OtlpDecoder:
         if self.format == "otlp_proto":
             check_size(raw, self.spec.max_message_bytes)
             return spans_from_proto(raw)
-        return spans_from_json(raw, max_bytes=self.spec.max_message_bytes)
+        return spans_from_json(raw, max_bytes=self.spec.max_message_bytes, max_depth=self.max_depth)
 
     def decode(self, raw: bytes, source: Source) -> list[Item]:
         try:
