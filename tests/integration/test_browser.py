@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.browser]
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-TOKEN = "browser-token"
+TOKEN = "browser-token-0123456789"
 WAIT_S = 60
 
 if CHROMIUM is None or CHROMEDRIVER is None:
