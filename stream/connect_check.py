@@ -64,7 +64,7 @@ def kafka_reason(exc: BaseException, security: KafkaSecurity) -> tuple[str, bool
         return f"no answer in time{hint}", False
     if isinstance(exc, OSError):
         return f"{type(exc).__name__}: {exc.strerror or exc}", False
-    return f"{type(exc).__name__}: {exc}", isinstance(exc, kafka_errors.KafkaError)
+    return f"{type(exc).__name__}: {exc}", True  # nothing a retry would fix
 
 
 async def kafka_metadata(host: str, port: int, security: KafkaSecurity, *, timeout: float) -> int:
@@ -75,7 +75,7 @@ async def kafka_metadata(host: str, port: int, security: KafkaSecurity, *, timeo
         timeout,
     )
     try:
-        response = await asyncio.wait_for(conn.send(MetadataRequest[0]([])), timeout)
+        response = await asyncio.wait_for(conn.send(MetadataRequest([])), timeout)
         return len(response.brokers)
     finally:
         conn.close()
