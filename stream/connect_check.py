@@ -58,7 +58,10 @@ def kafka_reason(exc: BaseException, security: KafkaSecurity) -> tuple[str, bool
         if not security.tls:
             return ("connection closed during the first request: is this a TLS listener? "
                     "(set STREAMEVAL_KAFKA_SECURITY_PROTOCOL to SSL or SASL_SSL)"), True  # fmt: skip
-        return f"connection closed by the server: {exc}", False
+        hints = [h for h, missing in (("a client certificate (STREAMEVAL_KAFKA_SSL_CERT_FILE)", not security.cert_file),
+                                      ("SASL (SASL_SSL)", not security.sasl)) if missing]  # fmt: skip
+        hint = f": does the listener require {' or '.join(hints)}?" if hints else ""
+        return f"connection closed by the server during the first request{hint}", True
     if isinstance(exc, TimeoutError | kafka_errors.KafkaTimeoutError | kafka_errors.RequestTimedOutError):
         hint = " (a plaintext client on a TLS port waits like this)" if not security.tls else ""
         return f"no answer in time{hint}", False
@@ -115,7 +118,8 @@ def redis_reason(exc: BaseException, url: str) -> tuple[str, bool]:
         return "the server requires a password (NOAUTH); set STREAMEVAL_REDIS_PASSWORD(_FILE)", True
     if isinstance(exc, redis_errors.NoPermissionError):
         return f"the ACL user may not run this command ({exc})", True
-    if isinstance(exc, redis_errors.ConnectionError) and "closed by server" in str(exc) and not url.startswith("rediss:"):
+    closed = isinstance(cause, ConnectionResetError | BrokenPipeError) or "closed by server" in str(exc)  # redis-py has no type for the latter
+    if isinstance(exc, redis_errors.ConnectionError) and closed and not url.startswith("rediss:"):
         return "connection closed during the first command: is this a TLS port? (use a rediss:// URL)", True
     if isinstance(exc, redis_errors.ConnectionError | redis_errors.TimeoutError | OSError):
         return f"{type(exc).__name__}: {exc}", False

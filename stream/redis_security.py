@@ -33,6 +33,9 @@ class FileCredentials(CredentialProvider):
         password = read_secret(None, self.password_file) or ""
         return (self.username, password) if self.username else (password,)
 
+    async def get_credentials_async(self) -> tuple[str] | tuple[str, str]:
+        return self.get_credentials()
+
     def __repr__(self) -> str:
         return f"FileCredentials(username={self.username!r})"
 

@@ -187,8 +187,8 @@ class TlsSaslProxy:
             if self.users is not None and not await self._authenticate(reader, writer, upstream):
                 return
             await asyncio.gather(_pipe(reader, upstream[1]), _pipe(upstream[0], writer))
-        except (OSError, asyncio.IncompleteReadError, ssl.SSLError):
-            pass
+        except (OSError, asyncio.IncompleteReadError, ssl.SSLError, asyncio.CancelledError):
+            pass  # a client or the broker went away, or the proxy is stopping
         finally:
             for w in (writer, upstream[1] if upstream else None):
                 if w is not None:
