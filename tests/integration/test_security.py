@@ -119,7 +119,7 @@ async def test_sasl_authenticates_and_a_wrong_password_fails_once(sasl_broker: t
 
 
 async def test_ready_broker_check_authenticates(sasl_ssl_broker: tuple[str, TlsSaslProxy], pki: Pki) -> None:
-    bootstrap, proxy = sasl_ssl_broker
+    bootstrap, _ = sasl_ssl_broker
     base = {"protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-512", "username": "eval-worker", "ca_file": str(pki.ca)}
     _, good = broker_check(bootstrap, KafkaSecurity(**base, password=USERS["eval-worker"]))  # type: ignore[arg-type]
     await good()
