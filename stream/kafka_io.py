@@ -11,9 +11,14 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import (
+    ClusterAuthorizationFailedError,
+    TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
+)
 
 from .connect_check import check_kafka
+from .errors import ConnectFailed
 from .kafka_security import KafkaSecurity, bootstrap_hosts
 
 __all__ = ["Record", "collect", "ensure_topics", "produce", "tail"]
@@ -51,6 +56,11 @@ async def ensure_topics(
                 await admin.create_topics(wanted)
             except TopicAlreadyExistsError:  # another worker created it meanwhile
                 pass
+            except (TopicAuthorizationFailedError, ClusterAuthorizationFailedError) as exc:  # broker ACLs
+                raise ConnectFailed(
+                    f"Kafka {bootstrap} ({security.describe()}): not allowed to create {', '.join(t.name for t in wanted)} "
+                    f"({type(exc).__name__}); create the topics beforehand or grant CREATE"
+                ) from None
     finally:
         await admin.close()
 
