@@ -26,7 +26,8 @@ def check_secret_file(path: str | None) -> str | None:
     try:
         content = read_secret_file(path)
     except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"cannot read secret file {path}: {type(exc).__name__}: {exc.strerror or exc}") from None
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ValueError(f"cannot read secret file {path}: {type(exc).__name__}: {why}") from None
     if not content:
         raise ValueError(f"secret file {path} is empty")
     return path
