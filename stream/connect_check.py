@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+from typing import Literal
 
 import redis.asyncio as aioredis
 from aiokafka import errors as kafka_errors
@@ -25,7 +26,11 @@ from .kafka_security import KafkaSecurity, bootstrap_hosts
 
 __all__ = ["check_kafka", "check_redis", "check_redis_settings", "kafka_metadata", "kafka_reason", "redis_reason"]
 
+Verdict = Literal["permanent", "closed", "transient"]
 _RETRY_S = 0.5
+#: a connection closed during the first request is what a TLS or SASL listener does to the wrong client,
+#: but also what a load balancer without ready backends does: stop after this many in a row
+_CLOSED_LIMIT = 3
 
 
 def _tls_reason(exc: ssl.SSLError) -> str:
@@ -39,35 +44,34 @@ def _tls_reason(exc: ssl.SSLError) -> str:
     return f"TLS handshake failed ({reason})"
 
 
-def kafka_reason(exc: BaseException, security: KafkaSecurity) -> tuple[str, bool]:
-    """(why, permanent) for a failed Kafka connection; permanent failures are not retried."""
+def kafka_reason(exc: BaseException, security: KafkaSecurity) -> tuple[str, Verdict]:
+    """(why, verdict) for a failed Kafka connection: ``permanent`` failures are not retried, ``closed`` ones
+    (the connection closed during the first request) ``_CLOSED_LIMIT`` times, ``transient`` ones until the timeout."""
     cause = exc.__cause__ or exc.__context__
     if isinstance(exc, ssl.SSLError):
-        return _tls_reason(exc), True
+        return _tls_reason(exc), "permanent"
     if isinstance(cause, ssl.SSLError):
-        return _tls_reason(cause), True
+        return _tls_reason(cause), "permanent"
     if isinstance(exc, kafka_errors.SaslAuthenticationFailed | kafka_errors.IllegalSaslStateError):
-        return f"authentication failed: {exc}", True
+        return f"authentication failed: {exc}", "permanent"
     if isinstance(exc, kafka_errors.UnsupportedSaslMechanismError):
-        return f"the broker does not offer this SASL mechanism: {exc}", True
+        return f"the broker does not offer this SASL mechanism: {exc}", "permanent"
     if isinstance(exc, ConnectionRefusedError):
-        return "connection refused", False
-    if isinstance(exc, kafka_errors.KafkaConnectionError | ConnectionResetError | asyncio.IncompleteReadError) or (
-        isinstance(exc, kafka_errors.KafkaError) and "closed" in type(exc).__name__.lower()
-    ):
+        return "connection refused", "transient"
+    if isinstance(exc, kafka_errors.KafkaConnectionError | ConnectionResetError | asyncio.IncompleteReadError):
         if not security.tls:
             return ("connection closed during the first request: is this a TLS listener? "
-                    "(set STREAMEVAL_KAFKA_SECURITY_PROTOCOL to SSL or SASL_SSL)"), True  # fmt: skip
+                    "(set STREAMEVAL_KAFKA_SECURITY_PROTOCOL to SSL or SASL_SSL)"), "closed"  # fmt: skip
         hints = [h for h, missing in (("a client certificate (STREAMEVAL_KAFKA_SSL_CERT_FILE)", not security.cert_file),
                                       ("SASL (SASL_SSL)", not security.sasl)) if missing]  # fmt: skip
         hint = f": does the listener require {' or '.join(hints)}?" if hints else ""
-        return f"connection closed by the server during the first request{hint}", True
+        return f"connection closed by the server during the first request{hint}", "closed"
     if isinstance(exc, TimeoutError | kafka_errors.KafkaTimeoutError | kafka_errors.RequestTimedOutError):
         hint = " (a plaintext client on a TLS port waits like this)" if not security.tls else ""
-        return f"no answer in time{hint}", False
+        return f"no answer in time{hint}", "transient"
     if isinstance(exc, OSError):
-        return f"{type(exc).__name__}: {exc.strerror or exc}", False
-    return f"{type(exc).__name__}: {exc}", True  # nothing a retry would fix
+        return f"{type(exc).__name__}: {exc.strerror or exc}", "transient"
+    return f"{type(exc).__name__}: {exc}", "permanent"  # nothing a retry would fix
 
 
 async def kafka_metadata(host: str, port: int, security: KafkaSecurity, *, timeout: float) -> int:
@@ -88,6 +92,7 @@ async def check_kafka(bootstrap: str, security: KafkaSecurity, *, timeout: float
     """Return once a bootstrap server answers an authenticated metadata request; else :class:`ConnectFailed`."""
     deadline = time.monotonic() + timeout
     hosts = bootstrap_hosts(bootstrap)
+    closed: dict[str, int] = {}
     while True:
         failures: list[str] = []
         for entry in hosts:
@@ -96,9 +101,10 @@ async def check_kafka(bootstrap: str, security: KafkaSecurity, *, timeout: float
                 await kafka_metadata(host, int(port), security, timeout=attempt_s)
                 return
             except Exception as exc:  # classified: permanent ones end the start, the rest are retried
-                why, permanent = kafka_reason(exc, security)
+                why, verdict = kafka_reason(exc, security)
                 line = f"Kafka {entry} ({security.describe()}): {why}"
-                if permanent:
+                closed[entry] = closed.get(entry, 0) + 1 if verdict == "closed" else 0
+                if verdict == "permanent" or closed[entry] >= _CLOSED_LIMIT:
                     raise ConnectFailed(line) from None
                 failures.append(line)
         if time.monotonic() + _RETRY_S > deadline:
