@@ -115,6 +115,8 @@ async def check_kafka(bootstrap: str, security: KafkaSecurity, *, timeout: float
 def redis_reason(exc: BaseException, url: str) -> tuple[str, bool]:
     """(why, permanent) for a failed Redis connection."""
     cause = exc.__cause__ or exc.__context__
+    if isinstance(exc, redis_errors.RedisClusterException) and cause is not None:  # no node reachable: why
+        return redis_reason(cause, url)
     for err in (exc, cause):
         if isinstance(err, ssl.SSLError):
             return _tls_reason(err), True
@@ -125,7 +127,7 @@ def redis_reason(exc: BaseException, url: str) -> tuple[str, bool]:
     if isinstance(exc, redis_errors.NoPermissionError):
         return f"the ACL user may not run this command ({exc})", True
     closed = isinstance(cause, ConnectionResetError | BrokenPipeError) or "closed by server" in str(exc)  # redis-py has no type for the latter
-    if isinstance(exc, redis_errors.ConnectionError) and closed and not url.startswith("rediss:"):
+    if isinstance(exc, redis_errors.ConnectionError) and closed and not url.startswith(("rediss:", "rediss+")):
         return "connection closed during the first command: is this a TLS port? (use a rediss:// URL)", True
     if isinstance(exc, redis_errors.ConnectionError | redis_errors.TimeoutError | OSError):
         return f"{type(exc).__name__}: {exc}", False

@@ -61,7 +61,7 @@ def redis_options(settings: Settings) -> dict[str, Any]:
 
 
 def _tls(url: str | None) -> bool:
-    return bool(url) and urlsplit(url or "").scheme == "rediss"
+    return bool(url) and urlsplit(url or "").scheme in ("rediss", "rediss+cluster")  # TLS to a node or a cluster
 
 
 def redis_security_issues(settings: Settings) -> list[ConfigIssue]:
@@ -76,7 +76,7 @@ def redis_security_issues(settings: Settings) -> list[ConfigIssue]:
     if settings.redis_url and not _tls(settings.redis_url):
         for field in ("redis_ssl_ca_file", "redis_ssl_cert_file", "redis_ssl_key_file"):
             if getattr(settings, field):
-                issue(field, "is set but REDIS_URL is not rediss:// (TLS)")
+                issue(field, "is set but REDIS_URL is not rediss:// or rediss+cluster:// (TLS)")
     if settings.redis_url and urlsplit(settings.redis_url).password and (
         settings.redis_password is not None or settings.redis_password_file is not None
     ):

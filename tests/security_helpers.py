@@ -22,6 +22,7 @@ import ssl
 import struct
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -29,7 +30,7 @@ from typing import Self
 
 from streameval.embedded import EmbeddedServer, free_port
 
-__all__ = ["Pki", "RedisTls", "TansuBehind", "TlsSaslProxy", "make_pki", "server_context"]
+__all__ = ["Pki", "RedisTls", "RedisTlsCluster", "TansuBehind", "TlsSaslProxy", "make_pki", "server_context"]
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,8 @@ def make_pki(dir: Path) -> Pki:
     dir.mkdir(parents=True, exist_ok=True)
     _ca(dir, "ca")
     _ca(dir, "other-ca")
-    _leaf(dir, "server", "ca", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
+    # clientAuth too: Redis Cluster nodes present it to each other on the TLS cluster bus
+    _leaf(dir, "server", "ca", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n")
     _leaf(dir, "client", "ca", "extendedKeyUsage=clientAuth\n")
     return Pki(dir / "ca.crt", dir / "server.crt", dir / "server.key", dir / "client.crt", dir / "client.key",
                dir / "other-ca.crt")  # fmt: skip
@@ -274,25 +276,60 @@ class TansuBehind(EmbeddedServer):
 
 
 class RedisTls(EmbeddedServer):
-    """redis-server with only a TLS port and an ACL user (the default user is off)."""
+    """redis-server with only a TLS port and an ACL user (the default user is off); ``cluster``: a cluster node."""
 
     name = "redis-tls"
 
-    def __init__(self, pki: Pki, *, user: str, password: str, require_client_cert: bool = False) -> None:
+    def __init__(self, pki: Pki, *, user: str, password: str, require_client_cert: bool = False, cluster: bool = False) -> None:
         super().__init__()
         self.pki, self.user, self.password, self.require_client_cert = pki, user, password, require_client_cert
+        self.cluster = cluster
 
     def argv(self) -> list[str]:
         conf = self.dir / "redis.conf"
-        conf.write_text("\n".join([
+        lines = [
             "port 0", f"tls-port {self.port}", "bind 127.0.0.1", f"dir {self.dir}", 'save ""', "appendonly no",
             f"tls-cert-file {self.pki.server_cert}", f"tls-key-file {self.pki.server_key}",
             f"tls-ca-cert-file {self.pki.ca}", f"tls-auth-clients {'yes' if self.require_client_cert else 'no'}",
             "user default off", f"user {self.user} on >{self.password} ~* &* +@all",
-        ]) + "\n")  # fmt: skip
+        ]  # fmt: skip
+        if self.cluster:
+            lines += ["cluster-enabled yes", f"cluster-port {free_port()}", "tls-cluster yes", "tls-replication yes"]
+        conf.write_text("\n".join(lines) + "\n")
         return ["redis-server", str(conf)]
 
     @property
     def url(self) -> str:
         return f"rediss://127.0.0.1:{self.port}/0"
 
+
+
+class RedisTlsCluster:
+    """Three TLS-only Redis Cluster masters with an ACL user, joined by ``redis-cli --cluster create``."""
+
+    def __init__(self, pki: Pki, *, user: str, password: str) -> None:
+        self.pki, self.user, self.password = pki, user, password
+        self.nodes = [RedisTls(pki, user=user, password=password, cluster=True) for _ in range(3)]
+
+    @property
+    def url(self) -> str:
+        return f"rediss+cluster://127.0.0.1:{self.nodes[0].port}"
+
+    def _cli(self, *args: str) -> str:
+        auth = ["--tls", "--cacert", str(self.pki.ca), "--user", self.user, "--pass", self.password, "--no-auth-warning"]
+        done = subprocess.run(["redis-cli", *auth, *args], capture_output=True, text=True, timeout=60, check=True)
+        return done.stdout
+
+    def __enter__(self) -> Self:
+        for node in self.nodes:
+            node.start()
+        self._cli("--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes), "--cluster-yes")
+        deadline = time.monotonic() + 30
+        while not all("cluster_state:ok" in self._cli("-p", str(n.port), "cluster", "info") for n in self.nodes):
+            assert time.monotonic() < deadline, "the TLS cluster did not reach cluster_state:ok"
+            time.sleep(0.1)  # polling the cluster's state with a deadline
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        for node in self.nodes:
+            node.stop()

@@ -17,7 +17,16 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
-from security_helpers import Pki, RedisTls, TansuBehind, TlsSaslProxy, make_pki, server_context
+from redis.asyncio.cluster import RedisCluster
+from security_helpers import (
+    Pki,
+    RedisTls,
+    RedisTlsCluster,
+    TansuBehind,
+    TlsSaslProxy,
+    make_pki,
+    server_context,
+)
 
 from streameval.api import broker_check
 from streameval.connect_check import check_kafka, check_redis
@@ -165,6 +174,30 @@ async def test_redis_tls_with_an_acl_user(redis_tls: RedisTls, pki: Pki, tmp_pat
     with pytest.raises(ConnectFailed, match="is this a TLS port"):
         await check_redis(client, plain_url)
     await client.aclose()
+
+
+async def test_redis_cluster_over_tls_with_an_acl_user(pki: Pki, tmp_path: Path) -> None:
+    with RedisTlsCluster(pki, user="eval", password="cluster-secret-Cc3") as cluster:
+        good, bad = tmp_path / "good", tmp_path / "bad"
+        good.write_text("cluster-secret-Cc3\n")
+        bad.write_text("wrong-cluster-pw\n")
+        for path, works in ((good, True), (bad, False)):
+            settings = load_settings(redis_url=cluster.url, redis_username="eval", redis_password_file=str(path),
+                                     redis_ssl_ca_file=str(pki.ca))  # fmt: skip
+            plain_url = cluster.url.replace("rediss+cluster://", "rediss://")  # what redis-py's cluster client takes
+            client = RedisCluster.from_url(plain_url, **redis_options(settings))
+            try:
+                if works:
+                    for i in range(30):  # keys on every node's slots
+                        await client.set(f"k{i}", i)
+                    assert [int(await client.get(f"k{i}")) for i in range(30)] == list(range(30))
+                    assert len(client.get_nodes()) == 3
+                else:
+                    with pytest.raises(ConnectFailed, match="authentication failed") as info:
+                        await check_redis(client, settings.redis_url)
+                    assert "wrong-cluster-pw" not in str(info.value)
+            finally:
+                await client.aclose()
 
 
 def worker_env(bootstrap: str, pki: Pki, redis: RedisTls, tmp_path: Path, *, kafka_password: str) -> dict[str, str]:
