@@ -23,6 +23,7 @@ from faust.types import TP, EventT
 from streameval import telemetry
 from streameval.api import remember_alert
 from streameval.inflight import InFlight
+from streameval.kafka_security import KafkaSecurity, bootstrap_hosts
 from streameval.pipeline import Source
 from streameval.processor import Processor, Publish
 from streameval.settings import Settings
@@ -98,7 +99,8 @@ def create_app(
     os.makedirs(datadir, exist_ok=True)
     app = faust.App(
         settings.app_id,
-        broker=[f"kafka://{host.strip()}" for host in settings.kafka_bootstrap_servers.split(",")],
+        broker=[f"kafka://{host}" for host in bootstrap_hosts(settings.kafka_bootstrap_servers)],
+        broker_credentials=KafkaSecurity.from_settings(settings).faust_credentials(),  # TLS, SASL (docs/security.md)
         store="memory://",
         value_serializer="raw",
         key_serializer="raw",

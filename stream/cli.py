@@ -1,7 +1,8 @@
 """The ``streameval`` command line.
 
 Exit codes: 0 success; 1 the gate failed (``evaluate --fail-under``) or the demo/stream did not
-finish; 2 bad usage or configuration (the message names the file and field).
+finish, or Kafka/Redis refused the connection for good (wrong credential, TLS mismatch: one line);
+2 bad usage or configuration (the message names the file and field).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from ._version import __version__
-from .errors import ConfigError
+from .errors import ConfigError, ConnectFailed
 
 if TYPE_CHECKING:
     from .inputs import Decoder, InputConfig
@@ -108,6 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
         return EXIT_USAGE
+    except ConnectFailed as exc:  # one line naming the server, the mechanism and the cause
+        console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         console.print("interrupted")
         return 130
@@ -136,9 +140,9 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return _check(args.config, console)
     settings = load_settings(**({"kafka_bootstrap_servers": args.bootstrap} if args.bootstrap else {}))
     if args.command == "produce":
-        return asyncio.run(_produce(args, settings.kafka_bootstrap_servers, args.topic or settings.topic_requests, console))
+        return asyncio.run(_produce(args, settings, args.topic or settings.topic_requests, console))
     if args.command == "tail":
-        return asyncio.run(_tail(args, settings.kafka_bootstrap_servers))
+        return asyncio.run(_tail(args, settings))
     raise AssertionError(f"unhandled command {args.command}")
 
 
@@ -147,7 +151,11 @@ def _api(args: argparse.Namespace, settings: Settings) -> int:
 
     if not settings.redis_url:
         raise ConfigError("no Redis: set REDIS_URL or pass --redis-url (the registry is stored there)")
+    from .connect_check import check_redis_settings
+    from .redis_security import redis_options
+
     api = load_api_settings()
+    asyncio.run(check_redis_settings(settings.redis_url, redis_options(settings)))  # wrong password: one line
     port = args.port if args.port is not None else (api.web_port if api.web_port is not None else DEFAULT_API_PORT)
     if not 0 <= port <= 65535:
         raise ConfigError(f"--port must be within 0..65535, got {port}")
@@ -229,13 +237,18 @@ def _line_decoder(inputs: Sequence[InputConfig], topic: str, settings: Settings)
     return build_decoder(spec, max_depth=settings.max_event_depth)
 
 
-async def _produce(args: argparse.Namespace, bootstrap: str, topic: str, console: Console) -> int:
+async def _produce(args: argparse.Namespace, settings: Settings, topic: str, console: Console) -> int:
+    from .connect_check import check_kafka
     from .kafka_io import produce
+    from .kafka_security import KafkaSecurity
     from .offline import iter_lines
 
     handle = sys.stdin.buffer if str(args.file) == "-" else args.file.open("rb")
     try:
-        sent = await produce(bootstrap, topic, (raw for _, raw in iter_lines(handle)))
+        security = KafkaSecurity.from_settings(settings)
+        await check_kafka(settings.kafka_bootstrap_servers, security)  # a wrong password: one line, not retries
+        sent = await produce(settings.kafka_bootstrap_servers, topic, (raw for _, raw in iter_lines(handle)),
+                             security=security)  # fmt: skip
     finally:
         if handle is not sys.stdin.buffer:
             handle.close()
@@ -243,12 +256,17 @@ async def _produce(args: argparse.Namespace, bootstrap: str, topic: str, console
     return EXIT_OK
 
 
-async def _tail(args: argparse.Namespace, bootstrap: str) -> int:
+async def _tail(args: argparse.Namespace, settings: Settings) -> int:
+    from .connect_check import check_kafka
     from .kafka_io import tail
+    from .kafka_security import KafkaSecurity
 
     count = 0
     out = sys.stdout.buffer
-    async for record in tail(bootstrap, [args.topic], from_beginning=not args.latest):
+    security = KafkaSecurity.from_settings(settings)
+    await check_kafka(settings.kafka_bootstrap_servers, security)
+    async for record in tail(settings.kafka_bootstrap_servers, [args.topic], from_beginning=not args.latest,
+                             security=security):  # fmt: skip
         out.write(record.value + b"\n")
         out.flush()
         count += 1
