@@ -269,3 +269,26 @@ async def test_spans_and_native_events_share_the_pipeline() -> None:
     letter = outcomes[-1].dead_letter
     assert letter is not None and base64.b64decode(letter.raw) == b"\x00garbage"
     assert letter.source.topic == "otlp_spans" and letter.source.offset == 1
+
+
+async def test_an_export_processed_twice_counts_every_span_once(aredis: Any, prefix: str) -> None:
+    """The worker's batch step on real Redis: the same export (with a span that has no output) twice."""
+    from streameval.processor import Processor
+    from streameval.store import ResultStore
+
+    spans, expected = mixed_export()
+    with record() as (tracer, finished):
+        with tracer.start_as_current_span("chat m", attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}):
+            pass
+        no_output = export_proto(finished())
+    _, suites = parse_config({**SUITES, "inputs": [{"topic": "otlp_spans", "format": "otlp_proto"}]})
+    store = ResultStore(aredis, prefix=prefix)
+    processor = Processor(Pipeline(suites), store, inputs=Inputs(suites.inputs))
+    batch = [(export_proto(spans), Source("otlp_spans", 0, 0)), (no_output, Source("otlp_spans", 0, 1))]
+    first = await processor.process_batch(batch)
+    again = await processor.process_batch(batch)  # a redelivery: same offsets
+    assert [(p.kind, p.key) for p in first] == [(p.kind, p.key) for p in again]
+    assert [p.key.decode() for p in first if p.kind == "result"] == list(expected)  # type: ignore[union-attr]
+    assert [p.value for p in first if p.kind == "result"] == [p.value for p in again if p.kind == "result"]
+    assert sum(a.count for a in await store.all_time()) == 5
+    assert await store.dead_letter_counts() == {"schema": 1}
