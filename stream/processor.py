@@ -18,7 +18,7 @@ from typing import Literal
 
 from . import telemetry
 from .evalpool import EvalPool
-from .inputs import Inputs, evaluate_items
+from .inputs import Inputs, evaluate_messages
 from .models import parse_time
 from .pipeline import Outcome, Pipeline, Source
 from .store import ResultStore, retry_forever
@@ -72,7 +72,7 @@ class Processor:
     async def evaluate_batch(self, batch: Sequence[tuple[bytes, Source]]) -> list[Outcome]:
         """One outcome per request event, in order (:func:`streameval.evalpool.evaluate_batch`); a message of
         an OTLP input gives one per LLM span (:mod:`streameval.inputs`)."""
-        return await evaluate_items(self.pipeline, self.inputs.expand(batch), self.pool)
+        return (await evaluate_messages(self.pipeline, self.inputs, batch, self.pool))[1]
 
     async def process_batch(self, batch: Sequence[tuple[bytes, Source]]) -> list[Publish]:
         """Evaluate a batch (async evaluators of all events run concurrently), record it, encode it.
@@ -85,20 +85,18 @@ class Processor:
             return await self._process_batch(batch)
 
     async def _process_batch(self, messages: Sequence[tuple[bytes, Source]]) -> list[Publish]:
-        items = self.inputs.expand(messages)
-        outcomes = await evaluate_items(self.pipeline, items, self.pool)
-        batch = [(item.raw, item.source) for item in items]
+        sources, outcomes = await evaluate_messages(self.pipeline, self.inputs, messages, self.pool)
         telemetry.observe_outcomes(outcomes)
         results = [(i, o.result, o.result.model_dump_json().encode()) for i, o in enumerate(outcomes) if o.result]
         dead = [(i, o.dead_letter) for i, o in enumerate(outcomes) if o.dead_letter]
         stored = await retry_forever(
             lambda: self.store.record_many(
                 [(r, enc, outcomes[i].counters) for i, r, enc in results],
-                [(d.kind, _source_key(batch[i][1]), parse_time(d.failed_at)) for i, d in dead],
+                [(d.kind, _source_key(sources[i]), parse_time(d.failed_at)) for i, d in dead],
             ),
             what="recording a batch in Redis",
         )
-        out: list[Publish | None] = [None] * len(batch)
+        out: list[Publish | None] = [None] * len(outcomes)
         for (i, result, encoded), previous in zip(results, stored, strict=True):
             out[i] = Publish("result", result.id.encode(), previous if previous is not None else encoded)
         for i, letter in dead:

@@ -39,6 +39,7 @@ __all__ = [
     "observe_spans",
     "render",
     "take_captured",
+    "take_captured_spans",
     "timed",
     "timed_call",
 ]
@@ -79,6 +80,9 @@ CONSUMER_LAG = Gauge(
 
 def observe_spans(topic: str, *, llm: int, skipped: int) -> None:
     """Count an OTLP export's spans: ``llm`` made request events (or dead letters), ``skipped`` did not."""
+    if _captured is not None:  # in an evaluation process: handed back with the batch (take_captured_spans)
+        _captured_spans.append((topic, llm, skipped))
+        return
     if llm:
         SPANS.labels(topic, "llm").inc(llm)
     if skipped:
@@ -119,10 +123,21 @@ def _observe_latency(name: str, seconds: float) -> None:
         _latency(name).observe(seconds)
 
 
+_captured_spans: list[tuple[str, int, int]] = []
+
+
 def capture_latencies() -> None:
-    """From now on keep evaluator latencies for :func:`take_captured` instead of observing them."""
+    """From now on keep evaluator latencies for :func:`take_captured` (and OTLP span counts for
+    :func:`take_captured_spans`) instead of observing them."""
     global _captured
     _captured = []
+
+
+def take_captured_spans() -> list[tuple[str, int, int]]:
+    """The (topic, llm, skipped) span counts kept since the last call (see :func:`capture_latencies`)."""
+    taken = list(_captured_spans)
+    _captured_spans.clear()
+    return taken
 
 
 def take_captured() -> list[tuple[str, float]]:

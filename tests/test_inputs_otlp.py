@@ -292,3 +292,38 @@ async def test_an_export_processed_twice_counts_every_span_once(aredis: Any, pre
     assert [p.value for p in first if p.kind == "result"] == [p.value for p in again if p.kind == "result"]
     assert sum(a.count for a in await store.all_time()) == 5
     assert await store.dead_letter_counts() == {"schema": 1}
+
+
+async def test_evaluation_processes_decode_exports_with_the_same_outcomes() -> None:
+    """With STREAMEVAL_EVAL_PROCESSES the processes decode too; outcomes and span counts are the same."""
+    import yaml
+
+    from streameval.config import parse_config_text
+    from streameval.evalpool import EvalPool
+    from streameval.inputs import evaluate_messages
+
+    spans, expected = mixed_export()
+    config = {**SUITES, "inputs": [{"topic": "spans.pool", "format": "otlp_proto"},
+                                   {"topic": "native.pool", "format": "native"}]}  # fmt: skip
+    text = yaml.safe_dump(config, allow_unicode=True)
+    _, suites = parse_config_text(text)
+    inputs, pipeline = Inputs(suites.inputs), Pipeline(suites)
+    batch = [(export_proto(spans), Source("spans.pool", 0, 0)), (b"\x00bad", Source("spans.pool", 0, 1)),
+             (orjson.dumps({"id": "n", "model": "m", "output": "巴黎"}), Source("native.pool", 0, 0))]  # fmt: skip
+    here_sources, here = await evaluate_messages(pipeline, inputs, batch)
+    pool = EvalPool(text, "<test>", 1, max_event_bytes=1 << 20, max_event_depth=64)
+    await pool.start()
+    try:
+        before = skipped("spans.pool")
+        sources, there = await evaluate_messages(pipeline, inputs, batch, pool)
+        found = await pool.expand_evaluate(batch, 0.0)
+    finally:
+        await pool.close()
+    assert skipped("spans.pool") - before == 4  # counted in the processes, observed here (twice: two calls)
+    assert found is not None and all(outcome is not None for _, _, outcome in found)
+    assert sources == here_sources and [s.item for s in sources] == [*expected, None, None]
+
+    def comparable(o: Any) -> Any:
+        return (o.result.id, o.result.score) if o.result else (o.dead_letter.kind, o.dead_letter.reason)
+
+    assert [comparable(o) for o in there] == [comparable(o) for o in here]

@@ -41,7 +41,7 @@ def test_inputs_exported_names() -> None:
         [
             "FORMATS", "MISSING", "Decoder", "InputConfig", "Inputs", "Item", "JsonDecoder", "JsonInput", "NativeDecoder",
             "NativeInput", "OtlpDecoder", "OtlpInput", "Path", "Span", "build_decoder", "check_input_topics",
-            "compile_path", "convention", "evaluate_items", "input_issues", "spans_from_json", "spans_from_proto",
+            "compile_path", "convention", "evaluate_items", "evaluate_messages", "input_issues", "spans_from_json", "spans_from_proto",
             "to_event",
         ]
     )  # fmt: skip

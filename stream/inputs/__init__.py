@@ -14,10 +14,10 @@ from ._genai import convention, to_event
 from ._json_map import JsonDecoder
 from ._otlp import Span, spans_from_json, spans_from_proto
 from ._path import MISSING, Path, compile_path
-from ._router import Inputs, OtlpDecoder, build_decoder, check_input_topics, evaluate_items
+from ._router import Inputs, OtlpDecoder, build_decoder, check_input_topics, evaluate_items, evaluate_messages
 
 __all__ = [
     "FORMATS", "MISSING", "Decoder", "InputConfig", "Inputs", "Item", "JsonDecoder", "JsonInput", "NativeDecoder",
     "NativeInput", "OtlpDecoder", "OtlpInput", "Path", "Span", "build_decoder", "check_input_topics", "compile_path", "convention",
-    "evaluate_items", "input_issues", "spans_from_json", "spans_from_proto", "to_event",
+    "evaluate_items", "evaluate_messages", "input_issues", "spans_from_json", "spans_from_proto", "to_event",
 ]  # fmt: skip

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:  # the pipeline imports the suite config, which imports this p
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Inputs", "OtlpDecoder", "build_decoder", "check_input_topics", "evaluate_items"]
+__all__ = ["Inputs", "OtlpDecoder", "build_decoder", "check_input_topics", "evaluate_items", "evaluate_messages"]
 
 
 class OtlpDecoder:
@@ -84,6 +85,11 @@ class Inputs:
         """The topics to subscribe to: the configured inputs, else ``default`` (native events)."""
         return [s.topic for s in self.specs] or [default]
 
+    @property
+    def decodes(self) -> bool:
+        """True when some input is not native (its messages need decoding into request events)."""
+        return any(spec.format != "native" for spec in self.specs)
+
     def decoder(self, topic: str | None) -> Decoder:
         return self._decoders.get(topic, self._native)
 
@@ -99,6 +105,30 @@ class Inputs:
                 log.exception("decoding a message from %s failed", source)
                 items.append(Item(raw, source, exc))
         return items
+
+
+async def evaluate_messages(
+    pipeline: Pipeline, inputs: Inputs, messages: Sequence[tuple[bytes, Source]], pool: EvalPool | None = None
+) -> tuple[list[Source], list[Outcome]]:
+    """Decode a batch of messages and evaluate its request events: (source, outcome) of each, in order.
+
+    With ``pool`` and inputs that need decoding, the evaluation processes decode too (decoding an OTLP
+    export costs more than evaluating a simple suite); events whose suite needs the event loop come back
+    and are evaluated here, as in :func:`~streameval.evalpool.evaluate_batch`.
+    """
+    if pool is not None and inputs.decodes:
+        received_at = pipeline.clock()
+        found = await pool.expand_evaluate(messages, received_at)
+        if found is not None:
+            rest = [i for i, (_, _, outcome) in enumerate(found) if outcome is None]
+            done = await asyncio.gather(*(pipeline.process(found[i][0], found[i][1], received_at=received_at)
+                                          for i in rest))  # fmt: skip
+            outcomes = [outcome for _, _, outcome in found]
+            for i, outcome in zip(rest, done, strict=True):
+                outcomes[i] = outcome
+            return [source for _, source, _ in found], cast("list[Outcome]", outcomes)
+    items = inputs.expand(messages)
+    return [item.source for item in items], await evaluate_items(pipeline, items, pool)
 
 
 async def evaluate_items(pipeline: Pipeline, items: Sequence[Item], pool: EvalPool | None = None) -> list[Outcome]:

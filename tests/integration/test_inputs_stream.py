@@ -84,9 +84,10 @@ def without_output() -> tuple[bytes, str]:
     return export_proto(spans), f"{spans[1].context.trace_id:032x}-{spans[1].context.span_id:016x}"  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("processes", ["0", "1"])  # 1: the evaluation process decodes the exports
 async def test_four_input_topics_into_one_worker(
     broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], prefix: str,
-    aredis: aioredis.Redis, tmp_path: Path,
+    aredis: aioredis.Redis, tmp_path: Path, processes: str,
 ) -> None:  # fmt: skip
     names = {"native": topics["requests"], "proto": topics["requests"] + ".otlp", "json": topics["requests"] + ".otlpjson",
              "app": topics["requests"] + ".app"}  # fmt: skip
@@ -114,7 +115,7 @@ async def test_four_input_topics_into_one_worker(
     published_dead = 2 + 1 + 1 + 1
 
     out_topics = [topics["results"], topics["deadletter"]]
-    worker = start_worker(config, app_id="group-a")
+    worker = start_worker(config, app_id="group-a", STREAMEVAL_EVAL_PROCESSES=processes)
     expected = published_results + published_dead
     await collect(broker.bootstrap, out_topics, until=lambda r: len(r) >= expected or worker.proc.poll() is not None,
                   timeout=180)  # fmt: skip
@@ -146,7 +147,7 @@ async def test_four_input_topics_into_one_worker(
     assert sum(int(v) for v in state[f"{prefix}dl:all"].values()) == published_dead
 
     # Every topic again from the start (a new consumer group): the same results, nothing counted twice.
-    replay = start_worker(config, app_id="group-b")
+    replay = start_worker(config, app_id="group-b", STREAMEVAL_EVAL_PROCESSES=processes)
     await collect(broker.bootstrap, out_topics, until=lambda r: len(r) >= 2 * expected or replay.proc.poll() is not None,
                   timeout=180)  # fmt: skip
     assert replay.proc.poll() is None, "the worker exited"
