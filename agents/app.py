@@ -82,11 +82,17 @@ class QuietMonitor(Monitor):
 
 
 def create_app(
-    settings: Settings, make_processor: Callable[[], Awaitable[Processor]], *, close_interval_s: float = 1.0
+    settings: Settings,
+    make_processor: Callable[[], Awaitable[Processor]],
+    *,
+    close_interval_s: float = 1.0,
+    input_topics: Sequence[str] = (),
 ) -> faust.App:
     """A Faust app for ``settings``; ``make_processor`` is awaited once, inside the worker's loop.
 
-    Every ``close_interval_s`` a timer publishes due windows and alerts (suite file ``windowing:``).
+    The agent reads ``input_topics`` (the suite file's ``inputs:``; default: ``settings.topic_requests``);
+    the processor picks each message's decoder by its topic. Every ``close_interval_s`` a timer publishes
+    due windows and alerts (suite file ``windowing:``).
     """
     # Faust makes "<app id>-data" in the working directory unless told otherwise, and needs it to exist
     datadir = settings.data_dir or os.path.join(tempfile.gettempdir(), "streameval-faust", settings.app_id)
@@ -114,7 +120,7 @@ def create_app(
     # whole wait instead of answering when a record arrives: up to 1.5 s added to an idle-then-busy partition
     app.transport.Consumer = _consumer_class(settings.fetch_wait_ms)
     raw: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
-    requests = app.topic(settings.topic_requests, **raw)
+    requests = app.topic(*(input_topics or [settings.topic_requests]), **raw)
     topics = {
         "result": app.topic(settings.topic_results, **raw),
         "deadletter": app.topic(settings.topic_deadletter, **raw),

@@ -18,6 +18,7 @@ from streameval.config import parse_config_text, read_config_text
 from streameval.connect_check import check_redis_settings
 from streameval.errors import ConfigError, StoreUnavailable
 from streameval.evalpool import EvalPool
+from streameval.inputs import Inputs, check_input_topics
 from streameval.judges import JudgeCache
 from streameval.kafka_io import ensure_topics
 from streameval.kafka_security import KafkaSecurity
@@ -47,6 +48,9 @@ def run_worker(settings: Settings) -> None:
     config_text = read_config_text(config_file)
     _, suites = parse_config_text(config_text, file=config_file)  # fail fast, with file and field path
     check_alert_windows(suites.alerts, settings.windows, file=settings.config)
+    inputs = Inputs(suites.inputs, max_depth=settings.max_event_depth)
+    input_topics = inputs.topics(settings.topic_requests)
+    check_input_topics(suites.inputs, settings, file=config_file)
     api = load_api_settings()
     redis_url = settings.redis_url
     asyncio.run(check_redis_settings(redis_url, redis_options(settings)))  # a wrong password: one line, exit
@@ -54,7 +58,7 @@ def run_worker(settings: Settings) -> None:
     asyncio.run(
         ensure_topics(
             settings.kafka_bootstrap_servers,
-            [settings.topic_requests, settings.topic_results, settings.topic_deadletter,
+            [*input_topics, settings.topic_results, settings.topic_deadletter,
              settings.topic_alerts, settings.topic_aggregates],
             partitions=settings.topic_partitions,
             replication=settings.topic_replication,
@@ -109,12 +113,13 @@ def run_worker(settings: Settings) -> None:
         if settings.eval_processes:
             pool = EvalPool(config_text, config_file, settings.eval_processes,
                             max_event_bytes=settings.max_event_bytes, max_event_depth=settings.max_event_depth)  # fmt: skip
-        processor = Processor(pipeline, store, on_close=close, pool=pool)
+        processor = Processor(pipeline, store, on_close=close, pool=pool, inputs=inputs)
         await processor.start()
         log.info("streameval worker ready: %d suite(s), Redis %s", len(suites.all), redact_url(redis_url))
         return processor
 
-    app = create_app(settings, make_processor, close_interval_s=suites.windowing.close_interval_s)
+    app = create_app(settings, make_processor, close_interval_s=suites.windowing.close_interval_s,
+                     input_topics=input_topics)  # fmt: skip
     if api.web_port is not None:
         _serve_web(app, settings, api, [(j.name, j.base_url) for j in suites.judges if j.enabled])
     make_faust_worker(app, settings).execute_from_commandline()

@@ -21,6 +21,7 @@ from ._version import __version__
 from .errors import ConfigError, ConnectFailed
 
 if TYPE_CHECKING:
+    from .inputs import Decoder, InputConfig
     from .settings import Settings
 
 __all__ = ["main"]
@@ -76,6 +77,8 @@ def _parser() -> argparse.ArgumentParser:
                           help="evaluate suites without judges in N processes (default 0: in this process)")
     evaluate.add_argument("--max-event-bytes", type=int, default=None, metavar="N",
                           help="larger events are dead-lettered as too_large (default: STREAMEVAL_MAX_EVENT_BYTES or 1 MiB)")
+    evaluate.add_argument("--input-topic", default=None, metavar="TOPIC",
+                          help="read each line as the suite file's input for TOPIC (json or otlp_json)")
     evaluate.add_argument("--quiet", action="store_true", help="no progress bar or table")
 
     sim = sub.add_parser("judge-sim", add_help=False,
@@ -168,6 +171,8 @@ def _check(path: Path, console: Console) -> int:
         how = "default" if suite.config.default else (suite.config.match.model_dump(exclude_none=True) if suite.config.match else "explicit only")
         names = ", ".join(f"{b.name}×{b.weight:g}" for b in suite.evaluators)
         console.print(f"{suite.name}: match {how}; threshold {suite.config.threshold:g}; {names}", highlight=False)
+    for spec in suites.inputs:
+        console.print(f"input {spec.topic}: {spec.format}", highlight=False)
     console.print(f"{path}: OK ({len(suites.all)} suites)")
     return EXIT_OK
 
@@ -191,6 +196,7 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
     if not args.input.is_file():
         raise ConfigError(f"--input {args.input}: no such file")
     deadletter = args.deadletter or args.output.with_name(args.output.stem + ".deadletter.jsonl")
+    decoder = None if args.input_topic is None else _line_decoder(suites.inputs, args.input_topic, settings)
     size = args.input.stat().st_size
     with Progress(TextColumn("evaluating {task.fields[done]} events"), BarColumn(), DownloadColumn(),
                   TimeRemainingColumn(), console=console, disable=args.quiet, transient=True) as progress:  # fmt: skip
@@ -200,7 +206,7 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
                 Pipeline(suites, max_event_bytes=settings.max_event_bytes, max_event_depth=settings.max_event_depth),
                 args.input, args.output, deadletter, concurrency=args.concurrency, processes=args.processes,
                 config_text=config_text, config_file=str(args.config),
-                on_progress=lambda done, read: progress.update(task, completed=read, done=done),
+                on_progress=lambda done, read: progress.update(task, completed=read, done=done), decoder=decoder,
             )
         )  # fmt: skip
     if not args.quiet:
@@ -215,6 +221,20 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
         console.print(f"[bold red]FAIL[/] {dead} dead letters exceed --max-dead-letters {args.max_dead_letters}")
         failed = True
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _line_decoder(inputs: Sequence[InputConfig], topic: str, settings: Settings) -> Decoder:
+    """The decoder of the suite file's input for ``topic``, for a file with one message per line."""
+    from .inputs import build_decoder
+
+    spec = next((s for s in inputs if s.topic == topic), None)
+    if spec is None:
+        known = ", ".join(s.topic for s in inputs) or "none"
+        raise ConfigError(f"--input-topic {topic}: the suite file has no input for that topic (inputs: {known})")
+    if spec.format == "otlp_proto":
+        raise ConfigError(f"--input-topic {topic}: otlp_proto is binary and has no line form; "
+                          "give a file of OTLP/JSON exports, one per line, under an otlp_json input")  # fmt: skip
+    return build_decoder(spec, max_depth=settings.max_event_depth)
 
 
 async def _produce(args: argparse.Namespace, settings: Settings, topic: str, console: Console) -> int:

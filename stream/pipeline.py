@@ -50,11 +50,13 @@ _EXPLAIN_MAX_BYTES = 64 * 1024  # larger events are explained in pydantic's word
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """Where a raw event came from (for dead letters); all None offline."""
+    """Where a raw event came from (for dead letters); all None offline. ``item`` names one of several
+    events made from one message (an OTLP export's spans: trace id - span id)."""
 
     topic: str | None = None
     partition: int | None = None
     offset: int | None = None
+    item: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +249,10 @@ class Pipeline:
         except Exception as exc:
             return self._failed(raw, source, exc)
         return Outcome(result=result, counters=counters)
+
+    def failed(self, raw: bytes, source: Source, exc: Exception) -> Outcome:
+        """The dead-letter outcome of ``raw`` for ``exc`` (input decoders use it for what they cannot read)."""
+        return self._failed(raw, source, exc)
 
     def _failed(self, raw: bytes, source: Source, exc: Exception) -> Outcome:
         """The dead letter of an event that could not be evaluated: a bad event, or a bug of ours (kept too)."""
