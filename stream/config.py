@@ -10,8 +10,13 @@
         evaluators:
           - {evaluator: exact_match, weight: 1}
           - {evaluator: similarity, params: {algorithm: levenshtein, threshold: 0.8}, weight: 2}
+          - {evaluator: regex, name: order_id, params: {pattern: 'ORD-\\d{6}'}, weight: 0, gate: true}
       - name: fallback
         default: true             # used when no other suite matches
+
+Hard gates: an evaluator with ``gate: true`` that does not pass (or cannot score the event) fails the
+result whatever the weighted mean; the grade is the scale's lowest and ``reason`` names the gate
+(:func:`~streameval.grading.apply_gates`). A gate may have weight 0: it then only gates.
 
 Routing: an event's explicit ``suite`` wins; otherwise the first suite whose ``match`` accepts the
 event; otherwise the ``default`` suite; otherwise the event is dead-lettered (kind ``no_suite``).
@@ -87,6 +92,8 @@ class EvaluatorSpec(_Strict):
     name: str | None = Field(default=None, description="result name; defaults to the evaluator name")
     weight: float = Field(default=1.0, ge=0.0, description="weight in the suite's weighted mean")
     params: dict[str, Any] = Field(default_factory=dict, description="the evaluator's own parameters")
+    gate: bool = Field(default=False, description="a hard gate: when it does not pass, the result fails "
+                       "whatever the weighted mean, with the scale's lowest grade")
 
     @property
     def result_name(self) -> str:
@@ -136,6 +143,7 @@ class BoundEvaluator:
     name: str
     weight: float
     evaluator: Evaluator
+    gate: bool = False
 
 
 @dataclass(frozen=True)
@@ -251,7 +259,7 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
             except ValidationError as exc:
                 issues.extend(issue((*loc, "params", *e["loc"]), e["msg"]) for e in exc.errors())
                 continue
-            bound.append(BoundEvaluator(spec.result_name, spec.weight, evaluator))
+            bound.append(BoundEvaluator(spec.result_name, spec.weight, evaluator, spec.gate))
         if not any(spec.weight > 0 for spec in suite_cfg.evaluators):
             issues.append(issue((*base, "evaluators"), "weights sum to 0; at least one evaluator needs a weight > 0"))
         if suite_cfg.judge is not None:
