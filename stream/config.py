@@ -43,6 +43,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ._util import unknown_name
 from .alerts import AlertRule
 from .errors import ConfigError, ConfigIssue, UnroutableEvent
 from .evaluators import Evaluator, build_evaluator
@@ -177,7 +178,7 @@ class Suites:
                 return self.by_name[event.suite]
             except KeyError:
                 raise UnroutableEvent(
-                    f"unknown suite {event.suite!r}; configured suites: {', '.join(self.by_name)}",
+                    unknown_name("suite", event.suite, self.by_name),
                     kind="unknown_suite",
                     event_id=event.id,
                 ) from None
@@ -282,7 +283,7 @@ def _judge_issues(config: StreamEvalConfig, index: int, names: set[str]) -> list
         return out
     for k, name in enumerate(block.judges or []):
         if name not in known:
-            out.append(((*base, "judges", k), f"unknown judge {name!r}; configured judges: {', '.join(sorted(known))}"))
+            out.append(((*base, "judges", k), unknown_name("judge", name, known)))
     chosen = [j for j in config.judges if block.judges is None or j.name in block.judges]
     problem = check_panel_weights(chosen)
     if problem is not None:

@@ -11,7 +11,9 @@
     │   └── UnroutableEvent        kind "no_suite" or "unknown_suite"
     ├── EvaluatorError         raised by an evaluator; becomes a failed evaluator result, not a crash
     │   └── EvaluatorTimeout
-    └── StoreUnavailable       Redis cannot be reached; the worker waits and retries, never skips
+    ├── StoreUnavailable       Redis cannot be reached; the worker waits and retries, never skips
+    ├── BrokerUnavailable      no Kafka broker answered within the wait (the CLI exits 3)
+    └── UsageError             a command lacks something it needs (e.g. no Redis URL); exit 2
 
 Errors raised by libraries (redis, orjson, pydantic, jsonschema) are translated into these at the
 boundary where they happen; nothing matches on exception message strings.
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
+    "BrokerUnavailable",
     "ConfigError",
     "ConfigIssue",
     "DeadLetterKind",
@@ -35,6 +38,7 @@ __all__ = [
     "StoreUnavailable",
     "StreamEvalError",
     "UnroutableEvent",
+    "UsageError",
 ]
 
 #: Every reason an event can end in the dead-letter topic (the dead letter schema's "kind" enum).
@@ -113,3 +117,11 @@ class EvaluatorTimeout(EvaluatorError):
 
 class StoreUnavailable(StreamEvalError):
     """The state store (Redis) did not answer; the caller retries with backoff."""
+
+
+class BrokerUnavailable(StreamEvalError):
+    """No Kafka broker answered at the bootstrap servers within the wait."""
+
+
+class UsageError(StreamEvalError):
+    """A command lacks something it needs that is not a config file's field (a Redis URL, a broker)."""

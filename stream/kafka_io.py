@@ -1,17 +1,43 @@
-"""Plain aiokafka helpers shared by the CLI (produce, tail), the demo, the tests and the benchmarks."""
+"""Plain aiokafka helpers shared by the CLI (produce, tail), the demo, the tests and the benchmarks.
+
+A broker that does not answer is reported as :class:`~streameval.errors.BrokerUnavailable` (one line
+for the CLI), not as aiokafka's ``KafkaConnectionError`` traceback.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
 
-__all__ = ["Record", "collect", "ensure_topics", "produce", "tail"]
+from .errors import BrokerUnavailable
+
+__all__ = ["PRODUCE_LINGER_MS", "Record", "collect", "ensure_topics", "produce", "tail"]
+
+log = logging.getLogger(__name__)
+
+#: how long the producer waits to fill a batch; short, so a line piped to ``produce -`` leaves at once
+PRODUCE_LINGER_MS = 5
+WAIT_SUMMARY_S = 10.0  # while waiting for a broker, one progress line this often
+
+
+def _unavailable(bootstrap: str) -> BrokerUnavailable:
+    return BrokerUnavailable(f"no Kafka broker answered at {bootstrap}; is it running? "
+                             "(set KAFKA_BOOTSTRAP_SERVERS or pass --bootstrap)")  # fmt: skip
+
+
+async def _start(client: AIOKafkaProducer | AIOKafkaConsumer, bootstrap: str) -> None:
+    try:
+        await client.start()
+    except KafkaConnectionError:
+        await client.stop()
+        raise _unavailable(bootstrap) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,16 +51,26 @@ class Record:
 
 async def ensure_topics(bootstrap: str, names: Iterable[str], *, partitions: int = 1, replication: int = 1, timeout: float = 30.0) -> None:
     """Create the topics that do not exist yet (idempotent); waits for the broker up to ``timeout``."""
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    deadline, next_summary, attempts = started + timeout, started + WAIT_SUMMARY_S, 0
     while True:
         admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
         try:
             await admin.start()
             break
-        except KafkaConnectionError:
+        except KafkaConnectionError as exc:
             await admin.close()
-            if time.monotonic() > deadline:
-                raise
+            attempts += 1
+            now = time.monotonic()
+            if now > deadline:
+                raise BrokerUnavailable(
+                    f"no Kafka broker answered at {bootstrap} in {now - started:.0f} s ({attempts} attempts); "
+                    "is it running? (set KAFKA_BOOTSTRAP_SERVERS or pass --bootstrap)"
+                ) from exc
+            if now >= next_summary:
+                log.warning("still waiting for a Kafka broker at %s: %d attempts in %.0f s, giving up after %.0f s",
+                            bootstrap, attempts, now - started, timeout)  # fmt: skip
+                next_summary = now + WAIT_SUMMARY_S
             await asyncio.sleep(0.5)
     try:
         existing = set(await admin.list_topics())
@@ -51,18 +87,22 @@ async def ensure_topics(bootstrap: str, names: Iterable[str], *, partitions: int
 async def produce(
     bootstrap: str,
     topic: str,
-    values: Iterable[bytes],
+    values: Iterable[bytes] | AsyncIterable[bytes],
     *,
     key: Callable[[bytes], bytes | None] = lambda _: None,
     on_sent: Callable[[int], None] | None = None,
 ) -> int:
-    """Send every value to ``topic`` (acks=all), waiting for delivery; returns how many were sent."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
-    await producer.start()
+    """Send every value to ``topic`` (acks=all), waiting for delivery; returns how many were sent.
+
+    Values from an async iterable (e.g. lines read from stdin as they arrive) are sent as they come:
+    each leaves within the producer's linger (:data:`PRODUCE_LINGER_MS`), not at the end.
+    """
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=PRODUCE_LINGER_MS)
+    await _start(producer, bootstrap)
     sent = 0
     try:
         pending: list[asyncio.Future[object]] = []
-        for value in values:
+        async for value in _aiter(values):
             pending.append(await producer.send(topic, value=value, key=key(value)))
             sent += 1
             if len(pending) >= 500:
@@ -76,6 +116,15 @@ async def produce(
     finally:
         await producer.stop()
     return sent
+
+
+async def _aiter(values: Iterable[bytes] | AsyncIterable[bytes]) -> AsyncIterator[bytes]:
+    if isinstance(values, AsyncIterable):
+        async for value in values:
+            yield value
+    else:
+        for value in values:
+            yield value
 
 
 # How long a caught-up fetch may wait on the broker. Tansu holds a waiting fetch for all of it instead of
@@ -102,7 +151,7 @@ async def tail(
         metadata_max_age_ms=5_000,
         fetch_max_wait_ms=fetch_max_wait_ms,
     )
-    await consumer.start()
+    await _start(consumer, bootstrap)
     try:
         async for msg in consumer:
             yield Record(msg.topic, msg.partition, msg.offset, msg.key, msg.value or b"")

@@ -121,7 +121,8 @@ class Pipeline:
     def _explain(self, raw: bytes, exc: ValidationError) -> EventError:
         errors = exc.errors(include_url=False)
         if any(e["type"] == "json_invalid" for e in errors):
-            return InvalidJSON(f"not valid JSON: {clip(errors[0]['msg'])}")
+            message = errors[0]["msg"].removeprefix("Invalid JSON: ")  # pydantic's prefix says it again
+            return InvalidJSON(f"not valid JSON: {clip(message)}")
         try:
             document = orjson.loads(raw)
         except orjson.JSONDecodeError as json_exc:

@@ -132,7 +132,7 @@ def build_aggregate(
     ``dead_letters`` and ``window_events`` (results of every pair in the window) give the dead-letter rate.
     """
     score = moments(fields.get("count", 0.0), fields.get("sum", 0.0), fields.get("sumsq", 0.0))
-    ci = confidence_interval(score)
+    ci = confidence_interval(score, bounds=(0.0, 1.0))  # scores are on 0-1
     evaluators: dict[str, AggregateEvaluator] = {}
     for field, value in fields.items():
         # "ev:{name}:count", not an evaluator's own counter "ev:{name}:c:count"

@@ -18,7 +18,7 @@ from jsonschema.exceptions import SchemaError
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 from rapidfuzz.distance import Levenshtein
 
-from .._util import clip, json_path
+from .._util import as_written, clip, json_path
 from ..errors import EvaluatorTimeout
 from ..models import RequestEvent
 from ._base import Evaluator, NoParams, Params, Score, register
@@ -105,7 +105,7 @@ class RegexParams(Params):
         try:
             self._compiled = regex.compile(self.pattern, bits)
         except regex.error as exc:
-            raise ValueError(f"invalid regular expression {self.pattern!r}: {exc}") from None
+            raise ValueError(f"invalid regular expression {as_written(self.pattern)}: {exc}") from None
         return self
 
 
@@ -123,11 +123,11 @@ class RegexMatch(Evaluator):
             match = self.params._compiled.search(event.output, timeout=self.params.timeout_ms / 1000)
         except TimeoutError:
             raise EvaluatorTimeout(
-                f"regex {clip(self.params.pattern, _SHOWN)!r} timed out after {self.params.timeout_ms:g} ms"
+                f"regex {as_written(clip(self.params.pattern, _SHOWN))} timed out after {self.params.timeout_ms:g} ms"
             ) from None
         if match is None:
-            return Score(0.0, False, f"output does not match {clip(self.params.pattern, _SHOWN)!r}")
-        return Score(1.0, True, f"output matches {clip(self.params.pattern, _SHOWN)!r}", {"span": list(match.span())})
+            return Score(0.0, False, f"output does not match {as_written(clip(self.params.pattern, _SHOWN))}")
+        return Score(1.0, True, f"output matches {as_written(clip(self.params.pattern, _SHOWN))}", {"span": list(match.span())})
 
 
 class JsonSchemaParams(Params):
