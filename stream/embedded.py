@@ -20,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-__all__ = ["EmbeddedBroker", "EmbeddedRedis", "EmbeddedServer", "free_port", "wait_for_port"]
+__all__ = ["EmbeddedBroker", "EmbeddedRedis", "EmbeddedServer", "die_with_parent", "free_port", "wait_for_port"]
 
 
 def free_port() -> int:
@@ -45,9 +45,12 @@ def wait_for_port(port: int, *, timeout: float, proc: subprocess.Popen[bytes] | 
     raise TimeoutError(f"nothing listened on 127.0.0.1:{port} within {timeout:.0f}s")
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def die_with_parent() -> None:  # runs in the child between fork and exec
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+_die_with_parent = die_with_parent  # the name tests/integration/durable_broker.py imports
 
 
 class EmbeddedServer:
@@ -70,7 +73,8 @@ class EmbeddedServer:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 self.argv(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                cwd=self.dir, preexec_fn=_die_with_parent,
+                # its own session: a terminal's Ctrl-C reaches the owner, which stops servers in order
+                cwd=self.dir, preexec_fn=die_with_parent, start_new_session=True,
             )  # fmt: skip
         wait_for_port(self.port, timeout=timeout, proc=self.proc, log=self.log_path)
         return self
