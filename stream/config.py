@@ -107,7 +107,7 @@ class SuiteConfig(_Strict):
     match: Match | None = Field(default=None, description="which events this suite takes")
     default: bool = Field(default=False, description="take events no other suite matches")
     threshold: float = Field(default=0.6, ge=0.0, le=1.0, description="pass at or above this score")
-    grading: GradeScale = Field(default="levels", description="levels (seed 003) or letters (seed 000)")
+    grading: GradeScale = Field(default="levels", description="levels or letters")
     evaluators: list[EvaluatorSpec] = Field(min_length=1)
     judge: SuiteJudgeConfig | None = Field(default=None, description="LLM judge panel step (docs/judges.md)")
 

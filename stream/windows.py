@@ -155,7 +155,7 @@ def build_aggregate(
     consistency_n = int(panel.repeat.get("n", 0.0))
     warnings = []
     if repeat is not None and repeat < CONSISTENCY_WARN_BELOW:
-        warnings.append(f"judge consistency {repeat:.2f} < {CONSISTENCY_WARN_BELOW} over {consistency_n} repeats (seed 003)")
+        warnings.append(f"judge consistency {repeat:.2f} < {CONSISTENCY_WARN_BELOW} over {consistency_n} repeats")
     redirected = int(fields.get("late_redirected", 0.0))
     if redirected:
         warnings.append(f"{redirected} event(s) of already closed windows counted here (beyond the allowed lateness)")

@@ -145,7 +145,7 @@ async def create_evaluator(request: web.Request) -> web.Response:
     raw = await _body(request)
     kind = raw.get("type") if isinstance(raw, dict) else None
     if kind in ("llm", "composite", "preset"):
-        why = "presets are built in" if kind == "preset" else "seed 001: LLM and composite evaluators are V2"
+        why = "presets are built in" if kind == "preset" else "LLM and composite evaluators are not built yet"
         raise BadRequest(f"type {kind!r} is not supported yet ({why}); use 'code'",
                          [{"path": "$.type", "message": "not supported yet; use 'code'"}])  # fmt: skip
     try:

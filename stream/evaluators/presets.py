@@ -204,9 +204,9 @@ SIMILARITY = {"levenshtein": levenshtein, "jaccard": jaccard, "cosine": cosine}
 
 
 class SimilarityParams(Params):
-    threshold: float = Field(default=0.8, ge=0.0, le=1.0, description="pass at or above (seed 001 default 0.8)")
+    threshold: float = Field(default=0.8, ge=0.0, le=1.0, description="pass at or above")
     algorithm: Literal["levenshtein", "cosine", "jaccard"] = Field(
-        default="levenshtein", description="seed 001's three algorithms; levenshtein by default"
+        default="levenshtein", description="levenshtein, cosine or jaccard"
     )
 
 
