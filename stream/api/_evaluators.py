@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
 
 from .._util import clip
 from ..errors import EvaluatorError
@@ -52,11 +53,14 @@ def _stamp(cls: type[Evaluator]) -> str:
 
 
 def _defaults(cls: type[Evaluator]) -> dict[str, Any]:
-    return {
-        name: field.get_default(call_default_factory=True)
-        for name, field in cls.Params.model_fields.items()
-        if not field.is_required()
-    }
+    """Params a test run accepts as given: defaults, and each required field's first example."""
+    out: dict[str, Any] = {}
+    for name, field in cls.Params.model_fields.items():
+        if not field.is_required():
+            out[field.alias or name] = to_jsonable_python(field.get_default(call_default_factory=True), fallback=str)
+        elif field.examples:
+            out[field.alias or name] = field.examples[0]
+    return out
 
 
 def _preset(name: str, *, full: bool) -> dict[str, Any]:

@@ -82,7 +82,7 @@ _REGEX_FLAGS = {
 
 
 class RegexParams(Params):
-    pattern: str = Field(description="regular expression (regex module syntax, a superset of JS)")
+    pattern: str = Field(description="regular expression (regex module syntax, a superset of JS)", examples=[r"\d+"])
     flags: str = Field(default="", description="any of i, m, s, u, g, x (JavaScript RegExp flags)")
     timeout_ms: float = Field(
         default=100.0, gt=0, le=10_000, description="per-call time limit; guards against ReDoS"
@@ -131,7 +131,8 @@ class RegexMatch(Evaluator):
 
 
 class JsonSchemaParams(Params):
-    schema_: dict[str, Any] = Field(alias="schema", description="JSON Schema the parsed output must satisfy")
+    schema_: dict[str, Any] = Field(alias="schema", description="JSON Schema the parsed output must satisfy",
+                                    examples=[{"type": "object", "required": ["answer"]}])
     max_errors: int = Field(default=5, ge=1, le=100, description="schema errors listed in the reason")
     _validator: Any = PrivateAttr()
 
