@@ -74,6 +74,9 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                              "aggregates there); `streameval up` starts one for you")  # fmt: skip
         from streameval.agents.worker import run_worker
 
+        from . import quality_metrics
+
+        quality_metrics.configure(max_models=settings.metrics_max_models)
         run_worker(settings)
         return EXIT_OK
     if args.command == "up":

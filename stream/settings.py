@@ -82,6 +82,9 @@ class Settings(BaseSettings):
         description="Faust's data directory (it keeps nothing there with the memory store); default: <tmp>/streameval-faust/<app id>",
     )
     log_level: str = Field(default="info", description="crit | error | warn | info | debug")
+    metrics_max_models: int = Field(
+        default=50, ge=0, description="distinct model names with their own label in the quality metrics; later ones are 'other'"
+    )
 
     @field_validator("windows", mode="before")
     @classmethod

@@ -22,6 +22,8 @@ from prometheus_client import (
     generate_latest,
 )
 
+from . import quality_metrics
+
 if TYPE_CHECKING:
     from .models import JudgeBlock, JudgeVerdict
     from .pipeline import Outcome
@@ -153,6 +155,7 @@ def _verdicts(block: JudgeBlock) -> Iterable[JudgeVerdict]:
 
 def observe_outcomes(outcomes: Sequence[Outcome]) -> None:
     """Count results by suite, dead letters by kind and judge activity of one batch."""
+    quality_metrics.observe(outcomes)  # score, pass and grade series by model and suite
     for outcome in outcomes:
         if outcome.dead_letter is not None:
             DEAD_LETTERS.labels(outcome.dead_letter.kind).inc()
