@@ -29,7 +29,7 @@ class RepeatSummary(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.WARNING:
             return True
-        key = str(record.msg)
+        key = f"{record.name}\0{record.msg}"
         now = self.clock()
         last = self._last.get(key)
         if last is not None and now - last < self.interval_s:
@@ -44,7 +44,16 @@ class RepeatSummary(logging.Filter):
         return True
 
 
-def install_repeat_summary(names: tuple[str, ...] = ("aiokafka",), interval_s: float = SUMMARY_INTERVAL_S) -> None:
+#: aiokafka's modules that log per failed attempt while a broker is away (a logger's filter does not
+#: see its children's records, so each is named)
+AIOKAFKA_LOGGERS = (
+    "aiokafka", "aiokafka.conn", "aiokafka.cluster", "aiokafka.consumer.fetcher",
+    "aiokafka.consumer.group_coordinator", "aiokafka.consumer.consumer", "aiokafka.producer.sender",
+    "aiokafka.producer.producer", "aiokafka.admin.client", "faust.transport.drivers.aiokafka",
+)  # fmt: skip
+
+
+def install_repeat_summary(names: tuple[str, ...] = AIOKAFKA_LOGGERS, interval_s: float = SUMMARY_INTERVAL_S) -> None:
     """Add one :class:`RepeatSummary` to each named logger (idempotent)."""
     for name in names:
         logger = logging.getLogger(name)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, BinaryIO
 from rich.console import Console
 
 from ._cliargs import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, build_parser
-from ._logs import install_repeat_summary
+from ._logs import AIOKAFKA_LOGGERS, install_repeat_summary
 from .errors import BrokerUnavailable, ConfigError, StoreUnavailable, UsageError
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     console = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 120)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    install_repeat_summary(("aiokafka", "streameval.store"))  # an outage: one line, then a summary every 30 s, not an ERROR per attempt
+    install_repeat_summary((*AIOKAFKA_LOGGERS, "streameval.store"))  # an outage: one line, then a summary every 30 s, not an ERROR per attempt
     try:
         return _run(args, console)
     except (ConfigError, UsageError) as exc:

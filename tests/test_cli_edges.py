@@ -151,3 +151,14 @@ def test_python_syntax_error_is_reported_at_the_suite_file_line(tmp_path: Path, 
     (issue,) = info.value.issues
     assert issue.line == file_line, (issue, path.read_text().splitlines())
     assert "of the code)" in issue.message and not issue.message.startswith("Value error")
+
+
+def test_aiokafka_module_loggers_are_summarised(caplog: pytest.LogCaptureFixture) -> None:
+    from streameval._logs import install_repeat_summary
+
+    install_repeat_summary()
+    logger = logging.getLogger("aiokafka.consumer.fetcher")  # a child: the parent's filter would not see it
+    with caplog.at_level(logging.ERROR, logger="aiokafka.consumer.fetcher"):
+        for _ in range(50):
+            logger.error("Failed fetch messages from %s: %s", 111, "NodeNotReadyError")
+    assert len([r for r in caplog.records if r.name == "aiokafka.consumer.fetcher"]) == 1
