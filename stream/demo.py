@@ -34,6 +34,7 @@ from rich.table import Table
 from ._util import redact_url
 from .config import load_config
 from .embedded import EmbeddedBroker, EmbeddedRedis
+from .errors import StoreUnavailable
 from .judges.sim import demo_judges, start_judge_sim
 from .kafka_io import Record, collect, ensure_topics, produce
 from .offline import iter_lines
@@ -111,6 +112,8 @@ async def run_demo(args: argparse.Namespace, console: Console, out: Console | No
         events_path = stack.enter_context(_bundled("events.jsonl", args.input))
         load_config(config)  # fail before starting anything
         events = demo_events(events_path, args.events)
+        if external_redis:
+            await _check_redis(external_redis)  # before anything starts
 
         broker = stack.enter_context(EmbeddedBroker())
         console.print(f"broker   Tansu (embedded, Kafka protocol) at {broker.bootstrap}")
@@ -190,6 +193,18 @@ async def run_demo(args: argparse.Namespace, console: Console, out: Console | No
     console.print("stopped worker, broker and Redis")
     out.print(NEXT_STEPS, highlight=False, markup=False)
     return 0
+
+
+async def _check_redis(url: str) -> None:
+    """Fail in one line (exit 3) when ``REDIS_URL`` does not answer, rather than time out later."""
+    client = aioredis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=3)
+    try:
+        await client.ping()
+    except (OSError, aioredis.ConnectionError, aioredis.TimeoutError) as exc:
+        raise StoreUnavailable(f"Redis at {redact_url(url)} (REDIS_URL) did not answer: {exc}; "
+                               "unset REDIS_URL to let the demo start its own") from None  # fmt: skip
+    finally:
+        await client.aclose()
 
 
 def render_judges(rows: list[tuple[str, str, dict[str, float]]], console: Console) -> None:

@@ -162,3 +162,10 @@ def test_aiokafka_module_loggers_are_summarised(caplog: pytest.LogCaptureFixture
         for _ in range(50):
             logger.error("Failed fetch messages from %s: %s", 111, "NodeNotReadyError")
     assert len([r for r in caplog.records if r.name == "aiokafka.consumer.fetcher"]) == 1
+
+
+def test_demo_with_an_unreachable_redis_is_one_line_and_exit_3() -> None:
+    result = run_cli("demo", env={"REDIS_URL": "redis://127.0.0.1:1"})
+    assert result.returncode == 3
+    assert "error: Redis at redis://127.0.0.1:1 (REDIS_URL) did not answer" in result.stderr
+    assert "Traceback" not in result.stderr and "broker" not in result.stderr  # nothing was started
