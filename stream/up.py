@@ -108,11 +108,17 @@ async def _up(args: argparse.Namespace, state: Path, console: Console) -> int:
             config = state / "suites.yaml"
         worker = _start_worker(args, state, broker.bootstrap, redis.url, config)
         stack.callback(_stop, worker)
-        try:
-            await asyncio.to_thread(wait_for_port, args.web_port, timeout=WORKER_START_S, proc=worker,
-                                    log=state / "worker.log")  # fmt: skip
-        except (RuntimeError, TimeoutError) as exc:
-            console.print(f"[bold red]error:[/] the worker did not start: {exc}", highlight=False)
+        started = asyncio.ensure_future(asyncio.to_thread(
+            wait_for_port, args.web_port, timeout=WORKER_START_S, proc=worker, log=state / "worker.log"))
+        interrupted = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({started, interrupted}, return_when=asyncio.FIRST_COMPLETED)
+        if not started.done():  # Ctrl-C while starting: stop what runs (the waiting thread ends with the worker)
+            started.add_done_callback(lambda task: task.exception())
+            console.print("interrupted while starting; stopping")
+            return EXIT_OK
+        interrupted.cancel()
+        if started.exception() is not None:
+            console.print(f"[bold red]error:[/] the worker did not start: {started.exception()}", highlight=False)
             return EXIT_FAILED
         web = f"http://127.0.0.1:{args.web_port}"
         bootstrap = broker.bootstrap
