@@ -112,7 +112,7 @@ def _api(args: argparse.Namespace, settings: Settings) -> int:
     api = load_api_settings()
     port = args.port if args.port is not None else (api.web_port if api.web_port is not None else DEFAULT_API_PORT)
     if not 0 <= port <= 65535:
-        raise ConfigError(f"--port must be within 0..65535, got {port}")
+        raise UsageError(f"--port must be within 0..65535, got {port}")
     asyncio.run(serve_api(settings, api, host=args.host or api.web_host, port=port))
     return EXIT_OK
 
@@ -138,15 +138,15 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
     from .summary import render_summary
 
     if args.fail_under is not None and not 0.0 <= args.fail_under <= 1.0:
-        raise ConfigError(f"--fail-under must be within [0, 1], got {args.fail_under}")
+        raise UsageError(f"--fail-under must be within [0, 1], got {args.fail_under}")
     if args.concurrency < 1:
-        raise ConfigError("--concurrency must be at least 1")
+        raise UsageError("--concurrency must be at least 1")
     if args.processes < 0:
-        raise ConfigError("--processes must be 0 or more")
+        raise UsageError("--processes must be 0 or more")
     config_text = read_config_text(args.config)
     _, suites = parse_config_text(config_text, file=str(args.config))
     if not args.input.is_file():
-        raise ConfigError(f"--input {args.input}: no such file")
+        raise UsageError(f"--input {args.input}: no such file")
     deadletter = args.deadletter or args.output.with_name(args.output.stem + ".deadletter.jsonl")
     size = args.input.stat().st_size
     with Progress(TextColumn("evaluating {task.fields[done]} events"), BarColumn(), DownloadColumn(),

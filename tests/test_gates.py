@@ -99,12 +99,15 @@ def test_gate_must_be_a_boolean() -> None:
     assert "suites[0].evaluators[1].gate" in str(info.value)
 
 
-def test_offline_file(tmp_path: Path) -> None:
-    """``streameval evaluate``'s path: the result lines carry the gate's verdict."""
-    (tmp_path / "suites.yaml").write_text(yaml.safe_dump(suite()), encoding="utf-8")
-    lines = [orjson.dumps({"id": f"e{i}", "model": "m", "output": text}) for i, text in enumerate([CARD, CLEAN])]
+@pytest.mark.parametrize("processes", [0, 2])
+def test_offline_file(tmp_path: Path, processes: int) -> None:
+    """``streameval evaluate``'s path, in this process and in evaluation processes."""
+    text = yaml.safe_dump(suite())
+    (tmp_path / "suites.yaml").write_text(text, encoding="utf-8")
+    lines = [orjson.dumps({"id": f"e{i}", "model": "m", "output": t}) for i, t in enumerate([CARD, CLEAN])]
     (tmp_path / "in.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     _, suites = load_config(tmp_path / "suites.yaml")
-    asyncio.run(evaluate_file(Pipeline(suites), tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "dl.jsonl"))
+    asyncio.run(evaluate_file(Pipeline(suites), tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "dl.jsonl",
+                              processes=processes, config_text=text))  # fmt: skip
     out = [orjson.loads(x) for x in (tmp_path / "out.jsonl").read_bytes().splitlines()]
     assert [(r["id"], r["passed"], r["failed_gates"]) for r in out] == [("e0", False, ["no_card"]), ("e1", True, [])]
