@@ -32,3 +32,9 @@ async def test_every_preset_test_runs_with_its_default_params(client: TestClient
         response = await client.post(f"/api/v1/evaluators/{preset['id']}/test", json=body, headers=AUTH)
         # never a 400: the params the page fills in are valid (an evaluator may still need other event fields)
         assert response.status in (200, 422), (preset["id"], await response.text())
+
+
+async def test_a_misspelt_preset_gets_a_suggestion(client: TestClient) -> None:  # type: ignore[type-arg]
+    response = await client.get("/api/v1/evaluators/regx")
+    assert response.status == 404
+    assert (await response.json())["message"] == "evaluator 'regx' does not exist; did you mean 'regex'?"

@@ -8,6 +8,7 @@ Presets are the built-in registry evaluators (every ``@register``-ed name except
 from __future__ import annotations
 
 import asyncio
+import difflib
 import inspect
 import time
 from pathlib import Path
@@ -42,6 +43,12 @@ MAX_BODY = 512 * 1024
 def preset_names() -> list[str]:
     rest = [n for n in evaluator_names() if n not in ENGINES and n not in SEED_PRESETS and not n.startswith("test_")]
     return [*SEED_PRESETS, *rest]
+
+
+def _did_you_mean(name: str) -> str:
+    """"; did you mean 'regex'?" when a preset's name is close to ``name``."""
+    close = difflib.get_close_matches(name, preset_names(), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _stamp(cls: type[Evaluator]) -> str:
@@ -141,7 +148,7 @@ async def get_evaluator(request: web.Request) -> web.Response:
         return _ok(_preset(evaluator_id, full=True))
     record = await request.app[STORE_KEY].get(evaluator_id)
     if record is None:
-        raise NotFound(f"evaluator {evaluator_id!r} does not exist")
+        raise NotFound(f"evaluator {evaluator_id!r} does not exist{_did_you_mean(evaluator_id)}")
     return _ok(_custom(record, full=True))
 
 
@@ -211,7 +218,7 @@ async def test_evaluator(request: web.Request) -> web.Response:
     else:
         record = await request.app[STORE_KEY].get(evaluator_id)
         if record is None:
-            raise NotFound(f"evaluator {evaluator_id!r} does not exist")
+            raise NotFound(f"evaluator {evaluator_id!r} does not exist{_did_you_mean(evaluator_id)}")
         if body.params:
             raise BadRequest("params apply to presets only; a custom evaluator reads metadata",
                              [{"path": "$.params", "message": "not allowed for custom evaluators"}])  # fmt: skip

@@ -41,7 +41,7 @@ class ExactMatch(Evaluator):
         for index, target in enumerate(self.targets(event)):
             if event.output == target:
                 return Score(1.0, True, "output equals the expected answer", {"target": index})
-        return Score(0.0, False, f"output differs from the expected answer {clip(event.targets()[0], _SHOWN)!r}")
+        return Score(0.0, False, f"output differs from the expected answer {as_written(clip(event.targets()[0], _SHOWN))}")
 
 
 class ContainsParams(Params):
@@ -66,8 +66,8 @@ class Contains(Evaluator):
         for needle in needles:
             probe = needle.casefold() if self.params.ignore_case else needle
             if probe in haystack:
-                return Score(1.0, True, f"output contains {clip(needle, _SHOWN)!r}")
-        return Score(0.0, False, f"output does not contain {clip(needles[0], _SHOWN)!r}")
+                return Score(1.0, True, f"output contains {as_written(clip(needle, _SHOWN))}")
+        return Score(0.0, False, f"output does not contain {as_written(clip(needles[0], _SHOWN))}")
 
 
 # JavaScript RegExp flags (seed 001 uses `new RegExp(pattern, flags)`) mapped onto the regex module.
