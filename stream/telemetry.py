@@ -67,8 +67,8 @@ JUDGE_CACHE_HITS = Counter("streameval_judge_cache_hits", "judge answers served 
 CONSUMER_LAG = Gauge(
     "streameval_consumer_lag",
     "messages behind the partition's high watermark after the last batch, by topic and partition. The "
-    "high watermark comes from fetch responses, not ListOffsets (Tansu's ListOffsets LATEST is wrong, "
-    "DESIGN.md); a partition is refreshed only when a batch from it arrives, so an idle partition keeps "
+    "high watermark comes from fetch responses, not ListOffsets (Tansu's ListOffsets LATEST is "
+    "wrong); a partition is refreshed only when a batch from it arrives, so an idle partition keeps "
     "its last value",
     ["topic", "partition"],
 )  # fmt: skip

@@ -1,4 +1,5 @@
-"""Nothing a user reads names our internal documents: no "seed 003", "issue 7", "V2" or "the statistics work".
+"""Nothing a user reads names our internal documents: no "seed 003", "issue 7", "V2", "the statistics work"
+or the team's DESIGN.md.
 
 Users never saw the seed documents or the issue tracker. Checked: README and docs/ (all of it: prose,
 tables and the comments of examples), the web pages (without HTML/JS comments), every string literal
@@ -25,7 +26,7 @@ from streameval.evaluators import evaluator_class, evaluator_names
 ROOT = Path(__file__).resolve().parent.parent
 INTERNAL = re.compile(
     r"\b[Ss]eeds? ?\d{3}|\b[Ss]eed documents?\b|\b[Ii]ssues? ?#?\d+\b|pre-issue|\bthe issue's\b"
-    r"|\bthe statistics work\b|\bV2\b"
+    r"|\bthe statistics work\b|\bV2\b|DESIGN\.md"
 )
 
 
@@ -35,7 +36,7 @@ def hits(text: str) -> list[str]:
 
 def test_the_pattern_catches_what_it_should() -> None:
     assert hits("levels (seed 003)") and hits("see issue 7") and hits("issue #12") and hits("are V2")
-    assert hits("come with the statistics work") and hits("Seeds 000-004")
+    assert hits("come with the statistics work") and hits("Seeds 000-004") and hits("see shared/DESIGN.md")
     assert not hits("SQuAD v2.0, /api/v1, the RNG seed, `seed=False`, issues with judges")
 
 
