@@ -62,7 +62,8 @@ def test_up_runs_until_ctrl_c_and_keeps_redis_state(tmp_path: Path) -> None:
         assert f"streameval produce events.jsonl --bootstrap {bootstrap}" in text
         assert f"streameval tail --topic evals.results --bootstrap {bootstrap}" in text
         assert "memory storage: topics start empty on every run" in text
-        assert httpx.get(f"http://127.0.0.1:{ports['web']}/health", timeout=10).status_code == 200
+        for path in ("/health", "/dashboard", "/api/v1/evaluators"):
+            assert httpx.get(f"http://127.0.0.1:{ports['web']}{path}", timeout=10).status_code == 200, path
 
         # a second `up` on the same directory refuses, and touches nothing
         again = subprocess.run([sys.executable, "-m", "streameval", "up", "--state-dir", str(state), "--kafka-port",
