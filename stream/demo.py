@@ -41,11 +41,11 @@ from .offline import iter_lines
 from .store import ResultStore
 from .summary import Summary, render_summary
 
-__all__ = ["demo_events", "run_demo"]
+__all__ = ["NEXT_STEPS", "bundled_file", "demo_events", "judged_config", "run_demo"]
 
 
 @contextlib.contextmanager
-def _bundled(name: str, override: Path | None) -> Iterator[Path]:
+def bundled_file(name: str, override: Path | None) -> Iterator[Path]:
     if override is not None:
         yield override
         return
@@ -108,8 +108,8 @@ async def run_demo(args: argparse.Namespace, console: Console, out: Console | No
     prefix = f"streameval:demo:{run_id}:"
     console.rule(f"streameval demo {run_id}")
     async with contextlib.AsyncExitStack() as stack:
-        config = stack.enter_context(_bundled("suites.yaml", args.config))
-        events_path = stack.enter_context(_bundled("events.jsonl", args.input))
+        config = stack.enter_context(bundled_file("suites.yaml", args.config))
+        events_path = stack.enter_context(bundled_file("events.jsonl", args.input))
         load_config(config)  # fail before starting anything
         events = demo_events(events_path, args.events)
         if external_redis:

@@ -30,7 +30,7 @@ from rich.console import Console
 
 from ._cliargs import EXIT_FAILED, EXIT_OK
 from .config import load_config
-from .demo import DEMO_JUDGED, DEMO_SIM, _bundled, judged_config
+from .demo import DEMO_JUDGED, DEMO_SIM, bundled_file, judged_config
 from .embedded import EmbeddedBroker, EmbeddedRedis, die_with_parent, wait_for_port
 from .errors import UsageError
 from .judges.sim import start_judge_sim
@@ -97,7 +97,7 @@ async def _up(args: argparse.Namespace, state: Path, console: Console) -> int:
     async with contextlib.AsyncExitStack() as stack:
         broker = stack.enter_context(EmbeddedBroker(args.kafka_port, state / "broker"))
         redis = stack.enter_context(EmbeddedRedis(args.redis_port, state / "redis", persist=True))
-        config = stack.enter_context(_bundled("suites.yaml", args.config))
+        config = stack.enter_context(bundled_file("suites.yaml", args.config))
         judges = ""
         if args.config is None and not args.no_judges:
             judge_url = await stack.enter_async_context(start_judge_sim(**DEMO_SIM))
