@@ -201,6 +201,8 @@ class GradedResult(BaseModel):
     latency_ms: float = Field(ge=0.0)
     pipeline_version: str
     judge: JudgeBlock | None = Field(default=None, description="the LLM judge panel; null when the suite has none")
+    failed_gates: list[str] = Field(default_factory=list, description="gate evaluators that did not pass")
+    reason: str | None = Field(default=None, description="why the result failed regardless of its score")
 
 
 class DeadLetterSource(BaseModel):

@@ -83,6 +83,9 @@ class Settings(BaseSettings):
         description="Faust's data directory (it keeps nothing there with the memory store); default: <tmp>/streameval-faust/<app id>",
     )
     log_level: str = Field(default="info", description="crit | error | warn | info | debug")
+    metrics_max_models: int = Field(
+        default=50, ge=0, description="distinct model names with their own label in the quality metrics; later ones are 'other'"
+    )
     # Kafka and Redis security (streameval.kafka_security, streameval.redis_security, docs/security.md)
     kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
         default="PLAINTEXT", description="how Kafka clients connect: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"

@@ -22,6 +22,8 @@ from prometheus_client import (
     generate_latest,
 )
 
+from . import quality_metrics
+
 if TYPE_CHECKING:
     from .models import JudgeBlock, JudgeVerdict
     from .pipeline import Outcome
@@ -71,8 +73,8 @@ SPANS = Counter(
 CONSUMER_LAG = Gauge(
     "streameval_consumer_lag",
     "messages behind the partition's high watermark after the last batch, by topic and partition. The "
-    "high watermark comes from fetch responses, not ListOffsets (Tansu's ListOffsets LATEST is wrong, "
-    "DESIGN.md); a partition is refreshed only when a batch from it arrives, so an idle partition keeps "
+    "high watermark comes from fetch responses, not ListOffsets (Tansu's ListOffsets LATEST is "
+    "wrong); a partition is refreshed only when a batch from it arrives, so an idle partition keeps "
     "its last value",
     ["topic", "partition"],
 )  # fmt: skip
@@ -181,6 +183,7 @@ def _verdicts(block: JudgeBlock) -> Iterable[JudgeVerdict]:
 
 def observe_outcomes(outcomes: Sequence[Outcome]) -> None:
     """Count results by suite, dead letters by kind and judge activity of one batch."""
+    quality_metrics.observe(outcomes)  # score, pass and grade series by model and suite
     for outcome in outcomes:
         if outcome.dead_letter is not None:
             DEAD_LETTERS.labels(outcome.dead_letter.kind).inc()
