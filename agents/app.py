@@ -102,6 +102,7 @@ def create_app(
         consumer_auto_offset_reset="earliest",
         processing_guarantee="at_least_once",
         producer_acks=-1,
+        producer_max_request_size=settings.max_message_bytes,  # dead letters are sized under it
         producer_linger=0.005,  # batch produce requests: the agent sends a whole batch at once
         Monitor=QuietMonitor,
         web_enabled=False,

@@ -15,6 +15,7 @@ from streameval.alerts import check_alert_windows
 from streameval.api import broker_check, create_web_app, judge_checks, load_api_settings, start_web
 from streameval.api._settings import ApiSettings
 from streameval.config import parse_config_text, read_config_text
+from streameval.deadletters import DeadLetterPolicy, RawStore
 from streameval.errors import ConfigError, StoreUnavailable
 from streameval.evalpool import EvalPool
 from streameval.judges import JudgeCache
@@ -102,7 +103,10 @@ def run_worker(settings: Settings) -> None:
         if settings.eval_processes:
             pool = EvalPool(config_text, config_file, settings.eval_processes,
                             max_event_bytes=settings.max_event_bytes, max_event_depth=settings.max_event_depth)  # fmt: skip
-        processor = Processor(pipeline, store, on_close=close, pool=pool)
+        raw_store = RawStore(client, prefix=settings.redis_prefix, ttl_s=settings.dead_letter_raw_ttl_s,
+                             budget_bytes=settings.dead_letter_raw_budget_bytes)  # fmt: skip
+        dead_letters = DeadLetterPolicy(max_bytes=settings.dead_letter_max_bytes, store=raw_store)
+        processor = Processor(pipeline, store, on_close=close, pool=pool, dead_letters=dead_letters)
         await processor.start()
         log.info("streameval worker ready: %d suite(s), Redis %s", len(suites.all), redact_url(redis_url))
         return processor

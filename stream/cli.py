@@ -86,6 +86,11 @@ def _parser() -> argparse.ArgumentParser:
     api.add_argument("--port", type=int, default=None, help="port (or STREAMEVAL_WEB_PORT; default 8080)")
     api.add_argument("--redis-url", help="Redis URL (or REDIS_URL)")
 
+    raw = sub.add_parser("dead-letter-raw", help="write the whole event of a truncated dead letter (kept in Redis)")
+    raw.add_argument("key", help="the dead letter's truncated.stored_key (or its truncated.sha256)")
+    raw.add_argument("--output", type=Path, default=None, help="file to write (default: stdout)")
+    raw.add_argument("--redis-url", help="Redis URL (or REDIS_URL)")
+
     check = sub.add_parser("check", help="validate a suite YAML and list its suites")
     check.add_argument("config", type=Path)
     return parser
@@ -131,6 +136,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return _evaluate(args, load_settings(**limit), console)
     if args.command == "check":
         return _check(args.config, console)
+    if args.command == "dead-letter-raw":
+        return asyncio.run(_dead_letter_raw(args, load_settings(**({"redis_url": args.redis_url} if args.redis_url else {})), console))
     settings = load_settings(**({"kafka_bootstrap_servers": args.bootstrap} if args.bootstrap else {}))
     if args.command == "produce":
         return asyncio.run(_produce(args, settings.kafka_bootstrap_servers, args.topic or settings.topic_requests, console))
@@ -207,6 +214,31 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
         console.print(f"[bold red]FAIL[/] {dead} dead letters exceed --max-dead-letters {args.max_dead_letters}")
         failed = True
     return EXIT_FAILED if failed else EXIT_OK
+
+
+async def _dead_letter_raw(args: argparse.Namespace, settings: Settings, console: Console) -> int:
+    import redis.asyncio as aioredis
+
+    from .deadletters import raw_key
+
+    if not settings.redis_url:
+        raise ConfigError("no Redis: set REDIS_URL or pass --redis-url")
+    key = args.key if ":" in args.key else raw_key(settings.redis_prefix, args.key)
+    client = aioredis.Redis.from_url(settings.redis_url)
+    try:
+        raw = await client.get(key)
+    finally:
+        await client.aclose()
+    if raw is None:
+        console.print(f"[bold red]error:[/] {key} is not in Redis (expired, never kept, or another prefix)")
+        return EXIT_FAILED
+    if args.output is None:
+        sys.stdout.buffer.write(raw)
+        sys.stdout.buffer.flush()
+    else:
+        args.output.write_bytes(raw)
+        console.print(f"wrote {len(raw)} bytes to {args.output}", highlight=False)
+    return EXIT_OK
 
 
 async def _produce(args: argparse.Namespace, bootstrap: str, topic: str, console: Console) -> int:
