@@ -114,6 +114,9 @@ def create_app(
         processing_guarantee="at_least_once",
         producer_acks=-1,
         producer_max_request_size=settings.max_message_bytes,  # dead letters are sized under it
+        # Faust's default is 1200 s: aiokafka keeps one produce request in flight per broker, so one lost
+        # answer held every later result of the worker for 20 minutes (docs/reliability.md, "Stuck results")
+        producer_request_timeout=settings.publish_timeout_s,
         producer_linger=0.005,  # batch produce requests: the agent sends a whole batch at once
         Monitor=QuietMonitor,
         web_enabled=False,

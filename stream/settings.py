@@ -104,6 +104,11 @@ class Settings(BaseSettings):
         default=120.0, gt=0,
         description="a taken batch not published after this long is a stall: logged, /ready answers 503",
     )
+    publish_timeout_s: float = Field(
+        default=30.0, gt=0, le=3600,
+        description="longest the broker may take to answer a produce request (the producer's request timeout); "
+        "Faust's default is 20 minutes, during which a lost answer holds every later result",
+    )
     shutdown_grace_s: float = Field(
         default=20.0, gt=0, description="SIGTERM: how long the worker may take to stop before it exits anyway"
     )

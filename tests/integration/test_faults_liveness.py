@@ -220,3 +220,27 @@ def _get(url: str) -> tuple[int, Any]:
             return response.status, orjson.loads(response.read())
     except urllib.error.HTTPError as exc:
         return exc.code, orjson.loads(exc.read())
+
+
+async def test_a_lost_produce_answer_holds_results_for_the_publish_timeout_only(
+    broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], tmp_path: Path,
+) -> None:  # fmt: skip
+    # aiokafka keeps one produce request in flight per broker: with Faust's default 1200 s timeout one lost
+    # answer held every later result of the worker for 20 minutes, the worker alive and /health green
+    run = f"lost-{uuid.uuid4().hex[:6]}"
+    await ensure_topics(broker.bootstrap, topics.values(), partitions=1)
+    config, app_id = write_config(tmp_path), f"live-{uuid.uuid4().hex[:8]}"
+    expected = {f"{run}-{i}".encode() for i in range(100)} | {f"{run}-INJECT-FAULT".encode()}
+    async with LiveReader(broker.bootstrap, topics["results"], topics["deadletter"]) as reader:
+        worker = start_worker(config, app_id=app_id, **faulty("lost-produce", STREAMEVAL_PUBLISH_TIMEOUT_S="3"))
+        await produce(broker.bootstrap, topics["requests"], [*events(run, 0, 50), marker(run), *events(run, 50, 50)])
+        poll(lambda: "injected: a produce request is lost" in worker.log(), timeout=60, what="the lost request")
+        await reader.wait_for(lambda: expected <= reader.result_ids or worker.proc.poll() is not None,
+                              timeout=60, what="the results after the lost answer, or an exit")  # fmt: skip
+        if worker.proc.poll() is not None:
+            assert worker.proc.returncode == EXIT_FATAL, worker.log()[-3000:]
+            second = start_worker(config, app_id=app_id, STREAMEVAL_BROKER_SESSION_TIMEOUT="6")
+            await reader.wait_for(lambda: expected <= reader.result_ids, timeout=90, what="results after restart")
+            assert second.stop() == 0
+        else:
+            assert worker.stop() == 0

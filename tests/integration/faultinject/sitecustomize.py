@@ -11,6 +11,10 @@ the batch holding an event with the marker ``INJECT-FAULT`` in it, once per proc
 - ``commit``: the consumer's next offset commit after the marker raises ``CommitFailedError``
 - ``hang``: ``ResultStore.record_many`` never returns for the marker's batch (a wedged stage)
 - ``closer``: ``Processor.close_windows`` raises on its next tick after the marker, once
+- ``lost-produce``: the first produce request after the marker is never answered (the request is
+  dropped; the client's own request timeout still applies)
+- ``slow``: every batch is held ``STREAMEVAL_TEST_DELAY_S`` seconds before its evaluation (batches
+  pile up between the take and the publisher, as with slow judges)
 """
 
 from __future__ import annotations
@@ -113,6 +117,37 @@ def _install() -> None:  # one small patch per stage
 
         Pipeline.decode = seeing_decode  # type: ignore[method-assign]
         Processor.close_windows = bad_close  # type: ignore[method-assign]
+    elif STAGE == "lost-produce":
+        from aiokafka.conn import AIOKafkaConnection
+        from aiokafka.util import wait_for
+
+        decode = Pipeline.decode
+        send_request = AIOKafkaConnection.send
+
+        def seeing_decode(self, raw):  # type: ignore[no-untyped-def]
+            if MARKER in raw:
+                _state["seen"] = True
+            return decode(self, raw)
+
+        def lossy_send(self, request, expect_response=True):  # type: ignore[no-untyped-def]
+            if expect_response and type(request).__name__.startswith("ProduceRequest") and _fire(_state["seen"]):
+                import logging
+
+                logging.getLogger("faultinject").warning("injected: a produce request is lost")
+                return wait_for(self._loop.create_future(), self._request_timeout)  # no answer, ever
+            return send_request(self, request, expect_response)
+
+        Pipeline.decode = seeing_decode  # type: ignore[method-assign]
+        AIOKafkaConnection.send = lossy_send  # type: ignore[method-assign]
+    elif STAGE == "slow":
+        delay = float(os.environ.get("STREAMEVAL_TEST_DELAY_S", "0.3"))
+        process_batch = Processor.process_batch
+
+        async def slow_process(self, batch):  # type: ignore[no-untyped-def]
+            await asyncio.sleep(delay)
+            return await process_batch(self, batch)
+
+        Processor.process_batch = slow_process  # type: ignore[method-assign]
     else:
         raise SystemExit(f"STREAMEVAL_TEST_FAULT: unknown stage {STAGE!r}")
 
