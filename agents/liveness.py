@@ -48,7 +48,8 @@ class Lifeline:
         """A part of the worker failed for good: log it in one line and end the process (:data:`EXIT_FATAL`)."""
         if self.cause is not None:
             return
-        self.cause = what if exc is None else f"{what}: {type(exc).__name__}: {exc}"[:2000]
+        text = what if exc is None else f"{what}: {type(exc).__name__}: {exc}"
+        self.cause = " ".join(text.split())[:2000]  # one line, whatever the exception's message holds
         log.critical("worker stopping (exit %d): %s", EXIT_FATAL, self.cause)
         self.stopping = True
         _flush()
@@ -91,6 +92,13 @@ class LifelineWorker(faust.Worker):
     def _on_sigterm(self) -> None:
         self.lifeline.begin_stop(EXIT_GRACE_EXPIRED)
         super()._on_sigterm()
+
+    def on_worker_shutdown(self) -> None:
+        # A Faust service that crashed (e.g. the consumer on a failed offset commit) stops the worker;
+        # say so in our one line and exit like any other fatal failure, not with Faust's status 1.
+        if self.crash_reason is not None:
+            self.lifeline.fatal("a Faust service crashed", self.crash_reason)
+        super().on_worker_shutdown()
 
     def _on_sigint(self) -> None:
         self.lifeline.begin_stop(EXIT_GRACE_EXPIRED)
