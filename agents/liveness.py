@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -83,15 +84,26 @@ def _flush() -> None:
 
 
 class LifelineWorker(faust.Worker):
-    """Faust's worker whose SIGTERM/SIGINT start the lifeline's grace period."""
+    """Faust's worker whose SIGTERM/SIGINT start the lifeline's grace period.
+
+    The signals get Python-level handlers instead of the event loop's: the grace timer starts when
+    the signal arrives even if the event loop is busy (a loop handler runs only when the loop gets to
+    it), and Faust's own stop is then scheduled on the loop.
+    """
 
     def __init__(self, app: faust.App, lifeline: Lifeline, **kwargs: Any) -> None:
         super().__init__(app, **kwargs)
         self.lifeline = lifeline
 
-    def _on_sigterm(self) -> None:
+    def _install_signal_handlers_unix(self) -> None:
+        super()._install_signal_handlers_unix()
+        for signum, stop in ((signal.SIGTERM, self._on_sigterm), (signal.SIGINT, self._on_sigint)):
+            self.loop.remove_signal_handler(signum)
+            signal.signal(signum, lambda _signum, _frame, stop=stop: self._signalled(stop))
+
+    def _signalled(self, stop: Callable[[], None]) -> None:
         self.lifeline.begin_stop(EXIT_GRACE_EXPIRED)
-        super()._on_sigterm()
+        self.loop.call_soon_threadsafe(stop)
 
     def on_worker_shutdown(self) -> None:
         # A Faust service that crashed (e.g. the consumer on a failed offset commit) stops the worker;
@@ -99,7 +111,3 @@ class LifelineWorker(faust.Worker):
         if self.crash_reason is not None:
             self.lifeline.fatal("a Faust service crashed", self.crash_reason)
         super().on_worker_shutdown()
-
-    def _on_sigint(self) -> None:
-        self.lifeline.begin_stop(EXIT_GRACE_EXPIRED)
-        super()._on_sigint()

@@ -246,3 +246,17 @@ async def test_a_lost_produce_answer_holds_results_for_the_publish_timeout_only(
             assert second.stop() == 0
         else:
             assert worker.stop() == 0
+
+
+async def test_sigterm_stops_a_worker_whose_event_loop_is_blocked(
+    broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], tmp_path: Path,
+) -> None:  # fmt: skip
+    run = f"freeze-{uuid.uuid4().hex[:6]}"
+    await ensure_topics(broker.bootstrap, topics.values(), partitions=1)
+    worker = start_worker(write_config(tmp_path), **faulty("freeze", STREAMEVAL_SHUTDOWN_GRACE_S="3"))
+    await produce(broker.bootstrap, topics["requests"], [marker(run)])
+    poll(lambda: "injected: the event loop is frozen" in worker.log(), timeout=60, what="the frozen loop")
+    worker.proc.terminate()
+    code = await asyncio.to_thread(wait_exit, worker, 60)  # the freeze lasts 120 s
+    assert code == EXIT_GRACE_EXPIRED, worker.log()[-3000:]
+    assert "worker did not stop within 3 s of the signal" in worker.log()

@@ -13,6 +13,7 @@ the batch holding an event with the marker ``INJECT-FAULT`` in it, once per proc
 - ``closer``: ``Processor.close_windows`` raises on its next tick after the marker, once
 - ``lost-produce``: the first produce request after the marker is never answered (the request is
   dropped; the client's own request timeout still applies)
+- ``freeze``: decoding the marker blocks the event loop for 120 s (``time.sleep``)
 - ``slow``: every batch is held ``STREAMEVAL_TEST_DELAY_S`` seconds before its evaluation (batches
   pile up between the take and the publisher, as with slow judges)
 """
@@ -139,6 +140,19 @@ def _install() -> None:  # one small patch per stage
 
         Pipeline.decode = seeing_decode  # type: ignore[method-assign]
         AIOKafkaConnection.send = lossy_send  # type: ignore[method-assign]
+    elif STAGE == "freeze":
+        import logging
+        import time
+
+        decode = Pipeline.decode
+
+        def freezing_decode(self, raw):  # type: ignore[no-untyped-def]
+            if _fire(MARKER in raw):
+                logging.getLogger("faultinject").warning("injected: the event loop is frozen")
+                time.sleep(120)
+            return decode(self, raw)
+
+        Pipeline.decode = freezing_decode  # type: ignore[method-assign]
     elif STAGE == "slow":
         delay = float(os.environ.get("STREAMEVAL_TEST_DELAY_S", "0.3"))
         process_batch = Processor.process_batch
