@@ -198,7 +198,8 @@ def create_app(
                     for e in events
                 ]
                 # process_batch never raises for a bad event (dead letters); it waits out Redis outages.
-                # submit raises PublishFailed after a failed delivery: the agent stops, nothing is acked.
+                # A batch that fails to evaluate, record or deliver calls `failed` (the process exits at once):
+                # neither it nor any batch after it is acked.
                 await inflight.submit(list(events), proc.process_batch(batch), label=batch_positions(batch),
                                       taken_at=taken_at)  # fmt: skip
                 telemetry.observe_lag(((s.topic, s.partition, s.offset) for _, s in batch), _highwater)
