@@ -2,7 +2,7 @@
 
 The worker's producer limit (``STREAMEVAL_MAX_MESSAGE_BYTES``, aiokafka's ``max_request_size``) is
 lowered to 200 kB, standing for a broker's ``message.max.bytes`` (Tansu has no such setting). Events
-larger than that limit, one of them larger than ``STREAMEVAL_MAX_EVENT_BYTES`` too, must each give a
+larger than that limit (one also larger than ``STREAMEVAL_MAX_EVENT_BYTES``, one invalid JSON) must each give a
 dead letter under ``STREAMEVAL_DEAD_LETTER_MAX_BYTES`` whose whole event is in Redis, and the worker
 must go on evaluating the events after them (before, one such event stopped the worker for good).
 """
@@ -52,6 +52,7 @@ async def test_oversized_dead_letters_fit_and_the_worker_goes_on(
         b'{"model":"m","output":"' + b"A" * 300_000 + b'"}',  # no id: schema; base64 400 kB > the limit
         b'{"model":"m","output":"' + b"B" * 800_000 + b'"}',  # the shape that stopped a worker for good
         b'{"id":"big","model":"m","output":"' + b"C" * 1_200_000 + b'"}',  # over max_event_bytes: too_large
+        b'{"model":"m","output":"' + b"D" * 800_000,  # 800 kB of invalid JSON (the string never closes)
     ]
     valid = [orjson.dumps({"id": f"after-{i}", "model": "m", "output": "Paris", "expected": "Paris"}) for i in range(20)]
     worker = start_worker(write_config(tmp_path), STREAMEVAL_MAX_MESSAGE_BYTES=str(LIMIT),
@@ -65,7 +66,7 @@ async def test_oversized_dead_letters_fit_and_the_worker_goes_on(
     )  # fmt: skip
     assert worker.proc.poll() is None, "the worker exited"
     letters = [DeadLetter.model_validate_json(r.value) for r in records if r.topic == topics["deadletter"]]
-    assert sorted(d.kind for d in letters) == ["schema", "schema", "too_large"]
+    assert sorted(d.kind for d in letters) == ["invalid_json", "schema", "schema", "too_large"]
     for record, letter, raw in zip(
         [r for r in records if r.topic == topics["deadletter"]], letters, huge, strict=True
     ):
