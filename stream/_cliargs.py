@@ -13,7 +13,8 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 
 
 EXIT_CODES = f"""exit codes:
   {EXIT_OK}    success
-  {EXIT_FAILED}    a gate failed (evaluate --fail-under / --max-dead-letters) or the demo did not finish
+  {EXIT_FAILED}    a gate failed (evaluate --fail-under / --max-dead-letters), the demo did not finish, or
+       Kafka/Redis refused the connection for good (credentials, TLS)
   {EXIT_USAGE}    bad usage or configuration (the message names the file and field)
   {EXIT_UNAVAILABLE}    a Kafka broker or Redis could not be reached
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)"""
@@ -133,6 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
     api.add_argument("--host", default=None, help="address to bind (default: STREAMEVAL_WEB_HOST, else 127.0.0.1)")
     api.add_argument("--port", type=int, default=None, help="port (default: STREAMEVAL_WEB_PORT, else 8080)")
     api.add_argument("--redis-url", metavar="URL", help=REDIS_HELP)
+
+    raw = _sub(sub, "dead-letter-raw", "write the whole event of a truncated dead letter (kept in Redis)",
+               "A dead letter larger than STREAMEVAL_DEAD_LETTER_MAX_BYTES carries only the head and tail of its "
+               "event; the whole event is kept in Redis for STREAMEVAL_DEAD_LETTER_RAW_TTL_S. This writes it.")  # fmt: skip
+    raw.add_argument("key", help="the dead letter's truncated.stored_key (or its truncated.sha256)")
+    raw.add_argument("--output", type=Path, default=None, metavar="FILE", help="file to write (default: stdout)")
+    raw.add_argument("--redis-url", metavar="URL", help=REDIS_HELP)
 
     check = _sub(sub, "check", "validate a suite YAML and list its suites",
                  "Validate a suite file (every problem with file, line and field) and list its suites.")

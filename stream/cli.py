@@ -99,6 +99,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return _evaluate(args, load_settings(**limit), console)
     if args.command == "check":
         return _check(args.config, console)
+    if args.command == "dead-letter-raw":
+        return asyncio.run(_dead_letter_raw(args, load_settings(**({"redis_url": args.redis_url} if args.redis_url else {})), console))
     settings = load_settings(**({"kafka_bootstrap_servers": args.bootstrap} if args.bootstrap else {}))
     # produce and tail say in one line when the broker is not there; aiokafka's per-attempt errors add nothing
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
@@ -198,6 +200,31 @@ def _line_decoder(inputs: Sequence[InputConfig], topic: str, settings: Settings)
         raise ConfigError(f"--input-topic {topic}: otlp_proto is binary and has no line form; "
                           "give a file of OTLP/JSON exports, one per line, under an otlp_json input")  # fmt: skip
     return build_decoder(spec, max_depth=settings.max_event_depth)
+
+
+async def _dead_letter_raw(args: argparse.Namespace, settings: Settings, console: Console) -> int:
+    import redis.asyncio as aioredis
+
+    from .deadletters import raw_key
+
+    if not settings.redis_url:
+        raise UsageError("no Redis: set REDIS_URL or pass --redis-url")
+    key = args.key if ":" in args.key else raw_key(settings.redis_prefix, args.key)
+    client = aioredis.Redis.from_url(settings.redis_url)
+    try:
+        raw = await client.get(key)
+    finally:
+        await client.aclose()
+    if raw is None:
+        console.print(f"[bold red]error:[/] {key} is not in Redis (expired, never kept, or another prefix)")
+        return EXIT_FAILED
+    if args.output is None:
+        sys.stdout.buffer.write(raw)
+        sys.stdout.buffer.flush()
+    else:
+        args.output.write_bytes(raw)
+        console.print(f"wrote {len(raw)} bytes to {args.output}", highlight=False)
+    return EXIT_OK
 
 
 async def _produce(args: argparse.Namespace, settings: Settings, topic: str, console: Console) -> int:

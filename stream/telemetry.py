@@ -33,6 +33,7 @@ __all__ = [
     "CONTENT_TYPE",
     "EVENTS_IN",
     "IN_FLIGHT",
+    "OLDEST_BATCH_AGE",
     "capture_latencies",
     "in_flight",
     "observe_lag",
@@ -40,6 +41,8 @@ __all__ = [
     "observe_outcomes",
     "observe_spans",
     "render",
+    "set_stall",
+    "stall",
     "take_captured",
     "take_captured_spans",
     "timed",
@@ -89,6 +92,28 @@ def observe_spans(topic: str, *, llm: int, skipped: int) -> None:
         SPANS.labels(topic, "llm").inc(llm)
     if skipped:
         SPANS.labels(topic, "skipped").inc(skipped)
+
+
+OLDEST_BATCH_AGE = Gauge(
+    "streameval_oldest_unpublished_batch_age_seconds",
+    "age of the oldest batch taken from the partition but not yet published and acked (0: none); above "
+    "STREAMEVAL_STALL_AFTER_S the worker logs a stall and /ready answers 503",
+    ["topic", "partition"],
+)  # fmt: skip
+STALLS = Counter("streameval_stalls", "times a taken batch stayed unpublished past STREAMEVAL_STALL_AFTER_S")
+_stall: list[str | None] = [None]
+
+
+def set_stall(description: str | None) -> None:
+    """Mark the worker stalled (``description`` says where) or not (``None``); /ready reads it."""
+    if description is not None and _stall[0] is None:
+        STALLS.inc()
+    _stall[0] = description
+
+
+def stall() -> str | None:
+    """The current stall, if any (:class:`streameval.inflight.StallWatchdog`)."""
+    return _stall[0]
 
 
 @contextmanager

@@ -76,7 +76,7 @@ async def test_worker_web_server_and_live_registered_evaluator(
 
         await wait_for(healthy, timeout=60, what="the worker's /health")
         ready = (await http.get("/ready")).json()
-        assert ready["status"] == "ready" and set(ready["checks"]) == {"redis", "broker"}, ready
+        assert ready["status"] == "ready" and set(ready["checks"]) == {"redis", "broker", "pipeline"}, ready
 
         # the worker's own server serves the registry API
         body = {"name": "scorer", "type": "code", "config": {"language": "python", "code": scorer(0.25)}}
