@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from .inputs import Decoder, InputConfig
     from .settings import Settings
 
+#: produce and tail try the broker once: a command line says at once that nothing answered
+CLI_CONNECT_TIMEOUT_S = 0.0
+
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_UNAVAILABLE", "EXIT_USAGE", "main"]
 
 
@@ -233,14 +236,15 @@ async def _produce(args: argparse.Namespace, settings: Settings, topic: str, con
     from .kafka_security import KafkaSecurity
     from .offline import iter_lines
 
+    if str(args.file) != "-" and not args.file.is_file():
+        raise UsageError(f"{args.file}: no such file")
     security = KafkaSecurity.from_settings(settings)
-    await check_kafka(settings.kafka_bootstrap_servers, security)  # a wrong password: one line, not retries
+    # one try: a missing broker or a wrong password is one line at once, not retries (CLI_CONNECT_TIMEOUT_S)
+    await check_kafka(settings.kafka_bootstrap_servers, security, timeout=CLI_CONNECT_TIMEOUT_S)
     bootstrap = settings.kafka_bootstrap_servers
     if str(args.file) == "-":
         sent = await produce(bootstrap, topic, _lines_as_they_come(sys.stdin.buffer), security=security)
     else:
-        if not args.file.is_file():
-            raise UsageError(f"{args.file}: no such file")
         with args.file.open("rb") as handle:
             sent = await produce(bootstrap, topic, (raw for _, raw in iter_lines(handle)), security=security)
     console.print(f"sent {sent} messages to {topic}")
@@ -277,7 +281,7 @@ async def _tail(args: argparse.Namespace, settings: Settings) -> int:
     count = 0
     out = sys.stdout.buffer
     security = KafkaSecurity.from_settings(settings)
-    await check_kafka(settings.kafka_bootstrap_servers, security)
+    await check_kafka(settings.kafka_bootstrap_servers, security, timeout=CLI_CONNECT_TIMEOUT_S)
     async for record in tail(settings.kafka_bootstrap_servers, [args.topic], from_beginning=not args.latest,
                              security=security):  # fmt: skip
         out.write(record.value + b"\n")

@@ -118,8 +118,10 @@ async def check_kafka(bootstrap: str, security: KafkaSecurity, *, timeout: float
                 failures.append(line)
         now = time.monotonic()
         if now + _RETRY_S > deadline:  # nothing refused us, nothing answered: the broker is not there
-            raise BrokerUnavailable("; ".join(failures) + f" (gave up after {timeout:.0f}s and {rounds} attempts; "
-                                    "is it running? set KAFKA_BOOTSTRAP_SERVERS or pass --bootstrap)")  # fmt: skip
+            raise BrokerUnavailable(
+                f"no Kafka broker answered at {bootstrap} in {now - started:.0f} s ({rounds} attempts): "
+                f"{'; '.join(failures)}; is it running? (set KAFKA_BOOTSTRAP_SERVERS or pass --bootstrap)"
+            )
         if now >= next_summary:
             log.warning("still waiting for a Kafka broker at %s: %d attempts in %.0f s, giving up after %.0f s",
                         bootstrap, rounds, now - started, timeout)  # fmt: skip

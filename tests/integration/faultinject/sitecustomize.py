@@ -5,7 +5,8 @@ start-up, and when ``STREAMEVAL_TEST_FAULT`` names a stage this module patches t
 the batch holding an event with the marker ``INJECT-FAULT`` in it, once per process:
 
 - ``decode``: ``Pipeline.decode`` raises (a bug met while reading one event)
-- ``evaluate``: ``Processor.evaluate_batch`` raises (a bug that escapes per-event handling)
+- ``evaluate``: the processor's batch evaluation (``evaluate_messages``) raises (a bug that escapes
+  per-event handling)
 - ``record``: ``ResultStore.record_many`` raises a Redis error that is not an outage
 - ``publish``: the producer refuses the marker's result (``KafkaTimeoutError``)
 - ``commit``: the consumer's next offset commit after the marker raises ``CommitFailedError``
@@ -50,14 +51,16 @@ def _install() -> None:  # one small patch per stage
 
         Pipeline.decode = bad_decode  # type: ignore[method-assign]
     elif STAGE == "evaluate":
-        evaluate_batch = Processor.evaluate_batch
+        import streameval.processor as processor_module
 
-        async def bad_evaluate(self, batch):  # type: ignore[no-untyped-def]
+        evaluate_messages = processor_module.evaluate_messages  # what Processor.process_batch evaluates with
+
+        async def bad_evaluate(pipeline, inputs, batch, pool):  # type: ignore[no-untyped-def]
             if _fire(any(MARKER in raw for raw, _ in batch)):
                 raise RuntimeError("injected evaluate fault")
-            return await evaluate_batch(self, batch)
+            return await evaluate_messages(pipeline, inputs, batch, pool)
 
-        Processor.evaluate_batch = bad_evaluate  # type: ignore[method-assign]
+        processor_module.evaluate_messages = bad_evaluate
     elif STAGE in ("record", "hang"):
         from redis.exceptions import ResponseError
 
