@@ -8,8 +8,8 @@ import sys
 from typing import Any
 
 import faust
-import redis.asyncio as aioredis
 
+from streameval import keyspace
 from streameval._util import redact_url
 from streameval.alerts import check_alert_windows
 from streameval.api import broker_check, create_web_app, judge_checks, load_api_settings, start_web
@@ -56,32 +56,17 @@ def run_worker(settings: Settings) -> None:
             replication=settings.topic_replication,
         )
     )  # fmt: skip
+    asyncio.run(keyspace.preflight(redis_url))  # a cluster behind redis:// (or the reverse) fails here
     asyncio.set_event_loop(asyncio.new_event_loop())  # asyncio.run closed its loop; Faust needs one
 
     async def make_processor() -> Processor:
         # Blocking pool: with batches in flight, thousands of judge-cache reads can be waiting at once;
         # they queue for one of the connections instead of failing with MaxConnectionsError (which
         # turned every cache read into a judge call, docs/performance.md).
-        pool = aioredis.BlockingConnectionPool.from_url(
-            redis_url, max_connections=REDIS_CONNECTIONS, timeout=30, socket_timeout=10, socket_connect_timeout=5
-        )
-        client = aioredis.Redis(connection_pool=pool)
+        client = keyspace.connect(redis_url, max_connections=REDIS_CONNECTIONS)  # redis+cluster:// for a cluster
 
-        async def ping() -> object:
-            try:
-                return await client.ping()
-            except (OSError, aioredis.ConnectionError, aioredis.TimeoutError) as exc:
-                raise StoreUnavailable(f"Redis at {redact_url(redis_url)} did not answer: {exc}") from exc
-
-        await retry_forever(ping, what="connecting to Redis")
-        store = ResultStore(
-            client,
-            prefix=settings.redis_prefix,
-            windows=settings.windows,
-            window_ttl_s=settings.window_ttl_s,
-            seen_ttl_s=settings.seen_ttl_s,
-            allowed_lateness_s=suites.windowing.allowed_lateness_s,
-        )
+        await retry_forever(lambda: keyspace.ping(client, redis_url), what="connecting to Redis")
+        store = ResultStore.from_settings(client, settings, allowed_lateness_s=suites.windowing.allowed_lateness_s)
         pipeline = Pipeline(
             suites,
             max_event_bytes=settings.max_event_bytes,
@@ -130,7 +115,7 @@ def _serve_web(app: faust.App, settings: Settings, api: ApiSettings, judges: lis
 
     @app.task  # type: ignore[untyped-decorator]
     async def _web() -> None:
-        client = aioredis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=2)
+        client = keyspace.connect(redis_url, max_connections=16, socket_timeout=5, connect_timeout=2)
         token = api.api_token.get_secret_value() if api.api_token else None
         checks = [broker_check(settings.kafka_bootstrap_servers), *judge_checks(judges)]
         web_app = create_web_app(client, prefix=settings.redis_prefix, token=token, checks=checks,

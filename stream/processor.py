@@ -4,7 +4,7 @@ The Faust agent (``streameval.agents``) hands each batch to :meth:`Processor.pro
 the returned messages; a benchmark or another consumer loop can do the same.
 
 Delivery: at least once from Kafka, exactly once in Redis. A batch is recorded in Redis (one
-pipeline, one atomic script per event) before anything is published, and the agent only moves past
+atomic script per model × suite pair, streameval.store) before anything is published, and the agent only moves past
 the batch (so offsets are only committed) after every message is handed to the producer, which Faust
 flushes before each commit. A redelivered event publishes the result stored by its first evaluation
 and is not counted again.
@@ -86,7 +86,7 @@ class Processor:
         dead = [(i, o.dead_letter) for i, o in enumerate(outcomes) if o.dead_letter]
         stored = await retry_forever(
             lambda: self.store.record_many(
-                [(r, enc, outcomes[i].counters) for i, r, enc in results],
+                [(r, enc, outcomes[i].counters, batch[i][0]) for i, r, enc in results],
                 [(d.kind, _source_key(batch[i][1]), parse_time(d.failed_at)) for i, d in dead],
             ),
             what="recording a batch in Redis",

@@ -8,10 +8,13 @@ so a suite's ``evaluator: registered`` step uses the new code without a restart.
 
 Redis keys (``P`` = the key prefix):
 
-* ``P registry:ev:{id}``   the record as JSON
-* ``P registry:names``     hash name -> id (names are unique)
-* ``P registry:rev``       counter bumped on every change (the resync compares it)
-* channel ``P registry:changes``  the id of each changed record
+* ``P{registry}:ev:{id}``   the record as JSON
+* ``P{registry}:names``     hash name -> id (names are unique)
+* ``P{registry}:rev``       counter bumped on every change (the resync compares it)
+* channel ``P{registry}:changes``  the id of each changed record
+
+(one hash slot, so the scripts run on Redis Cluster; names in streameval.keyspace). The records have no
+TTL: their number and size are bounded by the registry's limits.
 
 Writes are Lua scripts, so a name check and its write cannot interleave with another writer's.
 """
@@ -25,11 +28,10 @@ import time
 import uuid
 from typing import Any, Literal
 
-import redis.asyncio as aioredis
 from pydantic import BaseModel, ConfigDict, Field
-from redis import exceptions as redis_errors
 
-from .errors import StoreUnavailable
+from . import _lua
+from .keyspace import Client, Keys, guard, run_scripts
 from .models import format_time
 
 __all__ = [
@@ -43,8 +45,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-_TRANSIENT = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError)
 
 
 class CodeConfig(BaseModel):
@@ -82,49 +82,24 @@ class NameTaken(Exception):
     """Another custom evaluator already has this name."""
 
 
-# KEYS 1 record key, 2 names hash, 3 rev counter; ARGV 1 id, 2 name, 3 record JSON, 4 old name ('' when new),
-# 5 channel. Returns 0 when the name belongs to another id, else 1.
-_PUT = """
-local owner = redis.call('HGET', KEYS[2], ARGV[2])
-if owner and owner ~= ARGV[1] then return 0 end
-if ARGV[4] ~= '' and ARGV[4] ~= ARGV[2] then redis.call('HDEL', KEYS[2], ARGV[4]) end
-redis.call('HSET', KEYS[2], ARGV[2], ARGV[1])
-redis.call('SET', KEYS[1], ARGV[3])
-redis.call('INCR', KEYS[3])
-redis.call('PUBLISH', ARGV[5], ARGV[1])
-return 1
-"""
-
-# KEYS 1 record key, 2 names hash, 3 rev; ARGV 1 id, 2 name, 3 channel
-_DELETE = """
-if redis.call('DEL', KEYS[1]) == 0 then return 0 end
-if redis.call('HGET', KEYS[2], ARGV[2]) == ARGV[1] then redis.call('HDEL', KEYS[2], ARGV[2]) end
-redis.call('INCR', KEYS[3])
-redis.call('PUBLISH', ARGV[3], ARGV[1])
-return 1
-"""
-
-
 class RegistryStore:
     """CRUD of custom evaluators in Redis. Redis outages raise :class:`StoreUnavailable`."""
 
-    def __init__(self, client: aioredis.Redis, *, prefix: str = "streameval:") -> None:
+    def __init__(self, client: Client, *, prefix: str = "streameval:") -> None:
         self.client = client
         self.prefix = prefix
-        self.names_key = f"{prefix}registry:names"
-        self.rev_key = f"{prefix}registry:rev"
-        self.channel = f"{prefix}registry:changes"
-        self._put = client.register_script(_PUT)
-        self._delete = client.register_script(_DELETE)
+        self.keys = Keys(prefix)
+        self.names_key = self.keys.registry_names
+        self.rev_key = self.keys.registry_rev
+        self.channel = self.keys.registry_channel
+        self._put = client.register_script(_lua.REGISTRY_PUT)
+        self._delete = client.register_script(_lua.REGISTRY_DELETE)
 
     def _key(self, evaluator_id: str) -> str:
-        return f"{self.prefix}registry:ev:{evaluator_id}"
+        return self.keys.registry_record(evaluator_id)
 
     async def _guard(self, call: Any) -> Any:
-        try:
-            return await call
-        except _TRANSIENT as exc:
-            raise StoreUnavailable(f"Redis unavailable: {type(exc).__name__}: {exc}") from exc
+        return await guard(lambda: call)
 
     async def get(self, evaluator_id: str) -> EvaluatorRecord | None:
         raw = await self._guard(self.client.get(self._key(evaluator_id)))
@@ -164,24 +139,16 @@ class RegistryStore:
         return record
 
     async def _write(self, record: EvaluatorRecord, *, old_name: str) -> None:
-        ok = await self._guard(
-            self._put(
-                keys=[self._key(record.id), self.names_key, self.rev_key],
-                args=[record.id, record.name, record.model_dump_json(), old_name, self.channel],
-            )
-        )
+        keys = [self._key(record.id), self.names_key, self.rev_key]
+        args = [record.id, record.name, record.model_dump_json(), old_name, self.channel]
+        [ok] = await guard(lambda: run_scripts(self.client, [(self._put, keys, args)]))
         if not ok:
             raise NameTaken(f"an evaluator named {record.name!r} already exists")
 
     async def delete(self, record: EvaluatorRecord) -> bool:
-        return bool(
-            await self._guard(
-                self._delete(
-                    keys=[self._key(record.id), self.names_key, self.rev_key],
-                    args=[record.id, record.name, self.channel],
-                )
-            )
-        )
+        keys = [self._key(record.id), self.names_key, self.rev_key]
+        [deleted] = await guard(lambda: run_scripts(self.client, [(self._delete, keys, [record.id, record.name, self.channel])]))
+        return bool(deleted)
 
 
 class LiveRegistry:

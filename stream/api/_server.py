@@ -19,6 +19,7 @@ from aiohttp import web
 from redis import exceptions as redis_errors
 
 from .._util import redact_url
+from .. import keyspace
 from ..errors import StoreUnavailable
 from ..registry import RegistryStore
 from ..settings import Settings
@@ -106,7 +107,7 @@ async def start_web(app: web.Application, host: str, port: int) -> web.AppRunner
 async def serve_api(settings: Settings, api: ApiSettings, *, host: str, port: int) -> None:
     """``streameval api``: serve until SIGTERM/SIGINT."""
     assert settings.redis_url is not None
-    client = aioredis.Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=5)
+    client = keyspace.connect(settings.redis_url, max_connections=16)
     token = api.api_token.get_secret_value() if api.api_token else None
     app = create_web_app(client, prefix=settings.redis_prefix, token=token, ready_timeout_s=api.ready_timeout_s,
                          windows=settings.windows)
