@@ -109,9 +109,7 @@ async def ping(client: Client, url: str) -> None:
         raise StoreUnavailable(f"Redis at {redact_url(url)} did not answer: {exc}") from exc
     except TRANSIENT as exc:
         raise StoreUnavailable(f"Redis at {redact_url(url)} did not answer: {exc}") from exc
-    enabled = any(int(v.get("cluster_enabled", 0)) for v in info.values()) if is_cluster(client) else \
-        int(info.get("cluster_enabled", 0))  # fmt: skip
-    if enabled and not is_cluster(client):
+    if not is_cluster(client) and int(info.get("cluster_enabled", 0)):
         raise ConfigError(f"REDIS_URL {redact_url(url)}: this Redis is a cluster node; use redis+cluster://")
 
 
