@@ -256,7 +256,8 @@ class ResultStore:
         if self.clock is not None:
             start = int(now // size) * size
             return start, start
-        return int((now - _CLOCK_MARGIN_S) // size) * size, int((now + _CLOCK_MARGIN_S) // size) * size
+        margin = min(_CLOCK_MARGIN_S, size / 2)  # any clock within the margin is in one of the two windows
+        return int((now - margin) // size) * size, int((now + margin) // size) * size
 
     def _record_call(self, pair: str, group: list[_Event], now: float) -> tuple[Any, list[str], list[Any]]:
         keys = self.keys

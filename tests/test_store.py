@@ -193,3 +193,17 @@ async def test_retry_forever_waits_out_an_outage() -> None:
 
     assert await retry_forever(flaky, what="test", first_delay=0.001, max_delay=0.004) == "ok"
     assert calls == 4
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 60])
+async def test_late_events_reach_the_open_window_on_the_redis_clock(aredis: aioredis.Redis, prefix: str, size: int) -> None:
+    # no injected clock: the store guesses the Redis clock and the script checks the guess
+    store = ResultStore(aredis, prefix=prefix, windows=(size,), allowed_lateness_s=0)
+    store._offset = -0.9 * min(2.0, size / 2)  # our clock a little behind Redis's
+    result = await make_result("late", "Paris", ts="2020-01-01T00:00:00Z")
+    assert await store.record(result, b"x") is None
+    [aggregate] = await store.all_time()
+    assert aggregate.count == 1
+    pattern = store.keys.window(store.pair_id(result.model, result.suite), size, 0).removesuffix(":0") + "*"
+    [window] = [k async for k in aredis.scan_iter(match=pattern.replace("{", "[{]").replace("}", "[}]"))]
+    assert await aredis.hget(window, "late_redirected") == b"1" and await aredis.hget(window, "count") == b"1"
