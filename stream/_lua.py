@@ -10,80 +10,93 @@ from __future__ import annotations
 __all__ = ["ALERT_CLAIM", "CLOSE_READ", "DEAD_LETTERS", "INDEX", "PAIR_CAP", "RECORD", "REGISTRY_DELETE", "REGISTRY_PUT"]
 
 # One model × suite pair, one batch (all KEYS carry the pair's hash tag).
-# KEYS: 1 all-time hash; per window size s: 2 candidate hashes of the window open now (the worker's
-#       guess at the Redis clock, +/- a margin); per target window t: its hash, its closed mark;
-#       per event e: its mark hash (this generation), its mark hash (previous generation), its result key.
-# ARGV: 1 sizes, 2 targets, 3 events, 4 now ('' = Redis TIME), 5 allowed lateness, 6 window ttl,
-#       7 all-time ttl, 8 marks' EXPIREAT, 9 result ttl (0 = keep none), 10 all-time increments (JSON
-#       [field, increment, ...]); per size: size, candidate start 1, candidate start 2; per target:
-#       size index, start, events, increments JSON; per event: mark field, encoded result.
-# Returns {'ok'}; {'dup', e, stored result or '', ...} and writes nothing when any event is already
+# KEYS: 1 all-time hash, 2 results hash (this redelivery generation), 3 results hash (previous one);
+#       per window size s: 2 candidate hashes of the window open now (the worker's guess at the Redis
+#       clock, +/- a margin); per target window t: its hash, its closed mark; per mark shard m: its set
+#       (this replay generation), its set (previous generation). A mark is the event's 64-bit digest
+#       as a decimal integer: Redis keeps such small sets as packed arrays of 8-byte integers.
+# ARGV: 1 sizes, 2 targets, 3 events, 4 shards, 5 now ('' = Redis TIME), 6 allowed lateness, 7 window
+#       ttl, 8 all-time ttl, 9 marks' ttl, 10 results' ttl ('0' = keep none; both end with their
+#       generation), 11 all-time integer increments (JSON [field, n, ...]), 12 all-time float
+#       increments; per size: size, candidate start 1, candidate start 2; per target: size index,
+#       start, events, integer increments, float increments; per event: shard index, mark (digest),
+#       encoded result.
+# Returns {'ok'}; {'dup', e, stored result or '', ...} and changes nothing when any event is already
 # marked (the worker drops those and calls again with the rest: all or nothing, so every event is
-# counted once with its mark, also when a batch is partly redelivered); {'skew', now} and writes
+# counted once with its mark, also when a batch is partly redelivered); {'skew', now} and changes
 # nothing when no candidate is the open window (the worker corrects its clock guess and calls again).
 # A target window past the watermark (Redis clock minus lateness), or closed by the window closer,
 # counts in the window open now, as late_redirected: never lost, never twice (streameval.windows).
 RECORD = """
-local nsizes, ntargets, nevents = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local ke = 1 + 2 * nsizes + 2 * ntargets
-local at = 10 + 3 * nsizes
-local ae = at + 4 * ntargets
-local dups = {'dup'}
+local nsizes, ntargets, nevents, nshards = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local ks = 3 + 2 * nsizes + 2 * ntargets
+local at = 12 + 3 * nsizes
+local ae = at + 5 * ntargets
+local set, dups = {}, {'dup'}
 for e = 1, nevents do
-  local k, field = ke + 3 * (e - 1), ARGV[ae + 2 * e - 1]
-  if redis.call('HEXISTS', KEYS[k + 1], field) == 1 or redis.call('HEXISTS', KEYS[k + 2], field) == 1 then
+  local a = ae + 3 * (e - 1)
+  local m, mark = ks + 2 * tonumber(ARGV[a + 1]), ARGV[a + 2]
+  if redis.call('SISMEMBER', KEYS[m], mark) == 1 or redis.call('SADD', KEYS[m - 1], mark) == 0 then
     dups[#dups + 1] = e
-    dups[#dups + 1] = redis.call('GET', KEYS[k + 3]) or ''
+    dups[#dups + 1] = redis.call('HGET', KEYS[2], mark) or redis.call('HGET', KEYS[3], mark) or ''
+  else
+    set[#set + 1] = e
   end
 end
-if #dups > 1 then return dups end
-local now = tonumber(ARGV[4])
+local function undo()
+  for _, e in ipairs(set) do
+    local a = ae + 3 * (e - 1)
+    redis.call('SREM', KEYS[ks + 2 * tonumber(ARGV[a + 1]) - 1], ARGV[a + 2])
+  end
+end
+if #dups > 1 then undo() return dups end
+local now = tonumber(ARGV[5])
 if not now then
   local t = redis.call('TIME')
   now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 end
-local lateness = tonumber(ARGV[5])
+local lateness = tonumber(ARGV[6])
 local hashes, late = {}, {}
 for t = 1, ntargets do
-  local a = at + 4 * (t - 1)
+  local a = at + 5 * (t - 1)
   local s, start = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  local size = tonumber(ARGV[11 + 3 * (s - 1)])
-  local kt = 1 + 2 * nsizes + 2 * (t - 1)
+  local size = tonumber(ARGV[13 + 3 * (s - 1)])
+  local kt = 3 + 2 * nsizes + 2 * (t - 1)
   hashes[t] = KEYS[kt + 1]
   if start + size + lateness <= now or redis.call('EXISTS', KEYS[kt + 2]) == 1 then
     local open = math.floor(now / size) * size
     hashes[t] = nil
     for c = 1, 2 do
-      if tonumber(ARGV[11 + 3 * (s - 1) + c]) == open then hashes[t] = KEYS[1 + 2 * (s - 1) + c] end
+      if tonumber(ARGV[13 + 3 * (s - 1) + c]) == open then hashes[t] = KEYS[3 + 2 * (s - 1) + c] end
     end
-    if not hashes[t] then return {'skew', string.format('%.6f', now)} end
+    if not hashes[t] then undo() return {'skew', string.format('%.6f', now)} end
     late[t] = 'late_redirected'
   elseif start + size <= now then
     late[t] = 'late'
   end
 end
-local marked = {}
-for e = 1, nevents do
-  local k = ke + 3 * (e - 1)
-  redis.call('HSET', KEYS[k + 1], ARGV[ae + 2 * e - 1], 1)
-  if not marked[KEYS[k + 1]] then
-    marked[KEYS[k + 1]] = true
-    redis.call('EXPIREAT', KEYS[k + 1], ARGV[8])
+for m = 1, nshards do redis.call('EXPIRE', KEYS[ks + 2 * m - 1], ARGV[9]) end
+if ARGV[10] ~= '0' then
+  for e = 1, nevents do
+    local a = ae + 3 * (e - 1)
+    redis.call('HSET', KEYS[2], ARGV[a + 2], ARGV[a + 3])
   end
-  if ARGV[9] ~= '0' then redis.call('SET', KEYS[k + 3], ARGV[ae + 2 * e], 'EX', ARGV[9]) end
+  redis.call('EXPIRE', KEYS[2], ARGV[10])
 end
-local function add(hash, json)
-  local inc = cjson.decode(json)
+local function add(hash, ints, floats)
+  local inc = cjson.decode(ints)
+  for i = 1, #inc, 2 do redis.call('HINCRBY', hash, inc[i], inc[i + 1]) end
+  inc = cjson.decode(floats)
   for i = 1, #inc, 2 do redis.call('HINCRBYFLOAT', hash, inc[i], inc[i + 1]) end
 end
 for t = 1, ntargets do
-  local a = at + 4 * (t - 1)
-  add(hashes[t], ARGV[a + 4])
+  local a = at + 5 * (t - 1)
+  add(hashes[t], ARGV[a + 4], ARGV[a + 5])
   if late[t] then redis.call('HINCRBY', hashes[t], late[t], ARGV[a + 3]) end
-  redis.call('EXPIRE', hashes[t], ARGV[6])
+  redis.call('EXPIRE', hashes[t], ARGV[7])
 end
-add(KEYS[1], ARGV[10])
-redis.call('EXPIRE', KEYS[1], ARGV[7])
+add(KEYS[1], ARGV[11], ARGV[12])
+redis.call('EXPIRE', KEYS[1], ARGV[8])
 return {'ok'}
 """
 
@@ -139,7 +152,7 @@ return out
 # The dead-letter slot, one batch. KEYS: 1 all-time counts by kind; then the window hashes; then the
 # seen hashes (offsets already counted, per generation × topic × partition); then per size the zset
 # of windows with dead letters. ARGV: 1 window keys, 2 seen keys, 3 sizes, 4 window ttl, 5 seen
-# EXPIREAT, 6 oldest start kept, 7 all-time ttl; per dead letter: kind, seen key index (this
+# ttl, 6 oldest start kept, 7 all-time ttl; per dead letter: kind, seen key index (this
 # generation), seen key index (previous one), offset, then per size: window key index, start.
 # Returns how many were new.
 DEAD_LETTERS = """
@@ -160,7 +173,7 @@ while a <= #ARGV do
   end
   a = a + 4 + 2 * ns
 end
-for i = 1, nseen do redis.call('EXPIREAT', KEYS[1 + nw + i], ARGV[5]) end
+for i = 1, nseen do redis.call('EXPIRE', KEYS[1 + nw + i], ARGV[5]) end
 for s = 1, ns do
   local z = KEYS[1 + nw + nseen + s]
   redis.call('ZREMRANGEBYSCORE', z, '-inf', '(' .. ARGV[6])

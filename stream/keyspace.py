@@ -9,7 +9,7 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{T}:w:{size}:{start}``           one tumbling window's aggregate hash (TTL ``window_ttl_s``)
 ``P{T}:closed:{size}:{start}``      the window is closed: its late events go to the open window
 ``P{T}:mk:{gen}:{shard}``           idempotency marks: hash of 8-byte digests (replay horizon)
-``P{T}:r:{digest}``                 an event's encoded result (redelivery horizon)
+``P{T}:res:{gen}``                  encoded results by digest (redelivery horizon)
 ``P{T}:alert:{rule}:{size}:{start}``  an alert's claim; ``P{T}:cool:{rule}`` its cooldown
 ``P{ix}:pairs``                     zset of pairs (score: last seen); at most ``max_pairs``
 ``P{ix}:wp:{size}:{start}``         set of pairs with data in a window (the closer's index)
@@ -190,8 +190,8 @@ class Keys:
     def marks(self, pair: str, generation: int, shard: int) -> str:
         return f"{self.pair(pair)}mk:{generation}:{shard}"
 
-    def result(self, pair: str, digest: bytes) -> str:
-        return f"{self.pair(pair)}r:{digest.hex()}"
+    def results(self, pair: str, generation: int) -> str:
+        return f"{self.pair(pair)}res:{generation}"
 
     def alert_claim(self, pair: str, rule: str, size: int, start: str) -> str:
         return f"{self.pair(pair)}alert:{quote(rule, safe='')}:{size}:{start}"

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
@@ -52,8 +53,10 @@ __all__ = ["MARK_SHARDS", "PairAggregate", "ResultStore", "retry_forever"]
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-#: idempotency mark hashes per pair and generation (small hashes stay in Redis's compact encoding)
-MARK_SHARDS = 256
+#: idempotency mark sets per pair and generation. A set of up to 512 integers (set-max-intset-entries)
+#: is a packed array, 8 bytes a mark; 64 shards keep ~32 k events per pair and week that compact,
+#: beyond that a mark costs ~50 bytes; each shard a call touches costs one EXPIRE.
+MARK_SHARDS = 64
 #: how far (s) the worker's guess of the Redis clock may be off before the script asks again
 _CLOCK_MARGIN_S = 2.0
 #: agent domain (and similar) counter labels kept per pair and evaluator in one worker; beyond: "_other"
@@ -272,11 +275,19 @@ class ResultStore:
                     inc[name] += value
             for name, value in event.increments.items():
                 total[name] += value
-        klist: list[str] = [keys.all_time(pair)]
-        args: list[Any] = [len(self.windows), len(targets), len(group), "" if self.clock is None else repr(now),
-                           repr(float(self.allowed_lateness_s)), self.window_ttl_s, self.all_time_ttl_s]  # fmt: skip
         generation = int(now // self.seen_ttl_s)
-        args += [(generation + 2) * self.seen_ttl_s + 60, self.redelivery_ttl_s, _increments(total)]
+        rgen = int(now // self.redelivery_ttl_s) if self.redelivery_ttl_s else 0
+        shards: dict[int, int] = {}
+        per_event: list[Any] = []
+        for event in group:
+            shard = shards.setdefault(int.from_bytes(event.digest[:2], "big") % MARK_SHARDS, len(shards) + 1)
+            per_event += [shard, int.from_bytes(event.digest, "big", signed=True), event.encoded]
+        klist: list[str] = [keys.all_time(pair), keys.results(pair, rgen), keys.results(pair, rgen - 1)]
+        args: list[Any] = [len(self.windows), len(targets), len(group), len(shards),
+                           "" if self.clock is None else repr(now), repr(float(self.allowed_lateness_s)),
+                           self.window_ttl_s, self.all_time_ttl_s, _until((generation + 2) * self.seen_ttl_s + 60, now),
+                           _until((rgen + 2) * self.redelivery_ttl_s, now) if self.redelivery_ttl_s else 0,
+                           *_increments(total)]  # fmt: skip
         for size in self.windows:
             first, second = self._candidates(size, now)
             klist += [keys.window(pair, size, first), keys.window(pair, size, second)]
@@ -284,13 +295,10 @@ class ResultStore:
         for (s, start), (n, inc) in targets.items():
             size = self.windows[s]
             klist += [keys.window(pair, size, start), keys.closed(pair, size, start)]
-            args += [s + 1, start, n, _increments(inc)]
-        for event in group:
-            shard = int.from_bytes(event.digest[:2], "big") % MARK_SHARDS
-            klist += [keys.marks(pair, generation, shard), keys.marks(pair, generation - 1, shard),
-                      keys.result(pair, event.digest)]  # fmt: skip
-            args += [event.digest, event.encoded]
-        return self._record, klist, args
+            args += [s + 1, start, n, *_increments(inc)]
+        for shard in shards:
+            klist += [keys.marks(pair, generation, shard), keys.marks(pair, generation - 1, shard)]
+        return self._record, klist, [*args, *per_event]
 
     def _index_call(self, groups: dict[str, list[_Event]], now: float) -> tuple[Any, list[str], list[Any]]:
         """Pairs into each window's index before their data: the closer reads the index, then the data."""
@@ -331,7 +339,7 @@ class ResultStore:
                 per_letter += [window_keys.setdefault(keys.dead_letters(size, start), len(window_keys) + 1), start]
         klist = [keys.dead_letters_all, *window_keys, *seen_keys, *(keys.dead_letter_windows(s) for s in self.windows)]
         args = [len(window_keys), len(seen_keys), len(self.windows), self.window_ttl_s,
-                (generation + 2) * self.seen_ttl_s + 60, int(now - self.window_ttl_s),
+                _until((generation + 2) * self.seen_ttl_s + 60, now), int(now - self.window_ttl_s),
                 self.all_time_ttl_s, *per_letter]  # fmt: skip
         return self._dead, klist, args
 
@@ -370,12 +378,31 @@ def _is_overflow(pair: str) -> bool:
     return Keys.split_pair(pair)[0] == OVERFLOW_MODEL
 
 
-def _increments(inc: dict[str, float]) -> bytes:
-    flat: list[Any] = []
+def _until(moment: float, now: float) -> int:
+    """Seconds from ``now`` to ``moment`` (our clock, so an injected clock gives consistent TTLs)."""
+    return max(1, math.ceil(moment - now))
+
+
+def _whole(name: str) -> bool:
+    """Fields that only ever count events (HINCRBY); sums and evaluators' own counters are floats."""
+    if ":c:" in name:
+        return False
+    return name in ("count", "passes") or name.startswith(("grade:", "lat:")) or name.endswith(
+        (":count", ":passes", ":errors"))
+
+
+def _increments(inc: dict[str, float]) -> tuple[bytes, bytes]:
+    """(integer increments, float increments), each JSON ``[field, value, ...]``; zeros left out."""
+    whole: list[Any] = []
+    floats: list[Any] = []
     for name, value in inc.items():
-        if value:
-            flat += [name, float(value)]
-    return orjson.dumps(flat)
+        if not value:
+            continue
+        if _whole(name):
+            whole += [name, int(value)]
+        else:
+            floats += [name, float(value)]
+    return orjson.dumps(whole), orjson.dumps(floats)
 
 
 def _text(value: bytes | str) -> str:
