@@ -15,7 +15,7 @@ from streameval.alerts import check_alert_windows
 from streameval.api import broker_check, create_web_app, judge_checks, load_api_settings, start_web
 from streameval.api._settings import ApiSettings
 from streameval.config import parse_config_text, read_config_text
-from streameval.errors import ConfigError, StoreUnavailable
+from streameval.errors import ConfigError
 from streameval.evalpool import EvalPool
 from streameval.judges import JudgeCache
 from streameval.kafka_io import ensure_topics

@@ -7,7 +7,16 @@ now, for late events) are passed in.
 
 from __future__ import annotations
 
-__all__ = ["ALERT_CLAIM", "CLOSE_READ", "DEAD_LETTERS", "INDEX", "PAIR_CAP", "RECORD", "REGISTRY_DELETE", "REGISTRY_PUT"]
+__all__ = [
+    "ALERT_CLAIM",
+    "CLOSE_READ",
+    "DEAD_LETTERS",
+    "INDEX",
+    "PAIR_CAP",
+    "RECORD",
+    "REGISTRY_DELETE",
+    "REGISTRY_PUT",
+]
 
 # One model × suite pair, one batch (all KEYS carry the pair's hash tag).
 # KEYS: 1 all-time hash, 2 results hash (this redelivery generation), 3 results hash (previous one);

@@ -32,7 +32,7 @@ worker waits out and retries: never skipped.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
@@ -43,7 +43,19 @@ from redis.commands.core import AsyncScript
 
 from .errors import ConfigError, StoreUnavailable
 
-__all__ = ["OVERFLOW_MODEL", "TRANSIENT", "Client", "Keys", "connect", "guard", "is_cluster", "mget", "ping", "preflight", "run_scripts"]
+__all__ = [
+    "OVERFLOW_MODEL",
+    "TRANSIENT",
+    "Client",
+    "Keys",
+    "connect",
+    "guard",
+    "is_cluster",
+    "mget",
+    "ping",
+    "preflight",
+    "run_scripts",
+]
 
 T = TypeVar("T")
 Client = aioredis.Redis | RedisCluster
@@ -60,10 +72,10 @@ TRANSIENT: tuple[type[BaseException], ...] = (
 )  # fmt: skip
 
 
-async def guard(call: Callable[[], Awaitable[T]]) -> T:
-    """``await call()``, with Redis's transient errors raised as :class:`StoreUnavailable`."""
+async def guard(call: Awaitable[T]) -> T:
+    """``await call``, with Redis's transient errors raised as :class:`StoreUnavailable`."""
     try:
-        return await call()
+        return await call
     except TRANSIENT as exc:
         raise StoreUnavailable(f"Redis unavailable: {type(exc).__name__}: {exc}") from exc
 
@@ -72,7 +84,9 @@ def is_cluster(client: Any) -> bool:
     return isinstance(client, RedisCluster)
 
 
-def connect(url: str, *, max_connections: int = 64, socket_timeout: float = 10, connect_timeout: float = 5) -> Client:
+def connect(
+    url: str, *, max_connections: int = 64, socket_timeout: float = 10, connect_timeout: float = 5
+) -> Client:
     """A client for ``url``: ``redis://`` / ``rediss://`` / ``unix://`` one node, ``redis+cluster://`` a cluster.
 
     One node: a blocking pool, so that thousands of waiting reads queue for a connection instead of
@@ -105,7 +119,9 @@ async def ping(client: Client, url: str) -> None:
         info = await client.info("cluster")
     except redis_errors.RedisClusterException as exc:
         if "cluster mode is not enabled" in str(exc).lower():  # redis-py's only signal for this case
-            raise ConfigError(f"REDIS_URL {redact_url(url)}: this Redis is not a cluster; use redis://") from exc
+            raise ConfigError(
+                f"REDIS_URL {redact_url(url)}: this Redis is not a cluster; use redis://"
+            ) from exc
         raise StoreUnavailable(f"Redis at {redact_url(url)} did not answer: {exc}") from exc
     except TRANSIENT as exc:
         raise StoreUnavailable(f"Redis at {redact_url(url)} did not answer: {exc}") from exc
@@ -158,7 +174,9 @@ class Keys:
 
     def __init__(self, prefix: str = "streameval:") -> None:
         if "{" in prefix or "}" in prefix:
-            raise ConfigError(f"STREAMEVAL_REDIS_PREFIX must not contain braces (Redis Cluster hash tags); got {prefix!r}")
+            raise ConfigError(
+                f"STREAMEVAL_REDIS_PREFIX must not contain braces (Redis Cluster hash tags); got {prefix!r}"
+            )
         self.prefix = prefix
         self.ix = f"{prefix}{{ix}}:"
         self.dl = f"{prefix}{{dl}}:"

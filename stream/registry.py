@@ -99,7 +99,7 @@ class RegistryStore:
         return self.keys.registry_record(evaluator_id)
 
     async def _guard(self, call: Any) -> Any:
-        return await guard(lambda: call)
+        return await guard(call)
 
     async def get(self, evaluator_id: str) -> EvaluatorRecord | None:
         raw = await self._guard(self.client.get(self._key(evaluator_id)))
@@ -141,13 +141,13 @@ class RegistryStore:
     async def _write(self, record: EvaluatorRecord, *, old_name: str) -> None:
         keys = [self._key(record.id), self.names_key, self.rev_key]
         args = [record.id, record.name, record.model_dump_json(), old_name, self.channel]
-        [ok] = await guard(lambda: run_scripts(self.client, [(self._put, keys, args)]))
+        [ok] = await guard(run_scripts(self.client, [(self._put, keys, args)]))
         if not ok:
             raise NameTaken(f"an evaluator named {record.name!r} already exists")
 
     async def delete(self, record: EvaluatorRecord) -> bool:
         keys = [self._key(record.id), self.names_key, self.rev_key]
-        [deleted] = await guard(lambda: run_scripts(self.client, [(self._delete, keys, [record.id, record.name, self.channel])]))
+        [deleted] = await guard(run_scripts(self.client, [(self._delete, keys, [record.id, record.name, self.channel])]))
         return bool(deleted)
 
 

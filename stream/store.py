@@ -169,10 +169,10 @@ class ResultStore:
             calls = [self._record_call(pair, group, now) for pair, group in groups.items()]
             index = [self._index_call(groups, now)] if groups else []
             if is_cluster(self.client) and index:  # the closer must see a pair in a window's index first
-                await guard(lambda: run_scripts(self.client, index))
+                await guard(run_scripts(self.client, index))
                 index = []
             extra = [dead_call] if dead_call is not None else []
-            replies = await guard(lambda: run_scripts(self.client, [*index, *extra, *calls]))
+            replies = await guard(run_scripts(self.client, [*index, *extra, *calls]))
             dead_call = None
             pending = []
             for group, reply in zip(groups.values(), replies[len(index) + len(extra):], strict=True):
@@ -202,7 +202,7 @@ class ResultStore:
     async def record_dead_letter(self, kind: str, source_key: str, event_time: float) -> bool:
         """Count a dead letter once per source position (``topic:partition:offset``); False if seen."""
         call = self._dead_letter_call([(kind, source_key, event_time)])
-        return bool((await guard(lambda: run_scripts(self.client, [call])))[0])
+        return bool((await guard(run_scripts(self.client, [call])))[0])
 
     def _prepare(self, index: int, item: Item) -> _Event:
         result, encoded, counters = item[0], item[1], item[2]
@@ -245,7 +245,7 @@ class ResultStore:
         if unknown:
             now = self.now()
             args = [self.max_pairs, repr(now), repr(now - self.all_time_ttl_s), self.all_time_ttl_s, *unknown]
-            flags = await guard(lambda: run_scripts(self.client, [(self._cap, [self.keys.pairs], args)]))
+            flags = await guard(run_scripts(self.client, [(self._cap, [self.keys.pairs], args)]))
             if len(self._admitted) > 10 * self.max_pairs:  # forget, do not grow without bound
                 self._admitted.clear()
             self._admitted.update(zip(unknown, (bool(f) for f in flags[0]), strict=True))
@@ -346,7 +346,7 @@ class ResultStore:
     # -- reads --------------------------------------------------------------------------------
     async def pairs(self) -> list[tuple[str, str]]:
         """Every model × suite pair seen (at most ``max_pairs`` plus the overflow pairs)."""
-        members = await guard(lambda: self.client.zrange(self.keys.pairs, 0, -1))
+        members = await guard(self.client.zrange(self.keys.pairs, 0, -1))
         return sorted(self.keys.split_pair(_text(m)) for m in members)
 
     async def all_time_fields(self, pairs: Sequence[tuple[str, str]]) -> list[dict[str, float]]:
@@ -358,7 +358,7 @@ class ResultStore:
                     pipe.hgetall(self.all_time_key(model, suite))
                 return list(await pipe.execute())
 
-        return [_fields(raw) for raw in await guard(read)] if pairs else []
+        return [_fields(raw) for raw in await guard(read())] if pairs else []
 
     async def all_time(self) -> list[PairAggregate]:
         pairs = await self.pairs()
@@ -366,11 +366,11 @@ class ResultStore:
         return [_aggregate(model, suite, raw) for (model, suite), raw in zip(pairs, hashes, strict=True)]
 
     async def window(self, size: int, start: int, model: str, suite: str) -> PairAggregate:
-        raw = await guard(lambda: self.client.hgetall(self.window_key(size, start, model, suite)))
+        raw = await guard(self.client.hgetall(self.window_key(size, start, model, suite)))
         return _aggregate(model, suite, _fields(raw))
 
     async def dead_letter_counts(self) -> dict[str, int]:
-        raw = await guard(lambda: self.client.hgetall(self.keys.dead_letters_all))
+        raw = await guard(self.client.hgetall(self.keys.dead_letters_all))
         return {_text(k): int(v) for k, v in raw.items()}
 
 

@@ -41,11 +41,11 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import _lua
 from .alerts import AlertRule, build_alert, check_alert_windows, fires
+from .keyspace import guard, is_cluster, run_scripts
 from .models import Aggregate, AggregateEvaluator, AggregateJudge, AlertWindow, format_time
 from .stats import Moments, confidence_interval, histogram_quantile, krippendorff_alpha, moments, pearson
-from . import _lua
-from .keyspace import guard, is_cluster, run_scripts
 from .store import ResultStore
 
 __all__ = ["CONSISTENCY_WARN_BELOW", "Send", "WindowCloser", "WindowingConfig", "build_aggregate", "judge_norms"]
@@ -214,7 +214,7 @@ class WindowCloser:
     async def now(self) -> float:
         if self._clock is not None:
             return await self._clock()
-        seconds, micros = await guard(lambda: self.store.client.time())
+        seconds, micros = await guard(self.store.client.time())
         return float(seconds) + float(micros) / 1e6
 
     async def run_once(self, send: Send) -> int:
@@ -225,28 +225,28 @@ class WindowCloser:
         client, keys = self.store.client, self.store.keys
         for size in self.store.windows:
             index = keys.open_windows(size)
-            due = cast(list[bytes], await guard(lambda: client.zrangebyscore(index, "-inf", watermark - size)))
+            due = cast(list[bytes], await guard(client.zrangebyscore(index, "-inf", watermark - size)))
             for raw_start in due:
                 start = int(float(_text(raw_start)))
                 lease = keys.lease(size, start)
-                if not await guard(lambda: client.set(lease, self.worker_id, nx=True, px=self.lease_ms)):
-                    if _text(await guard(lambda: client.get(lease)) or b"") == "done":  # late data re-listed it
-                        await guard(lambda: client.zrem(index, raw_start))
+                if not await guard(client.set(lease, self.worker_id, nx=True, px=self.lease_ms)):
+                    if _text(await guard(client.get(lease)) or b"") == "done":  # late data re-listed it
+                        await guard(client.zrem(index, raw_start))
                     continue
                 sent = await self._publish(size, start, now, send)
-                await guard(lambda: client.set(lease, "done", ex=self.store.window_ttl_s))
-                await guard(lambda: client.zrem(index, raw_start))
+                await guard(client.set(lease, "done", ex=self.store.window_ttl_s))
+                await guard(client.zrem(index, raw_start))
                 published += sent > 0
         return published
 
     async def _publish(self, size: int, start: int, now: float, send: Send) -> int:
         """Publish one window's aggregates and alerts; returns how many aggregates were sent."""
         store, client, keys = self.store, self.store.client, self.store.keys
-        members = sorted(_text(m) for m in await guard(lambda: client.smembers(keys.window_pairs(size, start))))
+        members = sorted(_text(m) for m in await guard(client.smembers(keys.window_pairs(size, start))))
         calls = [(self._close_read, [keys.closed(m, size, start), keys.window(m, size, start), keys.all_time(m)],
                   [self.worker_id, store.window_ttl_s]) for m in members]  # fmt: skip
-        replies = await guard(lambda: run_scripts(client, calls))
-        dead_raw = await guard(lambda: client.hgetall(keys.dead_letters(size, start)))
+        replies = await guard(run_scripts(client, calls))
+        dead_raw = await guard(client.hgetall(keys.dead_letters(size, start)))
         dead = int(sum(float(v) for v in dead_raw.values()))
         data = [(keys.split_pair(m), _pairs_fields(w), _pairs_fields(a)) for m, (w, a) in zip(members, replies, strict=True)]
         data = [d for d in data if d[1].get("count", 0.0) > 0]  # indexed in case it was late, but counted elsewhere
@@ -272,7 +272,7 @@ class WindowCloser:
         claim = [keys.alert_claim(pair, rule.name, aggregate.window.size_s, aggregate.window.start),
                  keys.cooldown(pair, rule.name)]  # fmt: skip
         args = [self.worker_id, self.store.window_ttl_s, repr(now), rule.cooldown_s]
-        [reply] = await guard(lambda: run_scripts(self.store.client, [(self._alert_claim, claim, args)]))
+        [reply] = await guard(run_scripts(self.store.client, [(self._alert_claim, claim, args)]))
         if int(reply) == -1:
             log.info("alert %s for %s / %s suppressed: cooldown", rule.name, aggregate.model, aggregate.suite)
         return int(reply) == 1

@@ -31,7 +31,9 @@ def result(i: int, model: str, suite: str, at: float) -> GradedResult:
     )  # fmt: skip
 
 
-async def test_every_script_touches_one_hash_slot(aredis: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_every_script_touches_one_hash_slot(
+    aredis: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Drive every path that runs a script; each call's keys must map to one slot (no CROSSSLOT possible)."""
     seen: dict[str, list[list[str]]] = {}
     real = keyspace.run_scripts
@@ -66,7 +68,9 @@ async def test_every_script_touches_one_hash_slot(aredis: aioredis.Redis, prefix
     assert await WindowCloser(store, [rule], allowed_lateness_s=1, clock=clock).run_once(send) > 0
     assert any(kind == "alert" for kind, _ in sent)
     registry = RegistryStore(aredis, prefix=prefix)
-    record = await registry.create(name="x", description=None, config=CodeConfig(language="python", code="def evaluate(a): return 1"))
+    record = await registry.create(
+        name="x", description=None, config=CodeConfig(language="python", code="def evaluate(a): return 1")
+    )
     await registry.delete(record)
 
     assert sorted(seen) == sorted(_lua.__all__), "a script is never exercised here: add its path to this test"
@@ -111,7 +115,7 @@ async def test_transient_errors_become_store_unavailable(error: Exception) -> No
         raise error
 
     with pytest.raises(StoreUnavailable, match="Redis unavailable"):
-        await keyspace.guard(fail)
+        await keyspace.guard(fail())
 
 
 async def test_other_errors_are_not_hidden() -> None:
@@ -119,9 +123,11 @@ async def test_other_errors_are_not_hidden() -> None:
         raise redis_errors.ResponseError("CROSSSLOT Keys in request don't hash to the same slot")
 
     with pytest.raises(redis_errors.ResponseError):
-        await keyspace.guard(crossslot)
+        await keyspace.guard(crossslot())
 
 
 async def test_a_script_unknown_to_the_server_is_loaded_and_run(aredis: aioredis.Redis, prefix: str) -> None:
-    script = aredis.register_script(f"-- {prefix}\nreturn ARGV[1]")  # never loaded: as on a newly promoted node
+    script = aredis.register_script(
+        f"-- {prefix}\nreturn ARGV[1]"
+    )  # never loaded: as on a newly promoted node
     assert await keyspace.run_scripts(aredis, [(script, [f"{prefix}k"], [orjson.dumps(1)])]) == [b"1"]

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from cluster_support import Cluster, redis_cluster  # noqa: F401
 
 from streameval import keyspace
 from streameval.alerts import AlertRule
@@ -23,8 +24,6 @@ from streameval.models import EvaluatorResult, GradedResult, format_time
 from streameval.registry import CodeConfig, RegistryStore
 from streameval.store import ResultStore, retry_forever
 from streameval.windows import WindowCloser
-
-from cluster_support import Cluster, redis_cluster  # noqa: F401
 
 pytestmark = pytest.mark.integration
 T0 = 1_800_000_000

@@ -18,8 +18,8 @@ import redis.asyncio as aioredis
 from aiohttp import web
 from redis import exceptions as redis_errors
 
-from .._util import redact_url
 from .. import keyspace
+from .._util import redact_url
 from ..errors import StoreUnavailable
 from ..registry import RegistryStore
 from ..settings import Settings

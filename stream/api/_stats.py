@@ -148,7 +148,7 @@ async def _hgetall(config: StatsConfig, keys: Sequence[str]) -> list[dict[Any, A
                     pipe.hgetall(key)
                 return list(await pipe.execute())
 
-        out += await guard(read)
+        out += await guard(read())
     return out
 
 
@@ -161,7 +161,7 @@ async def pairs(request: web.Request) -> web.Response:
     """All-time figures per model × suite, ``limit`` pairs from ``offset`` (sorted by model, suite)."""
     config = request.app[STATS_KEY]
     offset, limit = _page(request, 100)
-    members = sorted(_text(m) for m in await guard(lambda: config.client.zrange(config.keys.pairs, 0, -1)))
+    members = sorted(_text(m) for m in await guard(config.client.zrange(config.keys.pairs, 0, -1)))
     page = members[offset : offset + limit]
     hashes = await _hgetall(config, [config.keys.all_time(m) for m in page])
 
@@ -176,7 +176,7 @@ async def pairs(request: web.Request) -> web.Response:
 
 
 async def _latest(config: StatsConfig, index: str, last: int) -> list[int]:
-    raw = await guard(lambda: config.client.zrange(index, -last, -1))
+    raw = await guard(config.client.zrange(index, -last, -1))
     return sorted(int(float(_text(s))) for s in raw)
 
 
@@ -197,7 +197,7 @@ async def windows(request: web.Request) -> web.Response:
                 pipe.smembers(config.keys.window_pairs(size, start))
             return list(await pipe.execute())
 
-    per_start = [{_text(m) for m in ms} for ms in await guard(members)] if starts else []
+    per_start = [{_text(m) for m in ms} for ms in await guard(members())] if starts else []
     everyone = sorted(set().union(*per_start)) if per_start else []
     chosen = set(everyone[offset : offset + limit])
     points = [(start, pair) for start, ms in zip(starts, per_start, strict=True) for pair in sorted(ms & chosen)]
@@ -233,7 +233,7 @@ async def alerts(request: web.Request) -> web.Response:
     config = request.app[STATS_KEY]
     limit = _int_param(request, "limit", 50, 1, 500)
     out = []
-    for raw in await guard(lambda: config.client.lrange(config.keys.recent_alerts, 0, limit - 1)):
+    for raw in await guard(config.client.lrange(config.keys.recent_alerts, 0, limit - 1)):
         try:
             doc = orjson.loads(raw)
         except orjson.JSONDecodeError:

@@ -10,10 +10,10 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from cluster_support import Cluster, redis_cluster  # noqa: F401
 
 from streameval import keyspace
 
-from cluster_support import Cluster, redis_cluster  # noqa: F401
 from .test_faults_kill import test_kill_9_five_times_loses_nothing_and_counts_once  # noqa: F401
 from .test_stream import test_thousand_events_replay_and_offline_agree  # noqa: F401
 
