@@ -29,7 +29,7 @@ __all__ = [
 #       generation), 11 all-time integer increments (JSON [field, n, ...]), 12 all-time float
 #       increments; per size: size, candidate start 1, candidate start 2; per target: size index,
 #       start, events, integer increments, float increments; per event: shard index, mark (digest),
-#       encoded result.
+#       encoded result; per shard: '1' to set its TTL ('0': the worker knows it has one already).
 # Returns {'ok'}; {'dup', e, stored result or '', ...} and changes nothing when any event is already
 # marked (the worker drops those and calls again with the rest: all or nothing, so every event is
 # counted once with its mark, also when a batch is partly redelivered); {'skew', now} and changes
@@ -84,12 +84,16 @@ for t = 1, ntargets do
     late[t] = 'late'
   end
 end
-for m = 1, nshards do redis.call('EXPIRE', KEYS[ks + 2 * m - 1], ARGV[9]) end
+for m = 1, nshards do
+  if ARGV[ae + 3 * nevents + m] == '1' then redis.call('EXPIRE', KEYS[ks + 2 * m - 1], ARGV[9]) end
+end
 if ARGV[10] ~= '0' then
+  local results = {}
   for e = 1, nevents do
     local a = ae + 3 * (e - 1)
-    redis.call('HSET', KEYS[2], ARGV[a + 2], ARGV[a + 3])
+    results[2 * e - 1], results[2 * e] = ARGV[a + 2], ARGV[a + 3]
   end
+  redis.call('HSET', KEYS[2], unpack(results))
   redis.call('EXPIRE', KEYS[2], ARGV[10])
 end
 local function add(hash, ints, floats)

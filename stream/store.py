@@ -122,6 +122,9 @@ class ResultStore:
         self._dead = client.register_script(_lua.DEAD_LETTERS)
         self._admitted: dict[str, bool] = {}  # pair -> within max_pairs (this worker's cache)
         self._labels: dict[tuple[str, str], set[str]] = {}  # (pair, evaluator) -> counter labels kept
+        # mark sets this worker has seen given their TTL: a set never loses its TTL within its generation
+        # (only a rolled-back call empties, and so deletes, a set it created), so the EXPIRE is sent once
+        self._expiring: set[str] = set()
 
     @classmethod
     def from_settings(cls, client: Client, settings: Settings, *, allowed_lateness_s: float) -> ResultStore:
@@ -175,16 +178,21 @@ class ResultStore:
             replies = await guard(run_scripts(self.client, [*index, *extra, *calls]))
             dead_call = None
             pending = []
-            for group, reply in zip(groups.values(), replies[len(index) + len(extra):], strict=True):
-                pending += self._settle(group, reply, out)
+            for call, group, reply in zip(calls, groups.values(), replies[len(index) + len(extra):], strict=True):
+                pending += self._settle(call, group, reply, out)
             if not pending:
                 return out
         raise StoreUnavailable("recording a batch did not settle (the Redis clock keeps moving away?)")
 
-    def _settle(self, group: list[_Event], reply: list[Any], out: list[bytes | None]) -> list[_Event]:
+    def _settle(self, call: tuple[Any, list[str], list[Any]], group: list[_Event], reply: list[Any],
+                out: list[bytes | None]) -> list[_Event]:  # fmt: skip
         """Apply one record reply; returns the events still to record."""
         status = _text(reply[0])
         if status == "ok":
+            if len(self._expiring) > 100_000:
+                self._expiring.clear()
+            keys, shards = call[1], int(call[2][3])
+            self._expiring.update(keys[len(keys) - 2 * shards :: 2])  # these mark sets have their TTL now
             return []
         if status == "skew":
             self._offset = float(_text(reply[1])) - time.time()
@@ -296,9 +304,11 @@ class ResultStore:
             size = self.windows[s]
             klist += [keys.window(pair, size, start), keys.closed(pair, size, start)]
             args += [s + 1, start, n, *_increments(inc)]
+        expire: list[str] = []
         for shard in shards:
             klist += [keys.marks(pair, generation, shard), keys.marks(pair, generation - 1, shard)]
-        return self._record, klist, [*args, *per_event]
+            expire.append("0" if klist[-2] in self._expiring else "1")
+        return self._record, klist, [*args, *per_event, *expire]
 
     def _index_call(self, groups: dict[str, list[_Event]], now: float) -> tuple[Any, list[str], list[Any]]:
         """Pairs into each window's index before their data: the closer reads the index, then the data."""
