@@ -4,8 +4,9 @@ They read the Redis hashes the store writes through the indexes it keeps (stream
 pairs zset ``P{ix}:pairs``, the windows with data ``P{ix}:win:{size}``, each window's pairs
 ``P{ix}:wp:{size}:{start}``, and ``P{dl}:win:{size}`` for dead letters. No keyspace SCAN: a read costs
 what its page holds. Pages are bounded (``limit`` pairs from ``offset``; the response header
-``X-Total-Count`` gives the number of pairs), Redis reads go in chunks, and the figures are built in a
-thread, so a large read does not hold the worker's event loop (``/health`` answers meanwhile).
+``X-Total-Count`` gives the number of pairs), and hashes are read and turned into figures 25 at a time,
+so a large read holds the worker's event loop for about a millisecond at a time (``/health`` answers
+in between; ``bench/api_reads.py`` measures it).
 
 Alerts: the window closer publishes them to the alerts topic; the worker also pushes each one it
 publishes onto the Redis list ``P{ix}:alerts:recent`` (:func:`remember_alert`, newest first, the last
@@ -18,7 +19,7 @@ import asyncio
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import orjson
@@ -57,6 +58,8 @@ class StatsConfig:
     def __init__(self, client: Client, prefix: str, windows: tuple[int, ...]) -> None:
         self.client, self.prefix, self.windows = client, prefix, windows
         self.keys = Keys(prefix)
+        # one stats read at a time: others queue here, not in the event loop ahead of /health
+        self.gate = asyncio.Semaphore(1)
 
 
 STATS_KEY: web.AppKey[StatsConfig] = web.AppKey("stats", StatsConfig)
@@ -64,8 +67,9 @@ _MAX_WINDOWS = 240
 #: most pairs in one page, and most (pair, window) points one windows page reads
 _MAX_LIMIT = 500
 _MAX_POINTS = 6000
-#: keys per Redis pipeline (each reply is parsed in the event loop: keep each one small)
-_CHUNK = 200
+#: keys per Redis pipeline: each reply is parsed in the event loop, and another request (/health)
+#: waits for at most one chunk per concurrent reader (~1 ms each)
+_CHUNK = 25
 #: the judge panel's per-judge counters (streameval.judges._panel.judge_counters)
 _JUDGE_COUNTERS = "ev:judge_panel:c:"
 
@@ -152,6 +156,14 @@ async def _hgetall(config: StatsConfig, keys: Sequence[str]) -> list[dict[Any, A
     return out
 
 
+async def _figures_of(config: StatsConfig, keys: Sequence[str]) -> list[dict[str, Any] | None]:
+    """The figures of each hash (None when empty), a chunk at a time: the event loop runs in between."""
+    out: list[dict[str, Any] | None] = []
+    for i in range(0, len(keys), _CHUNK):
+        out += [_figures(raw) if raw else None for raw in await _hgetall(config, keys[i : i + _CHUNK])]
+    return out
+
+
 def _ok(data: Any, total: int | None = None) -> web.Response:
     headers = {"X-Total-Count": str(total)} if total is not None else None
     return web.Response(body=orjson.dumps({"code": 200, "data": data}), content_type="application/json", headers=headers)
@@ -163,16 +175,12 @@ async def pairs(request: web.Request) -> web.Response:
     offset, limit = _page(request, 100)
     members = sorted(_text(m) for m in await guard(config.client.zrange(config.keys.pairs, 0, -1)))
     page = members[offset : offset + limit]
-    hashes = await _hgetall(config, [config.keys.all_time(m) for m in page])
-
-    def build() -> list[dict[str, Any]]:
-        out = []
-        for member, raw in zip(page, hashes, strict=True):
-            model, suite = Keys.split_pair(member)
-            out.append({"model": model, "suite": suite, **_figures(raw)})
-        return out
-
-    return _ok(await asyncio.to_thread(build), len(members))
+    figures = await _figures_of(config, [config.keys.all_time(m) for m in page])
+    out = []
+    for member, fig in zip(page, figures, strict=True):
+        model, suite = Keys.split_pair(member)
+        out.append({"model": model, "suite": suite, **(fig or _figures({}))})
+    return _ok(out, len(members))
 
 
 async def _latest(config: StatsConfig, index: str, last: int) -> list[int]:
@@ -191,30 +199,20 @@ async def windows(request: web.Request) -> web.Response:
                          [{"path": "$.query.limit", "message": f"last × limit ≤ {_MAX_POINTS}"}])  # fmt: skip
     starts = await _latest(config, config.keys.windows(size), last)
 
-    async def members() -> list[Any]:
-        async with config.client.pipeline(transaction=False) as pipe:
-            for start in starts:
-                pipe.smembers(config.keys.window_pairs(size, start))
-            return list(await pipe.execute())
-
-    per_start = [{_text(m) for m in ms} for ms in await guard(members())] if starts else []
+    per_start = [{_text(m) for m in await guard(config.client.smembers(config.keys.window_pairs(size, s)))} for s in starts]
     everyone = sorted(set().union(*per_start)) if per_start else []
     chosen = set(everyone[offset : offset + limit])
     points = [(start, pair) for start, ms in zip(starts, per_start, strict=True) for pair in sorted(ms & chosen)]
-    hashes = await _hgetall(config, [config.keys.window(pair, size, start) for start, pair in points])
-
-    def build() -> dict[str, Any]:
-        series: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for (start, pair), raw in zip(points, hashes, strict=True):
-            if raw:  # a pair indexed for a late event counted in another window
-                series[pair].append({"start": start, **_figures(raw)})
-        out = []
-        for pair, pts in sorted(series.items()):
-            model, suite = Keys.split_pair(pair)
-            out.append({"model": model, "suite": suite, "points": sorted(pts, key=lambda p: p["start"])})
-        return {"size": size, "starts": starts, "series": out}
-
-    return _ok(await asyncio.to_thread(build), len(everyone))
+    figures = await _figures_of(config, [config.keys.window(pair, size, start) for start, pair in points])
+    series: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for (start, pair), fig in zip(points, figures, strict=True):
+        if fig is not None:  # None: a pair indexed for a late event that counted in another window
+            series[pair].append({"start": start, **fig})
+    out = []
+    for pair, pts in sorted(series.items()):
+        model, suite = Keys.split_pair(pair)
+        out.append({"model": model, "suite": suite, "points": sorted(pts, key=lambda p: p["start"])})
+    return _ok({"size": size, "starts": starts, "series": out}, len(everyone))
 
 
 async def dead_letters(request: web.Request) -> web.Response:
@@ -243,10 +241,18 @@ async def alerts(request: web.Request) -> web.Response:
     return _ok(out)
 
 
+def _gated(handler: Callable[[web.Request], Awaitable[web.Response]]) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def gated(request: web.Request) -> web.Response:
+        async with request.app[STATS_KEY].gate:
+            return await handler(request)
+
+    return gated
+
+
 def routes() -> list[web.RouteDef]:
     return [
-        web.get("/api/v1/stats/pairs", pairs),
-        web.get("/api/v1/stats/windows", windows),
-        web.get("/api/v1/stats/deadletters", dead_letters),
+        web.get("/api/v1/stats/pairs", _gated(pairs)),
+        web.get("/api/v1/stats/windows", _gated(windows)),
+        web.get("/api/v1/stats/deadletters", _gated(dead_letters)),
         web.get("/api/v1/alerts", alerts),
     ]
