@@ -187,7 +187,8 @@ def openapi_document() -> dict[str, Any]:
             "get": {
                 "operationId": "statsPairs", "summary": "all-time figures per model × suite, one page",
                 "parameters": _PAGE,
-                "responses": {"200": _json(_envelope({"type": "array", "items": _ref("PairFigures")}), "figures"), **_UNAVAILABLE},
+                "responses": {"200": _json(_envelope({"type": "array", "items": _ref("PairFigures")}), "figures"),
+                              "400": _error("offset or limit out of range"), **_UNAVAILABLE},
             },
         },
         "/api/v1/stats/windows": {
