@@ -21,7 +21,7 @@ from streameval.api import create_web_app
 from streameval.judges import JudgeCache
 from streameval.judges._cache import CachedAnswer
 from streameval.models import EvaluatorResult, GradedResult, format_time
-from streameval.registry import CodeConfig, RegistryStore
+from streameval.registry import CodeConfig, LiveRegistry, RegistryStore
 from streameval.store import ResultStore, retry_forever
 from streameval.windows import WindowCloser
 
@@ -128,3 +128,18 @@ async def test_a_master_killed_mid_stream_loses_nothing_and_counts_nothing_twice
     aggregates: Any = await retry_forever(store.all_time, what="read", max_delay=0.5)
     assert sum(a.count for a in aggregates) == 2000
     assert victim not in redis_cluster.masters()
+
+
+async def test_a_worker_registry_follows_changes_on_a_cluster(cluster_client: keyspace.Client, cprefix: str) -> None:
+    store = RegistryStore(cluster_client, prefix=cprefix)
+    live = LiveRegistry(store, resync_s=0.2)
+    await live.start()
+    try:
+        record = await store.create(name="follow", description=None,
+                                    config=CodeConfig(language="python", code="def evaluate(a): return 1"))  # fmt: skip
+        deadline = asyncio.get_running_loop().time() + 10
+        while live.get(name="follow") != record:  # pub/sub (or the resync) brings it
+            assert asyncio.get_running_loop().time() < deadline, "the live registry never saw the new record"
+            await asyncio.sleep(0.05)
+    finally:
+        await live.close()
