@@ -55,7 +55,7 @@ T = TypeVar("T")
 
 #: idempotency mark sets per pair and generation. A set of up to 512 integers (set-max-intset-entries)
 #: is a packed array, 8 bytes a mark; 64 shards keep ~32 k events per pair and week that compact,
-#: beyond that a mark costs ~50 bytes; each shard a call touches costs one EXPIRE.
+#: beyond that a mark costs ~75 bytes (a hash table); each shard a call touches costs one EXPIRE (once per worker).
 MARK_SHARDS = 64
 #: how far (s) the worker's guess of the Redis clock may be off before the script asks again
 _CLOCK_MARGIN_S = 2.0
