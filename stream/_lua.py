@@ -88,12 +88,14 @@ for m = 1, nshards do
   if ARGV[ae + 3 * nevents + m] == '1' then redis.call('EXPIRE', KEYS[ks + 2 * m - 1], ARGV[9]) end
 end
 if ARGV[10] ~= '0' then
-  local results = {}
-  for e = 1, nevents do
-    local a = ae + 3 * (e - 1)
-    results[2 * e - 1], results[2 * e] = ARGV[a + 2], ARGV[a + 3]
+  for first = 1, nevents, 1000 do
+    local results = {}
+    for e = first, math.min(nevents, first + 999) do
+      local a = ae + 3 * (e - 1)
+      results[#results + 1], results[#results + 2] = ARGV[a + 2], ARGV[a + 3]
+    end
+    redis.call('HSET', KEYS[2], unpack(results))
   end
-  redis.call('HSET', KEYS[2], unpack(results))
   redis.call('EXPIRE', KEYS[2], ARGV[10])
 end
 local function add(hash, ints, floats)

@@ -125,6 +125,7 @@ class ResultStore:
         # mark sets this worker has seen given their TTL: a set never loses its TTL within its generation
         # (only a rolled-back call empties, and so deletes, a set it created), so the EXPIRE is sent once
         self._expiring: set[str] = set()
+        self._expiring_since = time.monotonic()
 
     @classmethod
     def from_settings(cls, client: Client, settings: Settings, *, allowed_lateness_s: float) -> ResultStore:
@@ -189,8 +190,10 @@ class ResultStore:
         """Apply one record reply; returns the events still to record."""
         status = _text(reply[0])
         if status == "ok":
-            if len(self._expiring) > 100_000:
+            if len(self._expiring) > 100_000 or time.monotonic() - self._expiring_since > 600:
+                # forget now and then: a set recreated after a Redis restart without its data gets a TTL again
                 self._expiring.clear()
+                self._expiring_since = time.monotonic()
             keys, shards = call[1], int(call[2][3])
             self._expiring.update(keys[len(keys) - 2 * shards :: 2])  # these mark sets have their TTL now
             return []

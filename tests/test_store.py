@@ -206,3 +206,12 @@ async def test_late_events_reach_the_open_window_on_the_redis_clock(aredis: aior
     pattern = store.keys.window(store.pair_id(result.model, result.suite), size, 0).removesuffix(":0") + "*"
     [window] = [k async for k in aredis.scan_iter(match=pattern.replace("{", "[{]").replace("}", "[}]"))]
     assert await aredis.hget(window, "late_redirected") == b"1" and await aredis.hget(window, "count") == b"1"
+
+
+async def test_a_batch_of_thousands_for_one_pair_records_in_one_call(store: ResultStore) -> None:
+    base = await make_result("big", "Paris")
+    results = [base.model_copy(update={"id": f"big-{i}"}) for i in range(5000)]  # 10,000 HSET arguments: over what Lua can unpack at once
+    assert await store.record_many([(r, r.id.encode(), None) for r in results]) == [None] * 5000
+    assert await store.record_many([(results[-1], b"again", None)]) == [b"big-4999"]
+    [aggregate] = await store.all_time()
+    assert aggregate.count == 5000
