@@ -21,9 +21,9 @@ __all__ = [
 # One model × suite pair, one batch (all KEYS carry the pair's hash tag).
 # KEYS: 1 all-time hash, 2 results hash (this redelivery generation), 3 results hash (previous one);
 #       per window size s: 2 candidate hashes of the window open now (the worker's guess at the Redis
-#       clock, +/- a margin); per target window t: its hash, its closed mark; per mark shard m: its set
-#       (this replay generation), its set (previous generation). A mark is the event's 64-bit digest
-#       as a decimal integer: Redis keeps such small sets as packed arrays of 8-byte integers.
+#       clock, +/- a margin); per target window t: its hash, its closed mark; per mark shard m: its hash
+#       (this replay generation), its hash (previous generation). A mark is a field: the event's 8-byte
+#       digest, with an empty value (~14 bytes in a small hash, ~58-66 in a large one).
 # ARGV: 1 sizes, 2 targets, 3 events, 4 shards, 5 now ('' = Redis TIME), 6 allowed lateness, 7 window
 #       ttl, 8 all-time ttl, 9 marks' ttl, 10 results' ttl ('0' = keep none; both end with their
 #       generation), 11 all-time integer increments (JSON [field, n, ...]), 12 all-time float
@@ -45,7 +45,7 @@ local set, dups = {}, {'dup'}
 for e = 1, nevents do
   local a = ae + 3 * (e - 1)
   local m, mark = ks + 2 * tonumber(ARGV[a + 1]), ARGV[a + 2]
-  if redis.call('SISMEMBER', KEYS[m], mark) == 1 or redis.call('SADD', KEYS[m - 1], mark) == 0 then
+  if redis.call('HEXISTS', KEYS[m], mark) == 1 or redis.call('HSETNX', KEYS[m - 1], mark, '') == 0 then
     dups[#dups + 1] = e
     dups[#dups + 1] = redis.call('HGET', KEYS[2], mark) or redis.call('HGET', KEYS[3], mark) or ''
   else
@@ -55,7 +55,7 @@ end
 local function undo()
   for _, e in ipairs(set) do
     local a = ae + 3 * (e - 1)
-    redis.call('SREM', KEYS[ks + 2 * tonumber(ARGV[a + 1]) - 1], ARGV[a + 2])
+    redis.call('HDEL', KEYS[ks + 2 * tonumber(ARGV[a + 1]) - 1], ARGV[a + 2])
   end
 end
 if #dups > 1 then undo() return dups end

@@ -50,7 +50,8 @@ class Cluster:
 
     @property
     def url(self) -> str:
-        return f"redis+cluster://127.0.0.1:{self.ports[0]}"
+        """A seed node that is alive (a test may have killed one)."""
+        return f"redis+cluster://127.0.0.1:{self.alive()[0]}"
 
     def start_node(self, port: int) -> None:
         node = self.directory / str(port)
