@@ -1,6 +1,6 @@
 """What recording events costs Redis: CPU, memory, commands; this checkout against a baseline git ref.
 
-    python bench/redis_cost.py [--events 20000] [--batch 256] [--baseline main] [--no-baseline]
+    python bench/redis_cost.py [--events 20000] [--batch 256] [--baseline REF] [--no-baseline]
 
 Each side runs in its own process against its own fresh ``redis-server`` (free loopback port, no
 persistence), so INFO figures are that side's alone. Events: the demo suites (examples/suites.yaml)
@@ -167,7 +167,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--baseline", default="main", help="git ref of the baseline (its stream/ directory)")
+    parser.add_argument("--baseline", default="merge-base",
+                        help="git ref of the baseline (its stream/ directory); default: where this branch left main")
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--code", help=argparse.SUPPRESS)
@@ -177,6 +178,9 @@ def main() -> None:
         return
     print(f"{args.events} events, demo suites, windows {','.join(map(str, WINDOWS))}, batches of {args.batch}")
     base = None
+    if args.baseline == "merge-base":
+        merge_base = subprocess.run(["git", "-C", str(ROOT), "merge-base", "HEAD", "main"], capture_output=True, text=True)
+        args.baseline = merge_base.stdout.strip()[:12] or "main"
     if not args.no_baseline:
         with tempfile.TemporaryDirectory(prefix="redis-cost-base-") as tmp:
             archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline, "stream"], check=True, capture_output=True)
