@@ -11,6 +11,7 @@ __all__ = [
     "ALERT_CLAIM",
     "CLOSE_READ",
     "DEAD_LETTERS",
+    "DEAD_LETTER_RAW",
     "INDEX",
     "PAIR_CAP",
     "RECORD",
@@ -219,10 +220,12 @@ return 1
 """
 
 # The registry slot. KEYS 1 record key, 2 names hash, 3 rev counter; ARGV 1 id, 2 name, 3 record JSON,
-# 4 old name ('' when new), 5 channel. Returns 0 when the name belongs to another id, else 1.
+# 4 old name ('' when new), 5 channel, 6 most evaluators. Returns 0 when the name belongs to another id,
+# -1 when a new record would exceed the count limit, else 1.
 REGISTRY_PUT = """
 local owner = redis.call('HGET', KEYS[2], ARGV[2])
 if owner and owner ~= ARGV[1] then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[6]) then return -1 end
 if ARGV[4] ~= '' and ARGV[4] ~= ARGV[2] then redis.call('HDEL', KEYS[2], ARGV[4]) end
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[1])
 redis.call('SET', KEYS[1], ARGV[3])
@@ -237,5 +240,31 @@ if redis.call('DEL', KEYS[1]) == 0 then return 0 end
 if redis.call('HGET', KEYS[2], ARGV[2]) == ARGV[1] then redis.call('HDEL', KEYS[2], ARGV[2]) end
 redis.call('INCR', KEYS[3])
 redis.call('PUBLISH', ARGV[3], ARGV[1])
+return 1
+"""
+
+# The raw-dead-letter slot (streameval.deadletters). Keep one event under its content key with a TTL,
+# within a total budget. KEYS: index (zset of
+# "sha:size" by expiry), used bytes counter, the event's key. ARGV: now (s), ttl (s), budget, size,
+# bytes, sha. Expired entries are forgotten first, so the counter follows what Redis still holds.
+DEAD_LETTER_RAW = """
+local now, ttl, budget, size = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
+if #old > 0 then
+  local freed = 0
+  for _, member in ipairs(old) do freed = freed + tonumber(string.match(member, ':(%d+)$')) end
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+  redis.call('DECRBY', KEYS[2], freed)
+end
+local member = ARGV[6] .. ':' .. ARGV[4]
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  local used = tonumber(redis.call('GET', KEYS[2]) or '0')
+  if used + size > budget then return 0 end
+  redis.call('INCRBY', KEYS[2], size)
+end
+redis.call('SET', KEYS[3], ARGV[5], 'EX', ttl)
+redis.call('ZADD', KEYS[1], now + ttl, member)
+redis.call('EXPIRE', KEYS[1], ttl)
+redis.call('EXPIRE', KEYS[2], ttl)
 return 1
 """

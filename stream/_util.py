@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 
-__all__ = ["clip", "json_path", "redact_url"]
+__all__ = ["as_written", "clip", "json_path", "redact_url", "unknown_name"]
 
 
 def clip(text: str, limit: int = 2000) -> str:
     """``text`` cut to ``limit`` characters with an ellipsis, so reasons stay bounded."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def as_written(text: str) -> str:
+    """``text`` in quotes as a user wrote it: backslashes stay single (``'\\d{6}'``, not repr's doubled
+    form); only line breaks and tabs are escaped so a reason stays on one line."""
+    return "'" + text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t") + "'"
 
 
 def json_path(parts: Iterable[str | int]) -> str:
@@ -20,12 +27,34 @@ def json_path(parts: Iterable[str | int]) -> str:
     return out
 
 
-def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (for logs and errors)."""
-    from urllib.parse import urlsplit, urlunsplit
+_SECRET_PARAM = ("pass", "secret", "token", "key", "auth", "cred", "sig")
 
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+
+def redact_url(url: str) -> str:
+    """``url`` with its password, and the value of every query parameter whose name suggests a secret
+    (``password``, ``ssl_password``, ``token``, ``api_key``, ``auth``…), replaced by ``***``: for logs and errors."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # not a URL we can take apart: show nothing of it
+        return "<unparsable URL>"
+    if password is not None:
+        host = parts.netloc.rpartition("@")[2]
+        parts = parts._replace(netloc=f"{parts.username or ''}:***@{host}")
+    if parts.query:
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
+        if any(word in name.lower() for name, _ in pairs for word in _SECRET_PARAM):
+            redacted = [(n, "***" if any(w in n.lower() for w in _SECRET_PARAM) else v) for n, v in pairs]
+            parts = parts._replace(query=urlencode(redacted, safe="*/:@"))
+    return urlunsplit(parts)
+
+
+def unknown_name(kind: str, name: str, known: Iterable[str]) -> str:
+    """"unknown <kind> 'x'; did you mean 'y'?" when a known name is close, else the list of known names."""
+    names = sorted(set(known))
+    close = difflib.get_close_matches(name, names, n=2, cutoff=0.6)
+    if close:
+        return f"unknown {kind} {name!r}; did you mean {' or '.join(repr(c) for c in close)}?"
+    return f"unknown {kind} {name!r}; valid {kind}s: {', '.join(names) or '(none)'}"

@@ -10,8 +10,13 @@
         evaluators:
           - {evaluator: exact_match, weight: 1}
           - {evaluator: similarity, params: {algorithm: levenshtein, threshold: 0.8}, weight: 2}
+          - {evaluator: regex, name: order_id, params: {pattern: 'ORD-\\d{6}'}, weight: 0, gate: true}
       - name: fallback
         default: true             # used when no other suite matches
+
+Hard gates: an evaluator with ``gate: true`` that does not pass (or cannot score the event) fails the
+result whatever the weighted mean; the grade is the scale's lowest and ``reason`` names the gate
+(:func:`~streameval.grading.apply_gates`). A gate may have weight 0: it then only gates.
 
 Routing: an event's explicit ``suite`` wins; otherwise the first suite whose ``match`` accepts the
 event; otherwise the ``default`` suite; otherwise the event is dead-lettered (kind ``no_suite``).
@@ -30,6 +35,7 @@ Windows and alerts (issue 6, docs/statistics.md): an optional top-level ``window
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,10 +44,12 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ._util import unknown_name
 from .alerts import AlertRule
 from .errors import ConfigError, ConfigIssue, UnroutableEvent
 from .evaluators import Evaluator, build_evaluator
 from .grading import GradeScale
+from .inputs._config import FORMATS, InputConfig, input_issues
 from .judges._config import JudgeConfig, SuiteJudgeConfig, check_panel_weights, panel_judges
 from .judges._suite import PANEL_RESULT_NAME
 from .models import RequestEvent
@@ -87,6 +95,8 @@ class EvaluatorSpec(_Strict):
     name: str | None = Field(default=None, description="result name; defaults to the evaluator name")
     weight: float = Field(default=1.0, ge=0.0, description="weight in the suite's weighted mean")
     params: dict[str, Any] = Field(default_factory=dict, description="the evaluator's own parameters")
+    gate: bool = Field(default=False, description="a hard gate: when it does not pass, the result fails "
+                       "whatever the weighted mean, with the scale's lowest grade")
 
     @property
     def result_name(self) -> str:
@@ -98,12 +108,13 @@ class SuiteConfig(_Strict):
     match: Match | None = Field(default=None, description="which events this suite takes")
     default: bool = Field(default=False, description="take events no other suite matches")
     threshold: float = Field(default=0.6, ge=0.0, le=1.0, description="pass at or above this score")
-    grading: GradeScale = Field(default="levels", description="levels (seed 003) or letters (seed 000)")
+    grading: GradeScale = Field(default="levels", description="levels or letters")
     evaluators: list[EvaluatorSpec] = Field(min_length=1)
     judge: SuiteJudgeConfig | None = Field(default=None, description="LLM judge panel step (docs/judges.md)")
 
 
 class StreamEvalConfig(_Strict):
+    inputs: list[InputConfig] = Field(default_factory=list, description="input topics and formats (docs/inputs.md)")
     judges: list[JudgeConfig] = Field(default_factory=list, description="LLM judges (docs/judges.md)")
     suites: list[SuiteConfig] = Field(min_length=1)
     alerts: list[AlertRule] = Field(default_factory=list, description="alert rules (docs/statistics.md)")
@@ -136,6 +147,7 @@ class BoundEvaluator:
     name: str
     weight: float
     evaluator: Evaluator
+    gate: bool = False
 
 
 @dataclass(frozen=True)
@@ -154,8 +166,10 @@ class Suites:
     """The routing table: explicit suite, first match, default."""
 
     def __init__(self, suites: Sequence[Suite], judges: Sequence[JudgeConfig] = (),
-                 alerts: Sequence[AlertRule] = (), windowing: WindowingConfig | None = None) -> None:  # fmt: skip
+                 alerts: Sequence[AlertRule] = (), windowing: WindowingConfig | None = None,
+                 inputs: Sequence[InputConfig] = ()) -> None:  # fmt: skip
         self.all = tuple(suites)
+        self.inputs = tuple(inputs)  # the topics the worker reads and their formats (streameval.inputs)
         self.judges = tuple(judges)  # the config's judges; the pipeline opens their clients
         self.alerts = tuple(alerts)  # checked on each closed window (streameval.windows)
         self.windowing = windowing or WindowingConfig()
@@ -169,7 +183,7 @@ class Suites:
                 return self.by_name[event.suite]
             except KeyError:
                 raise UnroutableEvent(
-                    f"unknown suite {event.suite!r}; configured suites: {', '.join(self.by_name)}",
+                    unknown_name("suite", event.suite, self.by_name),
                     kind="unknown_suite",
                     event_id=event.id,
                 ) from None
@@ -204,10 +218,9 @@ def _loc_to_path(loc: Sequence[str | int]) -> str:
     return path
 
 
-def _line_of(root: yaml.Node | None, loc: Sequence[str | int]) -> int | None:
-    """1-based line of the YAML node at ``loc`` (or of its nearest existing parent)."""
+def _node_at(root: yaml.Node | None, loc: Sequence[str | int]) -> tuple[yaml.Node | None, bool]:
+    """The YAML node at ``loc``, or its nearest existing parent (then ``False``)."""
     node = root
-    line = node.start_mark.line + 1 if node is not None else None
     for part in loc:
         child = None
         if isinstance(node, yaml.MappingNode) and isinstance(part, str):
@@ -215,24 +228,48 @@ def _line_of(root: yaml.Node | None, loc: Sequence[str | int]) -> int | None:
         elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
             child = node.value[part]
         if child is None:
-            break
+            return node, False
         node = child
-        line = node.start_mark.line + 1
-    return line
+    return node, True
+
+
+def _line_of(root: yaml.Node | None, loc: Sequence[str | int]) -> int | None:
+    """1-based line of the YAML node at ``loc`` (or of its nearest existing parent)."""
+    node, _ = _node_at(root, loc)
+    return node.start_mark.line + 1 if node is not None else None
+
+
+_CODE_LINE = re.compile(r"\(line (\d+)\)")
+
+
+def _text_line(root: yaml.Node | None, loc: Sequence[str | int], message: str) -> int | None:
+    """The file line of "(line N)" in ``message`` about the text at ``loc`` (a code evaluator's code):
+    line N of a block scalar (``code: |``) is N lines below its indicator; of any other scalar, its first line."""
+    found = _CODE_LINE.search(message)
+    node, exact = _node_at(root, loc)
+    if found is None or not exact or not isinstance(node, yaml.ScalarNode):
+        return None
+    if node.style not in ("|", ">"):  # a quoted or plain scalar: its escapes hide the code's lines
+        return node.start_mark.line + 1
+    return node.start_mark.line + 1 + int(found.group(1))
 
 
 def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = None) -> tuple[StreamEvalConfig, Suites]:
     """Validate a config document and build every evaluator. Raises :class:`ConfigError` with all issues."""
 
     def issue(loc: Sequence[str | int], message: str) -> ConfigIssue:
-        return ConfigIssue(file=file, path=_loc_to_path(loc), message=message, line=_line_of(node, loc))
+        message = message.removeprefix("Value error, ")  # pydantic's wording for a validator's ValueError
+        line = _text_line(node, loc, message)
+        if line is not None:
+            message = _CODE_LINE.sub(lambda m: f"(line {m.group(1)} of the code)", message, count=1)
+        return ConfigIssue(file=file, path=_loc_to_path(loc), message=message, line=line or _line_of(node, loc))
 
     try:
         config = StreamEvalConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError([issue(e["loc"], e["msg"]) for e in exc.errors()]) from None
+        raise ConfigError([issue(*_input_error(e["loc"], e["type"], e["msg"], e.get("ctx"))) for e in exc.errors()]) from None
 
-    issues: list[ConfigIssue] = []
+    issues: list[ConfigIssue] = [issue(loc, message) for loc, message in input_issues(config.inputs)]
     suites: list[Suite] = []
     for i, suite_cfg in enumerate(config.suites):
         base: tuple[str | int, ...] = ("suites", i)
@@ -251,7 +288,7 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
             except ValidationError as exc:
                 issues.extend(issue((*loc, "params", *e["loc"]), e["msg"]) for e in exc.errors())
                 continue
-            bound.append(BoundEvaluator(spec.result_name, spec.weight, evaluator))
+            bound.append(BoundEvaluator(spec.result_name, spec.weight, evaluator, spec.gate))
         if not any(spec.weight > 0 for spec in suite_cfg.evaluators):
             issues.append(issue((*base, "evaluators"), "weights sum to 0; at least one evaluator needs a weight > 0"))
         if suite_cfg.judge is not None:
@@ -259,7 +296,23 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
         suites.append(Suite(suite_cfg, tuple(bound)))
     if issues:
         raise ConfigError(issues)
-    return config, Suites(suites, config.judges, config.alerts, config.windowing)
+    return config, Suites(suites, config.judges, config.alerts, config.windowing, config.inputs)
+
+
+def _input_error(
+    loc: Sequence[str | int], kind: str, message: str, ctx: dict[str, Any] | None
+) -> tuple[Sequence[str | int], str]:
+    """pydantic's error for an ``inputs`` entry, located in the file's terms: without the format tag it
+    adds to the path (``inputs.0.json.map``), and a bad format named as such."""
+    if len(loc) < 2 or loc[0] != "inputs":
+        return loc, message
+    if kind == "union_tag_invalid":
+        return (*loc[:2], "format"), f"unknown input format {(ctx or {}).get('tag')!r}; valid formats: {', '.join(FORMATS)}"
+    if kind == "union_tag_not_found":
+        return (*loc[:2], "format"), f"missing; valid formats: {', '.join(FORMATS)}"
+    if len(loc) > 2 and loc[2] in FORMATS:
+        return (*loc[:2], *loc[3:]), message
+    return loc, message
 
 
 def _judge_issues(config: StreamEvalConfig, index: int, names: set[str]) -> list[tuple[tuple[str | int, ...], str]]:
@@ -274,7 +327,7 @@ def _judge_issues(config: StreamEvalConfig, index: int, names: set[str]) -> list
         return out
     for k, name in enumerate(block.judges or []):
         if name not in known:
-            out.append(((*base, "judges", k), f"unknown judge {name!r}; configured judges: {', '.join(sorted(known))}"))
+            out.append(((*base, "judges", k), unknown_name("judge", name, known)))
     chosen = [j for j in config.judges if block.judges is None or j.name in block.judges]
     problem = check_panel_weights(chosen)
     if problem is not None:

@@ -19,6 +19,7 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{ix}:alerts:recent``             list of the last alerts published (bounded)
 ``P{dl}:all`` / ``P{dl}:w:{size}:{start}``  dead-letter counts by kind; ``P{dl}:win:{size}`` index
 ``P{dl}:seen:{gen}:{topic}:{part}``  offsets of dead letters already counted
+``P{dlraw}:{sha256}`` ``:index`` ``:bytes``  whole events of truncated dead letters, within a budget
 ``P{registry}:ev:{id}`` ``:names`` ``:rev``  custom evaluators; channel ``P{registry}:changes``
 ``P judge:...``                     judge answers (streameval.judges._cache), one slot per key
 ==================================  ================================================================
@@ -85,25 +86,26 @@ def is_cluster(client: Any) -> bool:
 
 
 def connect(
-    url: str, *, max_connections: int = 64, socket_timeout: float = 10, connect_timeout: float = 5
+    url: str, *, max_connections: int = 64, socket_timeout: float = 10, connect_timeout: float = 5, **options: Any
 ) -> Client:
     """A client for ``url``: ``redis://`` / ``rediss://`` / ``unix://`` one node, ``redis+cluster://`` a cluster.
 
     One node: a blocking pool, so that thousands of waiting reads queue for a connection instead of
-    failing. A cluster: redis-py's :class:`RedisCluster` (``max_connections`` per node).
+    failing. A cluster: redis-py's :class:`RedisCluster` (``max_connections`` per node). ``options`` go
+    to redis-py as they are (TLS files, ACL credentials: streameval.redis_security.redis_options).
     """
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme in ("redis+cluster", "rediss+cluster"):
         plain = urlunsplit((scheme.split("+")[0], *parts[1:]))
         return RedisCluster.from_url(plain, max_connections=max_connections, socket_timeout=socket_timeout,
-                                     socket_connect_timeout=connect_timeout)  # fmt: skip
+                                     socket_connect_timeout=connect_timeout, **options)  # fmt: skip
     if scheme not in ("redis", "rediss", "unix"):
         raise ConfigError(f"REDIS_URL: unsupported scheme {scheme!r}; use redis://, rediss://, unix:// "
                           "or redis+cluster:// for a Redis Cluster")  # fmt: skip
     pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=30,
                                                     socket_timeout=socket_timeout,
-                                                    socket_connect_timeout=connect_timeout)  # fmt: skip
+                                                    socket_connect_timeout=connect_timeout, **options)  # fmt: skip
     return aioredis.Redis(connection_pool=pool)
 
 
@@ -129,9 +131,9 @@ async def ping(client: Client, url: str) -> None:
         raise ConfigError(f"REDIS_URL {redact_url(url)}: this Redis is a cluster node; use redis+cluster://")
 
 
-async def preflight(url: str) -> None:
+async def preflight(url: str, **options: Any) -> None:
     """At start: a wrong Redis mode (cluster or not) is a :class:`ConfigError`; an outage is waited out later."""
-    client = connect(url, max_connections=2)
+    client = connect(url, max_connections=2, **options)
     try:
         await ping(client, url)
     except StoreUnavailable:
@@ -251,6 +253,18 @@ class Keys:
 
     def dead_letter_seen(self, generation: int, topic: str, partition: str) -> str:
         return f"{self.dl}seen:{generation}:{quote(topic, safe='')}:{partition}"
+
+    # -- whole events of truncated dead letters (one slot; streameval.deadletters) -------------------
+    def dead_letter_raw(self, sha256: str) -> str:
+        return f"{self.prefix}{{dlraw}}:{sha256}"
+
+    @property
+    def dead_letter_raw_index(self) -> str:
+        return f"{self.prefix}{{dlraw}}:index"
+
+    @property
+    def dead_letter_raw_bytes(self) -> str:
+        return f"{self.prefix}{{dlraw}}:bytes"
 
     # -- registry (one slot) --------------------------------------------------------------------------
     def registry_record(self, evaluator_id: str) -> str:

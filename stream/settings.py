@@ -7,13 +7,15 @@ the two connection strings also answer to their conventional names ``KAFKA_BOOTS
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
+from .deadletters import DEFAULT_MAX_DEAD_LETTER_BYTES
 from .errors import ConfigError, ConfigIssue
 from .pipeline import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_EVENT_DEPTH
+from .secrets import check_secret_file
 
 __all__ = ["Settings", "load_settings"]
 
@@ -96,6 +98,78 @@ class Settings(BaseSettings):
         description="Faust's data directory (it keeps nothing there with the memory store); default: <tmp>/streameval-faust/<app id>",
     )
     log_level: str = Field(default="info", description="crit | error | warn | info | debug")
+    metrics_max_models: int = Field(
+        default=50, ge=0, description="distinct model names with their own label in the quality metrics; later ones are 'other'"
+    )
+    max_message_bytes: int = Field(
+        default=1_000_000, ge=16_384,
+        description="largest message the worker produces (the producer's max_request_size); at most the "
+        "broker's message.max.bytes",
+    )
+    dead_letter_max_bytes: int = Field(
+        default=DEFAULT_MAX_DEAD_LETTER_BYTES, ge=4096,
+        description="largest encoded dead letter; above it raw keeps the event's head and tail and the whole "
+        "event is kept in Redis",
+    )
+    dead_letter_raw_ttl_s: int = Field(
+        default=7 * 86400, ge=60, description="how long Redis keeps the whole event of a truncated dead letter"
+    )
+    dead_letter_raw_budget_bytes: int = Field(
+        default=256 << 20, ge=0,
+        description="most bytes of whole events Redis keeps for truncated dead letters, all together (0: none)",
+    )
+    stall_after_s: float = Field(
+        default=120.0, gt=0,
+        description="a taken batch not published after this long is a stall: logged, /ready answers 503",
+    )
+    publish_timeout_s: float = Field(
+        default=30.0, gt=0, le=3600,
+        description="longest the broker may take to answer a produce request (the producer's request timeout); "
+        "Faust's default is 20 minutes, during which a lost answer holds every later result",
+    )
+    shutdown_grace_s: float = Field(
+        default=20.0, gt=0, description="SIGTERM: how long the worker may take to stop before it exits anyway"
+    )
+    # Kafka and Redis security (streameval.kafka_security, streameval.redis_security, docs/security.md)
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        default="PLAINTEXT", description="how Kafka clients connect: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+    )
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] = Field(
+        default="PLAIN", description="SASL mechanism with SASL_*: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"
+    )
+    kafka_sasl_username: str | None = Field(default=None, description="SASL user name (PLAIN, SCRAM)")
+    kafka_sasl_password: SecretStr | None = Field(default=None, description="SASL password (PLAIN, SCRAM)")
+    kafka_sasl_password_file: str | None = Field(
+        default=None, description="file holding the SASL password (trailing newline stripped); instead of the password"
+    )
+    kafka_sasl_oauth_token_provider: str | None = Field(
+        default=None, description="OAUTHBEARER: `module:name` of an aiokafka AbstractTokenProvider (class or factory)"
+    )
+    kafka_ssl_ca_file: str | None = Field(default=None, description="PEM CA bundle that signs the brokers' certificates; unset: system CAs")
+    kafka_ssl_cert_file: str | None = Field(default=None, description="client certificate (PEM) for mutual TLS")
+    kafka_ssl_key_file: str | None = Field(default=None, description="client private key (PEM) for mutual TLS")
+    kafka_ssl_key_password: SecretStr | None = Field(default=None, description="password of an encrypted client key")
+    kafka_ssl_key_password_file: str | None = Field(default=None, description="file holding the client key's password")
+    kafka_ssl_check_hostname: bool = Field(default=True, description="check that a broker's certificate names its host")
+    redis_username: str | None = Field(default=None, description="Redis ACL user (instead of putting it in REDIS_URL)")
+    redis_password: SecretStr | None = Field(default=None, description="Redis password (instead of putting it in REDIS_URL)")
+    redis_password_file: str | None = Field(
+        default=None, description="file holding the Redis password, read for each new connection (trailing newline stripped)"
+    )
+    redis_ssl_ca_file: str | None = Field(default=None, description="with rediss://: PEM CA bundle that signs the server's certificate")
+    redis_ssl_cert_file: str | None = Field(default=None, description="with rediss://: client certificate (PEM) for mutual TLS")
+    redis_ssl_key_file: str | None = Field(default=None, description="with rediss://: client private key (PEM)")
+    redis_ssl_check_hostname: bool = Field(default=True, description="with rediss://: check that the server's certificate names its host")
+
+    @field_validator("kafka_sasl_password_file", "kafka_ssl_key_password_file", "redis_password_file")
+    @classmethod
+    def _readable_secret(cls, value: str | None) -> str | None:
+        return check_secret_file(value)
+
+    @field_validator("kafka_security_protocol", "kafka_sasl_mechanism", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.strip().upper() if isinstance(value, str) else value
 
     @field_validator("windows", mode="before")
     @classmethod
@@ -114,10 +188,20 @@ class Settings(BaseSettings):
         return tuple(sorted(set(value)))
 
 
+    @field_validator("dead_letter_max_bytes")
+    @classmethod
+    def _dead_letters_fit(cls, value: int, info: ValidationInfo) -> int:
+        # room for the key and the record's framing in the same produce request
+        limit = info.data.get("max_message_bytes")
+        if limit is not None and value > limit - 2048:
+            raise ValueError(f"must be at least 2048 under STREAMEVAL_MAX_MESSAGE_BYTES ({limit}), got {value}")
+        return value
+
+
 def load_settings(**overrides: object) -> Settings:
     """Settings from the environment plus ``overrides``; a bad value is a :class:`ConfigError`."""
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        settings = Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         raise ConfigError(
             [
@@ -131,3 +215,10 @@ def load_settings(**overrides: object) -> Settings:
         ) from None
     except SettingsError as exc:  # a value the environment source could not even parse
         raise ConfigError([ConfigIssue(file="<environment>", path="", message=str(exc))]) from None
+    from .kafka_security import kafka_security_issues
+    from .redis_security import redis_security_issues
+
+    issues = kafka_security_issues(settings) + redis_security_issues(settings)
+    if issues:
+        raise ConfigError(issues)
+    return settings

@@ -14,6 +14,7 @@ from redis.cluster import key_slot
 
 from streameval import _lua, keyspace
 from streameval.alerts import AlertRule
+from streameval.deadletters import RawStore
 from streameval.errors import ConfigError, StoreUnavailable
 from streameval.models import EvaluatorResult, GradedResult, format_time
 from streameval.registry import CodeConfig, RegistryStore
@@ -44,7 +45,7 @@ async def test_every_script_touches_one_hash_slot(
             seen.setdefault(by_sha[script.sha], []).append(keys)
         return await real(client, calls)
 
-    for module in ("streameval.store", "streameval.windows", "streameval.registry"):
+    for module in ("streameval.store", "streameval.windows", "streameval.registry", "streameval.deadletters"):
         monkeypatch.setattr(f"{module}.run_scripts", checked)
     now = [T0 + 1.0]
     store = ResultStore(aredis, prefix=prefix, windows=(10, 60), allowed_lateness_s=1, max_pairs=2,
@@ -72,6 +73,7 @@ async def test_every_script_touches_one_hash_slot(
         name="x", description=None, config=CodeConfig(language="python", code="def evaluate(a): return 1")
     )
     await registry.delete(record)
+    assert await RawStore(aredis, prefix=prefix, ttl_s=60, budget_bytes=1000).keep(b"x" * 10, "ab" * 32) is not None
 
     assert sorted(seen) == sorted(_lua.__all__), "a script is never exercised here: add its path to this test"
     for name, calls in seen.items():

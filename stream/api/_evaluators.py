@@ -8,6 +8,7 @@ Presets are the built-in registry evaluators (every ``@register``-ed name except
 from __future__ import annotations
 
 import asyncio
+import difflib
 import inspect
 import time
 from pathlib import Path
@@ -16,14 +17,16 @@ from typing import Any
 import orjson
 from aiohttp import web
 from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
 
 from .._util import clip
-from ..errors import EvaluatorError
+from ..errors import EvaluatorError, InvalidJSON
 from ..evaluators import Evaluator, evaluator_class, evaluator_names
 from ..evaluators.registered import code_params
 from ..models import RequestEvent, format_time
-from ..registry import CodeConfig, EvaluatorRecord, NameTaken, RegistryStore
+from ..registry import CodeConfig, EvaluatorRecord, NameTaken, RegistryFull, RegistryStore
 from ..sandbox._evaluator import CodeEvaluator
+from ..strictjson import loads_strict
 from ._bodies import CodeConfigBody, CreateBody, TestBody, UpdateBody, bad_request
 from ._errors import BadRequest, Conflict, ExecutionFailed, Forbidden, NotFound
 
@@ -43,6 +46,12 @@ def preset_names() -> list[str]:
     return [*SEED_PRESETS, *rest]
 
 
+def _did_you_mean(name: str) -> str:
+    """"; did you mean 'regex'?" when a preset's name is close to ``name``."""
+    close = difflib.get_close_matches(name, preset_names(), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def _stamp(cls: type[Evaluator]) -> str:
     """Presets change only with the installed package: the time of their module file."""
     try:
@@ -52,11 +61,14 @@ def _stamp(cls: type[Evaluator]) -> str:
 
 
 def _defaults(cls: type[Evaluator]) -> dict[str, Any]:
-    return {
-        name: field.get_default(call_default_factory=True)
-        for name, field in cls.Params.model_fields.items()
-        if not field.is_required()
-    }
+    """Params a test run accepts as given: defaults, and each required field's first example."""
+    out: dict[str, Any] = {}
+    for name, field in cls.Params.model_fields.items():
+        if not field.is_required():
+            out[field.alias or name] = to_jsonable_python(field.get_default(call_default_factory=True), fallback=str)
+        elif field.examples:
+            out[field.alias or name] = field.examples[0]
+    return out
 
 
 def _preset(name: str, *, full: bool) -> dict[str, Any]:
@@ -85,15 +97,27 @@ def _ok(data: Any, status: int = 200) -> web.Response:
 
 
 async def _body(request: web.Request) -> Any:
+    """The request's JSON body, strict like events: no duplicate keys, NaN/Infinity, overflowing
+    numbers or nesting deeper than events may have."""
     raw = await request.read()  # the app's client_max_size (MAX_BODY) answers 413 beyond it
     try:
-        return orjson.loads(raw)
+        value = orjson.loads(raw)  # UTF-8 only, no lone surrogates
     except orjson.JSONDecodeError as exc:
         raise BadRequest(f"the body is not valid JSON: {exc}") from None
+    try:
+        loads_strict(raw)
+    except InvalidJSON as exc:
+        raise BadRequest(f"the body is {exc.reason}") from None
+    return value
 
 
-async def _code_config(body: CodeConfigBody) -> CodeConfig:
-    """Compile the code of a validated config (never running it); 400 when it does not compile."""
+async def _code_config(request: web.Request, body: CodeConfigBody) -> CodeConfig:
+    """Compile the code of a validated config (never running it); 400 when it is over the size limit
+    or does not compile."""
+    size, most = len(body.code.encode("utf-8", "surrogatepass")), request.app[STORE_KEY].limits.max_code_bytes
+    if size > most:
+        message = f"the code is {size} bytes (UTF-8); the limit is {most} (STREAMEVAL_REGISTRY_MAX_CODE_BYTES)"
+        raise BadRequest(f"invalid request: $.config.code: {message}", [{"path": "$.config.code", "message": message}])
     stored = CodeConfig(**body.model_dump())
     probe = EvaluatorRecord(id="-", name="-", config=stored, version=1, createdAt="-", updatedAt="-")
     try:
@@ -137,7 +161,7 @@ async def get_evaluator(request: web.Request) -> web.Response:
         return _ok(_preset(evaluator_id, full=True))
     record = await request.app[STORE_KEY].get(evaluator_id)
     if record is None:
-        raise NotFound(f"evaluator {evaluator_id!r} does not exist")
+        raise NotFound(f"evaluator {evaluator_id!r} does not exist{_did_you_mean(evaluator_id)}")
     return _ok(_custom(record, full=True))
 
 
@@ -145,7 +169,7 @@ async def create_evaluator(request: web.Request) -> web.Response:
     raw = await _body(request)
     kind = raw.get("type") if isinstance(raw, dict) else None
     if kind in ("llm", "composite", "preset"):
-        why = "presets are built in" if kind == "preset" else "seed 001: LLM and composite evaluators are V2"
+        why = "presets are built in" if kind == "preset" else "LLM and composite evaluators are not built yet"
         raise BadRequest(f"type {kind!r} is not supported yet ({why}); use 'code'",
                          [{"path": "$.type", "message": "not supported yet; use 'code'"}])  # fmt: skip
     try:
@@ -154,10 +178,10 @@ async def create_evaluator(request: web.Request) -> web.Response:
         raise bad_request(exc) from None
     if body.name in preset_names() or body.name in ENGINES:
         raise Conflict(f"{body.name!r} is the name of a built-in evaluator")
-    config = await _code_config(body.config)
+    config = await _code_config(request, body.config)
     try:
         record = await request.app[STORE_KEY].create(name=body.name, description=body.description, config=config)
-    except NameTaken as exc:
+    except (NameTaken, RegistryFull) as exc:
         raise Conflict(str(exc)) from None
     return _ok(_custom(record, full=True), status=201)
 
@@ -176,7 +200,7 @@ async def update_evaluator(request: web.Request) -> web.Response:
     if "description" in body.model_fields_set:
         changes["description"] = body.description
     if body.config is not None:
-        changes["config"] = await _code_config(body.config)
+        changes["config"] = await _code_config(request, body.config)
     try:
         updated = await request.app[STORE_KEY].update(record, **changes)
     except NameTaken as exc:
@@ -207,7 +231,7 @@ async def test_evaluator(request: web.Request) -> web.Response:
     else:
         record = await request.app[STORE_KEY].get(evaluator_id)
         if record is None:
-            raise NotFound(f"evaluator {evaluator_id!r} does not exist")
+            raise NotFound(f"evaluator {evaluator_id!r} does not exist{_did_you_mean(evaluator_id)}")
         if body.params:
             raise BadRequest("params apply to presets only; a custom evaluator reads metadata",
                              [{"path": "$.params", "message": "not allowed for custom evaluators"}])  # fmt: skip

@@ -125,7 +125,7 @@ def openapi_document() -> dict[str, Any]:
     paths: dict[str, Any] = {
         "/api/v1/evaluators": {
             "get": {
-                "operationId": "listEvaluators", "summary": "presets and custom evaluators (seed 001 §5)",
+                "operationId": "listEvaluators", "summary": "presets and custom evaluators",
                 "parameters": [{"name": "type", "in": "query", "required": False,
                                 "schema": {"type": "string", "enum": ["preset", "code", "llm", "composite"]}}],
                 "responses": {"200": _json(_envelope({"type": "array", "items": _ref("EvaluatorSummary")}), "evaluators"),
@@ -140,8 +140,9 @@ def openapi_document() -> dict[str, Any]:
                                       "UpdateEvaluator": {"operationId": "updateEvaluator", "parameters": {"id": "$response.body#/data/id"}},
                                       "TestEvaluator": {"operationId": "testEvaluator", "parameters": {"id": "$response.body#/data/id"}},
                                       "DeleteEvaluator": {"operationId": "deleteEvaluator", "parameters": {"id": "$response.body#/data/id"}}}},
-                    "400": _error("invalid input, code that does not compile, or a type not supported yet"),
-                    "409": _error("name taken"), **_WRITE_ERRORS, **_UNAVAILABLE,
+                    "400": _error("invalid input (not strict JSON, code over the size limit, code that does not "
+                                  "compile), or a type not supported yet"),
+                    "409": _error("name taken, or the registry holds its most evaluators"), **_WRITE_ERRORS, **_UNAVAILABLE,
                 },
             },
         },
@@ -162,8 +163,8 @@ def openapi_document() -> dict[str, Any]:
                 "operationId": "updateEvaluator", "summary": "update a custom evaluator (presets: 403)", "security": _AUTH,
                 "requestBody": body(UpdateBody),
                 "responses": {"200": _json(_envelope(_ref("Evaluator")), "updated (version + 1)"),
-                              "400": _error("invalid input"), "404": _error("503001: evaluator does not exist"),
-                              "409": _error("name taken"), **_WRITE_ERRORS, **_UNAVAILABLE},
+                              "400": _error("invalid input (not strict JSON, code over the size limit)"),
+                              "404": _error("503001: evaluator does not exist"), "409": _error("name taken"), **_WRITE_ERRORS, **_UNAVAILABLE},
             },
             "delete": {
                 "operationId": "deleteEvaluator", "summary": "delete a custom evaluator (presets: 403)", "security": _AUTH,
@@ -232,13 +233,13 @@ def openapi_document() -> dict[str, Any]:
         "Evaluator": _FULL,
         "TestResult": _TEST_RESULT,
         "Error": {"type": "object", "required": ["code", "message"],
-                  "properties": {"code": {"type": "integer", "description": "HTTP status, or seed 001's 503001 / 503002"},
+                  "properties": {"code": {"type": "integer", "description": "HTTP status, or 503001 (not found) / 503002 (execution failed)"},
                                  "message": {"type": "string"}, "data": {}}},
     })  # fmt: skip
     return {
         "openapi": "3.1.0",
         "info": {"title": "streameval evaluator registry", "version": __version__,
-                 "description": "Seed 001 evaluator API. Envelope {code, data}; writes need `Authorization: Bearer $STREAMEVAL_API_TOKEN`."},
+                 "description": "The evaluator registry API. Envelope {code, data}; writes need `Authorization: Bearer $STREAMEVAL_API_TOKEN`."},
         "paths": paths,
         "components": {"schemas": components,
                        "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}}},

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -30,7 +29,6 @@ import httpx
 import orjson
 
 from .._version import __version__
-from ..errors import ConfigError, ConfigIssue
 from ._config import JudgeConfig
 from ._errors import (
     JudgeBadResponse,
@@ -40,6 +38,7 @@ from ._errors import (
     map_httpx_error,
     status_error,
 )
+from ._keys import api_key
 from ._transport import AiohttpTransport
 
 __all__ = ["ANTHROPIC_VERSION", "Completion", "JudgeClient"]
@@ -112,12 +111,8 @@ class JudgeClient:
         cfg = self.config
         headers = {"accept": "*/*", "accept-encoding": "gzip, deflate", "user-agent": f"streameval/{__version__}",
                    "content-type": "application/json"}  # fmt: skip
-        if cfg.api_key_env is not None:
-            environ = os.environ if self._environ is None else self._environ
-            key = environ.get(cfg.api_key_env)
-            if not key:
-                raise ConfigError([ConfigIssue(file="<environment>", path=cfg.api_key_env,
-                                               message=f"judge {cfg.name!r} needs its API key in this variable")])
+        key = api_key(cfg, self._environ)  # api_key_file, <api_key_env>_FILE or <api_key_env>
+        if key is not None:
             if cfg.protocol == "openai":
                 headers["authorization"] = f"Bearer {key}"
             else:
