@@ -164,7 +164,11 @@ class ResultStore:
         events = [self._prepare(i, item) for i, item in enumerate(items)]
         await self._admit(events)
         out: list[bytes | None] = [None] * len(items)
-        pending = events
+        # the same event twice in one batch (a redelivered copy next to the first): the copies publish
+        # whatever the first one does
+        first: dict[tuple[str, bytes], int] = {}
+        copies = {e.index: first.setdefault((e.pair, e.digest), e.index) for e in events}
+        pending = [e for e in events if copies[e.index] == e.index]
         dead_call = self._dead_letter_call(dead_letters) if dead_letters else None
         for _ in range(len(items) + 8):  # each round drops a duplicate or corrects the clock guess
             now = self.now()
@@ -183,7 +187,8 @@ class ResultStore:
             for call, group, reply in zip(calls, groups.values(), replies[len(index) + len(extra):], strict=True):
                 pending += self._settle(call, group, reply, out)
             if not pending:
-                return out
+                return [out[copies[i]] if copies[i] == i else out[copies[i]] or items[copies[i]][1]
+                        for i in range(len(out))]  # fmt: skip
         raise StoreUnavailable("recording a batch did not settle (the Redis clock keeps moving away?)")
 
     def _settle(self, call: tuple[Any, list[str], list[Any]], group: list[_Event], reply: list[Any],

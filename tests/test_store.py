@@ -215,3 +215,11 @@ async def test_a_batch_of_thousands_for_one_pair_records_in_one_call(store: Resu
     assert await store.record_many([(results[-1], b"again", None)]) == [b"big-4999"]
     [aggregate] = await store.all_time()
     assert aggregate.count == 5000
+
+
+async def test_the_same_event_twice_in_one_batch_counts_once_and_publishes_one_result(store: ResultStore) -> None:
+    first, copy = await make_result("twice", "Paris"), await make_result("twice", "Paris")
+    replies = await store.record_many([(first, b"first", None, b"raw"), (copy, b"copy", None, b"raw")])
+    assert replies == [None, b"first"]  # the copy publishes what the first one does
+    [aggregate] = await store.all_time()
+    assert aggregate.count == 1
