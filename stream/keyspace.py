@@ -33,7 +33,8 @@ worker waits out and retries: never skipped.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Sequence
+import logging
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
@@ -55,10 +56,12 @@ __all__ = [
     "mget",
     "ping",
     "preflight",
+    "retry_forever",
     "run_scripts",
 ]
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 Client = aioredis.Redis | RedisCluster
 
 #: the model label of pairs beyond ``max_pairs`` (their suite is kept)
@@ -285,3 +288,27 @@ class Keys:
     # -- judge cache (spread over slots) --------------------------------------------------------------
     def judge(self, judge: str, model: str, version: str, digest: str) -> str:
         return f"{self.prefix}judge:{quote(judge, safe='')}:{quote(model, safe='')}:v{version}:{digest}"
+
+
+async def retry_forever(
+    call: Callable[[], Awaitable[T]],
+    *,
+    what: str,
+    first_delay: float = 0.1,
+    max_delay: float = 5.0,
+) -> T:
+    """Run ``call`` until it stops raising :class:`StoreUnavailable`, with capped exponential backoff.
+
+    The worker uses this around Redis so that an outage (or a cluster failover) stalls the stream
+    (offsets are not committed past unrecorded events) instead of losing or double-counting anything.
+    """
+    delay = first_delay
+    failures = 0
+    while True:
+        try:
+            return await call()
+        except StoreUnavailable as exc:
+            failures += 1
+            log.warning("%s failed (%d in a row), retrying in %.1fs: %s", what, failures, delay, exc)
+            await asyncio.sleep(delay)
+            delay = min(max_delay, delay * 2)

@@ -27,21 +27,20 @@ counters an evaluator reports. Floats use HINCRBYFLOAT; counts read back as inte
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import math
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from . import _lua, telemetry
 from .errors import StoreUnavailable
-from .keyspace import OVERFLOW_MODEL, Client, Keys, guard, is_cluster, run_scripts
+from .keyspace import OVERFLOW_MODEL, Client, Keys, guard, is_cluster, retry_forever, run_scripts
 from .models import GradedResult, parse_time
 from .stats import latency_bucket
 
@@ -51,7 +50,6 @@ if TYPE_CHECKING:
 __all__ = ["MARK_SHARDS", "PairAggregate", "ResultStore", "retry_forever"]
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 #: idempotency mark hashes per pair and generation (field: 8-byte digest, empty value). Measured: ~14
 #: bytes a mark while a hash has at most 128 fields (hash-max-listpack-entries: ~8 k events per pair and
@@ -438,26 +436,3 @@ def _aggregate(model: str, suite: str, fields: dict[str, float]) -> PairAggregat
     pass_rate = fields.get("passes", 0.0) / count if count else 0.0
     return PairAggregate(model, suite, count, mean, pass_rate, fields)
 
-
-async def retry_forever(
-    call: Callable[[], Awaitable[T]],
-    *,
-    what: str,
-    first_delay: float = 0.1,
-    max_delay: float = 5.0,
-) -> T:
-    """Run ``call`` until it stops raising :class:`StoreUnavailable`, with capped exponential backoff.
-
-    The worker uses this around Redis so that an outage (or a cluster failover) stalls the stream
-    (offsets are not committed past unrecorded events) instead of losing or double-counting anything.
-    """
-    delay = first_delay
-    failures = 0
-    while True:
-        try:
-            return await call()
-        except StoreUnavailable as exc:
-            failures += 1
-            log.warning("%s failed (%d in a row), retrying in %.1fs: %s", what, failures, delay, exc)
-            await asyncio.sleep(delay)
-            delay = min(max_delay, delay * 2)
