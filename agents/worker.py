@@ -8,8 +8,8 @@ import sys
 from typing import Any
 
 import faust
-import redis.asyncio as aioredis
 
+from streameval import keyspace
 from streameval._util import redact_url
 from streameval.alerts import check_alert_windows
 from streameval.api import broker_check, create_web_app, judge_checks, load_api_settings, start_web
@@ -18,7 +18,7 @@ from streameval.api._settings import ApiSettings
 from streameval.config import parse_config_text, read_config_text
 from streameval.connect_check import check_redis_settings
 from streameval.deadletters import DeadLetterPolicy, RawStore
-from streameval.errors import ConfigError, StoreUnavailable
+from streameval.errors import ConfigError
 from streameval.evalpool import EvalPool
 from streameval.inputs import Inputs, check_input_topics
 from streameval.judges import JudgeCache
@@ -74,33 +74,17 @@ def run_worker(settings: Settings) -> None:
             security=KafkaSecurity.from_settings(settings),
         )
     )  # fmt: skip
+    asyncio.run(keyspace.preflight(redis_url, **redis_options(settings)))  # a cluster behind redis:// fails here
     asyncio.set_event_loop(asyncio.new_event_loop())  # asyncio.run closed its loop; Faust needs one
 
     async def make_processor() -> Processor:
         # Blocking pool: with batches in flight, thousands of judge-cache reads can be waiting at once;
         # they queue for one of the connections instead of failing with MaxConnectionsError (which
         # turned every cache read into a judge call, docs/performance.md).
-        pool = aioredis.BlockingConnectionPool.from_url(
-            redis_url, max_connections=REDIS_CONNECTIONS, timeout=30, socket_timeout=10, socket_connect_timeout=5,
-            **redis_options(settings),
-        )
-        client = aioredis.Redis(connection_pool=pool)
+        client = keyspace.connect(redis_url, max_connections=REDIS_CONNECTIONS, **redis_options(settings))  # or a cluster
 
-        async def ping() -> object:
-            try:
-                return await client.ping()
-            except (OSError, aioredis.ConnectionError, aioredis.TimeoutError) as exc:
-                raise StoreUnavailable(f"Redis at {redact_url(redis_url)} did not answer: {exc}") from exc
-
-        await retry_forever(ping, what="connecting to Redis")
-        store = ResultStore(
-            client,
-            prefix=settings.redis_prefix,
-            windows=settings.windows,
-            window_ttl_s=settings.window_ttl_s,
-            seen_ttl_s=settings.seen_ttl_s,
-            allowed_lateness_s=suites.windowing.allowed_lateness_s,
-        )
+        await retry_forever(lambda: keyspace.ping(client, redis_url), what="connecting to Redis")
+        store = ResultStore.from_settings(client, settings, allowed_lateness_s=suites.windowing.allowed_lateness_s)
         pipeline = Pipeline(
             suites,
             max_event_bytes=settings.max_event_bytes,
@@ -156,7 +140,8 @@ def _serve_web(app: faust.App, settings: Settings, api: ApiSettings, judges: lis
 
     @app.task  # type: ignore[untyped-decorator]
     async def _web() -> None:
-        client = aioredis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=2, **redis_options(settings))
+        client = keyspace.connect(redis_url, max_connections=16, socket_timeout=5, connect_timeout=2,
+                                  **redis_options(settings))  # fmt: skip
         token = api.token()
         checks = [broker_check(settings.kafka_bootstrap_servers, KafkaSecurity.from_settings(settings)),
                   stall_check(), *judge_checks(judges)]

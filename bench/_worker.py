@@ -281,8 +281,9 @@ async def run_workers(
         try:
             while True:
                 total = 0
-                async for key in client.scan_iter(match=f"{prefix}agg:all:*", count=1000):
-                    total += int(float(await client.hget(key, "count") or 0))
+                async for key in client.scan_iter(match=f"{prefix}{{*}}:all", count=1000):  # streameval.keyspace
+                    if not key.endswith(b"{dl}:all"):
+                        total += int(float(await client.hget(key, "count") or 0))
                 run.counted.append((time.perf_counter(), total))
                 if total >= count:
                     return

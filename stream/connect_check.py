@@ -15,12 +15,12 @@ import ssl
 import time
 from typing import Literal
 
-import redis.asyncio as aioredis
 from aiokafka import errors as kafka_errors
 from aiokafka.conn import create_conn
 from aiokafka.protocol.metadata import MetadataRequest
 from redis import exceptions as redis_errors
 
+from . import keyspace
 from ._util import redact_url
 from .errors import BrokerUnavailable, ConnectFailed
 from .kafka_security import KafkaSecurity, bootstrap_hosts
@@ -151,7 +151,7 @@ def redis_reason(exc: BaseException, url: str) -> tuple[str, bool]:
     return f"{type(exc).__name__}: {exc}", False
 
 
-async def check_redis(client: aioredis.Redis, url: str) -> None:
+async def check_redis(client: keyspace.Client, url: str) -> None:
     """PING once; a permanent failure (credentials, TLS) raises :class:`ConnectFailed`, others pass through."""
     try:
         await client.ping()
@@ -164,7 +164,7 @@ async def check_redis(client: aioredis.Redis, url: str) -> None:
 
 async def check_redis_settings(url: str, options: dict[str, object], *, timeout: float = 5.0) -> None:
     """:func:`check_redis` on a short-lived client for ``url`` with ``options`` (streameval.redis_security)."""
-    client = aioredis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout, **options)  # type: ignore[arg-type]
+    client = keyspace.connect(url, max_connections=2, socket_timeout=timeout, connect_timeout=timeout, **options)
     try:
         await check_redis(client, url)
     except ConnectFailed:

@@ -17,10 +17,8 @@ import hashlib
 import time
 from dataclasses import dataclass
 
-import redis.asyncio as aioredis
-from redis import exceptions as redis_errors
-
-from .errors import StoreUnavailable
+from . import _lua
+from .keyspace import Client, Keys, guard, run_scripts
 from .models import DeadLetter, DeadLetterTruncation, format_time
 
 __all__ = ["DEFAULT_MAX_DEAD_LETTER_BYTES", "DeadLetterPolicy", "RawStore", "fit", "raw_key"]
@@ -34,7 +32,7 @@ _MIN_RAW_BYTES = 64
 
 def raw_key(prefix: str, sha256: str) -> str:
     """The Redis key of a kept event: by content, so the same event sent many times is kept once."""
-    return f"{prefix}dlraw:{sha256}"
+    return Keys(prefix).dead_letter_raw(sha256)
 
 
 def _encoded_size(letter: DeadLetter) -> int:
@@ -72,41 +70,15 @@ def fit(letter: DeadLetter, raw: bytes, *, max_bytes: int, stored_key: str | Non
     )
 
 
-# Keep one event under its content key with a TTL, within a total budget. KEYS: index (zset of
-# "sha:size" by expiry), used bytes counter, the event's key. ARGV: now (s), ttl (s), budget, size,
-# bytes, sha. Expired entries are forgotten first, so the counter follows what Redis still holds.
-_KEEP = """
-local now, ttl, budget, size = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
-if #old > 0 then
-  local freed = 0
-  for _, member in ipairs(old) do freed = freed + tonumber(string.match(member, ':(%d+)$')) end
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-  redis.call('DECRBY', KEYS[2], freed)
-end
-local member = ARGV[6] .. ':' .. ARGV[4]
-if redis.call('EXISTS', KEYS[3]) == 0 then
-  local used = tonumber(redis.call('GET', KEYS[2]) or '0')
-  if used + size > budget then return 0 end
-  redis.call('INCRBY', KEYS[2], size)
-end
-redis.call('SET', KEYS[3], ARGV[5], 'EX', ttl)
-redis.call('ZADD', KEYS[1], now + ttl, member)
-redis.call('EXPIRE', KEYS[1], ttl)
-redis.call('EXPIRE', KEYS[2], ttl)
-return 1
-"""
-
-
 class RawStore:
     """Whole events of truncated dead letters, in Redis for ``ttl_s``, at most ``budget_bytes`` in all."""
 
-    def __init__(self, client: aioredis.Redis, *, prefix: str, ttl_s: int, budget_bytes: int) -> None:
+    def __init__(self, client: Client, *, prefix: str, ttl_s: int, budget_bytes: int) -> None:
         self.client = client
         self.prefix = prefix
         self.ttl_s = ttl_s
         self.budget_bytes = budget_bytes
-        self._keep = client.register_script(_KEEP)
+        self._keep = client.register_script(_lua.DEAD_LETTER_RAW)
 
     async def keep(self, raw: bytes, sha256: str, *, now: float | None = None) -> tuple[str, float] | None:
         """Keep ``raw``; returns (key, expiry in epoch s), or None when over the budget (not kept)."""
@@ -114,11 +86,9 @@ class RawStore:
             return None
         now = time.time() if now is None else now
         key = raw_key(self.prefix, sha256)
-        keys = [f"{self.prefix}dlraw-index", f"{self.prefix}dlraw-bytes", key]
-        try:
-            kept = await self._keep(keys=keys, args=[now, self.ttl_s, self.budget_bytes, len(raw), raw, sha256])
-        except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:
-            raise StoreUnavailable(f"Redis unavailable: {type(exc).__name__}: {exc}") from exc
+        keys = [Keys(self.prefix).dead_letter_raw_index, Keys(self.prefix).dead_letter_raw_bytes, key]
+        args = [now, self.ttl_s, self.budget_bytes, len(raw), raw, sha256]
+        [kept] = await guard(run_scripts(self.client, [(self._keep, keys, args)]))
         return (key, now + self.ttl_s) if int(kept) else None
 
 

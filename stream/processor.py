@@ -4,7 +4,7 @@ The Faust agent (``streameval.agents``) hands each batch to :meth:`Processor.pro
 the returned messages; a benchmark or another consumer loop can do the same.
 
 Delivery: at least once from Kafka, exactly once in Redis. A batch is recorded in Redis (one
-pipeline, one atomic script per event) before anything is published, and the agent only moves past
+atomic script per model × suite pair, streameval.store) before anything is published, and the agent only moves past
 the batch (so offsets are only committed) after every message is handed to the producer, which Faust
 flushes before each commit. A redelivered event publishes the result stored by its first evaluation
 and is not counted again.
@@ -36,6 +36,10 @@ class Publish:
     kind: Literal["result", "deadletter"]
     key: bytes | None
     value: bytes
+
+
+def _position(source: Source) -> tuple[str | None, int | None, int | None]:
+    return source.topic, source.partition, source.offset
 
 
 def _source_key(source: Source) -> str:
@@ -93,9 +97,10 @@ class Processor:
         telemetry.observe_outcomes(outcomes)
         results = [(i, o.result, o.result.model_dump_json().encode()) for i, o in enumerate(outcomes) if o.result]
         dead = [(i, o.dead_letter) for i, o in enumerate(outcomes) if o.dead_letter]
+        raw_of = {_position(source): raw for raw, source in messages}  # an event's content: its message's bytes
         stored = await retry_forever(
             lambda: self.store.record_many(
-                [(r, enc, outcomes[i].counters) for i, r, enc in results],
+                [(r, enc, outcomes[i].counters, raw_of.get(_position(sources[i]), b"")) for i, r, enc in results],
                 [(d.kind, _source_key(sources[i]), parse_time(d.failed_at)) for i, d in dead],
             ),
             what="recording a batch in Redis",

@@ -8,10 +8,13 @@ so a suite's ``evaluator: registered`` step uses the new code without a restart.
 
 Redis keys (``P`` = the key prefix):
 
-* ``P registry:ev:{id}``   the record as JSON
-* ``P registry:names``     hash name -> id (names are unique)
-* ``P registry:rev``       counter bumped on every change (the resync compares it)
-* channel ``P registry:changes``  the id of each changed record
+* ``P{registry}:ev:{id}``   the record as JSON
+* ``P{registry}:names``     hash name -> id (names are unique)
+* ``P{registry}:rev``       counter bumped on every change (the resync compares it)
+* channel ``P{registry}:changes``  the id of each changed record
+
+(one hash slot, so the scripts run on Redis Cluster; names in streameval.keyspace). The records have no
+TTL: their number and size are bounded by the registry's limits.
 
 Writes are Lua scripts, so a name check (and the count limit) and its write cannot interleave with
 another writer's.
@@ -33,11 +36,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import redis.asyncio as aioredis
 from pydantic import BaseModel, ConfigDict, Field
-from redis import exceptions as redis_errors
 
-from .errors import StoreUnavailable
+from . import _lua
+from .keyspace import Client, Keys, guard, run_scripts
 from .models import format_time
 
 __all__ = [
@@ -53,8 +55,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-_TRANSIENT = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError)
 
 
 class CodeConfig(BaseModel):
@@ -108,54 +108,25 @@ class RegistryLimits:
     max_code_bytes: int = DEFAULT_MAX_CODE_BYTES
 
 
-# KEYS 1 record key, 2 names hash, 3 rev counter; ARGV 1 id, 2 name, 3 record JSON, 4 old name ('' when new),
-# 5 channel, 6 most evaluators. Returns 0 when the name belongs to another id, -1 when a new record would
-# exceed the count limit, else 1.
-_PUT = """
-local owner = redis.call('HGET', KEYS[2], ARGV[2])
-if owner and owner ~= ARGV[1] then return 0 end
-if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[6]) then return -1 end
-if ARGV[4] ~= '' and ARGV[4] ~= ARGV[2] then redis.call('HDEL', KEYS[2], ARGV[4]) end
-redis.call('HSET', KEYS[2], ARGV[2], ARGV[1])
-redis.call('SET', KEYS[1], ARGV[3])
-redis.call('INCR', KEYS[3])
-redis.call('PUBLISH', ARGV[5], ARGV[1])
-return 1
-"""
-
-# KEYS 1 record key, 2 names hash, 3 rev; ARGV 1 id, 2 name, 3 channel
-_DELETE = """
-if redis.call('DEL', KEYS[1]) == 0 then return 0 end
-if redis.call('HGET', KEYS[2], ARGV[2]) == ARGV[1] then redis.call('HDEL', KEYS[2], ARGV[2]) end
-redis.call('INCR', KEYS[3])
-redis.call('PUBLISH', ARGV[3], ARGV[1])
-return 1
-"""
-
-
 class RegistryStore:
     """CRUD of custom evaluators in Redis. Redis outages raise :class:`StoreUnavailable`."""
 
-    def __init__(
-        self, client: aioredis.Redis, *, prefix: str = "streameval:", limits: RegistryLimits | None = None
-    ) -> None:
+    def __init__(self, client: Client, *, prefix: str = "streameval:", limits: RegistryLimits | None = None) -> None:
         self.client = client
         self.prefix = prefix
         self.limits = limits or RegistryLimits()
-        self.names_key = f"{prefix}registry:names"
-        self.rev_key = f"{prefix}registry:rev"
-        self.channel = f"{prefix}registry:changes"
-        self._put = client.register_script(_PUT)
-        self._delete = client.register_script(_DELETE)
+        self.keys = Keys(prefix)
+        self.names_key = self.keys.registry_names
+        self.rev_key = self.keys.registry_rev
+        self.channel = self.keys.registry_channel
+        self._put = client.register_script(_lua.REGISTRY_PUT)
+        self._delete = client.register_script(_lua.REGISTRY_DELETE)
 
     def _key(self, evaluator_id: str) -> str:
-        return f"{self.prefix}registry:ev:{evaluator_id}"
+        return self.keys.registry_record(evaluator_id)
 
     async def _guard(self, call: Any) -> Any:
-        try:
-            return await call
-        except _TRANSIENT as exc:
-            raise StoreUnavailable(f"Redis unavailable: {type(exc).__name__}: {exc}") from exc
+        return await guard(call)
 
     async def get(self, evaluator_id: str) -> EvaluatorRecord | None:
         raw = await self._guard(self.client.get(self._key(evaluator_id)))
@@ -202,26 +173,18 @@ class RegistryStore:
     async def _write(self, record: EvaluatorRecord, *, old_name: str) -> None:
         """Store ``record``. Raises :class:`NameTaken`, or :class:`RegistryFull` for a new record."""
         most = self.limits.max_evaluators
-        ok = await self._guard(
-            self._put(
-                keys=[self._key(record.id), self.names_key, self.rev_key],
-                args=[record.id, record.name, record.model_dump_json(), old_name, self.channel, most],
-            )
-        )
+        keys = [self._key(record.id), self.names_key, self.rev_key]
+        args = [record.id, record.name, record.model_dump_json(), old_name, self.channel, most]
+        [ok] = await guard(run_scripts(self.client, [(self._put, keys, args)]))
         if ok == 0:
             raise NameTaken(f"an evaluator named {record.name!r} already exists")
         if ok == -1:
             raise RegistryFull(f"the registry holds {most} custom evaluators, the limit; delete one first")
 
     async def delete(self, record: EvaluatorRecord) -> bool:
-        return bool(
-            await self._guard(
-                self._delete(
-                    keys=[self._key(record.id), self.names_key, self.rev_key],
-                    args=[record.id, record.name, self.channel],
-                )
-            )
-        )
+        keys = [self._key(record.id), self.names_key, self.rev_key]
+        [deleted] = await guard(run_scripts(self.client, [(self._delete, keys, [record.id, record.name, self.channel])]))
+        return bool(deleted)
 
 
 class LiveRegistry:

@@ -31,7 +31,8 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(
         default=None,
         validation_alias=AliasChoices("REDIS_URL", "STREAMEVAL_REDIS_URL"),
-        description="redis:// URL of the state store; unset: the demo starts an embedded server",
+        description="redis:// URL of the state store (redis+cluster://host:port for a Redis Cluster); "
+        "unset: the demo starts an embedded server",
     )
     config: str | None = Field(default=None, description="path of the suites YAML file")
     app_id: str = Field(default="streameval", min_length=1, description="Faust app id = Kafka consumer group")
@@ -48,7 +49,20 @@ class Settings(BaseSettings):
     )
     window_ttl_s: int = Field(default=7 * 86400, ge=60, description="how long window aggregates stay in Redis")
     seen_ttl_s: int = Field(
-        default=7 * 86400, ge=60, description="how long an event id is remembered for idempotency"
+        default=7 * 86400, ge=60,
+        description="replay horizon: how long an event stays marked as counted (a compact mark per event)",
+    )
+    redelivery_ttl_s: int = Field(
+        default=3600, ge=0,
+        description="redelivery horizon: how long an event's encoded result is kept to publish again on redelivery",
+    )
+    all_time_ttl_s: int = Field(
+        default=90 * 86400, ge=3600,
+        description="all-time aggregates of a model × suite expire this long after its last event",
+    )
+    max_pairs: int = Field(
+        default=10_000, ge=1,
+        description="most model × suite pairs aggregated; events of further pairs aggregate under the model (overflow)",
     )
     max_event_bytes: int = Field(
         default=DEFAULT_MAX_EVENT_BYTES, ge=1024, description="larger events are dead-lettered as too_large"

@@ -1,110 +1,69 @@
-"""Redis state: idempotency by event id and windowed aggregates, updated in one atomic script.
+"""Redis state: idempotent recording of graded results and windowed aggregates, one script per pair.
 
-Keys (``P`` = the configured prefix, ``m``/``s`` = URL-quoted model and suite):
+A batch is recorded with one script call per model × suite pair (one hash slot each, streameval.keyspace)
+plus one for the indexes and one for the dead letters. The worker sums each pair's increments per
+target hash, so Redis does a handful of HINCRBYFLOAT per pair and batch instead of ~34 per event.
 
-* ``P seen:{id}``                     the stored encoded result (first writer wins; TTL ``seen_ttl_s``)
-* ``P agg:{size}:{start}:{m}:{s}``    hash of one tumbling window (TTL ``window_ttl_s``)
-* ``P agg:all:{m}:{s}``               hash of all time
-* ``P pairs``                         set of ``m s`` pairs seen (for listing)
-* ``P dl:seen:{topic}:{part}:{off}``  dead letter already counted (replays do not count twice)
-* ``P dl:{size}:{start}`` / ``P dl:all``  dead-letter counts by kind
-* ``P wpairs:{size}:{start}``         set of pairs with data in that window
-* ``P windows:{size}``                sorted set of window starts with data, not yet published
-* ``P closed:{size}:{start}``         the window is closed (published or being published): late events
-  go to the open window (streameval.windows)
+Idempotency: an event is identified by a digest of its id and its content (the raw message bytes),
+scoped by its model × suite pair. Its mark (8 bytes in a sharded hash) is kept for the replay horizon
+``seen_ttl_s``, its encoded result only for the redelivery horizon ``redelivery_ttl_s``:
 
-Aggregate hash fields: ``count sum sumsq passes grade:{g} lat:{bucket} late late_redirected`` for the
-suite score, latency histogram and lateness, and
+* same id, same content, within the redelivery horizon: the stored result is published again,
+  nothing is counted;
+* same id, same content, after it but within the replay horizon: the fresh evaluation is published,
+  nothing is counted;
+* same id, different content (or another model or suite): a different event, evaluated and counted
+  on its own; it never receives another event's result.
+
+The record script is all or nothing per pair: when any event of the call is already marked it writes
+nothing and names them; the store drops those and calls again with the rest. So each event is counted
+exactly once with its mark, also when a batch is partly redelivered after a crash, and a script call
+that is retried after a lost reply cannot count twice.
+
+Aggregate hash fields: ``count sum sumsq passes grade:{g} lat:{bucket} late late_redirected`` and
 ``ev:{name}:count|sum|sumsq|passes|errors`` per evaluator, plus ``ev:{name}:c:{counter}`` for the
 counters an evaluator reports. Floats use HINCRBYFLOAT; counts read back as integers.
 """
 
 from __future__ import annotations
 
-import asyncio
+import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
-from urllib.parse import quote, unquote
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import redis.asyncio as aioredis
-from redis import exceptions as redis_errors
 
+from . import _lua, telemetry
 from .errors import StoreUnavailable
+from .keyspace import OVERFLOW_MODEL, Client, Keys, guard, is_cluster, retry_forever, run_scripts
 from .models import GradedResult, parse_time
 from .stats import latency_bucket
 
-__all__ = ["PairAggregate", "ResultStore", "retry_forever"]
+if TYPE_CHECKING:
+    from .settings import Settings
+
+__all__ = ["MARK_SHARDS", "PairAggregate", "ResultStore", "retry_forever"]
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
-# KEYS[1] seen key, KEYS[2] pairs set, then per window size four keys: the event's window hash, its pair
-# set, its closed mark, the size's sorted set of windows with data (score = start); last the all-time hash.
-# ARGV: 1 encoded result, 2 seen ttl, 3 window ttl, 4 number of sizes, 5 pair id, 6 now ('' = Redis TIME),
-#       7 allowed lateness, 8 key prefix, then per size (size, event window start), last one JSON
-#       array [field, increment, field, increment, ...] added to every target hash: each size's window
-#       and the all-time hash. One JSON argument rather than one argument per increment per target:
-#       packing ~150 arguments per event was 14 % of a worker's CPU (docs/performance.md).
-# The watermark is the Redis clock minus the lateness (streameval.windows). An event whose window has
-# passed it, or was already closed (published), counts in the window open now, as late_redirected; the
-# check and the increments are one script, so an event is either in the hash the closer reads after
-# setting the closed mark, or redirected: never lost, never twice. (The open window's keys are built
-# here, so this script needs a single Redis node, not a cluster.)
-_RECORD = """
-local previous = redis.call('GET', KEYS[1])
-if previous then return previous end
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-redis.call('SADD', KEYS[2], ARGV[5])
-local now = tonumber(ARGV[6])
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-end
-local lateness, prefix, pair = tonumber(ARGV[7]), ARGV[8], ARGV[5]
-local sizes = tonumber(ARGV[4])
-local target = {}
-for i = 1, sizes do
-  local k = 2 + (i - 1) * 4
-  local size, start = tonumber(ARGV[7 + 2 * i]), tonumber(ARGV[8 + 2 * i])
-  local hash, members = KEYS[k + 1], KEYS[k + 2]
-  if start + size + lateness <= now or redis.call('EXISTS', KEYS[k + 3]) == 1 then
-    start = math.floor(now / size) * size
-    hash = prefix .. 'agg:' .. size .. ':' .. string.format('%d', start) .. ':' .. pair
-    members = prefix .. 'wpairs:' .. size .. ':' .. string.format('%d', start)
-    redis.call('HINCRBY', hash, 'late_redirected', 1)
-  elseif start + size <= now then
-    redis.call('HINCRBY', hash, 'late', 1)
-  end
-  target[i] = hash
-  redis.call('SADD', members, pair)
-  redis.call('ZADD', KEYS[k + 4], start, string.format('%d', start))
-  redis.call('EXPIRE', members, ARGV[3])
-  redis.call('EXPIRE', KEYS[k + 4], ARGV[3])
-end
-target[sizes + 1] = KEYS[#KEYS]
-local increments = cjson.decode(ARGV[9 + sizes * 2])
-for t = 1, sizes + 1 do
-  local hash = target[t]
-  for i = 1, #increments, 2 do
-    redis.call('HINCRBYFLOAT', hash, increments[i], increments[i + 1])
-  end
-end
-for i = 1, sizes do redis.call('EXPIRE', target[i], ARGV[3]) end
-return false
-"""
+#: idempotency mark hashes per pair and generation (field: 8-byte digest, empty value). Measured: ~14
+#: bytes a mark while a hash has at most 128 fields (hash-max-listpack-entries: ~8 k events per pair and
+#: generation over 64 shards), 58-66 bytes in a larger one (a hash table; a set of integers would be 8
+#: bytes small but 72-80 large). Each shard a call touches costs one EXPIRE (once per worker).
+MARK_SHARDS = 64
+#: how far (s) the worker's guess of the Redis clock may be off before the script asks again
+_CLOCK_MARGIN_S = 2.0
+#: agent domain (and similar) counter labels kept per pair and evaluator in one worker; beyond: "_other"
+MAX_COUNTER_LABELS = 64
 
-# KEYS[1] dedupe key, KEYS[2..] count hashes (the windowed ones expire); ARGV 1 kind, 2 ttl, 3 windowed n
-_DEAD_LETTER = """
-if redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[2]) == false then return 0 end
-for i = 2, #KEYS do redis.call('HINCRBY', KEYS[i], ARGV[1], 1) end
-for i = 2, 1 + tonumber(ARGV[3]) do redis.call('EXPIRE', KEYS[i], ARGV[2]) end
-return 1
-"""
-
-_TRANSIENT = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError)
+Item = tuple[GradedResult, bytes, dict[str, dict[str, float]] | None] | tuple[
+    GradedResult, bytes, dict[str, dict[str, float]] | None, bytes
+]
 
 
 @dataclass(frozen=True)
@@ -119,194 +78,361 @@ class PairAggregate:
     fields: dict[str, float]
 
 
+@dataclass
+class _Event:
+    index: int
+    pair: str
+    digest: bytes
+    event_time: float
+    encoded: bytes
+    increments: dict[str, float] = field(default_factory=dict)
+
+
 class ResultStore:
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: Client,
         *,
         prefix: str = "streameval:",
         windows: Sequence[int] = (60,),
         window_ttl_s: int = 7 * 86400,
         seen_ttl_s: int = 7 * 86400,
+        redelivery_ttl_s: int = 3600,
+        all_time_ttl_s: int = 90 * 86400,
+        max_pairs: int = 10_000,
         allowed_lateness_s: float = 5.0,
         clock: Callable[[], float] | None = None,
     ) -> None:
         self.client = client
+        self.keys = Keys(prefix)
         self.prefix = prefix
         self.windows = tuple(windows)
         self.window_ttl_s = window_ttl_s
         self.seen_ttl_s = seen_ttl_s
+        self.redelivery_ttl_s = redelivery_ttl_s
+        self.all_time_ttl_s = all_time_ttl_s
+        self.max_pairs = max_pairs
         self.allowed_lateness_s = allowed_lateness_s
         self.clock = clock  # tests inject one; None: the Redis server's clock (the watermark's clock)
-        self._record = client.register_script(_RECORD)
-        self._dead_letter = client.register_script(_DEAD_LETTER)
+        self._offset = 0.0  # Redis clock minus ours, learnt when the record script says we guessed wrong
+        self._record = client.register_script(_lua.RECORD)
+        self._index = client.register_script(_lua.INDEX)
+        self._cap = client.register_script(_lua.PAIR_CAP)
+        self._dead = client.register_script(_lua.DEAD_LETTERS)
+        self._admitted: dict[str, bool] = {}  # pair -> within max_pairs (this worker's cache)
+        self._labels: dict[tuple[str, str], set[str]] = {}  # (pair, evaluator) -> counter labels kept
+        # mark sets this worker has seen given their TTL: a set never loses its TTL within its generation
+        # (only a rolled-back call empties, and so deletes, a set it created), so the EXPIRE is sent once
+        self._expiring: set[str] = set()
+        self._expiring_since = time.monotonic()
 
-    # -- keys ---------------------------------------------------------------------------------
+    @classmethod
+    def from_settings(cls, client: Client, settings: Settings, *, allowed_lateness_s: float) -> ResultStore:
+        return cls(client, prefix=settings.redis_prefix, windows=settings.windows, window_ttl_s=settings.window_ttl_s,
+                   seen_ttl_s=settings.seen_ttl_s, redelivery_ttl_s=settings.redelivery_ttl_s,
+                   all_time_ttl_s=settings.all_time_ttl_s, max_pairs=settings.max_pairs,
+                   allowed_lateness_s=allowed_lateness_s)  # fmt: skip
+
+    # -- keys (for callers that address one pair) -----------------------------------------------
     def pair_id(self, model: str, suite: str) -> str:
-        """``model:suite``, each URL-quoted: the pair's part of every key and its member in the pair sets."""
-        return f"{quote(model, safe='')}:{quote(suite, safe='')}"
+        return self.keys.pair_id(model, suite)
 
     def window_key(self, size: int, start: int, model: str, suite: str) -> str:
-        return f"{self.prefix}agg:{size}:{start}:{self.pair_id(model, suite)}"
+        return self.keys.window(self.pair_id(model, suite), size, start)
 
     def all_time_key(self, model: str, suite: str) -> str:
-        return f"{self.prefix}agg:all:{self.pair_id(model, suite)}"
+        return self.keys.all_time(self.pair_id(model, suite))
+
+    def now(self) -> float:
+        """Our best guess at the Redis clock (or the injected clock)."""
+        return self.clock() if self.clock is not None else time.time() + self._offset
 
     # -- writes -------------------------------------------------------------------------------
-    def window_pairs_key(self, size: int, start: int) -> str:
-        return f"{self.prefix}wpairs:{size}:{start}"
+    async def record_many(self, items: Sequence[Item], dead_letters: Sequence[tuple[str, str, float]] = ()) -> list[bytes | None]:
+        """Record a batch: one script call per pair, one for the indexes, one for the dead letters.
 
-    def closed_key(self, size: int, start: int) -> str:
-        return f"{self.prefix}closed:{size}:{start}"
-
-    def open_windows_key(self, size: int) -> str:
-        return f"{self.prefix}windows:{size}"
-
-    def dead_letter_key(self, size: int, start: int) -> str:
-        return f"{self.prefix}dl:{size}:{start}"
-
-    def _record_args(
-        self, result: GradedResult, encoded: bytes, counters: dict[str, dict[str, float]] | None
-    ) -> tuple[list[str], list[Any]]:
-        event_time = parse_time(result.event_time)
-        keys = [f"{self.prefix}seen:{result.id}", f"{self.prefix}pairs"]
-        windows: list[Any] = []
-        for size in self.windows:
-            start = int(event_time // size) * size
-            keys += [self.window_key(size, start, result.model, result.suite), self.window_pairs_key(size, start),
-                     self.closed_key(size, start), self.open_windows_key(size)]  # fmt: skip
-            windows += [size, start]
-        keys.append(self.all_time_key(result.model, result.suite))
-        increments: list[tuple[str, float]] = [
-            ("count", 1), ("sum", result.score), ("sumsq", result.score * result.score),
-            ("passes", int(result.passed)), (f"grade:{result.grade}", 1),
-            (f"lat:{latency_bucket(result.latency_ms)}", 1),
-        ]  # fmt: skip
-        for ev in result.evaluators:
-            base = f"ev:{ev.name}:"
-            increments += [
-                (base + "count", 1), (base + "sum", ev.score), (base + "sumsq", ev.score * ev.score),
-                (base + "passes", int(ev.passed)), (base + "errors", int(ev.error is not None)),
-            ]  # fmt: skip
-            for counter, value in ((counters or {}).get(ev.name) or {}).items():
-                increments.append((f"{base}c:{counter}", value))
-        now = "" if self.clock is None else repr(self.clock())
-        args: list[Any] = [encoded, self.seen_ttl_s, self.window_ttl_s, len(self.windows),
-                           self.pair_id(result.model, result.suite), now, repr(float(self.allowed_lateness_s)),
-                           self.prefix, *windows]  # fmt: skip
-        flat: list[Any] = []
-        for field, value in increments:
-            if value:
-                flat += [field, float(value)]
-        args.append(orjson.dumps(flat))
-        return keys, args
-
-    async def record_many(
-        self,
-        items: Sequence[tuple[GradedResult, bytes, dict[str, dict[str, float]] | None]],
-        dead_letters: Sequence[tuple[str, str, float]] = (),
-    ) -> list[bytes | None]:
-        """Record a batch in one round trip: one atomic script per result and per dead letter.
-
-        ``items`` are (result, encoded result, counters); ``dead_letters`` are (kind,
-        ``topic:partition:offset``, event time), each counted once per source position. Returns, per
-        item: ``None`` when it was new (aggregates updated), else the result stored by the first
-        writer of that event id (nothing counted; publish that copy instead).
+        ``items`` are (result, encoded result, counters[, content]); ``content`` (the raw message) tells
+        a redelivery from another event reusing its id (without it: id, model, suite, event time).
+        ``dead_letters`` are (kind, ``topic:partition:offset``, event time), each counted once per source
+        position. Returns per item ``None`` when it was new (counted; publish it), else the bytes to
+        publish instead: the first evaluation's result within the redelivery horizon, or this one.
         """
         if not items and not dead_letters:
             return []
-        async with self.client.pipeline(transaction=False) as pipe:
-            for result, encoded, counters in items:
-                keys, args = self._record_args(result, encoded, counters)
-                await self._record(keys=keys, args=args, client=pipe)
-            for kind, source_key, event_time in dead_letters:
-                keys = self._dead_letter_keys(source_key, event_time)
-                await self._dead_letter(keys=keys, args=[kind, self.seen_ttl_s, len(self.windows)], client=pipe)
-            replies = await self._guard(pipe.execute)
-        return [reply if reply else None for reply in replies[: len(items)]]
+        events = [self._prepare(i, item) for i, item in enumerate(items)]
+        await self._admit(events)
+        out: list[bytes | None] = [None] * len(items)
+        # the same event twice in one batch (a redelivered copy next to the first): the copies publish
+        # whatever the first one does
+        first: dict[tuple[str, bytes], int] = {}
+        copies = {e.index: first.setdefault((e.pair, e.digest), e.index) for e in events}
+        pending = [e for e in events if copies[e.index] == e.index]
+        dead_call = self._dead_letter_call(dead_letters) if dead_letters else None
+        for _ in range(len(items) + 8):  # each round drops a duplicate or corrects the clock guess
+            now = self.now()
+            groups: dict[str, list[_Event]] = defaultdict(list)
+            for event in pending:
+                groups[event.pair].append(event)
+            calls = [self._record_call(pair, group, now) for pair, group in groups.items()]
+            index = [self._index_call(groups, now)] if groups else []
+            if is_cluster(self.client) and index:  # the closer must see a pair in a window's index first
+                await guard(run_scripts(self.client, index))
+                index = []
+            extra = [dead_call] if dead_call is not None else []
+            replies = await guard(run_scripts(self.client, [*index, *extra, *calls]))
+            dead_call = None
+            pending = []
+            for call, group, reply in zip(calls, groups.values(), replies[len(index) + len(extra):], strict=True):
+                pending += self._settle(call, group, reply, out)
+            if not pending:
+                return [out[copies[i]] if copies[i] == i else out[copies[i]] or items[copies[i]][1]
+                        for i in range(len(out))]  # fmt: skip
+        raise StoreUnavailable("recording a batch did not settle (the Redis clock keeps moving away?)")
+
+    def _settle(self, call: tuple[Any, list[str], list[Any]], group: list[_Event], reply: list[Any],
+                out: list[bytes | None]) -> list[_Event]:  # fmt: skip
+        """Apply one record reply; returns the events still to record."""
+        status = _text(reply[0])
+        if status == "ok":
+            if len(self._expiring) > 100_000 or time.monotonic() - self._expiring_since > 600:
+                # forget now and then: a set recreated after a Redis restart without its data gets a TTL again
+                self._expiring.clear()
+                self._expiring_since = time.monotonic()
+            keys, shards = call[1], int(call[2][3])
+            self._expiring.update(keys[len(keys) - 2 * shards :: 2])  # these mark sets have their TTL now
+            return []
+        if status == "skew":
+            self._offset = float(_text(reply[1])) - time.time()
+            return group
+        dup = {int(reply[i]) - 1: reply[i + 1] for i in range(1, len(reply), 2)}
+        for j, event in enumerate(group):
+            if j in dup:
+                stored = dup[j]
+                out[event.index] = stored if stored else event.encoded  # after the redelivery horizon: this one
+        return [event for j, event in enumerate(group) if j not in dup]
 
     async def record(self, result: GradedResult, encoded: bytes, counters: dict[str, dict[str, float]] | None = None) -> bytes | None:
         return (await self.record_many([(result, encoded, counters)]))[0]
 
-    def _dead_letter_keys(self, source_key: str, event_time: float) -> list[str]:
-        keys = [f"{self.prefix}dl:seen:{source_key}"]
-        keys += [self.dead_letter_key(size, int(event_time // size) * size) for size in self.windows]
-        keys.append(f"{self.prefix}dl:all")
-        return keys
-
     async def record_dead_letter(self, kind: str, source_key: str, event_time: float) -> bool:
         """Count a dead letter once per source position (``topic:partition:offset``); False if seen."""
-        keys = self._dead_letter_keys(source_key, event_time)
-        reply = await self._guard(
-            lambda: self._dead_letter(keys=keys, args=[kind, self.seen_ttl_s, len(self.windows)])
-        )
-        return bool(reply)
+        call = self._dead_letter_call([(kind, source_key, event_time)])
+        return bool((await guard(run_scripts(self.client, [call])))[0])
 
-    async def _guard(self, call: Callable[[], Awaitable[T]]) -> T:
-        try:
-            return await call()
-        except _TRANSIENT as exc:
-            raise StoreUnavailable(f"Redis unavailable: {type(exc).__name__}: {exc}") from exc
+    def _prepare(self, index: int, item: Item) -> _Event:
+        result, encoded, counters = item[0], item[1], item[2]
+        content = item[3] if len(item) > 3 else (  # type: ignore[misc]
+            f"{result.model}\0{result.suite}\0{result.event_time}\0{result.category}".encode())
+        digest = hashlib.blake2b(result.id.encode() + b"\0" + content, digest_size=8).digest()
+        pair = self.pair_id(result.model, result.suite)
+        inc: dict[str, float] = defaultdict(float)
+        inc["count"] += 1
+        inc["sum"] += result.score
+        inc["sumsq"] += result.score * result.score
+        inc["passes"] += int(result.passed)
+        inc[f"grade:{result.grade}"] += 1
+        inc[f"lat:{latency_bucket(result.latency_ms)}"] += 1
+        for ev in result.evaluators:
+            base = f"ev:{ev.name}:"
+            inc[base + "count"] += 1
+            inc[base + "sum"] += ev.score
+            inc[base + "sumsq"] += ev.score * ev.score
+            inc[base + "passes"] += int(ev.passed)
+            inc[base + "errors"] += int(ev.error is not None)
+            for counter, value in ((counters or {}).get(ev.name) or {}).items():
+                inc[f"{base}c:{self._label(pair, ev.name, counter)}"] += value
+        return _Event(index, pair, digest, parse_time(result.event_time), encoded, inc)
+
+    def _label(self, pair: str, evaluator: str, counter: str) -> str:
+        """``domain:{name}:{stat}`` counters (agent domains) beyond MAX_COUNTER_LABELS names fold into ``_other``."""
+        if not counter.startswith("domain:"):
+            return counter
+        name, _, stat = counter[7:].rpartition(":")
+        kept = self._labels.setdefault((pair, evaluator), set())
+        if name in kept or len(kept) < MAX_COUNTER_LABELS:
+            kept.add(name)
+            return counter
+        return f"domain:_other:{stat}"
+
+    async def _admit(self, events: list[_Event]) -> None:
+        """Pairs beyond ``max_pairs`` aggregate under the overflow model (their results are unchanged)."""
+        unknown = sorted({e.pair for e in events if e.pair not in self._admitted and not _is_overflow(e.pair)})
+        if unknown:
+            now = self.now()
+            args = [self.max_pairs, repr(now), repr(now - self.all_time_ttl_s), self.all_time_ttl_s, *unknown]
+            flags = await guard(run_scripts(self.client, [(self._cap, [self.keys.pairs], args)]))
+            if len(self._admitted) > 10 * self.max_pairs:  # forget, do not grow without bound
+                self._admitted.clear()
+            self._admitted.update(zip(unknown, (bool(f) for f in flags[0]), strict=True))
+        for event in events:
+            if not self._admitted.get(event.pair, True):
+                suite = self.keys.split_pair(event.pair)[1]
+                event.pair = self.pair_id(OVERFLOW_MODEL, suite)
+                telemetry.AGGREGATE_OVERFLOW.labels(suite).inc()
+
+    def _candidates(self, size: int, now: float) -> tuple[int, int]:
+        if self.clock is not None:
+            start = int(now // size) * size
+            return start, start
+        margin = min(_CLOCK_MARGIN_S, size / 2)  # any clock within the margin is in one of the two windows
+        return int((now - margin) // size) * size, int((now + margin) // size) * size
+
+    def _record_call(self, pair: str, group: list[_Event], now: float) -> tuple[Any, list[str], list[Any]]:
+        keys = self.keys
+        targets: dict[tuple[int, int], tuple[int, dict[str, float]]] = {}
+        total: dict[str, float] = defaultdict(float)
+        for event in group:
+            for s, size in enumerate(self.windows):
+                start = int(event.event_time // size) * size
+                n, inc = targets.setdefault((s, start), (0, defaultdict(float)))
+                targets[(s, start)] = (n + 1, inc)
+                for name, value in event.increments.items():
+                    inc[name] += value
+            for name, value in event.increments.items():
+                total[name] += value
+        generation = int(now // self.seen_ttl_s)
+        rgen = int(now // self.redelivery_ttl_s) if self.redelivery_ttl_s else 0
+        shards: dict[int, int] = {}
+        per_event: list[Any] = []
+        for event in group:
+            shard = shards.setdefault(int.from_bytes(event.digest[:2], "big") % MARK_SHARDS, len(shards) + 1)
+            per_event += [shard, event.digest, event.encoded]
+        klist: list[str] = [keys.all_time(pair), keys.results(pair, rgen), keys.results(pair, rgen - 1)]
+        args: list[Any] = [len(self.windows), len(targets), len(group), len(shards),
+                           "" if self.clock is None else repr(now), repr(float(self.allowed_lateness_s)),
+                           self.window_ttl_s, self.all_time_ttl_s, _until((generation + 2) * self.seen_ttl_s + 60, now),
+                           _until((rgen + 2) * self.redelivery_ttl_s, now) if self.redelivery_ttl_s else 0,
+                           *_increments(total)]  # fmt: skip
+        for size in self.windows:
+            first, second = self._candidates(size, now)
+            klist += [keys.window(pair, size, first), keys.window(pair, size, second)]
+            args += [size, first, second]
+        for (s, start), (n, inc) in targets.items():
+            size = self.windows[s]
+            klist += [keys.window(pair, size, start), keys.closed(pair, size, start)]
+            args += [s + 1, start, n, *_increments(inc)]
+        expire: list[str] = []
+        for shard in shards:
+            klist += [keys.marks(pair, generation, shard), keys.marks(pair, generation - 1, shard)]
+            expire.append("0" if klist[-2] in self._expiring else "1")
+        return self._record, klist, [*args, *per_event, *expire]
+
+    def _index_call(self, groups: dict[str, list[_Event]], now: float) -> tuple[Any, list[str], list[Any]]:
+        """Pairs into each window's index before their data: the closer reads the index, then the data."""
+        windows: dict[tuple[int, int], set[str]] = defaultdict(set)
+        for pair, group in groups.items():
+            for event in group:
+                for s, size in enumerate(self.windows):
+                    start = int(event.event_time // size) * size
+                    if start + size + self.allowed_lateness_s > now - _CLOCK_MARGIN_S:  # else surely redirected
+                        windows[(s, start)].add(pair)
+                    if start + size <= now + _CLOCK_MARGIN_S:  # late: it may be counted in the open window
+                        for candidate in set(self._candidates(size, now)):
+                            windows[(s, candidate)].add(pair)
+        klist = [self.keys.window_pairs(self.windows[s], start) for s, start in windows]
+        for size in self.windows:
+            klist += [self.keys.open_windows(size), self.keys.windows(size)]
+        klist.append(self.keys.pairs)
+        args: list[Any] = [len(windows), len(self.windows), self.window_ttl_s, int(now - self.window_ttl_s),
+                           repr(now), self.all_time_ttl_s]  # fmt: skip
+        for (s, start), members in windows.items():
+            args += [s + 1, start, len(members), *sorted(members)]
+        return self._index, klist, args
+
+    def _dead_letter_call(self, dead_letters: Sequence[tuple[str, str, float]]) -> tuple[Any, list[str], list[Any]]:
+        keys, now = self.keys, self.now()
+        generation = int(now // self.seen_ttl_s)
+        window_keys: dict[str, int] = {}
+        seen_keys: dict[str, int] = {}
+        per_letter: list[Any] = []
+        for kind, source_key, event_time in dead_letters:
+            rest, _, offset = source_key.rpartition(":")
+            topic, _, partition = rest.rpartition(":")
+            seen = seen_keys.setdefault(keys.dead_letter_seen(generation, topic, partition), len(seen_keys) + 1)
+            previous = seen_keys.setdefault(keys.dead_letter_seen(generation - 1, topic, partition), len(seen_keys) + 1)
+            per_letter += [kind, seen, previous, offset]
+            for size in self.windows:
+                start = int(event_time // size) * size
+                per_letter += [window_keys.setdefault(keys.dead_letters(size, start), len(window_keys) + 1), start]
+        klist = [keys.dead_letters_all, *window_keys, *seen_keys, *(keys.dead_letter_windows(s) for s in self.windows)]
+        args = [len(window_keys), len(seen_keys), len(self.windows), self.window_ttl_s,
+                _until((generation + 2) * self.seen_ttl_s + 60, now), int(now - self.window_ttl_s),
+                self.all_time_ttl_s, *per_letter]  # fmt: skip
+        return self._dead, klist, args
 
     # -- reads --------------------------------------------------------------------------------
     async def pairs(self) -> list[tuple[str, str]]:
-        members = await self._guard(lambda: self.client.smembers(f"{self.prefix}pairs"))
-        out = []
-        for member in members:
-            model, suite = (member.decode() if isinstance(member, bytes) else member).split(":", 1)
-            out.append((unquote(model), unquote(suite)))
-        return sorted(out)
+        """Every model × suite pair seen (at most ``max_pairs`` plus the overflow pairs)."""
+        members = await guard(self.client.zrange(self.keys.pairs, 0, -1))
+        return sorted(self.keys.split_pair(_text(m)) for m in members)
+
+    async def all_time_fields(self, pairs: Sequence[tuple[str, str]]) -> list[dict[str, float]]:
+        """The all-time hash of each pair, in order (one read per pair; on a cluster, per node)."""
+
+        async def read() -> list[Any]:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for model, suite in pairs:
+                    pipe.hgetall(self.all_time_key(model, suite))
+                return list(await pipe.execute())
+
+        return [_fields(raw) for raw in await guard(read())] if pairs else []
 
     async def all_time(self) -> list[PairAggregate]:
         pairs = await self.pairs()
-        async with self.client.pipeline(transaction=False) as pipe:
-            for model, suite in pairs:
-                pipe.hgetall(self.all_time_key(model, suite))
-            hashes = await self._guard(pipe.execute)
+        hashes = await self.all_time_fields(pairs)
         return [_aggregate(model, suite, raw) for (model, suite), raw in zip(pairs, hashes, strict=True)]
 
     async def window(self, size: int, start: int, model: str, suite: str) -> PairAggregate:
-        raw = await self._guard(lambda: self.client.hgetall(self.window_key(size, start, model, suite)))
-        return _aggregate(model, suite, raw)
+        raw = await guard(self.client.hgetall(self.window_key(size, start, model, suite)))
+        return _aggregate(model, suite, _fields(raw))
 
     async def dead_letter_counts(self) -> dict[str, int]:
-        raw = await self._guard(lambda: self.client.hgetall(f"{self.prefix}dl:all"))
+        raw = await guard(self.client.hgetall(self.keys.dead_letters_all))
         return {_text(k): int(v) for k, v in raw.items()}
+
+
+def _is_overflow(pair: str) -> bool:
+    return Keys.split_pair(pair)[0] == OVERFLOW_MODEL
+
+
+def _until(moment: float, now: float) -> int:
+    """Seconds from ``now`` to ``moment`` (our clock, so an injected clock gives consistent TTLs)."""
+    return max(1, math.ceil(moment - now))
+
+
+def _whole(name: str) -> bool:
+    """Fields that only ever count events (HINCRBY); sums and evaluators' own counters are floats."""
+    if ":c:" in name:
+        return False
+    return name in ("count", "passes") or name.startswith(("grade:", "lat:")) or name.endswith(
+        (":count", ":passes", ":errors"))
+
+
+def _increments(inc: dict[str, float]) -> tuple[bytes, bytes]:
+    """(integer increments, float increments), each JSON ``[field, value, ...]``; zeros left out."""
+    whole: list[Any] = []
+    floats: list[Any] = []
+    for name, value in inc.items():
+        if not value:
+            continue
+        if _whole(name):
+            whole += [name, int(value)]
+        else:
+            floats += [name, float(value)]
+    return orjson.dumps(whole), orjson.dumps(floats)
 
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _aggregate(model: str, suite: str, raw: dict[Any, Any]) -> PairAggregate:
-    fields = {_text(k): float(v) for k, v in raw.items()}
+def _fields(raw: dict[Any, Any]) -> dict[str, float]:
+    return {_text(k): float(v) for k, v in raw.items()}
+
+
+def _aggregate(model: str, suite: str, fields: dict[str, float]) -> PairAggregate:
     count = int(fields.get("count", 0))
     mean = fields.get("sum", 0.0) / count if count else 0.0
     pass_rate = fields.get("passes", 0.0) / count if count else 0.0
     return PairAggregate(model, suite, count, mean, pass_rate, fields)
-
-
-async def retry_forever(
-    call: Callable[[], Awaitable[T]],
-    *,
-    what: str,
-    first_delay: float = 0.1,
-    max_delay: float = 5.0,
-) -> T:
-    """Run ``call`` until it stops raising :class:`StoreUnavailable`, with capped exponential backoff.
-
-    The worker uses this around Redis so that an outage stalls the stream (offsets are not committed
-    past unrecorded events) instead of losing or double-counting anything.
-    """
-    delay = first_delay
-    failures = 0
-    while True:
-        try:
-            return await call()
-        except StoreUnavailable as exc:
-            failures += 1
-            log.warning("%s failed (%d in a row), retrying in %.1fs: %s", what, failures, delay, exc)
-            await asyncio.sleep(delay)
-            delay = min(max_delay, delay * 2)
-
 

@@ -252,3 +252,9 @@ def observe_lag(
 def render() -> bytes:
     """The Prometheus text exposition of every metric (and the process collectors)."""
     return generate_latest(REGISTRY)
+
+#: events whose model × suite pair is beyond STREAMEVAL_MAX_PAIRS: aggregated under the overflow model
+AGGREGATE_OVERFLOW = Counter(
+    "streameval_aggregate_overflow", "events aggregated under the overflow model (pair cap reached), by suite",
+    ["suite"],
+)

@@ -3,19 +3,22 @@
 The worker calls :meth:`WindowCloser.run_once` every ``STREAMEVAL_CLOSE_INTERVAL_S`` (a Faust timer in
 ``streameval.agents``; tests call it directly). Each run:
 
-1. reads the **watermark**: the Redis server's clock (``TIME``) minus ``allowed_lateness_s``. A window
+1. reads the **watermark**: the Redis server's clock (``TIME``) minus ``allowed_lateness_s`` (minus
+   ``CLUSTER_CLOCK_MARGIN_S`` on a Redis Cluster, whose nodes' clocks differ slightly). A window
    ``[start, start + size)`` is due when ``start + size <= watermark``.
-2. for each due window (``P windows:{size}`` lists those with data), sets its closed mark
-   ``P closed:{size}:{start}``. From then on the store's record script sends that window's late events to
-   the window open now, counting them there as ``late_redirected`` (see streameval.store).
-3. takes a publishing lease ``P closing:{size}:{start}`` (``SET NX PX``); only the worker that gets it
-   goes on, so with several workers each window is published once.
-4. reads every pair's window hash (after the closed mark, so nothing can still be added), builds
-   :class:`~streameval.models.Aggregate` records, checks the alert rules (each alert is claimed with
-   ``SET NX`` on its id, and a cooldown key per rule × model × suite), sends everything, then marks the
-   lease ``done`` and forgets the window. A worker that dies after step 3 leaves the lease to expire
-   (``lease_s``); the next worker publishes the window then (at least once in that crash case; the
-   alert claims still hold, so alerts are not repeated).
+2. for each due window (the index ``P{ix}:open:{size}``, streameval.keyspace), takes a publishing lease
+   ``P{ix}:lease:{size}:{start}`` (``SET NX PX``); only the worker that gets it goes on, so with several
+   workers each window is published once.
+3. reads the window's pair index ``P{ix}:wp:{size}:{start}``, which the store fills *before* it writes
+   the pair's data; then, per pair and atomically in the pair's slot, sets the closed mark and reads
+   the window hash. A record script that runs after that mark, or after the watermark passed, sends
+   the window's late events to the window open now, counting them as ``late_redirected``
+   (streameval.store): in the published figures or redirected, never lost, never twice.
+4. builds :class:`~streameval.models.Aggregate` records, checks the alert rules (each alert is claimed
+   with ``SET NX`` on its id, and a cooldown key per rule × model × suite), sends everything, then marks
+   the lease ``done`` and forgets the window. A worker that dies after step 2 leaves the lease to
+   expire (``lease_s``); the next worker publishes the window then (at least once in that crash case;
+   the alert claims still hold, so alerts are not repeated).
 
 Why the Redis clock and not the largest event time seen: each worker owns only some partitions, so
 per-worker event-time maxima disagree and an idle partition would hold windows open for ever; a shared
@@ -35,11 +38,12 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
-from urllib.parse import unquote
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import _lua
 from .alerts import AlertRule, build_alert, check_alert_windows, fires
+from .keyspace import guard, is_cluster, run_scripts
 from .models import Aggregate, AggregateEvaluator, AggregateJudge, AlertWindow, format_time
 from .stats import Moments, confidence_interval, histogram_quantile, krippendorff_alpha, moments, pearson
 from .store import ResultStore
@@ -52,17 +56,8 @@ log = logging.getLogger(__name__)
 CONSISTENCY_WARN_BELOW = 0.8
 _PANEL = "ev:judge_panel:c:"
 
-# KEYS[1] the alert's claim, KEYS[2] the rule × pair cooldown (value: when it last fired, closer clock).
-# ARGV: 1 worker id, 2 ttl, 3 now, 4 cooldown s. Returns 1 publish, 0 already claimed, -1 in cooldown.
-_ALERT_CLAIM = """
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) then return 0 end
-if tonumber(ARGV[4]) > 0 then
-  local last = redis.call('GET', KEYS[2])
-  if last and tonumber(ARGV[3]) - tonumber(last) < tonumber(ARGV[4]) then return -1 end
-  redis.call('SET', KEYS[2], ARGV[3], 'EX', ARGV[2])
-end
-return 1
-"""
+#: how much later than the allowed lateness a window closes on a Redis Cluster (node clocks differ)
+CLUSTER_CLOCK_MARGIN_S = 1.0
 
 #: async send(kind, key, value) with kind "aggregate" or "alert"
 Send = Callable[[str, bytes, bytes], Awaitable[None]]
@@ -200,6 +195,7 @@ class WindowCloser:
     def __init__(
         self, store: ResultStore, rules: Sequence[AlertRule] = (), *, allowed_lateness_s: float = 5.0,
         lease_s: float = 30.0, worker_id: str | None = None, clock: Callable[[], Awaitable[float]] | None = None,
+        clock_margin_s: float | None = None,
     ) -> None:  # fmt: skip
         check_alert_windows(rules, store.windows)
         self.store = store
@@ -207,52 +203,57 @@ class WindowCloser:
         self.allowed_lateness_s = allowed_lateness_s
         self.lease_ms = int(lease_s * 1000)
         self.worker_id = worker_id or f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        # On a cluster the record scripts read their own node's clock: wait this much longer than the
+        # lateness, so that a node whose clock is behind ours by less still redirects a late event.
+        self.clock_margin_s = (CLUSTER_CLOCK_MARGIN_S if is_cluster(store.client) else 0.0) \
+            if clock_margin_s is None else clock_margin_s
         self._clock = clock  # tests inject one; default: the Redis server's clock
-        self._alert_claim = store.client.register_script(_ALERT_CLAIM)
+        self._alert_claim = store.client.register_script(_lua.ALERT_CLAIM)
+        self._close_read = store.client.register_script(_lua.CLOSE_READ)
 
     async def now(self) -> float:
         if self._clock is not None:
             return await self._clock()
-        seconds, micros = await self.store.client.time()
+        seconds, micros = await guard(self.store.client.time())
         return float(seconds) + float(micros) / 1e6
 
     async def run_once(self, send: Send) -> int:
         """Close and publish every due window; returns how many windows this worker published."""
         now = await self.now()
-        watermark = now - self.allowed_lateness_s
+        watermark = now - self.allowed_lateness_s - self.clock_margin_s
         published = 0
-        client, p = self.store.client, self.store.prefix
+        client, keys = self.store.client, self.store.keys
         for size in self.store.windows:
-            key = self.store.open_windows_key(size)
-            due = cast(list[bytes], await client.zrangebyscore(key, "-inf", watermark - size))
+            index = keys.open_windows(size)
+            due = cast(list[bytes], await guard(client.zrangebyscore(index, "-inf", watermark - size)))
             for raw_start in due:
                 start = int(float(_text(raw_start)))
-                await client.set(self.store.closed_key(size, start), self.worker_id, ex=self.store.window_ttl_s)
-                lease = f"{p}closing:{size}:{start}"
-                if not await client.set(lease, self.worker_id, nx=True, px=self.lease_ms):
+                lease = keys.lease(size, start)
+                if not await guard(client.set(lease, self.worker_id, nx=True, px=self.lease_ms)):
+                    if _text(await guard(client.get(lease)) or b"") == "done":  # late data re-listed it
+                        await guard(client.zrem(index, raw_start))
                     continue
-                await self._publish(size, start, now, send)
-                await client.set(lease, "done", ex=self.store.window_ttl_s)
-                await client.zrem(key, raw_start)
-                published += 1
+                sent = await self._publish(size, start, now, send)
+                await guard(client.set(lease, "done", ex=self.store.window_ttl_s))
+                await guard(client.zrem(index, raw_start))
+                published += sent > 0
         return published
 
-    async def _publish(self, size: int, start: int, now: float, send: Send) -> None:
-        store, client = self.store, self.store.client
-        members = sorted(_text(m) for m in await client.smembers(store.window_pairs_key(size, start)))
-        pairs = [tuple(unquote(part) for part in m.split(":", 1)) for m in members]
-        async with client.pipeline(transaction=False) as pipe:
-            for model, suite in pairs:
-                pipe.hgetall(store.window_key(size, start, model, suite))
-                pipe.hgetall(store.all_time_key(model, suite))
-            pipe.hgetall(store.dead_letter_key(size, start))
-            replies = await pipe.execute()
-        dead = int(sum(float(v) for v in replies[-1].values()))
-        windows = [_fields(replies[2 * i]) for i in range(len(pairs))]
-        total = int(math.fsum(w.get("count", 0.0) for w in windows))
+    async def _publish(self, size: int, start: int, now: float, send: Send) -> int:
+        """Publish one window's aggregates and alerts; returns how many aggregates were sent."""
+        store, client, keys = self.store, self.store.client, self.store.keys
+        members = sorted(_text(m) for m in await guard(client.smembers(keys.window_pairs(size, start))))
+        calls = [(self._close_read, [keys.closed(m, size, start), keys.window(m, size, start), keys.all_time(m)],
+                  [self.worker_id, store.window_ttl_s]) for m in members]  # fmt: skip
+        replies = await guard(run_scripts(client, calls))
+        dead_raw = await guard(client.hgetall(keys.dead_letters(size, start)))
+        dead = int(sum(float(v) for v in dead_raw.values()))
+        data = [(keys.split_pair(m), _pairs_fields(w), _pairs_fields(a)) for m, (w, a) in zip(members, replies, strict=True)]
+        data = [d for d in data if d[1].get("count", 0.0) > 0]  # indexed in case it was late, but counted elsewhere
+        total = int(math.fsum(w.get("count", 0.0) for _, w, _ in data))
         stamp = format_time(now)
-        for i, (model, suite) in enumerate(pairs):
-            aggregate = build_aggregate(model, suite, size, start, windows[i], _fields(replies[2 * i + 1]),
+        for (model, suite), window, all_time in data:
+            aggregate = build_aggregate(model, suite, size, start, window, all_time,
                                         dead_letters=dead, window_events=total, published_at=stamp)  # fmt: skip
             for warning in aggregate.warnings:
                 log.warning("%s / %s, window %s: %s", model, suite, aggregate.window.start, warning)
@@ -263,14 +264,15 @@ class WindowCloser:
                     continue
                 alert = build_alert(rule, aggregate, value, fired_at=stamp)
                 await send("alert", alert.id.encode(), alert.model_dump_json().encode())
+        return len(data)
 
     async def _claim(self, rule: AlertRule, aggregate: Aggregate, now: float) -> bool:
         """Exactly once per rule × window × pair, then not again within the rule's cooldown."""
-        p, pair = self.store.prefix, self.store.pair_id(aggregate.model, aggregate.suite)
-        keys = [f"{p}alert:{rule.name}:{aggregate.window.size_s}:{aggregate.window.start}:{pair}",
-                f"{p}cooldown:{rule.name}:{pair}"]  # fmt: skip
-        reply = await self._alert_claim(keys=keys, args=[self.worker_id, self.store.window_ttl_s, repr(now),
-                                                          rule.cooldown_s])  # fmt: skip
+        keys, pair = self.store.keys, self.store.pair_id(aggregate.model, aggregate.suite)
+        claim = [keys.alert_claim(pair, rule.name, aggregate.window.size_s, aggregate.window.start),
+                 keys.cooldown(pair, rule.name)]  # fmt: skip
+        args = [self.worker_id, self.store.window_ttl_s, repr(now), rule.cooldown_s]
+        [reply] = await guard(run_scripts(self.store.client, [(self._alert_claim, claim, args)]))
         if int(reply) == -1:
             log.info("alert %s for %s / %s suppressed: cooldown", rule.name, aggregate.model, aggregate.suite)
         return int(reply) == 1
@@ -278,8 +280,9 @@ class WindowCloser:
     async def refresh_norms(self) -> dict[str, Moments]:
         """Per-judge running mean and std from every pair's all-time hash (z-score panel aggregation)."""
         pairs = await self.store.pairs()
-        async with self.store.client.pipeline(transaction=False) as pipe:
-            for model, suite in pairs:
-                pipe.hgetall(self.store.all_time_key(model, suite))
-            replies = await pipe.execute()
-        return judge_norms([_fields(r) for r in replies])
+        return judge_norms(await self.store.all_time_fields(pairs))
+
+
+def _pairs_fields(flat: list[Any]) -> dict[str, float]:
+    """HGETALL as a script returns it: [field, value, field, value, ...]."""
+    return {_text(flat[i]): float(flat[i + 1]) for i in range(0, len(flat), 2)}

@@ -11,6 +11,7 @@ import redis.asyncio as aioredis
 from aiohttp.test_utils import TestClient, TestServer
 
 from streameval.api import create_web_app, remember_alert
+from streameval.api._stats import recent_alerts_key
 from streameval.models import EvaluatorResult, GradedResult, format_time
 from streameval.store import ResultStore
 
@@ -85,7 +86,7 @@ async def test_dead_letters(client: TestClient[Any, Any]) -> None:
 
 async def test_alerts_empty_then_listed(client: TestClient[Any, Any], aredis: aioredis.Redis, prefix: str) -> None:
     assert await data(client, "/api/v1/alerts") == []
-    await aredis.lpush(f"{prefix}alerts:recent", orjson.dumps({"rule": "r1"}), b"not json", orjson.dumps({"rule": "r2"}))
+    await aredis.lpush(recent_alerts_key(prefix), orjson.dumps({"rule": "r1"}), b"not json", orjson.dumps({"rule": "r2"}))
     assert await data(client, "/api/v1/alerts?limit=2") == [{"rule": "r2"}]  # newest first; bad entries skipped
     assert [a["rule"] for a in await data(client, "/api/v1/alerts")] == ["r2", "r1"]
 
@@ -121,7 +122,7 @@ async def test_remember_alert_keeps_the_latest(aredis: aioredis.Redis, prefix: s
     monkeypatch.setattr(_stats, "RECENT_ALERTS", 3)
     for i in range(5):
         await remember_alert(aredis, prefix, orjson.dumps({"rule": f"r{i}"}))
-    assert [orjson.loads(v)["rule"] for v in await aredis.lrange(f"{prefix}alerts:recent", 0, -1)] == ["r4", "r3", "r2"]
+    assert [orjson.loads(v)["rule"] for v in await aredis.lrange(recent_alerts_key(prefix), 0, -1)] == ["r4", "r3", "r2"]
 
 
 async def test_remember_alert_never_raises_when_redis_is_down(prefix: str) -> None:

@@ -82,12 +82,12 @@ async def test_store_budget_bounds_redis(aredis: aioredis.Redis, prefix: str) ->
     assert await store.keep(second, hashlib.sha256(second).hexdigest()) is not None
     assert await store.keep(first, hashlib.sha256(first).hexdigest()) is not None  # same content: kept once
     assert await store.keep(third, hashlib.sha256(third).hexdigest()) is None  # over the budget: not kept
-    assert int(await aredis.get(f"{prefix}dlraw-bytes")) == 20_000
+    assert int(await aredis.get(f"{prefix}{{dlraw}}:bytes")) == 20_000
     assert await store.keep(b"d" * 30_000, "d" * 64) is None  # larger than the whole budget
     # once the first two have expired (as seen by the script's clock), their bytes are free again
     later = await store.keep(third, hashlib.sha256(third).hexdigest(), now=9e9)
     assert later is not None
-    assert int(await aredis.get(f"{prefix}dlraw-bytes")) == 10_000
+    assert int(await aredis.get(f"{prefix}{{dlraw}}:bytes")) == 10_000
 
 
 async def test_over_budget_dead_letter_says_nothing_kept(aredis: aioredis.Redis, prefix: str) -> None:

@@ -142,6 +142,26 @@ def test_alert_rules_use_real_metrics() -> None:
             assert name in known, f"{rule['alert']}: {name} is not a metric the worker exports"
 
 
+def test_redis_cluster_options_parse_and_point_the_worker_at_a_cluster() -> None:
+    base = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    override = yaml.safe_load((ROOT / "deploy" / "compose" / "redis-cluster.yml").read_text())["services"]
+    nodes = {name for name in override if name.startswith("redis-") and name != "redis-cluster-init"}
+    assert len(nodes) == 6 and all("--cluster-enabled yes" in " ".join(override[n]["command"]) for n in nodes)
+    init = " ".join(override["redis-cluster-init"]["command"])
+    assert "--cluster-replicas 1" in init and all(f"{n}:6379" in init for n in nodes)
+    worker = override["worker"]
+    assert set(worker["environment"]) <= setting_env_names() and set(worker["environment"]) <= set(base["worker"]["environment"])
+    assert worker["environment"]["REDIS_URL"].startswith("redis+cluster://redis-")
+    assert set(worker["depends_on"]) <= set(override)
+    overlay = K8S / "redis-cluster"
+    kustomization = yaml.safe_load((overlay / "kustomization.yaml").read_text())
+    assert kustomization["resources"] == [".."]
+    for patch in kustomization["patches"]:
+        doc = yaml.safe_load((overlay / patch["path"]).read_text())
+        assert (doc["kind"], doc["metadata"]["name"]) == ("Secret", "streameval-keys")
+        assert doc["stringData"]["REDIS_URL"].startswith("redis+cluster://")
+
+
 def test_compose_sasl_ssl_variant_uses_real_settings_and_a_secret_file() -> None:
     variant = yaml.safe_load((ROOT / "deploy" / "compose" / "sasl-ssl.yml").read_text())
     worker = variant["services"]["worker"]

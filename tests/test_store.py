@@ -12,6 +12,7 @@ from redis.backoff import NoBackoff
 
 from streameval.config import parse_config
 from streameval.errors import StoreUnavailable
+from streameval.keyspace import OVERFLOW_MODEL
 from streameval.models import GradedResult
 from streameval.pipeline import Pipeline
 from streameval.store import ResultStore, retry_forever
@@ -57,11 +58,49 @@ async def test_aggregates_are_exact(store: ResultStore) -> None:
 
 async def test_a_redelivered_event_returns_the_first_result_and_counts_once(store: ResultStore) -> None:
     first = await make_result("dup", "Paris")
-    again = await make_result("dup", "London")  # re-evaluated differently (e.g. a judge changed its mind)
-    assert await store.record(first, b"first") is None
-    assert await store.record(again, b"second") == b"first"
+    again = await make_result("dup", "Paris")  # the same message, evaluated again (e.g. a judge changed its mind)
+    assert await store.record_many([(first, b"first", None, b"raw")]) == [None]
+    assert await store.record_many([(again, b"second", None, b"raw")]) == [b"first"]
     [aggregate] = await store.all_time()
     assert aggregate.count == 1 and aggregate.mean == first.score
+
+
+async def test_the_same_id_with_other_content_is_its_own_event(store: ResultStore) -> None:
+    # another producer (or a corrected message) reusing an id never gets the first event's result
+    paris, london = await make_result("same", "Paris"), await make_result("same", "London")
+    assert await store.record_many([(paris, b"paris", None, b"raw paris")]) == [None]
+    assert await store.record_many([(london, b"london", None, b"raw london")]) == [None]
+    assert await store.record_many([(london, b"again", None, b"raw london")]) == [b"london"]
+    [aggregate] = await store.all_time()
+    assert aggregate.count == 2 and aggregate.mean == pytest.approx((paris.score + london.score) / 2)
+    # the same id under another model is another pair altogether
+    other = await make_result("same", "Paris", model="other")
+    assert await store.record_many([(other, b"other", None, b"raw paris")]) == [None]
+
+
+async def test_a_partly_redelivered_batch_counts_only_the_new_events(store: ResultStore) -> None:
+    results = [await make_result(f"p{i}", o) for i, o in enumerate(["Paris", "Rome", "paris", "London", "Paris"])]
+    items = [(r, r.id.encode(), None, r.id.encode()) for r in results]
+    assert await store.record_many(items[:2]) == [None, None]
+    replies = await store.record_many([items[3], items[0], items[2], items[1], items[4]])
+    assert replies == [None, b"p0", None, b"p1", None]
+    [aggregate] = await store.all_time()
+    assert aggregate.count == 5 and aggregate.fields["sum"] == pytest.approx(sum(r.score for r in results))
+    assert (await store.window(60, 1795255200, "gpt:4/o", "qa")).count == 5
+
+
+async def test_a_replay_after_the_redelivery_horizon_publishes_the_fresh_result_and_counts_nothing(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
+    now = [1795255200 + 31.0]
+    store = ResultStore(aredis, prefix=prefix, windows=(60,), redelivery_ttl_s=3600, clock=lambda: now[0])
+    result = await make_result("old", "Paris")
+    assert await store.record_many([(result, b"first", None, b"raw")]) == [None]
+    now[0] += 2 * 3600  # two redelivery generations later: the results hash has expired (simulated)
+    await aredis.delete(store.keys.results(store.pair_id(result.model, result.suite), int((now[0] - 7200) // 3600)))
+    assert await store.record_many([(result, b"fresh", None, b"raw")]) == [b"fresh"]
+    [aggregate] = await store.all_time()
+    assert aggregate.count == 1
 
 
 async def test_concurrent_duplicates_count_once(store: ResultStore) -> None:
@@ -90,12 +129,46 @@ async def test_dead_letters_count_once_per_source_position(store: ResultStore) -
     assert await store.dead_letter_counts() == {"schema": 1, "invalid_json": 1}
 
 
-async def test_windows_expire_but_all_time_does_not(store: ResultStore, aredis: aioredis.Redis) -> None:
+async def test_every_key_the_store_writes_expires(store: ResultStore, aredis: aioredis.Redis, prefix: str) -> None:
     result = await make_result("ttl", "Paris")
-    await store.record(result, b"x")
+    await store.record_many([(result, b"x", None, b"raw")], [("schema", "topic:0:1", 1795255200.0)])
+    keys = [k.decode() async for k in aredis.scan_iter(match=f"{prefix}*")]
+    assert len(keys) > 8
+    ttls = {k: await aredis.ttl(k) for k in keys}
+    assert all(ttl > 0 for ttl in ttls.values()), ttls
     start = 1795255200
-    assert 0 < await aredis.ttl(store.window_key(60, start, result.model, result.suite)) <= store.window_ttl_s
-    assert await aredis.ttl(store.all_time_key(result.model, result.suite)) == -1
+    assert 0 < ttls[store.window_key(60, start, result.model, result.suite)] <= store.window_ttl_s
+    assert 0 < ttls[store.all_time_key(result.model, result.suite)] <= store.all_time_ttl_s
+    results = store.keys.results(store.pair_id(result.model, result.suite), (1795255200 + 31) // 3600)
+    assert 0 < ttls[results] <= 2 * 3600  # kept for the redelivery horizon (at most twice it)
+
+
+async def test_pairs_beyond_the_cap_aggregate_under_the_overflow_model(aredis: aioredis.Redis, prefix: str) -> None:
+    from streameval import telemetry
+
+    before = telemetry.AGGREGATE_OVERFLOW.labels("qa")._value.get()
+    store = ResultStore(aredis, prefix=prefix, windows=(60,), max_pairs=2, clock=lambda: 1795255200 + 31)
+    results = [await make_result(f"m{i}", "Paris", model=f"model-{i}") for i in range(4)]
+    replies = await store.record_many([(r, r.id.encode(), None) for r in results])
+    assert replies == [None] * 4  # every event still gets its result
+    counts = {(a.model, a.suite): a.count for a in await store.all_time()}
+    assert counts == {("model-0", "qa"): 1, ("model-1", "qa"): 1, (OVERFLOW_MODEL, "qa"): 2}
+    assert telemetry.AGGREGATE_OVERFLOW.labels("qa")._value.get() - before == 2
+    again = ResultStore(aredis, prefix=prefix, windows=(60,), max_pairs=2, clock=lambda: 1795255200 + 31)
+    assert await again.record_many([(results[3], b"x", None)]) == [b"m3"]  # another worker: still idempotent
+
+
+async def test_agent_domains_beyond_the_cap_fold_into_other(store: ResultStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    from streameval import store as store_module
+
+    monkeypatch.setattr(store_module, "MAX_COUNTER_LABELS", 2)
+    for i in range(4):
+        result = await make_result(f"d{i}", "Paris")
+        await store.record(result, b"x", {"exact_match": {f"domain:d{i}:sum": 1.0, f"domain:d{i}:n": 1.0}})
+    [aggregate] = await store.all_time()
+    domains = {f.split(":")[4] for f in aggregate.fields if f.startswith("ev:exact_match:c:domain:")}
+    assert domains == {"d0", "d1", "_other"}
+    assert aggregate.fields["ev:exact_match:c:domain:_other:n"] == 2
 
 
 async def test_unreachable_redis_raises_store_unavailable(prefix: str) -> None:
@@ -119,3 +192,34 @@ async def test_retry_forever_waits_out_an_outage() -> None:
 
     assert await retry_forever(flaky, what="test", first_delay=0.001, max_delay=0.004) == "ok"
     assert calls == 4
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 60])
+async def test_late_events_reach_the_open_window_on_the_redis_clock(aredis: aioredis.Redis, prefix: str, size: int) -> None:
+    # no injected clock: the store guesses the Redis clock and the script checks the guess
+    store = ResultStore(aredis, prefix=prefix, windows=(size,), allowed_lateness_s=0)
+    store._offset = -0.9 * min(2.0, size / 2)  # our clock a little behind Redis's
+    result = await make_result("late", "Paris", ts="2020-01-01T00:00:00Z")
+    assert await store.record(result, b"x") is None
+    [aggregate] = await store.all_time()
+    assert aggregate.count == 1
+    pattern = store.keys.window(store.pair_id(result.model, result.suite), size, 0).removesuffix(":0") + "*"
+    [window] = [k async for k in aredis.scan_iter(match=pattern.replace("{", "[{]").replace("}", "[}]"))]
+    assert await aredis.hget(window, "late_redirected") == b"1" and await aredis.hget(window, "count") == b"1"
+
+
+async def test_a_batch_of_thousands_for_one_pair_records_in_one_call(store: ResultStore) -> None:
+    base = await make_result("big", "Paris")
+    results = [base.model_copy(update={"id": f"big-{i}"}) for i in range(5000)]  # 10,000 HSET arguments: over what Lua can unpack at once
+    assert await store.record_many([(r, r.id.encode(), None) for r in results]) == [None] * 5000
+    assert await store.record_many([(results[-1], b"again", None)]) == [b"big-4999"]
+    [aggregate] = await store.all_time()
+    assert aggregate.count == 5000
+
+
+async def test_the_same_event_twice_in_one_batch_counts_once_and_publishes_one_result(store: ResultStore) -> None:
+    first, copy = await make_result("twice", "Paris"), await make_result("twice", "Paris")
+    replies = await store.record_many([(first, b"first", None, b"raw"), (copy, b"copy", None, b"raw")])
+    assert replies == [None, b"first"]  # the copy publishes what the first one does
+    [aggregate] = await store.all_time()
+    assert aggregate.count == 1

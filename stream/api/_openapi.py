@@ -84,6 +84,11 @@ _FIGURES: dict[str, Any] = {
 }  # fmt: skip
 _SIZE = {"name": "size", "in": "query", "required": False, "description": "a configured window size, s (default: the first)",
          "schema": {"type": "integer", "minimum": 1}}  # fmt: skip
+_PAGE = [{"name": "offset", "in": "query", "required": False, "description": "pairs to skip (default 0)",
+          "schema": {"type": "integer", "minimum": 0, "maximum": 1000000000}},
+         {"name": "limit", "in": "query", "required": False,
+          "description": "most pairs in the page (default 100 for pairs, 50 for windows; header X-Total-Count: all pairs)",
+          "schema": {"type": "integer", "minimum": 1, "maximum": 500}}]  # fmt: skip
 _LAST = {"name": "last", "in": "query", "required": False, "description": "how many windows (default 30)",
          "schema": {"type": "integer", "minimum": 1, "maximum": 240}}  # fmt: skip
 
@@ -181,21 +186,23 @@ def openapi_document() -> dict[str, Any]:
         },
         "/api/v1/stats/pairs": {
             "get": {
-                "operationId": "statsPairs", "summary": "all-time figures per model × suite",
-                "responses": {"200": _json(_envelope({"type": "array", "items": _ref("PairFigures")}), "figures"), **_UNAVAILABLE},
+                "operationId": "statsPairs", "summary": "all-time figures per model × suite, one page",
+                "parameters": _PAGE,
+                "responses": {"200": _json(_envelope({"type": "array", "items": _ref("PairFigures")}), "figures"),
+                              "400": _error("offset or limit out of range"), **_UNAVAILABLE},
             },
         },
         "/api/v1/stats/windows": {
             "get": {
-                "operationId": "statsWindows", "summary": "the latest windows holding data, per model × suite",
-                "parameters": [_SIZE, _LAST],
+                "operationId": "statsWindows", "summary": "the latest windows holding data, per model × suite (a page of pairs)",
+                "parameters": [_SIZE, _LAST, *_PAGE],
                 "responses": {"200": _json(_envelope({"type": "object", "required": ["size", "starts", "series"], "properties": {
                     "size": {"type": "integer"}, "starts": {"type": "array", "items": {"type": "integer"}},
                     "series": {"type": "array", "items": {"type": "object", "required": ["model", "suite", "points"], "properties": {
                         "model": {"type": "string"}, "suite": {"type": "string"},
                         "points": {"type": "array", "items": {"allOf": [_ref("Figures")], "required": ["start"],
                                                               "properties": {"start": {"type": "integer"}}}}}}}}}), "series"),
-                              "400": _error("size is not a configured window size, or last out of range"), **_UNAVAILABLE},
+                              "400": _error("size is not a configured window size, last or limit out of range, or last × limit over 6000"), **_UNAVAILABLE},
             },
         },
         "/api/v1/stats/deadletters": {

@@ -17,6 +17,7 @@ import redis.asyncio as aioredis
 from aiohttp import web
 from redis import exceptions as redis_errors
 
+from .. import keyspace
 from .._util import redact_url
 from ..errors import StoreUnavailable
 from ..redis_security import redis_options
@@ -111,8 +112,7 @@ async def start_web(app: web.Application, host: str, port: int) -> web.AppRunner
 async def serve_api(settings: Settings, api: ApiSettings, *, host: str, port: int) -> None:
     """``streameval api``: serve until SIGTERM/SIGINT."""
     assert settings.redis_url is not None
-    client = aioredis.Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=5,
-                                     **redis_options(settings))
+    client = keyspace.connect(settings.redis_url, max_connections=16, **redis_options(settings))  # or a cluster
     token = api.token()
     app = create_web_app(client, prefix=settings.redis_prefix, token=token, ready_timeout_s=api.ready_timeout_s,
                          windows=settings.windows, access=api.access(), registry_limits=api.registry_limits())

@@ -6,7 +6,8 @@ judge's model or a template invalidates its entries. The value is the judge's ra
 counts; it is re-parsed on a hit (parsing is deterministic). The cache is best effort: when Redis
 fails, the judge is called as if the entry were missing, and the failure is logged once per burst.
 
-Reads and writes are coalesced: the gets (puts) issued in one turn of the event loop go to Redis as
+Keys carry no hash tag, so on a Redis Cluster they spread over every node; a batch's MGET is split
+by slot there (streameval.keyspace.mget). Reads and writes are coalesced: the gets (puts) issued in one turn of the event loop go to Redis as
 one ``MGET`` (one non-transactional pipeline of ``SET ... EX``), at most :attr:`JudgeCache.BATCH` keys
 a command. A worker starts a whole batch of events at once, so this turns ~6 commands per judged
 event into a few per batch (one command per call was ~19 % of a judged worker's CPU at 1,900 calls/s).
@@ -22,11 +23,11 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 import orjson
-import redis.asyncio as aioredis
 from redis import exceptions as redis_errors
+
+from .. import keyspace
 
 __all__ = ["CachedAnswer", "JudgeCache", "TokenBudget"]
 
@@ -44,9 +45,10 @@ class JudgeCache:
     #: most keys in one MGET or one pipeline of SETs
     BATCH = 256
 
-    def __init__(self, client: aioredis.Redis, *, prefix: str = "streameval:", ttl_s: int = 7 * 86400) -> None:
+    def __init__(self, client: keyspace.Client, *, prefix: str = "streameval:", ttl_s: int = 7 * 86400) -> None:
         self.client = client
         self.prefix = prefix
+        self._keys = keyspace.Keys(prefix)
         self.ttl_s = ttl_s
         self._gets: list[tuple[str, asyncio.Future[bytes | None]]] = []
         self._puts: list[tuple[str, bytes, asyncio.Future[None]]] = []
@@ -54,7 +56,7 @@ class JudgeCache:
 
     def key(self, judge: str, model: str, version: str, system: str, user: str) -> str:
         digest = hashlib.sha256(f"{system}\x00{user}".encode()).hexdigest()
-        return f"{self.prefix}judge:{quote(judge, safe='')}:{quote(model, safe='')}:v{version}:{digest}"
+        return self._keys.judge(judge, model, version, digest)
 
     def _queue(self, queue: list[Any], item: tuple[Any, ...], flush: Callable[[list[Any]], Awaitable[None]]) -> None:
         queue.append(item)
@@ -73,7 +75,7 @@ class JudgeCache:
             for i in range(0, len(batch), self.BATCH):
                 chunk = batch[i : i + self.BATCH]
                 try:
-                    values = await self.client.mget([key for key, _ in chunk])
+                    values = await keyspace.mget(self.client, [key for key, _ in chunk])
                 except redis_errors.RedisError as exc:
                     log.warning("judge cache read failed (%s); calling the judge", type(exc).__name__)
                     values = [None] * len(chunk)

@@ -181,9 +181,10 @@ async def account(
     out.lost_dead_letters = len(bad - set(raws))
     if set(raws) - bad:
         out.problems.append(f"{len(set(raws) - bad)} dead letters of valid events")
-    async for key in client.scan_iter(match=f"{prefix}agg:all:*", count=1000):
-        out.counted += int(float(await client.hget(key, "count") or 0))
-    out.counted_dead = sum(int(v) for v in (await client.hgetall(f"{prefix}dl:all")).values())
+    async for key in client.scan_iter(match=f"{prefix}{{*}}:all", count=1000):
+        if not key.decode().endswith("{dl}:all"):
+            out.counted += int(float(await client.hget(key, "count") or 0))
+    out.counted_dead = sum(int(v) for v in (await client.hgetall(f"{prefix}{{dl}}:all")).values())
     if out.lost_results or out.lost_dead_letters:
         out.problems.append(f"lost {out.lost_results} results and {out.lost_dead_letters} dead letters")
     if out.counted != len(ids):

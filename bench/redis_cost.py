@@ -1,0 +1,198 @@
+"""What recording events costs Redis: CPU, memory, commands; this checkout against a baseline git ref.
+
+    python bench/redis_cost.py [--events 20000] [--batch 256] [--baseline REF] [--no-baseline]
+
+Each side runs in its own process against its own fresh ``redis-server`` (free loopback port, no
+persistence), so INFO figures are that side's alone. Events: the demo suites (examples/suites.yaml)
+over examples/events.jsonl with fresh ids and current timestamps, windows 60 and 3600 s
+(``STREAMEVAL_WINDOWS=60,3600``), evaluated first (not measured), then recorded in batches as the
+worker does (``ResultStore.record_many``). Figures, from ``INFO`` before and after:
+
+* Redis CPU µs per event (``used_cpu_sys + used_cpu_user``) and the projected events/s per Redis core;
+* commands per event (``INFO commandstats``; a script's inner calls count too);
+* retained bytes per event (``used_memory`` delta), right after recording and once the redelivery
+  horizon has passed (the stored results are dropped as their TTL would; the baseline keeps them for
+  the whole ``STREAMEVAL_SEEN_TTL_S``), and the idempotency marks' share (``MEMORY USAGE``);
+* worker CPU µs per event spent recording (``time.process_time``).
+
+The baseline is ``git archive <ref> stream`` unpacked to a temporary directory and imported as
+``streameval``. Nothing is asserted; the ratios are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+WINDOWS = (60, 3600)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _load_code(code: Path) -> None:
+    """Import ``streameval`` from ``code`` (a ``stream/`` directory) instead of the installed one."""
+    spec = importlib.util.spec_from_file_location("streameval", code / "__init__.py", submodule_search_locations=[str(code)])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["streameval"] = module
+    spec.loader.exec_module(module)
+
+
+def _events(n: int) -> list[bytes]:
+    import orjson
+
+    templates = []
+    for line in (ROOT / "examples" / "events.jsonl").read_bytes().splitlines():
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(event, dict) and isinstance(event.get("output"), str) and "suite" not in event:
+            templates.append(event)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return [orjson.dumps({**templates[i % len(templates)], "id": f"bench-{i:07d}", "timestamp": stamp}) for i in range(n)]
+
+
+def _info(client: Any) -> dict[str, float]:
+    cpu = client.info("cpu")
+    stats = client.info("commandstats")
+    memory = client.info("memory")
+    return {"cpu": float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]),
+            "calls": float(sum(v["calls"] for v in stats.values())), "memory": float(memory["used_memory"])}  # fmt: skip
+
+
+async def _measure(events: int, batch: int, port: int) -> dict[str, float]:
+    import redis
+    import redis.asyncio as aioredis
+
+    from streameval.config import load_config
+    from streameval.pipeline import Pipeline
+    from streameval.store import ResultStore
+
+    _, suites = load_config(str(ROOT / "examples" / "suites.yaml"))
+    pipeline = Pipeline(suites)
+    raws = _events(events)
+    items = []
+    for raw in raws:
+        outcome = await pipeline.process(raw)
+        assert outcome.result is not None, outcome.dead_letter
+        items.append((outcome.result, outcome.result.model_dump_json().encode(), outcome.counters, raw))
+    client = aioredis.Redis(port=port)
+    sync = redis.Redis(port=port)
+    store = ResultStore(client, prefix="bench:", windows=WINDOWS, **json.loads(os.environ.get("BENCH_STORE_KW", "{}")))
+    new_api = hasattr(store, "keys")
+    await store.record_many([(items[0][0].model_copy(update={"id": "warm-up"}), b"x", None)])  # load the scripts
+    sync.config_resetstat()
+    before = _info(sync)
+    cpu0 = time.process_time()
+    for i in range(0, len(items), batch):
+        chunk = items[i : i + batch]
+        await store.record_many([c if new_api else c[:3] for c in chunk])  # type: ignore[misc]
+    worker_cpu = time.process_time() - cpu0
+    after = _info(sync)
+    marks = 0
+    if new_api:  # the results' TTL has passed: drop them as Redis would, then weigh the marks
+        for key in sync.scan_iter(match="bench:*:res:*", count=10_000):
+            sync.delete(key)
+        for key in sync.scan_iter(match="bench:*:mk:*", count=10_000):
+            marks += int(sync.memory_usage(key, samples=0) or 0)
+    horizon = _info(sync)
+    await client.aclose()
+    n = float(events)
+    cpu_us = (after["cpu"] - before["cpu"]) * 1e6 / n
+    return {"events": n, "redis_cpu_us": cpu_us, "events_per_core": 1e6 / cpu_us if cpu_us else float("inf"),
+            "commands": (after["calls"] - before["calls"]) / n, "bytes": (after["memory"] - before["memory"]) / n,
+            "bytes_after_horizon": (horizon["memory"] - before["memory"]) / n, "mark_bytes": marks / n,
+            "worker_cpu_us": worker_cpu * 1e6 / n}  # fmt: skip
+
+
+def _child(args: argparse.Namespace) -> None:
+    import asyncio
+
+    if args.code:
+        _load_code(Path(args.code))
+    server = shutil.which("redis-server") or "redis-server"
+    port = _free_port()
+    directory = tempfile.mkdtemp(prefix="redis-cost-")
+    proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             "--dir", directory], stdout=subprocess.DEVNULL)  # fmt: skip
+    try:
+        import redis
+
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                redis.Redis(port=port).ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        print(json.dumps(asyncio.run(_measure(args.events, args.batch, port))))
+    finally:
+        proc.terminate()
+        proc.wait()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _run(label: str, args: argparse.Namespace, code: Path | None) -> dict[str, float]:
+    cmd = [sys.executable, __file__, "--child", "--events", str(args.events), "--batch", str(args.batch)]
+    if code is not None:
+        cmd += ["--code", str(code)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"})
+    figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"{label:>12}: Redis CPU {figures['redis_cpu_us']:7.1f} µs/event ({figures['events_per_core']:9,.0f} events/s per core), "
+          f"{figures['commands']:5.1f} commands/event, retained {figures['bytes']:7.0f} B/event, "
+          f"{figures['bytes_after_horizon']:6.0f} B/event after the redelivery horizon (marks {figures['mark_bytes']:.0f}), "
+          f"worker CPU {figures['worker_cpu_us']:6.1f} µs/event")  # fmt: skip
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--baseline", default="merge-base",
+                        help="git ref of the baseline (its stream/ directory); default: where this branch left main")
+    parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--code", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(args)
+        return
+    print(f"{args.events} events, demo suites, windows {','.join(map(str, WINDOWS))}, batches of {args.batch}")
+    base = None
+    if args.baseline == "merge-base":
+        merge_base = subprocess.run(["git", "-C", str(ROOT), "merge-base", "HEAD", "main"], capture_output=True, text=True)
+        args.baseline = merge_base.stdout.strip()[:12] or "main"
+    if not args.no_baseline:
+        with tempfile.TemporaryDirectory(prefix="redis-cost-base-") as tmp:
+            archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline, "stream"], check=True, capture_output=True)
+            subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+            base = _run(f"{args.baseline}", args, Path(tmp) / "stream")
+    ours = _run("this", args, None)
+    if base is not None:
+        print(f"{'ratio':>12}: Redis CPU {ours['redis_cpu_us'] / base['redis_cpu_us']:.3f}x, "
+              f"commands {ours['commands'] / base['commands']:.3f}x, "
+              f"retained after the horizon {ours['bytes_after_horizon'] / base['bytes_after_horizon']:.3f}x, "
+              f"worker CPU {ours['worker_cpu_us'] / base['worker_cpu_us']:.3f}x")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,270 @@
+"""Every Lua script streameval runs on Redis, with the keys each one touches (streameval.keyspace).
+
+Each script's KEYS share one hash slot (a test builds every call and checks its slots), so every
+script runs on Redis Cluster. No script builds a key name: keys it may need (e.g. the window open
+now, for late events) are passed in.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ALERT_CLAIM",
+    "CLOSE_READ",
+    "DEAD_LETTERS",
+    "DEAD_LETTER_RAW",
+    "INDEX",
+    "PAIR_CAP",
+    "RECORD",
+    "REGISTRY_DELETE",
+    "REGISTRY_PUT",
+]
+
+# One model × suite pair, one batch (all KEYS carry the pair's hash tag).
+# KEYS: 1 all-time hash, 2 results hash (this redelivery generation), 3 results hash (previous one);
+#       per window size s: 2 candidate hashes of the window open now (the worker's guess at the Redis
+#       clock, +/- a margin); per target window t: its hash, its closed mark; per mark shard m: its hash
+#       (this replay generation), its hash (previous generation). A mark is a field: the event's 8-byte
+#       digest, with an empty value (~14 bytes in a small hash, ~58-66 in a large one).
+# ARGV: 1 sizes, 2 targets, 3 events, 4 shards, 5 now ('' = Redis TIME), 6 allowed lateness, 7 window
+#       ttl, 8 all-time ttl, 9 marks' ttl, 10 results' ttl ('0' = keep none; both end with their
+#       generation), 11 all-time integer increments (JSON [field, n, ...]), 12 all-time float
+#       increments; per size: size, candidate start 1, candidate start 2; per target: size index,
+#       start, events, integer increments, float increments; per event: shard index, mark (digest),
+#       encoded result; per shard: '1' to set its TTL ('0': the worker knows it has one already).
+# Returns {'ok'}; {'dup', e, stored result or '', ...} and changes nothing when any event is already
+# marked (the worker drops those and calls again with the rest: all or nothing, so every event is
+# counted once with its mark, also when a batch is partly redelivered); {'skew', now} and changes
+# nothing when no candidate is the open window (the worker corrects its clock guess and calls again).
+# A target window past the watermark (Redis clock minus lateness), or closed by the window closer,
+# counts in the window open now, as late_redirected: never lost, never twice (streameval.windows).
+RECORD = """
+local nsizes, ntargets, nevents, nshards = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local ks = 3 + 2 * nsizes + 2 * ntargets
+local at = 12 + 3 * nsizes
+local ae = at + 5 * ntargets
+local set, dups = {}, {'dup'}
+for e = 1, nevents do
+  local a = ae + 3 * (e - 1)
+  local m, mark = ks + 2 * tonumber(ARGV[a + 1]), ARGV[a + 2]
+  if redis.call('HEXISTS', KEYS[m], mark) == 1 or redis.call('HSETNX', KEYS[m - 1], mark, '') == 0 then
+    dups[#dups + 1] = e
+    dups[#dups + 1] = redis.call('HGET', KEYS[2], mark) or redis.call('HGET', KEYS[3], mark) or ''
+  else
+    set[#set + 1] = e
+  end
+end
+local function undo()
+  for _, e in ipairs(set) do
+    local a = ae + 3 * (e - 1)
+    redis.call('HDEL', KEYS[ks + 2 * tonumber(ARGV[a + 1]) - 1], ARGV[a + 2])
+  end
+end
+if #dups > 1 then undo() return dups end
+local now = tonumber(ARGV[5])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+local lateness = tonumber(ARGV[6])
+local hashes, late = {}, {}
+for t = 1, ntargets do
+  local a = at + 5 * (t - 1)
+  local s, start = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local size = tonumber(ARGV[13 + 3 * (s - 1)])
+  local kt = 3 + 2 * nsizes + 2 * (t - 1)
+  hashes[t] = KEYS[kt + 1]
+  if start + size + lateness <= now or redis.call('EXISTS', KEYS[kt + 2]) == 1 then
+    local open = math.floor(now / size) * size
+    hashes[t] = nil
+    for c = 1, 2 do
+      if tonumber(ARGV[13 + 3 * (s - 1) + c]) == open then hashes[t] = KEYS[3 + 2 * (s - 1) + c] end
+    end
+    if not hashes[t] then undo() return {'skew', string.format('%.6f', now)} end
+    late[t] = 'late_redirected'
+  elseif start + size <= now then
+    late[t] = 'late'
+  end
+end
+for m = 1, nshards do
+  if ARGV[ae + 3 * nevents + m] == '1' then redis.call('EXPIRE', KEYS[ks + 2 * m - 1], ARGV[9]) end
+end
+if ARGV[10] ~= '0' then
+  for first = 1, nevents, 1000 do
+    local results = {}
+    for e = first, math.min(nevents, first + 999) do
+      local a = ae + 3 * (e - 1)
+      results[#results + 1], results[#results + 2] = ARGV[a + 2], ARGV[a + 3]
+    end
+    redis.call('HSET', KEYS[2], unpack(results))
+  end
+  redis.call('EXPIRE', KEYS[2], ARGV[10])
+end
+local function add(hash, ints, floats)
+  local inc = cjson.decode(ints)
+  for i = 1, #inc, 2 do redis.call('HINCRBY', hash, inc[i], inc[i + 1]) end
+  inc = cjson.decode(floats)
+  for i = 1, #inc, 2 do redis.call('HINCRBYFLOAT', hash, inc[i], inc[i + 1]) end
+end
+for t = 1, ntargets do
+  local a = at + 5 * (t - 1)
+  add(hashes[t], ARGV[a + 4], ARGV[a + 5])
+  if late[t] then redis.call('HINCRBY', hashes[t], late[t], ARGV[a + 3]) end
+  redis.call('EXPIRE', hashes[t], ARGV[7])
+end
+add(KEYS[1], ARGV[11], ARGV[12])
+redis.call('EXPIRE', KEYS[1], ARGV[8])
+return {'ok'}
+"""
+
+# The index slot, one batch. KEYS: per window w: its pairs set; per size: the unpublished windows
+# (zset) and every window with data (zset, for the dashboard); last the pairs zset (score: last seen).
+# ARGV: 1 windows, 2 sizes, 3 window ttl, 4 oldest start kept, 5 now, 6 all-time ttl; per window:
+# size index, start, pair count, pairs...
+INDEX = """
+local nw, ns, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local pairs, seen, a = KEYS[nw + 2 * ns + 1], {}, 7
+for w = 1, nw do
+  local s, start, n = tonumber(ARGV[a]), ARGV[a + 1], tonumber(ARGV[a + 2])
+  for i = 1, n do
+    local pair = ARGV[a + 2 + i]
+    redis.call('SADD', KEYS[w], pair)
+    if not seen[pair] then
+      seen[pair] = true
+      redis.call('ZADD', pairs, ARGV[5], pair)
+    end
+  end
+  redis.call('EXPIRE', KEYS[w], ttl)
+  redis.call('ZADD', KEYS[nw + 2 * s - 1], start, start)
+  redis.call('ZADD', KEYS[nw + 2 * s], start, start)
+  a = a + 3 + n
+end
+for s = 1, ns do
+  for k = nw + 2 * s - 1, nw + 2 * s do
+    redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', '(' .. ARGV[4])
+    redis.call('EXPIRE', KEYS[k], ttl)
+  end
+end
+redis.call('EXPIRE', pairs, ARGV[6])
+return 1
+"""
+
+# The index slot. KEYS 1 pairs zset (member pair, score last seen). ARGV 1 cap, 2 now, 3 forget pairs
+# last seen before this, 4 ttl, then pairs. Returns per pair 1 (admitted) or 0 (over the cap).
+PAIR_CAP = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[3])
+local cap, out = tonumber(ARGV[1]), {}
+for i = 5, #ARGV do
+  if redis.call('ZSCORE', KEYS[1], ARGV[i]) or redis.call('ZCARD', KEYS[1]) < cap then
+    redis.call('ZADD', KEYS[1], ARGV[2], ARGV[i])
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+return out
+"""
+
+# The dead-letter slot, one batch. KEYS: 1 all-time counts by kind; then the window hashes; then the
+# seen hashes (offsets already counted, per generation × topic × partition); then per size the zset
+# of windows with dead letters. ARGV: 1 window keys, 2 seen keys, 3 sizes, 4 window ttl, 5 seen
+# ttl, 6 oldest start kept, 7 all-time ttl; per dead letter: kind, seen key index (this
+# generation), seen key index (previous one), offset, then per size: window key index, start.
+# Returns how many were new.
+DEAD_LETTERS = """
+local nw, nseen, ns = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local counted, a = 0, 8
+while a <= #ARGV do
+  local kind, offset = ARGV[a], ARGV[a + 3]
+  local seen, previous = KEYS[1 + nw + tonumber(ARGV[a + 1])], KEYS[1 + nw + tonumber(ARGV[a + 2])]
+  if redis.call('HEXISTS', previous, offset) == 0 and redis.call('HSETNX', seen, offset, 1) == 1 then
+    counted = counted + 1
+    redis.call('HINCRBY', KEYS[1], kind, 1)
+    for s = 1, ns do
+      local w, start = KEYS[1 + tonumber(ARGV[a + 2 + 2 * s])], ARGV[a + 3 + 2 * s]
+      redis.call('HINCRBY', w, kind, 1)
+      redis.call('EXPIRE', w, ARGV[4])
+      redis.call('ZADD', KEYS[1 + nw + nseen + s], start, start)
+    end
+  end
+  a = a + 4 + 2 * ns
+end
+for i = 1, nseen do redis.call('EXPIRE', KEYS[1 + nw + i], ARGV[5]) end
+for s = 1, ns do
+  local z = KEYS[1 + nw + nseen + s]
+  redis.call('ZREMRANGEBYSCORE', z, '-inf', '(' .. ARGV[6])
+  redis.call('EXPIRE', z, ARGV[4])
+end
+redis.call('EXPIRE', KEYS[1], ARGV[7])
+return counted
+"""
+
+# One pair's window, at closing (pair slot). KEYS 1 closed mark, 2 window hash, 3 all-time hash.
+# ARGV 1 worker id, 2 ttl. Sets the mark first: nothing can be added to the window after this read.
+CLOSE_READ = """
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+return {redis.call('HGETALL', KEYS[2]), redis.call('HGETALL', KEYS[3])}
+"""
+
+# KEYS[1] the alert's claim, KEYS[2] the rule × pair cooldown (value: when it last fired, closer clock);
+# both in the pair's slot. ARGV: 1 worker id, 2 ttl, 3 now, 4 cooldown s. Returns 1 publish, 0 already
+# claimed, -1 in cooldown.
+ALERT_CLAIM = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) then return 0 end
+if tonumber(ARGV[4]) > 0 then
+  local last = redis.call('GET', KEYS[2])
+  if last and tonumber(ARGV[3]) - tonumber(last) < tonumber(ARGV[4]) then return -1 end
+  redis.call('SET', KEYS[2], ARGV[3], 'EX', ARGV[2])
+end
+return 1
+"""
+
+# The registry slot. KEYS 1 record key, 2 names hash, 3 rev counter; ARGV 1 id, 2 name, 3 record JSON,
+# 4 old name ('' when new), 5 channel, 6 most evaluators. Returns 0 when the name belongs to another id,
+# -1 when a new record would exceed the count limit, else 1.
+REGISTRY_PUT = """
+local owner = redis.call('HGET', KEYS[2], ARGV[2])
+if owner and owner ~= ARGV[1] then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[6]) then return -1 end
+if ARGV[4] ~= '' and ARGV[4] ~= ARGV[2] then redis.call('HDEL', KEYS[2], ARGV[4]) end
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[1])
+redis.call('SET', KEYS[1], ARGV[3])
+redis.call('INCR', KEYS[3])
+redis.call('PUBLISH', ARGV[5], ARGV[1])
+return 1
+"""
+
+# The registry slot. KEYS 1 record key, 2 names hash, 3 rev; ARGV 1 id, 2 name, 3 channel
+REGISTRY_DELETE = """
+if redis.call('DEL', KEYS[1]) == 0 then return 0 end
+if redis.call('HGET', KEYS[2], ARGV[2]) == ARGV[1] then redis.call('HDEL', KEYS[2], ARGV[2]) end
+redis.call('INCR', KEYS[3])
+redis.call('PUBLISH', ARGV[3], ARGV[1])
+return 1
+"""
+
+# The raw-dead-letter slot (streameval.deadletters). Keep one event under its content key with a TTL,
+# within a total budget. KEYS: index (zset of
+# "sha:size" by expiry), used bytes counter, the event's key. ARGV: now (s), ttl (s), budget, size,
+# bytes, sha. Expired entries are forgotten first, so the counter follows what Redis still holds.
+DEAD_LETTER_RAW = """
+local now, ttl, budget, size = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
+if #old > 0 then
+  local freed = 0
+  for _, member in ipairs(old) do freed = freed + tonumber(string.match(member, ':(%d+)$')) end
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+  redis.call('DECRBY', KEYS[2], freed)
+end
+local member = ARGV[6] .. ':' .. ARGV[4]
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  local used = tonumber(redis.call('GET', KEYS[2]) or '0')
+  if used + size > budget then return 0 end
+  redis.call('INCRBY', KEYS[2], size)
+end
+redis.call('SET', KEYS[3], ARGV[5], 'EX', ttl)
+redis.call('ZADD', KEYS[1], now + ttl, member)
+redis.call('EXPIRE', KEYS[1], ttl)
+redis.call('EXPIRE', KEYS[2], ttl)
+return 1
+"""
