@@ -115,6 +115,8 @@ class SuiteJudgeConfig(_Strict):
                               description="zscore: scores a judge needs before its norm is used; fewer: weighted")
     consistency_rate: float = Field(default=0.1, ge=0.0, le=1.0,
                                     description="seed 003 一致性检查 (blend): share of judged events asked twice, by id hash")
+    unscored: Literal["midpoint", "exclude"] = Field(
+        default="midpoint", description="a refusal or an answer with no score in it: midpoint (seed 003) or exclude")
 
     @field_validator("default_category")
     @classmethod

@@ -43,8 +43,9 @@ from ._panel import (
     zscore_panel_score,
 )
 from ._prompts import Prompt, build_metric, build_report, build_rubric, known_category
+from ._refusal import unscored_kind
 
-__all__ = ["PANEL_RESULT_NAME", "Judgement", "SuiteJudge", "rejudged", "sampled"]
+__all__ = ["PANEL_RESULT_NAME", "Judgement", "SuiteJudge", "apply_unscored", "rejudged", "sampled"]
 
 #: name of the weight-0 evaluator result that carries the panel score and judge counters
 PANEL_RESULT_NAME = "judge_panel"
@@ -63,7 +64,8 @@ def rejudged(event_id: str, rate: float) -> bool:
     return rate > 0 and sampled("consistency:" + event_id, rate)
 
 
-Asked = tuple[list[JudgeVerdict], list[JudgeVerdict]]  # the panel's verdicts, and the repeat's (or [])
+Pair = tuple[JudgeVerdict, JudgeVerdict]
+Asked = tuple[list[JudgeVerdict], list[Pair]]  # the panel's verdicts, and (first, repeat) pairs (or [])
 
 
 @dataclass(frozen=True)
@@ -91,13 +93,15 @@ class SuiteJudge:
 
     async def _ask_blend(self, event: RequestEvent) -> Asked:
         asks = self._blend_asks(event)
+        first = await self.hub.ask_all(asks)
         if not rejudged(event.id, self.config.consistency_rate):
-            return await self.hub.ask_all(asks), []
-        first, repeat = await asyncio.gather(
-            self.hub.ask_all(asks),
-            asyncio.gather(*(self.hub.ask(judge, prompt, fresh=True) for judge, prompt in asks)),
-        )
-        return first, list(repeat)
+            return first, []
+        # the repeat is asked once the primary has its answers, and only of the judges that answered
+        # it: a repeat never takes a judge slot or a rate-limit turn ahead of a primary, and a failed
+        # repeat only loses its own pair
+        again = [i for i, v in enumerate(first) if v.status == "ok"]
+        repeat = await asyncio.gather(*(self.hub.ask(*asks[i], fresh=True) for i in again))
+        return first, [(first[i], r) for i, r in zip(again, repeat, strict=True)]
 
     async def run(self, event: RequestEvent, results: list[EvaluatorResult],
                   started: asyncio.Task[Asked] | None = None) -> Judgement:  # fmt: skip
@@ -126,9 +130,10 @@ class SuiteJudge:
         return [(j, build_rubric(event, category, j.config.scale, blind=j.config.blind)) for j in self.judges]
 
     def _blend(self, event: RequestEvent, results: list[EvaluatorResult], metrics: float,
-               verdicts: list[JudgeVerdict], repeat: list[JudgeVerdict]) -> Judgement:  # fmt: skip
+               verdicts: list[JudgeVerdict], repeat: list[Pair]) -> Judgement:  # fmt: skip
         cfg = self.config
         category = self._category(event)
+        verdicts, unscored = apply_unscored(verdicts, cfg.unscored)
         answered = sum(v.status == "ok" for v in verdicts)
         panel = panel_score(verdicts) if answered >= cfg.min_judges else None
         note = "" if category is None or category == event.category else (
@@ -149,17 +154,23 @@ class SuiteJudge:
             final = (mw * metrics + pw * panel / 10.0) / (mw + pw)
             reason = (f"final = {mw:g} x metrics {metrics * 10:.2f} + {pw:g} x panel {panel:.2f}"
                       f"{'' if math.isclose(mw + pw, 1.0) else f' / {mw + pw:g}'} = {final * 10:.2f}{note}")
-            status = "ok" if answered == len(verdicts) else "partial"
-            if status == "partial":
+            status = "ok" if answered == len(verdicts) and not unscored else "partial"
+            if answered < len(verdicts):
                 reason += f"; {_failures(verdicts)}"
+            if unscored and cfg.unscored == "midpoint":
+                reason += f"; {_unscored_note(unscored)} counted as the midpoint"
         block = self._block(status, metrics, final, panel, reason, category=category, judges=verdicts)
         panel_result = self._panel_result(None if panel is None else panel / 10.0, status, verdicts)
         counters = judge_counters(verdicts)
-        for extra in (agreement_counters([verdicts]), repeat_counters(verdicts, repeat) if repeat else {}):
+        # a repeat that did not judge (refusal, default) says nothing about consistency: its call still counts
+        pairs = [(a, b if unscored_kind(b) is None else b.model_copy(update={"status": "error"}))
+                 for a, b in repeat if a.name not in unscored]  # fmt: skip
+        repeated = repeat_counters([a for a, _ in pairs], [b for _, b in pairs]) if pairs else {}
+        for extra in (agreement_counters([verdicts]), repeated):
             for name, value in extra.items():
                 counters[name] = counters.get(name, 0.0) + value
         if repeat:
-            panel_result.details["repeat"] = {v.name: v.score for v in repeat}  # type: ignore[index]
+            panel_result.details["repeat"] = {b.name: b.score for _, b in repeat}  # type: ignore[index]
         return Judgement(final, block, [*results, panel_result], counters)
 
     # -- seed 002 per-metric fallback --------------------------------------------------------
@@ -170,7 +181,7 @@ class SuiteJudge:
         asks: list[tuple[Judge, Prompt]] = [
             (j, build_metric(event, s.prompt, blind=j.config.blind)) for s in triggered for j in self.judges
         ]
-        verdicts = await self.hub.ask_all(asks)
+        verdicts, unscored = apply_unscored(await self.hub.ask_all(asks), self.config.unscored)
         per_metric = {s.evaluator: verdicts[i * len(self.judges):(i + 1) * len(self.judges)]
                       for i, s in enumerate(triggered)}  # fmt: skip
         updated = list(results)
@@ -199,7 +210,7 @@ class SuiteJudge:
         final_score = combine((r.score, r.weight) for r in updated)
         asked = len(triggered)
         got = sum(f.llm_score is not None for f in fallbacks)
-        status = "ok" if got == asked else ("partial" if got else "failed")
+        status = "ok" if got == asked and not unscored else ("partial" if got else "failed")
         if not asked:
             reason = "no metric at or under its LLM fallback trigger: rule scores only"
         else:
@@ -209,6 +220,8 @@ class SuiteJudge:
                       + (f"raised: {', '.join(raised)}" if raised else "no score raised"))
             if status == "failed":
                 reason += f"; judges failed ({_failures(verdicts)}), default_score {self.config.default_score:g}"
+            if unscored and self.config.unscored == "midpoint":
+                reason += f"; {_unscored_note(unscored)} counted as the midpoint"
         panel = round(math.fsum(llm_scores) / len(llm_scores) * 10.0, 6) if llm_scores else None
         block = self._block(status, metrics, final_score, panel, reason, category=None, fallbacks=fallbacks)
         out = updated
@@ -251,6 +264,29 @@ def _raised(result: EvaluatorResult, rule: float, final: float, source: str, thr
     details = dict(result.details or {})
     details["llm_fallback"] = {"rule_score": rule, "final_score": final, "source": source}
     return result.model_copy(update={"score": final, "passed": result.passed or final >= threshold, "details": details})
+
+
+def apply_unscored(verdicts: list[JudgeVerdict], policy: str) -> tuple[list[JudgeVerdict], dict[str, str]]:
+    """The verdicts under the suite's ``unscored`` policy, and ``{judge: refusal|default}`` of those that
+    answered without judging. ``midpoint`` keeps them (seed 003: the default 3.0); ``exclude`` turns them
+    into errors ``judge_refused`` / ``judge_no_score``, so they leave the panel score."""
+    unscored: dict[str, str] = {}
+    out = list(verdicts)
+    for i, v in enumerate(verdicts):
+        kind = unscored_kind(v)
+        if kind is None:
+            continue
+        unscored[v.name] = kind
+        if policy == "exclude":
+            code = "judge_refused" if kind == "refusal" else "judge_no_score"
+            why = "refused to judge" if kind == "refusal" else "gave no score the parser could read"
+            out[i] = v.model_copy(update={"status": "error", "error": code, "score": None,
+                                          "reason": f"judge {v.name!r} {why}; left out of the panel (unscored: exclude)"})
+    return out, unscored
+
+
+def _unscored_note(unscored: dict[str, str]) -> str:
+    return f"{len(unscored)} judge(s) gave no judgement ({', '.join(f'{n}: {k}' for n, k in unscored.items())})"
 
 
 def _failures(verdicts: Sequence[JudgeVerdict]) -> str:
