@@ -205,3 +205,17 @@ async def test_refusals_are_not_cached(redis_url: str, prefix: str) -> None:
     # read by the regex stage (accuracy 2), but a refusal: the midpoint, and said so
     assert first.parse == "regex" and first.score == 5.0 and first.scores["accuracy"] == 3.0
     assert any(w.startswith("refusal: ") for w in first.warnings)
+
+
+async def test_waiting_for_a_judge_slot_never_counts_against_the_timeout() -> None:
+    """One slot, 100 ms answers, a 0.5 s timeout, 10 distinct requests at once: the last waits ~0.9 s."""
+    async with start_judge_sim(reply=GOOD, latency_ms=100) as url:
+        hub = JudgeHub([judge("a", url, weight=1, attempts=1, max_concurrency=1, timeout_s=0.5)], log_interval_s=None)
+        await hub.start()
+        try:
+            [j] = hub.panel(None)
+            prompts = [build_rubric(event(output=f"Paris {n}"), "qa_simple", "1-5", blind=True) for n in range(10)]
+            verdicts = await asyncio.gather(*(hub.ask(j, p) for p in prompts))
+        finally:
+            await hub.close()
+    assert [v.status for v in verdicts] == ["ok"] * 10
