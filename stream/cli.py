@@ -27,6 +27,10 @@ __all__ = ["main"]
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
+class UsageError(Exception):
+    """A bad command line that is not about the config (e.g. an output path that cannot be written): exit 2."""
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="streameval", description="Streaming evaluator for LLM outputs (Kafka + Faust + Redis)."
@@ -70,6 +74,8 @@ def _parser() -> argparse.ArgumentParser:
                           help="exit 1 when the mean score is below X (0-1)")
     evaluate.add_argument("--max-dead-letters", type=int, default=None, metavar="N",
                           help="exit 1 when more than N lines could not be evaluated")
+    evaluate.add_argument("--max-judge-error-rate", type=float, default=None, metavar="X",
+                          help="exit 1 when a judge's answers failed more often than X (0..1)")
     evaluate.add_argument("--concurrency", type=int, default=64, help="events evaluated at once (default 64)")
     evaluate.add_argument("--processes", type=int, default=0, metavar="N",
                           help="evaluate suites without judges in N processes (default 0: in this process)")
@@ -102,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return _run(args, console)
-    except ConfigError as exc:
+    except (ConfigError, UsageError) as exc:
         console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -168,7 +174,7 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
     from .config import parse_config_text, read_config_text
-    from .offline import evaluate_file
+    from .offline import check_writable, evaluate_file
     from .pipeline import Pipeline
     from .summary import render_summary
 
@@ -182,7 +188,12 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
     _, suites = parse_config_text(config_text, file=str(args.config))
     if not args.input.is_file():
         raise ConfigError(f"--input {args.input}: no such file")
+    if args.max_judge_error_rate is not None and not 0.0 <= args.max_judge_error_rate <= 1.0:
+        raise ConfigError(f"--max-judge-error-rate must be within [0, 1], got {args.max_judge_error_rate}")
     deadletter = args.deadletter or args.output.with_name(args.output.stem + ".deadletter.jsonl")
+    for option, path in (("--output", args.output), ("--deadletter", deadletter)):
+        if (why := check_writable(path)) is not None:
+            raise UsageError(f"{option} {path}: cannot write ({why})")
     size = args.input.stat().st_size
     with Progress(TextColumn("evaluating {task.fields[done]} events"), BarColumn(), DownloadColumn(),
                   TimeRemainingColumn(), console=console, disable=args.quiet, transient=True) as progress:  # fmt: skip
@@ -206,6 +217,11 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
     if args.max_dead_letters is not None and dead > args.max_dead_letters:
         console.print(f"[bold red]FAIL[/] {dead} dead letters exceed --max-dead-letters {args.max_dead_letters}")
         failed = True
+    for name, rate in sorted(summary.judge_error_rates().items()):
+        if args.max_judge_error_rate is not None and rate > args.max_judge_error_rate:
+            console.print(f"[bold red]FAIL[/] judge {name} failed {rate:.1%} of its answers, over "
+                          f"--max-judge-error-rate {args.max_judge_error_rate:g}", highlight=False)  # fmt: skip
+            failed = True
     return EXIT_FAILED if failed else EXIT_OK
 
 

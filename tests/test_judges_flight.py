@@ -4,6 +4,7 @@ refusals / default-stage answers (panel ``partial``; ``unscored: midpoint | excl
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from typing import Any
 
@@ -219,3 +220,25 @@ async def test_waiting_for_a_judge_slot_never_counts_against_the_timeout() -> No
         finally:
             await hub.close()
     assert [v.status for v in verdicts] == ["ok"] * 10
+
+
+async def test_the_hub_logs_a_summary_per_judge_while_judges_fail(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="streameval.judges")
+    async with start_judge_sim(script=["500", "500"], reply=GOOD) as url:
+        hub = JudgeHub([judge("a", url, weight=1, attempts=1)], log_interval_s=0.05)
+        await hub.start()
+        try:
+            [j] = hub.panel(None)
+            for n in range(3):
+                await hub.ask(j, build_rubric(event(output=f"Paris {n}"), "qa_simple", "1-5", blind=True))
+            deadline = asyncio.get_running_loop().time() + 10
+            while not any("judge a:" in r.getMessage() for r in caplog.records):
+                assert asyncio.get_running_loop().time() < deadline, "no judge summary logged"
+                await asyncio.sleep(0.02)
+        finally:
+            await hub.close()
+    [record] = [r for r in caplog.records if "judge a:" in r.getMessage()]
+    assert record.levelno == logging.WARNING
+    message = record.getMessage()
+    assert message.startswith("judge a: 3 calls, 0 cache hits, 2 errors (judge_http_error 2); last error: ")
+    assert "HTTP 500" in message or "500" in message

@@ -79,6 +79,10 @@ class JudgeConfig(_Strict):
     max_retry_after_s: float = Field(default=60.0, ge=0.0, description="cap on a 429's Retry-After")
     tokens_per_minute: int | None = Field(default=None, ge=1, description="budget; over it: skipped, reason budget")
     enabled: bool = Field(default=True, description="disabled judges are never called")
+    price_input_per_mtok: float | None = Field(default=None, ge=0.0,
+                                               description="price of a million input tokens; none: cost not counted")
+    price_output_per_mtok: float | None = Field(default=None, ge=0.0,
+                                                description="price of a million output tokens; none: cost not counted")
 
 
 class FallbackSpec(_Strict):

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from ..grading import combine
 from ..models import EvaluatorResult, JudgeBlock, JudgeFallback, JudgeVerdict, RequestEvent
 from ._config import FallbackSpec, SuiteJudgeConfig
+from ._cost import add_costs, prices_of
 from ._panel import (
     Judge,
     JudgeHub,
@@ -84,6 +85,7 @@ class SuiteJudge:
         self.hub = hub
         self.judges: list[Judge] = hub.panel(config.judges)
         self.threshold = threshold
+        self.prices = prices_of({j.name: j.config for j in self.judges})
 
     def begin(self, event: RequestEvent) -> asyncio.Task[Asked] | None:
         """Start a blend panel's calls now (they do not depend on the rule scores); None otherwise."""
@@ -169,6 +171,7 @@ class SuiteJudge:
         for extra in (agreement_counters([verdicts]), repeated):
             for name, value in extra.items():
                 counters[name] = counters.get(name, 0.0) + value
+        add_costs(counters, self.prices)
         if repeat:
             panel_result.details["repeat"] = {b.name: b.score for _, b in repeat}  # type: ignore[index]
         return Judgement(final, block, [*results, panel_result], counters)
@@ -229,6 +232,7 @@ class SuiteJudge:
             out = [*updated, self._panel_result(None if panel is None else panel / 10.0, status, verdicts)]
         counters = judge_counters(verdicts)
         counters.update(agreement_counters(list(per_metric.values())))  # one unit per asked metric
+        add_costs(counters, self.prices)
         return Judgement(final_score, block, out, counters)
 
     # -- helpers -----------------------------------------------------------------------------

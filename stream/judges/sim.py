@@ -58,6 +58,7 @@ class SimOptions:
     script: Sequence[str] = ()  # faults for the first requests, in arrival order (see FAULTS)
     reply: str | None = None  # answer this text verbatim instead of scoring
     seed: int = 0
+    api_key: str | None = None  # when set, a request without this key (Bearer or x-api-key) gets 401
     requests: list[dict[str, Any]] | None = field(default=None, repr=False)  # received bodies go here
 
     def __post_init__(self) -> None:
@@ -96,6 +97,11 @@ class _Sim:
         return max(0.0, ms) / 1000.0
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        if self.o.api_key is not None and self.o.api_key not in (
+            request.headers.get("x-api-key"), request.headers.get("authorization", "").removeprefix("Bearer ")
+        ):
+            return web.json_response({"error": {"type": "authentication_error", "message": "invalid api key"}},
+                                     status=401, headers={"X-Judge-Simulated": "true"})  # fmt: skip
         body = await request.json()
         if self.o.requests is not None:
             self.o.requests.append(body)
@@ -264,6 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--hang-s", type=float, default=30.0)
     parser.add_argument("--malformed-rate", type=float, default=0.0, help="share answered with malformed text")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--api-key", default=None, help="answer 401 to requests without this key")
     args = parser.parse_args(argv)
     options = {k: v for k, v in vars(args).items() if k not in ("host", "port")}
 
