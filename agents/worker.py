@@ -12,12 +12,12 @@ import redis.asyncio as aioredis
 
 from streameval._util import redact_url
 from streameval.alerts import check_alert_windows
-from streameval.api import broker_check, create_web_app, judge_checks, load_api_settings, start_web
+from streameval.api import broker_check, create_web_app, load_api_settings, start_web
 from streameval.api._settings import ApiSettings
 from streameval.config import parse_config_text, read_config_text
 from streameval.errors import ConfigError, StoreUnavailable
 from streameval.evalpool import EvalPool
-from streameval.judges import JudgeCache
+from streameval.judges import JudgeCache, JudgeConfig, judge_ready_checks
 from streameval.kafka_io import ensure_topics
 from streameval.pipeline import Pipeline
 from streameval.processor import Processor
@@ -109,7 +109,7 @@ def run_worker(settings: Settings) -> None:
 
     app = create_app(settings, make_processor, close_interval_s=suites.windowing.close_interval_s)
     if api.web_port is not None:
-        _serve_web(app, settings, api, [(j.name, j.base_url) for j in suites.judges if j.enabled])
+        _serve_web(app, settings, api, [j for j in suites.judges if j.enabled])
     make_faust_worker(app, settings).execute_from_commandline()
 
 
@@ -122,7 +122,7 @@ def make_faust_worker(app: faust.App, settings: Settings) -> faust.Worker:
     return worker
 
 
-def _serve_web(app: faust.App, settings: Settings, api: ApiSettings, judges: list[tuple[str, str]]) -> None:
+def _serve_web(app: faust.App, settings: Settings, api: ApiSettings, judges: list[JudgeConfig]) -> None:
     """Serve /health, /ready, /metrics and the API on ``api.web_port`` for the worker's lifetime."""
     assert settings.redis_url is not None and api.web_port is not None
     redis_url, port = settings.redis_url, api.web_port
@@ -132,7 +132,8 @@ def _serve_web(app: faust.App, settings: Settings, api: ApiSettings, judges: lis
     async def _web() -> None:
         client = aioredis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=2)
         token = api.api_token.get_secret_value() if api.api_token else None
-        checks = [broker_check(settings.kafka_bootstrap_servers), *judge_checks(judges)]
+        # each judge: an authenticated models listing (unbilled), cached; not just a TCP connection
+        checks = [broker_check(settings.kafka_bootstrap_servers), *judge_ready_checks(judges)]
         web_app = create_web_app(client, prefix=settings.redis_prefix, token=token, checks=checks,
                                  ready_timeout_s=api.ready_timeout_s, windows=settings.windows)  # fmt: skip
         state["runner"], state["client"] = await start_web(web_app, api.web_host, port), client

@@ -24,10 +24,13 @@ __all__ = ["check_writable", "evaluate_file", "iter_lines"]
 
 
 def check_writable(path: Path) -> str | None:
-    """None when ``path`` can be written (created or truncated), else why not, in a few words."""
+    """None when ``path`` can be written, else why not, in a few words. Leaves no file behind."""
+    existed = path.exists()
     try:
         with path.open("ab"):
             pass
+        if not existed:
+            path.unlink()
     except OSError as exc:
         return exc.strerror or type(exc).__name__
     return None

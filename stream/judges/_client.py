@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import logging
 import os
 import random
 import time
@@ -40,11 +41,14 @@ from ._errors import (
     map_httpx_error,
     status_error,
 )
+from ._hints import doubled_v1, explain_status
 from ._transport import AiohttpTransport
 
 __all__ = ["ANTHROPIC_VERSION", "Completion", "JudgeClient"]
 
 ANTHROPIC_VERSION = "2023-06-01"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +128,9 @@ class JudgeClient:
                 headers["x-api-key"] = key
         if cfg.protocol == "anthropic":
             headers["anthropic-version"] = ANTHROPIC_VERSION
+        if doubled_v1(cfg):
+            log.warning("judge %r: base_url ends in /v1 and the anthropic protocol appends /v1/messages "
+                        "(requests go to …/v1/v1/messages); give the root without /v1", cfg.name)
         # the base URL joined as httpx.AsyncClient(base_url=...) joins it: always append below it
         base = httpx.URL(cfg.base_url)
         root = base.raw_path if base.raw_path.endswith(b"/") else base.raw_path + b"/"
@@ -190,7 +197,8 @@ class JudgeClient:
                 raise map_httpx_error(exc, self.name) from exc
             latency_ms = (self._clock() - began) * 1000.0
         if response.status_code >= 300:
-            raise status_error(self.name, response.status_code, _retry_after(response.headers.get("retry-after")))
+            error = status_error(self.name, response.status_code, _retry_after(response.headers.get("retry-after")))
+            raise explain_status(cfg, response.status_code, response.content, error)
         try:
             payload = response.json()
         except ValueError:

@@ -96,12 +96,25 @@ class _Sim:
             ms = o.latency_ms
         return max(0.0, ms) / 1000.0
 
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        if self.o.api_key is not None and self.o.api_key not in (
+    def refuse_key(self, request: web.Request) -> web.Response | None:
+        """401 when an ``api_key`` is set and the request does not carry it."""
+        if self.o.api_key is None or self.o.api_key in (
             request.headers.get("x-api-key"), request.headers.get("authorization", "").removeprefix("Bearer ")
         ):
-            return web.json_response({"error": {"type": "authentication_error", "message": "invalid api key"}},
-                                     status=401, headers={"X-Judge-Simulated": "true"})  # fmt: skip
+            return None
+        return web.json_response({"error": {"type": "authentication_error", "message": "invalid api key"}},
+                                 status=401, headers={"X-Judge-Simulated": "true"})  # fmt: skip
+
+    async def models(self, request: web.Request) -> web.Response:
+        """The models listing (both protocols' shape, roughly): what ``/ready`` probes."""
+        if (refused := self.refuse_key(request)) is not None:
+            return refused
+        return web.json_response({"object": "list", "data": [{"id": "simulated", "object": "model"}]},
+                                 headers={"X-Judge-Simulated": "true"})  # fmt: skip
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if (refused := self.refuse_key(request)) is not None:
+            return refused
         body = await request.json()
         if self.o.requests is not None:
             self.o.requests.append(body)
@@ -216,6 +229,7 @@ def build_app(options: SimOptions) -> web.Application:
     app = web.Application()
     for path in ("/v1/chat/completions", "/chat/completions", "/v1/messages"):
         app.router.add_post(path, sim.handle)
+    app.router.add_get("/v1/models", sim.models)
     return app
 
 
