@@ -42,6 +42,7 @@ from ._errors import (
     status_error,
 )
 from ._hints import doubled_v1, explain_status
+from ._limit import AdaptiveLimit
 from ._transport import AiohttpTransport
 
 __all__ = ["ANTHROPIC_VERSION", "Completion", "JudgeClient"]
@@ -102,7 +103,8 @@ class JudgeClient:
         self._routes: dict[str, tuple[httpx.URL, list[tuple[bytes, bytes]]]] = {}  # path: (URL, headers)
         self._timeout = {"connect": config.timeout_s, "read": config.timeout_s, "write": config.timeout_s,
                          "pool": config.timeout_s}  # fmt: skip
-        self._slots = asyncio.Semaphore(config.max_concurrency)
+        self._slots = AdaptiveLimit(config.name, config.max_concurrency, adaptive=config.adaptive_concurrency,
+                                    clock=clock)  # fmt: skip
         self._rate = _StartRate(config.requests_per_second, clock, sleep)
 
     @property
@@ -174,7 +176,8 @@ class JudgeClient:
             raise RuntimeError(f"judge {self.name!r} is not started; call start() first")
         cfg = self.config
         path, body = self._request(system, user)
-        async with self._slots:
+        started = await self._slots.acquire()  # waiting here is not part of the attempt's timeout
+        try:
             await self._rate.wait()
             began = self._clock()
             try:
@@ -190,15 +193,28 @@ class JudgeClient:
                     finally:
                         await response.aclose()
             except TimeoutError:
+                self._slots.congested(started)
                 raise JudgeTimeout(f"judge {self.name!r} timed out after {cfg.timeout_s:g} s") from None
             except httpx.HTTPError as exc:
-                raise map_httpx_error(exc, self.name) from exc
+                error = map_httpx_error(exc, self.name)
+                if isinstance(error, JudgeTimeout):
+                    self._slots.congested(started)
+                raise error from exc
             except (httpx.InvalidURL, httpx.CookieConflict, httpx.StreamError) as exc:
                 raise map_httpx_error(exc, self.name) from exc
             latency_ms = (self._clock() - began) * 1000.0
-        if response.status_code >= 300:
-            error = status_error(self.name, response.status_code, _retry_after(response.headers.get("retry-after")))
-            raise explain_status(cfg, response.status_code, response.content, error)
+        finally:
+            self._slots.release()
+        status = response.status_code
+        if status == 429 or status >= 500:
+            self._slots.congested(started)
+        else:
+            self._slots.succeeded()
+        if status >= 300:
+            retry_after = _retry_after(response.headers.get("retry-after"))
+            if status == 429 and retry_after:
+                self._slots.pause(min(retry_after, cfg.max_retry_after_s))
+            raise explain_status(cfg, status, response.content, status_error(self.name, status, retry_after))
         try:
             payload = response.json()
         except ValueError:

@@ -83,6 +83,7 @@ class JudgeConfig(_Strict):
                                                description="price of a million input tokens; none: cost not counted")
     price_output_per_mtok: float | None = Field(default=None, ge=0.0,
                                                 description="price of a million output tokens; none: cost not counted")
+    adaptive_concurrency: bool = Field(default=True, description="AIMD between 1 and max_concurrency on 429/5xx/timeouts")
 
 
 class FallbackSpec(_Strict):
