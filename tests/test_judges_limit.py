@@ -111,3 +111,44 @@ async def test_fixed_concurrency_when_not_adaptive(adaptive: bool) -> None:
         finally:
             await hub.close()
     assert j.client._slots.limit == 8
+
+
+async def test_the_money_budget_is_shared_by_workers_through_redis(redis_url: str, prefix: str) -> None:
+    """Two hubs (two workers) on one Redis prefix: what one spent this hour stops the other."""
+    import redis.asyncio as aioredis
+
+    from streameval.judges import JudgeCache, judge_counters
+
+    client = aioredis.Redis.from_url(redis_url)
+    requests: list[dict[str, Any]] = []
+    try:
+        async with start_judge_sim(reply=GOOD, requests=requests) as url:
+            # 1 per input token: one call of ~500 prompt tokens spends the hour's budget of 100
+            cfg = judge("priced", url, weight=1, price_input_per_mtok=1e6, budget_per_hour=100)
+            first = JudgeHub([cfg], cache=JudgeCache(client, prefix=prefix), log_interval_s=None)
+            second = JudgeHub([cfg], cache=JudgeCache(client, prefix=prefix), log_interval_s=None)
+            await first.start()
+            await second.start()
+            try:
+                [a], [b] = first.panel(None), second.panel(None)
+                spent = await first.ask(a, build_rubric(event(output="one"), "qa_simple", "1-5", blind=True))
+                assert a.money is not None and b.money is not None
+                await a.money.sync()
+                await b.money.sync()
+                skipped = await second.ask(b, build_rubric(event(output="two"), "qa_simple", "1-5", blind=True))
+            finally:
+                await first.close()
+                await second.close()
+            total = float(await client.get(a.money.key(a.money._hour)) or 0)
+    finally:
+        await client.aclose()
+    assert spent.status == "ok" and total == pytest.approx(spent.prompt_tokens + 0.0)
+    assert skipped.status == "skipped" and skipped.error == "budget" and "for this hour" in (skipped.reason or "")
+    assert len(requests) == 1 and judge_counters([skipped]) == {"priced.budget_skips": 1.0}
+
+
+def test_a_money_budget_needs_prices() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="budget_per_hour needs price"):
+        judge("j", "http://x", weight=1, budget_per_hour=5)

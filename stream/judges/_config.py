@@ -84,6 +84,14 @@ class JudgeConfig(_Strict):
     price_output_per_mtok: float | None = Field(default=None, ge=0.0,
                                                 description="price of a million output tokens; none: cost not counted")
     adaptive_concurrency: bool = Field(default=True, description="AIMD between 1 and max_concurrency on 429/5xx/timeouts")
+    budget_per_hour: float | None = Field(default=None, gt=0.0,
+                                          description="money per UTC clock hour, all workers together; over it: budget")
+
+    @model_validator(mode="after")
+    def _budget_needs_prices(self) -> JudgeConfig:
+        if self.budget_per_hour is not None and self.price_input_per_mtok is None and self.price_output_per_mtok is None:
+            raise ValueError("budget_per_hour needs price_input_per_mtok and/or price_output_per_mtok")
+        return self
 
 
 class FallbackSpec(_Strict):

@@ -23,9 +23,11 @@ import httpx
 from .._util import clip
 from ..models import JudgeVerdict
 from ..stats import Moments, alpha_unit
+from ._budget import MoneyBudget
 from ._cache import CachedAnswer, JudgeCache, TokenBudget
 from ._client import JudgeClient
 from ._config import JudgeConfig
+from ._cost import prices_of, token_cost
 from ._errors import JudgeBudgetExceeded, JudgeError
 from ._flight import SingleFlight
 from ._parse import SCALES, Verdict, normalise, parse_answer
@@ -51,6 +53,7 @@ class Judge:
     config: JudgeConfig
     client: JudgeClient
     budget: TokenBudget
+    money: MoneyBudget | None = None
 
     @property
     def name(self) -> str:
@@ -75,9 +78,11 @@ class JudgeHub:
         self._logger: asyncio.Future[None] | None = None
         self.judges: dict[str, Judge] = {
             cfg.name: Judge(cfg, JudgeClient(cfg, transport=transport, environ=environ, clock=clock),
-                            TokenBudget(cfg.tokens_per_minute, clock))
+                            TokenBudget(cfg.tokens_per_minute, clock), _money(cfg, cache))
             for cfg in judges if cfg.enabled
         }  # fmt: skip
+        self.prices = prices_of({name: j.config for name, j in self.judges.items()})
+        self._syncs: list[asyncio.Future[None]] = []
         #: per-judge running mean and std of its 0-10 scores (all suites, all time), for z-scores;
         #: refreshed from Redis by the worker's periodic task (streameval.windows)
         self.norms: dict[str, Moments] = {}
@@ -91,13 +96,21 @@ class JudgeHub:
             await judge.client.start()
         if self.log_interval_s and self._logger is None:
             self._logger = asyncio.ensure_future(self.stats.log_every(self.log_interval_s))
+        if not self._syncs:
+            self._syncs = [asyncio.ensure_future(j.money.run()) for j in self.judges.values() if j.money]
 
     async def close(self) -> None:
         if self._logger is not None:
             self._logger.cancel()
             await asyncio.gather(self._logger, return_exceptions=True)
             self._logger = None
+        for sync in self._syncs:
+            sync.cancel()
+        await asyncio.gather(*self._syncs, return_exceptions=True)
+        self._syncs = []
         for judge in self.judges.values():
+            if judge.money is not None:
+                await judge.money.sync()  # what this process spent last reaches the shared total
             await judge.client.close()
 
     def panel(self, names: Sequence[str] | None) -> list[Judge]:
@@ -144,8 +157,14 @@ class JudgeHub:
             if judge.budget.exhausted():
                 raise JudgeBudgetExceeded(
                     f"judge {cfg.name!r} spent its {cfg.tokens_per_minute} tokens of the last minute")
+            if judge.money is not None and judge.money.exhausted():
+                raise JudgeBudgetExceeded(
+                    f"judge {cfg.name!r} spent its budget of {cfg.budget_per_hour:g} for this hour (all workers)")
             completion = await judge.client.complete(prompt.system, prompt.user)
             judge.budget.spend(completion.prompt_tokens + completion.completion_tokens)
+            if judge.money is not None:
+                judge.money.spend(token_cost(self.prices[cfg.name], completion.prompt_tokens,
+                                             completion.completion_tokens))  # fmt: skip
             got.answer = CachedAnswer(completion.text, completion.prompt_tokens, completion.completion_tokens)
             got.latency_ms, got.attempts = completion.latency_ms, completion.attempts
             got.parsed = _read(got.answer.text, prompt)  # unusable answers raise and are not cached
@@ -186,6 +205,15 @@ class _Fetched:
             return _verdict(cfg, prompt, status="ok", verdict=self.parsed, answer=self.answer, cached=True)
         return _verdict(cfg, prompt, status="ok", verdict=self.parsed, answer=self.answer,
                         latency_ms=self.latency_ms, attempts=self.attempts, cached=self.cached)  # fmt: skip
+
+
+def _money(cfg: JudgeConfig, cache: JudgeCache | None) -> MoneyBudget | None:
+    """The judge's shared money budget (on the cache's Redis and prefix; per process without one)."""
+    if cfg.budget_per_hour is None:
+        return None
+    if cache is None:
+        return MoneyBudget(cfg.name, cfg.budget_per_hour)
+    return MoneyBudget(cfg.name, cfg.budget_per_hour, client=cache.client, prefix=cache.prefix)
 
 
 def _read(text: str, prompt: Prompt) -> Verdict:
