@@ -36,6 +36,7 @@ from ._config import JudgeConfig
 from ._errors import (
     JudgeBadResponse,
     JudgeError,
+    JudgeHTTPError,
     JudgeRateLimited,
     JudgeTimeout,
     map_httpx_error,
@@ -43,6 +44,7 @@ from ._errors import (
 )
 from ._hints import doubled_v1, explain_status
 from ._limit import AdaptiveLimit
+from ._structured import anthropic_fields, openai_fields, tool_input
 from ._transport import AiohttpTransport
 
 __all__ = ["ANTHROPIC_VERSION", "Completion", "JudgeClient"]
@@ -106,6 +108,8 @@ class JudgeClient:
         self._slots = AdaptiveLimit(config.name, config.max_concurrency, adaptive=config.adaptive_concurrency,
                                     clock=clock)  # fmt: skip
         self._rate = _StartRate(config.requests_per_second, clock, sleep)
+        #: ask for structured answers (``structured: true``) until the endpoint rejects them once
+        self.structured = config.structured
 
     @property
     def name(self) -> str:
@@ -150,12 +154,23 @@ class JudgeClient:
             await self._http.aclose()
             self._http = None
 
-    async def complete(self, system: str, user: str) -> Completion:
-        """Ask the judge; retry what may pass on another attempt. Raises a :class:`JudgeError`."""
+    async def complete(self, system: str, user: str, schema: dict[str, Any] | None = None) -> Completion:
+        """Ask the judge; retry what may pass on another attempt. Raises a :class:`JudgeError`.
+
+        ``schema`` (with ``structured: true``) asks for the answer's JSON by the protocol's own means
+        (:mod:`._structured`); an endpoint that rejects it is asked again without it, and from then on
+        never gets it (logged once)."""
         cfg = self.config
         for attempt in range(1, cfg.attempts + 1):
             try:
-                text, tokens_in, tokens_out, latency = await self._attempt(system, user)
+                try:
+                    sent = schema if self.structured else None
+                    text, tokens_in, tokens_out, latency = await self._attempt(system, user, sent)
+                except JudgeHTTPError as exc:
+                    if sent is None or exc.status not in (400, 422):
+                        raise
+                    self._reject_structured(exc.status)
+                    text, tokens_in, tokens_out, latency = await self._attempt(system, user, None)
             except JudgeError as exc:
                 if not exc.retryable or attempt == cfg.attempts:
                     exc.attempts = attempt
@@ -171,11 +186,17 @@ class JudgeClient:
             return min(exc.retry_after, cfg.max_retry_after_s) + cfg.retry_jitter_s * self._jitter()
         return cfg.retry_wait_s + cfg.retry_jitter_s * self._jitter()
 
-    async def _attempt(self, system: str, user: str) -> tuple[str, int, int, float]:
+    def _reject_structured(self, status: int) -> None:
+        if self.structured:
+            self.structured = False
+            log.warning("judge %r rejected structured output (HTTP %d); asking for JSON in the prompt only from now on",
+                        self.name, status)  # fmt: skip
+
+    async def _attempt(self, system: str, user: str, schema: dict[str, Any] | None = None) -> tuple[str, int, int, float]:
         if self._http is None:
             raise RuntimeError(f"judge {self.name!r} is not started; call start() first")
         cfg = self.config
-        path, body = self._request(system, user)
+        path, body = self._request(system, user, schema)
         started = await self._slots.acquire()  # waiting here is not part of the attempt's timeout
         try:
             await self._rate.wait()
@@ -222,22 +243,31 @@ class JudgeClient:
         text, tokens_in, tokens_out = self._read(payload)
         return text, tokens_in, tokens_out, round(latency_ms, 3)
 
-    def _request(self, system: str, user: str) -> tuple[str, dict[str, Any]]:
+    def _request(self, system: str, user: str, schema: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         cfg = self.config
         common = {"model": cfg.model, "max_tokens": cfg.max_tokens, "temperature": cfg.temperature}
         if cfg.protocol == "openai":
             messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-            return "chat/completions", {**common, "messages": messages}
-        return "v1/messages", {**common, "system": system, "messages": [{"role": "user", "content": user}]}
+            extra = openai_fields(schema) if schema is not None else {}
+            return "chat/completions", {**common, "messages": messages, **extra}
+        extra = anthropic_fields(schema) if schema is not None else {}
+        return "v1/messages", {**common, "system": system, "messages": [{"role": "user", "content": user}], **extra}
 
     def _read(self, payload: Any) -> tuple[str, int, int]:
         try:
             if self.config.protocol == "openai":
-                text = payload["choices"][0]["message"]["content"]
+                message = payload["choices"][0]["message"]
+                text = message["content"]
+                if text is None and isinstance(message.get("refusal"), str):  # structured outputs' refusal
+                    text = message["refusal"]
                 usage = payload.get("usage") or {}
                 tokens_in, tokens_out = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
             else:
-                text = "".join(part.get("text", "") for part in payload["content"] if part.get("type") == "text")
+                called = tool_input(payload["content"])
+                if isinstance(called, dict):  # structured: the submit_evaluation tool call
+                    text = orjson.dumps(called).decode()
+                else:
+                    text = "".join(part.get("text", "") for part in payload["content"] if part.get("type") == "text")
                 usage = payload.get("usage") or {}
                 tokens_in, tokens_out = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
             if not isinstance(text, str):

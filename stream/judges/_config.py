@@ -86,6 +86,7 @@ class JudgeConfig(_Strict):
     adaptive_concurrency: bool = Field(default=True, description="AIMD between 1 and max_concurrency on 429/5xx/timeouts")
     budget_per_hour: float | None = Field(default=None, gt=0.0,
                                           description="money per UTC clock hour, all workers together; over it: budget")
+    structured: bool = Field(default=False, description="ask for the JSON answer by response_format / tool use")
 
     @model_validator(mode="after")
     def _budget_needs_prices(self) -> JudgeConfig:

@@ -34,6 +34,7 @@ from ._parse import SCALES, Verdict, normalise, parse_answer
 from ._prompts import Prompt
 from ._refusal import REFUSAL_WARNING, find_refusal, is_text_stage
 from ._stats import JudgeStats
+from ._structured import answer_schema
 
 __all__ = [
     "Judge",
@@ -160,7 +161,8 @@ class JudgeHub:
             if judge.money is not None and judge.money.exhausted():
                 raise JudgeBudgetExceeded(
                     f"judge {cfg.name!r} spent its budget of {cfg.budget_per_hour:g} for this hour (all workers)")
-            completion = await judge.client.complete(prompt.system, prompt.user)
+            schema = answer_schema(prompt) if cfg.structured else None
+            completion = await judge.client.complete(prompt.system, prompt.user, schema)
             judge.budget.spend(completion.prompt_tokens + completion.completion_tokens)
             if judge.money is not None:
                 judge.money.spend(token_cost(self.prices[cfg.name], completion.prompt_tokens,

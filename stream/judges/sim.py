@@ -59,6 +59,7 @@ class SimOptions:
     reply: str | None = None  # answer this text verbatim instead of scoring
     seed: int = 0
     api_key: str | None = None  # when set, a request without this key (Bearer or x-api-key) gets 401
+    reject_structured: bool = False  # answer 400 to requests with response_format / tools
     requests: list[dict[str, Any]] | None = field(default=None, repr=False)  # received bodies go here
 
     def __post_init__(self) -> None:
@@ -118,6 +119,11 @@ class _Sim:
         body = await request.json()
         if self.o.requests is not None:
             self.o.requests.append(body)
+        structured = "response_format" in body or "tools" in body
+        if structured and self.o.reject_structured:
+            return web.json_response({"error": {"type": "invalid_request_error",
+                                                "message": "response_format / tools are not supported"}},
+                                     status=400, headers={"X-Judge-Simulated": "true"})  # fmt: skip
         fault = self.fault()
         delay = self.latency_s()
         if delay:
@@ -136,9 +142,12 @@ class _Sim:
         n = next(self.counter)
         tokens_in, tokens_out = max(1, len(system + user) // 4), max(1, len(text) // 4)
         if anthropic:
+            content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+            called = _tool_call(body, text, n) if structured else None
             payload: dict[str, Any] = {
                 "id": f"msg_sim_{n}", "type": "message", "role": "assistant", "model": body.get("model"),
-                "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+                "content": content if called is None else [called],
+                "stop_reason": "end_turn" if called is None else "tool_use",
                 "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out},
             }  # fmt: skip
         else:
@@ -224,6 +233,19 @@ def _answer(system: str, user: str, model: str, fault: str) -> str:
     return text
 
 
+def _tool_call(body: dict[str, Any], text: str, n: int) -> dict[str, Any] | None:
+    """An Anthropic tool_use block answering the forced tool with ``text`` (when it is a JSON object)."""
+    choice = body.get("tool_choice")
+    name = choice.get("name") if isinstance(choice, dict) else None
+    try:
+        document = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    if not name or not isinstance(document, dict):
+        return None
+    return {"type": "tool_use", "id": f"toolu_sim_{n}", "name": name, "input": document}
+
+
 def build_app(options: SimOptions) -> web.Application:
     sim = _Sim(options)
     app = web.Application()
@@ -285,6 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--malformed-rate", type=float, default=0.0, help="share answered with malformed text")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--api-key", default=None, help="answer 401 to requests without this key")
+    parser.add_argument("--reject-structured", action="store_true", help="answer 400 to response_format / tools")
     args = parser.parse_args(argv)
     options = {k: v for k, v in vars(args).items() if k not in ("host", "port")}
 
