@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from streameval.config import parse_config
 from streameval.errors import ConfigError
 from streameval.judges import JudgeClient, JudgeConfig, SuiteJudgeConfig, check_panel_weights, panel_score
+from streameval.judges._pressure import BackpressureConfig
 from streameval.judges.sim import demo_judges
 from streameval.models import JudgeVerdict
 
@@ -181,7 +182,8 @@ def test_public_api_names() -> None:
             "PANEL_RESULT_NAME", "sampled", "parse_answer"} <= set(judges.__all__)
 
 
-@pytest.mark.parametrize("key", [*JudgeConfig.model_fields, *SuiteJudgeConfig.model_fields])
+@pytest.mark.parametrize("key", [*JudgeConfig.model_fields, *SuiteJudgeConfig.model_fields,
+                                 *BackpressureConfig.model_fields])
 def test_every_judge_option_is_documented(key: str) -> None:
     from pathlib import Path
 

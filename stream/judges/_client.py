@@ -115,6 +115,11 @@ class JudgeClient:
     def name(self) -> str:
         return self.config.name
 
+    @property
+    def queued(self) -> int:
+        """Attempts waiting for one of this judge's slots."""
+        return self._slots.queued
+
     async def start(self) -> None:
         """Read the key and open the pool. Raises :class:`ConfigError` when the key variable is unset."""
         if self._http is not None:

@@ -27,6 +27,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ._pressure import BackpressureConfig
 from ._rubrics import METRIC_PROMPTS, MetricPrompt
 
 __all__ = [
@@ -131,6 +132,8 @@ class SuiteJudgeConfig(_Strict):
                                     description="seed 003 一致性检查 (blend): share of judged events asked twice, by id hash")
     unscored: Literal["midpoint", "exclude"] = Field(
         default="midpoint", description="a refusal or an answer with no score in it: midpoint (seed 003) or exclude")
+    backpressure: BackpressureConfig | None = Field(
+        default=None, description="judge a smaller share while consumer lag or the judge queue is over a bound")
 
     @field_validator("default_category")
     @classmethod

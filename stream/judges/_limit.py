@@ -51,6 +51,11 @@ class AdaptiveLimit:
         self._gauge = CONCURRENCY_LIMIT.labels(name)
         self._gauge.set(maximum)
 
+    @property
+    def queued(self) -> int:
+        """Attempts waiting for a slot."""
+        return len(self._waiters)
+
     def _free(self) -> bool:
         return self.in_flight < max(1, int(self.limit)) and self._clock() >= self._paused_until
 

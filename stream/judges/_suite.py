@@ -43,6 +43,7 @@ from ._panel import (
     repeat_counters,
     zscore_panel_score,
 )
+from ._pressure import Backpressure
 from ._prompts import Prompt, build_metric, build_report, build_rubric, known_category
 from ._refusal import unscored_kind
 
@@ -80,16 +81,30 @@ class Judgement:
 
 
 class SuiteJudge:
-    def __init__(self, config: SuiteJudgeConfig, hub: JudgeHub, *, threshold: float) -> None:
+    def __init__(self, config: SuiteJudgeConfig, hub: JudgeHub, *, threshold: float, suite: str = "") -> None:
         self.config = config
         self.hub = hub
         self.judges: list[Judge] = hub.panel(config.judges)
         self.threshold = threshold
+        self.pressure = None if config.backpressure is None else Backpressure(
+            suite, config.backpressure, queued=lambda: sum(j.client.queued for j in self.judges))
         self.prices = prices_of({j.name: j.config for j in self.judges})
+
+    def _left_out(self, event: RequestEvent) -> str | None:
+        """Why ``event`` is not judged (``unsampled`` or ``backpressure``), or None: judge it."""
+        rate = self.config.sample_rate
+        if not sampled(event.id, rate):
+            return "unsampled"
+        if self.pressure is not None:
+            share = self.pressure.share()
+            # the same hash at a lower rate: the events judged at a low level are a subset of the others
+            if share < 1.0 and not sampled(event.id, rate * share):
+                return "backpressure"
+        return None
 
     def begin(self, event: RequestEvent) -> asyncio.Task[Asked] | None:
         """Start a blend panel's calls now (they do not depend on the rule scores); None otherwise."""
-        if self.config.mode != "blend" or not sampled(event.id, self.config.sample_rate):
+        if self.config.mode != "blend" or self._left_out(event) is not None:
             return None
         return asyncio.ensure_future(self._ask_blend(event))
 
@@ -109,10 +124,17 @@ class SuiteJudge:
                   started: asyncio.Task[Asked] | None = None) -> Judgement:  # fmt: skip
         """Judge ``event`` given its rule results; ``started`` is what :meth:`begin` returned."""
         metrics = combine((r.score, r.weight) for r in results)
-        if not sampled(event.id, self.config.sample_rate):
+        why = None if started is not None else self._left_out(event)
+        if why == "unsampled":
             reason = f"not sampled (sample_rate {self.config.sample_rate:g}): rule scores only"
             block = self._block("unsampled", metrics, metrics, None, reason, category=None)
             return Judgement(metrics, block, results, {})
+        if why == "backpressure" and self.pressure is not None:
+            self.pressure.skipped()
+            reason = (f"skipped: backpressure (judging {self.pressure.current:g} of the sampled events; "
+                      f"{self.pressure.why or 'recovering'}): rule scores only")  # fmt: skip
+            block = self._block("unsampled", metrics, metrics, None, reason, category=None)
+            return Judgement(metrics, block, results, {"skip:backpressure": 1.0})
         if self.config.mode == "blend":
             verdicts, repeat = await (started if started is not None else self._ask_blend(event))
             return self._blend(event, results, metrics, verdicts, repeat)
