@@ -131,9 +131,10 @@ async def test_the_consistency_repeat_goes_after_its_primary_and_its_failure_kee
     assert counters["a.repeat_calls"] == 1 and "repeat:n" not in counters
 
 
-async def test_no_repeat_for_a_judge_whose_primary_failed() -> None:
+async def test_a_repeat_never_rescues_a_failed_primary() -> None:
+    """The primary fails (500), its repeat (in flight at the same time) answers: the panel still failed."""
     requests: list[dict[str, Any]] = []
-    async with start_judge_sim(script=["500"], requests=requests) as url:
+    async with start_judge_sim(reply=GOOD, script=["500"], requests=requests) as url:
         pipeline = await _pipeline([judge("a", url, weight=1, attempts=1)],
                                    {"evaluators": [{"evaluator": "exact_match"}], "judge": {"consistency_rate": 1.0}})
         try:
@@ -141,7 +142,24 @@ async def test_no_repeat_for_a_judge_whose_primary_failed() -> None:
         finally:
             await pipeline.close()
     assert outcome.result is not None and outcome.result.judge is not None
-    assert outcome.result.judge.status == "failed" and len(requests) == 1
+    assert outcome.result.judge.status == "failed" and outcome.result.judge.judges[0].error == "judge_http_error"
+    assert "repeat:n" not in outcome.counters["judge_panel"]
+
+
+async def test_a_primary_that_failed_before_any_call_gets_no_repeat() -> None:
+    requests: list[dict[str, Any]] = []
+    async with start_judge_sim(reply=GOOD, requests=requests) as url:
+        # a budget of one token: the first call spends it, the second event's primary is skipped
+        pipeline = await _pipeline([judge("a", url, weight=1, tokens_per_minute=1)],
+                                   {"evaluators": [{"evaluator": "exact_match"}], "judge": {"consistency_rate": 1.0}})
+        try:
+            await pipeline.process(_raw(output="one"))
+            calls = len(requests)
+            outcome = await pipeline.process(_raw(output="two"))
+        finally:
+            await pipeline.close()
+    assert outcome.result is not None and outcome.result.judge is not None
+    assert outcome.result.judge.judges[0].status == "skipped" and len(requests) == calls
 
 
 REFUSAL = "I am unable to evaluate this material."

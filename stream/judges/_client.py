@@ -159,8 +159,11 @@ class JudgeClient:
             await self._http.aclose()
             self._http = None
 
-    async def complete(self, system: str, user: str, schema: dict[str, Any] | None = None) -> Completion:
+    async def complete(self, system: str, user: str, schema: dict[str, Any] | None = None, *,
+                       on_slot: Callable[[], None] | None = None) -> Completion:  # fmt: skip
         """Ask the judge; retry what may pass on another attempt. Raises a :class:`JudgeError`.
+
+        ``on_slot`` is called once the first attempt holds a slot (the request is on its way).
 
         ``schema`` (with ``structured: true``) asks for the answer's JSON by the protocol's own means
         (:mod:`._structured`); an endpoint that rejects it is asked again without it, and from then on
@@ -170,13 +173,15 @@ class JudgeClient:
             try:
                 try:
                     sent = schema if self.structured else None
-                    text, tokens_in, tokens_out, latency = await self._attempt(system, user, sent)
+                    text, tokens_in, tokens_out, latency = await self._attempt(system, user, sent, on_slot)
+                    on_slot = None
                 except JudgeHTTPError as exc:
                     if sent is None or exc.status not in (400, 422):
                         raise
                     self._reject_structured(exc.status)
                     text, tokens_in, tokens_out, latency = await self._attempt(system, user, None)
             except JudgeError as exc:
+                on_slot = None
                 if not exc.retryable or attempt == cfg.attempts:
                     exc.attempts = attempt
                     raise
@@ -197,12 +202,15 @@ class JudgeClient:
             log.warning("judge %r rejected structured output (HTTP %d); asking for JSON in the prompt only from now on",
                         self.name, status)  # fmt: skip
 
-    async def _attempt(self, system: str, user: str, schema: dict[str, Any] | None = None) -> tuple[str, int, int, float]:
+    async def _attempt(self, system: str, user: str, schema: dict[str, Any] | None = None,
+                       on_slot: Callable[[], None] | None = None) -> tuple[str, int, int, float]:  # fmt: skip
         if self._http is None:
             raise RuntimeError(f"judge {self.name!r} is not started; call start() first")
         cfg = self.config
         path, body = self._request(system, user, schema)
         started = await self._slots.acquire()  # waiting here is not part of the attempt's timeout
+        if on_slot is not None:
+            on_slot()
         try:
             await self._rate.wait()
             began = self._clock()

@@ -122,30 +122,36 @@ class JudgeHub:
         """Every (judge, prompt) pair at once; results in the same order."""
         return list(await asyncio.gather(*(self.ask(judge, prompt) for judge, prompt in asks)))
 
-    async def ask(self, judge: Judge, prompt: Prompt, *, fresh: bool = False) -> JudgeVerdict:
+    async def ask(self, judge: Judge, prompt: Prompt, *, fresh: bool = False,
+                  sent: asyncio.Event | None = None) -> JudgeVerdict:  # fmt: skip
         """One judge's verdict; ``fresh`` bypasses the cache both ways (seed 003 consistency re-judging).
 
         Identical requests in flight at once make one call (:class:`SingleFlight`); the others share
         its answer and count as cache hits (``cached``), or share its failure with ``attempts`` 0.
+        ``sent`` is set once the request holds a judge slot, or needs none (the cache, another
+        request's flight, a skip, an error), or is done.
         """
         cfg = judge.config
         try:
             if fresh:
-                got, shared = await self._fetch(judge, prompt, None), False
+                got, shared = await self._fetch(judge, prompt, None, sent), False
             else:
                 key = (self.cache.key(cfg.name, cfg.model, prompt.version, prompt.system, prompt.user)
                        if self.cache else None)  # fmt: skip
                 flight = (cfg.name, cfg.model, prompt.version, prompt.system, prompt.user)
-                got, shared = await self.flights.do(flight, lambda: self._fetch(judge, prompt, key))
+                got, shared = await self.flights.do(flight, lambda: self._fetch(judge, prompt, key, sent))
         except Exception as exc:  # a bug of ours must not lose the event: this judge counts as failed
             log.exception("judge %s failed unexpectedly", cfg.name)
             verdict = _verdict(cfg, prompt, status="error", error="internal", reason=type(exc).__name__)
         else:
             verdict = got.verdict(cfg, prompt, shared=shared)
+        finally:
+            if sent is not None:
+                sent.set()
         self.stats.record(verdict)
         return verdict
 
-    async def _fetch(self, judge: Judge, prompt: Prompt, key: str | None) -> _Fetched:
+    async def _fetch(self, judge: Judge, prompt: Prompt, key: str | None, sent: asyncio.Event | None) -> _Fetched:
         """Cache read, call, parse, cache write: the work of one flight. Judge errors are returned."""
         cfg = judge.config
         got = _Fetched()
@@ -162,7 +168,8 @@ class JudgeHub:
                 raise JudgeBudgetExceeded(
                     f"judge {cfg.name!r} spent its budget of {cfg.budget_per_hour:g} for this hour (all workers)")
             schema = answer_schema(prompt) if cfg.structured else None
-            completion = await judge.client.complete(prompt.system, prompt.user, schema)
+            completion = await judge.client.complete(prompt.system, prompt.user, schema,
+                                                     on_slot=None if sent is None else sent.set)  # fmt: skip
             judge.budget.spend(completion.prompt_tokens + completion.completion_tokens)
             if judge.money is not None:
                 judge.money.spend(token_cost(self.prices[cfg.name], completion.prompt_tokens,

@@ -110,15 +110,28 @@ class SuiteJudge:
 
     async def _ask_blend(self, event: RequestEvent) -> Asked:
         asks = self._blend_asks(event)
-        first = await self.hub.ask_all(asks)
         if not rejudged(event.id, self.config.consistency_rate):
-            return first, []
-        # the repeat is asked once the primary has its answers, and only of the judges that answered
-        # it: a repeat never takes a judge slot or a rate-limit turn ahead of a primary, and a failed
-        # repeat only loses its own pair
-        again = [i for i, v in enumerate(first) if v.status == "ok"]
-        repeat = await asyncio.gather(*(self.hub.ask(*asks[i], fresh=True) for i in again))
-        return first, [(first[i], r) for i, r in zip(again, repeat, strict=True)]
+            return await self.hub.ask_all(asks), []
+        # each judge's repeat is asked once its primary holds a judge slot (or needed none), so a
+        # repeat never takes a slot or a rate-limit turn ahead of its primary, yet both are in flight
+        # together (one round trip); a primary that already failed gets no repeat, and a failed repeat
+        # only loses its own pair
+        sent = [asyncio.Event() for _ in asks]
+        primary = [asyncio.ensure_future(self.hub.ask(j, p, sent=e)) for (j, p), e in zip(asks, sent, strict=True)]
+
+        async def again(i: int) -> JudgeVerdict | None:
+            await sent[i].wait()
+            if primary[i].done() and primary[i].result().status != "ok":
+                return None
+            return await self.hub.ask(*asks[i], fresh=True)
+
+        try:
+            repeat = await asyncio.gather(*(again(i) for i in range(len(asks))))
+            first = list(await asyncio.gather(*primary))
+        finally:
+            for task in primary:
+                task.cancel()  # only if we were cancelled: they are done otherwise
+        return first, [(first[i], r) for i, r in enumerate(repeat) if r is not None]
 
     async def run(self, event: RequestEvent, results: list[EvaluatorResult],
                   started: asyncio.Task[Asked] | None = None) -> Judgement:  # fmt: skip
