@@ -83,3 +83,24 @@ async def test_a_judge_queue_over_its_bound_skips_events_with_the_reason() -> No
     # rule scores are kept for skipped events
     assert all(o.result.evaluators[0].name == "exact_match" for o in outcomes)
     assert REGISTRY.get_sample_value("streameval_judge_backpressure_skips_total", {"suite": "bp-suite"}) == len(skipped)
+
+
+def test_the_aggregate_carries_judge_calls_cost_and_backpressure_skips() -> None:
+    from jsonschema import Draft202012Validator
+
+    from streameval import schemas
+    from streameval.windows import build_aggregate
+
+    c = "ev:judge_panel:c:"
+    fields = {"count": 10.0, "sum": 5.0, "sumsq": 3.0, f"{c}a.calls": 6.0, f"{c}a.repeat_calls": 1.0,
+              f"{c}a.cache_hits": 3.0, f"{c}a.cost": 0.0125, f"{c}a.n": 7.0, f"{c}a.score_sum": 50.0,
+              f"{c}a.score_sumsq": 400.0, f"{c}b.calls": 4.0, f"{c}b.n": 4.0, f"{c}b.score_sum": 20.0,
+              f"{c}b.score_sumsq": 110.0, f"{c}skip:backpressure": 3.0}  # fmt: skip
+    aggregate = build_aggregate("m", "s", 60, 0, fields, {}, dead_letters=0, window_events=10,
+                                published_at="2026-11-23T10:00:00Z")  # fmt: skip
+    assert aggregate.judges["a"].calls == 7 and aggregate.judges["a"].cache_hits == 3
+    assert aggregate.judges["a"].cost == pytest.approx(0.0125) and aggregate.judges["b"].cost is None
+    assert aggregate.judge_cost == pytest.approx(0.0125) and aggregate.backpressure_skips == 3
+    assert set(aggregate.judges) == {"a", "b"}
+    doc = orjson.loads(aggregate.model_dump_json())
+    assert not list(Draft202012Validator(schemas.load("aggregate")).iter_errors(doc))
