@@ -14,12 +14,13 @@ from streameval.sandbox._pool import default_slots
 
 pytestmark = pytest.mark.skipif(bool(probe().missing), reason=f"sandbox mechanisms missing: {probe().missing}")
 
-# 50 ms of work per call (a sleep, so the box's other load cannot push it past its own limit)
+# 200 ms of work per call (a sleep, so the box's other load cannot push it past its own 2 s limit)
+WORK_S = 0.2
 SLOW = ("import asyncio\n"
         "async def evaluate(input, output, expected, metadata):\n"
-        "    await asyncio.sleep(0.05)\n"
+        f"    await asyncio.sleep({WORK_S})\n"
         "    return {'passed': True, 'score': (len(output) % 10) / 10}\n")  # fmt: skip
-TIMEOUT_MS = 500
+TIMEOUT_MS = 2000
 
 
 def _events(n: int) -> list[bytes]:
@@ -28,8 +29,8 @@ def _events(n: int) -> list[bytes]:
 
 async def test_a_backlog_gives_the_same_scores_as_events_sent_slowly() -> None:
     # enough events that the last waits far longer than timeout + grace for a slot:
-    # n x 50 ms / slots >= 3 x (500 ms + 1 s)
-    n = max(100, int(4.5 / 0.05 * default_slots()))
+    # n x 200 ms / slots >= 3 x (2 s + 1 s)
+    n = max(60, int(3 * (TIMEOUT_MS / 1000 + 1.0) / WORK_S * default_slots()))
     evaluator = {"evaluator": "code", "name": "slow", "params": {"language": "python", "code": SLOW,
                                                                  "timeout_ms": TIMEOUT_MS}}  # fmt: skip
     _, suites = parse_config({"suites": [{"name": "s", "default": True, "evaluators": [evaluator]}]})
