@@ -11,7 +11,7 @@ processed with W in flight (as the worker does). Printed:
 * rule-only events' latency (a suite without judges) alone vs while the judged events run: p50/p99
   and their ratio against the idle baseline measured in the same run.
 * worker CPU per judge call: this process's CPU time (``time.process_time``) over the judged run,
-  divided by the HTTP calls it made (the hub's own tally: primaries and consistency repeats). It
+  divided by the HTTP calls it made (the results' window counters: primaries and consistency repeats). It
   includes prompt building, parsing, the panel, the pipeline and the rule-only trickle. Target
   <= 150 us. ``--consistency-rate`` (default the suite default, 0.1) and ``--duplicates`` (share of
   events repeating an earlier output, served by single-flight or the cache) change the call mix.
@@ -96,18 +96,22 @@ async def _one(url: str, events: int, window: int, latency_ms: float, ceiling: f
         # every 1/duplicates-th event repeats the output of the one before it (same prompt)
         every = round(1 / duplicates) if duplicates > 0 else 0
 
+        calls = hits = 0
+
         async def one(n: int) -> None:
-            nonlocal failed
+            nonlocal failed, calls, hits
             async with slots:
                 output = n - 1 if every and n % every == 0 else n
                 outcome = await pipeline.process(_event(n, "judged", output))
                 if outcome.result is None or outcome.result.judge is None or outcome.result.judge.status != "ok":
                     failed += 1
+                # the window counters' rules: calls made (repeats included) and cache hits
+                for name, value in outcome.counters.get("judge_panel", {}).items():
+                    if name.endswith((".calls", ".repeat_calls")):
+                        calls += int(value)
+                    elif name.endswith(".cache_hits"):
+                        hits += int(value)
 
-        assert pipeline.judges is not None
-        tallies = pipeline.judges.stats.total
-        calls_before = sum(t.calls for t in tallies.values())
-        hits_before = sum(t.cache_hits for t in tallies.values())
         stop = asyncio.Event()
         cpu_began = time.process_time()
         began = time.perf_counter()
@@ -115,8 +119,6 @@ async def _one(url: str, events: int, window: int, latency_ms: float, ceiling: f
         await asyncio.gather(*(one(n) for n in range(events)))
         elapsed = time.perf_counter() - began
         cpu = time.process_time() - cpu_began
-        calls = sum(t.calls for t in tallies.values()) - calls_before
-        hits = sum(t.cache_hits for t in tallies.values()) - hits_before
         stop.set()
         busy = await busy_task
     finally:

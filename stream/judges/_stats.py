@@ -67,15 +67,23 @@ class JudgeStats:
     """Tallies per judge name since the start, and since the last log line."""
 
     def __init__(self) -> None:
-        self.total: dict[str, JudgeTally] = {}
+        self._past: dict[str, JudgeTally] = {}  # up to the last log line
         self._recent: dict[str, JudgeTally] = {}
 
     def record(self, verdict: JudgeVerdict) -> None:
-        for tallies in (self.total, self._recent):
-            tally = tallies.get(verdict.name)
-            if tally is None:
-                tally = tallies[verdict.name] = JudgeTally()
-            tally_verdict(tally, verdict)
+        tally = self._recent.get(verdict.name)
+        if tally is None:
+            tally = self._recent[verdict.name] = JudgeTally()
+        tally_verdict(tally, verdict)
+
+    @property
+    def total(self) -> dict[str, JudgeTally]:
+        """Tallies since the start (a fresh copy)."""
+        out: dict[str, JudgeTally] = {}
+        for tallies in (self._past, self._recent):
+            for name, tally in tallies.items():
+                out.setdefault(name, JudgeTally()).add(tally)
+        return out
 
     def log_lines(self) -> list[str]:
         """One line per judge active since the last call, e.g.
@@ -90,6 +98,7 @@ class JudgeStats:
             if t.last_error:
                 line += f"; last error: {t.last_error}"
             lines.append(line)
+            self._past.setdefault(name, JudgeTally()).add(t)
         self._recent = {}
         return lines
 
