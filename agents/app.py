@@ -23,6 +23,7 @@ from faust.types import TP, EventT
 from streameval import telemetry
 from streameval.api import remember_alert
 from streameval.inflight import InFlight
+from streameval.kafka_security import KafkaSecurity, bootstrap_hosts
 from streameval.pipeline import Source
 from streameval.processor import Processor, Publish
 from streameval.settings import Settings
@@ -81,18 +82,25 @@ class QuietMonitor(Monitor):
 
 
 def create_app(
-    settings: Settings, make_processor: Callable[[], Awaitable[Processor]], *, close_interval_s: float = 1.0
+    settings: Settings,
+    make_processor: Callable[[], Awaitable[Processor]],
+    *,
+    close_interval_s: float = 1.0,
+    input_topics: Sequence[str] = (),
 ) -> faust.App:
     """A Faust app for ``settings``; ``make_processor`` is awaited once, inside the worker's loop.
 
-    Every ``close_interval_s`` a timer publishes due windows and alerts (suite file ``windowing:``).
+    The agent reads ``input_topics`` (the suite file's ``inputs:``; default: ``settings.topic_requests``);
+    the processor picks each message's decoder by its topic. Every ``close_interval_s`` a timer publishes
+    due windows and alerts (suite file ``windowing:``).
     """
     # Faust makes "<app id>-data" in the working directory unless told otherwise, and needs it to exist
     datadir = settings.data_dir or os.path.join(tempfile.gettempdir(), "streameval-faust", settings.app_id)
     os.makedirs(datadir, exist_ok=True)
     app = faust.App(
         settings.app_id,
-        broker=[f"kafka://{host.strip()}" for host in settings.kafka_bootstrap_servers.split(",")],
+        broker=[f"kafka://{host}" for host in bootstrap_hosts(settings.kafka_bootstrap_servers)],
+        broker_credentials=KafkaSecurity.from_settings(settings).faust_credentials(),  # TLS, SASL (docs/security.md)
         store="memory://",
         value_serializer="raw",
         key_serializer="raw",
@@ -112,7 +120,7 @@ def create_app(
     # whole wait instead of answering when a record arrives: up to 1.5 s added to an idle-then-busy partition
     app.transport.Consumer = _consumer_class(settings.fetch_wait_ms)
     raw: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
-    requests = app.topic(settings.topic_requests, **raw)
+    requests = app.topic(*(input_topics or [settings.topic_requests]), **raw)
     topics = {
         "result": app.topic(settings.topic_results, **raw),
         "deadletter": app.topic(settings.topic_deadletter, **raw),

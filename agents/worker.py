@@ -15,12 +15,16 @@ from streameval.alerts import check_alert_windows
 from streameval.api import broker_check, create_web_app, load_api_settings, start_web
 from streameval.api._settings import ApiSettings
 from streameval.config import parse_config_text, read_config_text
+from streameval.connect_check import check_redis_settings
 from streameval.errors import ConfigError, StoreUnavailable
 from streameval.evalpool import EvalPool
+from streameval.inputs import Inputs, check_input_topics
 from streameval.judges import JudgeCache, JudgeConfig, judge_ready_checks
 from streameval.kafka_io import ensure_topics
+from streameval.kafka_security import KafkaSecurity
 from streameval.pipeline import Pipeline
 from streameval.processor import Processor
+from streameval.redis_security import redis_options
 from streameval.registry import LiveRegistry, RegistryStore, bind_live_registry
 from streameval.settings import Settings
 from streameval.store import ResultStore, retry_forever
@@ -44,16 +48,21 @@ def run_worker(settings: Settings) -> None:
     config_text = read_config_text(config_file)
     _, suites = parse_config_text(config_text, file=config_file)  # fail fast, with file and field path
     check_alert_windows(suites.alerts, settings.windows, file=settings.config)
+    inputs = Inputs(suites.inputs, max_depth=settings.max_event_depth)
+    input_topics = inputs.topics(settings.topic_requests)
+    check_input_topics(suites.inputs, settings, file=config_file)
     api = load_api_settings()
     redis_url = settings.redis_url
+    asyncio.run(check_redis_settings(redis_url, redis_options(settings)))  # a wrong password: one line, exit
 
     asyncio.run(
         ensure_topics(
             settings.kafka_bootstrap_servers,
-            [settings.topic_requests, settings.topic_results, settings.topic_deadletter,
+            [*input_topics, settings.topic_results, settings.topic_deadletter,
              settings.topic_alerts, settings.topic_aggregates],
             partitions=settings.topic_partitions,
             replication=settings.topic_replication,
+            security=KafkaSecurity.from_settings(settings),
         )
     )  # fmt: skip
     asyncio.set_event_loop(asyncio.new_event_loop())  # asyncio.run closed its loop; Faust needs one
@@ -63,7 +72,8 @@ def run_worker(settings: Settings) -> None:
         # they queue for one of the connections instead of failing with MaxConnectionsError (which
         # turned every cache read into a judge call, docs/performance.md).
         pool = aioredis.BlockingConnectionPool.from_url(
-            redis_url, max_connections=REDIS_CONNECTIONS, timeout=30, socket_timeout=10, socket_connect_timeout=5
+            redis_url, max_connections=REDIS_CONNECTIONS, timeout=30, socket_timeout=10, socket_connect_timeout=5,
+            **redis_options(settings),
         )
         client = aioredis.Redis(connection_pool=pool)
 
@@ -89,7 +99,8 @@ def run_worker(settings: Settings) -> None:
             judge_cache=JudgeCache(client, prefix=settings.redis_prefix),
         )
         # registered evaluators read this copy of the registry; it follows API changes live
-        registry = LiveRegistry(RegistryStore(client, prefix=settings.redis_prefix), resync_s=api.registry_resync_s)
+        registry = LiveRegistry(RegistryStore(client, prefix=settings.redis_prefix, limits=api.registry_limits()),
+                                resync_s=api.registry_resync_s)
         await retry_forever(registry.start, what="loading the evaluator registry")
         bind_live_registry(registry)
 
@@ -102,12 +113,13 @@ def run_worker(settings: Settings) -> None:
         if settings.eval_processes:
             pool = EvalPool(config_text, config_file, settings.eval_processes,
                             max_event_bytes=settings.max_event_bytes, max_event_depth=settings.max_event_depth)  # fmt: skip
-        processor = Processor(pipeline, store, on_close=close, pool=pool)
+        processor = Processor(pipeline, store, on_close=close, pool=pool, inputs=inputs)
         await processor.start()
         log.info("streameval worker ready: %d suite(s), Redis %s", len(suites.all), redact_url(redis_url))
         return processor
 
-    app = create_app(settings, make_processor, close_interval_s=suites.windowing.close_interval_s)
+    app = create_app(settings, make_processor, close_interval_s=suites.windowing.close_interval_s,
+                     input_topics=input_topics)  # fmt: skip
     if api.web_port is not None:
         _serve_web(app, settings, api, [j for j in suites.judges if j.enabled])
     make_faust_worker(app, settings).execute_from_commandline()
@@ -130,12 +142,13 @@ def _serve_web(app: faust.App, settings: Settings, api: ApiSettings, judges: lis
 
     @app.task  # type: ignore[untyped-decorator]
     async def _web() -> None:
-        client = aioredis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=2)
-        token = api.api_token.get_secret_value() if api.api_token else None
-        # each judge: an authenticated models listing (unbilled), cached; not just a TCP connection
-        checks = [broker_check(settings.kafka_bootstrap_servers), *judge_ready_checks(judges)]
+        client = aioredis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=2, **redis_options(settings))
+        token = api.token()
+        checks = [broker_check(settings.kafka_bootstrap_servers, KafkaSecurity.from_settings(settings)),
+                  *judge_ready_checks(judges)]  # an authenticated models listing per judge, cached
         web_app = create_web_app(client, prefix=settings.redis_prefix, token=token, checks=checks,
-                                 ready_timeout_s=api.ready_timeout_s, windows=settings.windows)  # fmt: skip
+                                 ready_timeout_s=api.ready_timeout_s, windows=settings.windows,
+                                 access=api.access(), registry_limits=api.registry_limits())  # fmt: skip
         state["runner"], state["client"] = await start_web(web_app, api.web_host, port), client
         log.info("worker web server on http://%s:%d", api.web_host, port)
 

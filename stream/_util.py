@@ -20,12 +20,25 @@ def json_path(parts: Iterable[str | int]) -> str:
     return out
 
 
-def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (for logs and errors)."""
-    from urllib.parse import urlsplit, urlunsplit
+_SECRET_PARAM = ("pass", "secret", "token", "key", "auth", "cred", "sig")
 
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+
+def redact_url(url: str) -> str:
+    """``url`` with its password, and the value of every query parameter whose name suggests a secret
+    (``password``, ``ssl_password``, ``token``, ``api_key``, ``auth``…), replaced by ``***``: for logs and errors."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # not a URL we can take apart: show nothing of it
+        return "<unparsable URL>"
+    if password is not None:
+        host = parts.netloc.rpartition("@")[2]
+        parts = parts._replace(netloc=f"{parts.username or ''}:***@{host}")
+    if parts.query:
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
+        if any(word in name.lower() for name, _ in pairs for word in _SECRET_PARAM):
+            redacted = [(n, "***" if any(w in n.lower() for w in _SECRET_PARAM) else v) for n, v in pairs]
+            parts = parts._replace(query=urlencode(redacted, safe="*/:@"))
+    return urlunsplit(parts)

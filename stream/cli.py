@@ -1,7 +1,8 @@
 """The ``streameval`` command line.
 
 Exit codes: 0 success; 1 the gate failed (``evaluate --fail-under``) or the demo/stream did not
-finish; 2 bad usage or configuration (the message names the file and field).
+finish, or Kafka/Redis refused the connection for good (wrong credential, TLS mismatch: one line);
+2 bad usage or configuration (the message names the file and field).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from ._version import __version__
-from .errors import ConfigError
+from .errors import ConfigError, ConnectFailed
 
 if TYPE_CHECKING:
+    from .inputs import Decoder, InputConfig
     from .settings import Settings
 
 __all__ = ["main"]
@@ -81,6 +83,8 @@ def _parser() -> argparse.ArgumentParser:
                           help="evaluate suites without judges in N processes (default 0: in this process)")
     evaluate.add_argument("--max-event-bytes", type=int, default=None, metavar="N",
                           help="larger events are dead-lettered as too_large (default: STREAMEVAL_MAX_EVENT_BYTES or 1 MiB)")
+    evaluate.add_argument("--input-topic", default=None, metavar="TOPIC",
+                          help="read each line as the suite file's input for TOPIC (json or otlp_json)")
     evaluate.add_argument("--quiet", action="store_true", help="no progress bar or table")
 
     sim = sub.add_parser("judge-sim", add_help=False,
@@ -111,6 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, UsageError) as exc:
         console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
         return EXIT_USAGE
+    except ConnectFailed as exc:  # one line naming the server, the mechanism and the cause
+        console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         console.print("interrupted")
         return 130
@@ -139,9 +146,9 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return _check(args.config, console)
     settings = load_settings(**({"kafka_bootstrap_servers": args.bootstrap} if args.bootstrap else {}))
     if args.command == "produce":
-        return asyncio.run(_produce(args, settings.kafka_bootstrap_servers, args.topic or settings.topic_requests, console))
+        return asyncio.run(_produce(args, settings, args.topic or settings.topic_requests, console))
     if args.command == "tail":
-        return asyncio.run(_tail(args, settings.kafka_bootstrap_servers))
+        return asyncio.run(_tail(args, settings))
     raise AssertionError(f"unhandled command {args.command}")
 
 
@@ -150,7 +157,11 @@ def _api(args: argparse.Namespace, settings: Settings) -> int:
 
     if not settings.redis_url:
         raise ConfigError("no Redis: set REDIS_URL or pass --redis-url (the registry is stored there)")
+    from .connect_check import check_redis_settings
+    from .redis_security import redis_options
+
     api = load_api_settings()
+    asyncio.run(check_redis_settings(settings.redis_url, redis_options(settings)))  # wrong password: one line
     port = args.port if args.port is not None else (api.web_port if api.web_port is not None else DEFAULT_API_PORT)
     if not 0 <= port <= 65535:
         raise ConfigError(f"--port must be within 0..65535, got {port}")
@@ -166,6 +177,8 @@ def _check(path: Path, console: Console) -> int:
         how = "default" if suite.config.default else (suite.config.match.model_dump(exclude_none=True) if suite.config.match else "explicit only")
         names = ", ".join(f"{b.name}×{b.weight:g}" for b in suite.evaluators)
         console.print(f"{suite.name}: match {how}; threshold {suite.config.threshold:g}; {names}", highlight=False)
+    for spec in suites.inputs:
+        console.print(f"input {spec.topic}: {spec.format}", highlight=False)
     console.print(f"{path}: OK ({len(suites.all)} suites)")
     return EXIT_OK
 
@@ -194,6 +207,7 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
     for option, path in (("--output", args.output), ("--deadletter", deadletter)):
         if (why := check_writable(path)) is not None:
             raise UsageError(f"{option} {path}: cannot write ({why})")
+    decoder = None if args.input_topic is None else _line_decoder(suites.inputs, args.input_topic, settings)
     size = args.input.stat().st_size
     with Progress(TextColumn("evaluating {task.fields[done]} events"), BarColumn(), DownloadColumn(),
                   TimeRemainingColumn(), console=console, disable=args.quiet, transient=True) as progress:  # fmt: skip
@@ -203,7 +217,7 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
                 Pipeline(suites, max_event_bytes=settings.max_event_bytes, max_event_depth=settings.max_event_depth),
                 args.input, args.output, deadletter, concurrency=args.concurrency, processes=args.processes,
                 config_text=config_text, config_file=str(args.config),
-                on_progress=lambda done, read: progress.update(task, completed=read, done=done),
+                on_progress=lambda done, read: progress.update(task, completed=read, done=done), decoder=decoder,
             )
         )  # fmt: skip
     if not args.quiet:
@@ -225,13 +239,32 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
     return EXIT_FAILED if failed else EXIT_OK
 
 
-async def _produce(args: argparse.Namespace, bootstrap: str, topic: str, console: Console) -> int:
+def _line_decoder(inputs: Sequence[InputConfig], topic: str, settings: Settings) -> Decoder:
+    """The decoder of the suite file's input for ``topic``, for a file with one message per line."""
+    from .inputs import build_decoder
+
+    spec = next((s for s in inputs if s.topic == topic), None)
+    if spec is None:
+        known = ", ".join(s.topic for s in inputs) or "none"
+        raise ConfigError(f"--input-topic {topic}: the suite file has no input for that topic (inputs: {known})")
+    if spec.format == "otlp_proto":
+        raise ConfigError(f"--input-topic {topic}: otlp_proto is binary and has no line form; "
+                          "give a file of OTLP/JSON exports, one per line, under an otlp_json input")  # fmt: skip
+    return build_decoder(spec, max_depth=settings.max_event_depth)
+
+
+async def _produce(args: argparse.Namespace, settings: Settings, topic: str, console: Console) -> int:
+    from .connect_check import check_kafka
     from .kafka_io import produce
+    from .kafka_security import KafkaSecurity
     from .offline import iter_lines
 
     handle = sys.stdin.buffer if str(args.file) == "-" else args.file.open("rb")
     try:
-        sent = await produce(bootstrap, topic, (raw for _, raw in iter_lines(handle)))
+        security = KafkaSecurity.from_settings(settings)
+        await check_kafka(settings.kafka_bootstrap_servers, security)  # a wrong password: one line, not retries
+        sent = await produce(settings.kafka_bootstrap_servers, topic, (raw for _, raw in iter_lines(handle)),
+                             security=security)  # fmt: skip
     finally:
         if handle is not sys.stdin.buffer:
             handle.close()
@@ -239,12 +272,17 @@ async def _produce(args: argparse.Namespace, bootstrap: str, topic: str, console
     return EXIT_OK
 
 
-async def _tail(args: argparse.Namespace, bootstrap: str) -> int:
+async def _tail(args: argparse.Namespace, settings: Settings) -> int:
+    from .connect_check import check_kafka
     from .kafka_io import tail
+    from .kafka_security import KafkaSecurity
 
     count = 0
     out = sys.stdout.buffer
-    async for record in tail(bootstrap, [args.topic], from_beginning=not args.latest):
+    security = KafkaSecurity.from_settings(settings)
+    await check_kafka(settings.kafka_bootstrap_servers, security)
+    async for record in tail(settings.kafka_bootstrap_servers, [args.topic], from_beginning=not args.latest,
+                             security=security):  # fmt: skip
         out.write(record.value + b"\n")
         out.flush()
         count += 1

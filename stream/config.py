@@ -42,6 +42,7 @@ from .alerts import AlertRule
 from .errors import ConfigError, ConfigIssue, UnroutableEvent
 from .evaluators import Evaluator, build_evaluator
 from .grading import GradeScale
+from .inputs._config import FORMATS, InputConfig, input_issues
 from .judges._config import JudgeConfig, SuiteJudgeConfig, check_panel_weights, panel_judges
 from .judges._suite import PANEL_RESULT_NAME
 from .models import RequestEvent
@@ -104,6 +105,7 @@ class SuiteConfig(_Strict):
 
 
 class StreamEvalConfig(_Strict):
+    inputs: list[InputConfig] = Field(default_factory=list, description="input topics and formats (docs/inputs.md)")
     judges: list[JudgeConfig] = Field(default_factory=list, description="LLM judges (docs/judges.md)")
     suites: list[SuiteConfig] = Field(min_length=1)
     alerts: list[AlertRule] = Field(default_factory=list, description="alert rules (docs/statistics.md)")
@@ -154,8 +156,10 @@ class Suites:
     """The routing table: explicit suite, first match, default."""
 
     def __init__(self, suites: Sequence[Suite], judges: Sequence[JudgeConfig] = (),
-                 alerts: Sequence[AlertRule] = (), windowing: WindowingConfig | None = None) -> None:  # fmt: skip
+                 alerts: Sequence[AlertRule] = (), windowing: WindowingConfig | None = None,
+                 inputs: Sequence[InputConfig] = ()) -> None:  # fmt: skip
         self.all = tuple(suites)
+        self.inputs = tuple(inputs)  # the topics the worker reads and their formats (streameval.inputs)
         self.judges = tuple(judges)  # the config's judges; the pipeline opens their clients
         self.alerts = tuple(alerts)  # checked on each closed window (streameval.windows)
         self.windowing = windowing or WindowingConfig()
@@ -230,9 +234,9 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
     try:
         config = StreamEvalConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError([issue(e["loc"], e["msg"]) for e in exc.errors()]) from None
+        raise ConfigError([issue(*_input_error(e["loc"], e["type"], e["msg"], e.get("ctx"))) for e in exc.errors()]) from None
 
-    issues: list[ConfigIssue] = []
+    issues: list[ConfigIssue] = [issue(loc, message) for loc, message in input_issues(config.inputs)]
     suites: list[Suite] = []
     for i, suite_cfg in enumerate(config.suites):
         base: tuple[str | int, ...] = ("suites", i)
@@ -259,7 +263,23 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
         suites.append(Suite(suite_cfg, tuple(bound)))
     if issues:
         raise ConfigError(issues)
-    return config, Suites(suites, config.judges, config.alerts, config.windowing)
+    return config, Suites(suites, config.judges, config.alerts, config.windowing, config.inputs)
+
+
+def _input_error(
+    loc: Sequence[str | int], kind: str, message: str, ctx: dict[str, Any] | None
+) -> tuple[Sequence[str | int], str]:
+    """pydantic's error for an ``inputs`` entry, located in the file's terms: without the format tag it
+    adds to the path (``inputs.0.json.map``), and a bad format named as such."""
+    if len(loc) < 2 or loc[0] != "inputs":
+        return loc, message
+    if kind == "union_tag_invalid":
+        return (*loc[:2], "format"), f"unknown input format {(ctx or {}).get('tag')!r}; valid formats: {', '.join(FORMATS)}"
+    if kind == "union_tag_not_found":
+        return (*loc[:2], "format"), f"missing; valid formats: {', '.join(FORMATS)}"
+    if len(loc) > 2 and loc[2] in FORMATS:
+        return (*loc[:2], *loc[3:]), message
+    return loc, message
 
 
 def _judge_issues(config: StreamEvalConfig, index: int, names: set[str]) -> list[tuple[tuple[str | int, ...], str]]:

@@ -37,6 +37,8 @@ from .embedded import EmbeddedBroker, EmbeddedRedis
 from .judges.sim import demo_judges, start_judge_sim
 from .kafka_io import Record, collect, ensure_topics, produce
 from .offline import iter_lines
+from .redis_security import redis_options
+from .settings import load_settings
 from .store import ResultStore
 from .summary import Summary, render_summary
 
@@ -122,8 +124,12 @@ async def run_demo(args: argparse.Namespace, console: Console) -> int:
         topics = {name: f"evals.{name}" for name in ("requests", "results", "deadletter", "alerts", "aggregates")}
         await ensure_topics(broker.bootstrap, topics.values(), partitions=2)
         log_path = broker.dir / "worker.log"
+        # the embedded broker is plaintext (and an embedded Redis has no password): security settings
+        # meant for a real cluster would only make the demo's worker refuse to start
+        own = ("STREAMEVAL_KAFKA_SECURITY", "STREAMEVAL_KAFKA_SASL", "STREAMEVAL_KAFKA_SSL") + (
+            () if external_redis else ("STREAMEVAL_REDIS_USERNAME", "STREAMEVAL_REDIS_PASSWORD", "STREAMEVAL_REDIS_SSL"))
         env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if not k.startswith(own)},
             "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap,
             "REDIS_URL": redis_url,
             "STREAMEVAL_CONFIG": str(config),
@@ -161,7 +167,7 @@ async def run_demo(args: argparse.Namespace, console: Console) -> int:
                 return 1
         elapsed = time.monotonic() - started
 
-        client = aioredis.Redis.from_url(redis_url)
+        client = aioredis.Redis.from_url(redis_url, **(redis_options(load_settings()) if external_redis else {}))
         try:
             store = ResultStore(client, prefix=prefix)
             rows = [(a.model, a.suite, a.fields) for a in await store.all_time()]

@@ -11,7 +11,8 @@
     │   └── UnroutableEvent        kind "no_suite" or "unknown_suite"
     ├── EvaluatorError         raised by an evaluator; becomes a failed evaluator result, not a crash
     │   └── EvaluatorTimeout
-    └── StoreUnavailable       Redis cannot be reached; the worker waits and retries, never skips
+    ├── StoreUnavailable       Redis cannot be reached; the worker waits and retries, never skips
+    └── ConnectFailed          Kafka or Redis refused us for good at start (credentials, TLS): one line, exit
 
 Errors raised by libraries (redis, orjson, pydantic, jsonschema) are translated into these at the
 boundary where they happen; nothing matches on exception message strings.
@@ -25,6 +26,7 @@ from typing import Literal
 __all__ = [
     "ConfigError",
     "ConfigIssue",
+    "ConnectFailed",
     "DeadLetterKind",
     "EvaluatorError",
     "EvaluatorTimeout",
@@ -113,3 +115,10 @@ class EvaluatorTimeout(EvaluatorError):
 
 class StoreUnavailable(StreamEvalError):
     """The state store (Redis) did not answer; the caller retries with backoff."""
+
+
+class ConnectFailed(StreamEvalError):
+    """Kafka or Redis cannot be used with these settings (wrong credential, unknown CA, TLS mismatch).
+
+    The message is one line naming the server, the mechanism and the cause, with no secret in it.
+    """

@@ -6,7 +6,8 @@ synchronous evaluators — runs in N processes instead, one batch per process at
 keeps several batches in flight, :mod:`streameval.inflight`). Events whose suite needs the event loop
 (:meth:`Pipeline.runs_sync` is false: a judge panel, sandboxed code, registered evaluators) come back
 as ``None`` and the worker evaluates them itself, as it does without processes. Results are the same
-either way (tests/test_evalpool.py).
+either way (tests/test_evalpool.py). Messages of the suite file's decoded inputs (``json``, OTLP
+exports: :mod:`streameval.inputs`) are decoded in the processes too (:meth:`EvalPool.expand_evaluate`).
 
 Processes are started with ``spawn`` (the worker has threads, e.g. Faust's consumer thread, and
 forking a threaded process is unsafe); each parses the suite text the worker read and validated, so a
@@ -38,6 +39,7 @@ from typing import Any, cast
 
 from . import telemetry
 from .config import parse_config_text
+from .inputs import Inputs
 from .pipeline import Outcome, Pipeline, Source
 
 __all__ = ["EvalPool", "evaluate_batch"]
@@ -46,6 +48,7 @@ log = logging.getLogger(__name__)
 
 # -- in the evaluation process ----------------------------------------------------------------------
 _pipeline: Pipeline | None = None
+_inputs: Inputs | None = None
 
 
 def _die_with_parent(parent: int) -> None:
@@ -57,11 +60,12 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _init(parent: int, config_text: str, config_file: str, max_event_bytes: int, max_event_depth: int) -> None:
-    global _pipeline
+    global _pipeline, _inputs
     _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the worker shuts us down
     _, suites = parse_config_text(config_text, file=config_file)
     _pipeline = Pipeline(suites, max_event_bytes=max_event_bytes, max_event_depth=max_event_depth)
+    _inputs = Inputs(suites.inputs, max_depth=max_event_depth)
     telemetry.capture_latencies()
 
 
@@ -73,6 +77,20 @@ def _evaluate(batch: Sequence[tuple[bytes, Source]], received_at: float) -> tupl
     assert _pipeline is not None, "evaluation process not initialised"
     outcomes = [_pipeline.process_sync(raw, source, received_at) for raw, source in batch]
     return outcomes, telemetry.take_captured()
+
+
+Expanded = list[tuple[bytes, Source, Outcome | None]]
+
+
+def _expand_evaluate(messages: Sequence[tuple[bytes, Source]], received_at: float) -> tuple[Expanded, Any, Any]:
+    assert _pipeline is not None and _inputs is not None, "evaluation process not initialised"
+    out: Expanded = []
+    for item in _inputs.expand(messages):
+        if item.error is not None:
+            out.append((item.raw, item.source, _pipeline.failed(item.raw, item.source, item.error)))
+        else:
+            out.append((item.raw, item.source, _pipeline.process_sync(item.raw, item.source, received_at)))
+    return out, telemetry.take_captured(), telemetry.take_captured_spans()
 
 
 # -- in the worker ----------------------------------------------------------------------------------
@@ -126,6 +144,30 @@ class EvalPool:
             return [None] * len(batch)
         telemetry.observe_latencies(latencies)
         return outcomes
+
+    async def expand_evaluate(self, messages: Sequence[tuple[bytes, Source]], received_at: float) -> Expanded | None:
+        """Decode messages by their topic's input format and evaluate the request events, in the processes.
+
+        ``(event bytes, source, outcome)`` per request event in order (an outcome is ``None`` when the
+        caller must evaluate the event itself); ``None`` when the pool could not (the caller then
+        decodes and evaluates the messages itself)."""
+        executor = self._executor
+        if executor is None:
+            raise RuntimeError("EvalPool is not started; call start() first")
+        try:
+            found, latencies, spans = await asyncio.get_running_loop().run_in_executor(
+                executor, _expand_evaluate, list(messages), received_at
+            )
+        except BrokenProcessPool as exc:
+            self._replace(executor, exc)
+            return None
+        except Exception:
+            log.exception("an evaluation process could not return a batch; evaluating it in the worker")
+            return None
+        telemetry.observe_latencies(latencies)
+        for topic, llm, skipped in spans:
+            telemetry.observe_spans(topic, llm=llm, skipped=skipped)
+        return cast(Expanded, found)
 
     def _replace(self, broken: ProcessPoolExecutor, exc: BaseException) -> None:
         if self._executor is not broken:  # another batch of the same pool got here first

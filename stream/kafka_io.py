@@ -1,15 +1,25 @@
-"""Plain aiokafka helpers shared by the CLI (produce, tail), the demo, the tests and the benchmarks."""
+"""Plain aiokafka helpers shared by the CLI (produce, tail), the demo, the tests and the benchmarks.
+
+Each takes ``security`` (streameval.kafka_security; default plaintext): TLS and SASL for every client.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
+from aiokafka.errors import (
+    ClusterAuthorizationFailedError,
+    TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
+)
+
+from .connect_check import check_kafka
+from .errors import ConnectFailed
+from .kafka_security import KafkaSecurity, bootstrap_hosts
 
 __all__ = ["Record", "collect", "ensure_topics", "produce", "tail"]
 
@@ -23,19 +33,21 @@ class Record:
     value: bytes
 
 
-async def ensure_topics(bootstrap: str, names: Iterable[str], *, partitions: int = 1, replication: int = 1, timeout: float = 30.0) -> None:
-    """Create the topics that do not exist yet (idempotent); waits for the broker up to ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
-        try:
-            await admin.start()
-            break
-        except KafkaConnectionError:
-            await admin.close()
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.5)
+_PLAIN = KafkaSecurity()
+_servers = bootstrap_hosts  # aiokafka takes host:port entries, without a kafka:// or SASL_SSL:// prefix
+
+
+async def ensure_topics(
+    bootstrap: str, names: Iterable[str], *, partitions: int = 1, replication: int = 1, timeout: float = 30.0,
+    security: KafkaSecurity = _PLAIN,
+) -> None:
+    """Create the topics that do not exist yet (idempotent); waits for the broker up to ``timeout``.
+
+    A wrong credential or TLS mismatch raises :class:`~streameval.errors.ConnectFailed` at once."""
+    await check_kafka(bootstrap, security, timeout=timeout)
+    admin = AIOKafkaAdminClient(bootstrap_servers=_servers(bootstrap), request_timeout_ms=10_000,
+                                **security.aiokafka_kwargs())  # fmt: skip
+    await admin.start()
     try:
         existing = set(await admin.list_topics())
         wanted = [NewTopic(n, partitions, replication) for n in dict.fromkeys(names) if n not in existing]
@@ -44,6 +56,11 @@ async def ensure_topics(bootstrap: str, names: Iterable[str], *, partitions: int
                 await admin.create_topics(wanted)
             except TopicAlreadyExistsError:  # another worker created it meanwhile
                 pass
+            except (TopicAuthorizationFailedError, ClusterAuthorizationFailedError) as exc:  # broker ACLs
+                raise ConnectFailed(
+                    f"Kafka {bootstrap} ({security.describe()}): not allowed to create {', '.join(t.name for t in wanted)} "
+                    f"({type(exc).__name__}); create the topics beforehand or grant CREATE"
+                ) from None
     finally:
         await admin.close()
 
@@ -55,9 +72,11 @@ async def produce(
     *,
     key: Callable[[bytes], bytes | None] = lambda _: None,
     on_sent: Callable[[int], None] | None = None,
+    security: KafkaSecurity = _PLAIN,
 ) -> int:
     """Send every value to ``topic`` (acks=all), waiting for delivery; returns how many were sent."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    producer = AIOKafkaProducer(bootstrap_servers=_servers(bootstrap), acks="all", linger_ms=5,
+                                **security.aiokafka_kwargs())  # fmt: skip
     await producer.start()
     sent = 0
     try:
@@ -91,11 +110,13 @@ async def tail(
     from_beginning: bool = True,
     group_id: str | None = None,
     fetch_max_wait_ms: int = TAIL_FETCH_MAX_WAIT_MS,
+    security: KafkaSecurity = _PLAIN,
 ) -> AsyncIterator[Record]:
     """Yield records of ``topics`` forever (no group: every partition, from the start by default)."""
     consumer = AIOKafkaConsumer(
         *topics,
-        bootstrap_servers=bootstrap,
+        bootstrap_servers=_servers(bootstrap),
+        **security.aiokafka_kwargs(),
         group_id=group_id,
         auto_offset_reset="earliest" if from_beginning else "latest",
         enable_auto_commit=group_id is not None,
@@ -118,12 +139,13 @@ async def collect(
     timeout: float,
     on_record: Callable[[Record], None] | None = None,
     fetch_max_wait_ms: int = TAIL_FETCH_MAX_WAIT_MS,
+    security: KafkaSecurity = _PLAIN,
 ) -> list[Record]:
     """Read ``topics`` from the beginning until ``until(records)`` is true; ``TimeoutError`` after ``timeout``."""
     records: list[Record] = []
 
     async def run() -> None:
-        async for record in tail(bootstrap, topics, fetch_max_wait_ms=fetch_max_wait_ms):
+        async for record in tail(bootstrap, topics, fetch_max_wait_ms=fetch_max_wait_ms, security=security):
             records.append(record)
             if on_record:
                 on_record(record)

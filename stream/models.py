@@ -80,10 +80,11 @@ class RequestEvent(BaseModel):
     output: str
     input: str | None = None
     expected: str | None = None
-    references: list[str] = Field(default_factory=list)
+    # fail_fast: one error, not one per item, for a list of a million wrong items (bounded decode cost)
+    references: list[str] = Field(default_factory=list, fail_fast=True)
     category: str | None = Field(default=None, min_length=1, max_length=64)
     suite: str | None = Field(default=None, min_length=1, max_length=128)
-    tags: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list, fail_fast=True)
     metadata: dict[str, Any] = Field(default_factory=dict)
     timestamp: str | None = Field(default=None, pattern=RFC3339)
     # Typed context blocks for the report, RAG and agent metrics (stream/blocks.py).

@@ -4,6 +4,10 @@ Every line is one raw event, exactly as it would be on ``evals.requests``. Resul
 file in the graded-result schema, in input order; lines that cannot be evaluated go to the
 dead-letter file with their raw bytes and the reason (source = file name and line number). An id seen
 earlier in the file re-emits the first result, as the stream's idempotency does.
+
+With a ``decoder`` (``streameval evaluate --input-topic``), each line is read as that input's format
+(a ``json`` input's mapped documents, or one OTLP/JSON export per line, as the Collector's file exporter
+writes them) instead of as a request event.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .evalpool import EvalPool, evaluate_batch
+from .inputs import Decoder, evaluate_items
 from .judges._cost import prices_of
 from .pipeline import Outcome, Pipeline, Source
 from .summary import Summary
@@ -55,6 +60,7 @@ async def evaluate_file(
     config_text: str | None = None,
     config_file: str = "<config>",
     on_progress: Callable[[int, int], None] | None = None,
+    decoder: Decoder | None = None,
 ) -> Summary:
     """Evaluate ``input_path`` into ``output_path`` / ``deadletter_path``; returns the summary.
 
@@ -110,7 +116,11 @@ async def evaluate_file(
             limit = processes + 1 if pool is not None else 1
             while chunk := list(islice(lines, concurrency)):
                 batch = [(raw, Source(source_name, None, n)) for n, raw in chunk]
-                pending.append((len(chunk), asyncio.ensure_future(evaluate_batch(pipeline, batch, pool))))
+                if decoder is None:
+                    step = evaluate_batch(pipeline, batch, pool)
+                else:
+                    step = evaluate_items(pipeline, [item for m in batch for item in decoder.decode(*m)], pool)
+                pending.append((len(chunk), asyncio.ensure_future(step)))
                 if len(pending) >= limit:
                     await write_oldest()
             while pending:

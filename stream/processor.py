@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from . import telemetry
-from .evalpool import EvalPool, evaluate_batch
+from .evalpool import EvalPool
+from .inputs import Inputs, evaluate_messages
 from .models import parse_time
 from .pipeline import Outcome, Pipeline, Source
 from .store import ResultStore, retry_forever
@@ -36,7 +37,8 @@ class Publish:
 
 
 def _source_key(source: Source) -> str:
-    return f"{source.topic}:{source.partition}:{source.offset}"
+    key = f"{source.topic}:{source.partition}:{source.offset}"
+    return key if source.item is None else f"{key}:{source.item}"
 
 
 class Processor:
@@ -47,10 +49,12 @@ class Processor:
         *,
         on_close: Callable[[], Awaitable[None]] | None = None,
         pool: EvalPool | None = None,
+        inputs: Inputs | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.store = store
         self.pool = pool
+        self.inputs = inputs or Inputs()  # none configured: every message is a native request event
         self._on_close = on_close
 
     async def start(self) -> None:
@@ -66,8 +70,9 @@ class Processor:
             await self._on_close()
 
     async def evaluate_batch(self, batch: Sequence[tuple[bytes, Source]]) -> list[Outcome]:
-        """One outcome per event, in order (:func:`streameval.evalpool.evaluate_batch`)."""
-        return await evaluate_batch(self.pipeline, batch, self.pool)
+        """One outcome per request event, in order (:func:`streameval.evalpool.evaluate_batch`); a message of
+        an OTLP input gives one per LLM span (:mod:`streameval.inputs`)."""
+        return (await evaluate_messages(self.pipeline, self.inputs, batch, self.pool))[1]
 
     async def process_batch(self, batch: Sequence[tuple[bytes, Source]]) -> list[Publish]:
         """Evaluate a batch (async evaluators of all events run concurrently), record it, encode it.
@@ -79,19 +84,19 @@ class Processor:
         with telemetry.in_flight(len(batch)):
             return await self._process_batch(batch)
 
-    async def _process_batch(self, batch: Sequence[tuple[bytes, Source]]) -> list[Publish]:
-        outcomes = await self.evaluate_batch(batch)
+    async def _process_batch(self, messages: Sequence[tuple[bytes, Source]]) -> list[Publish]:
+        sources, outcomes = await evaluate_messages(self.pipeline, self.inputs, messages, self.pool)
         telemetry.observe_outcomes(outcomes)
         results = [(i, o.result, o.result.model_dump_json().encode()) for i, o in enumerate(outcomes) if o.result]
         dead = [(i, o.dead_letter) for i, o in enumerate(outcomes) if o.dead_letter]
         stored = await retry_forever(
             lambda: self.store.record_many(
                 [(r, enc, outcomes[i].counters) for i, r, enc in results],
-                [(d.kind, _source_key(batch[i][1]), parse_time(d.failed_at)) for i, d in dead],
+                [(d.kind, _source_key(sources[i]), parse_time(d.failed_at)) for i, d in dead],
             ),
             what="recording a batch in Redis",
         )
-        out: list[Publish | None] = [None] * len(batch)
+        out: list[Publish | None] = [None] * len(outcomes)
         for (i, result, encoded), previous in zip(results, stored, strict=True):
             out[i] = Publish("result", result.id.encode(), previous if previous is not None else encoded)
         for i, letter in dead:

@@ -13,7 +13,14 @@ Redis keys (``P`` = the key prefix):
 * ``P registry:rev``       counter bumped on every change (the resync compares it)
 * channel ``P registry:changes``  the id of each changed record
 
-Writes are Lua scripts, so a name check and its write cannot interleave with another writer's.
+Writes are Lua scripts, so a name check (and the count limit) and its write cannot interleave with
+another writer's.
+
+Bounds (:class:`RegistryLimits`): the store refuses a new evaluator once it holds ``max_evaluators``
+(:class:`RegistryFull`); the API refuses code over ``max_code_bytes``. A worker's
+:class:`LiveRegistry` loads at most ``max_evaluators`` records, the first by name, and logs how
+many it left out (only possible when another writer used a higher limit, or the limit was lowered);
+a step naming one left out fails as "no registered evaluator" like an unknown name.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import contextlib
 import logging
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import redis.asyncio as aioredis
@@ -37,6 +45,8 @@ __all__ = [
     "EvaluatorRecord",
     "LiveRegistry",
     "NameTaken",
+    "RegistryFull",
+    "RegistryLimits",
     "RegistryStore",
     "bind_live_registry",
     "live_registry",
@@ -82,11 +92,29 @@ class NameTaken(Exception):
     """Another custom evaluator already has this name."""
 
 
+class RegistryFull(Exception):
+    """The registry holds ``max_evaluators`` custom evaluators: a new one is refused."""
+
+
+DEFAULT_MAX_EVALUATORS = 100
+DEFAULT_MAX_CODE_BYTES = 64 * 1024  # UTF-8 bytes of one evaluator's code
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryLimits:
+    """Bounds of the registry (settings ``STREAMEVAL_REGISTRY_MAX_*``)."""
+
+    max_evaluators: int = DEFAULT_MAX_EVALUATORS
+    max_code_bytes: int = DEFAULT_MAX_CODE_BYTES
+
+
 # KEYS 1 record key, 2 names hash, 3 rev counter; ARGV 1 id, 2 name, 3 record JSON, 4 old name ('' when new),
-# 5 channel. Returns 0 when the name belongs to another id, else 1.
+# 5 channel, 6 most evaluators. Returns 0 when the name belongs to another id, -1 when a new record would
+# exceed the count limit, else 1.
 _PUT = """
 local owner = redis.call('HGET', KEYS[2], ARGV[2])
 if owner and owner ~= ARGV[1] then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[6]) then return -1 end
 if ARGV[4] ~= '' and ARGV[4] ~= ARGV[2] then redis.call('HDEL', KEYS[2], ARGV[4]) end
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[1])
 redis.call('SET', KEYS[1], ARGV[3])
@@ -108,9 +136,12 @@ return 1
 class RegistryStore:
     """CRUD of custom evaluators in Redis. Redis outages raise :class:`StoreUnavailable`."""
 
-    def __init__(self, client: aioredis.Redis, *, prefix: str = "streameval:") -> None:
+    def __init__(
+        self, client: aioredis.Redis, *, prefix: str = "streameval:", limits: RegistryLimits | None = None
+    ) -> None:
         self.client = client
         self.prefix = prefix
+        self.limits = limits or RegistryLimits()
         self.names_key = f"{prefix}registry:names"
         self.rev_key = f"{prefix}registry:rev"
         self.channel = f"{prefix}registry:changes"
@@ -134,9 +165,14 @@ class RegistryStore:
         raw = await self._guard(self.client.hget(self.names_key, name))
         return raw.decode() if isinstance(raw, bytes) else raw
 
-    async def list(self) -> list[EvaluatorRecord]:
-        """Every custom evaluator, oldest first."""
-        ids = [v.decode() if isinstance(v, bytes) else v for v in (await self._guard(self.client.hvals(self.names_key)))]
+    async def list(self, *, limit: int | None = None) -> list[EvaluatorRecord]:
+        """Every custom evaluator, oldest first; with ``limit``, at most that many: the first by name."""
+        names = await self._guard(self.client.hgetall(self.names_key))
+        pairs = sorted((_text(k), _text(v)) for k, v in names.items())
+        if limit is not None and len(pairs) > limit:
+            log.warning("the registry holds %d evaluators; loading the first %d by name (the limit)", len(pairs), limit)
+            pairs = pairs[:limit]
+        ids = [evaluator_id for _, evaluator_id in pairs]
         if not ids:
             return []
         raws = await self._guard(self.client.mget([self._key(i) for i in ids]))
@@ -164,14 +200,18 @@ class RegistryStore:
         return record
 
     async def _write(self, record: EvaluatorRecord, *, old_name: str) -> None:
+        """Store ``record``. Raises :class:`NameTaken`, or :class:`RegistryFull` for a new record."""
+        most = self.limits.max_evaluators
         ok = await self._guard(
             self._put(
                 keys=[self._key(record.id), self.names_key, self.rev_key],
-                args=[record.id, record.name, record.model_dump_json(), old_name, self.channel],
+                args=[record.id, record.name, record.model_dump_json(), old_name, self.channel, most],
             )
         )
-        if not ok:
+        if ok == 0:
             raise NameTaken(f"an evaluator named {record.name!r} already exists")
+        if ok == -1:
+            raise RegistryFull(f"the registry holds {most} custom evaluators, the limit; delete one first")
 
     async def delete(self, record: EvaluatorRecord) -> bool:
         return bool(
@@ -187,13 +227,15 @@ class RegistryStore:
 class LiveRegistry:
     """A worker's in-memory copy of the registry, kept current by pub/sub plus a periodic resync.
 
-    :meth:`get` answers from memory (no Redis round trip per event). :meth:`start` loads every
-    record and starts the follower task; :meth:`close` stops it.
+    :meth:`get` answers from memory (no Redis round trip per event). :meth:`start` loads the
+    records (at most the store's ``limits.max_evaluators``) and starts the follower task;
+    :meth:`close` stops it.
     """
 
     def __init__(self, store: RegistryStore, *, resync_s: float = 5.0) -> None:
         self.store = store
         self.resync_s = resync_s
+        self.max_evaluators = store.limits.max_evaluators
         self._by_id: dict[str, EvaluatorRecord] = {}
         self._by_name: dict[str, EvaluatorRecord] = {}
         self._revision = -1
@@ -205,7 +247,7 @@ class LiveRegistry:
 
     async def reload(self) -> None:
         revision = await self.store.revision()
-        records = await self.store.list()
+        records = await self.store.list(limit=self.max_evaluators)
         self._by_id = {r.id: r for r in records}
         self._by_name = {r.name: r for r in records}
         self._revision = revision
@@ -238,6 +280,10 @@ class LiveRegistry:
             except Exception as exc:  # Redis went away: keep serving the last copy, try again
                 log.warning("registry follower lost Redis (%s); retrying in %.0fs", exc, self.resync_s)
                 await asyncio.sleep(self.resync_s)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 _LIVE: dict[str, LiveRegistry] = {}

@@ -7,13 +7,14 @@ the two connection strings also answer to their conventional names ``KAFKA_BOOTS
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
 from .errors import ConfigError, ConfigIssue
 from .pipeline import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_EVENT_DEPTH
+from .secrets import check_secret_file
 
 __all__ = ["Settings", "load_settings"]
 
@@ -82,6 +83,46 @@ class Settings(BaseSettings):
         description="Faust's data directory (it keeps nothing there with the memory store); default: <tmp>/streameval-faust/<app id>",
     )
     log_level: str = Field(default="info", description="crit | error | warn | info | debug")
+    # Kafka and Redis security (streameval.kafka_security, streameval.redis_security, docs/security.md)
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        default="PLAINTEXT", description="how Kafka clients connect: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+    )
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] = Field(
+        default="PLAIN", description="SASL mechanism with SASL_*: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"
+    )
+    kafka_sasl_username: str | None = Field(default=None, description="SASL user name (PLAIN, SCRAM)")
+    kafka_sasl_password: SecretStr | None = Field(default=None, description="SASL password (PLAIN, SCRAM)")
+    kafka_sasl_password_file: str | None = Field(
+        default=None, description="file holding the SASL password (trailing newline stripped); instead of the password"
+    )
+    kafka_sasl_oauth_token_provider: str | None = Field(
+        default=None, description="OAUTHBEARER: `module:name` of an aiokafka AbstractTokenProvider (class or factory)"
+    )
+    kafka_ssl_ca_file: str | None = Field(default=None, description="PEM CA bundle that signs the brokers' certificates; unset: system CAs")
+    kafka_ssl_cert_file: str | None = Field(default=None, description="client certificate (PEM) for mutual TLS")
+    kafka_ssl_key_file: str | None = Field(default=None, description="client private key (PEM) for mutual TLS")
+    kafka_ssl_key_password: SecretStr | None = Field(default=None, description="password of an encrypted client key")
+    kafka_ssl_key_password_file: str | None = Field(default=None, description="file holding the client key's password")
+    kafka_ssl_check_hostname: bool = Field(default=True, description="check that a broker's certificate names its host")
+    redis_username: str | None = Field(default=None, description="Redis ACL user (instead of putting it in REDIS_URL)")
+    redis_password: SecretStr | None = Field(default=None, description="Redis password (instead of putting it in REDIS_URL)")
+    redis_password_file: str | None = Field(
+        default=None, description="file holding the Redis password, read for each new connection (trailing newline stripped)"
+    )
+    redis_ssl_ca_file: str | None = Field(default=None, description="with rediss://: PEM CA bundle that signs the server's certificate")
+    redis_ssl_cert_file: str | None = Field(default=None, description="with rediss://: client certificate (PEM) for mutual TLS")
+    redis_ssl_key_file: str | None = Field(default=None, description="with rediss://: client private key (PEM)")
+    redis_ssl_check_hostname: bool = Field(default=True, description="with rediss://: check that the server's certificate names its host")
+
+    @field_validator("kafka_sasl_password_file", "kafka_ssl_key_password_file", "redis_password_file")
+    @classmethod
+    def _readable_secret(cls, value: str | None) -> str | None:
+        return check_secret_file(value)
+
+    @field_validator("kafka_security_protocol", "kafka_sasl_mechanism", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.strip().upper() if isinstance(value, str) else value
 
     @field_validator("windows", mode="before")
     @classmethod
@@ -103,7 +144,7 @@ class Settings(BaseSettings):
 def load_settings(**overrides: object) -> Settings:
     """Settings from the environment plus ``overrides``; a bad value is a :class:`ConfigError`."""
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        settings = Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         raise ConfigError(
             [
@@ -117,3 +158,10 @@ def load_settings(**overrides: object) -> Settings:
         ) from None
     except SettingsError as exc:  # a value the environment source could not even parse
         raise ConfigError([ConfigIssue(file="<environment>", path="", message=str(exc))]) from None
+    from .kafka_security import kafka_security_issues
+    from .redis_security import redis_security_issues
+
+    issues = kafka_security_issues(settings) + redis_security_issues(settings)
+    if issues:
+        raise ConfigError(issues)
+    return settings

@@ -1,34 +1,46 @@
-"""Strict JSON checks that pydantic's parser does not make: duplicate keys, NaN/Infinity, deep nesting.
+"""Strict JSON checks that pydantic's parser does not make: duplicate keys, NaN/Infinity, overflowing
+numbers, deep nesting.
 
 pydantic (jiter) keeps the last of duplicate keys, accepts ``NaN``/``Infinity`` inside free-form
-fields such as ``metadata`` and parses any nesting depth. :func:`check_depth` rejects the last
-(before any parser runs), :func:`check_strict` the first two.
+fields such as ``metadata``, reads ``1e999`` as infinity and parses any nesting depth.
+:func:`check_depth` rejects the last (before any parser runs), :func:`check_strict` the others;
+:func:`loads_strict` parses a document with every check (the API's request bodies).
 ``check_strict`` runs after pydantic accepted the bytes: it only answers "is this strict JSON?".
 
-Cost (``bench/decode.py``, the 220 valid example events, ~205 bytes each, 2-core box): pydantic
-alone 1.7 µs per event, the whole decode with these checks 6.0 µs; the duplicate-key/NaN pass
-(stdlib ``json`` with an ``object_pairs_hook`` and a ``parse_constant`` that raises) is 3.7 µs of
-it. The worker spends ~200-500 µs per event end to end, so strictness costs ~1-2 % of throughput.
-No cheap, sound pre-test for duplicate keys exists (key-like byte patterns also occur inside
-strings), so that pass always runs. The depth scan runs only when the event holds more opening
+Every check is linear in the size of the input, with no backtracking regex: an event of up to the
+size limit costs at most ~0.1 s of CPU whatever its bytes (tests/test_hostile.py).
+
+Cost (``bench/decode.py``, process CPU, 2-core box). The 220 valid example events (~205 bytes):
+pydantic alone 2.2 µs per event, the whole decode 9.0 µs, of which the duplicate-key/NaN/number pass
+(stdlib ``json`` with an ``object_pairs_hook``, a ``parse_constant`` that raises and number hooks)
+is 5.1 µs. No cheap, sound pre-test for duplicate keys exists (key-like byte patterns also occur
+inside strings), so that pass always runs. The depth scan runs only when the event holds more opening
 brackets than the depth limit (two ``bytes.count`` calls, 0.35 µs), so ordinary events skip it.
+1 MiB adversarial events: 7-36 ms for unclosed strings, backslash runs and bracket storms (the old
+regex scan took ~1 h for 65 ``{`` then ``"\\`` repeated); 77-114 ms for a ``metadata`` list of
+350,000 empty arrays or objects, where building the objects (twice: pydantic, then the
+strict pass) is the cost.
 """
 
 from __future__ import annotations
 
 import json
-import re
+import math
+from array import array
+from itertools import accumulate
 from typing import Any, NoReturn
 
 from .errors import InvalidJSON
 
-__all__ = ["DEFAULT_MAX_EVENT_DEPTH", "check_depth", "check_strict", "nesting_depth"]
+__all__ = ["DEFAULT_MAX_EVENT_DEPTH", "check_depth", "check_strict", "loads_strict", "nesting_depth"]
 
 #: Deepest nesting of arrays/objects an event may have (the event's top-level object is depth 1).
 DEFAULT_MAX_EVENT_DEPTH = 64
 
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_BRACKET = re.compile(rb"[\[\]{}]")
+# Bytes that are neither a quote nor a bracket: deleted before the depth is counted.
+_NOT_STRUCTURAL = bytes(b for b in range(256) if b not in b'"[]{}')
+# Brackets as signed bytes: +1 opens, -1 (0xff) closes.
+_SIGNED = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 
 
 class _Reject(ValueError):
@@ -48,19 +60,39 @@ def _constant(name: str) -> NoReturn:
     raise _Reject(f"{name} is not JSON (RFC 8259 has no NaN or Infinity)")
 
 
+def _float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        shown = text if len(text) <= 32 else f"{text[:32]}..."
+        raise _Reject(f"number {shown} overflows a double (RFC 8259 has no Infinity)")
+    return value
+
+
+def _int(text: str) -> int:
+    value = int(text)  # over 4,300 digits: ValueError from Python itself
+    if len(text) > 308:  # only then can it be beyond a double (~1.8e308)
+        try:
+            float(value)
+        except OverflowError:
+            raise _Reject(f"number {text[:32]}... ({len(text)} digits) overflows a double") from None
+    return value
+
+
 def nesting_depth(raw: bytes) -> int:
     """Deepest array/object nesting in ``raw`` (brackets inside strings do not count).
 
-    Linear in the size of ``raw``; only a scan of bracket tokens, never a recursive parse.
+    Linear in the size of ``raw`` and done by C-level bytes operations, never a regex or a recursive
+    parse: escaped backslashes, then escaped quotes are dropped, so every quote left delimits a
+    string; everything but quotes and brackets is dropped; adjacent quote pairs (an empty string, or
+    a gap between strings without brackets) are dropped; the pieces between quotes at odd positions
+    are inside strings. What is left are the brackets outside strings, whose running sum is the depth.
+    On malformed input (a backslash outside a string, an unclosed string) the answer is still defined
+    (an unclosed string runs to the end) and the parser rejects the bytes anyway.
     """
-    depth = deepest = 0
-    for match in _BRACKET.finditer(_STRING.sub(b"", raw)):
-        if match.group() in (b"[", b"{"):
-            depth += 1
-            deepest = max(deepest, depth)
-        else:
-            depth -= 1
-    return deepest
+    s = raw.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURAL).replace(b'""', b"")
+    if b'"' in s:
+        s = b"".join(s.split(b'"')[::2])
+    return max(accumulate(array("b", s.translate(_SIGNED)), initial=0))
 
 
 def check_depth(raw: bytes, *, max_depth: int = DEFAULT_MAX_EVENT_DEPTH) -> None:
@@ -75,13 +107,31 @@ def check_depth(raw: bytes, *, max_depth: int = DEFAULT_MAX_EVENT_DEPTH) -> None
             raise InvalidJSON(f"nested {depth} levels deep; the limit is {max_depth}")
 
 
+def _loads(raw: bytes) -> Any:
+    # the number hooks cost ~0.1 µs on an ordinary event (a pre-test of the bytes cost more)
+    return json.loads(raw, object_pairs_hook=_pairs, parse_constant=_constant, parse_float=_float, parse_int=_int)
+
+
 def check_strict(raw: bytes, *, event_id: str | None = None) -> None:
     """Raise :class:`InvalidJSON` if ``raw`` (already accepted by pydantic) is not strict JSON.
 
-    Rejects duplicate object keys at any depth and the ``NaN``/``Infinity``/``-Infinity`` literals.
-    Call :func:`check_depth` first: this parses recursively. ``event_id`` goes into the error.
+    Rejects duplicate object keys at any depth, the ``NaN``/``Infinity``/``-Infinity`` literals and
+    numbers beyond the range of a double (``1e999``, a 400-digit integer), which would read as
+    infinity. Call :func:`check_depth` first: this parses recursively. ``event_id`` goes into the error.
     """
     try:
-        json.loads(raw, object_pairs_hook=_pairs, parse_constant=_constant)
+        _loads(raw)
     except (ValueError, RecursionError) as exc:  # _Reject, or anything stdlib json refuses
         raise InvalidJSON(f"not strict JSON: {exc}", event_id=event_id) from None
+
+
+def loads_strict(raw: bytes, *, max_depth: int = DEFAULT_MAX_EVENT_DEPTH) -> Any:
+    """Parse ``raw`` as strict JSON (depth, duplicate keys, NaN/Infinity, overflowing numbers).
+
+    Raises :class:`InvalidJSON` with the reason. For documents that are not events, e.g. API bodies.
+    """
+    check_depth(raw, max_depth=max_depth)
+    try:
+        return _loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidJSON(f"not strict JSON: {exc}") from None

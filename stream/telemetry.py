@@ -36,8 +36,10 @@ __all__ = [
     "observe_lag",
     "observe_latencies",
     "observe_outcomes",
+    "observe_spans",
     "render",
     "take_captured",
+    "take_captured_spans",
     "timed",
     "timed_call",
 ]
@@ -49,7 +51,7 @@ T = TypeVar("T")
 A = TypeVar("A")
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
-EVENTS_IN = Counter("streameval_events_in", "request events taken from the input topic (or file)")
+EVENTS_IN = Counter("streameval_events_in", "messages taken from the input topics (or file lines)")
 RESULTS_OUT = Counter("streameval_results_out", "graded results produced, by suite", ["suite"])
 DEAD_LETTERS = Counter("streameval_dead_letters", "events dead-lettered, by kind", ["kind"])
 IN_FLIGHT = Gauge("streameval_events_in_flight", "events being evaluated or recorded right now")
@@ -62,6 +64,10 @@ JUDGE_ERRORS = Counter("streameval_judge_errors", "judge verdicts that ended in 
 JUDGE_RETRIES = Counter("streameval_judge_retries", "extra attempts after a failed judge call", ["judge"])
 JUDGE_TOKENS = Counter("streameval_judge_tokens", "tokens spent on judge calls", ["judge", "kind"])
 JUDGE_CACHE_HITS = Counter("streameval_judge_cache_hits", "judge answers served from the Redis cache", ["judge"])
+SPANS = Counter(
+    "streameval_input_spans", "spans read from OTLP inputs, by topic and whether they were LLM spans "
+    "(evaluated or dead-lettered) or skipped (any other span)", ["topic", "kind"],
+)  # fmt: skip
 CONSUMER_LAG = Gauge(
     "streameval_consumer_lag",
     "messages behind the partition's high watermark after the last batch, by topic and partition. The "
@@ -70,6 +76,17 @@ CONSUMER_LAG = Gauge(
     "its last value",
     ["topic", "partition"],
 )  # fmt: skip
+
+
+def observe_spans(topic: str, *, llm: int, skipped: int) -> None:
+    """Count an OTLP export's spans: ``llm`` made request events (or dead letters), ``skipped`` did not."""
+    if _captured is not None:  # in an evaluation process: handed back with the batch (take_captured_spans)
+        _captured_spans.append((topic, llm, skipped))
+        return
+    if llm:
+        SPANS.labels(topic, "llm").inc(llm)
+    if skipped:
+        SPANS.labels(topic, "skipped").inc(skipped)
 
 
 @contextmanager
@@ -106,10 +123,21 @@ def _observe_latency(name: str, seconds: float) -> None:
         _latency(name).observe(seconds)
 
 
+_captured_spans: list[tuple[str, int, int]] = []
+
+
 def capture_latencies() -> None:
-    """From now on keep evaluator latencies for :func:`take_captured` instead of observing them."""
+    """From now on keep evaluator latencies for :func:`take_captured` (and OTLP span counts for
+    :func:`take_captured_spans`) instead of observing them."""
     global _captured
     _captured = []
+
+
+def take_captured_spans() -> list[tuple[str, int, int]]:
+    """The (topic, llm, skipped) span counts kept since the last call (see :func:`capture_latencies`)."""
+    taken = list(_captured_spans)
+    _captured_spans.clear()
+    return taken
 
 
 def take_captured() -> list[tuple[str, float]]:

@@ -13,7 +13,7 @@ from streameval.api import create_web_app
 from streameval.api._evaluators import SEED_PRESETS, preset_names
 from streameval.evaluators import evaluator_names
 
-TOKEN = "s3cret-token"
+TOKEN = "s3cret-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 BASE = "/api/v1/evaluators"
 

@@ -140,3 +140,33 @@ def test_alert_rules_use_real_metrics() -> None:
     for rule in alerts:
         for name in re.findall(r"\bstreameval_[a-z_]+", rule["expr"]):
             assert name in known, f"{rule['alert']}: {name} is not a metric the worker exports"
+
+
+def test_compose_sasl_ssl_variant_uses_real_settings_and_a_secret_file() -> None:
+    variant = yaml.safe_load((ROOT / "deploy" / "compose" / "sasl-ssl.yml").read_text())
+    worker = variant["services"]["worker"]
+    env = worker["environment"]
+    assert set(env) <= setting_env_names()
+    assert env["STREAMEVAL_KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL" and "STREAMEVAL_KAFKA_SASL_PASSWORD" not in env
+    [secret] = worker["secrets"]
+    assert env["STREAMEVAL_KAFKA_SASL_PASSWORD_FILE"] == f"/run/secrets/{secret}" and secret in variant["secrets"]
+    kafka = variant["services"]["kafka"]["environment"]
+    advertised = dict(entry.split("://") for entry in kafka["KAFKA_ADVERTISED_LISTENERS"].split(","))
+    assert advertised["SASL_SSL"] == env["KAFKA_BOOTSTRAP_SERVERS"]
+    assert "SASL_SSL:SASL_SSL" in kafka["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"]
+    assert "kafka_sasl_password" in variant["secrets"] and (ROOT / "deploy" / "compose" / "make-certs.sh").is_file()
+    assert "sasl-ssl.yml" in (ROOT / "docker-compose.yml").read_text()
+
+
+def test_k8s_secrets_are_files_not_environment() -> None:
+    objects = {(d["kind"], d["metadata"]["name"]): d for d in manifests()}
+    spec = objects[("Deployment", "streameval-worker")]["spec"]["template"]["spec"]
+    [container] = spec["containers"]
+    assert all("secretRef" not in source for source in container["envFrom"])  # no secret as a variable
+    keys = next(v for v in spec["volumes"] if "secret" in v)
+    mount = next(m for m in container["volumeMounts"] if m["name"] == keys["name"])
+    settings = objects[("ConfigMap", "streameval-settings")]["data"]
+    secret = objects[("Secret", "streameval-keys")]["stringData"]
+    assert settings["STREAMEVAL_API_TOKEN_FILE"] == f"{mount['mountPath']}/STREAMEVAL_API_TOKEN"
+    assert settings["STREAMEVAL_REDIS_PASSWORD_FILE"].removeprefix(mount["mountPath"] + "/") in secret
+    assert len(secret["STREAMEVAL_API_TOKEN"]) >= 16  # the placeholder passes the minimum length

@@ -77,3 +77,21 @@ def test_every_suite_key_is_documented(key: str) -> None:
     assert f"`{key}`" in README
     for field in Match.model_fields:
         assert f"`{field}`" in README
+
+
+def input_keys() -> list[str]:
+    from streameval.inputs import JsonInput, NativeInput, OtlpInput
+
+    return sorted({f"inputs[].{k}" for model in (NativeInput, JsonInput, OtlpInput) for k in model.model_fields})
+
+
+@pytest.mark.parametrize("key", input_keys())
+def test_every_input_key_is_documented(key: str) -> None:
+    assert f"`{key}`" in (ROOT / "docs" / "inputs.md").read_text(encoding="utf-8")
+    assert f"`{key.removeprefix('inputs[].')}`" in README  # the README's suite-key table lists it too
+
+
+def test_every_input_format_is_documented() -> None:
+    from streameval.inputs import FORMATS
+
+    assert [f for f in FORMATS if f"`{f}`" not in README or f"`{f}`" not in DOCS.split(README, 1)[1]] == []

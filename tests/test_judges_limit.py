@@ -151,4 +151,4 @@ def test_a_money_budget_needs_prices() -> None:
     from pydantic import ValidationError
 
     with pytest.raises(ValidationError, match="budget_per_hour needs price"):
-        judge("j", "http://x", weight=1, budget_per_hour=5)
+        judge("j", "https://x", weight=1, budget_per_hour=5)

@@ -54,8 +54,8 @@ def _mock(status: int, body: dict[str, Any]) -> httpx.MockTransport:
 
 
 async def test_a_listing_missing_is_ready_except_for_the_doubled_v1() -> None:
-    await JudgeProbe(judge("j", "http://x", weight=1), transport=_mock(404, {}))()
-    cfg = JudgeConfig(name="j", protocol="anthropic", base_url="http://x/v1", model="m", weight=1)
+    await JudgeProbe(judge("j", "https://x", weight=1), transport=_mock(404, {}))()
+    cfg = JudgeConfig(name="j", protocol="anthropic", base_url="https://x/v1", model="m", weight=1)
     with pytest.raises(JudgeError, match=r"/v1/v1/messages; remove the trailing /v1"):
         await JudgeProbe(cfg, transport=_mock(404, {}))()
 
@@ -69,7 +69,7 @@ OWN_KEY = {"error": {"message": "Authentication Error, Invalid proxy server toke
 @pytest.mark.parametrize(("body", "needle"), [(UPSTREAM, "its own upstream credential"), (OWN_KEY, "check its api_key_env"),
                                               ({}, "check its api_key_env")])
 def test_a_gateway_401_about_its_upstream_key_says_so(body: dict[str, Any], needle: str) -> None:
-    cfg = JudgeConfig(name="gw", protocol="openai", base_url="http://x/v1", model="m", weight=1, api_key_env="GW_KEY")
+    cfg = JudgeConfig(name="gw", protocol="openai", base_url="https://x/v1", model="m", weight=1, api_key_env="GW_KEY")
     error = explain_status(cfg, 401, orjson.dumps(body), status_error("gw", 401, None))
     assert error.code == "judge_auth" and needle in str(error)
     assert "AnthropicException" not in str(error) and "invalid x-api-key" not in str(error)  # never quoted

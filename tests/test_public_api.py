@@ -32,3 +32,18 @@ def test_core_does_not_import_faust() -> None:
 def test_every_error_is_a_streameval_error() -> None:
     for name in ("ConfigError", "EvaluatorError", "EvaluatorTimeout", "EventError", "StoreUnavailable"):
         assert issubclass(getattr(streameval, name), streameval.StreamEvalError)
+
+
+def test_inputs_exported_names() -> None:
+    import streameval.inputs
+
+    assert sorted(streameval.inputs.__all__) == sorted(
+        [
+            "FORMATS", "MISSING", "Decoder", "InputConfig", "Inputs", "Item", "JsonDecoder", "JsonInput", "NativeDecoder",
+            "NativeInput", "OtlpDecoder", "OtlpInput", "Path", "Span", "build_decoder", "check_input_topics",
+            "compile_path", "convention", "evaluate_items", "evaluate_messages", "input_issues", "spans_from_json", "spans_from_proto",
+            "to_event",
+        ]
+    )  # fmt: skip
+    for name in streameval.inputs.__all__:
+        assert getattr(streameval.inputs, name) is not None

@@ -18,12 +18,13 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from .._util import clip
-from ..errors import EvaluatorError
+from ..errors import EvaluatorError, InvalidJSON
 from ..evaluators import Evaluator, evaluator_class, evaluator_names
 from ..evaluators.registered import code_params
 from ..models import RequestEvent, format_time
-from ..registry import CodeConfig, EvaluatorRecord, NameTaken, RegistryStore
+from ..registry import CodeConfig, EvaluatorRecord, NameTaken, RegistryFull, RegistryStore
 from ..sandbox._evaluator import CodeEvaluator
+from ..strictjson import loads_strict
 from ._bodies import CodeConfigBody, CreateBody, TestBody, UpdateBody, bad_request
 from ._errors import BadRequest, Conflict, ExecutionFailed, Forbidden, NotFound
 
@@ -85,15 +86,27 @@ def _ok(data: Any, status: int = 200) -> web.Response:
 
 
 async def _body(request: web.Request) -> Any:
+    """The request's JSON body, strict like events: no duplicate keys, NaN/Infinity, overflowing
+    numbers or nesting deeper than events may have."""
     raw = await request.read()  # the app's client_max_size (MAX_BODY) answers 413 beyond it
     try:
-        return orjson.loads(raw)
+        value = orjson.loads(raw)  # UTF-8 only, no lone surrogates
     except orjson.JSONDecodeError as exc:
         raise BadRequest(f"the body is not valid JSON: {exc}") from None
+    try:
+        loads_strict(raw)
+    except InvalidJSON as exc:
+        raise BadRequest(f"the body is {exc.reason}") from None
+    return value
 
 
-async def _code_config(body: CodeConfigBody) -> CodeConfig:
-    """Compile the code of a validated config (never running it); 400 when it does not compile."""
+async def _code_config(request: web.Request, body: CodeConfigBody) -> CodeConfig:
+    """Compile the code of a validated config (never running it); 400 when it is over the size limit
+    or does not compile."""
+    size, most = len(body.code.encode("utf-8", "surrogatepass")), request.app[STORE_KEY].limits.max_code_bytes
+    if size > most:
+        message = f"the code is {size} bytes (UTF-8); the limit is {most} (STREAMEVAL_REGISTRY_MAX_CODE_BYTES)"
+        raise BadRequest(f"invalid request: $.config.code: {message}", [{"path": "$.config.code", "message": message}])
     stored = CodeConfig(**body.model_dump())
     probe = EvaluatorRecord(id="-", name="-", config=stored, version=1, createdAt="-", updatedAt="-")
     try:
@@ -154,10 +167,10 @@ async def create_evaluator(request: web.Request) -> web.Response:
         raise bad_request(exc) from None
     if body.name in preset_names() or body.name in ENGINES:
         raise Conflict(f"{body.name!r} is the name of a built-in evaluator")
-    config = await _code_config(body.config)
+    config = await _code_config(request, body.config)
     try:
         record = await request.app[STORE_KEY].create(name=body.name, description=body.description, config=config)
-    except NameTaken as exc:
+    except (NameTaken, RegistryFull) as exc:
         raise Conflict(str(exc)) from None
     return _ok(_custom(record, full=True), status=201)
 
@@ -176,7 +189,7 @@ async def update_evaluator(request: web.Request) -> web.Response:
     if "description" in body.model_fields_set:
         changes["description"] = body.description
     if body.config is not None:
-        changes["config"] = await _code_config(body.config)
+        changes["config"] = await _code_config(request, body.config)
     try:
         updated = await request.app[STORE_KEY].update(record, **changes)
     except NameTaken as exc:

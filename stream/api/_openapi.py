@@ -135,8 +135,9 @@ def openapi_document() -> dict[str, Any]:
                                       "UpdateEvaluator": {"operationId": "updateEvaluator", "parameters": {"id": "$response.body#/data/id"}},
                                       "TestEvaluator": {"operationId": "testEvaluator", "parameters": {"id": "$response.body#/data/id"}},
                                       "DeleteEvaluator": {"operationId": "deleteEvaluator", "parameters": {"id": "$response.body#/data/id"}}}},
-                    "400": _error("invalid input, code that does not compile, or a type not supported yet"),
-                    "409": _error("name taken"), **_WRITE_ERRORS, **_UNAVAILABLE,
+                    "400": _error("invalid input (not strict JSON, code over the size limit, code that does not "
+                                  "compile), or a type not supported yet"),
+                    "409": _error("name taken, or the registry holds its most evaluators"), **_WRITE_ERRORS, **_UNAVAILABLE,
                 },
             },
         },
@@ -157,8 +158,8 @@ def openapi_document() -> dict[str, Any]:
                 "operationId": "updateEvaluator", "summary": "update a custom evaluator (presets: 403)", "security": _AUTH,
                 "requestBody": body(UpdateBody),
                 "responses": {"200": _json(_envelope(_ref("Evaluator")), "updated (version + 1)"),
-                              "400": _error("invalid input"), "404": _error("503001: evaluator does not exist"),
-                              "409": _error("name taken"), **_WRITE_ERRORS, **_UNAVAILABLE},
+                              "400": _error("invalid input (not strict JSON, code over the size limit)"),
+                              "404": _error("503001: evaluator does not exist"), "409": _error("name taken"), **_WRITE_ERRORS, **_UNAVAILABLE},
             },
             "delete": {
                 "operationId": "deleteEvaluator", "summary": "delete a custom evaluator (presets: 403)", "security": _AUTH,

@@ -1,8 +1,9 @@
 """Operations endpoints: ``/health`` (liveness), ``/ready`` (dependencies), ``/metrics`` (Prometheus).
 
 ``/ready`` runs every check at once, each bounded by a timeout, and answers 503 when any fails, with
-each check's verdict. The broker and judge checks open a TCP connection (no request, so a judge is
-never billed for a probe); Redis is PINGed.
+each check's verdict. The broker check is an authenticated metadata request (TLS and SASL as the
+worker's clients use them: a wrong password is not ready); judge checks open a TCP connection (no
+request, so a judge is never billed for a probe); Redis is PINGed.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import redis.asyncio as aioredis
 from aiohttp import web
 
 from .. import telemetry
+from ..connect_check import kafka_metadata
+from ..kafka_security import KafkaSecurity, bootstrap_hosts
+from ._security import READY_DETAILS_KEY
 
 __all__ = ["CHECKS_KEY", "Check", "broker_check", "judge_checks", "redis_check", "routes", "tcp_check"]
 
@@ -24,6 +28,7 @@ Check = tuple[str, Callable[[], Awaitable[None]]]
 CHECKS_KEY: web.AppKey[Sequence[Check]] = web.AppKey("ready_checks", Sequence)
 TIMEOUT_KEY: web.AppKey[float] = web.AppKey("ready_timeout", float)
 _STARTED = time.time()
+_PLAINTEXT = KafkaSecurity()
 
 
 def tcp_check(host: str, port: int) -> Callable[[], Awaitable[None]]:
@@ -42,18 +47,18 @@ def redis_check(client: aioredis.Redis) -> Check:
     return ("redis", check)
 
 
-def broker_check(bootstrap: str) -> Check:
-    """Ready when any bootstrap server accepts a connection (the client finds the rest)."""
-    hosts = [h.strip().rsplit(":", 1) for h in bootstrap.split(",") if h.strip()]
+def broker_check(bootstrap: str, security: KafkaSecurity = _PLAINTEXT) -> Check:
+    """Ready when any bootstrap server answers an authenticated metadata request (the client finds the rest)."""
+    hosts = [h.rsplit(":", 1) for h in bootstrap_hosts(bootstrap)]
 
     async def check() -> None:
         errors = []
         for host, port in hosts:
             try:
-                await tcp_check(host, int(port))()
+                await kafka_metadata(host, int(port), security, timeout=5.0)
                 return
-            except OSError as exc:
-                errors.append(f"{host}:{port}: {exc}")
+            except Exception as exc:  # any failure of this server: try the next, report all
+                errors.append(f"{host}:{port}: {type(exc).__name__}: {exc}")
         raise ConnectionError("; ".join(errors) or "no bootstrap servers")
 
     return ("broker", check)
@@ -88,7 +93,10 @@ async def ready(request: web.Request) -> web.Response:
     report = {name: ({"ok": True} if error is None else {"ok": False, "error": error})
               for (name, _), error in zip(checks, verdicts, strict=True)}  # fmt: skip
     ok = all(error is None for error in verdicts)
-    return web.json_response({"status": "ready" if ok else "not_ready", "checks": report}, status=200 if ok else 503)
+    body = {"status": "ready" if ok else "not_ready", "checks": report}
+    if not request.app.get(READY_DETAILS_KEY, lambda r: True)(request):  # type: ignore[operator]
+        del body["checks"]  # reads need the token: names of judges and errors only with it
+    return web.json_response(body, status=200 if ok else 503)
 
 
 async def metrics(request: web.Request) -> web.Response:

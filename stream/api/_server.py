@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Sequence
@@ -20,11 +19,20 @@ from redis import exceptions as redis_errors
 
 from .._util import redact_url
 from ..errors import StoreUnavailable
-from ..registry import RegistryStore
+from ..redis_security import redis_options
+from ..registry import RegistryLimits, RegistryStore
 from ..settings import Settings
 from . import _evaluators, _ops, _pages, _stats
-from ._errors import ApiError, Forbidden, Unauthorized, Unavailable
+from ._errors import ApiError, Unauthorized, Unavailable
 from ._openapi import openapi_document
+from ._security import (
+    READY_DETAILS_KEY,
+    Access,
+    add_security_headers,
+    authorize,
+    details_allowed,
+    needs_token,
+)
 from ._settings import ApiSettings
 
 __all__ = ["DEFAULT_API_PORT", "create_web_app", "serve_api", "start_web"]
@@ -33,7 +41,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_API_PORT = 8080
 _TOKEN_KEY: web.AppKey[str | None] = web.AppKey("api_token", str)
-_WRITES = frozenset({"POST", "PUT", "DELETE", "PATCH"})
+_ACCESS_KEY: web.AppKey[Access] = web.AppKey("api_access", Access)
+_OPEN_READS = Access()
 _REDIS_DOWN = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError)
 
 
@@ -46,8 +55,8 @@ def _error(exc: ApiError, headers: dict[str, str] | None = None) -> web.Response
 @web.middleware
 async def _errors_and_auth(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
     try:
-        if request.method in _WRITES and request.path.startswith("/api/"):
-            _authorize(request)
+        if needs_token(request, request.app[_ACCESS_KEY]):
+            authorize(request, request.app[_TOKEN_KEY])
         return await handler(request)
     except Unauthorized as exc:
         return _error(exc, {"WWW-Authenticate": 'Bearer realm="streameval"'})
@@ -65,28 +74,24 @@ async def _errors_and_auth(request: web.Request, handler: Callable[[web.Request]
         return web.Response(body=orjson.dumps(body), status=exc.status, content_type="application/json", headers=headers)
 
 
-def _authorize(request: web.Request) -> None:
-    token = request.app[_TOKEN_KEY]
-    if not token:
-        raise Forbidden("writes are disabled: the server has no STREAMEVAL_API_TOKEN")
-    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
-        raise Unauthorized("a valid 'Authorization: Bearer <token>' header is required for writes")
-
-
 async def _openapi(request: web.Request) -> web.Response:
     return web.json_response(openapi_document())
 
 
 def create_web_app(
     client: aioredis.Redis, *, prefix: str, token: str | None, checks: Sequence[_ops.Check] = (),
-    ready_timeout_s: float = 2.0, windows: Sequence[int] = (60,),
+    ready_timeout_s: float = 2.0, windows: Sequence[int] = (60,), access: Access = _OPEN_READS,
+    registry_limits: RegistryLimits | None = None,
 ) -> web.Application:
     """The whole HTTP surface on ``client`` (keys under ``prefix``); ``checks`` feed ``/ready``;
-    ``windows`` are the configured window sizes the dashboard may ask for."""
+    ``windows`` are the configured window sizes the dashboard may ask for; ``access`` says which
+    reads need ``token`` too (writes always do)."""
     app = web.Application(middlewares=[_errors_and_auth], client_max_size=_evaluators.MAX_BODY)
+    app.on_response_prepare.append(add_security_headers)
     app[_TOKEN_KEY] = token
-    app[_evaluators.STORE_KEY] = RegistryStore(client, prefix=prefix)
+    app[_ACCESS_KEY] = access
+    app[READY_DETAILS_KEY] = details_allowed(token, access.reads)
+    app[_evaluators.STORE_KEY] = RegistryStore(client, prefix=prefix, limits=registry_limits)
     app[_ops.CHECKS_KEY] = [_ops.redis_check(client), *checks]
     app[_ops.TIMEOUT_KEY] = ready_timeout_s
     app[_stats.STATS_KEY] = _stats.StatsConfig(client, prefix, tuple(windows))
@@ -106,10 +111,11 @@ async def start_web(app: web.Application, host: str, port: int) -> web.AppRunner
 async def serve_api(settings: Settings, api: ApiSettings, *, host: str, port: int) -> None:
     """``streameval api``: serve until SIGTERM/SIGINT."""
     assert settings.redis_url is not None
-    client = aioredis.Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=5)
-    token = api.api_token.get_secret_value() if api.api_token else None
+    client = aioredis.Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=5,
+                                     **redis_options(settings))
+    token = api.token()
     app = create_web_app(client, prefix=settings.redis_prefix, token=token, ready_timeout_s=api.ready_timeout_s,
-                         windows=settings.windows)
+                         windows=settings.windows, access=api.access(), registry_limits=api.registry_limits())
     runner = await start_web(app, host, port)
     log.warning("streameval api on http://%s:%d (Redis %s; writes %s)", host, port, redact_url(settings.redis_url),
                 "need the bearer token" if token else "disabled: no STREAMEVAL_API_TOKEN")  # fmt: skip

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import logging
-import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -31,7 +30,6 @@ import httpx
 import orjson
 
 from .._version import __version__
-from ..errors import ConfigError, ConfigIssue
 from ._config import JudgeConfig
 from ._errors import (
     JudgeBadResponse,
@@ -43,6 +41,7 @@ from ._errors import (
     status_error,
 )
 from ._hints import doubled_v1, explain_status
+from ._keys import api_key
 from ._limit import AdaptiveLimit
 from ._structured import anthropic_fields, openai_fields, tool_input
 from ._transport import AiohttpTransport
@@ -127,12 +126,8 @@ class JudgeClient:
         cfg = self.config
         headers = {"accept": "*/*", "accept-encoding": "gzip, deflate", "user-agent": f"streameval/{__version__}",
                    "content-type": "application/json"}  # fmt: skip
-        if cfg.api_key_env is not None:
-            environ = os.environ if self._environ is None else self._environ
-            key = environ.get(cfg.api_key_env)
-            if not key:
-                raise ConfigError([ConfigIssue(file="<environment>", path=cfg.api_key_env,
-                                               message=f"judge {cfg.name!r} needs its API key in this variable")])
+        key = api_key(cfg, self._environ)  # api_key_file, <api_key_env>_FILE or <api_key_env>
+        if key is not None:
             if cfg.protocol == "openai":
                 headers["authorization"] = f"Bearer {key}"
             else:

@@ -80,6 +80,11 @@ class JudgeConfig(_Strict):
     max_retry_after_s: float = Field(default=60.0, ge=0.0, description="cap on a 429's Retry-After")
     tokens_per_minute: int | None = Field(default=None, ge=1, description="budget; over it: skipped, reason budget")
     enabled: bool = Field(default=True, description="disabled judges are never called")
+    api_key_file: str | None = Field(default=None, description="file holding the API key (trailing newline "
+                                     "stripped); else <api_key_env>_FILE, else the variable itself")
+    allow_insecure_http: bool = Field(default=False, description="allow plain http:// to a non-loopback host "
+                                      "(the key would cross the network unencrypted)")
+
     price_input_per_mtok: float | None = Field(default=None, ge=0.0,
                                                description="price of a million input tokens; none: cost not counted")
     price_output_per_mtok: float | None = Field(default=None, ge=0.0,
@@ -88,6 +93,15 @@ class JudgeConfig(_Strict):
     budget_per_hour: float | None = Field(default=None, gt=0.0,
                                           description="money per UTC clock hour, all workers together; over it: budget")
     structured: bool = Field(default=False, description="ask for the JSON answer by response_format / tool use")
+
+    @model_validator(mode="after")
+    def _no_key_over_plain_http(self) -> JudgeConfig:
+        from ._keys import insecure_http_problem
+
+        problem = None if self.allow_insecure_http else insecure_http_problem(self.base_url)
+        if problem:
+            raise ValueError(f"base_url: {problem}")
+        return self
 
     @model_validator(mode="after")
     def _budget_needs_prices(self) -> JudgeConfig:

@@ -18,7 +18,6 @@ gives up waiting leaves it running, and the next ``/ready`` gets its result.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 
@@ -28,6 +27,7 @@ from ._client import ANTHROPIC_VERSION
 from ._config import JudgeConfig
 from ._errors import JudgeError, map_httpx_error, status_error
 from ._hints import doubled_v1, explain_status
+from ._keys import api_key
 
 __all__ = ["JudgeProbe", "judge_ready_checks"]
 
@@ -79,7 +79,7 @@ class JudgeProbe:
     def _request(self) -> tuple[str, dict[str, str]]:
         cfg = self.cfg
         headers = {"accept": "application/json"}
-        key = (os.environ if self._environ is None else self._environ).get(cfg.api_key_env) if cfg.api_key_env else None
+        key = api_key(cfg, self._environ)  # api_key_file, <api_key_env>_FILE or <api_key_env>
         if cfg.protocol == "openai":
             if key:
                 headers["authorization"] = f"Bearer {key}"

@@ -22,7 +22,7 @@ from streameval.kafka_io import Record, collect, ensure_topics, produce
 
 pytestmark = pytest.mark.integration
 
-TOKEN = "worker-token"
+TOKEN = "worker-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 

@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.browser]
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-TOKEN = "browser-token"
+TOKEN = "browser-token-0123456789"
 WAIT_S = 60
 
 if CHROMIUM is None or CHROMEDRIVER is None:
@@ -62,6 +62,7 @@ def browser() -> Iterator[WebDriver]:
     options.binary_location = str(CHROMIUM)
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,2000", "--lang=zh-CN"):
         options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # console: Content-Security-Policy violations
     driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     try:
@@ -178,6 +179,24 @@ def test_create_test_run_and_presets_read_only(browser: WebDriver, site: str) ->
     result = wait(browser, lambda d: shown_result(d), "the preset's result")
     assert "✓ passed=true, score=1" in result
     browser.save_screenshot(str(ARTIFACTS / "05-preset-read-only.png"))
+
+
+def test_pages_run_under_the_csp_and_the_token_lives_in_the_session(browser: WebDriver, site: str) -> None:
+    browser.get(f"{site}/evaluators")
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#presets-table tbody tr"), "the presets table")
+    set_token(browser)
+    stored = browser.execute_script("return [sessionStorage.getItem(SE.TOKEN_KEY), localStorage.getItem(SE.TOKEN_KEY)]")
+    assert stored == [TOKEN, None]
+    browser.get(f"{site}/evaluators/regex")
+    wait(browser, lambda d: d.find_element(By.ID, "readonly-badge").is_displayed(), "the editor")
+    browser.get(f"{site}/dashboard")
+    wait(browser, lambda d: d.find_element(By.ID, "updated").text != "—", "the dashboard's first refresh")
+    # the policy is in force (an inline script is refused) and the pages themselves broke none of it
+    browser.execute_script("const s = document.createElement('script'); s.textContent = 'window.ran = 1'; document.body.append(s)")
+    assert browser.execute_script("return window.ran === undefined")
+    logs = [entry["message"] for entry in browser.get_log("browser")]
+    violations = [m for m in logs if "Content Security Policy" in m]
+    assert len(violations) == 1 and "script-src" in violations[0], logs
 
 
 def events(start: int, n: int) -> list[bytes]:

@@ -26,7 +26,7 @@ async function refresh() {
   $("window-size").textContent = `· ${w.size}-second windows`;
   const series = w.series.map((s) => ({ name: `${s.model} × ${s.suite}`, points: s.points.map((p) => ({ x: p.start, y: p.mean })) }));
   const colors = Charts.line($("score-chart"), series);
-  $("score-legend").replaceChildren(...series.map((s, i) => SE.el("span", {}, SE.el("i", { style: `background:${colors[i % colors.length]}` }), s.name)));
+  $("score-legend").replaceChildren(...series.map((s, i) => SE.el("span", {}, SE.swatch(colors[i % colors.length]), s.name)));
   Charts.line($("pass-chart"), w.series.map((s) => ({ name: s.model, points: s.points.map((p) => ({ x: p.start, y: p.passRate })) })), { width: 540, height: 200, percent: true });
 
   // dead-letter rate per window: dead letters / (results + dead letters) of that window

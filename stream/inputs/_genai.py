@@ -1,0 +1,292 @@
+"""GenAI spans to request events: which spans are LLM calls, and where their model, input and output are.
+
+Three conventions are read (docs/inputs.md has the full table):
+
+* OpenTelemetry GenAI: ``gen_ai.operation.name`` is ``chat``, ``text_completion`` or ``generate_content``;
+  text in ``gen_ai.input.messages`` / ``gen_ai.output.messages`` (JSON, or structured), or in the older
+  span events ``gen_ai.user.message`` / ``gen_ai.choice``.
+* OpenLLMetry (Traceloop): ``llm.request.type`` is ``chat`` or ``completion``; text in
+  ``gen_ai.prompt.N.content`` / ``gen_ai.completion.N.content``.
+* OpenInference (Arize): ``openinference.span.kind`` is ``LLM``; text in
+  ``llm.input_messages.N.message.content`` / ``llm.output_messages.N.message.content``, else
+  ``input.value`` / ``output.value``.
+
+A span of an older GenAI instrumentation, with ``gen_ai.request.model`` or ``gen_ai.response.model`` and
+none of those three attributes at all, is an LLM span when it has output text (without text it is skipped: it cannot be
+told from an embedding call).
+
+Input and output are each taken from the first of those places that has text, in that order, whatever
+the convention that marked the span. The input is the last user message (the last message when none
+has the user role); the output is the first output message (choice) with text. Text parts of one
+message are joined with newlines; tool calls and other non-text parts are left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from ..errors import SchemaViolation
+from ..models import format_time
+from ._otlp import Span
+
+__all__ = ["convention", "to_event"]
+
+_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+_REQUEST_TYPES = frozenset({"chat", "completion"})
+_MISSING_ID = "0" * 16
+_MARKERS = ("gen_ai.operation.name", "llm.request.type", "openinference.span.kind")
+
+
+def convention(attributes: dict[str, Any]) -> str | None:
+    """``gen_ai`` / ``openllmetry`` / ``openinference`` for an LLM span, None for any other span."""
+    operation, request_type = attributes.get("gen_ai.operation.name"), attributes.get("llm.request.type")
+    if isinstance(operation, str) and operation in _OPERATIONS:
+        return "gen_ai"
+    if isinstance(request_type, str) and request_type in _REQUEST_TYPES:
+        return "openllmetry"
+    if attributes.get("openinference.span.kind") == "LLM":
+        return "openinference"
+    return None
+
+
+# -- message text -----------------------------------------------------------------------------------
+def _text(content: Any) -> str | None:
+    return content if isinstance(content, str) and content else None
+
+
+def _message_text(message: Any) -> str | None:
+    """Text of one GenAI message: its ``text`` parts (or a plain ``content`` string)."""
+    if not isinstance(message, dict):
+        return None
+    parts = message.get("parts")
+    if isinstance(parts, list):
+        texts = [p["content"] for p in parts
+                 if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("content"), str)]  # fmt: skip
+        return "\n".join(texts) or None
+    return _text(message.get("content"))
+
+
+def _messages(value: Any) -> list[Any]:
+    if isinstance(value, str):
+        try:
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return []
+    return value if isinstance(value, list) else []
+
+
+def _last_user(messages: list[tuple[str | None, str | None]]) -> str | None:
+    """The last user message's text, else the last message's text."""
+    for role, text in reversed(messages):
+        if role == "user" and text:
+            return text
+    return next((text for _, text in reversed(messages) if text), None)
+
+
+def _first(messages: list[tuple[str | None, str | None]]) -> str | None:
+    return next((text for _, text in messages if text), None)
+
+
+def _gen_ai_messages(attrs: dict[str, Any], key: str) -> list[tuple[str | None, str | None]]:
+    return [(m.get("role") if isinstance(m, dict) else None, _message_text(m)) for m in _messages(attrs.get(key))]
+
+
+def _json_object(value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        try:
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _event_content(attrs: dict[str, Any]) -> dict[str, Any]:
+    """An event's ``gen_ai.event.content`` JSON (some instrumentations put the body there)."""
+    return _json_object(attrs.get("gen_ai.event.content"))
+
+
+def _event_messages(span: Span) -> tuple[list[tuple[str | None, str | None]], list[tuple[str | None, str | None]]]:
+    inputs: list[tuple[str | None, str | None]] = []
+    choices: list[tuple[int, str | None]] = []
+    for name, attrs in span.events:
+        if name == "gen_ai.user.message":
+            text = _text(attrs.get("content")) or _text(_event_content(attrs).get("content"))
+            inputs.append(("user", text))
+        elif name == "gen_ai.choice":
+            message = attrs.get("message")
+            if isinstance(message, str):
+                message = _json_object(message)
+            if not isinstance(message, dict):
+                message = _event_content(attrs).get("message")
+            index = attrs.get("index", len(choices))
+            choices.append((index if isinstance(index, int) else len(choices), _message_text(message)))
+    choices.sort(key=lambda c: c[0])
+    return inputs, [(None, text) for _, text in choices]
+
+
+def _indexed(attrs: dict[str, Any], prefix: str, content: str, role: str) -> list[tuple[str | None, str | None]]:
+    """``prefix.0.content``, ``prefix.1.content``, ... while either the content or the role key exists."""
+    out: list[tuple[str | None, str | None]] = []
+    i = 0
+    while True:
+        text, who = attrs.get(f"{prefix}.{i}.{content}"), attrs.get(f"{prefix}.{i}.{role}")
+        if text is None and who is None:
+            return out
+        if text is None and prefix.startswith("llm."):  # OpenInference multimodal: message.contents.N
+            text = "\n".join(_contents(attrs, f"{prefix}.{i}.message.contents")) or None
+        out.append((who if isinstance(who, str) else None, _text(text)))
+        i += 1
+
+
+def _contents(attrs: dict[str, Any], prefix: str) -> list[str]:
+    texts: list[str] = []
+    j = 0
+    while (kind := attrs.get(f"{prefix}.{j}.message_content.type")) is not None:
+        text = attrs.get(f"{prefix}.{j}.message_content.text")
+        if kind == "text" and isinstance(text, str):
+            texts.append(text)
+        j += 1
+    return texts
+
+
+def _texts(span: Span) -> tuple[str | None, str | None]:
+    """(input, output) from the first place that has text, each in the module docstring's order.
+
+    Places are looked at only until one has text (most spans stop at the first or second).
+    """
+    attrs = span.attributes
+    events: list[tuple[list[tuple[str | None, str | None]], list[tuple[str | None, str | None]]]] = []
+
+    def from_events(which: int) -> list[tuple[str | None, str | None]]:
+        if not span.events:
+            return []
+        if not events:
+            events.append(_event_messages(span))
+        return events[0][which]
+
+    inputs: tuple[Callable[[], list[tuple[str | None, str | None]]], ...] = (
+        lambda: _gen_ai_messages(attrs, "gen_ai.input.messages"),
+        lambda: from_events(0),
+        lambda: _indexed(attrs, "gen_ai.prompt", "content", "role"),
+        lambda: _indexed(attrs, "llm.input_messages", "message.content", "message.role"),
+        lambda: [(None, _text(attrs.get("input.value")))],
+    )
+    outputs: tuple[Callable[[], list[tuple[str | None, str | None]]], ...] = (
+        lambda: _gen_ai_messages(attrs, "gen_ai.output.messages"),
+        lambda: from_events(1),
+        lambda: _indexed(attrs, "gen_ai.completion", "content", "role"),
+        lambda: _indexed(attrs, "llm.output_messages", "message.content", "message.role"),
+        lambda: [(None, _text(attrs.get("output.value")))],
+    )
+    found_in = next((t for t in (_last_user(place()) for place in inputs) if t), None)
+    found_out = next((t for t in (_first(place()) for place in outputs) if t), None)
+    return found_in, found_out
+
+
+# -- the request event ------------------------------------------------------------------------------
+def _pick(attrs: dict[str, Any], *keys: str) -> Any:
+    for key in keys:
+        value = attrs.get(key)
+        if value is not None and value != "":
+            return value
+    return None
+
+
+def _finish_reasons(span: Span) -> list[str] | None:
+    attrs = span.attributes
+    reasons = attrs.get("gen_ai.response.finish_reasons")
+    if isinstance(reasons, list):
+        return [str(r) for r in reasons]
+    if isinstance(reasons, str):
+        return [reasons]
+    found = [m.get("finish_reason") for m in _messages(attrs.get("gen_ai.output.messages")) if isinstance(m, dict)]
+    found += [attrs.get(f"gen_ai.completion.{i}.finish_reason") for i in range(4)]
+    found += [a.get("finish_reason") for n, a in span.events if n == "gen_ai.choice"]
+    reasons = [r for r in found if isinstance(r, str) and r]
+    return reasons or None
+
+
+def _tags(values: list[Any]) -> list[str]:
+    out: list[str] = []
+    for value in values:
+        for item in value if isinstance(value, list) else [value]:
+            if item is not None and item != "":
+                out.append(item if isinstance(item, str) else orjson.dumps(item).decode())
+    return out
+
+
+def _attribute(span: Span, key: str) -> Any:
+    value = span.attributes.get(key)
+    return span.resource.get(key) if value is None else value
+
+
+def to_event(span: Span, *, category_attribute: str | None = None, tag_attributes: tuple[str, ...] = ()) -> dict[str, Any] | None:
+    """The request event of an LLM span; None for any other span. Raises :class:`SchemaViolation` for an
+    LLM span that cannot make one (no output text, no model, no trace or span id)."""
+    attrs = span.attributes
+    family = convention(attrs)
+    texts = None
+    if family is None:
+        # GenAI instrumentations older than gen_ai.operation.name mark nothing: a span naming a GenAI model
+        # that has output text is an LLM call all the same (without text it may be an embedding call)
+        if any(attrs.get(marker) not in (None, "") for marker in _MARKERS) or (
+            attrs.get("gen_ai.request.model") is None and attrs.get("gen_ai.response.model") is None
+        ):
+            return None  # marked as something else (embeddings, invoke_agent, TOOL, ...), or no GenAI model
+        texts = _texts(span)
+        if texts[1] is None:
+            return None
+        family = "gen_ai"
+    if len(span.trace_id) != 32 or len(span.span_id) != 16 or span.span_id == _MISSING_ID:
+        raise SchemaViolation(f"LLM span {span.name!r} has no valid trace and span id "
+                              f"(traceId {span.trace_id[:64]!r}, spanId {span.span_id[:64]!r})")  # fmt: skip
+    event_id = f"{span.trace_id}-{span.span_id}"
+    model = _pick(attrs, "gen_ai.response.model", "gen_ai.request.model", "llm.response.model_name",
+                  "llm.model_name", "llm.request.model_name")  # fmt: skip
+    input_text, output_text = texts or _texts(span)
+    if output_text is None:
+        raise SchemaViolation(f"LLM span {span.span_id} ({span.name!r}, trace {span.trace_id}) has no output text "
+                              "(is content capture on in its instrumentation?)", event_id=event_id)  # fmt: skip
+    if not isinstance(model, str):
+        raise SchemaViolation(f"LLM span {span.span_id} ({span.name!r}, trace {span.trace_id}) names no model "
+                              "(gen_ai.response.model, gen_ai.request.model, llm.model_name)", event_id=event_id)  # fmt: skip
+    metadata = {
+        "trace_id": span.trace_id,
+        "span_id": span.span_id,
+        "span_name": span.name,
+        "convention": family,
+        "service.name": span.resource.get("service.name"),
+        "provider": _pick(attrs, "gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system"),
+        "operation": _pick(attrs, "gen_ai.operation.name", "llm.request.type"),
+        "input_tokens": _pick(attrs, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt"),
+        "output_tokens": _pick(attrs, "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens",
+                               "llm.token_count.completion"),
+        "total_tokens": _pick(attrs, "llm.usage.total_tokens", "llm.token_count.total"),
+        "finish_reasons": _finish_reasons(span),
+    }  # fmt: skip
+    event: dict[str, Any] = {
+        "id": event_id,
+        "model": model,
+        "output": output_text,
+        "metadata": {k: v for k, v in metadata.items() if v is not None},
+    }
+    if input_text is not None:
+        event["input"] = input_text
+    if span.end_ns > 0:
+        try:
+            event["timestamp"] = format_time(span.end_ns / 1e9)
+        except (OverflowError, OSError, ValueError):
+            raise SchemaViolation(f"LLM span {span.span_id}: end time {span.end_ns} is out of range",
+                                  event_id=event_id) from None  # fmt: skip
+    if category_attribute is not None:
+        category = _attribute(span, category_attribute)
+        if category is not None and category != "":
+            event["category"] = category if isinstance(category, str) else orjson.dumps(category).decode()
+    if tag_attributes:
+        tags = _tags([_attribute(span, key) for key in tag_attributes])
+        if tags:
+            event["tags"] = tags
+    return event

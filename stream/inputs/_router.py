@@ -1,0 +1,156 @@
+"""Which decoder reads which topic, and a batch of messages to outcomes through the shared pipeline."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, cast
+
+import orjson
+
+from .. import telemetry
+from ..errors import ConfigError, ConfigIssue, EventError, SchemaViolation
+from ..strictjson import DEFAULT_MAX_EVENT_DEPTH
+from ._base import Decoder, Item, NativeDecoder, check_size
+from ._config import InputConfig, JsonInput, NativeInput, OtlpInput
+from ._genai import to_event
+from ._json_map import JsonDecoder
+from ._otlp import Span, spans_from_json, spans_from_proto
+
+if TYPE_CHECKING:  # the pipeline imports the suite config, which imports this package
+    from ..evalpool import EvalPool
+    from ..pipeline import Outcome, Pipeline, Source
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Inputs", "OtlpDecoder", "build_decoder", "check_input_topics", "evaluate_items", "evaluate_messages"]
+
+
+class OtlpDecoder:
+    """One request event per LLM span of an OTLP trace export; other spans are skipped and counted."""
+
+    def __init__(self, spec: OtlpInput, *, max_depth: int = DEFAULT_MAX_EVENT_DEPTH) -> None:
+        self.spec = spec
+        self.format: str = spec.format
+        self.max_depth = max_depth
+        self._tags = tuple(spec.tag_attributes)
+
+    def spans(self, raw: bytes) -> list[Span]:
+        if self.format == "otlp_proto":
+            check_size(raw, self.spec.max_message_bytes)
+            return spans_from_proto(raw)
+        return spans_from_json(raw, max_bytes=self.spec.max_message_bytes, max_depth=self.max_depth)
+
+    def decode(self, raw: bytes, source: Source) -> list[Item]:
+        try:
+            spans = self.spans(raw)
+        except EventError as exc:
+            return [Item(raw, source, exc)]
+        items: list[Item] = []
+        skipped = 0
+        for span in spans:
+            try:
+                event = to_event(span, category_attribute=self.spec.category_attribute, tag_attributes=self._tags)
+            except SchemaViolation as exc:
+                items.append(Item(orjson.dumps(span.document()), replace(source, item=f"{span.trace_id}-{span.span_id}"), exc))
+                continue
+            if event is None:
+                skipped += 1
+                continue
+            items.append(Item(orjson.dumps(event), replace(source, item=event["id"])))
+        telemetry.observe_spans(self.spec.topic, llm=len(items), skipped=skipped)
+        return items
+
+
+def build_decoder(spec: InputConfig, *, max_depth: int = DEFAULT_MAX_EVENT_DEPTH) -> Decoder:
+    if isinstance(spec, JsonInput):
+        return JsonDecoder(spec, max_depth=max_depth)
+    if isinstance(spec, OtlpInput):
+        return OtlpDecoder(spec, max_depth=max_depth)
+    assert isinstance(spec, NativeInput)
+    return NativeDecoder()
+
+
+class Inputs:
+    """The decoder of each input topic; messages from any other topic are read as native events."""
+
+    def __init__(self, specs: Sequence[InputConfig] = (), *, max_depth: int = DEFAULT_MAX_EVENT_DEPTH) -> None:
+        self.specs = tuple(specs)
+        self._decoders: dict[str | None, Decoder] = {s.topic: build_decoder(s, max_depth=max_depth) for s in specs}
+        self._native = NativeDecoder()
+
+    def topics(self, default: str) -> list[str]:
+        """The topics to subscribe to: the configured inputs, else ``default`` (native events)."""
+        return [s.topic for s in self.specs] or [default]
+
+    @property
+    def decodes(self) -> bool:
+        """True when some input is not native (its messages need decoding into request events)."""
+        return any(spec.format != "native" for spec in self.specs)
+
+    def decoder(self, topic: str | None) -> Decoder:
+        return self._decoders.get(topic, self._native)
+
+    def expand(self, batch: Sequence[tuple[bytes, Source]]) -> list[Item]:
+        """The request events in a batch of messages, in order (a message may hold none or several)."""
+        if not self._decoders:
+            return [Item(raw, source) for raw, source in batch]
+        items: list[Item] = []
+        for raw, source in batch:
+            try:
+                items.extend(self.decoder(source.topic).decode(raw, source))
+            except Exception as exc:  # a bug of ours must cost only this message: an "internal" dead letter
+                log.exception("decoding a message from %s failed", source)
+                items.append(Item(raw, source, exc))
+        return items
+
+
+async def evaluate_messages(
+    pipeline: Pipeline, inputs: Inputs, messages: Sequence[tuple[bytes, Source]], pool: EvalPool | None = None
+) -> tuple[list[Source], list[Outcome]]:
+    """Decode a batch of messages and evaluate its request events: (source, outcome) of each, in order.
+
+    With ``pool`` and inputs that need decoding, the evaluation processes decode too (decoding an OTLP
+    export costs more than evaluating a simple suite); events whose suite needs the event loop come back
+    and are evaluated here, as in :func:`~streameval.evalpool.evaluate_batch`.
+    """
+    if pool is not None and inputs.decodes:
+        received_at = pipeline.clock()
+        found = await pool.expand_evaluate(messages, received_at)
+        if found is not None:
+            rest = [i for i, (_, _, outcome) in enumerate(found) if outcome is None]
+            done = await asyncio.gather(*(pipeline.process(found[i][0], found[i][1], received_at=received_at)
+                                          for i in rest))  # fmt: skip
+            outcomes = [outcome for _, _, outcome in found]
+            for i, outcome in zip(rest, done, strict=True):
+                outcomes[i] = outcome
+            return [source for _, source, _ in found], cast("list[Outcome]", outcomes)
+    items = inputs.expand(messages)
+    return [item.source for item in items], await evaluate_items(pipeline, items, pool)
+
+
+async def evaluate_items(pipeline: Pipeline, items: Sequence[Item], pool: EvalPool | None = None) -> list[Outcome]:
+    """One outcome per item, in order: decoded events through :func:`~streameval.evalpool.evaluate_batch`,
+    items that could not be decoded straight to their dead letters."""
+    from ..evalpool import evaluate_batch
+
+    good = [(item.raw, item.source) for item in items if item.error is None]
+    done = iter(await evaluate_batch(pipeline, good, pool) if good else [])
+    return [next(done) if item.error is None else pipeline.failed(item.raw, item.source, item.error) for item in items]
+
+
+def check_input_topics(specs: Sequence[InputConfig], settings: Any, *, file: str) -> None:
+    """Raise :class:`ConfigError` when an input reads a topic the worker writes (it would read its own output)."""
+    outputs = {
+        settings.topic_results: "STREAMEVAL_TOPIC_RESULTS", settings.topic_deadletter: "STREAMEVAL_TOPIC_DEADLETTER",
+        settings.topic_alerts: "STREAMEVAL_TOPIC_ALERTS", settings.topic_aggregates: "STREAMEVAL_TOPIC_AGGREGATES",
+    }  # fmt: skip
+    issues = [
+        ConfigIssue(file=file, path=f"inputs[{i}].topic", message=f"{spec.topic!r} is the worker's output topic "
+                    f"({outputs[spec.topic]}); an input cannot read it")
+        for i, spec in enumerate(specs) if spec.topic in outputs
+    ]  # fmt: skip
+    if issues:
+        raise ConfigError(issues)

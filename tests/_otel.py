@@ -1,0 +1,126 @@
+"""Spans made by the real OpenTelemetry SDK, encoded as the Collector's kafka exporter writes them.
+
+``otlp_proto``: ``opentelemetry-exporter-otlp-proto-common``'s ``encode_spans`` (the encoder of the OTLP
+exporters), serialised. ``otlp_json``: the same message in OTLP/JSON — protobuf's JSON mapping
+(lowerCamelCase names, 64-bit integers as strings) with the trace and span ids in hex, as the spec and the
+Collector's JSON marshaler write them. Not a test module.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from google.protobuf.json_format import MessageToDict
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Tracer
+
+__all__ = [
+    "export_json", "export_proto", "gen_ai_span", "http_span", "openinference_span", "openllmetry_span",
+    "record", "span_event_span",
+]  # fmt: skip
+
+
+@contextmanager
+def record(service: str = "chat-api", **resource: Any) -> Iterator[tuple[Tracer, Callable[[], Sequence[ReadableSpan]]]]:
+    """A tracer of a fresh SDK provider, and a function returning the spans it finished so far."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": service, **resource}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    try:
+        yield provider.get_tracer("streameval-tests"), exporter.get_finished_spans
+    finally:
+        provider.shutdown()
+
+
+def export_proto(spans: Sequence[ReadableSpan]) -> bytes:
+    return encode_spans(spans).SerializeToString()
+
+
+def export_json(spans: Sequence[ReadableSpan]) -> bytes:
+    document = MessageToDict(encode_spans(spans))
+    for resource_spans in document.get("resourceSpans", []):
+        for scope_spans in resource_spans.get("scopeSpans", []):
+            for span in scope_spans.get("spans", []):
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if key in span:
+                        span[key] = base64.b64decode(span[key]).hex()
+    return json.dumps(document, ensure_ascii=False).encode()
+
+
+def gen_ai_span(tracer: Tracer, *, prompt: str, answer: str, model: str = "gpt-4o", **extra: Any) -> None:
+    """Current OTel GenAI conventions: messages as JSON attributes."""
+    attributes = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": model,
+        "gen_ai.response.model": f"{model}-2024-08-06",
+        "gen_ai.usage.input_tokens": 12,
+        "gen_ai.usage.output_tokens": 7,
+        "gen_ai.response.finish_reasons": ["stop"],
+        "gen_ai.input.messages": json.dumps([
+            {"role": "system", "parts": [{"type": "text", "content": "Be brief."}]},
+            {"role": "user", "parts": [{"type": "text", "content": prompt}]},
+        ], ensure_ascii=False),
+        "gen_ai.output.messages": json.dumps([
+            {"role": "assistant", "parts": [{"type": "text", "content": answer}], "finish_reason": "stop"},
+        ], ensure_ascii=False),
+        **extra,
+    }  # fmt: skip
+    with tracer.start_as_current_span(f"chat {model}", attributes=attributes):
+        pass
+
+
+def span_event_span(tracer: Tracer, *, prompt: str, answer: str, model: str = "gpt-4o-mini") -> None:
+    """Older GenAI conventions: the text in span events gen_ai.user.message / gen_ai.choice."""
+    with tracer.start_as_current_span(f"chat {model}", attributes={
+        "gen_ai.operation.name": "chat", "gen_ai.system": "openai", "gen_ai.request.model": model,
+        "gen_ai.usage.prompt_tokens": 5, "gen_ai.usage.completion_tokens": 3,
+    }) as span:  # fmt: skip
+        span.add_event("gen_ai.user.message", {"content": prompt})
+        span.add_event("gen_ai.choice", {"index": 0, "finish_reason": "stop", "message": json.dumps({"content": answer})})
+
+
+def openllmetry_span(tracer: Tracer, *, prompt: str, answer: str, model: str = "claude-3-5-sonnet") -> None:
+    """OpenLLMetry (Traceloop): indexed gen_ai.prompt.N / gen_ai.completion.N attributes."""
+    with tracer.start_as_current_span("anthropic.chat", attributes={
+        "llm.request.type": "chat", "gen_ai.system": "Anthropic", "gen_ai.request.model": model,
+        "gen_ai.response.model": model,
+        "gen_ai.prompt.0.role": "system", "gen_ai.prompt.0.content": "You answer questions.",
+        "gen_ai.prompt.1.role": "user", "gen_ai.prompt.1.content": prompt,
+        "gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.content": answer,
+        "gen_ai.completion.0.finish_reason": "end_turn",
+        "llm.usage.total_tokens": 30, "app.eval.category": "qa_simple",
+    }):  # fmt: skip
+        pass
+
+
+def openinference_span(tracer: Tracer, *, prompt: str, answer: str, model: str = "llama-3.1-8b",
+                       messages: bool = True) -> None:  # fmt: skip
+    """OpenInference (Arize): llm.input_messages.N.message.* (or only input.value / output.value)."""
+    attributes: dict[str, Any] = {
+        "openinference.span.kind": "LLM", "llm.model_name": model, "llm.system": "meta",
+        "llm.token_count.prompt": 9, "llm.token_count.completion": 4, "llm.token_count.total": 13,
+        "input.value": json.dumps({"messages": [{"role": "user", "content": prompt}]}, ensure_ascii=False),
+        "output.value": answer,
+    }  # fmt: skip
+    if messages:
+        attributes.update({
+            "llm.input_messages.0.message.role": "user", "llm.input_messages.0.message.content": prompt,
+            "llm.output_messages.0.message.role": "assistant", "llm.output_messages.0.message.content": answer,
+        })  # fmt: skip
+    with tracer.start_as_current_span("ChatCompletion", attributes=attributes):
+        pass
+
+
+def http_span(tracer: Tracer, name: str = "GET /health") -> None:
+    """Not an LLM span."""
+    with tracer.start_as_current_span(name, attributes={"http.request.method": "GET", "http.response.status_code": 200}):
+        pass
