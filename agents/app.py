@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 import tempfile
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -22,12 +23,14 @@ from faust.types import TP, EventT
 
 from streameval import telemetry
 from streameval.api import remember_alert
-from streameval.inflight import InFlight
+from streameval.inflight import InFlight, StallWatchdog, batch_positions
 from streameval.kafka_security import KafkaSecurity, bootstrap_hosts
 from streameval.pipeline import Source
 from streameval.processor import Processor, Publish
 from streameval.settings import Settings
 from streameval.windows import WindowCloser
+
+from .liveness import Lifeline
 
 __all__ = ["QuietMonitor", "create_app"]
 
@@ -87,13 +90,18 @@ def create_app(
     *,
     close_interval_s: float = 1.0,
     input_topics: Sequence[str] = (),
+    lifeline: Lifeline | None = None,
 ) -> faust.App:
     """A Faust app for ``settings``; ``make_processor`` is awaited once, inside the worker's loop.
 
     The agent reads ``input_topics`` (the suite file's ``inputs:``; default: ``settings.topic_requests``);
     the processor picks each message's decoder by its topic. Every ``close_interval_s`` a timer publishes
     due windows and alerts (suite file ``windowing:``).
+    A failure the worker cannot recover from in place goes to ``lifeline.fatal`` (the process exits
+    non-zero, :mod:`streameval.agents.liveness`); every second a watchdog reports the oldest batch
+    taken but not yet published (``/metrics``, ``/ready``, an error log past ``settings.stall_after_s``).
     """
+    lifeline = lifeline if lifeline is not None else Lifeline(settings.shutdown_grace_s)
     # Faust makes "<app id>-data" in the working directory unless told otherwise, and needs it to exist
     datadir = settings.data_dir or os.path.join(tempfile.gettempdir(), "streameval-faust", settings.app_id)
     os.makedirs(datadir, exist_ok=True)
@@ -110,6 +118,10 @@ def create_app(
         consumer_auto_offset_reset="earliest",
         processing_guarantee="at_least_once",
         producer_acks=-1,
+        producer_max_request_size=settings.max_message_bytes,  # dead letters are sized under it
+        # Faust's default is 1200 s: aiokafka keeps one produce request in flight per broker, so one lost
+        # answer held every later result of the worker for 20 minutes (docs/reliability.md, "Stuck results")
+        producer_request_timeout=settings.publish_timeout_s,
         producer_linger=0.005,  # batch produce requests: the agent sends a whole batch at once
         Monitor=QuietMonitor,
         web_enabled=False,
@@ -130,6 +142,9 @@ def create_app(
     state: dict[str, Processor] = {}
     lock = asyncio.Lock()  # the agent and the timer both ask for the processor first thing
     closers: list[WindowCloser] = []
+    inflights: list[InFlight[EventT]] = []  # the agent's, for the stall watchdog
+    watchdog = StallWatchdog(settings.stall_after_s)
+    closer_failures = [0]
 
     async def processor() -> Processor:
         async with lock:
@@ -147,7 +162,21 @@ def create_app(
     async def evaluate(stream: faust.StreamT[bytes]) -> None:
         # Up to settings.batches_in_flight batches are evaluated at once, published in input order, and acked
         # only once the broker has every message of the batch (streameval.inflight): offsets never
-        # pass an unpublished result.
+        # pass an unpublished result. Nothing escapes to Faust, which would restart the agent in place
+        # (streameval.agents.liveness): a failure is fatal and the process exits non-zero.
+        try:
+            await _evaluate(stream)
+        except asyncio.CancelledError:
+            if app.should_stop or lifeline.stopping:
+                raise  # a stop
+            lifeline.fatal("the evaluating agent was cancelled while the worker was running")
+        except BaseException as exc:
+            lifeline.fatal("the evaluating agent failed", exc)
+        else:
+            if not (app.should_stop or lifeline.stopping):
+                lifeline.fatal("the evaluating agent ended while the worker was running")
+
+    async def _evaluate(stream: faust.StreamT[bytes]) -> None:
         proc = await processor()
         producer = app.producer
         names = {kind: topic.get_topic_name() for kind, topic in topics.items()}
@@ -161,19 +190,31 @@ def create_app(
             for event in events:
                 await stream.ack(event)
 
-        inflight: InFlight[EventT] = InFlight(send, ack, limit=settings.batches_in_flight)
+        def failed(exc: BaseException) -> None:
+            lifeline.fatal("a batch could not be evaluated, recorded or published", exc)
+
+        inflight: InFlight[EventT] = InFlight(send, ack, limit=settings.batches_in_flight, on_failure=failed)
+        inflights.append(inflight)
         try:
             async for events in stream.noack_take(settings.batch_max, within=settings.batch_wait_ms / 1000):
+                taken_at = time.monotonic()
                 batch = [
                     (bytes(e.message.value or b""), Source(e.message.topic, e.message.partition, e.message.offset))
                     for e in events
                 ]
                 # process_batch never raises for a bad event (dead letters); it waits out Redis outages.
-                # submit raises PublishFailed after a failed delivery: the agent stops, nothing is acked.
-                await inflight.submit(list(events), proc.process_batch(batch))
+                # A batch that fails to evaluate, record or deliver calls `failed` (the process exits at once):
+                # neither it nor any batch after it is acked.
+                await inflight.submit(list(events), proc.process_batch(batch), label=batch_positions(batch),
+                                      taken_at=taken_at)  # fmt: skip
                 telemetry.observe_lag(((s.topic, s.partition, s.offset) for _, s in batch), _highwater)
         finally:
+            inflights.remove(inflight)
             await inflight.close()
+
+    @app.timer(1.0)  # type: ignore[untyped-decorator]
+    async def stall_watchdog() -> None:
+        watchdog.check([batch for inflight in inflights for batch in inflight.pending()])
 
     async def send(kind: str, key: bytes, value: bytes) -> None:
         await topics[kind].send(key=key, value=value)
@@ -184,16 +225,28 @@ def create_app(
     @app.timer(close_interval_s)  # type: ignore[untyped-decorator]
     async def close_windows() -> None:
         # every worker runs this; Redis claims make each window and alert publish once (streameval.windows)
-        proc = await processor()
+        try:
+            proc = await processor()
+        except Exception as exc:
+            lifeline.fatal("starting the window closer failed", exc)
+            return
         if not closers:
             windowing = proc.pipeline.suites.windowing
             closers.append(WindowCloser(proc.store, proc.pipeline.suites.alerts,
                                         allowed_lateness_s=windowing.allowed_lateness_s,
                                         lease_s=windowing.lease_s))  # fmt: skip
+        # Recovered in place: a failed or hung tick is retried at the next one (a window's lease makes a
+        # half-done publish safe); the log says when it failed and when it resumed.
         try:
-            await proc.close_windows(closers[0], send)
-        except Exception:  # a Redis hiccup must not stop the timer; the next tick retries
-            log.exception("closing windows failed; retrying at the next tick")
+            await asyncio.wait_for(proc.close_windows(closers[0], send), timeout=closers[0].lease_ms / 1000)
+        except Exception as exc:
+            closer_failures[0] += 1
+            log.error("closing windows failed (%d in a row; retrying at the next tick): %r", closer_failures[0], exc,
+                      exc_info=closer_failures[0] == 1)  # fmt: skip
+            return
+        if closer_failures[0]:
+            log.warning("closing windows resumed after %d failed tick(s)", closer_failures[0])
+            closer_failures[0] = 0
 
     @app.on_before_shutdown.connect  # type: ignore[untyped-decorator]
     async def _close(app: faust.App, **kwargs: Any) -> None:

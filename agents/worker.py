@@ -13,9 +13,11 @@ import redis.asyncio as aioredis
 from streameval._util import redact_url
 from streameval.alerts import check_alert_windows
 from streameval.api import broker_check, create_web_app, load_api_settings, start_web
+from streameval.api._ops import stall_check
 from streameval.api._settings import ApiSettings
 from streameval.config import parse_config_text, read_config_text
 from streameval.connect_check import check_redis_settings
+from streameval.deadletters import DeadLetterPolicy, RawStore
 from streameval.errors import ConfigError, StoreUnavailable
 from streameval.evalpool import EvalPool
 from streameval.inputs import Inputs, check_input_topics
@@ -30,6 +32,7 @@ from streameval.settings import Settings
 from streameval.store import ResultStore, retry_forever
 
 from .app import create_app
+from .liveness import Lifeline, LifelineWorker
 
 __all__ = ["make_faust_worker", "run_worker"]
 
@@ -39,7 +42,13 @@ REDIS_CONNECTIONS = 64  # per worker process; the Redis server may be shared
 
 
 def run_worker(settings: Settings) -> None:
-    """Run until SIGTERM/SIGINT. Raises :class:`ConfigError` before touching the broker if misconfigured."""
+    """Run until SIGTERM/SIGINT. Raises :class:`ConfigError` before touching the broker if misconfigured.
+
+    Exits with 0 after a clean stop; ends the process with :data:`~streameval.agents.liveness.EXIT_FATAL`
+    when a part of the worker failed for good (one CRITICAL log line names it), and with
+    :data:`~streameval.agents.liveness.EXIT_GRACE_EXPIRED` when a stop takes longer than
+    ``settings.shutdown_grace_s`` (:mod:`streameval.agents.liveness`).
+    """
     if not settings.config:
         raise ConfigError("no suite config: pass --config FILE or set STREAMEVAL_CONFIG")
     if not settings.redis_url:
@@ -113,20 +122,25 @@ def run_worker(settings: Settings) -> None:
         if settings.eval_processes:
             pool = EvalPool(config_text, config_file, settings.eval_processes,
                             max_event_bytes=settings.max_event_bytes, max_event_depth=settings.max_event_depth)  # fmt: skip
-        processor = Processor(pipeline, store, on_close=close, pool=pool, inputs=inputs)
+        raw_store = RawStore(client, prefix=settings.redis_prefix, ttl_s=settings.dead_letter_raw_ttl_s,
+                             budget_bytes=settings.dead_letter_raw_budget_bytes)  # fmt: skip
+        dead_letters = DeadLetterPolicy(max_bytes=settings.dead_letter_max_bytes, store=raw_store)
+        processor = Processor(pipeline, store, on_close=close, pool=pool, inputs=inputs, dead_letters=dead_letters)
         await processor.start()
         log.info("streameval worker ready: %d suite(s), Redis %s", len(suites.all), redact_url(redis_url))
         return processor
 
+    lifeline = Lifeline(settings.shutdown_grace_s)
     app = create_app(settings, make_processor, close_interval_s=suites.windowing.close_interval_s,
-                     input_topics=input_topics)  # fmt: skip
+                     input_topics=input_topics, lifeline=lifeline)  # fmt: skip
     if api.web_port is not None:
         _serve_web(app, settings, api, [j for j in suites.judges if j.enabled])
-    make_faust_worker(app, settings).execute_from_commandline()
+    make_faust_worker(app, settings, lifeline).execute_from_commandline()
 
 
-def make_faust_worker(app: faust.App, settings: Settings) -> faust.Worker:
-    worker = faust.Worker(app, loglevel=settings.log_level, stdout=sys.stdout, stderr=sys.stderr)
+def make_faust_worker(app: faust.App, settings: Settings, lifeline: Lifeline | None = None) -> faust.Worker:
+    lifeline = lifeline if lifeline is not None else Lifeline(settings.shutdown_grace_s)
+    worker = LifelineWorker(app, lifeline, loglevel=settings.log_level, stdout=sys.stdout, stderr=sys.stderr)
     # Faust's start-up spinner, at log levels of warn and above, sets the root logger to DEBUG so that it
     # spins on every record: aiokafka then builds a debug record per message sent (~5 % of a worker's CPU,
     # docs/performance.md). A service's log is no terminal: no spinner.
@@ -145,7 +159,7 @@ def _serve_web(app: faust.App, settings: Settings, api: ApiSettings, judges: lis
         client = aioredis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=2, **redis_options(settings))
         token = api.token()
         checks = [broker_check(settings.kafka_bootstrap_servers, KafkaSecurity.from_settings(settings)),
-                  *judge_ready_checks(judges)]  # an authenticated models listing per judge, cached
+                  stall_check(), *judge_ready_checks(judges)]  # an authenticated models listing per judge, cached
         web_app = create_web_app(client, prefix=settings.redis_prefix, token=token, checks=checks,
                                  ready_timeout_s=api.ready_timeout_s, windows=settings.windows,
                                  access=api.access(), registry_limits=api.registry_limits())  # fmt: skip

@@ -1,8 +1,9 @@
-"""The ``streameval`` command line.
+"""The ``streameval`` command line (the parser is in :mod:`._cliargs`).
 
-Exit codes: 0 success; 1 the gate failed (``evaluate --fail-under``) or the demo/stream did not
-finish, or Kafka/Redis refused the connection for good (wrong credential, TLS mismatch: one line);
-2 bad usage or configuration (the message names the file and field).
+Exit codes: 0 success; 1 a gate failed (``evaluate --fail-under``) or the demo did not finish, or
+Kafka/Redis refused the connection for good (wrong credential, TLS mismatch: one line); 2 bad usage or
+configuration (the message names the file and field); 3 a broker or Redis could not be reached (one
+line, no traceback); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -11,94 +12,26 @@ import argparse
 import asyncio
 import logging
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from rich.console import Console
 
-from ._version import __version__
-from .errors import ConfigError, ConnectFailed
+from ._cliargs import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, build_parser
+from ._logs import AIOKAFKA_LOGGERS, install_repeat_summary
+from .errors import BrokerUnavailable, ConfigError, ConnectFailed, StoreUnavailable, UsageError
 
 if TYPE_CHECKING:
     from .inputs import Decoder, InputConfig
     from .settings import Settings
 
-__all__ = ["main"]
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-
-class UsageError(Exception):
-    """A bad command line that is not about the config (e.g. an output path that cannot be written): exit 2."""
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_UNAVAILABLE", "EXIT_USAGE", "main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="streameval", description="Streaming evaluator for LLM outputs (Kafka + Faust + Redis)."
-    )
-    parser.add_argument("--version", action="version", version=f"streameval {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    demo = sub.add_parser("demo", help="run the whole pipeline on embedded servers with the example events")
-    demo.add_argument("--events", type=int, default=None, metavar="N",
-                      help="events to send (default: every line of the example file; more cycles it)")
-    demo.add_argument("--config", type=Path, default=None, help="suite YAML (default: the bundled examples/suites.yaml)")
-    demo.add_argument("--input", type=Path, default=None, help="events JSONL (default: the bundled examples/events.jsonl)")
-    demo.add_argument("--no-judges", action="store_true", help="do not start the simulated judge panel")
-    demo.add_argument("--keep", action="store_true", help="keep the demo's keys in an external Redis (REDIS_URL)")
-    demo.add_argument("--timeout", type=float, default=180.0, help="give up after this many seconds (default 180)")
-
-    worker = sub.add_parser("worker", help="run a stream worker (Faust) until SIGTERM")
-    worker.add_argument("--config", type=Path, help="suite YAML (or STREAMEVAL_CONFIG)")
-    worker.add_argument("--bootstrap", help="Kafka bootstrap servers (or KAFKA_BOOTSTRAP_SERVERS)")
-    worker.add_argument("--redis-url", help="Redis URL (or REDIS_URL)")
-    worker.add_argument("--app-id", help="Faust app id / consumer group (or STREAMEVAL_APP_ID)")
-
-    produce = sub.add_parser("produce", help="send each line of a file as one message")
-    produce.add_argument("file", type=Path, help="file with one message per line ('-' for stdin)")
-    produce.add_argument("--topic", default=None, help="topic (default: STREAMEVAL_TOPIC_REQUESTS or evals.requests)")
-    produce.add_argument("--bootstrap", help="Kafka bootstrap servers (or KAFKA_BOOTSTRAP_SERVERS)")
-
-    tail = sub.add_parser("tail", help="print the messages of a topic, one per line")
-    tail.add_argument("--topic", required=True)
-    tail.add_argument("--bootstrap", help="Kafka bootstrap servers (or KAFKA_BOOTSTRAP_SERVERS)")
-    tail.add_argument("--latest", action="store_true", help="only new messages (default: from the beginning)")
-    tail.add_argument("--limit", type=int, default=None, metavar="N", help="stop after N messages")
-
-    evaluate = sub.add_parser("evaluate", help="evaluate a JSONL file offline (no broker), e.g. to gate a release")
-    evaluate.add_argument("--config", type=Path, required=True, help="suite YAML")
-    evaluate.add_argument("--input", type=Path, required=True, help="request events, one JSON object per line")
-    evaluate.add_argument("--output", type=Path, required=True, help="graded results (JSONL)")
-    evaluate.add_argument("--deadletter", type=Path, default=None,
-                          help="events that could not be evaluated (default: OUTPUT with .deadletter.jsonl)")
-    evaluate.add_argument("--fail-under", type=float, default=None, metavar="X",
-                          help="exit 1 when the mean score is below X (0-1)")
-    evaluate.add_argument("--max-dead-letters", type=int, default=None, metavar="N",
-                          help="exit 1 when more than N lines could not be evaluated")
-    evaluate.add_argument("--max-judge-error-rate", type=float, default=None, metavar="X",
-                          help="exit 1 when a judge's answers failed more often than X (0..1)")
-    evaluate.add_argument("--concurrency", type=int, default=64, help="events evaluated at once (default 64)")
-    evaluate.add_argument("--processes", type=int, default=0, metavar="N",
-                          help="evaluate suites without judges in N processes (default 0: in this process)")
-    evaluate.add_argument("--max-event-bytes", type=int, default=None, metavar="N",
-                          help="larger events are dead-lettered as too_large (default: STREAMEVAL_MAX_EVENT_BYTES or 1 MiB)")
-    evaluate.add_argument("--input-topic", default=None, metavar="TOPIC",
-                          help="read each line as the suite file's input for TOPIC (json or otlp_json)")
-    evaluate.add_argument("--quiet", action="store_true", help="no progress bar or table")
-
-    sim = sub.add_parser("judge-sim", add_help=False,
-                         help="run a SIMULATED LLM judge (OpenAI + Anthropic protocols); see judge-sim --help")
-    sim.add_argument("args", nargs=argparse.REMAINDER)
-
-    api = sub.add_parser("api", help="serve the evaluator registry API, /health, /ready and /metrics (docs/api.md)")
-    api.add_argument("--host", default=None, help="address to bind (or STREAMEVAL_WEB_HOST; default 127.0.0.1)")
-    api.add_argument("--port", type=int, default=None, help="port (or STREAMEVAL_WEB_PORT; default 8080)")
-    api.add_argument("--redis-url", help="Redis URL (or REDIS_URL)")
-
-    check = sub.add_parser("check", help="validate a suite YAML and list its suites")
-    check.add_argument("config", type=Path)
-    return parser
+    return build_parser()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -110,17 +43,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     console = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 120)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_repeat_summary((*AIOKAFKA_LOGGERS, "streameval.store"))  # an outage: one line, then a summary every 30 s, not an ERROR per attempt
     try:
         return _run(args, console)
     except (ConfigError, UsageError) as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        _error(console, exc)
         return EXIT_USAGE
     except ConnectFailed as exc:  # one line naming the server, the mechanism and the cause
-        console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        _error(console, exc)
         return EXIT_FAILED
+    except (BrokerUnavailable, StoreUnavailable) as exc:
+        _error(console, exc)
+        return EXIT_UNAVAILABLE
     except KeyboardInterrupt:
         console.print("interrupted")
-        return 130
+        return EXIT_INTERRUPTED
+
+
+def _error(console: Console, exc: Exception) -> None:
+    console.print("[bold red]error:[/] ", end="", markup=True)
+    console.print(str(exc), highlight=False, markup=False)
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
@@ -129,10 +71,23 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if args.command == "worker":
         overrides = {k: v for k, v in {"config": args.config and str(args.config), "kafka_bootstrap_servers": args.bootstrap,
                                         "redis_url": args.redis_url, "app_id": args.app_id}.items() if v}  # fmt: skip
+        settings = load_settings(**overrides)
+        if not settings.config:
+            raise UsageError("no suite config: pass --config FILE or set STREAMEVAL_CONFIG")
+        if not settings.redis_url:
+            raise UsageError("no Redis: set REDIS_URL or pass --redis-url (the worker keeps idempotency and "
+                             "aggregates there); `streameval up` starts one for you")  # fmt: skip
         from streameval.agents.worker import run_worker
 
-        run_worker(load_settings(**overrides))
+        from . import quality_metrics
+
+        quality_metrics.configure(max_models=settings.metrics_max_models)
+        run_worker(settings)
         return EXIT_OK
+    if args.command == "up":
+        from .up import run_up
+
+        return run_up(args, console)
     if args.command == "api":
         return _api(args, load_settings(**({"redis_url": args.redis_url} if args.redis_url else {})))
     if args.command == "demo":
@@ -144,7 +99,11 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return _evaluate(args, load_settings(**limit), console)
     if args.command == "check":
         return _check(args.config, console)
+    if args.command == "dead-letter-raw":
+        return asyncio.run(_dead_letter_raw(args, load_settings(**({"redis_url": args.redis_url} if args.redis_url else {})), console))
     settings = load_settings(**({"kafka_bootstrap_servers": args.bootstrap} if args.bootstrap else {}))
+    # produce and tail say in one line when the broker is not there; aiokafka's per-attempt errors add nothing
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     if args.command == "produce":
         return asyncio.run(_produce(args, settings, args.topic or settings.topic_requests, console))
     if args.command == "tail":
@@ -156,7 +115,7 @@ def _api(args: argparse.Namespace, settings: Settings) -> int:
     from .api import DEFAULT_API_PORT, load_api_settings, serve_api
 
     if not settings.redis_url:
-        raise ConfigError("no Redis: set REDIS_URL or pass --redis-url (the registry is stored there)")
+        raise UsageError("no Redis: set REDIS_URL or pass --redis-url (the registry is stored there)")
     from .connect_check import check_redis_settings
     from .redis_security import redis_options
 
@@ -164,7 +123,7 @@ def _api(args: argparse.Namespace, settings: Settings) -> int:
     asyncio.run(check_redis_settings(settings.redis_url, redis_options(settings)))  # wrong password: one line
     port = args.port if args.port is not None else (api.web_port if api.web_port is not None else DEFAULT_API_PORT)
     if not 0 <= port <= 65535:
-        raise ConfigError(f"--port must be within 0..65535, got {port}")
+        raise UsageError(f"--port must be within 0..65535, got {port}")
     asyncio.run(serve_api(settings, api, host=args.host or api.web_host, port=port))
     return EXIT_OK
 
@@ -192,17 +151,17 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
     from .summary import render_summary
 
     if args.fail_under is not None and not 0.0 <= args.fail_under <= 1.0:
-        raise ConfigError(f"--fail-under must be within [0, 1], got {args.fail_under}")
+        raise UsageError(f"--fail-under must be within [0, 1], got {args.fail_under}")
     if args.concurrency < 1:
-        raise ConfigError("--concurrency must be at least 1")
+        raise UsageError("--concurrency must be at least 1")
     if args.processes < 0:
-        raise ConfigError("--processes must be 0 or more")
+        raise UsageError("--processes must be 0 or more")
     config_text = read_config_text(args.config)
     _, suites = parse_config_text(config_text, file=str(args.config))
     if not args.input.is_file():
-        raise ConfigError(f"--input {args.input}: no such file")
+        raise UsageError(f"--input {args.input}: no such file")
     if args.max_judge_error_rate is not None and not 0.0 <= args.max_judge_error_rate <= 1.0:
-        raise ConfigError(f"--max-judge-error-rate must be within [0, 1], got {args.max_judge_error_rate}")
+        raise UsageError(f"--max-judge-error-rate must be within [0, 1], got {args.max_judge_error_rate}")
     deadletter = args.deadletter or args.output.with_name(args.output.stem + ".deadletter.jsonl")
     for option, path in (("--output", args.output), ("--deadletter", deadletter)):
         if (why := check_writable(path)) is not None:
@@ -253,23 +212,71 @@ def _line_decoder(inputs: Sequence[InputConfig], topic: str, settings: Settings)
     return build_decoder(spec, max_depth=settings.max_event_depth)
 
 
+async def _dead_letter_raw(args: argparse.Namespace, settings: Settings, console: Console) -> int:
+    import redis.asyncio as aioredis
+
+    from .deadletters import raw_key
+
+    if not settings.redis_url:
+        raise UsageError("no Redis: set REDIS_URL or pass --redis-url")
+    key = args.key if ":" in args.key else raw_key(settings.redis_prefix, args.key)
+    client = aioredis.Redis.from_url(settings.redis_url)
+    try:
+        raw = await client.get(key)
+    finally:
+        await client.aclose()
+    if raw is None:
+        console.print(f"[bold red]error:[/] {key} is not in Redis (expired, never kept, or another prefix)")
+        return EXIT_FAILED
+    if args.output is None:
+        sys.stdout.buffer.write(raw)
+        sys.stdout.buffer.flush()
+    else:
+        args.output.write_bytes(raw)
+        console.print(f"wrote {len(raw)} bytes to {args.output}", highlight=False)
+    return EXIT_OK
+
+
 async def _produce(args: argparse.Namespace, settings: Settings, topic: str, console: Console) -> int:
     from .connect_check import check_kafka
     from .kafka_io import produce
     from .kafka_security import KafkaSecurity
     from .offline import iter_lines
 
-    handle = sys.stdin.buffer if str(args.file) == "-" else args.file.open("rb")
-    try:
-        security = KafkaSecurity.from_settings(settings)
-        await check_kafka(settings.kafka_bootstrap_servers, security)  # a wrong password: one line, not retries
-        sent = await produce(settings.kafka_bootstrap_servers, topic, (raw for _, raw in iter_lines(handle)),
-                             security=security)  # fmt: skip
-    finally:
-        if handle is not sys.stdin.buffer:
-            handle.close()
+    security = KafkaSecurity.from_settings(settings)
+    await check_kafka(settings.kafka_bootstrap_servers, security)  # a wrong password: one line, not retries
+    bootstrap = settings.kafka_bootstrap_servers
+    if str(args.file) == "-":
+        sent = await produce(bootstrap, topic, _lines_as_they_come(sys.stdin.buffer), security=security)
+    else:
+        if not args.file.is_file():
+            raise UsageError(f"{args.file}: no such file")
+        with args.file.open("rb") as handle:
+            sent = await produce(bootstrap, topic, (raw for _, raw in iter_lines(handle)), security=security)
     console.print(f"sent {sent} messages to {topic}")
     return EXIT_OK
+
+
+async def _lines_as_they_come(handle: BinaryIO) -> AsyncIterator[bytes]:
+    """Non-blank lines of ``handle``, each yielded as soon as it is read (stdin of a live pipe).
+
+    A daemon thread does the blocking reads, so Ctrl-C is not held up by a read in progress.
+    """
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=1024)
+
+    def read() -> None:
+        try:
+            for line in iter(handle.readline, b""):
+                asyncio.run_coroutine_threadsafe(queue.put(line), loop).result()
+        finally:
+            asyncio.run_coroutine_threadsafe(queue.put(None), loop)
+
+    threading.Thread(target=read, name="stdin-reader", daemon=True).start()
+    while (line := await queue.get()) is not None:
+        raw = line.rstrip(b"\r\n")
+        if raw.strip():
+            yield raw
 
 
 async def _tail(args: argparse.Namespace, settings: Settings) -> int:

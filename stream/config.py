@@ -10,8 +10,13 @@
         evaluators:
           - {evaluator: exact_match, weight: 1}
           - {evaluator: similarity, params: {algorithm: levenshtein, threshold: 0.8}, weight: 2}
+          - {evaluator: regex, name: order_id, params: {pattern: 'ORD-\\d{6}'}, weight: 0, gate: true}
       - name: fallback
         default: true             # used when no other suite matches
+
+Hard gates: an evaluator with ``gate: true`` that does not pass (or cannot score the event) fails the
+result whatever the weighted mean; the grade is the scale's lowest and ``reason`` names the gate
+(:func:`~streameval.grading.apply_gates`). A gate may have weight 0: it then only gates.
 
 Routing: an event's explicit ``suite`` wins; otherwise the first suite whose ``match`` accepts the
 event; otherwise the ``default`` suite; otherwise the event is dead-lettered (kind ``no_suite``).
@@ -30,6 +35,7 @@ Windows and alerts (issue 6, docs/statistics.md): an optional top-level ``window
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +44,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ._util import unknown_name
 from .alerts import AlertRule
 from .errors import ConfigError, ConfigIssue, UnroutableEvent
 from .evaluators import Evaluator, build_evaluator
@@ -88,6 +95,8 @@ class EvaluatorSpec(_Strict):
     name: str | None = Field(default=None, description="result name; defaults to the evaluator name")
     weight: float = Field(default=1.0, ge=0.0, description="weight in the suite's weighted mean")
     params: dict[str, Any] = Field(default_factory=dict, description="the evaluator's own parameters")
+    gate: bool = Field(default=False, description="a hard gate: when it does not pass, the result fails "
+                       "whatever the weighted mean, with the scale's lowest grade")
 
     @property
     def result_name(self) -> str:
@@ -99,7 +108,7 @@ class SuiteConfig(_Strict):
     match: Match | None = Field(default=None, description="which events this suite takes")
     default: bool = Field(default=False, description="take events no other suite matches")
     threshold: float = Field(default=0.6, ge=0.0, le=1.0, description="pass at or above this score")
-    grading: GradeScale = Field(default="levels", description="levels (seed 003) or letters (seed 000)")
+    grading: GradeScale = Field(default="levels", description="levels or letters")
     evaluators: list[EvaluatorSpec] = Field(min_length=1)
     judge: SuiteJudgeConfig | None = Field(default=None, description="LLM judge panel step (docs/judges.md)")
 
@@ -138,6 +147,7 @@ class BoundEvaluator:
     name: str
     weight: float
     evaluator: Evaluator
+    gate: bool = False
 
 
 @dataclass(frozen=True)
@@ -173,7 +183,7 @@ class Suites:
                 return self.by_name[event.suite]
             except KeyError:
                 raise UnroutableEvent(
-                    f"unknown suite {event.suite!r}; configured suites: {', '.join(self.by_name)}",
+                    unknown_name("suite", event.suite, self.by_name),
                     kind="unknown_suite",
                     event_id=event.id,
                 ) from None
@@ -208,10 +218,9 @@ def _loc_to_path(loc: Sequence[str | int]) -> str:
     return path
 
 
-def _line_of(root: yaml.Node | None, loc: Sequence[str | int]) -> int | None:
-    """1-based line of the YAML node at ``loc`` (or of its nearest existing parent)."""
+def _node_at(root: yaml.Node | None, loc: Sequence[str | int]) -> tuple[yaml.Node | None, bool]:
+    """The YAML node at ``loc``, or its nearest existing parent (then ``False``)."""
     node = root
-    line = node.start_mark.line + 1 if node is not None else None
     for part in loc:
         child = None
         if isinstance(node, yaml.MappingNode) and isinstance(part, str):
@@ -219,17 +228,41 @@ def _line_of(root: yaml.Node | None, loc: Sequence[str | int]) -> int | None:
         elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
             child = node.value[part]
         if child is None:
-            break
+            return node, False
         node = child
-        line = node.start_mark.line + 1
-    return line
+    return node, True
+
+
+def _line_of(root: yaml.Node | None, loc: Sequence[str | int]) -> int | None:
+    """1-based line of the YAML node at ``loc`` (or of its nearest existing parent)."""
+    node, _ = _node_at(root, loc)
+    return node.start_mark.line + 1 if node is not None else None
+
+
+_CODE_LINE = re.compile(r"\(line (\d+)\)")
+
+
+def _text_line(root: yaml.Node | None, loc: Sequence[str | int], message: str) -> int | None:
+    """The file line of "(line N)" in ``message`` about the text at ``loc`` (a code evaluator's code):
+    line N of a block scalar (``code: |``) is N lines below its indicator; of any other scalar, its first line."""
+    found = _CODE_LINE.search(message)
+    node, exact = _node_at(root, loc)
+    if found is None or not exact or not isinstance(node, yaml.ScalarNode):
+        return None
+    if node.style not in ("|", ">"):  # a quoted or plain scalar: its escapes hide the code's lines
+        return node.start_mark.line + 1
+    return node.start_mark.line + 1 + int(found.group(1))
 
 
 def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = None) -> tuple[StreamEvalConfig, Suites]:
     """Validate a config document and build every evaluator. Raises :class:`ConfigError` with all issues."""
 
     def issue(loc: Sequence[str | int], message: str) -> ConfigIssue:
-        return ConfigIssue(file=file, path=_loc_to_path(loc), message=message, line=_line_of(node, loc))
+        message = message.removeprefix("Value error, ")  # pydantic's wording for a validator's ValueError
+        line = _text_line(node, loc, message)
+        if line is not None:
+            message = _CODE_LINE.sub(lambda m: f"(line {m.group(1)} of the code)", message, count=1)
+        return ConfigIssue(file=file, path=_loc_to_path(loc), message=message, line=line or _line_of(node, loc))
 
     try:
         config = StreamEvalConfig.model_validate(data)
@@ -255,7 +288,7 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
             except ValidationError as exc:
                 issues.extend(issue((*loc, "params", *e["loc"]), e["msg"]) for e in exc.errors())
                 continue
-            bound.append(BoundEvaluator(spec.result_name, spec.weight, evaluator))
+            bound.append(BoundEvaluator(spec.result_name, spec.weight, evaluator, spec.gate))
         if not any(spec.weight > 0 for spec in suite_cfg.evaluators):
             issues.append(issue((*base, "evaluators"), "weights sum to 0; at least one evaluator needs a weight > 0"))
         if suite_cfg.judge is not None:
@@ -294,7 +327,7 @@ def _judge_issues(config: StreamEvalConfig, index: int, names: set[str]) -> list
         return out
     for k, name in enumerate(block.judges or []):
         if name not in known:
-            out.append(((*base, "judges", k), f"unknown judge {name!r}; configured judges: {', '.join(sorted(known))}"))
+            out.append(((*base, "judges", k), unknown_name("judge", name, known)))
     chosen = [j for j in config.judges if block.judges is None or j.name in block.judges]
     problem = check_panel_weights(chosen)
     if problem is not None:

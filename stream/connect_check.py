@@ -10,6 +10,7 @@ handshake and SASL exchange every client makes, so ``/ready`` fails on a wrong p
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 import time
 from typing import Literal
@@ -21,13 +22,16 @@ from aiokafka.protocol.metadata import MetadataRequest
 from redis import exceptions as redis_errors
 
 from ._util import redact_url
-from .errors import ConnectFailed
+from .errors import BrokerUnavailable, ConnectFailed
 from .kafka_security import KafkaSecurity, bootstrap_hosts
 
 __all__ = ["check_kafka", "check_redis", "check_redis_settings", "kafka_metadata", "kafka_reason", "redis_reason"]
 
 Verdict = Literal["permanent", "closed", "transient"]
+log = logging.getLogger(__name__)
+
 _RETRY_S = 0.5
+_WAIT_SUMMARY_S = 10.0  # while waiting for a broker, one progress line this often
 #: a connection closed during the first request is what a TLS or SASL listener does to the wrong client,
 #: but also what a load balancer without ready backends does: stop after this many in a row
 _CLOSED_LIMIT = 3
@@ -89,11 +93,16 @@ async def kafka_metadata(host: str, port: int, security: KafkaSecurity, *, timeo
 
 
 async def check_kafka(bootstrap: str, security: KafkaSecurity, *, timeout: float = 30.0, attempt_s: float = 10.0) -> None:
-    """Return once a bootstrap server answers an authenticated metadata request; else :class:`ConnectFailed`."""
-    deadline = time.monotonic() + timeout
+    """Return once a bootstrap server answers an authenticated metadata request.
+
+    Raises :class:`ConnectFailed` at once when the broker refuses us (credentials, TLS), and
+    :class:`BrokerUnavailable` when none answered within ``timeout``."""
+    started = time.monotonic()
+    deadline, next_summary, rounds = started + timeout, started + _WAIT_SUMMARY_S, 0
     hosts = bootstrap_hosts(bootstrap)
     closed: dict[str, int] = {}
     while True:
+        rounds += 1
         failures: list[str] = []
         for entry in hosts:
             host, _, port = entry.rpartition(":")
@@ -107,8 +116,14 @@ async def check_kafka(bootstrap: str, security: KafkaSecurity, *, timeout: float
                 if verdict == "permanent" or closed[entry] >= _CLOSED_LIMIT:
                     raise ConnectFailed(line) from None
                 failures.append(line)
-        if time.monotonic() + _RETRY_S > deadline:
-            raise ConnectFailed("; ".join(failures) + f" (gave up after {timeout:.0f}s)")
+        now = time.monotonic()
+        if now + _RETRY_S > deadline:  # nothing refused us, nothing answered: the broker is not there
+            raise BrokerUnavailable("; ".join(failures) + f" (gave up after {timeout:.0f}s and {rounds} attempts; "
+                                    "is it running? set KAFKA_BOOTSTRAP_SERVERS or pass --bootstrap)")  # fmt: skip
+        if now >= next_summary:
+            log.warning("still waiting for a Kafka broker at %s: %d attempts in %.0f s, giving up after %.0f s",
+                        bootstrap, rounds, now - started, timeout)  # fmt: skip
+            next_summary = now + _WAIT_SUMMARY_S
         await asyncio.sleep(_RETRY_S)
 
 

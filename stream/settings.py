@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
+from .deadletters import DEFAULT_MAX_DEAD_LETTER_BYTES
 from .errors import ConfigError, ConfigIssue
 from .pipeline import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_EVENT_DEPTH
 from .secrets import check_secret_file
@@ -83,6 +84,38 @@ class Settings(BaseSettings):
         description="Faust's data directory (it keeps nothing there with the memory store); default: <tmp>/streameval-faust/<app id>",
     )
     log_level: str = Field(default="info", description="crit | error | warn | info | debug")
+    metrics_max_models: int = Field(
+        default=50, ge=0, description="distinct model names with their own label in the quality metrics; later ones are 'other'"
+    )
+    max_message_bytes: int = Field(
+        default=1_000_000, ge=16_384,
+        description="largest message the worker produces (the producer's max_request_size); at most the "
+        "broker's message.max.bytes",
+    )
+    dead_letter_max_bytes: int = Field(
+        default=DEFAULT_MAX_DEAD_LETTER_BYTES, ge=4096,
+        description="largest encoded dead letter; above it raw keeps the event's head and tail and the whole "
+        "event is kept in Redis",
+    )
+    dead_letter_raw_ttl_s: int = Field(
+        default=7 * 86400, ge=60, description="how long Redis keeps the whole event of a truncated dead letter"
+    )
+    dead_letter_raw_budget_bytes: int = Field(
+        default=256 << 20, ge=0,
+        description="most bytes of whole events Redis keeps for truncated dead letters, all together (0: none)",
+    )
+    stall_after_s: float = Field(
+        default=120.0, gt=0,
+        description="a taken batch not published after this long is a stall: logged, /ready answers 503",
+    )
+    publish_timeout_s: float = Field(
+        default=30.0, gt=0, le=3600,
+        description="longest the broker may take to answer a produce request (the producer's request timeout); "
+        "Faust's default is 20 minutes, during which a lost answer holds every later result",
+    )
+    shutdown_grace_s: float = Field(
+        default=20.0, gt=0, description="SIGTERM: how long the worker may take to stop before it exits anyway"
+    )
     # Kafka and Redis security (streameval.kafka_security, streameval.redis_security, docs/security.md)
     kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
         default="PLAINTEXT", description="how Kafka clients connect: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
@@ -139,6 +172,16 @@ class Settings(BaseSettings):
         if not value or any(size <= 0 for size in value):
             raise ValueError("window sizes must be positive whole seconds")
         return tuple(sorted(set(value)))
+
+
+    @field_validator("dead_letter_max_bytes")
+    @classmethod
+    def _dead_letters_fit(cls, value: int, info: ValidationInfo) -> int:
+        # room for the key and the record's framing in the same produce request
+        limit = info.data.get("max_message_bytes")
+        if limit is not None and value > limit - 2048:
+            raise ValueError(f"must be at least 2048 under STREAMEVAL_MAX_MESSAGE_BYTES ({limit}), got {value}")
+        return value
 
 
 def load_settings(**overrides: object) -> Settings:

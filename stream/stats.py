@@ -84,12 +84,19 @@ def t_quantile_975(n: int) -> float:
     return _T_975[n - 2] if n <= T_MAX_N else Z_975
 
 
-def confidence_interval(m: Moments) -> tuple[float, float] | None:
-    """Seed 003: mean ± q·std/√n (q from :func:`t_quantile_975`); None for fewer than 2 values."""
+def confidence_interval(m: Moments, bounds: tuple[float, float] | None = None) -> tuple[float, float] | None:
+    """Seed 003: mean ± q·std/√n (q from :func:`t_quantile_975`); None for fewer than 2 values.
+
+    With ``bounds`` (the values' range, e.g. (0, 1) for scores) the interval is clipped to it: a few
+    spread-out scores must not read as [-0.55, 1.42].
+    """
     if m.n < 2:
         return None
     half = t_quantile_975(m.n) * m.std / math.sqrt(m.n)
-    return (m.mean - half, m.mean + half)
+    low, high = m.mean - half, m.mean + half
+    if bounds is not None:
+        low, high = max(bounds[0], low), min(bounds[1], high)
+    return (low, high)
 
 
 def pearson(n: float, sx: float, sy: float, sxx: float, syy: float, sxy: float) -> float | None:

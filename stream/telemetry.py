@@ -22,6 +22,8 @@ from prometheus_client import (
     generate_latest,
 )
 
+from . import quality_metrics
+
 if TYPE_CHECKING:
     from .models import JudgeBlock, JudgeVerdict
     from .pipeline import Outcome
@@ -31,6 +33,7 @@ __all__ = [
     "CONTENT_TYPE",
     "EVENTS_IN",
     "IN_FLIGHT",
+    "OLDEST_BATCH_AGE",
     "capture_latencies",
     "in_flight",
     "observe_lag",
@@ -38,6 +41,8 @@ __all__ = [
     "observe_outcomes",
     "observe_spans",
     "render",
+    "set_stall",
+    "stall",
     "take_captured",
     "take_captured_spans",
     "timed",
@@ -71,8 +76,8 @@ SPANS = Counter(
 CONSUMER_LAG = Gauge(
     "streameval_consumer_lag",
     "messages behind the partition's high watermark after the last batch, by topic and partition. The "
-    "high watermark comes from fetch responses, not ListOffsets (Tansu's ListOffsets LATEST is wrong, "
-    "DESIGN.md); a partition is refreshed only when a batch from it arrives, so an idle partition keeps "
+    "high watermark comes from fetch responses, not ListOffsets (Tansu's ListOffsets LATEST is "
+    "wrong); a partition is refreshed only when a batch from it arrives, so an idle partition keeps "
     "its last value",
     ["topic", "partition"],
 )  # fmt: skip
@@ -87,6 +92,28 @@ def observe_spans(topic: str, *, llm: int, skipped: int) -> None:
         SPANS.labels(topic, "llm").inc(llm)
     if skipped:
         SPANS.labels(topic, "skipped").inc(skipped)
+
+
+OLDEST_BATCH_AGE = Gauge(
+    "streameval_oldest_unpublished_batch_age_seconds",
+    "age of the oldest batch taken from the partition but not yet published and acked (0: none); above "
+    "STREAMEVAL_STALL_AFTER_S the worker logs a stall and /ready answers 503",
+    ["topic", "partition"],
+)  # fmt: skip
+STALLS = Counter("streameval_stalls", "times a taken batch stayed unpublished past STREAMEVAL_STALL_AFTER_S")
+_stall: list[str | None] = [None]
+
+
+def set_stall(description: str | None) -> None:
+    """Mark the worker stalled (``description`` says where) or not (``None``); /ready reads it."""
+    if description is not None and _stall[0] is None:
+        STALLS.inc()
+    _stall[0] = description
+
+
+def stall() -> str | None:
+    """The current stall, if any (:class:`streameval.inflight.StallWatchdog`)."""
+    return _stall[0]
 
 
 @contextmanager
@@ -181,6 +208,7 @@ def _verdicts(block: JudgeBlock) -> Iterable[JudgeVerdict]:
 
 def observe_outcomes(outcomes: Sequence[Outcome]) -> None:
     """Count results by suite, dead letters by kind and judge activity of one batch."""
+    quality_metrics.observe(outcomes)  # score, pass and grade series by model and suite
     for outcome in outcomes:
         if outcome.dead_letter is not None:
             DEAD_LETTERS.labels(outcome.dead_letter.kind).inc()

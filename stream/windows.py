@@ -135,7 +135,7 @@ def build_aggregate(
     ``dead_letters`` and ``window_events`` (results of every pair in the window) give the dead-letter rate.
     """
     score = moments(fields.get("count", 0.0), fields.get("sum", 0.0), fields.get("sumsq", 0.0))
-    ci = confidence_interval(score)
+    ci = confidence_interval(score, bounds=(0.0, 1.0))  # scores are on 0-1
     evaluators: dict[str, AggregateEvaluator] = {}
     for field, value in fields.items():
         # "ev:{name}:count", not an evaluator's own counter "ev:{name}:c:count"
@@ -160,7 +160,7 @@ def build_aggregate(
     consistency_n = int(panel.repeat.get("n", 0.0))
     warnings = []
     if repeat is not None and repeat < CONSISTENCY_WARN_BELOW:
-        warnings.append(f"judge consistency {repeat:.2f} < {CONSISTENCY_WARN_BELOW} over {consistency_n} repeats (seed 003)")
+        warnings.append(f"judge consistency {repeat:.2f} < {CONSISTENCY_WARN_BELOW} over {consistency_n} repeats")
     redirected = int(fields.get("late_redirected", 0.0))
     if redirected:
         warnings.append(f"{redirected} event(s) of already closed windows counted here (beyond the allowed lateness)")

@@ -76,7 +76,12 @@ def valid_documents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[
                      "category": "qa_simple", "suite": "qa", "tags": ["a"], "metadata": {"k": [1, {"x": None}]},
                      "timestamp": "2026-11-21T10:00:00.123456+08:00", "schema_version": 1})  # fmt: skip
     load = lambda p: [orjson.loads(x) for x in p.read_bytes().splitlines()]  # noqa: E731
-    return {"request": requests, "result": load(tmp / "out.jsonl"), "deadletter": load(tmp / "dl.jsonl"),
+    dead = load(tmp / "dl.jsonl")
+    # a dead letter cut to fit the broker (streameval.deadletters), so mutations reach `truncated` too
+    dead.append({**dead[0], "raw": "aGVhZA==", "truncated": {
+        "length": 900000, "sha256": "ab" * 32, "tail": "dGFpbA==", "stored_key": "streameval:dlraw:" + "ab" * 32,
+        "stored_until": "2026-11-30T10:00:00Z"}})  # fmt: skip
+    return {"request": requests, "result": load(tmp / "out.jsonl"), "deadletter": dead,
             "alert": [ALERT, ALERT_FULL], "aggregate": [AGGREGATE, AGGREGATE_FULL]}  # fmt: skip
 
 

@@ -92,20 +92,22 @@ async def test_a_batch_is_acked_only_after_every_message_is_delivered() -> None:
         acked.extend(events)
 
     inflight: InFlight[str] = InFlight(broker.send, ack, limit=2)
-    await inflight.submit(["a"], _work([1, 2], 0))
-    await inflight.submit(["b"], _work([3], 0))
+    await inflight.submit(["a"], _work([1, 2], 0), label="batch a")
+    await inflight.submit(["b"], _work([3], 0), label="batch b")
     deadline = asyncio.get_running_loop().time() + 5
     while len(broker.deliveries) < 3:
         assert asyncio.get_running_loop().time() < deadline
         await asyncio.sleep(0.001)
-    broker.deliveries[2].set_result(None)  # batch b delivered first: acked on its own
+    broker.deliveries[2].set_result(None)  # batch b delivered first: not acked before a (in order)
     broker.deliveries[0].set_result(None)  # half of batch a: not yet
     for _ in range(20):
         await asyncio.sleep(0)
-    assert acked == ["b"]
+    assert acked == []
+    assert [label for _, label in inflight.pending()] == ["batch a", "batch b"]
     broker.deliveries[1].set_result(None)
     await inflight.drain()
-    assert acked == ["b", "a"]
+    assert acked == ["a", "b"]
+    assert inflight.pending() == []
 
 
 async def test_failed_delivery_is_never_acked_and_stops_the_consumer() -> None:
@@ -115,16 +117,39 @@ async def test_failed_delivery_is_never_acked_and_stops_the_consumer() -> None:
     async def ack(events: Sequence[str]) -> None:
         acked.extend(events)
 
-    inflight: InFlight[str] = InFlight(broker.send, ack, limit=2)
+    failures: list[BaseException] = []
+    inflight: InFlight[str] = InFlight(broker.send, ack, limit=2, on_failure=failures.append)
     await inflight.submit(["a"], _work([1], 0))
-    while not broker.deliveries:
+    await inflight.submit(["a2"], _work([2], 0))
+    while len(broker.deliveries) < 2:
         await asyncio.sleep(0.001)
+    broker.deliveries[1].set_result(None)  # the batch after the failed one is delivered, but never acked
     broker.deliveries[0].set_exception(ConnectionError("broker gone"))
     with pytest.raises(PublishFailed):
         await inflight.drain()
+    assert [type(f) for f in failures] == [ConnectionError]  # told at once, not at the next submit
     with pytest.raises(PublishFailed):
         await inflight.submit(["b"], _work([2], 0))
     assert acked == []
+    await inflight.close()
+
+
+async def test_a_failing_evaluation_is_reported_at_once() -> None:
+    failures: list[BaseException] = []
+
+    async def ack(events: Sequence[str]) -> None:
+        raise AssertionError("nothing may be acked")
+
+    async def broken() -> list[Publish]:
+        raise RuntimeError("evaluation bug")
+
+    inflight: InFlight[str] = InFlight(Broker().send, ack, limit=2, on_failure=failures.append)
+    await inflight.submit(["a"], broken())
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert [str(f) for f in failures] == ["evaluation bug"]
+    with pytest.raises(PublishFailed, match="evaluation bug"):
+        inflight.check()
     await inflight.close()
 
 

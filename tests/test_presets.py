@@ -199,9 +199,11 @@ def test_similarity_rejects_unknown_algorithm() -> None:
         build_evaluator("similarity", {"algorithm": "levenstein"})
 
 
-def test_unknown_evaluator_lists_the_valid_ones() -> None:
-    with pytest.raises(KeyError, match=r"valid evaluators: .*exact_match.*similarity"):
+def test_unknown_evaluator_suggests_or_lists_the_valid_ones() -> None:
+    with pytest.raises(KeyError, match=r"unknown evaluator 'exact'; did you mean 'exact_match'"):
         build_evaluator("exact")
+    with pytest.raises(KeyError, match=r"valid evaluators: .*exact_match.*similarity"):
+        build_evaluator("zzzz")
 
 
 def test_unknown_params_are_rejected() -> None:

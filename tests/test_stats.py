@@ -62,6 +62,15 @@ def test_interval_needs_two_values() -> None:
     assert confidence_interval(moments(1, 0.5, 0.25)) is None
 
 
+def test_confidence_interval_is_clipped_to_the_bounds() -> None:
+    spread = moments(3, 0.0 + 0.5 + 1.0, 0.0 + 0.25 + 1.0)  # [-0.74, 1.74] unclipped
+    low, high = confidence_interval(spread)  # type: ignore[misc]
+    assert low < 0 and high > 1
+    assert confidence_interval(spread, bounds=(0.0, 1.0)) == (0.0, 1.0)
+    narrow = moments(4, 0.4 + 0.5 + 0.5 + 0.6, 0.16 + 0.25 + 0.25 + 0.36)
+    assert confidence_interval(narrow, bounds=(0.0, 1.0)) == confidence_interval(narrow)
+
+
 @settings(max_examples=200)
 @given(st.lists(st.tuples(st.integers(0, 10), st.integers(0, 10)), min_size=2, max_size=40))
 def test_pearson_matches_numpy(pairs: list[tuple[int, int]]) -> None:

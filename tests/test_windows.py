@@ -104,7 +104,7 @@ async def test_two_closers_publish_each_window_once_with_exact_figures(store: Re
     scores = [r.score for r in results[:5]]
     assert m1.count == 5 and m1.mean == pytest.approx(statistics.fmean(scores), abs=1e-12)
     assert m1.std == pytest.approx(statistics.stdev(scores), abs=1e-9)
-    ci = confidence_interval(moments(5, sum(scores), sum(s * s for s in scores)))
+    ci = confidence_interval(moments(5, sum(scores), sum(s * s for s in scores)), bounds=(0.0, 1.0))
     assert (m1.ci_low, m1.ci_high) == pytest.approx(ci)
     assert m1.pass_rate == pytest.approx(sum(r.passed for r in results[:5]) / 5)
     assert m1.evaluators["exact_match"].count == 5

@@ -17,22 +17,22 @@ Description = Field(default=None, max_length=2000)
 
 
 class CodeConfigBody(BaseModel):
-    """seed 001 ``CodeConfig``: Python or Node.js code defining evaluate(input, output, expected, metadata)."""
+    """A code evaluator's config (``CodeConfig``): Python or Node.js code defining evaluate(input, output, expected, metadata)."""
 
     model_config = _STRICT
     language: Literal["python", "nodejs"]
     code: str = Field(min_length=1, max_length=200_000)
-    timeout: int = Field(default=5000, ge=1, le=60_000, description="ms per call (seed 001: 5000)")
+    timeout: int = Field(default=5000, ge=1, le=60_000, description="ms per call (default: 5000)")
 
 
 class CreateBody(BaseModel):
-    """POST /api/v1/evaluators. Only ``code``: ``llm`` and ``composite`` (seed 001 V2) are refused with
+    """POST /api/v1/evaluators. Only ``code``: ``llm`` and ``composite`` (not built yet) are refused with
     a "not supported yet" 400 before this model is validated."""
 
     model_config = ConfigDict(
         extra="forbid", strict=True,
         json_schema_extra={"examples": [{
-            "name": "min_length", "description": "seed 001 §4.4 length check", "type": "code",
+            "name": "min_length", "description": "checks the output length", "type": "code",
             "config": {"language": "nodejs", "timeout": 5000, "code": (
                 "module.exports = async function evaluate(input, output, expected, metadata) {\n"
                 "  const min = metadata.minLength || 100;\n"

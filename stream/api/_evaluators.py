@@ -8,6 +8,7 @@ Presets are the built-in registry evaluators (every ``@register``-ed name except
 from __future__ import annotations
 
 import asyncio
+import difflib
 import inspect
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
 
 from .._util import clip
 from ..errors import EvaluatorError, InvalidJSON
@@ -44,6 +46,12 @@ def preset_names() -> list[str]:
     return [*SEED_PRESETS, *rest]
 
 
+def _did_you_mean(name: str) -> str:
+    """"; did you mean 'regex'?" when a preset's name is close to ``name``."""
+    close = difflib.get_close_matches(name, preset_names(), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def _stamp(cls: type[Evaluator]) -> str:
     """Presets change only with the installed package: the time of their module file."""
     try:
@@ -53,11 +61,14 @@ def _stamp(cls: type[Evaluator]) -> str:
 
 
 def _defaults(cls: type[Evaluator]) -> dict[str, Any]:
-    return {
-        name: field.get_default(call_default_factory=True)
-        for name, field in cls.Params.model_fields.items()
-        if not field.is_required()
-    }
+    """Params a test run accepts as given: defaults, and each required field's first example."""
+    out: dict[str, Any] = {}
+    for name, field in cls.Params.model_fields.items():
+        if not field.is_required():
+            out[field.alias or name] = to_jsonable_python(field.get_default(call_default_factory=True), fallback=str)
+        elif field.examples:
+            out[field.alias or name] = field.examples[0]
+    return out
 
 
 def _preset(name: str, *, full: bool) -> dict[str, Any]:
@@ -150,7 +161,7 @@ async def get_evaluator(request: web.Request) -> web.Response:
         return _ok(_preset(evaluator_id, full=True))
     record = await request.app[STORE_KEY].get(evaluator_id)
     if record is None:
-        raise NotFound(f"evaluator {evaluator_id!r} does not exist")
+        raise NotFound(f"evaluator {evaluator_id!r} does not exist{_did_you_mean(evaluator_id)}")
     return _ok(_custom(record, full=True))
 
 
@@ -158,7 +169,7 @@ async def create_evaluator(request: web.Request) -> web.Response:
     raw = await _body(request)
     kind = raw.get("type") if isinstance(raw, dict) else None
     if kind in ("llm", "composite", "preset"):
-        why = "presets are built in" if kind == "preset" else "seed 001: LLM and composite evaluators are V2"
+        why = "presets are built in" if kind == "preset" else "LLM and composite evaluators are not built yet"
         raise BadRequest(f"type {kind!r} is not supported yet ({why}); use 'code'",
                          [{"path": "$.type", "message": "not supported yet; use 'code'"}])  # fmt: skip
     try:
@@ -220,7 +231,7 @@ async def test_evaluator(request: web.Request) -> web.Response:
     else:
         record = await request.app[STORE_KEY].get(evaluator_id)
         if record is None:
-            raise NotFound(f"evaluator {evaluator_id!r} does not exist")
+            raise NotFound(f"evaluator {evaluator_id!r} does not exist{_did_you_mean(evaluator_id)}")
         if body.params:
             raise BadRequest("params apply to presets only; a custom evaluator reads metadata",
                              [{"path": "$.params", "message": "not allowed for custom evaluators"}])  # fmt: skip

@@ -120,7 +120,7 @@ def openapi_document() -> dict[str, Any]:
     paths: dict[str, Any] = {
         "/api/v1/evaluators": {
             "get": {
-                "operationId": "listEvaluators", "summary": "presets and custom evaluators (seed 001 §5)",
+                "operationId": "listEvaluators", "summary": "presets and custom evaluators",
                 "parameters": [{"name": "type", "in": "query", "required": False,
                                 "schema": {"type": "string", "enum": ["preset", "code", "llm", "composite"]}}],
                 "responses": {"200": _json(_envelope({"type": "array", "items": _ref("EvaluatorSummary")}), "evaluators"),
@@ -226,13 +226,13 @@ def openapi_document() -> dict[str, Any]:
         "Evaluator": _FULL,
         "TestResult": _TEST_RESULT,
         "Error": {"type": "object", "required": ["code", "message"],
-                  "properties": {"code": {"type": "integer", "description": "HTTP status, or seed 001's 503001 / 503002"},
+                  "properties": {"code": {"type": "integer", "description": "HTTP status, or 503001 (not found) / 503002 (execution failed)"},
                                  "message": {"type": "string"}, "data": {}}},
     })  # fmt: skip
     return {
         "openapi": "3.1.0",
         "info": {"title": "streameval evaluator registry", "version": __version__,
-                 "description": "Seed 001 evaluator API. Envelope {code, data}; writes need `Authorization: Bearer $STREAMEVAL_API_TOKEN`."},
+                 "description": "The evaluator registry API. Envelope {code, data}; writes need `Authorization: Bearer $STREAMEVAL_API_TOKEN`."},
         "paths": paths,
         "components": {"schemas": components,
                        "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}}},

@@ -3,7 +3,9 @@
 ``/ready`` runs every check at once, each bounded by a timeout, and answers 503 when any fails, with
 each check's verdict. The broker check is an authenticated metadata request (TLS and SASL as the
 worker's clients use them: a wrong password is not ready); judge checks open a TCP connection (no
-request, so a judge is never billed for a probe); Redis is PINGed.
+request, so a judge is never billed for a probe); Redis is PINGed. A worker adds ``stall_check``: not
+ready while a batch it took has stayed unpublished past ``STREAMEVAL_STALL_AFTER_S``
+(``streameval.inflight.StallWatchdog``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from ..connect_check import kafka_metadata
 from ..kafka_security import KafkaSecurity, bootstrap_hosts
 from ._security import READY_DETAILS_KEY
 
-__all__ = ["CHECKS_KEY", "Check", "broker_check", "judge_checks", "redis_check", "routes", "tcp_check"]
+__all__ = ["CHECKS_KEY", "Check", "broker_check", "judge_checks", "redis_check", "routes", "stall_check", "tcp_check"]
 
 #: (name, check): a check returns None when fine, else raises
 Check = tuple[str, Callable[[], Awaitable[None]]]
@@ -62,6 +64,21 @@ def broker_check(bootstrap: str, security: KafkaSecurity = _PLAINTEXT) -> Check:
         raise ConnectionError("; ".join(errors) or "no bootstrap servers")
 
     return ("broker", check)
+
+
+class Stalled(RuntimeError):
+    """A batch taken from the input has not been published for too long."""
+
+
+def stall_check() -> Check:
+    """Not ready while the worker's stall watchdog reports a stall (the error says which partitions)."""
+
+    async def check() -> None:
+        stall = telemetry.stall()
+        if stall is not None:
+            raise Stalled(stall)
+
+    return ("pipeline", check)
 
 
 def judge_checks(base_urls: Sequence[tuple[str, str]]) -> list[Check]:

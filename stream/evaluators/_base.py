@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from .._util import unknown_name
 from ..errors import EvaluatorError
 from ..models import RequestEvent
 
@@ -123,9 +124,7 @@ def evaluator_class(name: str) -> type[Evaluator]:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise KeyError(
-            f"unknown evaluator {name!r}; valid evaluators: {', '.join(evaluator_names())}"
-        ) from None
+        raise KeyError(unknown_name("evaluator", name, evaluator_names())) from None
 
 
 def build_evaluator(name: str, params: dict[str, Any] | None = None) -> Evaluator:

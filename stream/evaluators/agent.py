@@ -53,7 +53,7 @@ class CollaborationEfficiency(Evaluator):
     """Seed 004: task_quality / (communication_rounds × task_time + 1)."""
 
     name = "collaboration_efficiency"
-    summary = "quality / (rounds × time + 1) (seed 004)"
+    summary = "quality / (rounds × time + 1)"
     Params = EfficiencyParams
     params: EfficiencyParams
 
@@ -72,7 +72,7 @@ class Portability(Evaluator):
     """Seed 004: 1 − min((original − transferred) / original, 1), clamped to [0, 1]."""
 
     name = "portability"
-    summary = "performance kept after moving to another environment (seed 004)"
+    summary = "performance kept after moving to another environment"
     Params = AgentParams
     params: AgentParams
 
@@ -81,7 +81,7 @@ class Portability(Evaluator):
         original = _need(block.original_score, "original_score")
         transferred = _need(block.transferred_score, "transferred_score")
         if original == 0:
-            return Score(0.0, False, "original score is 0: portability 0 (seed 004)", {"performance_loss": 1.0})
+            return Score(0.0, False, "original score is 0: portability 0", {"performance_loss": 1.0})
         loss = (original - transferred) / original
         value = min(1.0, 1.0 - min(loss, 1.0))
         return Score(value, value >= self.params.threshold, f"performance loss {loss:.3f}", {"performance_loss": loss})
@@ -115,7 +115,7 @@ class Adaptability(Evaluator):
     """Seed 004: mean of per-domain scores; counters per domain feed the window figure."""
 
     name = "adaptability"
-    summary = "mean of per-domain scores; per-domain window counters (seed 004)"
+    summary = "mean of per-domain scores; per-domain window counters"
     Params = AgentParams
     params: AgentParams
 

@@ -48,7 +48,7 @@ class ExactMatchNormalized(Evaluator):
     from the Jaccard of the normalised token sets (see :func:`partial_credit`). Max over targets."""
 
     name = "exact_match_normalized"
-    summary = "normalised exact match with Jaccard partial credit (seed 002)"
+    summary = "normalised exact match with Jaccard partial credit"
     Params = ExactMatchParams
     params: ExactMatchParams
     # seed 002 table: "不完全匹配且内容相似度一般" — the LLM judges the band below partial credit.
@@ -112,7 +112,7 @@ class TokenF1(Evaluator):
     with a per-character fallback; English and mixed text as in SQuAD. Max over targets."""
 
     name = "token_f1"
-    summary = "SQuAD token F1, Chinese-aware (seed 002)"
+    summary = "SQuAD token F1, Chinese-aware"
     Params = TokenF1Params
     params: TokenF1Params
     # seed 002 table: "无论F1分数如何" — the LLM is always asked; the final score is the max.

@@ -308,7 +308,7 @@ def bleu_simple(
 
 
 class BleuSimpleParams(Params):
-    max_order: int = Field(default=4, ge=1, le=8, description="n-grams of order 1..max_order (seed 004: 4)")
+    max_order: int = Field(default=4, ge=1, le=8, description="n-grams of order 1..max_order (default: 4)")
     tokenize: Literal["whitespace", "cjk"] = Field(
         default="whitespace",
         description="whitespace = the seed's lower().split(); cjk = one token per CJK character, words otherwise",
@@ -321,7 +321,7 @@ class BleuSimple(Evaluator):
     """Seed 004's simplified BLEU: clipped n-gram precision (n = 1..4) against the best reference."""
 
     name = "bleu_simple"
-    summary = "seed 004's clipped n-gram precision, best reference"
+    summary = "plain clipped n-gram precision (no brevity penalty), best reference"
     Params = BleuSimpleParams
     params: BleuSimpleParams
     _TOKENIZE: ClassVar[dict[str, Callable[[str], list[str]] | None]] = {"whitespace": None, "cjk": cjk_tokens}

@@ -79,7 +79,7 @@ def classification_stats(counters: Mapping[str, float], *, evaluator: str | None
 
 
 class KeywordMatchParams(Params):
-    threshold: float = Field(default=0.3, ge=0.0, le=1.0, description="keyword Jaccard for a match (seed 004: 0.3)")
+    threshold: float = Field(default=0.3, ge=0.0, le=1.0, description="keyword Jaccard for a match (default: 0.3)")
     unlabeled: Literal["skip", "positive"] = Field(
         default="skip",
         description="events without label: skip (no confusion cell) or positive (the output is expected to match)",
@@ -96,7 +96,7 @@ class KeywordMatch(Evaluator):
     """
 
     name = "keyword_match"
-    summary = "seed 004 keyword-Jaccard match label; feeds window accuracy/precision/recall/F1"
+    summary = "keyword-Jaccard match label; feeds window accuracy/precision/recall/F1"
     Params = KeywordMatchParams
     params: KeywordMatchParams
 

@@ -18,7 +18,7 @@ from jsonschema.exceptions import SchemaError
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 from rapidfuzz.distance import Levenshtein
 
-from .._util import clip, json_path
+from .._util import as_written, clip, json_path
 from ..errors import EvaluatorTimeout
 from ..models import RequestEvent
 from ._base import Evaluator, NoParams, Params, Score, register
@@ -41,7 +41,7 @@ class ExactMatch(Evaluator):
         for index, target in enumerate(self.targets(event)):
             if event.output == target:
                 return Score(1.0, True, "output equals the expected answer", {"target": index})
-        return Score(0.0, False, f"output differs from the expected answer {clip(event.targets()[0], _SHOWN)!r}")
+        return Score(0.0, False, f"output differs from the expected answer {as_written(clip(event.targets()[0], _SHOWN))}")
 
 
 class ContainsParams(Params):
@@ -66,8 +66,8 @@ class Contains(Evaluator):
         for needle in needles:
             probe = needle.casefold() if self.params.ignore_case else needle
             if probe in haystack:
-                return Score(1.0, True, f"output contains {clip(needle, _SHOWN)!r}")
-        return Score(0.0, False, f"output does not contain {clip(needles[0], _SHOWN)!r}")
+                return Score(1.0, True, f"output contains {as_written(clip(needle, _SHOWN))}")
+        return Score(0.0, False, f"output does not contain {as_written(clip(needles[0], _SHOWN))}")
 
 
 # JavaScript RegExp flags (seed 001 uses `new RegExp(pattern, flags)`) mapped onto the regex module.
@@ -82,7 +82,7 @@ _REGEX_FLAGS = {
 
 
 class RegexParams(Params):
-    pattern: str = Field(description="regular expression (regex module syntax, a superset of JS)")
+    pattern: str = Field(description="regular expression (regex module syntax, a superset of JS)", examples=[r"\d+"])
     flags: str = Field(default="", description="any of i, m, s, u, g, x (JavaScript RegExp flags)")
     timeout_ms: float = Field(
         default=100.0, gt=0, le=10_000, description="per-call time limit; guards against ReDoS"
@@ -105,7 +105,7 @@ class RegexParams(Params):
         try:
             self._compiled = regex.compile(self.pattern, bits)
         except regex.error as exc:
-            raise ValueError(f"invalid regular expression {self.pattern!r}: {exc}") from None
+            raise ValueError(f"invalid regular expression {as_written(self.pattern)}: {exc}") from None
         return self
 
 
@@ -123,15 +123,16 @@ class RegexMatch(Evaluator):
             match = self.params._compiled.search(event.output, timeout=self.params.timeout_ms / 1000)
         except TimeoutError:
             raise EvaluatorTimeout(
-                f"regex {clip(self.params.pattern, _SHOWN)!r} timed out after {self.params.timeout_ms:g} ms"
+                f"regex {as_written(clip(self.params.pattern, _SHOWN))} timed out after {self.params.timeout_ms:g} ms"
             ) from None
         if match is None:
-            return Score(0.0, False, f"output does not match {clip(self.params.pattern, _SHOWN)!r}")
-        return Score(1.0, True, f"output matches {clip(self.params.pattern, _SHOWN)!r}", {"span": list(match.span())})
+            return Score(0.0, False, f"output does not match {as_written(clip(self.params.pattern, _SHOWN))}")
+        return Score(1.0, True, f"output matches {as_written(clip(self.params.pattern, _SHOWN))}", {"span": list(match.span())})
 
 
 class JsonSchemaParams(Params):
-    schema_: dict[str, Any] = Field(alias="schema", description="JSON Schema the parsed output must satisfy")
+    schema_: dict[str, Any] = Field(alias="schema", description="JSON Schema the parsed output must satisfy",
+                                    examples=[{"type": "object", "required": ["answer"]}])
     max_errors: int = Field(default=5, ge=1, le=100, description="schema errors listed in the reason")
     _validator: Any = PrivateAttr()
 
@@ -204,9 +205,9 @@ SIMILARITY = {"levenshtein": levenshtein, "jaccard": jaccard, "cosine": cosine}
 
 
 class SimilarityParams(Params):
-    threshold: float = Field(default=0.8, ge=0.0, le=1.0, description="pass at or above (seed 001 default 0.8)")
+    threshold: float = Field(default=0.8, ge=0.0, le=1.0, description="pass at or above")
     algorithm: Literal["levenshtein", "cosine", "jaccard"] = Field(
-        default="levenshtein", description="seed 001's three algorithms; levenshtein by default"
+        default="levenshtein", description="levenshtein, cosine or jaccard"
     )
 
 

@@ -104,7 +104,7 @@ class RetrievalPrecision(_Rag):
     """Seed 002 §3.1: share of the cited entities that are among the retrieved ones."""
 
     name = "retrieval_precision"
-    summary = "cited entities found among retrieved entities / cited (seed 002)"
+    summary = "cited entities found among retrieved entities / cited"
     llm_fallback: ClassVar[LLMFallback] = LLMFallback("at_most", 0.5)
 
     def evaluate(self, event: RequestEvent) -> Score:
@@ -125,7 +125,7 @@ class RetrievalUtilization(_Rag):
     """Seed 002 §3.2: how much of what was retrieved the answer used (cited, named, or partially matched)."""
 
     name = "retrieval_utilization"
-    summary = "share of retrieved entities the answer uses (seed 002)"
+    summary = "share of retrieved entities the answer uses"
     Params = UtilizationParams
     params: UtilizationParams
     llm_fallback: ClassVar[LLMFallback] = LLMFallback("at_most", 0.5)
@@ -158,7 +158,7 @@ class RetrievalLatency(_Rag):
     sums it); the 0-1 score is ``min(1, budget_s / latency_s)`` and passing means within the budget."""
 
     name = "retrieval_latency"
-    summary = "retrieval latency: raw seconds in details/counters, score against a latency budget (seed 002)"
+    summary = "retrieval latency: raw seconds in details/counters, score against a latency budget"
     Params = LatencyParams
     params: LatencyParams
     llm_fallback: ClassVar[LLMFallback] = LLMFallback("never")
@@ -187,7 +187,7 @@ class ChunkUtilization(_Rag):
     """Seed 002 §3.4: mean share of each cited chunk's key phrases that appear in the answer."""
 
     name = "chunk_utilization"
-    summary = "key phrases of cited chunks found in the answer (seed 002)"
+    summary = "key phrases of cited chunks found in the answer"
     Params = ChunkParams
     params: ChunkParams
     llm_fallback: ClassVar[LLMFallback] = LLMFallback("at_most", 0.4, on_missing=True, note="or chunk text unavailable")
@@ -216,7 +216,7 @@ class EntityCoverage(_Rag):
     smaller weight on how many entities there are."""
 
     name = "entity_coverage"
-    summary = "question keywords matched in cited entity info (seed 002)"
+    summary = "question keywords matched in cited entity info"
     Params = EntityCoverageParams
     params: EntityCoverageParams
     llm_fallback: ClassVar[LLMFallback] = LLMFallback("at_most", 0.4)
@@ -251,7 +251,7 @@ class GraphCoverage(_Rag):
     """Seed 002 §4.2: weighted structure, relevance and connectivity of the cited graph data."""
 
     name = "graph_coverage"
-    summary = "structure, keyword relevance and connectivity of the cited graph (seed 002)"
+    summary = "structure, keyword relevance and connectivity of the cited graph"
     Params = GraphCoverageParams
     params: GraphCoverageParams
     llm_fallback: ClassVar[LLMFallback] = LLMFallback("at_most", 0.4)
@@ -281,7 +281,7 @@ class RelationshipUtilization(_Rag):
     entity) of the relationships."""
 
     name = "relationship_utilization"
-    summary = "quantity, quality and relevance of the cited relationships (seed 002)"
+    summary = "quantity, quality and relevance of the cited relationships"
     Params = RelationshipParams
     params: RelationshipParams
     llm_fallback: ClassVar[LLMFallback] = LLMFallback("at_most", 0.4, on_missing=True, note="or no relationships")
@@ -307,7 +307,7 @@ class SubgraphQuality(_Rag):
     """Seed 002 §4.4: 0.5 × density + 0.5 × connectivity of the cited subgraph."""
 
     name = "subgraph_quality"
-    summary = "density and connectivity of the cited subgraph (seed 002)"
+    summary = "density and connectivity of the cited subgraph"
     llm_fallback: ClassVar[LLMFallback] = LLMFallback("at_most", 0.4, on_missing=True, note="or no entities/relationships")
 
     def evaluate(self, event: RequestEvent) -> Score:
@@ -345,7 +345,7 @@ class CommunityRelevance(_Rag):
     """Seed 002 §4.5: question keywords found in the communities' summaries, on a base by agent type."""
 
     name = "community_relevance"
-    summary = "question keywords matched in community summaries, by agent type (seed 002)"
+    summary = "question keywords matched in community summaries, by agent type"
     Params = CommunityParams
     params: CommunityParams
     llm_fallback: ClassVar[LLMFallback] = LLMFallback("at_most", 0.4)

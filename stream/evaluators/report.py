@@ -93,9 +93,9 @@ class ReportPartParams(Params):
     required_sections: list[str] = Field(
         default_factory=lambda: list(DEFAULT_SECTIONS), description="used when the report block has none"
     )
-    citation_target: int = Field(default=10, ge=1, description="citations for full marks (seed 000: 10)")
-    source_target: int = Field(default=5, ge=1, description="unique sources for full marks (seed 000: 5)")
-    image_target: int = Field(default=3, ge=1, description="images for full marks (seed 000: 3)")
+    citation_target: int = Field(default=10, ge=1, description="citations for full marks (default: 10)")
+    source_target: int = Field(default=5, ge=1, description="unique sources for full marks (default: 5)")
+    image_target: int = Field(default=3, ge=1, description="images for full marks (default: 3)")
     threshold: float = Field(default=0.5, ge=0.0, le=1.0, description="pass at or above this score (0-1)")
 
 
@@ -163,7 +163,7 @@ def _facts_details(facts: ReportFacts) -> dict[str, object]:
 
 class ReportParams(ReportPartParams):
     weights: dict[str, float] = Field(
-        default_factory=lambda: dict(PARTS), description="part weights (seed 000: 30/25/20/15/10 %)"
+        default_factory=lambda: dict(PARTS), description="part weights (default: 30/25/20/15/10 %)"
     )
 
     @field_validator("weights")
@@ -182,7 +182,7 @@ class ReportMetrics(Evaluator):
     """Seed 000's automated metrics: weighted parts on 0-10, letter grade; score = 0-10 figure / 10."""
 
     name = "report_metrics"
-    summary = "seed 000 report metrics (sections, citations, words, sources, images), 0-10 and letter grade"
+    summary = "report metrics (sections, citations, words, sources, images), 0-10 and letter grade"
     Params = ReportParams
     params: ReportParams
 
@@ -214,33 +214,33 @@ class _ReportPart(Evaluator):
 @register
 class ReportSections(_ReportPart):
     name = "report_sections"
-    summary = "seed 000 section coverage: required sections present"
+    summary = "section coverage: required sections present"
     part = "sections"
 
 
 @register
 class ReportCitations(_ReportPart):
     name = "report_citations"
-    summary = "seed 000 citations: min(n / 10, 1)"
+    summary = "citations: min(n / 10, 1)"
     part = "citations"
 
 
 @register
 class ReportWordCount(_ReportPart):
     name = "report_word_count"
-    summary = "seed 000 word-count compliance for the report style"
+    summary = "word-count compliance for the report style"
     part = "word_count"
 
 
 @register
 class ReportSources(_ReportPart):
     name = "report_sources"
-    summary = "seed 000 source diversity: min(unique sources / 5, 1)"
+    summary = "source diversity: min(unique sources / 5, 1)"
     part = "sources"
 
 
 @register
 class ReportImages(_ReportPart):
     name = "report_images"
-    summary = "seed 000 images: min(n / 3, 1)"
+    summary = "images: min(n / 3, 1)"
     part = "images"

@@ -74,7 +74,7 @@ def rouge_l(
 
 class RougeLParams(Params):
     select: Literal["recall", "f1"] = Field(
-        default="recall", description="reference kept when there are several: best recall (seed 004) or best F1 (rouge-score)"
+        default="recall", description="reference kept when there are several: best recall or best F1 (rouge-score)"
     )
     tokenize: Literal["cjk", "whitespace"] = Field(
         default="cjk", description="cjk = one token per CJK character, letter/digit runs otherwise; whitespace = seed's split()"
@@ -87,7 +87,7 @@ class RougeL(Evaluator):
     """ROUGE-L F1 of ``output`` against the selected target; precision and recall in ``details``."""
 
     name = "rouge_l"
-    summary = "ROUGE-L (LCS) precision/recall/F1, CJK-aware (seed 004)"
+    summary = "ROUGE-L (LCS) precision/recall/F1, CJK-aware"
     Params = RougeLParams
     params: RougeLParams
 

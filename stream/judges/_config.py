@@ -66,16 +66,16 @@ class JudgeConfig(_Strict):
     model: str = Field(min_length=1, description="the judge model's name")
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
                                     description="environment variable holding the API key; none: no auth")
-    temperature: float = Field(default=0.3, ge=0.0, le=2.0, description="seed 003: 0.3")
-    max_tokens: int = Field(default=2048, ge=1, description="seed 003: 2048")
+    temperature: float = Field(default=0.3, ge=0.0, le=2.0, description="sampling temperature")
+    max_tokens: int = Field(default=2048, ge=1, description="most tokens per answer")
     weight: float = Field(ge=0.0, le=1.0, description="share in the panel; enabled weights sum to 1")
     scale: JudgeScale = Field(default="1-5", description="rubric scale: 1-5 per criterion, or 0-10 overall")
     blind: bool = Field(default=True, description="never tell the judge which model wrote the output")
     timeout_s: float = Field(default=60.0, gt=0.0, description="limit of one attempt, seconds")
     max_concurrency: int = Field(default=16, ge=1, description="requests in flight to this judge")
     requests_per_second: float | None = Field(default=None, gt=0.0, description="start rate cap; none: no cap")
-    attempts: int = Field(default=3, ge=1, le=10, description="seed 003: stop_after_attempt(3)")
-    retry_wait_s: float = Field(default=2.0, ge=0.0, description="seed 003: wait_fixed(2)")
+    attempts: int = Field(default=3, ge=1, le=10, description="tries per call, the first included")
+    retry_wait_s: float = Field(default=2.0, ge=0.0, description="seconds between tries")
     retry_jitter_s: float = Field(default=0.5, ge=0.0, description="uniform random extra wait, seconds")
     max_retry_after_s: float = Field(default=60.0, ge=0.0, description="cap on a 429's Retry-After")
     tokens_per_minute: int | None = Field(default=None, ge=1, description="budget; over it: skipped, reason budget")
@@ -114,9 +114,9 @@ class FallbackSpec(_Strict):
     """Seed 002 LLM fallback for one rule evaluator of the suite."""
 
     evaluator: str = Field(description="result name of a rule evaluator in this suite")
-    prompt: MetricPrompt = Field(description="which seed 002 single-number prompt to ask")
+    prompt: MetricPrompt = Field(description="which single-number metric prompt to ask")
     trigger: float | Literal["always", "never"] | None = Field(
-        default=None, description="ask when the rule score <= trigger; default: the seed 002 table's")
+        default=None, description="ask when the rule score <= trigger; default: the metric's own trigger")
 
     def effective_trigger(self) -> float | Literal["always", "never"]:
         return self.trigger if self.trigger is not None else METRIC_PROMPTS[self.prompt].trigger
@@ -128,24 +128,24 @@ class SuiteJudgeConfig(_Strict):
     judges: list[str] | None = Field(default=None, min_length=1,
                                      description="judge names of this suite's panel; none: every enabled judge")
     sample_rate: float = Field(default=1.0, ge=0.0, le=1.0, description="share of events judged (by event-id hash)")
-    prompt: PromptKind = Field(default="rubric", description="rubric (seed 003) or report (seed 000)")
+    prompt: PromptKind = Field(default="rubric", description="rubric or report")
     default_category: str = Field(default="qa_simple",
-                                  description="seed 003 rubric for events whose category is not one of the ten")
-    mode: BlendMode = Field(default="blend", description="blend (seed 000) or fallback (seed 002)")
-    metrics_weight: float = Field(default=0.4, ge=0.0, description="seed 000: final = 0.4 x metrics + ...")
-    panel_weight: float = Field(default=0.6, ge=0.0, description="seed 000: ... + 0.6 x LLM")
+                                  description="rubric for events whose category is not one of the ten")
+    mode: BlendMode = Field(default="blend", description="blend or fallback")
+    metrics_weight: float = Field(default=0.4, ge=0.0, description="final = metrics_weight x metrics + panel_weight x panel")
+    panel_weight: float = Field(default=0.6, ge=0.0, description="final = metrics_weight x metrics + panel_weight x panel")
     fallbacks: list[FallbackSpec] = Field(default_factory=list, description="mode fallback: per-metric settings")
     default_score: float = Field(default=0.0, ge=0.0, le=1.0,
-                                 description="seed 002: the LLM score used when no judge answers")
+                                 description="the LLM score used when no judge answers")
     min_judges: int = Field(default=1, ge=1, description="fewer answers than this: the panel failed")
     aggregation: Aggregation = Field(default="weighted",
-                                     description="weighted (seed 003 加权平均) or zscore (seed 003 Z-score 标准化)")
+                                     description="weighted (weighted mean) or zscore (each judge's scores z-normalised first)")
     zscore_min_n: int = Field(default=30, ge=2,
                               description="zscore: scores a judge needs before its norm is used; fewer: weighted")
     consistency_rate: float = Field(default=0.1, ge=0.0, le=1.0,
-                                    description="seed 003 一致性检查 (blend): share of judged events asked twice, by id hash")
+                                    description="share of judged events asked twice (chosen by id hash) to measure judge consistency (blend)")
     unscored: Literal["midpoint", "exclude"] = Field(
-        default="midpoint", description="a refusal or an answer with no score in it: midpoint (seed 003) or exclude")
+        default="midpoint", description="a refusal or an answer with no score in it: midpoint (the multi-judge spec) or exclude")
     backpressure: BackpressureConfig | None = Field(
         default=None, description="judge a smaller share while consumer lag or the judge queue is over a bound")
 
@@ -155,7 +155,7 @@ class SuiteJudgeConfig(_Strict):
         from ._rubrics import RUBRICS
 
         if value not in RUBRICS:
-            raise ValueError(f"unknown category {value!r}; seed 003 categories: {', '.join(RUBRICS)}")
+            raise ValueError(f"unknown category {value!r}; known categories: {', '.join(RUBRICS)}")
         return value
 
     @model_validator(mode="after")

@@ -174,7 +174,7 @@ class SuiteJudge:
         answered = sum(v.status == "ok" for v in verdicts)
         panel = panel_score(verdicts) if answered >= cfg.min_judges else None
         note = "" if category is None or category == event.category else (
-            f"; category {event.category!r} has no seed 003 rubric, used {category}")
+            f"; category {event.category!r} has no rubric, used {category}")
         if panel is not None and cfg.aggregation == "zscore":
             z = zscore_panel_score(verdicts, self.hub.norms, cfg.zscore_min_n)
             if z is None:
@@ -184,7 +184,7 @@ class SuiteJudge:
                 panel = z
         if panel is None:
             final = metrics
-            reason = f"judge panel failed ({_failures(verdicts)}); final = metrics only (seed 000 fallback){note}"
+            reason = f"judge panel failed ({_failures(verdicts)}); final = metrics only (fallback){note}"
             status = "failed"
         else:
             mw, pw = cfg.metrics_weight, cfg.panel_weight
@@ -254,7 +254,7 @@ class SuiteJudge:
         else:
             raised = [f"{f.evaluator} {f.rule_score:.2f} -> {f.final_score:.2f} ({f.source})"
                       for f in fallbacks if f.source != "rule"]  # fmt: skip
-            reason = (f"LLM fallback asked for {asked} metric(s), {got} answered (seed 002: max(rule, LLM)); "
+            reason = (f"LLM fallback asked for {asked} metric(s), {got} answered (final = max(rule, LLM)); "
                       + (f"raised: {', '.join(raised)}" if raised else "no score raised"))
             if status == "failed":
                 reason += f"; judges failed ({_failures(verdicts)}), default_score {self.config.default_score:g}"

@@ -292,20 +292,24 @@ def demo_judges(base_url: str) -> list[dict[str, Any]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``streameval judge-sim``: run the simulated judge in the foreground until interrupted."""
+    from .._cliargs import EXIT_CODES, _Formatter
+
     parser = argparse.ArgumentParser(prog="streameval judge-sim", description="Run a SIMULATED LLM judge "
-                                     "(OpenAI and Anthropic protocols) for tests and demos.")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8700)
-    parser.add_argument("--latency-ms", type=float, default=0.0)
-    parser.add_argument("--latency-dist", choices=["fixed", "uniform", "exponential"], default="fixed")
-    parser.add_argument("--latency-spread-ms", type=float, default=0.0)
+                                     "(OpenAI and Anthropic protocols) for tests and demos.",
+                                     epilog=EXIT_CODES, formatter_class=_Formatter)  # fmt: skip
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind")
+    parser.add_argument("--port", type=int, default=8700, help="port to listen on")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="added latency of each answer, ms")
+    parser.add_argument("--latency-dist", choices=["fixed", "uniform", "exponential"], default="fixed",
+                        help="distribution of the added latency")
+    parser.add_argument("--latency-spread-ms", type=float, default=0.0, help="spread of the latency distribution, ms")
     parser.add_argument("--error-rate", type=float, default=0.0, help="share of requests answered HTTP 500")
     parser.add_argument("--rate-limit-rate", type=float, default=0.0, help="share answered HTTP 429")
     parser.add_argument("--retry-after-s", type=float, default=1.0, help="Retry-After sent with a 429")
     parser.add_argument("--timeout-rate", type=float, default=0.0, help="share that hang for --hang-s")
-    parser.add_argument("--hang-s", type=float, default=30.0)
+    parser.add_argument("--hang-s", type=float, default=30.0, help="how long a hanging request hangs, s")
     parser.add_argument("--malformed-rate", type=float, default=0.0, help="share answered with malformed text")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the rates and scores")
     parser.add_argument("--api-key", default=None, help="answer 401 to requests without this key")
     parser.add_argument("--reject-structured", action="store_true", help="answer 400 to response_format / tools")
     args = parser.parse_args(argv)

@@ -56,10 +56,10 @@ class CodeParams(Params):
         description="defines evaluate(input, output, expected, metadata) -> {passed, score?, reason?, details?}",
     )  # fmt: skip
     timeout_ms: int = Field(
-        default=5000, ge=1, le=60_000, description="wall-clock limit per call (seed 001: 5 s)"
+        default=5000, ge=1, le=60_000, description="wall-clock limit per call (default: 5 s)"
     )
     memory_mb: int = Field(
-        default=128, ge=16, le=MAX_MEMORY_MB, description="memory limit (seed 001: 128 MB)"
+        default=128, ge=16, le=MAX_MEMORY_MB, description="memory limit (default: 128 MB)"
     )
 
     @field_validator("code")

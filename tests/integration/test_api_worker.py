@@ -76,7 +76,7 @@ async def test_worker_web_server_and_live_registered_evaluator(
 
         await wait_for(healthy, timeout=60, what="the worker's /health")
         ready = (await http.get("/ready")).json()
-        assert ready["status"] == "ready" and set(ready["checks"]) == {"redis", "broker"}, ready
+        assert ready["status"] == "ready" and set(ready["checks"]) == {"redis", "broker", "pipeline"}, ready
 
         # the worker's own server serves the registry API
         body = {"name": "scorer", "type": "code", "config": {"language": "python", "code": scorer(0.25)}}
@@ -121,6 +121,11 @@ async def test_worker_web_server_and_live_registered_evaluator(
         assert metric(text, "streameval_results_out_total", suite="custom") == sent
         assert metric(text, "streameval_evaluator_latency_seconds_count", evaluator="scorer") == sent
         assert metric(text, "streameval_events_in_flight") == 0
+        # quality by model and suite, for Grafana (deploy/grafana): every result so far was model "m"
+        assert metric(text, "streameval_result_score_count", model="m", suite="custom") == sent
+        grades = re.findall(r'^streameval_result_grades_total{grade="[^"]+",model="m",suite="custom"} (\S+)$|'
+                            r'^streameval_result_grades_total{model="m",suite="custom",grade="[^"]+"} (\S+)$', text, flags=re.M)
+        assert sum(float(a or b) for a, b in grades) == sent, text
         lags = re.findall(rf'^streameval_consumer_lag{{partition="\d",topic="{re.escape(topics["requests"])}"}} (\S+)$', text, flags=re.M)
         assert lags and all(float(v) == 0 for v in lags), text  # caught up after the last batch
 

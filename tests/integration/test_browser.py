@@ -171,6 +171,13 @@ def test_create_test_run_and_presets_read_only(browser: WebDriver, site: str) ->
         "SE.api('PUT', '/api/v1/evaluators/regex', {name: 'x'}).then(r => done([r.status, r.payload.message]));"
     )
     assert status[0] == 403 and "cannot be changed" in status[1]
+    # only the fields a preset has: no language or timeout; its default params run as given
+    assert not browser.find_element(By.ID, "language").is_displayed()
+    assert not browser.find_element(By.ID, "timeout").is_displayed()
+    browser.find_element(By.ID, "test-output").send_keys("2026")
+    browser.find_element(By.ID, "run-test").click()
+    assert "✓ passed=true, score=1" in wait(browser, lambda d: shown_result(d), "the preset's default run")
+    browser.find_element(By.ID, "test-output").clear()
     field = browser.find_element(By.ID, "test-params")
     field.clear()
     field.send_keys('{"pattern": "^\\\\d+$"}')

@@ -42,7 +42,7 @@ def test_produce_worker_tail(broker: EmbeddedBroker, start_worker: Callable[...,
     assert all(r["suite"] == "qa" and r["passed"] and r["grade"] == "excellent" for r in results)
 
 
-async def test_demo_runs_end_to_end_and_stops_everything(redis_url: str) -> None:
+async def test_demo_runs_end_to_end_and_stops_everything(redis_url: str, tmp_path: Path) -> None:
     # What the demo must report, worked out offline from the same 300 events.
     events = demo_events(EXAMPLES / "events.jsonl", 300)
     _, suites = load_config(EXAMPLES / "suites.yaml")
@@ -52,10 +52,38 @@ async def test_demo_runs_end_to_end_and_stops_everything(redis_url: str) -> None
     distinct = len({o.result.id for o in outcomes if o.result is not None})
     assert results + dead == 300 and distinct < results  # the example file repeats one event
 
-    result = cli("demo", "--events", "300", env={"REDIS_URL": redis_url}, timeout=240)
-    err = result.stderr.decode()
+    result = cli("demo", "--events", "300", env={"REDIS_URL": redis_url, "TMPDIR": str(tmp_path)}, timeout=240)
+    err, out = result.stderr.decode(), result.stdout.decode()
     assert result.returncode == 0, err[-3000:]
-    assert f"300 events → {results} result messages, {dead} dead letters" in err
-    assert f"{distinct} distinct events counted in the aggregates" in err
-    assert "3 SIMULATED judges" in err and "judge panel (SIMULATED judges)" in err
+    assert f"300 events → {results} result messages, {dead} dead letters" in out  # results on stdout
+    assert f"{distinct} distinct events counted in the aggregates" in out
+    assert "3 SIMULATED judges" in err and "judge panel (SIMULATED judges)" in out
     assert "stopped worker, broker and Redis" in err
+    assert "streameval up" in out.split("next:", 1)[1]
+    assert list(tmp_path.iterdir()) == []  # no broker folder, worker log or Faust data left behind
+
+
+def test_produce_stdin_sends_each_line_as_it_is_read(broker: EmbeddedBroker, topics: dict[str, str]) -> None:
+    import asyncio
+
+    from streameval.kafka_io import collect
+
+    proc = subprocess.Popen([sys.executable, "-m", "streameval", "produce", "-", "--topic", topics["requests"]],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap})  # fmt: skip
+    assert proc.stdin is not None
+    try:
+        for n in range(1, 3):
+            proc.stdin.write(orjson.dumps({"n": n}) + b"\n")
+            proc.stdin.flush()
+            # arrives while stdin is still open: not held back until EOF
+            records = asyncio.run(collect(broker.bootstrap, [topics["requests"]], until=lambda r, n=n: len(r) >= n, timeout=60))
+            assert [orjson.loads(r.value)["n"] for r in records] == list(range(1, n + 1))
+            assert proc.poll() is None
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+        assert b"sent 2 messages" in (proc.stderr.read() if proc.stderr else b"")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -33,7 +33,9 @@ function showPreset(evaluator) {
   $("save").hidden = true;
   $("code-section").hidden = true;
   $("type").value = "preset";
-  for (const id of ["name", "description", "type", "language", "timeout"]) $(id).disabled = true;
+  for (const id of ["name", "description", "type"]) $(id).disabled = true;
+  // a preset has no language or timeout of its own: show only the fields it has
+  for (const id of ["language", "timeout"]) $(id).closest("label").hidden = true;
   $("test-params-label").hidden = false;
   $("test-params").value = JSON.stringify(evaluator.config.params);
   $("test-hint").textContent = "params configure the preset, e.g. regex {\"pattern\": \"...\"}";
