@@ -152,3 +152,14 @@ def test_a_money_budget_needs_prices() -> None:
 
     with pytest.raises(ValidationError, match="budget_per_hour needs price"):
         judge("j", "https://x", weight=1, budget_per_hour=5)
+
+
+async def test_a_longer_pause_while_waiters_wait_still_ends() -> None:
+    """Waiters behind a pause, nothing in flight, and the pause is extended: they still get their slots."""
+    limit = AdaptiveLimit("aimd-extend", 2)
+    limit.pause(0.05)
+    waiters = [asyncio.ensure_future(limit.acquire()) for _ in range(2)]
+    await asyncio.sleep(0)
+    limit.pause(0.1)  # a later 429's Retry-After, with no attempt in flight to wake anyone afterwards
+    done, _ = await asyncio.wait(waiters, timeout=10)
+    assert len(done) == 2 and limit.in_flight == 2

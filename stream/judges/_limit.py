@@ -120,3 +120,5 @@ class AdaptiveLimit:
             if self._wake is not None:
                 self._wake.cancel()
                 self._wake = None
+            if self._waiters:  # re-arm the timer for the new end: nothing else may wake them
+                self._wake_waiters()

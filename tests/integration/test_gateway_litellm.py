@@ -27,6 +27,7 @@ from .litellm_gateway import MASTER_KEY, run_gateway
 pytestmark = [pytest.mark.integration, pytest.mark.gateway, pytest.mark.slow]
 
 KEY_ENV = "STREAMEVAL_TEST_GATEWAY_KEY"
+EVENTS = 200  # for the kill test: 2 in flight, so most are still to come when the gateway dies
 
 
 @pytest.fixture(scope="module")
@@ -109,15 +110,15 @@ async def test_a_wrong_key_fails_every_judge_and_every_event_still_has_its_resul
 
 async def test_killing_the_gateway_mid_run_loses_nothing(tmp_path: Path) -> None:
     with run_gateway(tmp_path) as (url, proc):
-        pipeline = _pipeline([_judge("gw-slow", url, "gw-slow", weight=1, attempts=2, timeout_s=3, max_concurrency=4)])
+        pipeline = _pipeline([_judge("gw-slow", url, "gw-slow", weight=1, attempts=2, timeout_s=3, max_concurrency=2)])
         os.environ[KEY_ENV] = MASTER_KEY
         try:
             await pipeline.start()
             assert pipeline.judges is not None
-            tally = pipeline.judges.stats.total
-            task = asyncio.ensure_future(asyncio.gather(*(pipeline.process(raw) for raw in _events(40))))
+            stats = pipeline.judges.stats
+            task = asyncio.ensure_future(asyncio.gather(*(pipeline.process(raw) for raw in _events(EVENTS))))
             deadline = asyncio.get_running_loop().time() + 60
-            while tally.get("gw-slow") is None or tally["gw-slow"].answered < 4:  # a few answered: kill it
+            while (tally := stats.total.get("gw-slow")) is None or tally.answered < 4:  # a few answered: kill it
                 assert asyncio.get_running_loop().time() < deadline and not task.done()
                 await asyncio.sleep(0.01)
             proc.kill()
@@ -125,9 +126,9 @@ async def test_killing_the_gateway_mid_run_loses_nothing(tmp_path: Path) -> None
         finally:
             await pipeline.close()
             del os.environ[KEY_ENV]
-    assert len(outcomes) == 40 and all(o.result is not None for o in outcomes)
+    assert len(outcomes) == EVENTS and all(o.result is not None for o in outcomes)
     status = Counter(o.result.judge.status for o in outcomes)
-    assert set(status) <= {"ok", "failed"} and status["failed"] > 0 and sum(status.values()) == 40
+    assert set(status) <= {"ok", "failed"} and status["failed"] > 0 and sum(status.values()) == EVENTS
     for o in outcomes:
         [v] = o.result.judge.judges
         assert (o.result.judge.status == "ok") == (v.status == "ok")
