@@ -12,7 +12,7 @@ import faust
 from streameval import keyspace
 from streameval._util import redact_url
 from streameval.alerts import check_alert_windows
-from streameval.api import broker_check, create_web_app, judge_checks, load_api_settings, start_web
+from streameval.api import broker_check, create_web_app, load_api_settings, start_web
 from streameval.api._ops import stall_check
 from streameval.api._settings import ApiSettings
 from streameval.config import parse_config_text, read_config_text
@@ -21,7 +21,7 @@ from streameval.deadletters import DeadLetterPolicy, RawStore
 from streameval.errors import ConfigError
 from streameval.evalpool import EvalPool
 from streameval.inputs import Inputs, check_input_topics
-from streameval.judges import JudgeCache
+from streameval.judges import JudgeCache, JudgeConfig, judge_ready_checks
 from streameval.kafka_io import ensure_topics
 from streameval.kafka_security import KafkaSecurity
 from streameval.pipeline import Pipeline
@@ -118,7 +118,7 @@ def run_worker(settings: Settings) -> None:
     app = create_app(settings, make_processor, close_interval_s=suites.windowing.close_interval_s,
                      input_topics=input_topics, lifeline=lifeline)  # fmt: skip
     if api.web_port is not None:
-        _serve_web(app, settings, api, [(j.name, j.base_url) for j in suites.judges if j.enabled])
+        _serve_web(app, settings, api, [j for j in suites.judges if j.enabled])
     make_faust_worker(app, settings, lifeline).execute_from_commandline()
 
 
@@ -132,7 +132,7 @@ def make_faust_worker(app: faust.App, settings: Settings, lifeline: Lifeline | N
     return worker
 
 
-def _serve_web(app: faust.App, settings: Settings, api: ApiSettings, judges: list[tuple[str, str]]) -> None:
+def _serve_web(app: faust.App, settings: Settings, api: ApiSettings, judges: list[JudgeConfig]) -> None:
     """Serve /health, /ready, /metrics and the API on ``api.web_port`` for the worker's lifetime."""
     assert settings.redis_url is not None and api.web_port is not None
     redis_url, port = settings.redis_url, api.web_port
@@ -144,7 +144,7 @@ def _serve_web(app: faust.App, settings: Settings, api: ApiSettings, judges: lis
                                   **redis_options(settings))  # fmt: skip
         token = api.token()
         checks = [broker_check(settings.kafka_bootstrap_servers, KafkaSecurity.from_settings(settings)),
-                  stall_check(), *judge_checks(judges)]
+                  stall_check(), *judge_ready_checks(judges)]  # an authenticated models listing per judge, cached
         web_app = create_web_app(client, prefix=settings.redis_prefix, token=token, checks=checks,
                                  ready_timeout_s=api.ready_timeout_s, windows=settings.windows,
                                  access=api.access(), registry_limits=api.registry_limits())  # fmt: skip

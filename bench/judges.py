@@ -10,8 +10,14 @@ processed with W in flight (as the worker does). Printed:
   what this box and simulator can serve at all.
 * rule-only events' latency (a suite without judges) alone vs while the judged events run: p50/p99
   and their ratio against the idle baseline measured in the same run.
+* worker CPU per judge call: this process's CPU time (``time.process_time``) over the judged run,
+  divided by the HTTP calls it made (the results' window counters: primaries and consistency repeats). It
+  includes prompt building, parsing, the panel, the pipeline and the rule-only trickle. Target
+  <= 150 us. ``--consistency-rate`` (default the suite default, 0.1) and ``--duplicates`` (share of
+  events repeating an earlier output, served by single-flight or the cache) change the call mix.
 
 Usage: python bench/judges.py [--windows 16,32,64,128] [--per-window 30] [--latency-ms 200]
+       [--consistency-rate R] [--duplicates D]
 (N = per-window x window events for each window size.)
 """
 
@@ -31,10 +37,10 @@ from streameval.judges.sim import demo_judges
 from streameval.pipeline import Pipeline
 
 
-def _event(n: int, suite: str) -> bytes:
+def _event(n: int, suite: str, output: int | None = None) -> bytes:
     return orjson.dumps({"id": f"{suite}-{n}", "model": "bench-model", "input": "What is the capital of France?",
-                         "output": f"The capital of France is Paris ({n}).", "expected": "Paris",
-                         "category": "qa_simple", "suite": suite})  # fmt: skip
+                         "output": f"The capital of France is Paris ({n if output is None else output}).",
+                         "expected": "Paris", "category": "qa_simple", "suite": suite})  # fmt: skip
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -56,22 +62,25 @@ async def _rule_latencies(pipeline: Pipeline, count: int, stop: asyncio.Event | 
     return out
 
 
-async def run(windows: list[int], per_window: int, latency_ms: float) -> None:
+async def run(windows: list[int], per_window: int, latency_ms: float, consistency: float | None,
+              duplicates: float) -> None:  # fmt: skip
     bodies = await panel_bodies()
     sim = await start_sim(latency_ms)
     try:
         print(f"3 simulated judges at {latency_ms:g} ms (sim in a subprocess), {os.cpu_count()} cores")
         for window in windows:
             ceiling = await bare_ceiling(sim.url, bodies, 3 * window, 4.0) / 3
-            await _one(sim.url, window * per_window, window, latency_ms, ceiling)
+            await _one(sim.url, window * per_window, window, latency_ms, ceiling, consistency, duplicates)
     finally:
         sim.stop()
 
 
-async def _one(url: str, events: int, window: int, latency_ms: float, ceiling: float) -> None:
+async def _one(url: str, events: int, window: int, latency_ms: float, ceiling: float, consistency: float | None,
+               duplicates: float) -> None:  # fmt: skip
     judges = [{**j, "max_concurrency": window} for j in demo_judges(url)]
+    judge_block = {} if consistency is None else {"consistency_rate": consistency}
     _, suites = parse_config({"judges": judges, "suites": [
-        {"name": "judged", "evaluators": [{"evaluator": "exact_match"}], "judge": {}},
+        {"name": "judged", "evaluators": [{"evaluator": "exact_match"}], "judge": judge_block},
         {"name": "rules", "evaluators": [{"evaluator": "exact_match"}, {"evaluator": "contains",
                                                                         "params": {"value": "Paris"}}]},
     ]})  # fmt: skip
@@ -84,18 +93,32 @@ async def _one(url: str, events: int, window: int, latency_ms: float, ceiling: f
         slots = asyncio.Semaphore(window)
         failed = 0
 
+        # every 1/duplicates-th event repeats the output of the one before it (same prompt)
+        every = round(1 / duplicates) if duplicates > 0 else 0
+
+        calls = hits = 0
+
         async def one(n: int) -> None:
-            nonlocal failed
+            nonlocal failed, calls, hits
             async with slots:
-                outcome = await pipeline.process(_event(n, "judged"))
+                output = n - 1 if every and n % every == 0 else n
+                outcome = await pipeline.process(_event(n, "judged", output))
                 if outcome.result is None or outcome.result.judge is None or outcome.result.judge.status != "ok":
                     failed += 1
+                # the window counters' rules: calls made (repeats included) and cache hits
+                for name, value in outcome.counters.get("judge_panel", {}).items():
+                    if name.endswith((".calls", ".repeat_calls")):
+                        calls += int(value)
+                    elif name.endswith(".cache_hits"):
+                        hits += int(value)
 
         stop = asyncio.Event()
+        cpu_began = time.process_time()
         began = time.perf_counter()
         busy_task = asyncio.ensure_future(_rule_latencies(pipeline, 10**9, stop))
         await asyncio.gather(*(one(n) for n in range(events)))
         elapsed = time.perf_counter() - began
+        cpu = time.process_time() - cpu_began
         stop.set()
         busy = await busy_task
     finally:
@@ -108,6 +131,8 @@ async def _one(url: str, events: int, window: int, latency_ms: float, ceiling: f
           f"ratio {measured / ideal:.3f} (target >= 0.9)")
     print(f"  ceiling (bare aiohttp loop, {3 * window} in flight) {ceiling:.1f} events/s = {ceiling / ideal:.3f} x ideal; "
           f"throughput / ceiling {measured / ceiling:.3f}")
+    print(f"  worker CPU {cpu:.2f} s for {calls} judge calls (+{hits} served by single-flight/cache): "
+          f"{cpu / max(1, calls) * 1e6:.0f} us per call (target <= 150 us); {cpu / elapsed:.2f} cores")
     for label, values in (("idle", idle), ("busy", busy)):
         print(f"  rule-only latency {label}: n={len(values)} p50 {_pct(values, .5):.3f} ms  "
               f"p99 {_pct(values, .99):.3f} ms  mean {statistics.fmean(values):.3f} ms")
@@ -119,8 +144,11 @@ def main() -> None:
     parser.add_argument("--windows", default="16,32,64,128", help="events in flight, comma-separated")
     parser.add_argument("--per-window", type=int, default=30, help="events per run = this x window")
     parser.add_argument("--latency-ms", type=float, default=200.0)
+    parser.add_argument("--consistency-rate", type=float, default=None, help="the suite's consistency_rate (default 0.1)")
+    parser.add_argument("--duplicates", type=float, default=0.0, help="share of events repeating an earlier output")
     args = parser.parse_args()
-    asyncio.run(run([int(w) for w in args.windows.split(",")], args.per_window, args.latency_ms))
+    asyncio.run(run([int(w) for w in args.windows.split(",")], args.per_window, args.latency_ms,
+                    args.consistency_rate, args.duplicates))
 
 
 if __name__ == "__main__":

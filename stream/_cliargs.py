@@ -13,7 +13,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 
 
 EXIT_CODES = f"""exit codes:
   {EXIT_OK}    success
-  {EXIT_FAILED}    a gate failed (evaluate --fail-under / --max-dead-letters), the demo did not finish, or
+  {EXIT_FAILED}    a gate failed (evaluate --fail-under / --max-dead-letters / --max-judge-error-rate), the demo did not finish, or
        Kafka/Redis refused the connection for good (credentials, TLS)
   {EXIT_USAGE}    bad usage or configuration (the message names the file and field)
   {EXIT_UNAVAILABLE}    a Kafka broker or Redis could not be reached
@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = _sub(sub, "evaluate", "evaluate a JSONL file offline (no broker), e.g. to gate a release",
                     "The same pipeline over a JSONL file, with no broker and no Redis. Results in input order; "
-                    "exit 1 when a gate (--fail-under, --max-dead-letters) fails.")  # fmt: skip
+                    "exit 1 when a gate (--fail-under, --max-dead-letters, --max-judge-error-rate) fails.")  # fmt: skip
     evaluate.add_argument("--config", type=Path, required=True, metavar="FILE", help="suite YAML (required)")
     evaluate.add_argument("--input", type=Path, required=True, metavar="FILE",
                           help="request events, one JSON object per line (required)")
@@ -114,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
                           help="exit 1 when the mean score is below X, 0-1 (default: no gate)")
     evaluate.add_argument("--max-dead-letters", type=int, default=None, metavar="N",
                           help="exit 1 when more than N lines could not be evaluated (default: no gate)")
+    evaluate.add_argument("--max-judge-error-rate", type=float, default=None, metavar="X",
+                          help="exit 1 when a judge's answers failed more often than X, 0-1 (default: no gate)")
     evaluate.add_argument("--concurrency", type=int, default=64, metavar="N", help="events evaluated at once")
     evaluate.add_argument("--processes", type=int, default=0, metavar="N",
                           help="evaluate suites without judges in N processes; 0: in this process")

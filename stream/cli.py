@@ -149,7 +149,7 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
     from .config import parse_config_text, read_config_text
-    from .offline import evaluate_file
+    from .offline import check_writable, evaluate_file
     from .pipeline import Pipeline
     from .summary import render_summary
 
@@ -163,7 +163,12 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
     _, suites = parse_config_text(config_text, file=str(args.config))
     if not args.input.is_file():
         raise UsageError(f"--input {args.input}: no such file")
+    if args.max_judge_error_rate is not None and not 0.0 <= args.max_judge_error_rate <= 1.0:
+        raise UsageError(f"--max-judge-error-rate must be within [0, 1], got {args.max_judge_error_rate}")
     deadletter = args.deadletter or args.output.with_name(args.output.stem + ".deadletter.jsonl")
+    for option, path in (("--output", args.output), ("--deadletter", deadletter)):
+        if (why := check_writable(path)) is not None:
+            raise UsageError(f"{option} {path}: cannot write ({why})")
     decoder = None if args.input_topic is None else _line_decoder(suites.inputs, args.input_topic, settings)
     size = args.input.stat().st_size
     with Progress(TextColumn("evaluating {task.fields[done]} events"), BarColumn(), DownloadColumn(),
@@ -188,6 +193,11 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
     if args.max_dead_letters is not None and dead > args.max_dead_letters:
         console.print(f"[bold red]FAIL[/] {dead} dead letters exceed --max-dead-letters {args.max_dead_letters}")
         failed = True
+    for name, rate in sorted(summary.judge_error_rates().items()):
+        if args.max_judge_error_rate is not None and rate > args.max_judge_error_rate:
+            console.print(f"[bold red]FAIL[/] judge {name} failed {rate:.1%} of its answers, over "
+                          f"--max-judge-error-rate {args.max_judge_error_rate:g}", highlight=False)  # fmt: skip
+            failed = True
     return EXIT_FAILED if failed else EXIT_OK
 
 

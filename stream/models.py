@@ -298,6 +298,9 @@ class AggregateJudge(BaseModel):
     errors: int = Field(ge=0)
     error_rate: float | None = Field(ge=0.0, le=1.0)
     drift: float | None = Field(ge=0.0, description="|window mean - all-time mean| / all-time std")
+    calls: int = Field(default=0, ge=0, description="HTTP calls made (consistency repeats included)")
+    cache_hits: int = Field(default=0, ge=0, description="answers from the cache or an identical request in flight")
+    cost: float | None = Field(default=None, ge=0.0, description="money of the calls; null without prices")
 
 
 class Aggregate(BaseModel):
@@ -331,3 +334,5 @@ class Aggregate(BaseModel):
     late: int = Field(default=0, ge=0, description="events after the window end, within the allowed lateness")
     late_redirected: int = Field(default=0, ge=0, description="events of closed windows counted in this one")
     warnings: list[str] = Field(default_factory=list)
+    judge_cost: float | None = Field(default=None, ge=0.0, description="money of the judges' calls (priced judges)")
+    backpressure_skips: int = Field(default=0, ge=0, description="sampled events not judged because of backpressure")

@@ -21,10 +21,24 @@ from typing import BinaryIO
 
 from .evalpool import EvalPool, evaluate_batch
 from .inputs import Decoder, evaluate_items
+from .judges._cost import prices_of
 from .pipeline import Outcome, Pipeline, Source
 from .summary import Summary
 
-__all__ = ["evaluate_file", "iter_lines"]
+__all__ = ["check_writable", "evaluate_file", "iter_lines"]
+
+
+def check_writable(path: Path) -> str | None:
+    """None when ``path`` can be written, else why not, in a few words. Leaves no file behind."""
+    existed = path.exists()
+    try:
+        with path.open("ab"):
+            pass
+        if not existed:
+            path.unlink()
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return None
 
 
 def iter_lines(handle: BinaryIO) -> Iterator[tuple[int, bytes]]:
@@ -61,7 +75,8 @@ async def evaluate_file(
             raise ValueError("evaluation processes need the suites' config_text")
         pool = EvalPool(config_text, config_file, processes, max_event_bytes=pipeline.max_event_bytes,
                         max_event_depth=pipeline.max_event_depth)  # fmt: skip
-    summary = Summary()
+    hub = pipeline.judges
+    summary = Summary(prices=prices_of({n: j.config for n, j in hub.judges.items()}) if hub else {})
     seen: dict[str, bytes] = {}
     source_name = f"file:{input_path.name}"
     # chunks in flight: one per evaluation process + 1 (so none waits for the next chunk), else one

@@ -85,7 +85,7 @@ class Pipeline:
         if any(s.config.judge is not None for s in suites.all):
             self.judges = JudgeHub(suites.judges, cache=judge_cache, transport=judge_transport)
             self._suite_judges = {
-                s.name: SuiteJudge(s.config.judge, self.judges, threshold=s.config.threshold)
+                s.name: SuiteJudge(s.config.judge, self.judges, threshold=s.config.threshold, suite=s.name)
                 for s in suites.all if s.config.judge is not None
             }  # fmt: skip
         self._sync_suites: dict[str, bool] = {}

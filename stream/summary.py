@@ -1,4 +1,5 @@
-"""Per model × suite summaries (count, mean, pass rate, grades) and their terminal rendering."""
+"""Per model × suite summaries (count, mean, pass rate, grades), per-judge tallies (calls, errors,
+tokens, cost) and their terminal rendering."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from dataclasses import dataclass, field
 from rich.console import Console
 from rich.table import Table
 
+from .judges._cost import token_cost
+from .judges._stats import JudgeTally, tally_verdict
 from .models import GradedResult
 
 __all__ = ["PairSummary", "Summary", "render_summary"]
@@ -36,6 +39,10 @@ class PairSummary:
 class Summary:
     pairs: dict[tuple[str, str], PairSummary] = field(default_factory=dict)
     dead_letters: Counter[str] = field(default_factory=Counter)
+    #: per judge name: the verdicts of the results added (what each judge cost and how often it failed)
+    judges: dict[str, JudgeTally] = field(default_factory=dict)
+    #: per judge name: (input, output) price per million tokens, for the judges that have prices
+    prices: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def add(self, result: GradedResult) -> None:
         key = (result.model, result.suite)
@@ -44,6 +51,24 @@ class Summary:
         pair.total += result.score
         pair.passes += int(result.passed)
         pair.grades[result.grade] += 1
+        block = result.judge
+        if block is not None:
+            for verdict in [*block.judges, *(v for f in block.fallbacks for v in f.judges)]:
+                tally = self.judges.get(verdict.name) or self.judges.setdefault(verdict.name, JudgeTally())
+                tally_verdict(tally, verdict)
+
+    def judge_cost(self, name: str) -> float | None:
+        """Money spent on ``name``'s calls (its prices × tokens of calls made), or None without prices."""
+        price = self.prices.get(name)
+        tally = self.judges.get(name)
+        if price is None or tally is None:
+            return None
+        return token_cost(price, tally.prompt_tokens, tally.completion_tokens)
+
+    def judge_error_rates(self) -> dict[str, float]:
+        """Per judge: verdicts in error ÷ verdicts asked (answered or in error; budget skips left out)."""
+        return {name: t.error_count / (t.error_count + t.answered)
+                for name, t in self.judges.items() if t.error_count + t.answered}  # fmt: skip
 
     @property
     def count(self) -> int:
@@ -88,3 +113,27 @@ def render_summary(summary: Summary, console: Console, *, title: str = "streamev
     total_dead = sum(summary.dead_letters.values())
     kinds = ", ".join(f"{kind} {n}" for kind, n in summary.dead_letters.most_common())
     console.print(f"dead letters: {total_dead}" + (f" ({kinds})" if kinds else ""))
+    if summary.judges:
+        render_judges(summary, console)
+
+
+def render_judges(summary: Summary, console: Console) -> None:
+    """The judge table: calls, cache hits, errors by kind, tokens, cost; and a line per failing judge."""
+    table = Table(title="judges", title_justify="left")
+    for name, justify in [("judge", "left"), ("calls", "right"), ("cache hits", "right"), ("answered", "right"),
+                          ("errors", "right"), ("error rate", "right"), ("tokens in", "right"),
+                          ("tokens out", "right"), ("cost", "right"), ("errors by kind", "left")]:  # fmt: skip
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    rates = summary.judge_error_rates()
+    for name in sorted(summary.judges):
+        t = summary.judges[name]
+        kinds = ", ".join(f"{kind} {n}" for kind, n in t.errors.most_common())
+        spent = summary.judge_cost(name)
+        cost = "-" if spent is None else f"{spent:.4f}"
+        table.add_row(name, str(t.calls), str(t.cache_hits), str(t.answered), str(t.error_count),
+                      f"{rates.get(name, 0.0):.1%}", str(t.prompt_tokens), str(t.completion_tokens), cost, kinds)  # fmt: skip
+    console.print(table)
+    for name in sorted(summary.judges):
+        t = summary.judges[name]
+        if t.error_count and not t.answered:
+            console.print(f"[bold red]judge {name} never answered[/]: {t.last_error}", highlight=False)

@@ -224,7 +224,7 @@ def observe_outcomes(outcomes: Sequence[Outcome]) -> None:
                 continue
             if verdict.cached:
                 JUDGE_CACHE_HITS.labels(verdict.name).inc()
-            else:
+            elif verdict.attempts > 0:  # a follower of a failed identical request made no call
                 JUDGE_CALLS.labels(verdict.name).inc()
                 JUDGE_RETRIES.labels(verdict.name).inc(max(0, verdict.attempts - 1))
                 JUDGE_TOKENS.labels(verdict.name, "prompt").inc(verdict.prompt_tokens)

@@ -89,10 +89,11 @@ class _Panel:
     pairs: dict[tuple[str, str], dict[str, float]]
     alpha: dict[str, float]
     repeat: dict[str, float]
+    skips: dict[str, float]  # "skip:{why}" counters of the suite (why: backpressure)
 
 
 def _panel(fields: dict[str, float]) -> _Panel:
-    panel = _Panel({}, {}, {}, {})
+    panel = _Panel({}, {}, {}, {}, {})
     for field, value in fields.items():
         if not field.startswith(_PANEL):
             continue
@@ -107,6 +108,8 @@ def _panel(fields: dict[str, float]) -> _Panel:
             panel.alpha[name[6:]] = value
         elif name.startswith("repeat:"):
             panel.repeat[name[7:]] = value
+        elif name.startswith("skip:"):
+            panel.skips[name[5:]] = value
     return panel
 
 
@@ -144,7 +147,9 @@ def build_aggregate(
         drift = abs(m.mean - base.mean) / base.std if m.n and base.n >= 2 and base.std > 0 else None
         judges[name] = AggregateJudge(n=m.n, mean=m.mean if m.n else None, std=m.std if m.n >= 2 else None,
                                       errors=errors, error_rate=errors / (m.n + errors) if m.n + errors else None,
-                                      drift=drift)  # fmt: skip
+                                      drift=drift, calls=int(counters.get("calls", 0.0) + counters.get("repeat_calls", 0.0)),
+                                      cache_hits=int(counters.get("cache_hits", 0.0)),
+                                      cost=round(counters["cost"], 9) if "cost" in counters else None)  # fmt: skip
     asked = sum(j.n + j.errors for j in judges.values())
     repeat = pearson(*_sums(panel.repeat))
     consistency_n = int(panel.repeat.get("n", 0.0))
@@ -175,6 +180,9 @@ def build_aggregate(
         consistency=repeat, consistency_n=consistency_n,
         late=int(fields.get("late", 0.0)), late_redirected=redirected,
         warnings=warnings,
+        judge_cost=round(sum(j.cost for j in judges.values() if j.cost is not None), 9)
+        if any(j.cost is not None for j in judges.values()) else None,
+        backpressure_skips=int(panel.skips.get("backpressure", 0.0)),
     )  # fmt: skip
 
 

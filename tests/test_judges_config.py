@@ -11,7 +11,8 @@ from pydantic import ValidationError
 
 from streameval.config import parse_config
 from streameval.errors import ConfigError
-from streameval.judges import JudgeClient, JudgeConfig, check_panel_weights, panel_score
+from streameval.judges import JudgeClient, JudgeConfig, SuiteJudgeConfig, check_panel_weights, panel_score
+from streameval.judges._pressure import BackpressureConfig
 from streameval.judges.sim import demo_judges
 from streameval.models import JudgeVerdict
 
@@ -179,3 +180,12 @@ def test_public_api_names() -> None:
     assert all(getattr(judges, name, None) is not None for name in judges.__all__)
     assert {"JudgeConfig", "SuiteJudgeConfig", "JudgeHub", "JudgeCache", "JudgeError", "map_httpx_error",
             "PANEL_RESULT_NAME", "sampled", "parse_answer"} <= set(judges.__all__)
+
+
+@pytest.mark.parametrize("key", [*JudgeConfig.model_fields, *SuiteJudgeConfig.model_fields,
+                                 *BackpressureConfig.model_fields])
+def test_every_judge_option_is_documented(key: str) -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "judges.md").read_text(encoding="utf-8")
+    assert f"| `{key}` |" in doc

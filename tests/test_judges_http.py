@@ -65,8 +65,9 @@ async def test_fan_out_all_judges_of_all_events_are_in_flight_together(barrier_s
     hub = JudgeHub(cfgs)
     await hub.start()
     try:
-        asks = [hub.ask_all([(j, build_rubric(event(id=f"e{n}"), "qa_simple", "1-5", blind=True)) for j in hub.panel(None)])
-                for n in range(events)]  # fmt: skip
+        # distinct outputs: identical requests in flight would make one call (single-flight)
+        asks = [hub.ask_all([(j, build_rubric(event(id=f"e{n}", output=f"Paris {n}"), "qa_simple", "1-5", blind=True))
+                             for j in hub.panel(None)]) for n in range(events)]  # fmt: skip
         results = await asyncio.gather(*asks)
     finally:
         await hub.close()
@@ -137,7 +138,9 @@ async def test_parse_fallbacks_over_http(fault: str, stage: str, protocol: str) 
     assert verdict.status == "ok" and verdict.parse == stage
     assert verdict.prompt_tokens > 0 and verdict.completion_tokens > 0
     if stage == "default":
-        assert verdict.score == 5.0 and len(verdict.warnings) == 1
+        # the simulator's garbage is a refusal ("I cannot evaluate this."): midpoint, and said so
+        assert verdict.score == 5.0 and len(verdict.warnings) == 2
+        assert verdict.warnings[1] == "refusal: I cannot evaluate"
 
 
 @pytest.mark.parametrize("blind", [True, False])

@@ -32,6 +32,7 @@ from ._panel import (
 )
 from ._parse import Verdict, normalise, parse_answer
 from ._prompts import TEMPLATE_VERSION, Prompt, build_metric, build_report, build_rubric
+from ._ready import JudgeProbe, judge_ready_checks
 from ._rubrics import CRITERIA, METRIC_PROMPTS, REPORT_DIMENSIONS, RUBRICS
 from ._suite import PANEL_RESULT_NAME, Judgement, SuiteJudge, rejudged, sampled
 
@@ -54,6 +55,7 @@ __all__ = [
     "JudgeError",
     "JudgeHTTPError",
     "JudgeHub",
+    "JudgeProbe",
     "JudgeRateLimited",
     "JudgeRequestError",
     "JudgeTimeout",
@@ -70,6 +72,7 @@ __all__ = [
     "build_rubric",
     "check_panel_weights",
     "judge_counters",
+    "judge_ready_checks",
     "map_httpx_error",
     "normalise",
     "panel_judges",

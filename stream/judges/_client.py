@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -33,17 +34,23 @@ from ._config import JudgeConfig
 from ._errors import (
     JudgeBadResponse,
     JudgeError,
+    JudgeHTTPError,
     JudgeRateLimited,
     JudgeTimeout,
     map_httpx_error,
     status_error,
 )
+from ._hints import doubled_v1, explain_status
 from ._keys import api_key
+from ._limit import AdaptiveLimit
+from ._structured import anthropic_fields, openai_fields, tool_input
 from ._transport import AiohttpTransport
 
 __all__ = ["ANTHROPIC_VERSION", "Completion", "JudgeClient"]
 
 ANTHROPIC_VERSION = "2023-06-01"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,12 +104,20 @@ class JudgeClient:
         self._routes: dict[str, tuple[httpx.URL, list[tuple[bytes, bytes]]]] = {}  # path: (URL, headers)
         self._timeout = {"connect": config.timeout_s, "read": config.timeout_s, "write": config.timeout_s,
                          "pool": config.timeout_s}  # fmt: skip
-        self._slots = asyncio.Semaphore(config.max_concurrency)
+        self._slots = AdaptiveLimit(config.name, config.max_concurrency, adaptive=config.adaptive_concurrency,
+                                    clock=clock)  # fmt: skip
         self._rate = _StartRate(config.requests_per_second, clock, sleep)
+        #: ask for structured answers (``structured: true``) until the endpoint rejects them once
+        self.structured = config.structured
 
     @property
     def name(self) -> str:
         return self.config.name
+
+    @property
+    def queued(self) -> int:
+        """Attempts waiting for one of this judge's slots."""
+        return self._slots.queued
 
     async def start(self) -> None:
         """Read the key and open the pool. Raises :class:`ConfigError` when the key variable is unset."""
@@ -119,6 +134,9 @@ class JudgeClient:
                 headers["x-api-key"] = key
         if cfg.protocol == "anthropic":
             headers["anthropic-version"] = ANTHROPIC_VERSION
+        if doubled_v1(cfg):
+            log.warning("judge %r: base_url ends in /v1 and the anthropic protocol appends /v1/messages "
+                        "(requests go to …/v1/v1/messages); give the root without /v1", cfg.name)
         # the base URL joined as httpx.AsyncClient(base_url=...) joins it: always append below it
         base = httpx.URL(cfg.base_url)
         root = base.raw_path if base.raw_path.endswith(b"/") else base.raw_path + b"/"
@@ -136,13 +154,29 @@ class JudgeClient:
             await self._http.aclose()
             self._http = None
 
-    async def complete(self, system: str, user: str) -> Completion:
-        """Ask the judge; retry what may pass on another attempt. Raises a :class:`JudgeError`."""
+    async def complete(self, system: str, user: str, schema: dict[str, Any] | None = None, *,
+                       on_slot: Callable[[], None] | None = None) -> Completion:  # fmt: skip
+        """Ask the judge; retry what may pass on another attempt. Raises a :class:`JudgeError`.
+
+        ``on_slot`` is called once the first attempt holds a slot (the request is on its way).
+
+        ``schema`` (with ``structured: true``) asks for the answer's JSON by the protocol's own means
+        (:mod:`._structured`); an endpoint that rejects it is asked again without it, and from then on
+        never gets it (logged once)."""
         cfg = self.config
         for attempt in range(1, cfg.attempts + 1):
             try:
-                text, tokens_in, tokens_out, latency = await self._attempt(system, user)
+                try:
+                    sent = schema if self.structured else None
+                    text, tokens_in, tokens_out, latency = await self._attempt(system, user, sent, on_slot)
+                    on_slot = None
+                except JudgeHTTPError as exc:
+                    if sent is None or exc.status not in (400, 422):
+                        raise
+                    self._reject_structured(exc.status)
+                    text, tokens_in, tokens_out, latency = await self._attempt(system, user, None)
             except JudgeError as exc:
+                on_slot = None
                 if not exc.retryable or attempt == cfg.attempts:
                     exc.attempts = attempt
                     raise
@@ -157,12 +191,22 @@ class JudgeClient:
             return min(exc.retry_after, cfg.max_retry_after_s) + cfg.retry_jitter_s * self._jitter()
         return cfg.retry_wait_s + cfg.retry_jitter_s * self._jitter()
 
-    async def _attempt(self, system: str, user: str) -> tuple[str, int, int, float]:
+    def _reject_structured(self, status: int) -> None:
+        if self.structured:
+            self.structured = False
+            log.warning("judge %r rejected structured output (HTTP %d); asking for JSON in the prompt only from now on",
+                        self.name, status)  # fmt: skip
+
+    async def _attempt(self, system: str, user: str, schema: dict[str, Any] | None = None,
+                       on_slot: Callable[[], None] | None = None) -> tuple[str, int, int, float]:  # fmt: skip
         if self._http is None:
             raise RuntimeError(f"judge {self.name!r} is not started; call start() first")
         cfg = self.config
-        path, body = self._request(system, user)
-        async with self._slots:
+        path, body = self._request(system, user, schema)
+        started = await self._slots.acquire()  # waiting here is not part of the attempt's timeout
+        if on_slot is not None:
+            on_slot()
+        try:
             await self._rate.wait()
             began = self._clock()
             try:
@@ -178,14 +222,28 @@ class JudgeClient:
                     finally:
                         await response.aclose()
             except TimeoutError:
+                self._slots.congested(started)
                 raise JudgeTimeout(f"judge {self.name!r} timed out after {cfg.timeout_s:g} s") from None
             except httpx.HTTPError as exc:
-                raise map_httpx_error(exc, self.name) from exc
+                error = map_httpx_error(exc, self.name)
+                if isinstance(error, JudgeTimeout):
+                    self._slots.congested(started)
+                raise error from exc
             except (httpx.InvalidURL, httpx.CookieConflict, httpx.StreamError) as exc:
                 raise map_httpx_error(exc, self.name) from exc
             latency_ms = (self._clock() - began) * 1000.0
-        if response.status_code >= 300:
-            raise status_error(self.name, response.status_code, _retry_after(response.headers.get("retry-after")))
+        finally:
+            self._slots.release()
+        status = response.status_code
+        if status == 429 or status >= 500:
+            self._slots.congested(started)
+        else:
+            self._slots.succeeded()
+        if status >= 300:
+            retry_after = _retry_after(response.headers.get("retry-after"))
+            if status == 429 and retry_after:
+                self._slots.pause(min(retry_after, cfg.max_retry_after_s))
+            raise explain_status(cfg, status, response.content, status_error(self.name, status, retry_after))
         try:
             payload = response.json()
         except ValueError:
@@ -193,22 +251,31 @@ class JudgeClient:
         text, tokens_in, tokens_out = self._read(payload)
         return text, tokens_in, tokens_out, round(latency_ms, 3)
 
-    def _request(self, system: str, user: str) -> tuple[str, dict[str, Any]]:
+    def _request(self, system: str, user: str, schema: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         cfg = self.config
         common = {"model": cfg.model, "max_tokens": cfg.max_tokens, "temperature": cfg.temperature}
         if cfg.protocol == "openai":
             messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-            return "chat/completions", {**common, "messages": messages}
-        return "v1/messages", {**common, "system": system, "messages": [{"role": "user", "content": user}]}
+            extra = openai_fields(schema) if schema is not None else {}
+            return "chat/completions", {**common, "messages": messages, **extra}
+        extra = anthropic_fields(schema) if schema is not None else {}
+        return "v1/messages", {**common, "system": system, "messages": [{"role": "user", "content": user}], **extra}
 
     def _read(self, payload: Any) -> tuple[str, int, int]:
         try:
             if self.config.protocol == "openai":
-                text = payload["choices"][0]["message"]["content"]
+                message = payload["choices"][0]["message"]
+                text = message["content"]
+                if text is None and isinstance(message.get("refusal"), str):  # structured outputs' refusal
+                    text = message["refusal"]
                 usage = payload.get("usage") or {}
                 tokens_in, tokens_out = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
             else:
-                text = "".join(part.get("text", "") for part in payload["content"] if part.get("type") == "text")
+                called = tool_input(payload["content"])
+                if isinstance(called, dict):  # structured: the submit_evaluation tool call
+                    text = orjson.dumps(called).decode()
+                else:
+                    text = "".join(part.get("text", "") for part in payload["content"] if part.get("type") == "text")
                 usage = payload.get("usage") or {}
                 tokens_in, tokens_out = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
             if not isinstance(text, str):

@@ -27,6 +27,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ._pressure import BackpressureConfig
 from ._rubrics import METRIC_PROMPTS, MetricPrompt
 
 __all__ = [
@@ -84,6 +85,15 @@ class JudgeConfig(_Strict):
     allow_insecure_http: bool = Field(default=False, description="allow plain http:// to a non-loopback host "
                                       "(the key would cross the network unencrypted)")
 
+    price_input_per_mtok: float | None = Field(default=None, ge=0.0,
+                                               description="price of a million input tokens; none: cost not counted")
+    price_output_per_mtok: float | None = Field(default=None, ge=0.0,
+                                                description="price of a million output tokens; none: cost not counted")
+    adaptive_concurrency: bool = Field(default=True, description="AIMD between 1 and max_concurrency on 429/5xx/timeouts")
+    budget_per_hour: float | None = Field(default=None, gt=0.0,
+                                          description="money per UTC clock hour, all workers together; over it: budget")
+    structured: bool = Field(default=False, description="ask for the JSON answer by response_format / tool use")
+
     @model_validator(mode="after")
     def _no_key_over_plain_http(self) -> JudgeConfig:
         from ._keys import insecure_http_problem
@@ -91,6 +101,12 @@ class JudgeConfig(_Strict):
         problem = None if self.allow_insecure_http else insecure_http_problem(self.base_url)
         if problem:
             raise ValueError(f"base_url: {problem}")
+        return self
+
+    @model_validator(mode="after")
+    def _budget_needs_prices(self) -> JudgeConfig:
+        if self.budget_per_hour is not None and self.price_input_per_mtok is None and self.price_output_per_mtok is None:
+            raise ValueError("budget_per_hour needs price_input_per_mtok and/or price_output_per_mtok")
         return self
 
 
@@ -128,6 +144,10 @@ class SuiteJudgeConfig(_Strict):
                               description="zscore: scores a judge needs before its norm is used; fewer: weighted")
     consistency_rate: float = Field(default=0.1, ge=0.0, le=1.0,
                                     description="share of judged events asked twice (chosen by id hash) to measure judge consistency (blend)")
+    unscored: Literal["midpoint", "exclude"] = Field(
+        default="midpoint", description="a refusal or an answer with no score in it: midpoint (the multi-judge spec) or exclude")
+    backpressure: BackpressureConfig | None = Field(
+        default=None, description="judge a smaller share while consumer lag or the judge queue is over a bound")
 
     @field_validator("default_category")
     @classmethod

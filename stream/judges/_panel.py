@@ -23,12 +23,18 @@ import httpx
 from .._util import clip
 from ..models import JudgeVerdict
 from ..stats import Moments, alpha_unit
+from ._budget import MoneyBudget
 from ._cache import CachedAnswer, JudgeCache, TokenBudget
 from ._client import JudgeClient
 from ._config import JudgeConfig
+from ._cost import prices_of, token_cost
 from ._errors import JudgeBudgetExceeded, JudgeError
-from ._parse import Verdict, parse_answer
+from ._flight import SingleFlight
+from ._parse import SCALES, Verdict, normalise, parse_answer
 from ._prompts import Prompt
+from ._refusal import REFUSAL_WARNING, find_refusal, is_text_stage
+from ._stats import JudgeStats
+from ._structured import answer_schema
 
 __all__ = [
     "Judge",
@@ -48,6 +54,7 @@ class Judge:
     config: JudgeConfig
     client: JudgeClient
     budget: TokenBudget
+    money: MoneyBudget | None = None
 
     @property
     def name(self) -> str:
@@ -65,23 +72,46 @@ class JudgeHub:
         transport: httpx.AsyncBaseTransport | None = None,
         environ: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        log_interval_s: float | None = 60.0,
     ) -> None:
         self.cache = cache
+        self.log_interval_s = log_interval_s
+        self._logger: asyncio.Future[None] | None = None
         self.judges: dict[str, Judge] = {
             cfg.name: Judge(cfg, JudgeClient(cfg, transport=transport, environ=environ, clock=clock),
-                            TokenBudget(cfg.tokens_per_minute, clock))
+                            TokenBudget(cfg.tokens_per_minute, clock), _money(cfg, cache))
             for cfg in judges if cfg.enabled
         }  # fmt: skip
+        self.prices = prices_of({name: j.config for name, j in self.judges.items()})
+        self._syncs: list[asyncio.Future[None]] = []
         #: per-judge running mean and std of its 0-10 scores (all suites, all time), for z-scores;
         #: refreshed from Redis by the worker's periodic task (streameval.windows)
         self.norms: dict[str, Moments] = {}
+        #: identical requests in flight (one call each)
+        self.flights: SingleFlight[_Fetched] = SingleFlight()
+        #: in-process per-judge calls and errors, for the worker's periodic log and `evaluate`'s table
+        self.stats = JudgeStats()
 
     async def start(self) -> None:
         for judge in self.judges.values():
             await judge.client.start()
+        if self.log_interval_s and self._logger is None:
+            self._logger = asyncio.ensure_future(self.stats.log_every(self.log_interval_s))
+        if not self._syncs:
+            self._syncs = [asyncio.ensure_future(j.money.run()) for j in self.judges.values() if j.money]
 
     async def close(self) -> None:
+        if self._logger is not None:
+            self._logger.cancel()
+            await asyncio.gather(self._logger, return_exceptions=True)
+            self._logger = None
+        for sync in self._syncs:
+            sync.cancel()
+        await asyncio.gather(*self._syncs, return_exceptions=True)
+        self._syncs = []
         for judge in self.judges.values():
+            if judge.money is not None:
+                await judge.money.sync()  # what this process spent last reaches the shared total
             await judge.client.close()
 
     def panel(self, names: Sequence[str] | None) -> list[Judge]:
@@ -92,38 +122,126 @@ class JudgeHub:
         """Every (judge, prompt) pair at once; results in the same order."""
         return list(await asyncio.gather(*(self.ask(judge, prompt) for judge, prompt in asks)))
 
-    async def ask(self, judge: Judge, prompt: Prompt, *, fresh: bool = False) -> JudgeVerdict:
-        """One judge's verdict; ``fresh`` bypasses the cache both ways (seed 003 consistency re-judging)."""
+    async def ask(self, judge: Judge, prompt: Prompt, *, fresh: bool = False,
+                  sent: asyncio.Event | None = None) -> JudgeVerdict:  # fmt: skip
+        """One judge's verdict; ``fresh`` bypasses the cache both ways (seed 003 consistency re-judging).
+
+        Identical requests in flight at once make one call (:class:`SingleFlight`); the others share
+        its answer and count as cache hits (``cached``), or share its failure with ``attempts`` 0.
+        ``sent`` is set once the request holds a judge slot, or needs none (the cache, another
+        request's flight, a skip, an error), or is done.
+        """
         cfg = judge.config
-        key = (self.cache.key(cfg.name, cfg.model, prompt.version, prompt.system, prompt.user)
-               if self.cache and not fresh else None)  # fmt: skip
-        answer: CachedAnswer | None = await self.cache.get(key) if self.cache and key else None
-        cached = answer is not None
-        latency_ms, attempts = 0.0, 0
         try:
-            if answer is None:
-                if judge.budget.exhausted():
-                    raise JudgeBudgetExceeded(
-                        f"judge {cfg.name!r} spent its {cfg.tokens_per_minute} tokens of the last minute")
-                completion = await judge.client.complete(prompt.system, prompt.user)
-                judge.budget.spend(completion.prompt_tokens + completion.completion_tokens)
-                answer = CachedAnswer(completion.text, completion.prompt_tokens, completion.completion_tokens)
-                latency_ms, attempts = completion.latency_ms, completion.attempts
-                verdict = parse_answer(answer.text, prompt)  # unusable answers raise and are not cached
-                if self.cache and key and verdict.parse != "default":  # nor are answers with no score in them
-                    await self.cache.put(key, answer)
+            if fresh:
+                got, shared = await self._fetch(judge, prompt, None, sent), False
             else:
-                verdict = parse_answer(answer.text, prompt)
-        except JudgeBudgetExceeded as exc:
-            return _verdict(cfg, prompt, status="skipped", error=exc.code, reason=str(exc))
-        except JudgeError as exc:
-            return _verdict(cfg, prompt, status="error", error=exc.code, reason=clip(str(exc), 500), answer=answer,
-                            latency_ms=latency_ms, attempts=attempts or exc.attempts, cached=cached)  # fmt: skip
+                key = (self.cache.key(cfg.name, cfg.model, prompt.version, prompt.system, prompt.user)
+                       if self.cache else None)  # fmt: skip
+                flight = (cfg.name, cfg.model, prompt.version, prompt.system, prompt.user)
+                got, shared = await self.flights.do(flight, lambda: self._fetch(judge, prompt, key, sent))
         except Exception as exc:  # a bug of ours must not lose the event: this judge counts as failed
             log.exception("judge %s failed unexpectedly", cfg.name)
-            return _verdict(cfg, prompt, status="error", error="internal", reason=type(exc).__name__)
-        return _verdict(cfg, prompt, status="ok", verdict=verdict, answer=answer, latency_ms=latency_ms,
-                        attempts=attempts, cached=cached)  # fmt: skip
+            verdict = _verdict(cfg, prompt, status="error", error="internal", reason=type(exc).__name__)
+        else:
+            verdict = got.verdict(cfg, prompt, shared=shared)
+        finally:
+            if sent is not None:
+                sent.set()
+        self.stats.record(verdict)
+        return verdict
+
+    async def _fetch(self, judge: Judge, prompt: Prompt, key: str | None, sent: asyncio.Event | None) -> _Fetched:
+        """Cache read, call, parse, cache write: the work of one flight. Judge errors are returned."""
+        cfg = judge.config
+        got = _Fetched()
+        try:
+            got.answer = await self.cache.get(key) if self.cache and key else None
+            if got.answer is not None:
+                got.cached = True
+                got.parsed = _read(got.answer.text, prompt)
+                return got
+            if judge.budget.exhausted():
+                raise JudgeBudgetExceeded(
+                    f"judge {cfg.name!r} spent its {cfg.tokens_per_minute} tokens of the last minute")
+            if judge.money is not None and judge.money.exhausted():
+                raise JudgeBudgetExceeded(
+                    f"judge {cfg.name!r} spent its budget of {cfg.budget_per_hour:g} for this hour (all workers)")
+            schema = answer_schema(prompt) if cfg.structured else None
+            completion = await judge.client.complete(prompt.system, prompt.user, schema,
+                                                     on_slot=None if sent is None else sent.set)  # fmt: skip
+            judge.budget.spend(completion.prompt_tokens + completion.completion_tokens)
+            if judge.money is not None:
+                judge.money.spend(token_cost(self.prices[cfg.name], completion.prompt_tokens,
+                                             completion.completion_tokens))  # fmt: skip
+            got.answer = CachedAnswer(completion.text, completion.prompt_tokens, completion.completion_tokens)
+            got.latency_ms, got.attempts = completion.latency_ms, completion.attempts
+            got.parsed = _read(got.answer.text, prompt)  # unusable answers raise and are not cached
+        except JudgeError as exc:
+            got.error = exc
+            got.attempts = got.attempts or exc.attempts
+            return got
+        # nor are answers with no score in them, nor refusals (they may pass on another day)
+        if self.cache and key and got.parsed.parse != "default" and not _refused(got.parsed):
+            await self.cache.put(key, got.answer)
+        return got
+
+
+@dataclass(slots=True)
+class _Fetched:
+    """What one flight got: an answer and its parse, or a judge error (shared by its followers)."""
+
+    answer: CachedAnswer | None = None
+    parsed: Verdict = None  # type: ignore[assignment]  # set unless error is
+    error: JudgeError | None = None
+    cached: bool = False
+    latency_ms: float = 0.0
+    attempts: int = 0
+
+    def verdict(self, cfg: JudgeConfig, prompt: Prompt, *, shared: bool) -> JudgeVerdict:
+        """The verdict of the leader, or (``shared``) of a follower: no call, no tokens of its own."""
+        exc = self.error
+        if isinstance(exc, JudgeBudgetExceeded):
+            return _verdict(cfg, prompt, status="skipped", error=exc.code, reason=str(exc))
+        if exc is not None:
+            reason = clip(str(exc), 500)
+            if shared:
+                return _verdict(cfg, prompt, status="error", error=exc.code,
+                                reason=f"the same request in flight failed: {reason}")  # fmt: skip
+            return _verdict(cfg, prompt, status="error", error=exc.code, reason=reason, answer=self.answer,
+                            latency_ms=self.latency_ms, attempts=self.attempts, cached=self.cached)  # fmt: skip
+        if shared:
+            return _verdict(cfg, prompt, status="ok", verdict=self.parsed, answer=self.answer, cached=True)
+        return _verdict(cfg, prompt, status="ok", verdict=self.parsed, answer=self.answer,
+                        latency_ms=self.latency_ms, attempts=self.attempts, cached=self.cached)  # fmt: skip
+
+
+def _money(cfg: JudgeConfig, cache: JudgeCache | None) -> MoneyBudget | None:
+    """The judge's shared money budget (on the cache's Redis and prefix; per process without one)."""
+    if cfg.budget_per_hour is None:
+        return None
+    if cache is None:
+        return MoneyBudget(cfg.name, cfg.budget_per_hour)
+    return MoneyBudget(cfg.name, cfg.budget_per_hour, client=cache.client, prefix=cache.prefix)
+
+
+def _read(text: str, prompt: Prompt) -> Verdict:
+    """Parse an answer; a refusal in an answer not read as JSON counts as the scale's midpoint."""
+    verdict = parse_answer(text, prompt)
+    if is_text_stage(verdict.parse):
+        phrase = find_refusal(text)
+        if phrase is not None:
+            middle = SCALES[verdict.scale][2]
+            verdict.scores = dict.fromkeys(verdict.scores, middle)
+            verdict.overall = middle if verdict.scale == "0-1" else None  # the 0-1 answer is its overall
+            verdict.computed = None if verdict.computed is None else middle
+            verdict.score = round(normalise(middle, verdict.scale), 6)
+            verdict.warnings.append(f"{REFUSAL_WARNING}{clip(phrase, 80)}")
+    return verdict
+
+
+def _refused(verdict: Verdict) -> bool:
+    return any(w.startswith(REFUSAL_WARNING) for w in verdict.warnings)
 
 
 def _verdict(
@@ -244,7 +362,8 @@ def repeat_counters(first: Sequence[JudgeVerdict], repeat: Sequence[JudgeVerdict
 def judge_counters(verdicts: Sequence[JudgeVerdict]) -> dict[str, float]:
     """Per-judge window counters (added into ``ev:judge_panel:c:<judge>.<counter>`` by the store).
 
-    ``calls`` are HTTP calls made (cache misses), ``cache_hits``, ``prompt_tokens`` and
+    ``calls`` are HTTP calls made (cache misses), ``cache_hits`` (the cache, or an identical request in
+    flight), ``prompt_tokens`` and
     ``completion_tokens`` of calls made, ``errors``, ``budget_skips``, and ``n``/``score_sum``/
     ``score_sumsq`` of answered scores (0-10) for per-judge window statistics.
     """
@@ -257,7 +376,7 @@ def judge_counters(verdicts: Sequence[JudgeVerdict]) -> dict[str, float]:
     for v in verdicts:
         if v.cached:
             add(v.name, "cache_hits", 1)
-        elif v.status != "skipped":
+        elif v.attempts > 0:  # a follower of a failed identical request made no call
             add(v.name, "calls", 1)
             add(v.name, "prompt_tokens", v.prompt_tokens)
             add(v.name, "completion_tokens", v.completion_tokens)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from ..grading import combine
 from ..models import EvaluatorResult, JudgeBlock, JudgeFallback, JudgeVerdict, RequestEvent
 from ._config import FallbackSpec, SuiteJudgeConfig
+from ._cost import add_costs, prices_of
 from ._panel import (
     Judge,
     JudgeHub,
@@ -42,9 +43,11 @@ from ._panel import (
     repeat_counters,
     zscore_panel_score,
 )
+from ._pressure import Backpressure
 from ._prompts import Prompt, build_metric, build_report, build_rubric, known_category
+from ._refusal import unscored_kind
 
-__all__ = ["PANEL_RESULT_NAME", "Judgement", "SuiteJudge", "rejudged", "sampled"]
+__all__ = ["PANEL_RESULT_NAME", "Judgement", "SuiteJudge", "apply_unscored", "rejudged", "sampled"]
 
 #: name of the weight-0 evaluator result that carries the panel score and judge counters
 PANEL_RESULT_NAME = "judge_panel"
@@ -63,7 +66,8 @@ def rejudged(event_id: str, rate: float) -> bool:
     return rate > 0 and sampled("consistency:" + event_id, rate)
 
 
-Asked = tuple[list[JudgeVerdict], list[JudgeVerdict]]  # the panel's verdicts, and the repeat's (or [])
+Pair = tuple[JudgeVerdict, JudgeVerdict]
+Asked = tuple[list[JudgeVerdict], list[Pair]]  # the panel's verdicts, and (first, repeat) pairs (or [])
 
 
 @dataclass(frozen=True)
@@ -77,15 +81,30 @@ class Judgement:
 
 
 class SuiteJudge:
-    def __init__(self, config: SuiteJudgeConfig, hub: JudgeHub, *, threshold: float) -> None:
+    def __init__(self, config: SuiteJudgeConfig, hub: JudgeHub, *, threshold: float, suite: str = "") -> None:
         self.config = config
         self.hub = hub
         self.judges: list[Judge] = hub.panel(config.judges)
         self.threshold = threshold
+        self.pressure = None if config.backpressure is None else Backpressure(
+            suite, config.backpressure, queued=lambda: sum(j.client.queued for j in self.judges))
+        self.prices = prices_of({j.name: j.config for j in self.judges})
+
+    def _left_out(self, event: RequestEvent) -> str | None:
+        """Why ``event`` is not judged (``unsampled`` or ``backpressure``), or None: judge it."""
+        rate = self.config.sample_rate
+        if not sampled(event.id, rate):
+            return "unsampled"
+        if self.pressure is not None:
+            share = self.pressure.share()
+            # the same hash at a lower rate: the events judged at a low level are a subset of the others
+            if share < 1.0 and not sampled(event.id, rate * share):
+                return "backpressure"
+        return None
 
     def begin(self, event: RequestEvent) -> asyncio.Task[Asked] | None:
         """Start a blend panel's calls now (they do not depend on the rule scores); None otherwise."""
-        if self.config.mode != "blend" or not sampled(event.id, self.config.sample_rate):
+        if self.config.mode != "blend" or self._left_out(event) is not None:
             return None
         return asyncio.ensure_future(self._ask_blend(event))
 
@@ -93,20 +112,42 @@ class SuiteJudge:
         asks = self._blend_asks(event)
         if not rejudged(event.id, self.config.consistency_rate):
             return await self.hub.ask_all(asks), []
-        first, repeat = await asyncio.gather(
-            self.hub.ask_all(asks),
-            asyncio.gather(*(self.hub.ask(judge, prompt, fresh=True) for judge, prompt in asks)),
-        )
-        return first, list(repeat)
+        # each judge's repeat is asked once its primary holds a judge slot (or needed none), so a
+        # repeat never takes a slot or a rate-limit turn ahead of its primary, yet both are in flight
+        # together (one round trip); a primary that already failed gets no repeat, and a failed repeat
+        # only loses its own pair
+        sent = [asyncio.Event() for _ in asks]
+        primary = [asyncio.ensure_future(self.hub.ask(j, p, sent=e)) for (j, p), e in zip(asks, sent, strict=True)]
+
+        async def again(i: int) -> JudgeVerdict | None:
+            await sent[i].wait()
+            if primary[i].done() and primary[i].result().status != "ok":
+                return None
+            return await self.hub.ask(*asks[i], fresh=True)
+
+        try:
+            repeat = await asyncio.gather(*(again(i) for i in range(len(asks))))
+            first = list(await asyncio.gather(*primary))
+        finally:
+            for task in primary:
+                task.cancel()  # only if we were cancelled: they are done otherwise
+        return first, [(first[i], r) for i, r in enumerate(repeat) if r is not None]
 
     async def run(self, event: RequestEvent, results: list[EvaluatorResult],
                   started: asyncio.Task[Asked] | None = None) -> Judgement:  # fmt: skip
         """Judge ``event`` given its rule results; ``started`` is what :meth:`begin` returned."""
         metrics = combine((r.score, r.weight) for r in results)
-        if not sampled(event.id, self.config.sample_rate):
+        why = None if started is not None else self._left_out(event)
+        if why == "unsampled":
             reason = f"not sampled (sample_rate {self.config.sample_rate:g}): rule scores only"
             block = self._block("unsampled", metrics, metrics, None, reason, category=None)
             return Judgement(metrics, block, results, {})
+        if why == "backpressure" and self.pressure is not None:
+            self.pressure.skipped()
+            reason = (f"skipped: backpressure (judging {self.pressure.current:g} of the sampled events; "
+                      f"{self.pressure.why or 'recovering'}): rule scores only")  # fmt: skip
+            block = self._block("unsampled", metrics, metrics, None, reason, category=None)
+            return Judgement(metrics, block, results, {"skip:backpressure": 1.0})
         if self.config.mode == "blend":
             verdicts, repeat = await (started if started is not None else self._ask_blend(event))
             return self._blend(event, results, metrics, verdicts, repeat)
@@ -126,9 +167,10 @@ class SuiteJudge:
         return [(j, build_rubric(event, category, j.config.scale, blind=j.config.blind)) for j in self.judges]
 
     def _blend(self, event: RequestEvent, results: list[EvaluatorResult], metrics: float,
-               verdicts: list[JudgeVerdict], repeat: list[JudgeVerdict]) -> Judgement:  # fmt: skip
+               verdicts: list[JudgeVerdict], repeat: list[Pair]) -> Judgement:  # fmt: skip
         cfg = self.config
         category = self._category(event)
+        verdicts, unscored = apply_unscored(verdicts, cfg.unscored)
         answered = sum(v.status == "ok" for v in verdicts)
         panel = panel_score(verdicts) if answered >= cfg.min_judges else None
         note = "" if category is None or category == event.category else (
@@ -149,17 +191,24 @@ class SuiteJudge:
             final = (mw * metrics + pw * panel / 10.0) / (mw + pw)
             reason = (f"final = {mw:g} x metrics {metrics * 10:.2f} + {pw:g} x panel {panel:.2f}"
                       f"{'' if math.isclose(mw + pw, 1.0) else f' / {mw + pw:g}'} = {final * 10:.2f}{note}")
-            status = "ok" if answered == len(verdicts) else "partial"
-            if status == "partial":
+            status = "ok" if answered == len(verdicts) and not unscored else "partial"
+            if answered < len(verdicts):
                 reason += f"; {_failures(verdicts)}"
+            if unscored and cfg.unscored == "midpoint":
+                reason += f"; {_unscored_note(unscored)} counted as the midpoint"
         block = self._block(status, metrics, final, panel, reason, category=category, judges=verdicts)
         panel_result = self._panel_result(None if panel is None else panel / 10.0, status, verdicts)
         counters = judge_counters(verdicts)
-        for extra in (agreement_counters([verdicts]), repeat_counters(verdicts, repeat) if repeat else {}):
+        # a repeat that did not judge (refusal, default) says nothing about consistency: its call still counts
+        pairs = [(a, b if unscored_kind(b) is None else b.model_copy(update={"status": "error"}))
+                 for a, b in repeat if a.name not in unscored]  # fmt: skip
+        repeated = repeat_counters([a for a, _ in pairs], [b for _, b in pairs]) if pairs else {}
+        for extra in (agreement_counters([verdicts]), repeated):
             for name, value in extra.items():
                 counters[name] = counters.get(name, 0.0) + value
+        add_costs(counters, self.prices)
         if repeat:
-            panel_result.details["repeat"] = {v.name: v.score for v in repeat}  # type: ignore[index]
+            panel_result.details["repeat"] = {b.name: b.score for _, b in repeat}  # type: ignore[index]
         return Judgement(final, block, [*results, panel_result], counters)
 
     # -- seed 002 per-metric fallback --------------------------------------------------------
@@ -170,7 +219,7 @@ class SuiteJudge:
         asks: list[tuple[Judge, Prompt]] = [
             (j, build_metric(event, s.prompt, blind=j.config.blind)) for s in triggered for j in self.judges
         ]
-        verdicts = await self.hub.ask_all(asks)
+        verdicts, unscored = apply_unscored(await self.hub.ask_all(asks), self.config.unscored)
         per_metric = {s.evaluator: verdicts[i * len(self.judges):(i + 1) * len(self.judges)]
                       for i, s in enumerate(triggered)}  # fmt: skip
         updated = list(results)
@@ -199,7 +248,7 @@ class SuiteJudge:
         final_score = combine((r.score, r.weight) for r in updated)
         asked = len(triggered)
         got = sum(f.llm_score is not None for f in fallbacks)
-        status = "ok" if got == asked else ("partial" if got else "failed")
+        status = "ok" if got == asked and not unscored else ("partial" if got else "failed")
         if not asked:
             reason = "no metric at or under its LLM fallback trigger: rule scores only"
         else:
@@ -209,6 +258,8 @@ class SuiteJudge:
                       + (f"raised: {', '.join(raised)}" if raised else "no score raised"))
             if status == "failed":
                 reason += f"; judges failed ({_failures(verdicts)}), default_score {self.config.default_score:g}"
+            if unscored and self.config.unscored == "midpoint":
+                reason += f"; {_unscored_note(unscored)} counted as the midpoint"
         panel = round(math.fsum(llm_scores) / len(llm_scores) * 10.0, 6) if llm_scores else None
         block = self._block(status, metrics, final_score, panel, reason, category=None, fallbacks=fallbacks)
         out = updated
@@ -216,6 +267,7 @@ class SuiteJudge:
             out = [*updated, self._panel_result(None if panel is None else panel / 10.0, status, verdicts)]
         counters = judge_counters(verdicts)
         counters.update(agreement_counters(list(per_metric.values())))  # one unit per asked metric
+        add_costs(counters, self.prices)
         return Judgement(final_score, block, out, counters)
 
     # -- helpers -----------------------------------------------------------------------------
@@ -251,6 +303,29 @@ def _raised(result: EvaluatorResult, rule: float, final: float, source: str, thr
     details = dict(result.details or {})
     details["llm_fallback"] = {"rule_score": rule, "final_score": final, "source": source}
     return result.model_copy(update={"score": final, "passed": result.passed or final >= threshold, "details": details})
+
+
+def apply_unscored(verdicts: list[JudgeVerdict], policy: str) -> tuple[list[JudgeVerdict], dict[str, str]]:
+    """The verdicts under the suite's ``unscored`` policy, and ``{judge: refusal|default}`` of those that
+    answered without judging. ``midpoint`` keeps them (seed 003: the default 3.0); ``exclude`` turns them
+    into errors ``judge_refused`` / ``judge_no_score``, so they leave the panel score."""
+    unscored: dict[str, str] = {}
+    out = list(verdicts)
+    for i, v in enumerate(verdicts):
+        kind = unscored_kind(v)
+        if kind is None:
+            continue
+        unscored[v.name] = kind
+        if policy == "exclude":
+            code = "judge_refused" if kind == "refusal" else "judge_no_score"
+            why = "refused to judge" if kind == "refusal" else "gave no score the parser could read"
+            out[i] = v.model_copy(update={"status": "error", "error": code, "score": None,
+                                          "reason": f"judge {v.name!r} {why}; left out of the panel (unscored: exclude)"})
+    return out, unscored
+
+
+def _unscored_note(unscored: dict[str, str]) -> str:
+    return f"{len(unscored)} judge(s) gave no judgement ({', '.join(f'{n}: {k}' for n, k in unscored.items())})"
 
 
 def _failures(verdicts: Sequence[JudgeVerdict]) -> str:

@@ -58,6 +58,8 @@ class SimOptions:
     script: Sequence[str] = ()  # faults for the first requests, in arrival order (see FAULTS)
     reply: str | None = None  # answer this text verbatim instead of scoring
     seed: int = 0
+    api_key: str | None = None  # when set, a request without this key (Bearer or x-api-key) gets 401
+    reject_structured: bool = False  # answer 400 to requests with response_format / tools
     requests: list[dict[str, Any]] | None = field(default=None, repr=False)  # received bodies go here
 
     def __post_init__(self) -> None:
@@ -95,10 +97,33 @@ class _Sim:
             ms = o.latency_ms
         return max(0.0, ms) / 1000.0
 
+    def refuse_key(self, request: web.Request) -> web.Response | None:
+        """401 when an ``api_key`` is set and the request does not carry it."""
+        if self.o.api_key is None or self.o.api_key in (
+            request.headers.get("x-api-key"), request.headers.get("authorization", "").removeprefix("Bearer ")
+        ):
+            return None
+        return web.json_response({"error": {"type": "authentication_error", "message": "invalid api key"}},
+                                 status=401, headers={"X-Judge-Simulated": "true"})  # fmt: skip
+
+    async def models(self, request: web.Request) -> web.Response:
+        """The models listing (both protocols' shape, roughly): what ``/ready`` probes."""
+        if (refused := self.refuse_key(request)) is not None:
+            return refused
+        return web.json_response({"object": "list", "data": [{"id": "simulated", "object": "model"}]},
+                                 headers={"X-Judge-Simulated": "true"})  # fmt: skip
+
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        if (refused := self.refuse_key(request)) is not None:
+            return refused
         body = await request.json()
         if self.o.requests is not None:
             self.o.requests.append(body)
+        structured = "response_format" in body or "tools" in body
+        if structured and self.o.reject_structured:
+            return web.json_response({"error": {"type": "invalid_request_error",
+                                                "message": "response_format / tools are not supported"}},
+                                     status=400, headers={"X-Judge-Simulated": "true"})  # fmt: skip
         fault = self.fault()
         delay = self.latency_s()
         if delay:
@@ -117,9 +142,12 @@ class _Sim:
         n = next(self.counter)
         tokens_in, tokens_out = max(1, len(system + user) // 4), max(1, len(text) // 4)
         if anthropic:
+            content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+            called = _tool_call(body, text, n) if structured else None
             payload: dict[str, Any] = {
                 "id": f"msg_sim_{n}", "type": "message", "role": "assistant", "model": body.get("model"),
-                "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+                "content": content if called is None else [called],
+                "stop_reason": "end_turn" if called is None else "tool_use",
                 "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out},
             }  # fmt: skip
         else:
@@ -205,11 +233,25 @@ def _answer(system: str, user: str, model: str, fault: str) -> str:
     return text
 
 
+def _tool_call(body: dict[str, Any], text: str, n: int) -> dict[str, Any] | None:
+    """An Anthropic tool_use block answering the forced tool with ``text`` (when it is a JSON object)."""
+    choice = body.get("tool_choice")
+    name = choice.get("name") if isinstance(choice, dict) else None
+    try:
+        document = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    if not name or not isinstance(document, dict):
+        return None
+    return {"type": "tool_use", "id": f"toolu_sim_{n}", "name": name, "input": document}
+
+
 def build_app(options: SimOptions) -> web.Application:
     sim = _Sim(options)
     app = web.Application()
     for path in ("/v1/chat/completions", "/chat/completions", "/v1/messages"):
         app.router.add_post(path, sim.handle)
+    app.router.add_get("/v1/models", sim.models)
     return app
 
 
@@ -268,6 +310,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--hang-s", type=float, default=30.0, help="how long a hanging request hangs, s")
     parser.add_argument("--malformed-rate", type=float, default=0.0, help="share answered with malformed text")
     parser.add_argument("--seed", type=int, default=0, help="random seed of the rates and scores")
+    parser.add_argument("--api-key", default=None, help="answer 401 to requests without this key")
+    parser.add_argument("--reject-structured", action="store_true", help="answer 400 to response_format / tools")
     args = parser.parse_args(argv)
     options = {k: v for k, v in vars(args).items() if k not in ("host", "port")}
 

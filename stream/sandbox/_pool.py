@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 _STARTUP_TIMEOUT_S = 30.0
 _GRACE_S = 1.0  # beyond the call's own timeout, which the zygote/host enforce themselves
 _STDERR_TAIL = 2048
+_CLOSED_POLL_S = 1.0  # how often a caller waiting for a slot checks that the pool is still open
 
 
 @dataclass(eq=False)
@@ -131,17 +132,15 @@ class SandboxPool:
         return slot
 
     async def call(self, request: dict[str, Any], timeout_ms: int) -> Any:
-        """Send one request; the reply, or an ``{"error": ...}`` reply when the slot failed."""
-        if self._closed:
-            raise SandboxUnavailable(f"the {self.label} pool is closed")
+        """Send one request; the reply, or an ``{"error": ...}`` reply when the slot failed.
+
+        ``timeout_ms`` limits the call itself, from the moment a slot takes it: the time spent waiting
+        for a free slot never counts (a busy worker must not turn slow-but-valid code into timeouts
+        and scores of 0). The wait has no limit of its own; the worker's intake is bounded, so a
+        backlog waits in Kafka, not here.
+        """
+        slot = await self._take()
         budget = timeout_ms / 1000 + _GRACE_S
-        try:
-            slot = await asyncio.wait_for(self._idle.get(), budget)
-        except TimeoutError:
-            return {
-                "error": "timeout",
-                "message": f"timeout: no {self.label} became free within {timeout_ms} ms",
-            }
         keep = False
         try:
             await slot.send(request)
@@ -163,6 +162,16 @@ class SandboxPool:
                 self._idle.put_nowait(slot)
             else:
                 self._replace(slot)
+
+    async def _take(self) -> _Slot:
+        """The next idle slot, however long that takes; raises once the pool is closed."""
+        while True:
+            if self._closed:
+                raise SandboxUnavailable(f"the {self.label} pool is closed")
+            try:
+                return await asyncio.wait_for(self._idle.get(), _CLOSED_POLL_S)
+            except TimeoutError:
+                continue
 
     def _replace(self, slot: _Slot) -> None:
         task = asyncio.ensure_future(self._respawn(slot))

@@ -85,7 +85,13 @@ suites:
         if block.status == "failed":  # the rule metrics alone, and the result says so
             assert "metrics only (fallback)" in block.reason
             assert block.final_score == pytest.approx(block.metrics_score) and block.panel_score is None
-        if block.status == "partial":
-            assert failed and f"{len(failed)} of 2 judge(s) gave no score" in block.reason
+        if block.status == "partial":  # a judge failed, or answered without judging (refusal, no score)
+            unscored = [v for v in block.judges if v.status == "ok" and (v.parse == "default" or any(
+                w.startswith("refusal: ") for w in v.warnings))]
+            assert failed or unscored
+            if failed:
+                assert f"{len(failed)} of 2 judge(s) gave no score" in block.reason
+            if unscored:
+                assert "gave no judgement" in block.reason and "counted as the midpoint" in block.reason
         assert all(v.error for v in failed), block
     assert len(errors) >= 2  # several kinds of failure really happened
