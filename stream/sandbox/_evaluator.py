@@ -29,6 +29,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from ..evaluators._base import Evaluator, Params, Score, register
 from ..evaluators._base import Params as ParamsBase
 from ..models import RequestEvent
+from . import _boot
 from ._check import check_node, check_python, node_binary
 from ._errors import SandboxError, SandboxUnavailable
 from ._launch import NODE_DIR
@@ -42,6 +43,7 @@ NODE_MODULES = ("lodash", "dayjs", "validator", "ajv")
 MAX_MEMORY_MB = 2048
 _NODE_RECYCLE_AFTER = 1000  # calls; bounds what a long-lived host can accumulate
 _NODE_DATA_HEADROOM_MB = 384  # node's own code, stacks and buffers on top of the JS heap
+_BOOT = _boot.__file__  # starts the zygote and the Node launcher without importing all of streameval
 
 
 def allow_weaker_sandbox() -> bool:
@@ -77,7 +79,7 @@ class CodeParams(Params):
 def _python_pool() -> SandboxPool:
     return SandboxPool(
         "Python sandbox zygote",
-        [sys.executable, "-I", "-m", "streameval.sandbox._zygote"],
+        [sys.executable, "-I", _BOOT, "_zygote"],
         default_slots(),
         hello={"allow_weaker": allow_weaker_sandbox(), "max_memory_mb": MAX_MEMORY_MB},
     )
@@ -99,7 +101,7 @@ def _node_pool(memory_mb: int) -> SandboxPool:
         f"--openssl-config={NODE_DIR / 'openssl.cnf'}", str(NODE_DIR / "host.js"),
     ]  # fmt: skip
     launcher = [
-        sys.executable, "-I", "-m", "streameval.sandbox._launch",
+        sys.executable, "-I", _BOOT, "_launch",
         "--data-mb", str(memory_mb + _NODE_DATA_HEADROOM_MB), "--allow-weaker", str(int(allow_weaker_sandbox())),
     ]  # fmt: skip
     return SandboxPool(
