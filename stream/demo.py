@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -33,7 +32,7 @@ from rich.table import Table
 
 from ._util import redact_url
 from .config import load_config
-from .embedded import EmbeddedBroker, EmbeddedRedis
+from .embedded import EmbeddedBroker, EmbeddedRedis, stop_process
 from .errors import StoreUnavailable
 from .judges.sim import demo_judges, start_judge_sim
 from .kafka_io import Record, collect, ensure_topics, produce
@@ -151,7 +150,7 @@ async def run_demo(args: argparse.Namespace, console: Console, out: Console | No
             "STREAMEVAL_DATA_DIR": str(broker.dir / "faust"),  # removed with the broker's directory
         }
         worker = _start_worker(env, log_path)
-        stack.callback(_stop_worker, worker)
+        stack.callback(stop_process, worker)
         console.print(f"worker   pid {worker.pid}, log {log_path}")
 
         started = time.monotonic()
@@ -245,15 +244,5 @@ def _start_worker(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes
             stdin=subprocess.DEVNULL,
         )  # fmt: skip
 
-
-def _stop_worker(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 

@@ -20,7 +20,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-__all__ = ["EmbeddedBroker", "EmbeddedRedis", "EmbeddedServer", "die_with_parent", "free_port", "wait_for_port"]
+__all__ = [
+    "EmbeddedBroker", "EmbeddedRedis", "EmbeddedServer", "die_with_parent", "free_port", "stop_process", "wait_for_port",
+]
 
 
 def free_port() -> int:
@@ -43,6 +45,18 @@ def wait_for_port(port: int, *, timeout: float, proc: subprocess.Popen[bytes] | 
         except OSError:
             time.sleep(0.05)
     raise TimeoutError(f"nothing listened on 127.0.0.1:{port} within {timeout:.0f}s")
+
+
+def stop_process(proc: subprocess.Popen[bytes], *, timeout: float = 30) -> None:
+    """SIGTERM ``proc`` and wait up to ``timeout`` seconds for it, then SIGKILL it (a worker's own grace)."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def die_with_parent() -> None:  # runs in the child between fork and exec

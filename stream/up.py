@@ -31,7 +31,7 @@ from rich.console import Console
 from ._cliargs import EXIT_FAILED, EXIT_OK
 from .config import load_config
 from .demo import DEMO_JUDGED, DEMO_SIM, bundled_file, judged_config
-from .embedded import EmbeddedBroker, EmbeddedRedis, die_with_parent, wait_for_port
+from .embedded import EmbeddedBroker, EmbeddedRedis, die_with_parent, stop_process, wait_for_port
 from .errors import UsageError
 from .judges.sim import start_judge_sim
 
@@ -107,7 +107,7 @@ async def _up(args: argparse.Namespace, state: Path, console: Console) -> int:
             shutil.copyfile(config, state / "suites.yaml")
             config = state / "suites.yaml"
         worker = _start_worker(args, state, broker.bootstrap, redis.url, config)
-        stack.callback(_stop, worker)
+        stack.callback(stop_process, worker)
         started = asyncio.ensure_future(asyncio.to_thread(
             wait_for_port, args.web_port, timeout=WORKER_START_S, proc=worker, log=state / "worker.log"))
         interrupted = asyncio.ensure_future(stop.wait())
@@ -176,12 +176,3 @@ def _start_worker(args: argparse.Namespace, state: Path, bootstrap: str, redis_u
             start_new_session=True,  # Ctrl-C reaches `up`, which stops the worker before the servers
         )  # fmt: skip
 
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
