@@ -243,6 +243,3 @@ def _start_worker(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes
             [sys.executable, "-m", "streameval", "worker"], env=env, stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
         )  # fmt: skip
-
-
-
