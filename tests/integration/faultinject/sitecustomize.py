@@ -67,7 +67,7 @@ def _install() -> None:  # one small patch per stage
         record_many = ResultStore.record_many
 
         async def bad_record(self, results, dead):  # type: ignore[no-untyped-def]
-            if _fire(any(MARKER in r.id.encode() for r, _, _ in results)):
+            if _fire(any(MARKER in item[0].id.encode() for item in results)):  # (result, encoded, counters[, content])
                 if STAGE == "hang":
                     await asyncio.Event().wait()
                 raise ResponseError("OOM command not allowed when used memory > 'maxmemory' (injected)")
