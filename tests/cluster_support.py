@@ -69,6 +69,27 @@ class Cluster:
         proc.kill()
         proc.wait()
 
+    def wait_replicated(self, port: int, timeout: float = 30) -> None:
+        """Wait until the replicas of master ``port`` have every write it acknowledged so far.
+
+        Redis replication is asynchronous (docs/scaling.md): without this, a failover test on a loaded
+        box loses writes the replica had not received yet, which is Redis's limit, not ours.
+        """
+        node = redis.Redis(port=port, socket_timeout=2)
+        try:
+            target = int(node.info("replication")["master_repl_offset"])
+            deadline = time.monotonic() + timeout
+            while True:
+                info = node.info("replication")
+                offsets = [int(v["offset"]) for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)]
+                if offsets and min(offsets) >= target:
+                    return
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"replicas of {port} at {offsets}, master at {target} after {timeout}s")
+                time.sleep(0.05)
+        finally:
+            node.close()
+
     def stop(self) -> None:
         for port in list(self.procs):
             self.kill(port)

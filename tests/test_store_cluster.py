@@ -119,6 +119,9 @@ async def test_a_master_killed_mid_stream_loses_nothing_and_counts_nothing_twice
             await retry_forever(lambda batch=batch: store.record_many(batch), what="test batch", max_delay=0.5)
             published[b] = len(batch)
             if b == 10:
+                # what the master acknowledged reaches its replica first: this test is about the failover
+                # (retries, nothing counted twice), not asynchronous replication's own window
+                redis_cluster.wait_replicated(victim)
                 redis_cluster.kill(victim)  # the stream goes on while the replica takes over
             await asyncio.sleep(0)
 
