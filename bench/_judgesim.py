@@ -21,13 +21,12 @@ import aiohttp
 import orjson
 
 from streameval.config import parse_config
+from streameval.judges import PROTOCOLS
+from streameval.judges._protocols import endpoint
 from streameval.judges.sim import demo_judges, start_judge_sim
 from streameval.pipeline import Pipeline
 
 __all__ = ["Sim", "bare_ceiling", "panel_bodies", "start_sim"]
-
-_PATHS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
-
 
 def _free_port() -> int:
     with socket.socket() as sock:
@@ -82,8 +81,9 @@ async def panel_bodies() -> list[tuple[str, bytes]]:
                                                  "category": "qa_simple", "suite": "judged"}))  # fmt: skip
         finally:
             await pipeline.close()
-    protocol = {j["model"]: j["protocol"] for j in judges}
-    return [(_PATHS[protocol[body["model"]]], orjson.dumps(body)) for body in requests]
+    # each judge's endpoint below the simulator's root, as its protocol builds it
+    path = {j["model"]: endpoint(j["base_url"], PROTOCOLS[j["protocol"]].path).raw_path.decode() for j in judges}
+    return [(path[body["model"]], orjson.dumps(body)) for body in requests]
 
 
 async def bare_ceiling(url: str, bodies: list[tuple[str, bytes]], in_flight: int, seconds: float) -> float:

@@ -1,4 +1,4 @@
-"""One judge's HTTP client: OpenAI chat completions or Anthropic messages over a pooled transport.
+"""One judge's HTTP client: one of the judge protocols (:mod:`._protocols`) over a pooled transport.
 
 Each judge owns one ``httpx.AsyncBaseTransport``, opened in :meth:`JudgeClient.start` and shared by
 every event: by default an :class:`~._transport.AiohttpTransport` (an aiohttp pool of
@@ -43,12 +43,10 @@ from ._errors import (
 from ._hints import doubled_v1, explain_status
 from ._keys import api_key
 from ._limit import AdaptiveLimit
-from ._structured import anthropic_fields, openai_fields, tool_input
+from ._protocols import ANTHROPIC_VERSION, endpoint, protocol_of
 from ._transport import AiohttpTransport
 
 __all__ = ["ANTHROPIC_VERSION", "Completion", "JudgeClient"]
-
-ANTHROPIC_VERSION = "2023-06-01"
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +99,8 @@ class JudgeClient:
         self._sleep = sleep
         self._jitter = jitter
         self._http: httpx.AsyncBaseTransport | None = None
-        self._routes: dict[str, tuple[httpx.URL, list[tuple[bytes, bytes]]]] = {}  # path: (URL, headers)
+        self._protocol = protocol_of(config)
+        self._route: tuple[httpx.URL, list[tuple[bytes, bytes]]] | None = None  # (URL, headers)
         self._timeout = {"connect": config.timeout_s, "read": config.timeout_s, "write": config.timeout_s,
                          "pool": config.timeout_s}  # fmt: skip
         self._slots = AdaptiveLimit(config.name, config.max_concurrency, adaptive=config.adaptive_concurrency,
@@ -126,27 +125,16 @@ class JudgeClient:
         cfg = self.config
         headers = {"accept": "*/*", "accept-encoding": "gzip, deflate", "user-agent": f"streameval/{__version__}",
                    "content-type": "application/json"}  # fmt: skip
-        key = api_key(cfg, self._environ)  # api_key_file, <api_key_env>_FILE or <api_key_env>
-        if key is not None:
-            if cfg.protocol == "openai":
-                headers["authorization"] = f"Bearer {key}"
-            else:
-                headers["x-api-key"] = key
-        if cfg.protocol == "anthropic":
-            headers["anthropic-version"] = ANTHROPIC_VERSION
+        proto = self._protocol
+        headers.update(proto.headers(api_key(cfg, self._environ)))  # api_key_file, <api_key_env>_FILE or <api_key_env>
         if doubled_v1(cfg):
-            log.warning("judge %r: base_url ends in /v1 and the anthropic protocol appends /v1/messages "
-                        "(requests go to …/v1/v1/messages); give the root without /v1", cfg.name)
-        # the base URL joined as httpx.AsyncClient(base_url=...) joins it: always append below it
-        base = httpx.URL(cfg.base_url)
-        root = base.raw_path if base.raw_path.endswith(b"/") else base.raw_path + b"/"
-        self._routes = {}
-        for path in ("chat/completions", "v1/messages"):
-            url = base.copy_with(raw_path=root + path.encode())
-            # Host first, as httpx puts it; Content-Length is added per request
-            # (ASCII, as httpx.Headers encodes str values: a non-ASCII key fails here, at start)
-            self._routes[path] = (url, [(b"host", url.netloc),
-                                        *((k.encode("ascii"), v.encode("ascii")) for k, v in headers.items())])  # fmt: skip
+            log.warning("judge %r: base_url ends in /v1 and the %s protocol appends /%s (requests go to …/v1/%s); "
+                        "give the root without /v1", cfg.name, proto.name, proto.path, proto.path)  # fmt: skip
+        url = endpoint(cfg.base_url, proto.path)
+        # Host first, as httpx puts it; Content-Length is added per request
+        # (ASCII, as httpx.Headers encodes str values: a non-ASCII key fails here, at start)
+        self._route = (url, [(b"host", url.netloc),
+                             *((k.encode("ascii"), v.encode("ascii")) for k, v in headers.items())])  # fmt: skip
         self._http = self._transport if self._transport is not None else AiohttpTransport(cfg.max_concurrency)
 
     async def close(self) -> None:
@@ -199,10 +187,11 @@ class JudgeClient:
 
     async def _attempt(self, system: str, user: str, schema: dict[str, Any] | None = None,
                        on_slot: Callable[[], None] | None = None) -> tuple[str, int, int, float]:  # fmt: skip
-        if self._http is None:
+        if self._http is None or self._route is None:
             raise RuntimeError(f"judge {self.name!r} is not started; call start() first")
         cfg = self.config
-        path, body = self._request(system, user, schema)
+        url, headers = self._route
+        body = self._protocol.body(cfg, system, user, schema)
         started = await self._slots.acquire()  # waiting here is not part of the attempt's timeout
         if on_slot is not None:
             on_slot()
@@ -210,7 +199,6 @@ class JudgeClient:
             await self._rate.wait()
             began = self._clock()
             try:
-                url, headers = self._routes[path]
                 content = orjson.dumps(body)
                 # headers complete and the body as a stream: httpx.Request then skips its header merging
                 request = httpx.Request("POST", url, headers=[*headers, (b"content-length", b"%d" % len(content))],
@@ -251,36 +239,9 @@ class JudgeClient:
         text, tokens_in, tokens_out = self._read(payload)
         return text, tokens_in, tokens_out, round(latency_ms, 3)
 
-    def _request(self, system: str, user: str, schema: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        cfg = self.config
-        common = {"model": cfg.model, "max_tokens": cfg.max_tokens, "temperature": cfg.temperature}
-        if cfg.protocol == "openai":
-            messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-            extra = openai_fields(schema) if schema is not None else {}
-            return "chat/completions", {**common, "messages": messages, **extra}
-        extra = anthropic_fields(schema) if schema is not None else {}
-        return "v1/messages", {**common, "system": system, "messages": [{"role": "user", "content": user}], **extra}
-
     def _read(self, payload: Any) -> tuple[str, int, int]:
         try:
-            if self.config.protocol == "openai":
-                message = payload["choices"][0]["message"]
-                text = message["content"]
-                if text is None and isinstance(message.get("refusal"), str):  # structured outputs' refusal
-                    text = message["refusal"]
-                usage = payload.get("usage") or {}
-                tokens_in, tokens_out = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
-            else:
-                called = tool_input(payload["content"])
-                if isinstance(called, dict):  # structured: the submit_evaluation tool call
-                    text = orjson.dumps(called).decode()
-                else:
-                    text = "".join(part.get("text", "") for part in payload["content"] if part.get("type") == "text")
-                usage = payload.get("usage") or {}
-                tokens_in, tokens_out = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
-            if not isinstance(text, str):
-                raise TypeError("content is not text")
-            return text, int(tokens_in or 0), int(tokens_out or 0)
+            return self._protocol.read(payload)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError):
             raise JudgeBadResponse(f"judge {self.name!r} answered JSON without the {self.config.protocol} "
                                    "message content") from None
