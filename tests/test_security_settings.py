@@ -173,8 +173,8 @@ async def test_judge_key_from_a_file_or_the_variable(how: str, tmp_path: Path) -
     await client.start()
     try:
         headers = dict(client._route[1])
-        expected = b"sk-from-env" if how == "ENV" else b"sk-from-file"
-        assert headers[b"authorization"] == b"Bearer " + expected
+        expected = "sk-from-env" if how == "ENV" else "sk-from-file"
+        assert headers["authorization"] == "Bearer " + expected
     finally:
         await client.close()
 

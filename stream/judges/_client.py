@@ -5,7 +5,10 @@ every event: by default an :class:`~._transport.AiohttpTransport` (an aiohttp po
 ``max_concurrency`` connections; httpx's own pool costs milliseconds of CPU per request at 64 in
 flight, encode/httpcore#1035), or the injected ``transport`` (``httpx.MockTransport`` in unit tests).
 Requests go straight to the transport (no ``httpx.AsyncClient``: its per-request work was about half
-of the client's CPU); the client sends what httpx's client would: the merged ``base_url``, JSON body,
+of the client's CPU), and to the default transport without httpx request and response objects at all
+(:meth:`AiohttpTransport.post <._transport.AiohttpTransport.post>`: they cost about as much CPU as
+aiohttp's own request); an injected transport is adapted by :class:`HttpxWire`. Either way the client
+sends what httpx's client would: the merged ``base_url``, JSON body,
 ``Accept``/``Accept-Encoding``/``User-Agent`` and the protocol's headers, with ``timeout_s`` as the
 connect/read/write/pool timeout. Every httpx exception is mapped to the :mod:`._errors` tree here, at
 the boundary (the default transport raises httpx exceptions for aiohttp's). Limits applied per
@@ -19,12 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import orjson
@@ -58,6 +62,35 @@ class Completion:
     completion_tokens: int
     latency_ms: float  # of the successful attempt
     attempts: int
+
+
+class _Wire(Protocol):
+    """What the client needs of a transport: one POST, ``(status, headers, body)``; failures raised as
+    httpx's exceptions. :class:`AiohttpTransport` has it; :class:`HttpxWire` adapts any httpx transport."""
+
+    async def post(self, url: str, headers: Sequence[tuple[str, str]], content: bytes,
+                   timeout: Mapping[str, float | None]) -> tuple[int, Mapping[str, str], bytes]: ...  # fmt: skip
+
+
+class HttpxWire:
+    """An ``httpx.AsyncBaseTransport`` (e.g. ``httpx.MockTransport`` in tests) as a :class:`_Wire`: the
+    request httpx's client would send (Host first, Content-Length) and the body read and decoded by httpx."""
+
+    def __init__(self, transport: httpx.AsyncBaseTransport) -> None:
+        self.transport = transport
+
+    async def post(self, url: str, headers: Sequence[tuple[str, str]], content: bytes,
+                   timeout: Mapping[str, float | None]) -> tuple[int, Mapping[str, str], bytes]:  # fmt: skip
+        target = httpx.URL(url)
+        request = httpx.Request("POST", target, stream=httpx.ByteStream(content), extensions={"timeout": dict(timeout)},
+                                headers=[("host", target.netloc.decode("ascii")), *headers,
+                                         ("content-length", str(len(content)))])  # fmt: skip
+        response = await self.transport.handle_async_request(request)
+        try:
+            await response.aread()
+        finally:
+            await response.aclose()
+        return response.status_code, response.headers, response.content
 
 
 class _StartRate:
@@ -100,7 +133,8 @@ class JudgeClient:
         self._jitter = jitter
         self._http: httpx.AsyncBaseTransport | None = None
         self._protocol = protocol_of(config)
-        self._route: tuple[httpx.URL, list[tuple[bytes, bytes]]] | None = None  # (URL, headers)
+        self._route: tuple[str, list[tuple[str, str]]] | None = None  # (URL, headers)
+        self._wire: _Wire | None = None
         self._timeout = {"connect": config.timeout_s, "read": config.timeout_s, "write": config.timeout_s,
                          "pool": config.timeout_s}  # fmt: skip
         self._slots = AdaptiveLimit(config.name, config.max_concurrency, adaptive=config.adaptive_concurrency,
@@ -130,17 +164,16 @@ class JudgeClient:
         if doubled_v1(cfg):
             log.warning("judge %r: base_url ends in /v1 and the %s protocol appends /%s (requests go to …/v1/%s); "
                         "give the root without /v1", cfg.name, proto.name, proto.path, proto.path)  # fmt: skip
-        url = endpoint(cfg.base_url, proto.path)
-        # Host first, as httpx puts it; Content-Length is added per request
-        # (ASCII, as httpx.Headers encodes str values: a non-ASCII key fails here, at start)
-        self._route = (url, [(b"host", url.netloc),
-                             *((k.encode("ascii"), v.encode("ascii")) for k, v in headers.items())])  # fmt: skip
+        for value in (*headers, *headers.values()):
+            value.encode("ascii")  # as httpx.Headers encodes str values: a non-ASCII key fails here, at start
+        self._route = (str(endpoint(cfg.base_url, proto.path)), list(headers.items()))
         self._http = self._transport if self._transport is not None else AiohttpTransport(cfg.max_concurrency)
+        self._wire = self._http if isinstance(self._http, AiohttpTransport) else HttpxWire(self._http)
 
     async def close(self) -> None:
         if self._http is not None:
             await self._http.aclose()
-            self._http = None
+            self._http = self._wire = None
 
     async def complete(self, system: str, user: str, schema: dict[str, Any] | None = None, *,
                        on_slot: Callable[[], None] | None = None) -> Completion:  # fmt: skip
@@ -187,7 +220,7 @@ class JudgeClient:
 
     async def _attempt(self, system: str, user: str, schema: dict[str, Any] | None = None,
                        on_slot: Callable[[], None] | None = None) -> tuple[str, int, int, float]:  # fmt: skip
-        if self._http is None or self._route is None:
+        if self._wire is None or self._route is None:
             raise RuntimeError(f"judge {self.name!r} is not started; call start() first")
         cfg = self.config
         url, headers = self._route
@@ -199,16 +232,9 @@ class JudgeClient:
             await self._rate.wait()
             began = self._clock()
             try:
-                content = orjson.dumps(body)
-                # headers complete and the body as a stream: httpx.Request then skips its header merging
-                request = httpx.Request("POST", url, headers=[*headers, (b"content-length", b"%d" % len(content))],
-                                        stream=httpx.ByteStream(content), extensions={"timeout": self._timeout})  # fmt: skip
                 async with asyncio.timeout(cfg.timeout_s):
-                    response = await self._http.handle_async_request(request)
-                    try:
-                        await response.aread()
-                    finally:
-                        await response.aclose()
+                    status, answer_headers, content = await self._wire.post(url, headers, orjson.dumps(body),
+                                                                            self._timeout)  # fmt: skip
             except TimeoutError:
                 self._slots.congested(started)
                 raise JudgeTimeout(f"judge {self.name!r} timed out after {cfg.timeout_s:g} s") from None
@@ -222,20 +248,22 @@ class JudgeClient:
             latency_ms = (self._clock() - began) * 1000.0
         finally:
             self._slots.release()
-        status = response.status_code
         if status == 429 or status >= 500:
             self._slots.congested(started)
         else:
             self._slots.succeeded()
         if status >= 300:
-            retry_after = _retry_after(response.headers.get("retry-after"))
+            retry_after = _retry_after(answer_headers.get("retry-after"))
             if status == 429 and retry_after:
                 self._slots.pause(min(retry_after, cfg.max_retry_after_s))
-            raise explain_status(cfg, status, response.content, status_error(self.name, status, retry_after))
+            raise explain_status(cfg, status, content, status_error(self.name, status, retry_after))
         try:
-            payload = response.json()
-        except ValueError:
-            raise JudgeBadResponse(f"judge {self.name!r} answered a body that is not JSON") from None
+            payload = orjson.loads(content)
+        except orjson.JSONDecodeError:
+            try:  # what orjson refuses and Python's json reads (NaN, UTF-16, huge integers), as httpx's .json()
+                payload = json.loads(content)
+            except ValueError:
+                raise JudgeBadResponse(f"judge {self.name!r} answered a body that is not JSON") from None
         text, tokens_in, tokens_out = self._read(payload)
         return text, tokens_in, tokens_out, round(latency_ms, 3)
 
