@@ -86,8 +86,9 @@ async def panel_bodies() -> list[tuple[str, bytes]]:
     return [(path[body["model"]], orjson.dumps(body)) for body in requests]
 
 
-async def bare_ceiling(url: str, bodies: list[tuple[str, bytes]], in_flight: int, seconds: float) -> float:
-    """Requests/s of a bare aiohttp loop keeping ``in_flight`` requests (cycling over ``bodies``) in flight."""
+async def bare_ceiling(url: str, bodies: list[tuple[str, bytes]], in_flight: int, seconds: float) -> tuple[float, float]:
+    """(requests/s, this process's CPU seconds per request) of a bare aiohttp loop keeping ``in_flight``
+    requests (cycling over ``bodies``) in flight: the floor of any aiohttp-based judge client's CPU."""
     done = 0
     headers = {"content-type": "application/json"}
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=in_flight)) as session:
@@ -104,6 +105,6 @@ async def bare_ceiling(url: str, bodies: list[tuple[str, bytes]], in_flight: int
             *(loop(n, time.perf_counter() + 0.5) for n in range(in_flight))
         )  # connections up
         done = 0
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(loop(n, began + seconds) for n in range(in_flight)))
-        return done / (time.perf_counter() - began)
+        return done / (time.perf_counter() - began), (time.process_time() - cpu) / max(1, done)
