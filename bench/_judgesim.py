@@ -21,13 +21,12 @@ import aiohttp
 import orjson
 
 from streameval.config import parse_config
+from streameval.judges import PROTOCOLS
+from streameval.judges._protocols import endpoint
 from streameval.judges.sim import demo_judges, start_judge_sim
 from streameval.pipeline import Pipeline
 
 __all__ = ["Sim", "bare_ceiling", "panel_bodies", "start_sim"]
-
-_PATHS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
-
 
 def _free_port() -> int:
     with socket.socket() as sock:
@@ -82,12 +81,14 @@ async def panel_bodies() -> list[tuple[str, bytes]]:
                                                  "category": "qa_simple", "suite": "judged"}))  # fmt: skip
         finally:
             await pipeline.close()
-    protocol = {j["model"]: j["protocol"] for j in judges}
-    return [(_PATHS[protocol[body["model"]]], orjson.dumps(body)) for body in requests]
+    # each judge's endpoint below the simulator's root, as its protocol builds it
+    path = {j["model"]: endpoint(j["base_url"], PROTOCOLS[j["protocol"]].path).raw_path.decode() for j in judges}
+    return [(path[body["model"]], orjson.dumps(body)) for body in requests]
 
 
-async def bare_ceiling(url: str, bodies: list[tuple[str, bytes]], in_flight: int, seconds: float) -> float:
-    """Requests/s of a bare aiohttp loop keeping ``in_flight`` requests (cycling over ``bodies``) in flight."""
+async def bare_ceiling(url: str, bodies: list[tuple[str, bytes]], in_flight: int, seconds: float) -> tuple[float, float]:
+    """(requests/s, this process's CPU seconds per request) of a bare aiohttp loop keeping ``in_flight``
+    requests (cycling over ``bodies``) in flight: the floor of any aiohttp-based judge client's CPU."""
     done = 0
     headers = {"content-type": "application/json"}
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=in_flight)) as session:
@@ -104,6 +105,6 @@ async def bare_ceiling(url: str, bodies: list[tuple[str, bytes]], in_flight: int
             *(loop(n, time.perf_counter() + 0.5) for n in range(in_flight))
         )  # connections up
         done = 0
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(loop(n, began + seconds) for n in range(in_flight)))
-        return done / (time.perf_counter() - began)
+        return done / (time.perf_counter() - began), (time.process_time() - cpu) / max(1, done)

@@ -13,7 +13,10 @@ processed with W in flight (as the worker does). Printed:
 * worker CPU per judge call: this process's CPU time (``time.process_time``) over the judged run,
   divided by the HTTP calls it made (the results' window counters: primaries and consistency repeats). It
   includes prompt building, parsing, the panel, the pipeline and the rule-only trickle. Target
-  <= 150 us. ``--consistency-rate`` (default the suite default, 0.1) and ``--duplicates`` (share of
+  <= 150 us. Printed next to it, measured in the same run: the bare aiohttp loop's own CPU per request
+  (the floor of an aiohttp client), the simulator's CPU per call and the box's load average (the
+  simulator and other processes share the cores: a throughput short of the ideal with the worker
+  far from a full core is the box, not the worker). ``--consistency-rate`` (default the suite default, 0.1) and ``--duplicates`` (share of
   events repeating an earlier output, served by single-flight or the cache) change the call mix.
 
 Usage: python bench/judges.py [--windows 16,32,64,128] [--per-window 30] [--latency-ms 200]
@@ -30,7 +33,7 @@ import statistics
 import time
 
 import orjson
-from _judgesim import bare_ceiling, panel_bodies, start_sim
+from _judgesim import Sim, bare_ceiling, panel_bodies, start_sim
 
 from streameval.config import parse_config
 from streameval.judges.sim import demo_judges
@@ -69,15 +72,16 @@ async def run(windows: list[int], per_window: int, latency_ms: float, consistenc
     try:
         print(f"3 simulated judges at {latency_ms:g} ms (sim in a subprocess), {os.cpu_count()} cores")
         for window in windows:
-            ceiling = await bare_ceiling(sim.url, bodies, 3 * window, 4.0) / 3
-            await _one(sim.url, window * per_window, window, latency_ms, ceiling, consistency, duplicates)
+            rate, bare_cpu = await bare_ceiling(sim.url, bodies, 3 * window, 4.0)
+            await _one(sim, window * per_window, window, latency_ms, (rate / 3, bare_cpu), consistency, duplicates)
     finally:
         sim.stop()
 
 
-async def _one(url: str, events: int, window: int, latency_ms: float, ceiling: float, consistency: float | None,
-               duplicates: float) -> None:  # fmt: skip
-    judges = [{**j, "max_concurrency": window} for j in demo_judges(url)]
+async def _one(sim: Sim, events: int, window: int, latency_ms: float, bare: tuple[float, float],
+               consistency: float | None, duplicates: float) -> None:  # fmt: skip
+    ceiling, bare_cpu = bare
+    judges = [{**j, "max_concurrency": window} for j in demo_judges(sim.url)]
     judge_block = {} if consistency is None else {"consistency_rate": consistency}
     _, suites = parse_config({"judges": judges, "suites": [
         {"name": "judged", "evaluators": [{"evaluator": "exact_match"}], "judge": judge_block},
@@ -113,12 +117,12 @@ async def _one(url: str, events: int, window: int, latency_ms: float, ceiling: f
                         hits += int(value)
 
         stop = asyncio.Event()
-        cpu_began = time.process_time()
+        cpu_began, sim_began = time.process_time(), sim.cpu_s()
         began = time.perf_counter()
         busy_task = asyncio.ensure_future(_rule_latencies(pipeline, 10**9, stop))
         await asyncio.gather(*(one(n) for n in range(events)))
         elapsed = time.perf_counter() - began
-        cpu = time.process_time() - cpu_began
+        cpu, sim_cpu = time.process_time() - cpu_began, sim.cpu_s() - sim_began
         stop.set()
         busy = await busy_task
     finally:
@@ -133,6 +137,9 @@ async def _one(url: str, events: int, window: int, latency_ms: float, ceiling: f
           f"throughput / ceiling {measured / ceiling:.3f}")
     print(f"  worker CPU {cpu:.2f} s for {calls} judge calls (+{hits} served by single-flight/cache): "
           f"{cpu / max(1, calls) * 1e6:.0f} us per call (target <= 150 us); {cpu / elapsed:.2f} cores")
+    print(f"  floor: the bare aiohttp loop's own CPU {bare_cpu * 1e6:.0f} us per request "
+          f"(worker / bare {cpu / max(1, calls) / bare_cpu:.2f}); the simulator {sim_cpu / max(1, calls) * 1e6:.0f} us "
+          f"per call, {sim_cpu / elapsed:.2f} cores; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     for label, values in (("idle", idle), ("busy", busy)):
         print(f"  rule-only latency {label}: n={len(values)} p50 {_pct(values, .5):.3f} ms  "
               f"p99 {_pct(values, .99):.3f} ms  mean {statistics.fmean(values):.3f} ms")

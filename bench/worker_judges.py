@@ -99,7 +99,7 @@ async def main() -> None:
             for c in (int(v) for v in args.concurrency.split(",")):
                 ideal = c / latency_s
                 step(f"C={c}: ceiling (bare aiohttp loop, {3 * c} in flight)")
-                ceilings = [await bare_ceiling(sim.url, bodies, 3 * c, args.ceiling_seconds) / 3]
+                ceilings = [(await bare_ceiling(sim.url, bodies, 3 * c, args.ceiling_seconds))[0] / 3]
                 count = max(200, round(args.seconds * ideal))
                 variants = [("before", args.before), ("after", None)] if args.before else [("current", None)]
                 measured = []
@@ -107,7 +107,7 @@ async def main() -> None:
                     step(f"C={c}: {label} worker, {count} events")
                     measured.append((label, *await _worker_rate(broker.bootstrap, redis_url, sim, c, count, path)))
                 step(f"C={c}: ceiling again")
-                ceilings.append(await bare_ceiling(sim.url, bodies, 3 * c, args.ceiling_seconds) / 3)
+                ceilings.append((await bare_ceiling(sim.url, bodies, 3 * c, args.ceiling_seconds))[0] / 3)
                 step(f"C={c}: ceilings {', '.join(f'{v:.0f}' for v in ceilings)} events/s; the higher is used")
                 rows += [(c, label, ideal, max(ceilings), rate, sim_cpu) for label, rate, sim_cpu in measured]
     finally:

@@ -18,9 +18,9 @@ import gc
 import itertools
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import httpx
 import orjson
@@ -35,13 +35,20 @@ from .errors import EvaluatorError, EventError, EventTooLarge, InvalidJSON, Sche
 from .evaluators import Score
 from .grading import apply_gates, combine
 from .judges import PANEL_RESULT_NAME, JudgeCache, JudgeHub, SuiteJudge
-from .models import DeadLetter, DeadLetterSource, EvaluatorResult, GradedResult, RequestEvent, format_time
+from .models import (
+    DeadLetter,
+    DeadLetterSource,
+    EvaluatorResult,
+    GradedResult,
+    JudgeBlock,
+    RequestEvent,
+    format_time,
+)
 from .strictjson import DEFAULT_MAX_EVENT_DEPTH, check_depth, check_strict
 
 __all__ = ["DEFAULT_MAX_EVENT_BYTES", "Outcome", "Pipeline", "Source"]
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 DEFAULT_MAX_EVENT_BYTES = 1 << 20  # 1 MiB; larger events are dead-lettered as too_large
 _LISTED_ERRORS = 50  # a rejection lists pydantic's errors only when there are at most this many
@@ -166,20 +173,7 @@ class Pipeline:
         suite_judge = self._suite_judges.get(suite.name)
         # a blend panel does not need the rule scores: its judges start before the rules run
         early = suite_judge.begin(event) if suite_judge is not None else None
-        for bound in suite.evaluators:
-            if bound.evaluator.is_async:
-                task = asyncio.ensure_future(telemetry.timed(bound.name, bound.evaluator.aevaluate(event)))
-                pending.append((len(results), bound, task))
-                results.append(_placeholder(bound))
-                continue
-            try:
-                score = telemetry.timed_call(bound.name, bound.evaluator.evaluate, event)
-            except Exception as exc:  # an evaluator failing on one event never stops the stream
-                results.append(_error_result(bound, exc, event))
-                continue
-            results.append(_to_result(bound, score))
-            if score.counters:
-                counters[bound.name] = score.counters
+        self._run_rules(event, suite, results, counters, pending)
         for index, bound, task in pending:
             try:
                 score = await task
@@ -197,13 +191,50 @@ class Pipeline:
             overall, results, judge_block = judgement.score, judgement.results, judgement.block
             if judgement.counters:
                 counters[PANEL_RESULT_NAME] = judgement.counters
+        return self._graded(event, suite, results, overall, judge_block, received_at), counters
+
+    def evaluate_sync(self, event: RequestEvent, suite: Suite, *, received_at: float) -> tuple[GradedResult, dict[str, dict[str, float]]]:
+        """:meth:`evaluate` of a :meth:`runs_sync` suite, as a plain function (no event loop)."""
+        if not self.runs_sync(suite):
+            raise RuntimeError(f"suite {suite.name!r} has a judge panel or an async evaluator: await evaluate()")
+        results: list[EvaluatorResult] = []
+        counters: dict[str, dict[str, float]] = {}
+        self._run_rules(event, suite, results, counters, None)
+        overall = combine((r.score, r.weight) for r in results)
+        return self._graded(event, suite, results, overall, None, received_at), counters
+
+    def _run_rules(self, event: RequestEvent, suite: Suite, results: list[EvaluatorResult],
+                   counters: dict[str, dict[str, float]],
+                   pending: list[tuple[int, BoundEvaluator, asyncio.Task[Score]]] | None) -> None:  # fmt: skip
+        """Evaluate the suite's synchronous evaluators into ``results`` / ``counters``, in suite order; each
+        async one is started as a task into ``pending`` (its placeholder in ``results``)."""
+        for bound in suite.evaluators:
+            if bound.evaluator.is_async:
+                if pending is None:
+                    raise RuntimeError(f"evaluator {bound.name!r} is asynchronous: await evaluate()")
+                task = asyncio.ensure_future(telemetry.timed(bound.name, bound.evaluator.aevaluate(event)))
+                pending.append((len(results), bound, task))
+                results.append(_placeholder(bound))
+                continue
+            try:
+                score = telemetry.timed_call(bound.name, bound.evaluator.evaluate, event)
+            except Exception as exc:  # an evaluator failing on one event never stops the stream
+                results.append(_error_result(bound, exc, event))
+                continue
+            results.append(_to_result(bound, score))
+            if score.counters:
+                counters[bound.name] = score.counters
+
+    def _graded(self, event: RequestEvent, suite: Suite, results: list[EvaluatorResult], overall: float,
+                judge_block: JudgeBlock | None, received_at: float) -> GradedResult:  # fmt: skip
+        """The graded result: gates applied to the overall score."""
         gated = {bound.name for bound in suite.evaluators if bound.gate}
         verdict = apply_gates(
             overall, suite.config.threshold, suite.config.grading,
             ((r.name, r.passed and r.error is None, r.reason) for r in results if r.name in gated),
         )  # fmt: skip
         now = self.clock()
-        result = GradedResult(
+        return GradedResult(
             id=event.id,
             model=event.model,
             suite=suite.name,
@@ -221,7 +252,6 @@ class Pipeline:
             pipeline_version=__version__,
             judge=judge_block,
         )
-        return result, counters
 
     def runs_sync(self, suite: Suite) -> bool:
         """True when ``suite`` needs no event loop: no judge panel and no async evaluator (sandboxed code,
@@ -241,7 +271,7 @@ class Pipeline:
             suite = self.suites.route(event)
             if not self.runs_sync(suite):
                 return None
-            result, counters = _run_now(self.evaluate(event, suite, received_at=received_at))
+            result, counters = self.evaluate_sync(event, suite, received_at=received_at)
         except Exception as exc:
             return self._failed(raw, source, exc)
         return Outcome(result=result, counters=counters)
@@ -279,16 +309,6 @@ class Pipeline:
             failed_at=format_time(self.clock()),
             pipeline_version=__version__,
         )
-
-
-def _run_now(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine that never suspends (an evaluation of a :meth:`Pipeline.runs_sync` suite)."""
-    try:
-        coro.send(None)
-    except StopIteration as done:
-        return cast(T, done.value)
-    coro.close()
-    raise RuntimeError("a synchronous suite's evaluation waited on the event loop")
 
 
 def _placeholder(bound: BoundEvaluator) -> EvaluatorResult:

@@ -25,7 +25,6 @@ from prometheus_client import (
 from . import quality_metrics
 
 if TYPE_CHECKING:
-    from .models import JudgeBlock, JudgeVerdict
     from .pipeline import Outcome
 
 __all__ = [
@@ -69,6 +68,9 @@ JUDGE_ERRORS = Counter("streameval_judge_errors", "judge verdicts that ended in 
 JUDGE_RETRIES = Counter("streameval_judge_retries", "extra attempts after a failed judge call", ["judge"])
 JUDGE_TOKENS = Counter("streameval_judge_tokens", "tokens spent on judge calls", ["judge", "kind"])
 JUDGE_CACHE_HITS = Counter("streameval_judge_cache_hits", "judge answers served from the Redis cache", ["judge"])
+JUDGE_COST = Counter("streameval_judge_cost", "money spent on a judge's calls (its prices x tokens)", ["judge"])
+#: the Outcome.counters entry holding the judge panel's window counters (streameval.judges.PANEL_RESULT_NAME)
+PANEL_COUNTERS = "judge_panel"
 SPANS = Counter(
     "streameval_input_spans", "spans read from OTLP inputs, by topic and whether they were LLM spans "
     "(evaluated or dead-lettered) or skipped (any other span)", ["topic", "kind"],
@@ -200,14 +202,40 @@ async def timed(name: str, awaitable: Awaitable[T]) -> T:
         _observe_latency(name, time.perf_counter() - started)
 
 
-def _verdicts(block: JudgeBlock) -> Iterable[JudgeVerdict]:
-    yield from block.judges
-    for fallback in block.fallbacks:
-        yield from fallback.judges
+#: window counters of the judge panel (``{judge}.{counter}``, :func:`streameval.judges.judge_counters` and
+#: ``repeat_counters``) and the metric each one is added to: telemetry observes what the panel counted
+_JUDGE_METRICS: dict[str, Callable[[str], Counter]] = {
+    "calls": lambda judge: JUDGE_CALLS.labels(judge),
+    "repeat_calls": lambda judge: JUDGE_CALLS.labels(judge),  # consistency repeats are HTTP calls too
+    "retries": lambda judge: JUDGE_RETRIES.labels(judge),
+    "prompt_tokens": lambda judge: JUDGE_TOKENS.labels(judge, "prompt"),
+    "completion_tokens": lambda judge: JUDGE_TOKENS.labels(judge, "completion"),
+    "cache_hits": lambda judge: JUDGE_CACHE_HITS.labels(judge),
+    "errors": lambda judge: JUDGE_ERRORS.labels(judge),
+    "cost": lambda judge: JUDGE_COST.labels(judge),
+}
+_judge_children: dict[str, Counter] = {}  # "{judge}.{counter}": its labelled child (see _latency)
+
+
+def _observe_judge_counters(counters: dict[str, float]) -> None:
+    for name, value in counters.items():
+        if ":" in name:  # pair:, alpha:, repeat:, skip: sums, not per-judge counters
+            continue
+        child = _judge_children.get(name)
+        if child is None:
+            judge, _, counter = name.rpartition(".")
+            metric = _JUDGE_METRICS.get(counter)
+            if metric is None:  # n, score_sum, ...: window statistics, not metrics
+                continue
+            child = _judge_children[name] = metric(judge)
+        child.inc(value)
 
 
 def observe_outcomes(outcomes: Sequence[Outcome]) -> None:
-    """Count results by suite, dead letters by kind and judge activity of one batch."""
+    """Count results by suite, dead letters by kind and judge activity of one batch.
+
+    Judge activity is read from the counters the panel computed for the window aggregates (the
+    ``judge_panel`` entry of :attr:`Outcome.counters`), so ``/metrics`` and the aggregates agree."""
     quality_metrics.observe(outcomes)  # score, pass and grade series by model and suite
     for outcome in outcomes:
         if outcome.dead_letter is not None:
@@ -216,21 +244,9 @@ def observe_outcomes(outcomes: Sequence[Outcome]) -> None:
         if result is None:
             continue
         RESULTS_OUT.labels(result.suite).inc()
-        if result.judge is None:
-            continue
-        # the same rules as the judges' own window counters (streameval.judges._panel.judge_counters)
-        for verdict in _verdicts(result.judge):
-            if verdict.status == "skipped":
-                continue
-            if verdict.cached:
-                JUDGE_CACHE_HITS.labels(verdict.name).inc()
-            elif verdict.attempts > 0:  # a follower of a failed identical request made no call
-                JUDGE_CALLS.labels(verdict.name).inc()
-                JUDGE_RETRIES.labels(verdict.name).inc(max(0, verdict.attempts - 1))
-                JUDGE_TOKENS.labels(verdict.name, "prompt").inc(verdict.prompt_tokens)
-                JUDGE_TOKENS.labels(verdict.name, "completion").inc(verdict.completion_tokens)
-            if verdict.status == "error":
-                JUDGE_ERRORS.labels(verdict.name).inc()
+        panel = outcome.counters.get(PANEL_COUNTERS) if outcome.counters else None
+        if panel:
+            _observe_judge_counters(panel)
 
 
 def observe_lag(

@@ -21,6 +21,7 @@ from streameval.api import ApiSettings, create_web_app
 from streameval.api._ops import tcp_check
 from streameval.errors import ConfigError, EvaluatorError
 from streameval.evaluators import build_evaluator
+from streameval.judges import PANEL_RESULT_NAME, judge_counters, repeat_counters
 from streameval.models import (
     DeadLetter,
     DeadLetterSource,
@@ -99,29 +100,38 @@ def verdict(name: str, **kw: Any) -> JudgeVerdict:
 
 
 def test_observe_outcomes_counts_results_dead_letters_and_judges() -> None:
+    verdicts = [verdict("tj-a", attempts=3, prompt_tokens=10, completion_tokens=4),
+                verdict("tj-b", cached=True), verdict("tj-c", status="error", attempts=3, error="timeout")]  # fmt: skip
     block = JudgeBlock(
         status="partial", mode="blend", prompt="rubric", category=None, panel_score=5.0, metrics_score=5.0,
-        final_score=5.0, reason="r", fallbacks=[],
-        judges=[verdict("tj-a", attempts=3, prompt_tokens=10, completion_tokens=4),
-                verdict("tj-b", cached=True), verdict("tj-c", status="error", attempts=3, error="timeout")],
+        final_score=5.0, reason="r", fallbacks=[], judges=verdicts,
     )  # fmt: skip
     result = GradedResult(id="x", model="m", suite="tel-suite", score=0.5, passed=False, threshold=0.6, grade="fail",
                           evaluators=[], event_time="2026-01-01T00:00:00Z", evaluated_at="2026-01-01T00:00:00Z",
                           latency_ms=1.0, pipeline_version="t", judge=block)  # fmt: skip
     letter = DeadLetter(raw="", reason="r", kind="no_suite", event_id=None, source=DeadLetterSource(),
                         failed_at="2026-01-01T00:00:00Z", pipeline_version="t")  # fmt: skip
-    counts = [sample("streameval_results_out_total", suite="tel-suite"), sample("streameval_dead_letters_total", kind="no_suite"),
-              sample("streameval_judge_calls_total", judge="tj-a"), sample("streameval_judge_retries_total", judge="tj-a"),
-              sample("streameval_judge_tokens_total", judge="tj-a", kind="prompt"),
-              sample("streameval_judge_cache_hits_total", judge="tj-b"), sample("streameval_judge_calls_total", judge="tj-b"),
-              sample("streameval_judge_errors_total", judge="tj-c")]  # fmt: skip
-    telemetry.observe_outcomes([Outcome(result=result), Outcome(dead_letter=letter), Outcome(result=result)])
-    after = [sample("streameval_results_out_total", suite="tel-suite"), sample("streameval_dead_letters_total", kind="no_suite"),
-             sample("streameval_judge_calls_total", judge="tj-a"), sample("streameval_judge_retries_total", judge="tj-a"),
-             sample("streameval_judge_tokens_total", judge="tj-a", kind="prompt"),
-             sample("streameval_judge_cache_hits_total", judge="tj-b"), sample("streameval_judge_calls_total", judge="tj-b"),
-             sample("streameval_judge_errors_total", judge="tj-c")]  # fmt: skip
-    assert [a - b for a, b in zip(after, counts, strict=True)] == [2, 1, 2, 4, 20, 2, 0, 2]
+    # the panel's own window counters (as the pipeline computes them), plus a consistency repeat of
+    # tj-a and a price: telemetry observes exactly these
+    counters = judge_counters(verdicts)
+    for name, value in repeat_counters(verdicts[:1], [verdict("tj-a", attempts=1, prompt_tokens=7)]).items():
+        counters[name] = counters.get(name, 0.0) + value
+    counters["tj-a.cost"] = 17.0  # add_costs: 17 prompt tokens at a million per million
+    outcome = Outcome(result=result, counters={PANEL_RESULT_NAME: counters})
+
+    def samples() -> list[float]:
+        return [sample("streameval_results_out_total", suite="tel-suite"), sample("streameval_dead_letters_total", kind="no_suite"),
+                sample("streameval_judge_calls_total", judge="tj-a"), sample("streameval_judge_retries_total", judge="tj-a"),
+                sample("streameval_judge_tokens_total", judge="tj-a", kind="prompt"),
+                sample("streameval_judge_cost_total", judge="tj-a"),
+                sample("streameval_judge_cache_hits_total", judge="tj-b"), sample("streameval_judge_calls_total", judge="tj-b"),
+                sample("streameval_judge_errors_total", judge="tj-c"), sample("streameval_judge_calls_total", judge="tj-c")]  # fmt: skip
+
+    before = samples()
+    telemetry.observe_outcomes([outcome, Outcome(dead_letter=letter), outcome])
+    # tj-a: 1 call + 1 repeat, 2 retries, 10 + 7 prompt tokens, 17 money; tj-b: a cache hit, no call
+    assert [a - b for a, b in zip(samples(), before, strict=True)] == [2, 1, 4, 4, 34, 34, 2, 0, 2, 2]
+    assert telemetry.PANEL_COUNTERS == PANEL_RESULT_NAME
 
 
 def test_observe_lag_uses_the_last_offset_per_partition() -> None:

@@ -160,3 +160,20 @@ async def test_result_fields() -> None:
     assert (result.score, result.passed, result.grade, result.threshold) == (1.0, True, "excellent", 0.5)
     assert result.event_time == "2026-11-21T02:00:00.000Z"
     assert result.latency_ms == 250.0
+
+
+async def test_the_synchronous_path_gives_the_awaited_result_and_refuses_async_suites() -> None:
+    rules = pipeline({"evaluator": "exact_match"}, {"evaluator": "test_raises"}, {"evaluator": "contains",
+                     "params": {"value": "Par"}}, clock=lambda: 100.0)  # fmt: skip
+    event = raw(expected="Paris")
+    awaited = await rules.process(event, Source("t", 0, 1), received_at=99.0)
+    sync = rules.process_sync(event, Source("t", 0, 1), 99.0)
+    assert sync is not None and sync.result is not None
+    assert sync.result == awaited.result and sync.counters == awaited.counters
+    assert [e.error for e in sync.result.evaluators] == [None, "internal", None]
+    # a suite that needs the event loop: process_sync declines, evaluate_sync refuses
+    mixed = pipeline({"evaluator": "test_async"}, {"evaluator": "exact_match"})
+    assert mixed.process_sync(event, Source(), 99.0) is None
+    suite = mixed.suites.route(mixed.decode(event))
+    with pytest.raises(RuntimeError, match="await evaluate"):
+        mixed.evaluate_sync(mixed.decode(event), suite, received_at=99.0)

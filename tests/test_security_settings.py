@@ -172,9 +172,9 @@ async def test_judge_key_from_a_file_or_the_variable(how: str, tmp_path: Path) -
     client = JudgeClient(judge(**fields), environ=environ)
     await client.start()
     try:
-        headers = dict(client._routes["chat/completions"][1])
-        expected = b"sk-from-env" if how == "ENV" else b"sk-from-file"
-        assert headers[b"authorization"] == b"Bearer " + expected
+        headers = dict(client._route[1])
+        expected = "sk-from-env" if how == "ENV" else "sk-from-file"
+        assert headers["authorization"] == "Bearer " + expected
     finally:
         await client.close()
 

@@ -32,6 +32,7 @@ from ._panel import (
 )
 from ._parse import Verdict, normalise, parse_answer
 from ._prompts import TEMPLATE_VERSION, Prompt, build_metric, build_report, build_rubric
+from ._protocols import PROTOCOLS, Protocol
 from ._ready import JudgeProbe, judge_ready_checks
 from ._rubrics import CRITERIA, METRIC_PROMPTS, REPORT_DIMENSIONS, RUBRICS
 from ._suite import PANEL_RESULT_NAME, Judgement, SuiteJudge, rejudged, sampled
@@ -40,6 +41,7 @@ __all__ = [
     "CRITERIA",
     "METRIC_PROMPTS",
     "PANEL_RESULT_NAME",
+    "PROTOCOLS",
     "REPORT_DIMENSIONS",
     "RUBRICS",
     "TEMPLATE_VERSION",
@@ -62,6 +64,7 @@ __all__ = [
     "JudgeUnavailable",
     "Judgement",
     "Prompt",
+    "Protocol",
     "SuiteJudge",
     "SuiteJudgeConfig",
     "TokenBudget",

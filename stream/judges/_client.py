@@ -1,11 +1,14 @@
-"""One judge's HTTP client: OpenAI chat completions or Anthropic messages over a pooled transport.
+"""One judge's HTTP client: one of the judge protocols (:mod:`._protocols`) over a pooled transport.
 
 Each judge owns one ``httpx.AsyncBaseTransport``, opened in :meth:`JudgeClient.start` and shared by
 every event: by default an :class:`~._transport.AiohttpTransport` (an aiohttp pool of
 ``max_concurrency`` connections; httpx's own pool costs milliseconds of CPU per request at 64 in
 flight, encode/httpcore#1035), or the injected ``transport`` (``httpx.MockTransport`` in unit tests).
 Requests go straight to the transport (no ``httpx.AsyncClient``: its per-request work was about half
-of the client's CPU); the client sends what httpx's client would: the merged ``base_url``, JSON body,
+of the client's CPU), and to the default transport without httpx request and response objects at all
+(:meth:`AiohttpTransport.post <._transport.AiohttpTransport.post>`: they cost about as much CPU as
+aiohttp's own request); an injected transport is adapted by :class:`HttpxWire`. Either way the client
+sends what httpx's client would: the merged ``base_url``, JSON body,
 ``Accept``/``Accept-Encoding``/``User-Agent`` and the protocol's headers, with ``timeout_s`` as the
 connect/read/write/pool timeout. Every httpx exception is mapped to the :mod:`._errors` tree here, at
 the boundary (the default transport raises httpx exceptions for aiohttp's). Limits applied per
@@ -19,12 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import orjson
@@ -43,12 +47,10 @@ from ._errors import (
 from ._hints import doubled_v1, explain_status
 from ._keys import api_key
 from ._limit import AdaptiveLimit
-from ._structured import anthropic_fields, openai_fields, tool_input
+from ._protocols import ANTHROPIC_VERSION, endpoint, protocol_of
 from ._transport import AiohttpTransport
 
 __all__ = ["ANTHROPIC_VERSION", "Completion", "JudgeClient"]
-
-ANTHROPIC_VERSION = "2023-06-01"
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,35 @@ class Completion:
     completion_tokens: int
     latency_ms: float  # of the successful attempt
     attempts: int
+
+
+class _Wire(Protocol):
+    """What the client needs of a transport: one POST, ``(status, headers, body)``; failures raised as
+    httpx's exceptions. :class:`AiohttpTransport` has it; :class:`HttpxWire` adapts any httpx transport."""
+
+    async def post(self, url: str, headers: Sequence[tuple[str, str]], content: bytes,
+                   timeout: Mapping[str, float | None]) -> tuple[int, Mapping[str, str], bytes]: ...  # fmt: skip
+
+
+class HttpxWire:
+    """An ``httpx.AsyncBaseTransport`` (e.g. ``httpx.MockTransport`` in tests) as a :class:`_Wire`: the
+    request httpx's client would send (Host first, Content-Length) and the body read and decoded by httpx."""
+
+    def __init__(self, transport: httpx.AsyncBaseTransport) -> None:
+        self.transport = transport
+
+    async def post(self, url: str, headers: Sequence[tuple[str, str]], content: bytes,
+                   timeout: Mapping[str, float | None]) -> tuple[int, Mapping[str, str], bytes]:  # fmt: skip
+        target = httpx.URL(url)
+        request = httpx.Request("POST", target, stream=httpx.ByteStream(content), extensions={"timeout": dict(timeout)},
+                                headers=[("host", target.netloc.decode("ascii")), *headers,
+                                         ("content-length", str(len(content)))])  # fmt: skip
+        response = await self.transport.handle_async_request(request)
+        try:
+            await response.aread()
+        finally:
+            await response.aclose()
+        return response.status_code, response.headers, response.content
 
 
 class _StartRate:
@@ -101,7 +132,9 @@ class JudgeClient:
         self._sleep = sleep
         self._jitter = jitter
         self._http: httpx.AsyncBaseTransport | None = None
-        self._routes: dict[str, tuple[httpx.URL, list[tuple[bytes, bytes]]]] = {}  # path: (URL, headers)
+        self._protocol = protocol_of(config)
+        self._route: tuple[str, list[tuple[str, str]]] | None = None  # (URL, headers)
+        self._wire: _Wire | None = None
         self._timeout = {"connect": config.timeout_s, "read": config.timeout_s, "write": config.timeout_s,
                          "pool": config.timeout_s}  # fmt: skip
         self._slots = AdaptiveLimit(config.name, config.max_concurrency, adaptive=config.adaptive_concurrency,
@@ -126,33 +159,21 @@ class JudgeClient:
         cfg = self.config
         headers = {"accept": "*/*", "accept-encoding": "gzip, deflate", "user-agent": f"streameval/{__version__}",
                    "content-type": "application/json"}  # fmt: skip
-        key = api_key(cfg, self._environ)  # api_key_file, <api_key_env>_FILE or <api_key_env>
-        if key is not None:
-            if cfg.protocol == "openai":
-                headers["authorization"] = f"Bearer {key}"
-            else:
-                headers["x-api-key"] = key
-        if cfg.protocol == "anthropic":
-            headers["anthropic-version"] = ANTHROPIC_VERSION
+        proto = self._protocol
+        headers.update(proto.headers(api_key(cfg, self._environ)))  # api_key_file, <api_key_env>_FILE or <api_key_env>
         if doubled_v1(cfg):
-            log.warning("judge %r: base_url ends in /v1 and the anthropic protocol appends /v1/messages "
-                        "(requests go to …/v1/v1/messages); give the root without /v1", cfg.name)
-        # the base URL joined as httpx.AsyncClient(base_url=...) joins it: always append below it
-        base = httpx.URL(cfg.base_url)
-        root = base.raw_path if base.raw_path.endswith(b"/") else base.raw_path + b"/"
-        self._routes = {}
-        for path in ("chat/completions", "v1/messages"):
-            url = base.copy_with(raw_path=root + path.encode())
-            # Host first, as httpx puts it; Content-Length is added per request
-            # (ASCII, as httpx.Headers encodes str values: a non-ASCII key fails here, at start)
-            self._routes[path] = (url, [(b"host", url.netloc),
-                                        *((k.encode("ascii"), v.encode("ascii")) for k, v in headers.items())])  # fmt: skip
+            log.warning("judge %r: base_url ends in /v1 and the %s protocol appends /%s (requests go to …/v1/%s); "
+                        "give the root without /v1", cfg.name, proto.name, proto.path, proto.path)  # fmt: skip
+        for value in (*headers, *headers.values()):
+            value.encode("ascii")  # as httpx.Headers encodes str values: a non-ASCII key fails here, at start
+        self._route = (str(endpoint(cfg.base_url, proto.path)), list(headers.items()))
         self._http = self._transport if self._transport is not None else AiohttpTransport(cfg.max_concurrency)
+        self._wire = self._http if isinstance(self._http, AiohttpTransport) else HttpxWire(self._http)
 
     async def close(self) -> None:
         if self._http is not None:
             await self._http.aclose()
-            self._http = None
+            self._http = self._wire = None
 
     async def complete(self, system: str, user: str, schema: dict[str, Any] | None = None, *,
                        on_slot: Callable[[], None] | None = None) -> Completion:  # fmt: skip
@@ -199,10 +220,11 @@ class JudgeClient:
 
     async def _attempt(self, system: str, user: str, schema: dict[str, Any] | None = None,
                        on_slot: Callable[[], None] | None = None) -> tuple[str, int, int, float]:  # fmt: skip
-        if self._http is None:
+        if self._wire is None or self._route is None:
             raise RuntimeError(f"judge {self.name!r} is not started; call start() first")
         cfg = self.config
-        path, body = self._request(system, user, schema)
+        url, headers = self._route
+        body = self._protocol.body(cfg, system, user, schema)
         started = await self._slots.acquire()  # waiting here is not part of the attempt's timeout
         if on_slot is not None:
             on_slot()
@@ -210,17 +232,9 @@ class JudgeClient:
             await self._rate.wait()
             began = self._clock()
             try:
-                url, headers = self._routes[path]
-                content = orjson.dumps(body)
-                # headers complete and the body as a stream: httpx.Request then skips its header merging
-                request = httpx.Request("POST", url, headers=[*headers, (b"content-length", b"%d" % len(content))],
-                                        stream=httpx.ByteStream(content), extensions={"timeout": self._timeout})  # fmt: skip
                 async with asyncio.timeout(cfg.timeout_s):
-                    response = await self._http.handle_async_request(request)
-                    try:
-                        await response.aread()
-                    finally:
-                        await response.aclose()
+                    status, answer_headers, content = await self._wire.post(url, headers, orjson.dumps(body),
+                                                                            self._timeout)  # fmt: skip
             except TimeoutError:
                 self._slots.congested(started)
                 raise JudgeTimeout(f"judge {self.name!r} timed out after {cfg.timeout_s:g} s") from None
@@ -234,53 +248,28 @@ class JudgeClient:
             latency_ms = (self._clock() - began) * 1000.0
         finally:
             self._slots.release()
-        status = response.status_code
         if status == 429 or status >= 500:
             self._slots.congested(started)
         else:
             self._slots.succeeded()
         if status >= 300:
-            retry_after = _retry_after(response.headers.get("retry-after"))
+            retry_after = _retry_after(answer_headers.get("retry-after"))
             if status == 429 and retry_after:
                 self._slots.pause(min(retry_after, cfg.max_retry_after_s))
-            raise explain_status(cfg, status, response.content, status_error(self.name, status, retry_after))
+            raise explain_status(cfg, status, content, status_error(self.name, status, retry_after))
         try:
-            payload = response.json()
-        except ValueError:
-            raise JudgeBadResponse(f"judge {self.name!r} answered a body that is not JSON") from None
+            payload = orjson.loads(content)
+        except orjson.JSONDecodeError:
+            try:  # what orjson refuses and Python's json reads (NaN, UTF-16, huge integers), as httpx's .json()
+                payload = json.loads(content)
+            except ValueError:
+                raise JudgeBadResponse(f"judge {self.name!r} answered a body that is not JSON") from None
         text, tokens_in, tokens_out = self._read(payload)
         return text, tokens_in, tokens_out, round(latency_ms, 3)
 
-    def _request(self, system: str, user: str, schema: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        cfg = self.config
-        common = {"model": cfg.model, "max_tokens": cfg.max_tokens, "temperature": cfg.temperature}
-        if cfg.protocol == "openai":
-            messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-            extra = openai_fields(schema) if schema is not None else {}
-            return "chat/completions", {**common, "messages": messages, **extra}
-        extra = anthropic_fields(schema) if schema is not None else {}
-        return "v1/messages", {**common, "system": system, "messages": [{"role": "user", "content": user}], **extra}
-
     def _read(self, payload: Any) -> tuple[str, int, int]:
         try:
-            if self.config.protocol == "openai":
-                message = payload["choices"][0]["message"]
-                text = message["content"]
-                if text is None and isinstance(message.get("refusal"), str):  # structured outputs' refusal
-                    text = message["refusal"]
-                usage = payload.get("usage") or {}
-                tokens_in, tokens_out = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
-            else:
-                called = tool_input(payload["content"])
-                if isinstance(called, dict):  # structured: the submit_evaluation tool call
-                    text = orjson.dumps(called).decode()
-                else:
-                    text = "".join(part.get("text", "") for part in payload["content"] if part.get("type") == "text")
-                usage = payload.get("usage") or {}
-                tokens_in, tokens_out = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
-            if not isinstance(text, str):
-                raise TypeError("content is not text")
-            return text, int(tokens_in or 0), int(tokens_out or 0)
+            return self._protocol.read(payload)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError):
             raise JudgeBadResponse(f"judge {self.name!r} answered JSON without the {self.config.protocol} "
                                    "message content") from None

@@ -28,6 +28,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ._pressure import BackpressureConfig
+from ._protocols import PROTOCOLS
 from ._rubrics import METRIC_PROMPTS, MetricPrompt
 
 __all__ = [
@@ -60,8 +61,9 @@ class JudgeConfig(_Strict):
 
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$",
                       description="unique judge name (used in results, counters and cache keys)")
-    protocol: Literal["openai", "anthropic"] = Field(
-        description="openai: POST {base_url}/chat/completions; anthropic: POST {base_url}/v1/messages")
+    protocol: str = Field(
+        description="; ".join(f"{p.name}: POST {{base_url}}/{p.path}" for p in PROTOCOLS.values()),
+        json_schema_extra={"enum": list(PROTOCOLS)})
     base_url: str = Field(pattern=r"^https?://", description="API root, as the provider's SDK takes it")
     model: str = Field(min_length=1, description="the judge model's name")
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
@@ -93,6 +95,13 @@ class JudgeConfig(_Strict):
     budget_per_hour: float | None = Field(default=None, gt=0.0,
                                           description="money per UTC clock hour, all workers together; over it: budget")
     structured: bool = Field(default=False, description="ask for the JSON answer by response_format / tool use")
+
+    @field_validator("protocol")
+    @classmethod
+    def _known_protocol(cls, value: str) -> str:
+        if value not in PROTOCOLS:  # the protocols are the keys of PROTOCOLS (judges/_protocols.py)
+            raise ValueError(f"unknown protocol {value!r}; known protocols: {', '.join(PROTOCOLS)}")
+        return value
 
     @model_validator(mode="after")
     def _no_key_over_plain_http(self) -> JudgeConfig:

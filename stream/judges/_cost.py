@@ -9,13 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from prometheus_client import Counter
-
 from ._config import JudgeConfig
 
-__all__ = ["JUDGE_COST", "add_costs", "prices_of", "token_cost"]
-
-JUDGE_COST = Counter("streameval_judge_cost", "money spent on a judge's calls (its prices x tokens)", ["judge"])
+__all__ = ["add_costs", "prices_of", "token_cost"]
 
 
 def token_cost(price: tuple[float, float], prompt_tokens: float, completion_tokens: float) -> float:
@@ -34,9 +30,8 @@ def prices_of(judges: Mapping[str, JudgeConfig]) -> dict[str, tuple[float, float
 
 def add_costs(counters: dict[str, float], prices: Mapping[str, tuple[float, float]]) -> None:
     """Add ``{judge}.cost`` to window counters that hold ``{judge}.prompt_tokens`` / ``.completion_tokens``
-    (and the same to the ``streameval_judge_cost{judge}`` metric)."""
+    (the worker's ``streameval_judge_cost{judge}`` metric observes it: :func:`streameval.telemetry.observe_outcomes`)."""
     for name, price in prices.items():
         cost = token_cost(price, counters.get(f"{name}.prompt_tokens", 0.0), counters.get(f"{name}.completion_tokens", 0.0))
         if cost:
             counters[f"{name}.cost"] = counters.get(f"{name}.cost", 0.0) + cost
-            JUDGE_COST.labels(name).inc(cost)

@@ -1,7 +1,7 @@
 """Actionable messages for the two configuration mistakes real gateways made hard to see.
 
-- An Anthropic ``base_url`` ending in ``/v1``: the protocol appends ``/v1/messages``, so requests go
-  to ``…/v1/v1/messages`` and the provider answers a bare 404.
+- A ``base_url`` ending in ``/v1`` when the protocol's path starts with ``v1/`` again (Anthropic appends
+  ``/v1/messages``), so requests go to ``…/v1/v1/messages`` and the provider answers a bare 404.
 - A gateway's 401/403 about *its own* upstream credential (the provider key the gateway holds), which
   is not about the key in our ``api_key_env`` variable. LiteLLM, for one, wraps the provider's refusal
   as ``litellm.AuthenticationError: AnthropicException - …`` while its own key check says "Invalid
@@ -18,6 +18,7 @@ import orjson
 
 from ._config import JudgeConfig
 from ._errors import JudgeAuthError, JudgeError, JudgeHTTPError
+from ._protocols import protocol_of
 
 __all__ = ["doubled_v1", "explain_status"]
 
@@ -27,8 +28,9 @@ _MAX_BODY = 65536
 
 
 def doubled_v1(cfg: JudgeConfig) -> bool:
-    """Whether an anthropic judge's base_url ends in /v1 (requests would go to …/v1/v1/messages)."""
-    return cfg.protocol == "anthropic" and cfg.base_url.rstrip("/").endswith("/v1")
+    """Whether the judge's base_url ends in /v1 and its protocol's path starts with v1/ again
+    (anthropic: requests would go to …/v1/v1/messages)."""
+    return protocol_of(cfg).path.startswith("v1/") and cfg.base_url.rstrip("/").endswith("/v1")
 
 
 def _error_text(body: bytes) -> str:
@@ -44,17 +46,16 @@ def _error_text(body: bytes) -> str:
 
 def explain_status(cfg: JudgeConfig, status: int, body: bytes, error: JudgeError) -> JudgeError:
     """``error`` (from :func:`status_error`), or a copy with a message saying what to fix."""
-    name = cfg.name
+    name, proto = cfg.name, protocol_of(cfg)
     if status == 404 and doubled_v1(cfg):
         return JudgeHTTPError(
-            f"judge {name!r} answered HTTP 404: its base_url ends in /v1 and the anthropic protocol appends "
-            "/v1/messages, so requests went to …/v1/v1/messages; remove the trailing /v1 from base_url",
+            f"judge {name!r} answered HTTP 404: its base_url ends in /v1 and the {proto.name} protocol appends "
+            f"/{proto.path}, so requests went to …/v1/{proto.path}; remove the trailing /v1 from base_url",
             status=status,
         )
-    if status == 404 and cfg.protocol == "openai":
+    if status == 404 and proto.not_found_hint:
         return JudgeHTTPError(
-            f"judge {name!r} answered HTTP 404 for {{base_url}}/chat/completions; check base_url and model "
-            "(OpenAI-compatible roots usually end in /v1)", status=status,
+            f"judge {name!r} answered HTTP 404 for {{base_url}}/{proto.path}; {proto.not_found_hint}", status=status,
         )  # fmt: skip
     if status in (401, 403):
         text = _error_text(body)

@@ -362,8 +362,8 @@ def repeat_counters(first: Sequence[JudgeVerdict], repeat: Sequence[JudgeVerdict
 def judge_counters(verdicts: Sequence[JudgeVerdict]) -> dict[str, float]:
     """Per-judge window counters (added into ``ev:judge_panel:c:<judge>.<counter>`` by the store).
 
-    ``calls`` are HTTP calls made (cache misses), ``cache_hits`` (the cache, or an identical request in
-    flight), ``prompt_tokens`` and
+    ``calls`` are HTTP calls made (cache misses) and ``retries`` their attempts after the first,
+    ``cache_hits`` (the cache, or an identical request in flight), ``prompt_tokens`` and
     ``completion_tokens`` of calls made, ``errors``, ``budget_skips``, and ``n``/``score_sum``/
     ``score_sumsq`` of answered scores (0-10) for per-judge window statistics.
     """
@@ -378,6 +378,7 @@ def judge_counters(verdicts: Sequence[JudgeVerdict]) -> dict[str, float]:
             add(v.name, "cache_hits", 1)
         elif v.attempts > 0:  # a follower of a failed identical request made no call
             add(v.name, "calls", 1)
+            add(v.name, "retries", v.attempts - 1)
             add(v.name, "prompt_tokens", v.prompt_tokens)
             add(v.name, "completion_tokens", v.completion_tokens)
         if v.status == "error":

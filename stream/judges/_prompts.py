@@ -19,6 +19,7 @@ Blind mode (seed 003 盲评): the model's name is never sent; the output is labe
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,6 +118,14 @@ def _answer_shape(weights: dict[str, float], example: float, overall: float) -> 
 
 def build_rubric(event: RequestEvent, category: str, scale: str, *, blind: bool) -> Prompt:
     """Seed 003 standard (1-5) or overall (0-10) prompt for one of the ten categories."""
+    kind, system = _rubric_system(category, scale)
+    return Prompt(kind, system, data_block(event, blind=blind), "1-5" if scale == "1-5" else "0-10",
+                  dict(RUBRICS[category]), category)  # fmt: skip
+
+
+@functools.cache
+def _rubric_system(category: str, scale: str) -> tuple[str, str]:
+    """(kind, system prompt) of a rubric: the same for every event (built once per category and scale)."""
     weights = RUBRICS[category]
     if scale == "1-5":
         kind, body = "standard", (
@@ -135,8 +144,7 @@ def build_rubric(event: RequestEvent, category: str, scale: str, *, blind: bool)
             "Respond with JSON only, exactly in this shape, with no other text:\n"
             f"{_answer_shape(weights, 8, 8.0)}\n"
         )
-    return Prompt(kind, _PREAMBLE + "\n" + body, data_block(event, blind=blind), "1-5" if scale == "1-5" else "0-10",
-                  dict(weights), category)  # fmt: skip
+    return kind, _PREAMBLE + "\n" + body
 
 
 def build_report(event: RequestEvent, *, blind: bool) -> Prompt:

@@ -1,12 +1,13 @@
 """``/ready`` checks for judges: an unbilled, authenticated request (the models listing), cached.
 
 A TCP connection says nothing about a revoked key or a gateway that lost its upstream, so the
-worker's ``/ready`` asks each enabled judge ``GET {base_url}/models`` (openai) or
-``GET {base_url}/v1/models`` (anthropic) with the judge's own headers. Listing models costs no tokens.
+worker's ``/ready`` asks each enabled judge for its protocol's models listing (``GET {base_url}/models``
+for openai, ``GET {base_url}/v1/models`` for anthropic: ``Protocol.models_path``) with the judge's own headers. Listing models costs no tokens.
 
 - 2xx, or 429 (the key was accepted; the judge is busy): ready.
 - 404 / 405 (the endpoint has no models listing): ready, since the judge answered over HTTP, except
-  for an anthropic ``base_url`` ending in ``/v1``, which fails with the fix.
+  for a ``base_url`` ending in ``/v1`` below which the protocol appends ``v1/`` again (anthropic),
+  which fails with the fix.
 - 401 / 403, 5xx, timeouts and connection errors: not ready, with the same actionable messages the
   judge calls give (:mod:`._hints`).
 
@@ -23,11 +24,11 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 import httpx
 
-from ._client import ANTHROPIC_VERSION
 from ._config import JudgeConfig
 from ._errors import JudgeError, map_httpx_error, status_error
 from ._hints import doubled_v1, explain_status
 from ._keys import api_key
+from ._protocols import endpoint, protocol_of
 
 __all__ = ["JudgeProbe", "judge_ready_checks"]
 
@@ -78,16 +79,9 @@ class JudgeProbe:
 
     def _request(self) -> tuple[str, dict[str, str]]:
         cfg = self.cfg
-        headers = {"accept": "application/json"}
+        proto = protocol_of(cfg)
         key = api_key(cfg, self._environ)  # api_key_file, <api_key_env>_FILE or <api_key_env>
-        if cfg.protocol == "openai":
-            if key:
-                headers["authorization"] = f"Bearer {key}"
-            return cfg.base_url.rstrip("/") + "/models", headers
-        headers["anthropic-version"] = ANTHROPIC_VERSION
-        if key:
-            headers["x-api-key"] = key
-        return cfg.base_url.rstrip("/") + "/v1/models", headers
+        return str(endpoint(cfg.base_url, proto.models_path)), {"accept": "application/json", **proto.headers(key or None)}
 
     async def _probe(self) -> JudgeError | None:
         cfg = self.cfg

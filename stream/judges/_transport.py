@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import ssl
 import urllib.request
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import aiohttp
 import httpx
@@ -90,6 +92,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         self._session: aiohttp.ClientSession | None = None
         self._timeouts: dict[tuple[float | None, ...], aiohttp.ClientTimeout] = {}
         self._proxies: dict[tuple[str, str, int | None], tuple[URL | None, aiohttp.BasicAuth | None]] = {}
+        self._targets: dict[str, tuple[URL, URL | None, aiohttp.BasicAuth | None]] = {}
 
     def _open(self) -> aiohttp.ClientSession:
         ssl_context = self._ssl if self._ssl is not None else httpx.create_ssl_context()  # certifi, as httpx
@@ -118,8 +121,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             self._proxies[key] = found
         return found
 
-    def _timeout(self, request: httpx.Request) -> aiohttp.ClientTimeout:
-        spec = request.extensions.get("timeout") or {}
+    def _timeout(self, spec: Mapping[str, float | None]) -> aiohttp.ClientTimeout:
         key = (spec.get("pool"), spec.get("connect"), spec.get("read"))
         timeout = self._timeouts.get(key)
         if timeout is None:
@@ -132,23 +134,54 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             self._timeouts[key] = timeout
         return timeout
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    def _target(self, url: str) -> tuple[URL, URL | None, aiohttp.BasicAuth | None]:
+        """The request URL and its proxy, parsed once per URL."""
+        found = self._targets.get(url)
+        if found is None:
+            if len(self._targets) >= 256:  # a judge posts to one URL; handle_async_request may see many
+                self._targets.clear()
+            found = self._targets[url] = (URL(url, encoded=True), *self._proxy(httpx.URL(url)))
+        return found
+
+    async def _send(self, method: str, url: str, headers: Sequence[tuple[str, str]], content: bytes,
+                    timeout: Mapping[str, float | None],
+                    request: httpx.Request | None) -> tuple[int, Mapping[str, str], Any, str | None, bytes]:  # fmt: skip
+        """(status, headers, raw headers, reason, body) of one request (the headers a case-insensitive
+        mapping); failures raised as httpx's exceptions."""
         session = self._session or self._open()
-        content = await request.aread()  # in memory (JudgeClient sends an httpx.ByteStream)
-        proxy, proxy_auth = self._proxy(request.url)
+        target, proxy, proxy_auth = self._target(url)
         try:
             async with session.request(
-                request.method, URL(str(request.url), encoded=True), headers=request.headers.multi_items(),
-                data=content or None, allow_redirects=False, timeout=self._timeout(request), proxy=proxy,
-                proxy_auth=proxy_auth,
+                method, target, headers=headers, data=content or None, allow_redirects=False,
+                timeout=self._timeout(timeout), proxy=proxy, proxy_auth=proxy_auth,
             ) as answer:  # fmt: skip
                 body = await answer.read()
-                status, headers, reason = answer.status, answer.raw_headers, answer.reason
+                return answer.status, answer.headers, answer.raw_headers, answer.reason, body
         except Exception as exc:
-            mapped = to_httpx_error(exc, request)
+            mapped = to_httpx_error(exc, request or httpx.Request(method, url, headers=headers))
             if mapped is None:
                 raise
             raise mapped from exc
+
+    async def post(self, url: str, headers: Sequence[tuple[str, str]], content: bytes,
+                   timeout: Mapping[str, float | None]) -> tuple[int, Mapping[str, str], bytes]:  # fmt: skip
+        """POST without building httpx requests and responses (the judge client's path: those objects
+        cost about as much CPU as aiohttp's own request): (status, headers, body). The body is decoded
+        as httpx decodes it when the answer has a Content-Encoding; failures are httpx's exceptions."""
+        status, answer_headers, raw_headers, _, body = await self._send("POST", url, headers, content, timeout, None)
+        if "content-encoding" in answer_headers:  # rare (we ask for gzip, deflate): httpx's own decoders
+            response = httpx.Response(status, headers=raw_headers, stream=httpx.ByteStream(body),
+                                      request=httpx.Request("POST", url))  # fmt: skip
+            await response.aread()
+            body = response.content
+        return status, answer_headers, body
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        content = await request.aread()  # in memory (JudgeClient sends an httpx.ByteStream)
+        status, _, headers, reason, body = await self._send(
+            request.method, str(request.url), request.headers.multi_items(), content,
+            request.extensions.get("timeout") or {}, request,
+        )  # fmt: skip
         extensions = {
             "http_version": b"HTTP/1.1",
             "reason_phrase": (reason or "").encode("latin-1", "replace"),

@@ -6,8 +6,10 @@ in the shape the prompt asks for: seed 003 standard (1-5) or overall (0-10) JSON
 JSON, or seed 002's single number. Every reasoning text starts with ``[simulated judge]`` and every
 response carries the header ``X-Judge-Simulated: true``. The same input always gets the same scores.
 
-Endpoints: ``POST /v1/chat/completions`` and ``/chat/completions`` (OpenAI), ``POST /v1/messages``
-(Anthropic). Faults, decided per request from a seeded RNG (or by ``script`` for the first requests):
+Endpoints: each protocol's path (:data:`~._protocols.PROTOCOLS`) with and without a ``/v1`` root:
+``POST /v1/chat/completions`` and ``/chat/completions`` (OpenAI), ``POST /v1/messages`` and ``/messages``
+(Anthropic), and the models listings ``GET /v1/models`` and ``/models``; requests and answers are read and
+built by the protocol's own :class:`~._protocols.Protocol` methods. Faults, decided per request from a seeded RNG (or by ``script`` for the first requests):
 latency (fixed | uniform | exponential), HTTP 500 (``error_rate``), HTTP 429 with ``Retry-After``
 (``rate_limit_rate``), hangs longer than any client timeout (``timeout_rate``), malformed answers
 (``malformed_rate``: prose, fenced JSON, broken JSON or no score at all).
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import hashlib
 import itertools
 import random
@@ -32,6 +35,8 @@ import orjson
 from aiohttp import web
 from rapidfuzz import fuzz
 from rapidfuzz.utils import default_process
+
+from ._protocols import PROTOCOLS, Protocol
 
 __all__ = ["FAULTS", "SimOptions", "build_app", "demo_judges", "main", "start_judge_sim"]
 
@@ -113,13 +118,13 @@ class _Sim:
         return web.json_response({"object": "list", "data": [{"id": "simulated", "object": "model"}]},
                                  headers={"X-Judge-Simulated": "true"})  # fmt: skip
 
-    async def handle(self, request: web.Request) -> web.StreamResponse:
+    async def handle(self, proto: Protocol, request: web.Request) -> web.StreamResponse:
         if (refused := self.refuse_key(request)) is not None:
             return refused
         body = await request.json()
         if self.o.requests is not None:
             self.o.requests.append(body)
-        structured = "response_format" in body or "tools" in body
+        structured = proto.structured(body)
         if structured and self.o.reject_structured:
             return web.json_response({"error": {"type": "invalid_request_error",
                                                 "message": "response_format / tools are not supported"}},
@@ -136,41 +141,11 @@ class _Sim:
         if fault == "429":
             headers["Retry-After"] = f"{self.o.retry_after_s:g}"
             return web.json_response({"error": {"message": "simulated rate limit"}}, status=429, headers=headers)
-        anthropic = request.path.endswith("/messages")
-        system, user = _messages(body, anthropic)
+        system, user = proto.prompts(body)
         text = self.o.reply if self.o.reply is not None else _answer(system, user, str(body.get("model", "")), fault)
-        n = next(self.counter)
-        tokens_in, tokens_out = max(1, len(system + user) // 4), max(1, len(text) // 4)
-        if anthropic:
-            content: list[dict[str, Any]] = [{"type": "text", "text": text}]
-            called = _tool_call(body, text, n) if structured else None
-            payload: dict[str, Any] = {
-                "id": f"msg_sim_{n}", "type": "message", "role": "assistant", "model": body.get("model"),
-                "content": content if called is None else [called],
-                "stop_reason": "end_turn" if called is None else "tool_use",
-                "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out},
-            }  # fmt: skip
-        else:
-            payload = {
-                "id": f"chatcmpl-sim-{n}", "object": "chat.completion", "model": body.get("model"),
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
-                          "total_tokens": tokens_in + tokens_out},
-            }  # fmt: skip
+        tokens = (max(1, len(system + user) // 4), max(1, len(text) // 4))
+        payload = proto.answer(body, text, next(self.counter), tokens)
         return web.json_response(payload, headers=headers, dumps=lambda d: orjson.dumps(d).decode())
-
-
-def _messages(body: dict[str, Any], anthropic: bool) -> tuple[str, str]:
-    def text(content: Any) -> str:
-        if isinstance(content, list):
-            return "".join(part.get("text", "") for part in content if isinstance(part, dict))
-        return str(content or "")
-
-    messages = body.get("messages") or []
-    system = text(body.get("system")) if anthropic else "".join(
-        text(m.get("content")) for m in messages if m.get("role") == "system")
-    user = "".join(text(m.get("content")) for m in messages if m.get("role") == "user")
-    return system, user
 
 
 def _closeness(output: str, reference: str) -> float:
@@ -233,25 +208,19 @@ def _answer(system: str, user: str, model: str, fault: str) -> str:
     return text
 
 
-def _tool_call(body: dict[str, Any], text: str, n: int) -> dict[str, Any] | None:
-    """An Anthropic tool_use block answering the forced tool with ``text`` (when it is a JSON object)."""
-    choice = body.get("tool_choice")
-    name = choice.get("name") if isinstance(choice, dict) else None
-    try:
-        document = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return None
-    if not name or not isinstance(document, dict):
-        return None
-    return {"type": "tool_use", "id": f"toolu_sim_{n}", "name": name, "input": document}
-
-
 def build_app(options: SimOptions) -> web.Application:
     sim = _Sim(options)
     app = web.Application()
-    for path in ("/v1/chat/completions", "/chat/completions", "/v1/messages"):
-        app.router.add_post(path, sim.handle)
-    app.router.add_get("/v1/models", sim.models)
+    posts: dict[str, Protocol] = {}
+    gets: set[str] = set()
+    for proto in PROTOCOLS.values():  # each path as given, and below /v1 (OpenAI-compatible roots end in /v1)
+        for prefix in ("/", "/v1/"):
+            posts.setdefault(prefix + proto.path.removeprefix("v1/"), proto)
+            gets.add(prefix + proto.models_path.removeprefix("v1/"))
+    for path, proto in posts.items():
+        app.router.add_post(path, functools.partial(sim.handle, proto))
+    for path in gets:
+        app.router.add_get(path, sim.models)
     return app
 
 
