@@ -25,16 +25,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from . import telemetry
+from .outputs import Publish, Send
 from .pipeline import Source
-from .processor import Publish
 
 __all__ = ["InFlight", "PublishFailed", "StallWatchdog", "batch_positions"]
 
 log = logging.getLogger(__name__)
 E = TypeVar("E")
-
-Send = Callable[[Publish], Awaitable[Awaitable[Any]]]
-"""Hand one message to the producer; returns (after queueing it) an awaitable of its delivery."""
 
 
 class PublishFailed(RuntimeError):

@@ -25,15 +25,13 @@ from pydantic import BaseModel, ValidationError
 
 from streameval import schemas
 from streameval.config import load_config
-from streameval.models import Aggregate, Alert, DeadLetter, GradedResult, RequestEvent
+from streameval.models import RequestEvent
 from streameval.offline import evaluate_file
+from streameval.outputs import OUTPUTS
 from streameval.pipeline import Pipeline
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-PAIRS: list[tuple[str, type[BaseModel]]] = [
-    ("request", RequestEvent), ("result", GradedResult), ("deadletter", DeadLetter),
-    ("alert", Alert), ("aggregate", Aggregate),
-]  # fmt: skip
+PAIRS: list[tuple[str, type[BaseModel]]] = [("request", RequestEvent), *((o.kind, o.model) for o in OUTPUTS)]
 
 WINDOW = {"size_s": 60, "start": "2026-11-21T10:00:00Z", "end": "2026-11-21T10:01:00Z"}
 ALERT = {
