@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from . import telemetry
+from .errors import StreamEvalError
 from .outputs import Publish, Send
 from .pipeline import Source
 
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 E = TypeVar("E")
 
 
-class PublishFailed(RuntimeError):
+class PublishFailed(StreamEvalError, RuntimeError):
     """The broker did not take a batch's messages: its events were not acked (redelivered on restart)."""
 
 

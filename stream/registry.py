@@ -39,6 +39,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import _lua
+from .errors import StreamEvalError
 from .keyspace import Client, Keys, guard, run_scripts
 from .models import format_time
 
@@ -88,11 +89,11 @@ class EvaluatorRecord(BaseModel):
         return f"{self.id}@{self.version}"
 
 
-class NameTaken(Exception):
+class NameTaken(StreamEvalError):
     """Another custom evaluator already has this name."""
 
 
-class RegistryFull(Exception):
+class RegistryFull(StreamEvalError):
     """The registry holds ``max_evaluators`` custom evaluators: a new one is refused."""
 
 
