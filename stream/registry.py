@@ -133,10 +133,6 @@ class RegistryStore:
         raw = await self._guard(self.client.get(self._key(evaluator_id)))
         return EvaluatorRecord.model_validate_json(raw) if raw else None
 
-    async def id_of(self, name: str) -> str | None:
-        raw = await self._guard(self.client.hget(self.names_key, name))
-        return raw.decode() if isinstance(raw, bytes) else raw
-
     async def list(self, *, limit: int | None = None) -> list[EvaluatorRecord]:
         """Every custom evaluator, oldest first; with ``limit``, at most that many: the first by name."""
         names = await self._guard(self.client.hgetall(self.names_key))

@@ -23,7 +23,7 @@ The worker calls :meth:`WindowCloser.run_once` every ``STREAMEVAL_CLOSE_INTERVAL
 Why the Redis clock and not the largest event time seen: each worker owns only some partitions, so
 per-worker event-time maxima disagree and an idle partition would hold windows open for ever; a shared
 "max event time" in Redis would let one producer with a fast clock (or a replay of old data) close
-windows early for everyone. Tansu's unreliable offsets (DESIGN.md) rule out offset-based watermarks.
+windows early for everyone. Tansu's unreliable offsets (docs/api.md, consumer lag) rule out offset-based watermarks.
 The Redis clock is one clock for all workers, advances when input stops, and makes "allowed lateness"
 mean what operators expect: how long after a window ends its events may still arrive. The cost: a
 replay of old events lands entirely in late windows (``late_redirected``), which the aggregate reports.

@@ -170,3 +170,15 @@ def test_mutations_get_the_same_verdict(
 def test_integral_float_is_rejected_by_the_model() -> None:
     document = {"id": "e", "model": "m", "output": "o", "schema_version": 1.0}
     assert _verdicts("request", RequestEvent, document) == (True, False)
+
+
+def test_alert_metric_names_are_the_metrics_read() -> None:
+    """The alert rule's ``metric`` literal (what a suite file may name) and METRICS (how each is read)
+    list the same names: a metric added to one and not the other fails here, not at a rule's first firing."""
+    from typing import get_args
+
+    from streameval.alerts import METRICS, AlertRule, Metric
+
+    assert sorted(get_args(Metric)) == sorted(METRICS)
+    for name in METRICS:
+        AlertRule(name="r", metric=name, comparator="<", threshold=0.5, window=60)

@@ -11,7 +11,7 @@ async def read_all(bootstrap: str, topics: list[str], *, idle: float = 2.0) -> l
     """Everything on ``topics``: read until no message arrives for ``idle`` seconds.
 
     (A bounded wait for quiescence is the point here: it proves no extra copies were published.
-    End offsets cannot be used: Tansu's ListOffsets LATEST is wrong, see DESIGN.md.)
+    End offsets cannot be used: Tansu's ListOffsets LATEST is wrong, see docs/api.md on consumer lag.)
     """
     records: list[Record] = []
 

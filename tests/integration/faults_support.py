@@ -2,7 +2,7 @@
 the exact accounting every fault test ends with.
 
 The accounting reads the output topics to quiescence (end offsets cannot be used on Tansu, see
-DESIGN.md) and checks: every valid id has a result and all copies of it are byte-identical, every
+docs/api.md on consumer lag) and checks: every valid id has a result and all copies of it are byte-identical, every
 invalid event has a dead letter, no other output exists, and the Redis all-time aggregates count
 each valid event once and each dead letter once. It returns the figures the report quotes.
 """
