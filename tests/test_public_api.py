@@ -63,7 +63,7 @@ def test_error_tree_lists_every_public_subtree() -> None:
         if cls.__name__.startswith("_"):
             continue
         named = [c.__name__ for c in cls.__mro__ if issubclass(c, streameval.StreamEvalError) and c.__name__ in tree]
-        assert named and named[0] != "StreamEvalError" or cls is streameval.StreamEvalError, cls
+        assert (named and named[0] != "StreamEvalError") or cls is streameval.StreamEvalError, cls
 
 
 def test_inputs_exported_names() -> None:
