@@ -19,6 +19,7 @@ import redis
 import redis.asyncio as aioredis
 
 from streameval.embedded import EmbeddedBroker, EmbeddedRedis
+from streameval.outputs import OUTPUTS
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -95,9 +96,10 @@ class WorkerProcess:
 
 @pytest.fixture
 def topics() -> dict[str, str]:
-    """Unique topic names for one test."""
+    """Unique topic names for one test: ``requests`` and one per output (``results``, ``deadletter``, ...)."""
     run = uuid.uuid4().hex[:8]
-    return {name: f"t{run}.evals.{name}" for name in ("requests", "results", "deadletter", "alerts", "aggregates")}
+    names = ["requests", *(output.setting.removeprefix("topic_") for output in OUTPUTS)]
+    return {name: f"t{run}.evals.{name}" for name in names}
 
 
 @pytest.fixture
