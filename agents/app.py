@@ -1,8 +1,10 @@
 """The Faust app: one agent that wires ``evals.requests`` to :class:`streameval.processor.Processor`.
 
-All logic lives in ``streameval`` (no Faust there); this module only builds topics and the agent.
-No Faust Tables (Redis is the state store; see DESIGN.md on Tansu's ListOffsets), memory store,
-no transactions (Tansu has none; exactly-once results come from idempotency in Redis).
+All logic lives in ``streameval`` (no Faust there; the parts are built by :mod:`streameval.runtime`);
+this module only holds the agent loop, the timers and the consumer settings Faust needs.
+No Faust Tables (Redis is the state store; Tansu's offsets cannot be trusted for a changelog,
+docs/reliability.md), memory store, no transactions (Tansu has none; exactly-once results come from
+idempotency in Redis).
 """
 
 from __future__ import annotations
@@ -22,13 +24,12 @@ from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 from faust.types import TP, EventT
 
 from streameval import telemetry
-from streameval.api import remember_alert
 from streameval.inflight import InFlight, StallWatchdog, batch_positions
 from streameval.kafka_security import KafkaSecurity, bootstrap_hosts
+from streameval.outputs import Publish, output_topics
 from streameval.pipeline import Source
-from streameval.processor import Processor, Publish
+from streameval.runtime import Runtime
 from streameval.settings import Settings
-from streameval.windows import WindowCloser
 
 from .liveness import Lifeline
 
@@ -61,7 +62,7 @@ class QuietMonitor(Monitor):
     """Faust's Monitor sensor without its per-message bookkeeping.
 
     The default Monitor updates several dicts and deques for every message in, every stream event and
-    every send; measured, that is a fifth of a bare Faust consumer's CPU (DESIGN.md "Throughput facts").
+    every send; measured, that is a fifth of a bare Faust consumer's CPU (docs/performance.md).
     Nothing reads those figures here (no Faust web views; our metrics are in streameval.telemetry).
     """
 
@@ -86,17 +87,17 @@ class QuietMonitor(Monitor):
 
 def create_app(
     settings: Settings,
-    make_processor: Callable[[], Awaitable[Processor]],
+    make_runtime: Callable[[], Awaitable[Runtime]],
     *,
     close_interval_s: float = 1.0,
     input_topics: Sequence[str] = (),
     lifeline: Lifeline | None = None,
 ) -> faust.App:
-    """A Faust app for ``settings``; ``make_processor`` is awaited once, inside the worker's loop.
+    """A Faust app for ``settings``; ``make_runtime`` (:meth:`Runtime.build`) is awaited once, in the worker's loop.
 
     The agent reads ``input_topics`` (the suite file's ``inputs:``; default: ``settings.topic_requests``);
     the processor picks each message's decoder by its topic. Every ``close_interval_s`` a timer publishes
-    due windows and alerts (suite file ``windowing:``).
+    due windows and alerts (suite file ``windowing:``). Every output goes through one ``send``.
     A failure the worker cannot recover from in place goes to ``lifeline.fatal`` (the process exits
     non-zero, :mod:`streameval.agents.liveness`); every second a watchdog reports the oldest batch
     taken but not yet published (``/metrics``, ``/ready``, an error log past ``settings.stall_after_s``).
@@ -133,24 +134,23 @@ def create_app(
     app.transport.Consumer = _consumer_class(settings.fetch_wait_ms)
     raw: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
     requests = app.topic(*(input_topics or [settings.topic_requests]), **raw)
-    topics = {
-        "result": app.topic(settings.topic_results, **raw),
-        "deadletter": app.topic(settings.topic_deadletter, **raw),
-        "aggregate": app.topic(settings.topic_aggregates, **raw),
-        "alert": app.topic(settings.topic_alerts, **raw),
-    }
-    state: dict[str, Processor] = {}
-    lock = asyncio.Lock()  # the agent and the timer both ask for the processor first thing
-    closers: list[WindowCloser] = []
+    names = output_topics(settings)  # the topics exist (streameval.runtime.prepare)
+    state: dict[str, Runtime] = {}
+    lock = asyncio.Lock()  # the agent and the timer both ask for the runtime first thing
     inflights: list[InFlight[EventT]] = []  # the agent's, for the stall watchdog
     watchdog = StallWatchdog(settings.stall_after_s)
     closer_failures = [0]
 
-    async def processor() -> Processor:
+    async def runtime() -> Runtime:
         async with lock:
-            if "p" not in state:
-                state["p"] = await make_processor()
-        return state["p"]
+            if "r" not in state:
+                state["r"] = await make_runtime()
+        return state["r"]
+
+    async def send(message: Publish) -> Any:
+        # the producer directly: Topic.send adds a FutureMessage, callbacks and a debug log line per
+        # message (a fifth of the worker's CPU, docs/performance.md). Returns the delivery's future.
+        return await app.producer.send(names[message.kind], message.key, message.value, None, None, None)
 
     def _highwater(topic: str, partition: int) -> int | None:
         try:
@@ -177,14 +177,7 @@ def create_app(
                 lifeline.fatal("the evaluating agent ended while the worker was running")
 
     async def _evaluate(stream: faust.StreamT[bytes]) -> None:
-        proc = await processor()
-        producer = app.producer
-        names = {kind: topic.get_topic_name() for kind, topic in topics.items()}
-
-        async def send(message: Publish) -> Any:
-            # the producer directly: Topic.send adds a FutureMessage, callbacks and a debug log line per
-            # message (a fifth of the worker's CPU, docs/performance.md). The topics exist (worker.py).
-            return await producer.send(names[message.kind], message.key, message.value, None, None, None)
+        proc = (await runtime()).processor
 
         async def ack(events: Sequence[EventT]) -> None:
             for event in events:
@@ -216,29 +209,18 @@ def create_app(
     async def stall_watchdog() -> None:
         watchdog.check([batch for inflight in inflights for batch in inflight.pending()])
 
-    async def send(kind: str, key: bytes, value: bytes) -> None:
-        await topics[kind].send(key=key, value=value)
-        if kind == "alert":  # the dashboard's recent alerts (docs/api.md)
-            store = state["p"].store
-            await remember_alert(store.client, store.prefix, value)
-
     @app.timer(close_interval_s)  # type: ignore[untyped-decorator]
     async def close_windows() -> None:
         # every worker runs this; Redis claims make each window and alert publish once (streameval.windows)
         try:
-            proc = await processor()
+            parts = await runtime()
         except Exception as exc:
             lifeline.fatal("starting the window closer failed", exc)
             return
-        if not closers:
-            windowing = proc.pipeline.suites.windowing
-            closers.append(WindowCloser(proc.store, proc.pipeline.suites.alerts,
-                                        allowed_lateness_s=windowing.allowed_lateness_s,
-                                        lease_s=windowing.lease_s))  # fmt: skip
         # Recovered in place: a failed or hung tick is retried at the next one (a window's lease makes a
         # half-done publish safe); the log says when it failed and when it resumed.
         try:
-            await asyncio.wait_for(proc.close_windows(closers[0], send), timeout=closers[0].lease_ms / 1000)
+            await asyncio.wait_for(parts.close_windows(send), timeout=parts.closer.lease_ms / 1000)
         except Exception as exc:
             closer_failures[0] += 1
             log.error("closing windows failed (%d in a row; retrying at the next tick): %r", closer_failures[0], exc,
@@ -250,8 +232,8 @@ def create_app(
 
     @app.on_before_shutdown.connect  # type: ignore[untyped-decorator]
     async def _close(app: faust.App, **kwargs: Any) -> None:
-        if "p" in state:
-            await state.pop("p").close()
+        if "r" in state:
+            await state.pop("r").close()
 
     return app
 

@@ -11,15 +11,12 @@ from typing import Any
 
 import orjson
 
+from streameval.outputs import OUTPUTS
+
 __all__ = ["NAMES", "load"]
 
-NAMES = {
-    "request": "request-event.v1.json",
-    "result": "graded-result.v1.json",
-    "deadletter": "dead-letter.v1.json",
-    "alert": "alert.v1.json",
-    "aggregate": "aggregate.v1.json",
-}
+#: the input's schema, then one per output topic (streameval.outputs)
+NAMES = {"request": "request-event.v1.json", **{output.kind: output.schema for output in OUTPUTS}}
 
 
 @cache

@@ -49,9 +49,8 @@ from .alerts import AlertRule
 from .errors import ConfigError, ConfigIssue, UnroutableEvent
 from .evaluators import Evaluator, build_evaluator
 from .grading import GradeScale
-from .inputs._config import FORMATS, InputConfig, input_issues
-from .judges._config import JudgeConfig, SuiteJudgeConfig, check_panel_weights, panel_judges
-from .judges._suite import PANEL_RESULT_NAME
+from .inputs import FORMATS, InputConfig, input_issues
+from .judges import PANEL_RESULT_NAME, JudgeConfig, SuiteJudgeConfig, check_panel_weights, panel_judges
 from .models import RequestEvent
 from .windows import WindowingConfig
 

@@ -10,11 +10,25 @@
     │   ├── SchemaViolation        kind "schema"
     │   └── UnroutableEvent        kind "no_suite" or "unknown_suite"
     ├── EvaluatorError         raised by an evaluator; becomes a failed evaluator result, not a crash
-    │   └── EvaluatorTimeout
+    │   ├── EvaluatorTimeout
+    │   ├── MissingField           the event lacks a field the evaluator needs (streameval.evaluators)
+    │   ├── RegisteredNotFound     a registered evaluator that no longer exists (streameval.evaluators)
+    │   ├── JudgeError             a judge gave no usable answer; its subtree: streameval.judges
+    │   └── SandboxError           user code failed in the sandbox; its subtree: streameval.sandbox
     ├── StoreUnavailable       Redis cannot be reached; the worker waits and retries, never skips
     ├── ConnectFailed          Kafka or Redis refused us for good at start (credentials, TLS): one line, exit 1
     ├── BrokerUnavailable      no Kafka broker answered within the wait (the CLI exits 3)
-    └── UsageError             a command lacks something it needs (e.g. no Redis URL); exit 2
+    ├── UsageError             a command lacks something it needs (e.g. no Redis URL); exit 2
+    ├── PublishFailed          the broker did not take a batch's messages (streameval.inflight; the worker exits)
+    ├── NameTaken              a custom evaluator's name is in use (streameval.registry)
+    ├── RegistryFull           the evaluator registry holds its maximum (streameval.registry)
+    ├── Stalled                the /ready check: a batch waits too long for publication (streameval.api)
+    └── ApiError               an API request refused with its HTTP status and code; its subtree:
+                               streameval.api (BadRequest, Unauthorized, Forbidden, NotFound, Conflict,
+                               ExecutionFailed, Unavailable)
+
+``PublishFailed`` and ``Stalled`` also subclass ``RuntimeError``. Private exceptions that never leave
+their module (a parser's control flow) subclass ``StreamEvalError`` too.
 
 Errors raised by libraries (redis, orjson, pydantic, jsonschema) are translated into these at the
 boundary where they happen; nothing matches on exception message strings.

@@ -25,19 +25,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from . import telemetry
+from .errors import StreamEvalError
+from .outputs import Publish, Send
 from .pipeline import Source
-from .processor import Publish
 
 __all__ = ["InFlight", "PublishFailed", "StallWatchdog", "batch_positions"]
 
 log = logging.getLogger(__name__)
 E = TypeVar("E")
 
-Send = Callable[[Publish], Awaitable[Awaitable[Any]]]
-"""Hand one message to the producer; returns (after queueing it) an awaitable of its delivery."""
 
-
-class PublishFailed(RuntimeError):
+class PublishFailed(StreamEvalError, RuntimeError):
     """The broker did not take a batch's messages: its events were not acked (redelivered on restart)."""
 
 

@@ -14,28 +14,18 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Literal
 
 from . import telemetry
 from .deadletters import DeadLetterPolicy
 from .evalpool import EvalPool
 from .inputs import Inputs, evaluate_messages
 from .models import parse_time
+from .outputs import Publish, Send
 from .pipeline import Outcome, Pipeline, Source
 from .store import ResultStore, retry_forever
-from .windows import Send, WindowCloser
+from .windows import WindowCloser
 
-__all__ = ["Processor", "Publish"]
-
-
-@dataclass(frozen=True, slots=True)
-class Publish:
-    """One message to send: to the results or the dead-letter topic."""
-
-    kind: Literal["result", "deadletter"]
-    key: bytes | None
-    value: bytes
+__all__ = ["Processor", "Publish"]  # Publish: streameval.outputs
 
 
 def _position(source: Source) -> tuple[str | None, int | None, int | None]:

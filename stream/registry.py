@@ -39,6 +39,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import _lua
+from .errors import StreamEvalError
 from .keyspace import Client, Keys, guard, run_scripts
 from .models import format_time
 
@@ -88,11 +89,11 @@ class EvaluatorRecord(BaseModel):
         return f"{self.id}@{self.version}"
 
 
-class NameTaken(Exception):
+class NameTaken(StreamEvalError):
     """Another custom evaluator already has this name."""
 
 
-class RegistryFull(Exception):
+class RegistryFull(StreamEvalError):
     """The registry holds ``max_evaluators`` custom evaluators: a new one is refused."""
 
 
@@ -131,10 +132,6 @@ class RegistryStore:
     async def get(self, evaluator_id: str) -> EvaluatorRecord | None:
         raw = await self._guard(self.client.get(self._key(evaluator_id)))
         return EvaluatorRecord.model_validate_json(raw) if raw else None
-
-    async def id_of(self, name: str) -> str | None:
-        raw = await self._guard(self.client.hget(self.names_key, name))
-        return raw.decode() if isinstance(raw, bytes) else raw
 
     async def list(self, *, limit: int | None = None) -> list[EvaluatorRecord]:
         """Every custom evaluator, oldest first; with ``limit``, at most that many: the first by name."""

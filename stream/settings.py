@@ -14,13 +14,14 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, Settin
 
 from .deadletters import DEFAULT_MAX_DEAD_LETTER_BYTES
 from .errors import ConfigError, ConfigIssue
+from .outputs import OutputTopics
 from .pipeline import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_EVENT_DEPTH
 from .secrets import check_secret_file
 
 __all__ = ["Settings", "load_settings"]
 
 
-class Settings(BaseSettings):
+class Settings(BaseSettings, OutputTopics):  # the output topics' settings: streameval.outputs
     model_config = SettingsConfigDict(env_prefix="STREAMEVAL_", frozen=True, extra="ignore")
 
     kafka_bootstrap_servers: str = Field(
@@ -37,10 +38,6 @@ class Settings(BaseSettings):
     config: str | None = Field(default=None, description="path of the suites YAML file")
     app_id: str = Field(default="streameval", min_length=1, description="Faust app id = Kafka consumer group")
     topic_requests: str = Field(default="evals.requests", description="input topic of request events")
-    topic_results: str = Field(default="evals.results", description="graded results")
-    topic_deadletter: str = Field(default="evals.deadletter", description="events that cannot be evaluated")
-    topic_alerts: str = Field(default="evals.alerts", description="fired alert rules")
-    topic_aggregates: str = Field(default="evals.aggregates", description="closed window aggregates")
     topic_partitions: int = Field(default=4, ge=1, description="partitions of topics the worker creates")
     topic_replication: int = Field(default=1, ge=1, description="replication factor of created topics")
     redis_prefix: str = Field(default="streameval:", description="prefix of every Redis key")

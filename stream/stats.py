@@ -14,7 +14,7 @@ workers' increments simply add up. Each function is checked against a reference 
   form: per unit (event) with m ≥ 2 values, Σ_{i≠j}(xᵢ-xⱼ)² = 2(mΣx² - (Σx)²), so
   D_o = (1/n) Σ_u 2(m_uΣx² - (Σx)²)/(m_u-1) and D_e = 2(nΣx² - (Σx)²)/(n(n-1)) over all n pairable
   values; α = 1 - D_o/D_e. Four counters per window, not the N×V×V array of the ``krippendorff``
-  package (67 GiB for 3 judges × 1,000 continuous scores; DESIGN.md).
+  package (67 GiB for 3 judges × 1,000 continuous scores; docs/statistics.md, "Krippendorff's alpha in closed form").
 * :func:`histogram_quantile` -- a quantile of a fixed-bucket histogram (latency p95).
 """
 

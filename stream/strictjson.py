@@ -30,7 +30,7 @@ from array import array
 from itertools import accumulate
 from typing import Any, NoReturn
 
-from .errors import InvalidJSON
+from .errors import InvalidJSON, StreamEvalError
 
 __all__ = ["DEFAULT_MAX_EVENT_DEPTH", "check_depth", "check_strict", "loads_strict", "nesting_depth"]
 
@@ -43,7 +43,7 @@ _NOT_STRUCTURAL = bytes(b for b in range(256) if b not in b'"[]{}')
 _SIGNED = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 
 
-class _Reject(ValueError):
+class _Reject(StreamEvalError, ValueError):  # caught as a ValueError with stdlib json's own
     pass
 
 

@@ -23,7 +23,7 @@ The worker calls :meth:`WindowCloser.run_once` every ``STREAMEVAL_CLOSE_INTERVAL
 Why the Redis clock and not the largest event time seen: each worker owns only some partitions, so
 per-worker event-time maxima disagree and an idle partition would hold windows open for ever; a shared
 "max event time" in Redis would let one producer with a fast clock (or a replay of old data) close
-windows early for everyone. Tansu's unreliable offsets (DESIGN.md) rule out offset-based watermarks.
+windows early for everyone. Tansu's unreliable offsets (docs/api.md, consumer lag) rule out offset-based watermarks.
 The Redis clock is one clock for all workers, advances when input stops, and makes "allowed lateness"
 mean what operators expect: how long after a window ends its events may still arrive. The cost: a
 replay of old events lands entirely in late windows (``late_redirected``), which the aggregate reports.
@@ -45,10 +45,11 @@ from . import _lua
 from .alerts import AlertRule, build_alert, check_alert_windows, fires
 from .keyspace import guard, is_cluster, run_scripts
 from .models import Aggregate, AggregateEvaluator, AggregateJudge, AlertWindow, format_time
+from .outputs import Publish, Send
 from .stats import Moments, confidence_interval, histogram_quantile, krippendorff_alpha, moments, pearson
 from .store import ResultStore
 
-__all__ = ["CONSISTENCY_WARN_BELOW", "Send", "WindowCloser", "WindowingConfig", "build_aggregate", "judge_norms"]
+__all__ = ["CONSISTENCY_WARN_BELOW", "WindowCloser", "WindowingConfig", "build_aggregate", "judge_norms"]
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +59,6 @@ _PANEL = "ev:judge_panel:c:"
 
 #: how much later than the allowed lateness a window closes on a Redis Cluster (node clocks differ)
 CLUSTER_CLOCK_MARGIN_S = 1.0
-
-#: async send(kind, key, value) with kind "aggregate" or "alert"
-Send = Callable[[str, bytes, bytes], Awaitable[None]]
 
 
 class WindowingConfig(BaseModel):
@@ -265,13 +263,13 @@ class WindowCloser:
                                         dead_letters=dead, window_events=total, published_at=stamp)  # fmt: skip
             for warning in aggregate.warnings:
                 log.warning("%s / %s, window %s: %s", model, suite, aggregate.window.start, warning)
-            await send("aggregate", f"{model}:{suite}".encode(), aggregate.model_dump_json().encode())
+            await send(Publish("aggregate", f"{model}:{suite}".encode(), aggregate.model_dump_json().encode()))
             for rule in self.rules:
                 value = fires(rule, aggregate)
                 if value is None or not await self._claim(rule, aggregate, now):
                     continue
                 alert = build_alert(rule, aggregate, value, fired_at=stamp)
-                await send("alert", alert.id.encode(), alert.model_dump_json().encode())
+                await send(Publish("alert", alert.id.encode(), alert.model_dump_json().encode()))
         return len(data)
 
     async def _claim(self, rule: AlertRule, aggregate: Aggregate, now: float) -> bool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from _support import event as request_event
+
 from streameval.judges import JudgeConfig
 from streameval.models import RequestEvent
 
@@ -18,7 +20,6 @@ def judge(name: str, base_url: str, *, weight: float, protocol: str = "openai", 
 
 
 def event(**fields: Any) -> RequestEvent:
-    base: dict[str, Any] = {"id": "ev-1", "model": "model-under-test", "input": "What is the capital of France?",
-                            "output": "The capital of France is Paris.", "expected": "Paris", "category": "qa_simple"}
-    base.update(fields)
-    return RequestEvent(**base)
+    return request_event(**{"id": "ev-1", "model": "model-under-test", "input": "What is the capital of France?",
+                            "output": "The capital of France is Paris.", "expected": "Paris", "category": "qa_simple",
+                            **fields})  # fmt: skip

@@ -10,7 +10,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ import redis
 import redis.asyncio as aioredis
 
 from streameval.embedded import EmbeddedBroker, EmbeddedRedis
+from streameval.outputs import OUTPUTS
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -96,9 +96,10 @@ class WorkerProcess:
 
 @pytest.fixture
 def topics() -> dict[str, str]:
-    """Unique topic names for one test."""
+    """Unique topic names for one test: ``requests`` and one per output (``results``, ``deadletter``, ...)."""
     run = uuid.uuid4().hex[:8]
-    return {name: f"t{run}.evals.{name}" for name in ("requests", "results", "deadletter", "alerts", "aggregates")}
+    names = ["requests", *(output.setting.removeprefix("topic_") for output in OUTPUTS)]
+    return {name: f"t{run}.evals.{name}" for name in names}
 
 
 @pytest.fixture
@@ -140,12 +141,3 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     setattr(item, f"rep_{report.when}", report)
     return report
-
-
-def poll(check: Callable[[], bool], *, timeout: float, interval: float = 0.05, what: str = "condition") -> None:
-    """Wait until ``check()`` is true, failing after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 import socket
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from _support import wait_until
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import REGISTRY
 from pydantic import ValidationError
@@ -41,18 +39,6 @@ def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])  # closed again when the block ends
-
-
-async def until(check: Callable[[], Awaitable[bool]] | Callable[[], bool], *, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.02)
 
 
 async def test_health_ready_and_metrics(aredis: aioredis.Redis, prefix: str) -> None:
@@ -158,12 +144,12 @@ async def test_live_registry_follows_changes_by_pubsub(aredis: aioredis.Redis, p
     await live.start()
     try:
         record = await store.create(name="n1", description=None, config=CodeConfig(language="python", code=PY % 1))
-        await until(lambda: live.get(evaluator_id=record.id) is not None)
+        await wait_until(lambda: live.get(evaluator_id=record.id) is not None, timeout=10, what="the new evaluator")
         updated = await store.update(record, name="n2")
-        await until(lambda: (r := live.get(name="n2")) is not None and r.version == 2)
+        await wait_until(lambda: (r := live.get(name="n2")) is not None and r.version == 2, timeout=10, what="the rename")
         assert live.get(name="n1") is None and updated.version_tag == f"{record.id}@2"
         await store.delete(updated)
-        await until(lambda: live.get(evaluator_id=record.id) is None)
+        await wait_until(lambda: live.get(evaluator_id=record.id) is None, timeout=10, what="the deletion")
     finally:
         await live.close()
 
@@ -183,7 +169,7 @@ async def test_registered_evaluator_runs_the_current_version(aredis: aioredis.Re
         first = await evaluator.aevaluate(event)
         assert (first.score, first.version) == (0.5, f"{record.id}@1")
         await store.update(record, config=CodeConfig(language="python", code=PY % 0.9))
-        await until(lambda: (r := live.get(name="half")) is not None and r.version == 2)
+        await wait_until(lambda: (r := live.get(name="half")) is not None and r.version == 2, timeout=10, what="version 2")
         second = await by_id.aevaluate(event)
         assert (second.score, second.version) == (0.9, f"{record.id}@2")
         missing = build_evaluator("registered", {"name": "nope"})

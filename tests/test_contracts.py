@@ -25,15 +25,13 @@ from pydantic import BaseModel, ValidationError
 
 from streameval import schemas
 from streameval.config import load_config
-from streameval.models import Aggregate, Alert, DeadLetter, GradedResult, RequestEvent
+from streameval.models import RequestEvent
 from streameval.offline import evaluate_file
+from streameval.outputs import OUTPUTS
 from streameval.pipeline import Pipeline
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-PAIRS: list[tuple[str, type[BaseModel]]] = [
-    ("request", RequestEvent), ("result", GradedResult), ("deadletter", DeadLetter),
-    ("alert", Alert), ("aggregate", Aggregate),
-]  # fmt: skip
+PAIRS: list[tuple[str, type[BaseModel]]] = [("request", RequestEvent), *((o.kind, o.model) for o in OUTPUTS)]
 
 WINDOW = {"size_s": 60, "start": "2026-11-21T10:00:00Z", "end": "2026-11-21T10:01:00Z"}
 ALERT = {
@@ -172,3 +170,15 @@ def test_mutations_get_the_same_verdict(
 def test_integral_float_is_rejected_by_the_model() -> None:
     document = {"id": "e", "model": "m", "output": "o", "schema_version": 1.0}
     assert _verdicts("request", RequestEvent, document) == (True, False)
+
+
+def test_alert_metric_names_are_the_metrics_read() -> None:
+    """The alert rule's ``metric`` literal (what a suite file may name) and METRICS (how each is read)
+    list the same names: a metric added to one and not the other fails here, not at a rule's first firing."""
+    from typing import get_args
+
+    from streameval.alerts import METRICS, AlertRule, Metric
+
+    assert sorted(get_args(Metric)) == sorted(METRICS)
+    for name in METRICS:
+        AlertRule(name="r", metric=name, comparator="<", threshold=0.5, window=60)

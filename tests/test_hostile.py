@@ -18,6 +18,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from _support import raw_event
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -50,7 +51,7 @@ PIPELINE = _pipeline()
 
 
 def _event(**fields: object) -> bytes:
-    return orjson.dumps({**GOOD, **fields})
+    return raw_event(**{**GOOD, **fields})
 
 
 def _fill(unit: bytes, head: bytes = b"", tail: bytes = b"", size: int = MIB - 64) -> bytes:

@@ -17,6 +17,7 @@ from streameval.alerts import AlertRule
 from streameval.deadletters import RawStore
 from streameval.errors import ConfigError, StoreUnavailable
 from streameval.models import EvaluatorResult, GradedResult, format_time
+from streameval.outputs import Publish
 from streameval.registry import CodeConfig, RegistryStore
 from streameval.store import ResultStore
 from streameval.windows import WindowCloser
@@ -63,8 +64,8 @@ async def test_every_script_touches_one_hash_slot(
     rule = AlertRule(name="low", metric="mean_score", comparator="<", threshold=0.9, window=10, min_count=1)
     sent: list[tuple[str, bytes]] = []
 
-    async def send(kind: str, key: bytes, value: bytes) -> None:
-        sent.append((kind, value))
+    async def send(message: Publish) -> None:
+        sent.append((message.kind, message.value))
 
     assert await WindowCloser(store, [rule], allowed_lateness_s=1, clock=clock).run_once(send) > 0
     assert any(kind == "alert" for kind, _ in sent)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from _support import event as request_event
 
 from streameval.evaluators import MissingField, build_evaluator
 from streameval.evaluators.agent import adaptability_from_counters, domain_means
@@ -12,7 +13,7 @@ from streameval.models import RequestEvent
 
 
 def _event(**agent: Any) -> RequestEvent:
-    return RequestEvent.model_validate({"id": "a", "model": "m", "output": "", "agent": agent})
+    return request_event(id="a", agent=agent)
 
 
 @pytest.mark.parametrize(

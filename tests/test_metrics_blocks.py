@@ -3,11 +3,11 @@ a malformed block is dead-lettered with its path, and every metric evaluator run
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import orjson
 import pytest
+import redis.asyncio as aioredis
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ValidationError
 
@@ -17,6 +17,7 @@ from streameval.config import parse_config
 from streameval.evaluators.classification import classification_stats
 from streameval.models import RequestEvent
 from streameval.pipeline import Pipeline
+from streameval.store import ResultStore
 
 VALIDATOR = Draft202012Validator(schemas.load("request"))
 BASE = {"id": "e1", "model": "m", "output": "Paris is the capital of France.", "expected": "Paris"}
@@ -114,38 +115,22 @@ async def test_every_metric_runs_in_a_suite() -> None:
     assert outcome.counters["adaptability"] == {"domain:d:sum": 0.5, "domain:d:n": 1.0}
 
 
-@pytest.mark.integration
-async def test_confusion_cells_accumulate_in_the_redis_window() -> None:
-    redis = pytest.importorskip("redis.asyncio")
-    from streameval.store import ResultStore
-
-    client = redis.Redis.from_url("redis://127.0.0.1:6379/0")
-    try:
-        await client.ping()
-    except Exception:
-        pytest.skip("no Redis at 127.0.0.1:6379")
-    prefix = f"test-metrics-{uuid.uuid4().hex}:"
-    store = ResultStore(client, prefix=prefix, windows=(60,))
+async def test_confusion_cells_accumulate_in_the_redis_window(aredis: aioredis.Redis, prefix: str) -> None:
+    store = ResultStore(aredis, prefix=prefix, windows=(60,))
     _, suites = parse_config({"suites": [{"name": "s", "default": True, "evaluators": [{"evaluator": "keyword_match"}]}]})
     pipeline = Pipeline(suites)
     rows = [("Paris is the capital of France", True), ("Paris is the capital of France", False),
             ("I do not know", True), ("I do not know", False), ("capital France Paris", True)]  # fmt: skip
-    try:
-        for i, (output, label) in enumerate(rows):
-            doc = {"id": f"e{i}", "model": "m", "output": output, "expected": "The capital of France is Paris",
-                   "label": label, "timestamp": "2026-11-21T10:00:00Z"}  # fmt: skip
-            outcome = await pipeline.process(orjson.dumps(doc))
-            assert outcome.result is not None
-            await store.record(outcome.result, outcome.result.model_dump_json().encode(), outcome.counters)
-        # a redelivered event does not count twice
+    for i, (output, label) in enumerate(rows):
+        doc = {"id": f"e{i}", "model": "m", "output": output, "expected": "The capital of France is Paris",
+               "label": label, "timestamp": "2026-11-21T10:00:00Z"}  # fmt: skip
+        outcome = await pipeline.process(orjson.dumps(doc))
+        assert outcome.result is not None
         await store.record(outcome.result, outcome.result.model_dump_json().encode(), outcome.counters)
-        aggregate = (await store.all_time())[0]
-        stats = classification_stats(aggregate.fields, evaluator="keyword_match")
-        assert stats["count"] == 5
-        assert stats["accuracy"] == pytest.approx(3 / 5)  # tp, tn, tp correct; fp, fn wrong
-        assert stats["precision"] == pytest.approx(2 / 3) and stats["recall"] == pytest.approx(2 / 3)
-    finally:
-        keys = [key async for key in client.scan_iter(match=f"{prefix}*")]
-        if keys:
-            await client.delete(*keys)
-        await client.aclose()
+    # a redelivered event does not count twice
+    await store.record(outcome.result, outcome.result.model_dump_json().encode(), outcome.counters)
+    aggregate = (await store.all_time())[0]
+    stats = classification_stats(aggregate.fields, evaluator="keyword_match")
+    assert stats["count"] == 5
+    assert stats["accuracy"] == pytest.approx(3 / 5)  # tp, tn, tp correct; fp, fn wrong
+    assert stats["precision"] == pytest.approx(2 / 3) and stats["recall"] == pytest.approx(2 / 3)

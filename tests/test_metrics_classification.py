@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from _support import event as request_event
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,7 +15,7 @@ from streameval.models import RequestEvent
 
 
 def _event(output: str, expected: str, label: bool | None = None) -> RequestEvent:
-    return RequestEvent(id="k", model="m", output=output, expected=expected, label=label)
+    return request_event(id="k", output=output, expected=expected, label=label)
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ the definition is symmetric (exact match, token F1, ROUGE-L F1 with one referenc
 from __future__ import annotations
 
 import pytest
+from _support import event as request_event
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +26,7 @@ settings.load_profile("metrics")
 
 
 def _event(output: str, expected: str) -> RequestEvent:
-    return RequestEvent(id="e", model="m", output=output, expected=expected)
+    return request_event(id="e", output=output, expected=expected)
 
 
 @pytest.mark.parametrize("name", TEXT_EVALUATORS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from _support import event as request_event
 
 from streameval.evaluators import MissingField, build_evaluator
 from streameval.evaluators.fallback import LLMFallback, fallback_table
@@ -30,9 +31,7 @@ GRAPH: dict[str, Any] = {
 
 
 def _event(output: str = "Paris is the capital of France.", **retrieval: Any) -> RequestEvent:
-    return RequestEvent.model_validate(
-        {"id": "g", "model": "m", "output": output, "input": "What is the capital of France?", "retrieval": retrieval}
-    )
+    return request_event(id="g", output=output, input="What is the capital of France?", retrieval=retrieval)
 
 
 def _score(name: str, event: RequestEvent, params: dict[str, Any] | None = None) -> float:

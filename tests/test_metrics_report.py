@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from _support import event as request_event
 from pydantic import ValidationError
 
 from streameval.evaluators import build_evaluator
@@ -13,7 +14,7 @@ from streameval.models import RequestEvent
 
 
 def _event(output: str = "", **report: Any) -> RequestEvent:
-    return RequestEvent.model_validate({"id": "r", "model": "m", "output": output, "report": report or None})
+    return request_event(id="r", output=output, report=report or None)
 
 
 WORKED_EXAMPLE = {  # seed 000 "完整评估案例": academic, 5/5 sections, 12 citations, 8,000 words, 6 sources, 2 images

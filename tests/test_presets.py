@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from _support import event as request_event
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -16,7 +17,7 @@ from streameval.models import RequestEvent
 
 
 def event(output: str, expected: str | None = None, **fields: Any) -> RequestEvent:
-    return RequestEvent(id="e1", model="m", output=output, expected=expected, **fields)
+    return request_event(id="e1", output=output, expected=expected, **fields)
 
 
 # seed 001 §3: the examples, as written in the seed

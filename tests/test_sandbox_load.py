@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-import orjson
 import pytest
+from _support import raw_event
 
 from streameval.config import parse_config
 from streameval.pipeline import Pipeline
@@ -24,7 +24,7 @@ TIMEOUT_MS = 2000
 
 
 def _events(n: int) -> list[bytes]:
-    return [orjson.dumps({"id": f"e{i}", "model": "m", "output": "x" * i}) for i in range(n)]
+    return [raw_event(id=f"e{i}", output="x" * i) for i in range(n)]
 
 
 async def test_a_backlog_gives_the_same_scores_as_events_sent_slowly() -> None:

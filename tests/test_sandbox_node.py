@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
+from _support import event as request_event
 
 from streameval.evaluators import build_evaluator
 from streameval.models import RequestEvent
@@ -34,7 +35,7 @@ def nodejs(code: str, timeout_ms: int = 5000) -> object:
 
 
 def event(output: str = "hello world", **metadata: object) -> RequestEvent:
-    return RequestEvent(id=str(uuid.uuid4()), model="m", output=output, input="q", metadata=dict(metadata))
+    return request_event(id=str(uuid.uuid4()), output=output, input="q", metadata=dict(metadata))
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")

@@ -30,6 +30,7 @@ from streameval.judges import (
 )
 from streameval.judges.sim import demo_judges, start_judge_sim
 from streameval.models import GradedResult, JudgeVerdict
+from streameval.outputs import Publish
 from streameval.pipeline import Pipeline, Source
 from streameval.processor import Processor
 from streameval.stats import Moments, moments
@@ -214,7 +215,7 @@ async def test_the_closing_tick_refreshes_norms_and_zscore_takes_over(aredis: ai
         await processor.start()
         closer = WindowCloser(store)
 
-        async def ignore(kind: str, key: bytes, value: bytes) -> None:
+        async def ignore(message: Publish) -> None:
             return None
 
         reasons = []

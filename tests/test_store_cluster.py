@@ -21,6 +21,7 @@ from streameval.api import create_web_app
 from streameval.judges import JudgeCache
 from streameval.judges._cache import CachedAnswer
 from streameval.models import EvaluatorResult, GradedResult, format_time
+from streameval.outputs import Publish
 from streameval.registry import CodeConfig, LiveRegistry, RegistryStore
 from streameval.store import ResultStore, retry_forever
 from streameval.windows import WindowCloser
@@ -69,8 +70,8 @@ async def test_store_closer_alerts_and_reads_on_a_cluster(cluster_client: keyspa
     rule = AlertRule(name="low", metric="mean_score", comparator="<", threshold=0.9, window=SIZE, min_count=1)
     sent: list[tuple[str, bytes]] = []
 
-    async def send(kind: str, key: bytes, value: bytes) -> None:
-        sent.append((kind, key))
+    async def send(message: Publish) -> None:
+        sent.append((message.kind, message.key or b""))
 
     async def clock() -> float:
         return now[0]

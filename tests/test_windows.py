@@ -15,6 +15,7 @@ from streameval.alerts import AlertRule
 from streameval.config import parse_config
 from streameval.errors import ConfigError
 from streameval.models import Aggregate, Alert, GradedResult, format_time
+from streameval.outputs import Publish
 from streameval.pipeline import Pipeline
 from streameval.stats import confidence_interval, moments
 from streameval.store import ResultStore
@@ -50,9 +51,9 @@ class Sink:
     def __init__(self) -> None:
         self.messages: list[tuple[str, bytes]] = []
 
-    async def __call__(self, kind: str, key: bytes, value: bytes) -> None:
+    async def __call__(self, message: Publish) -> None:
         await asyncio.sleep(0)  # let the other closer run in between, as a real send would
-        self.messages.append((kind, value))
+        self.messages.append((message.kind, message.value))
 
     def check_contracts(self) -> None:
         """Every published message is valid against its JSON Schema (what consumers validate)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ._errors import EXECUTION_FAILED, NOT_FOUND, ApiError
 from ._openapi import openapi_document
-from ._ops import broker_check, judge_checks
+from ._ops import broker_check, judge_checks, stall_check
 from ._server import DEFAULT_API_PORT, create_web_app, serve_api, start_web
 from ._settings import ApiSettings, load_api_settings
 from ._stats import remember_alert
@@ -24,5 +24,6 @@ __all__ = [
     "openapi_document",
     "remember_alert",
     "serve_api",
+    "stall_check",
     "start_web",
 ]

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from ..errors import StreamEvalError
+
 __all__ = [
     "EXECUTION_FAILED",
     "NOT_FOUND",
@@ -34,7 +36,9 @@ NOT_FOUND = 503001
 EXECUTION_FAILED = 503002
 
 
-class ApiError(Exception):
+class ApiError(StreamEvalError):
+    """An API request refused: its HTTP status, its error code and message (docs/api.md)."""
+
     status: ClassVar[int] = 500
     code: ClassVar[int] = 500
 

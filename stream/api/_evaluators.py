@@ -25,7 +25,7 @@ from ..evaluators import Evaluator, evaluator_class, evaluator_names
 from ..evaluators.registered import code_params
 from ..models import RequestEvent, format_time
 from ..registry import CodeConfig, EvaluatorRecord, NameTaken, RegistryFull, RegistryStore
-from ..sandbox._evaluator import CodeEvaluator
+from ..sandbox import CodeEvaluator
 from ..strictjson import loads_strict
 from ._bodies import CodeConfigBody, CreateBody, TestBody, UpdateBody, bad_request
 from ._errors import BadRequest, Conflict, ExecutionFailed, Forbidden, NotFound

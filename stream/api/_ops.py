@@ -20,6 +20,7 @@ from aiohttp import web
 
 from .. import telemetry
 from ..connect_check import kafka_metadata
+from ..errors import StreamEvalError
 from ..kafka_security import KafkaSecurity, bootstrap_hosts
 from ._security import READY_DETAILS_KEY
 
@@ -66,7 +67,7 @@ def broker_check(bootstrap: str, security: KafkaSecurity = _PLAINTEXT) -> Check:
     return ("broker", check)
 
 
-class Stalled(RuntimeError):
+class Stalled(StreamEvalError, RuntimeError):
     """A batch taken from the input has not been published for too long."""
 
 

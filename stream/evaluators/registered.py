@@ -22,7 +22,7 @@ from pydantic import Field, model_validator
 from ..errors import ConfigError, EvaluatorError
 from ..models import RequestEvent
 from ..registry import EvaluatorRecord, LiveRegistry, live_registry
-from ..sandbox._evaluator import CodeEvaluator, CodeParams
+from ..sandbox import CodeEvaluator, CodeParams
 from ._base import Evaluator, Params, Score, register
 from ._base import Params as ParamsBase
 

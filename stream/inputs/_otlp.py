@@ -24,7 +24,7 @@ from typing import Any
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ..errors import SchemaViolation
+from ..errors import SchemaViolation, StreamEvalError
 from ._json_map import load_json
 
 __all__ = ["MAX_VALUE_DEPTH", "Span", "spans_from_json", "spans_from_proto"]
@@ -103,7 +103,7 @@ def spans_from_proto(raw: bytes) -> list[Span]:
 
 # -- OTLP/JSON --------------------------------------------------------------------------------------
 # Paths for error messages are built only when something is wrong: each level re-raises with its step.
-class _Shape(Exception):
+class _Shape(StreamEvalError):
     def __init__(self, message: str, path: str = "") -> None:
         super().__init__(message)
         self.message, self.path = message, path

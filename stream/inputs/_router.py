@@ -12,6 +12,7 @@ import orjson
 
 from .. import telemetry
 from ..errors import ConfigError, ConfigIssue, EventError, SchemaViolation
+from ..outputs import OUTPUTS
 from ..strictjson import DEFAULT_MAX_EVENT_DEPTH
 from ._base import Decoder, Item, NativeDecoder, check_size
 from ._config import InputConfig, JsonInput, NativeInput, OtlpInput
@@ -143,10 +144,7 @@ async def evaluate_items(pipeline: Pipeline, items: Sequence[Item], pool: EvalPo
 
 def check_input_topics(specs: Sequence[InputConfig], settings: Any, *, file: str) -> None:
     """Raise :class:`ConfigError` when an input reads a topic the worker writes (it would read its own output)."""
-    outputs = {
-        settings.topic_results: "STREAMEVAL_TOPIC_RESULTS", settings.topic_deadletter: "STREAMEVAL_TOPIC_DEADLETTER",
-        settings.topic_alerts: "STREAMEVAL_TOPIC_ALERTS", settings.topic_aggregates: "STREAMEVAL_TOPIC_AGGREGATES",
-    }  # fmt: skip
+    outputs = {getattr(settings, output.setting): output.env for output in OUTPUTS}
     issues = [
         ConfigIssue(file=file, path=f"inputs[{i}].topic", message=f"{spec.topic!r} is the worker's output topic "
                     f"({outputs[spec.topic]}); an input cannot read it")

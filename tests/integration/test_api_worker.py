@@ -4,7 +4,6 @@ recording the evaluator version it used."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 import socket
 import time
@@ -16,6 +15,7 @@ import httpx
 import orjson
 import pytest
 import yaml
+from _support import wait_until
 
 from streameval.embedded import EmbeddedBroker
 from streameval.kafka_io import Record, collect, ensure_topics, produce
@@ -34,20 +34,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-async def wait_for(check: Callable[[], Any], *, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = await check()
-            if value:
-                return value
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 def metric(text: str, name: str, **labels: str) -> float:
@@ -74,7 +60,7 @@ async def test_worker_web_server_and_live_registered_evaluator(
         async def healthy() -> bool:
             return (await http.get("/health")).status_code == 200
 
-        await wait_for(healthy, timeout=60, what="the worker's /health")
+        await wait_until(healthy, timeout=60, what="the worker's /health", ignore=(httpx.TransportError,))
         ready = (await http.get("/ready")).json()
         assert ready["status"] == "ready" and set(ready["checks"]) == {"redis", "broker", "pipeline"}, ready
 
@@ -116,7 +102,7 @@ async def test_worker_web_server_and_live_registered_evaluator(
             text = (await http.get("/metrics")).text
             return text if metric(text, "streameval_dead_letters_total", kind="invalid_json") == 1 else None
 
-        text = await wait_for(metrics_settled, timeout=60, what="the dead letter in /metrics")
+        text = await wait_until(metrics_settled, timeout=60, what="the dead letter in /metrics", ignore=(httpx.TransportError,))
         assert metric(text, "streameval_events_in_total") == sent + 1
         assert metric(text, "streameval_results_out_total", suite="custom") == sent
         assert metric(text, "streameval_evaluator_latency_seconds_count", evaluator="scorer") == sent

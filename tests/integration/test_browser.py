@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import orjson
 import pytest
 import yaml
+from _support import raw_event
 
 from streameval.embedded import EmbeddedBroker
 from streameval.kafka_io import ensure_topics, produce
@@ -211,8 +211,8 @@ def events(start: int, n: int) -> list[bytes]:
     out = []
     for i in range(start, start + n):
         good = i % 3 != 0
-        out.append(orjson.dumps({"id": f"b-{i}", "model": "model-a" if i % 2 else "model-b", "output": "北京" if good else "上海",
-                                 "expected": "北京", "timestamp": format_time(now)}))  # fmt: skip
+        out.append(raw_event(id=f"b-{i}", model="model-a" if i % 2 else "model-b", output="北京" if good else "上海",
+                             expected="北京", timestamp=format_time(now)))  # fmt: skip
     out.append(b"not json %d" % start)  # one dead letter per burst
     return out
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 import pytest
+from _support import raw_event, wait_until
 
 from streameval.embedded import EmbeddedBroker, free_port
 from streameval.kafka_io import ensure_topics, produce
@@ -35,12 +36,11 @@ EXIT_FATAL, EXIT_GRACE_EXPIRED = 70, 75
 
 
 def events(run: str, start: int, n: int) -> list[bytes]:
-    return [orjson.dumps({"id": f"{run}-{i}", "model": "m", "output": "Paris", "expected": "Paris"})
-            for i in range(start, start + n)]  # fmt: skip
+    return [raw_event(id=f"{run}-{i}", output="Paris", expected="Paris") for i in range(start, start + n)]
 
 
 def marker(run: str) -> bytes:
-    return orjson.dumps({"id": f"{run}-INJECT-FAULT", "model": "m", "output": "Paris", "expected": "Paris"})
+    return raw_event(id=f"{run}-INJECT-FAULT", output="Paris", expected="Paris")
 
 
 def faulty(stage: str, **env: str) -> dict[str, str]:
@@ -49,14 +49,6 @@ def faulty(stage: str, **env: str) -> dict[str, str]:
 
 
 WorkerProcess = Any  # tests/conftest.py's WorkerProcess
-
-
-def poll(check: Callable[[], bool], *, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
 
 
 def wait_exit(worker: WorkerProcess, timeout: float) -> int:
@@ -128,7 +120,7 @@ async def test_a_commit_fault_exits_or_resumes(
         worker = start_worker(config, app_id=app_id, **faulty("commit"))
         await produce(broker.bootstrap, topics["requests"], [*events(run, 0, 50), marker(run)])
         await reader.wait(51, timeout=90, what="the results before the commit fault")
-        poll(lambda: "injected commit fault" in worker.log(), timeout=60, what="the injected commit failure")
+        await wait_until(lambda: "injected commit fault" in worker.log(), timeout=60, what="the injected commit failure")
         await produce(broker.bootstrap, topics["requests"], events(run, 50, 50))
         expected = {f"{run}-{i}".encode() for i in range(100)}
         try:
@@ -161,7 +153,7 @@ windowing: {allowed_lateness_s: 0, close_interval_s: 0.5}
 """)
     worker = start_worker(config, STREAMEVAL_WINDOWS="1", **faulty("closer"))
     await produce(broker.bootstrap, topics["requests"], [marker(run)])
-    poll(lambda: "injected window closer fault" in worker.log(), timeout=60, what="the injected closer failure")
+    await wait_until(lambda: "injected window closer fault" in worker.log(), timeout=60, what="the injected closer failure")
     sent_after = time.time()
     await produce(broker.bootstrap, topics["requests"], events(run, 0, 5))
     aggregates: list[dict[str, Any]] = []
@@ -174,10 +166,8 @@ windowing: {allowed_lateness_s: 0, close_interval_s: 0.5}
 
     reading = asyncio.create_task(read())
     try:
-        await asyncio.to_thread(
-            poll, lambda: any(_epoch(a["window"]["end"]) > sent_after for a in aggregates), timeout=60,
-            what="an aggregate of a window closed after the fault",
-        )  # fmt: skip
+        await wait_until(lambda: any(_epoch(a["window"]["end"]) > sent_after for a in aggregates), timeout=60,
+                         what="an aggregate of a window closed after the fault")  # fmt: skip
     finally:
         reading.cancel()
     assert "closing windows resumed after 1 failed tick(s)" in worker.log()
@@ -201,7 +191,7 @@ async def test_a_wedged_batch_is_reported_and_sigterm_still_stops_the_worker(
         "hang", STREAMEVAL_STALL_AFTER_S="2", STREAMEVAL_SHUTDOWN_GRACE_S="5", STREAMEVAL_WEB_PORT=str(port)))
     base = f"http://127.0.0.1:{port}"
     await produce(broker.bootstrap, topics["requests"], [*events(run, 0, 10), marker(run)])
-    poll(lambda: "stall: batches taken but not published" in worker.log(), timeout=60, what="the stall log line")
+    await wait_until(lambda: "stall: batches taken but not published" in worker.log(), timeout=60, what="the stall log line")
     assert f"{topics['requests']}[0] offsets" in worker.log()
     status, body = await asyncio.to_thread(_get, f"{base}/ready")
     assert status == 503 and "batches taken but not published" in body["checks"]["pipeline"]["error"], body
@@ -236,7 +226,7 @@ async def test_a_lost_produce_answer_holds_results_for_the_publish_timeout_only(
     async with LiveReader(broker.bootstrap, topics["results"], topics["deadletter"]) as reader:
         worker = start_worker(config, app_id=app_id, **faulty("lost-produce", STREAMEVAL_PUBLISH_TIMEOUT_S="3"))
         await produce(broker.bootstrap, topics["requests"], [*events(run, 0, 50), marker(run), *events(run, 50, 50)])
-        poll(lambda: "injected: a produce request is lost" in worker.log(), timeout=60, what="the lost request")
+        await wait_until(lambda: "injected: a produce request is lost" in worker.log(), timeout=60, what="the lost request")
         await reader.wait_for(lambda: expected <= reader.result_ids or worker.proc.poll() is not None,
                               timeout=60, what="the results after the lost answer, or an exit")  # fmt: skip
         if worker.proc.poll() is not None:
@@ -255,7 +245,7 @@ async def test_sigterm_stops_a_worker_whose_event_loop_is_blocked(
     await ensure_topics(broker.bootstrap, topics.values(), partitions=1)
     worker = start_worker(write_config(tmp_path), **faulty("freeze", STREAMEVAL_SHUTDOWN_GRACE_S="3"))
     await produce(broker.bootstrap, topics["requests"], [marker(run)])
-    poll(lambda: "injected: the event loop is frozen" in worker.log(), timeout=60, what="the frozen loop")
+    await wait_until(lambda: "injected: the event loop is frozen" in worker.log(), timeout=60, what="the frozen loop")
     worker.proc.terminate()
     code = await asyncio.to_thread(wait_exit, worker, 60)  # the freeze lasts 120 s
     assert code == EXIT_GRACE_EXPIRED, worker.log()[-3000:]

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
+from _support import raw_event
 
 from streameval.config import parse_config
 from streameval.judges import JudgeConfig, JudgeError, JudgeProbe
@@ -44,9 +44,8 @@ def _judge(name: str, url: str, model: str, protocol: str = "openai", **extra: A
 
 def _events(n: int) -> list[bytes]:
     run = uuid.uuid4().hex[:6]
-    return [orjson.dumps({"id": f"g{run}-{i}", "model": "secret-model-name", "input": "Capital of France?",
-                          "output": f"Paris ({i})", "expected": "Paris", "category": "qa_simple"})
-            for i in range(n)]  # fmt: skip
+    return [raw_event(id=f"g{run}-{i}", model="secret-model-name", input="Capital of France?",
+                      output=f"Paris ({i})", expected="Paris", category="qa_simple") for i in range(n)]  # fmt: skip
 
 
 def _pipeline(judges: list[dict[str, Any]]) -> Pipeline:

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
+from _support import raw_event
 
 from streameval.embedded import EmbeddedBroker
 from streameval.kafka_io import ensure_topics, produce
@@ -36,8 +36,7 @@ EVENTS = 5_000
 
 
 def make_events(run: str, n: int) -> tuple[list[bytes], set[bytes]]:
-    values = [orjson.dumps({"id": f"{run}-{i}", "model": f"m{i % 3}", "output": "Paris", "expected": "Paris"})
-              for i in range(n)]  # fmt: skip
+    values = [raw_event(id=f"{run}-{i}", model=f"m{i % 3}", output="Paris", expected="Paris") for i in range(n)]
     return values, {f"{run}-{i}".encode() for i in range(n)}
 
 

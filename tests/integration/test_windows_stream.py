@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 import pytest
 import redis.asyncio as aioredis
+from _support import raw_event
 
 from streameval.embedded import EmbeddedBroker
 from streameval.kafka_io import Record, collect, ensure_topics, produce
@@ -38,8 +39,7 @@ alerts:
 
 
 def event(event_id: str, at: float, model: str = "m1", output: str = "Paris") -> bytes:
-    return orjson.dumps({"id": event_id, "model": model, "output": output, "expected": "Paris",
-                         "timestamp": format_time(at)})  # fmt: skip
+    return raw_event(id=event_id, model=model, output=output, expected="Paris", timestamp=format_time(at))
 
 
 async def redis_now(client: aioredis.Redis) -> float:

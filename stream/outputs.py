@@ -1,0 +1,77 @@
+"""The worker's output topics, in one table: kind → topic setting → model and schema.
+
+Everything else is derived from :data:`OUTPUTS`: the topics ``streameval worker`` creates, the Faust
+app's output topics, :class:`Publish`'s ``kind``, the check that no input reads an output topic, and
+the schema list (:mod:`streameval.schemas`). A new output topic takes a row and its setting here, its
+model (:mod:`streameval.models`) with its JSON Schema (``schemas/``), and docs (docs/architecture.md).
+
+Every message the worker publishes, a graded result from a batch or an aggregate from the window
+closer, is a :class:`Publish` handed to one :data:`Send`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, Field
+
+from .models import Aggregate, Alert, DeadLetter, GradedResult
+
+__all__ = ["OUTPUTS", "Kind", "Output", "OutputTopics", "Publish", "Send", "output_topics"]
+
+#: What a published message is; one per row of :data:`OUTPUTS`.
+Kind = Literal["result", "deadletter", "aggregate", "alert"]
+
+
+class OutputTopics(BaseModel):
+    """The output topics' settings (``STREAMEVAL_TOPIC_*``); :class:`streameval.settings.Settings` has them."""
+
+    topic_results: str = Field(default="evals.results", description="graded results")
+    topic_deadletter: str = Field(default="evals.deadletter", description="events that cannot be evaluated")
+    topic_alerts: str = Field(default="evals.alerts", description="fired alert rules")
+    topic_aggregates: str = Field(default="evals.aggregates", description="closed window aggregates")
+
+
+@dataclass(frozen=True)
+class Output:
+    """One output topic: its kind, the setting naming its topic, its model and its schema file."""
+
+    kind: Kind
+    setting: str  # a field of OutputTopics
+    model: type[BaseModel]
+    schema: str  # a file in schemas/
+
+    @property
+    def env(self) -> str:
+        """The environment variable of the topic setting (``STREAMEVAL_TOPIC_RESULTS``)."""
+        return f"STREAMEVAL_{self.setting.upper()}"
+
+
+OUTPUTS: tuple[Output, ...] = (
+    Output("result", "topic_results", GradedResult, "graded-result.v1.json"),
+    Output("deadletter", "topic_deadletter", DeadLetter, "dead-letter.v1.json"),
+    Output("aggregate", "topic_aggregates", Aggregate, "aggregate.v1.json"),
+    Output("alert", "topic_alerts", Alert, "alert.v1.json"),
+)
+assert tuple(o.kind for o in OUTPUTS) == get_args(Kind), "a kind without a row, or a row without a kind"
+
+
+def output_topics(settings: OutputTopics) -> dict[Kind, str]:
+    """Each kind's topic name under ``settings``."""
+    return {o.kind: getattr(settings, o.setting) for o in OUTPUTS}
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """One message to send to the topic of its ``kind``."""
+
+    kind: Kind
+    key: bytes | None
+    value: bytes
+
+
+Send = Callable[[Publish], Awaitable[Any]]
+"""Hand one message to the producer. May return (after queueing it) an awaitable of its delivery:
+:class:`streameval.inflight.InFlight` waits for that before acking a batch; the window closer does not."""

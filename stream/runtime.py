@@ -1,0 +1,208 @@
+"""The stream worker's composition root, free of Faust: its parts built from settings and a suite file.
+
+``streameval worker`` (the Faust adapter, :mod:`streameval.agents`) calls, in order:
+
+1. :func:`load_worker_config`: read and check the suite file and settings (a :class:`ConfigError`
+   names the file and field before anything connects);
+2. :func:`prepare`: check the Redis credentials, create the input and output topics
+   (:mod:`streameval.outputs`), refuse a cluster behind ``redis://``;
+3. :meth:`Runtime.build`, once inside the worker's event loop: the Redis client, the store, the
+   pipeline, the evaluator registry, the :class:`~streameval.processor.Processor` and the
+   :class:`~streameval.windows.WindowCloser`.
+
+Then its consumer loop hands each batch to ``runtime.processor.process_batch`` and every
+``close_interval_s`` calls :meth:`Runtime.close_windows`; both publish through one
+:data:`~streameval.outputs.Send`. A test or another consumer loop can do the same without Faust.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from . import keyspace
+from ._util import redact_url
+from .alerts import check_alert_windows
+from .api import (
+    ApiSettings,
+    broker_check,
+    create_web_app,
+    load_api_settings,
+    remember_alert,
+    stall_check,
+    start_web,
+)
+from .config import Suites, parse_config_text, read_config_text
+from .connect_check import check_redis_settings
+from .deadletters import DeadLetterPolicy, RawStore
+from .errors import ConfigError
+from .evalpool import EvalPool
+from .inputs import Inputs, check_input_topics
+from .judges import JudgeCache, judge_ready_checks
+from .kafka_io import ensure_topics
+from .kafka_security import KafkaSecurity
+from .keyspace import Client
+from .outputs import Publish, Send, output_topics
+from .pipeline import Pipeline
+from .processor import Processor
+from .redis_security import redis_options
+from .registry import LiveRegistry, RegistryStore, bind_live_registry
+from .settings import Settings
+from .store import ResultStore, retry_forever
+from .windows import WindowCloser
+
+__all__ = ["REDIS_CONNECTIONS", "Runtime", "WebServer", "WorkerConfig", "load_worker_config", "prepare", "serve_web"]
+
+log = logging.getLogger(__name__)
+
+REDIS_CONNECTIONS = 64  # per worker process; the Redis server may be shared
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """What a worker runs, checked: settings, the suite file (text and parsed), its inputs, the API settings."""
+
+    settings: Settings
+    config_file: str
+    config_text: str
+    suites: Suites
+    inputs: Inputs
+    input_topics: list[str]
+    api: ApiSettings
+
+    @property
+    def redis_url(self) -> str:
+        assert self.settings.redis_url is not None  # load_worker_config checked it
+        return self.settings.redis_url
+
+
+def load_worker_config(settings: Settings) -> WorkerConfig:
+    """Read and check everything a worker needs from ``settings``; raises :class:`ConfigError` first."""
+    if not settings.config:
+        raise ConfigError("no suite config: pass --config FILE or set STREAMEVAL_CONFIG")
+    if not settings.redis_url:
+        raise ConfigError("no Redis: set REDIS_URL (the worker keeps idempotency and aggregates there)")
+    config_file = settings.config
+    config_text = read_config_text(config_file)
+    _, suites = parse_config_text(config_text, file=config_file)  # fail fast, with file and field path
+    check_alert_windows(suites.alerts, settings.windows, file=config_file)
+    inputs = Inputs(suites.inputs, max_depth=settings.max_event_depth)
+    input_topics = inputs.topics(settings.topic_requests)
+    check_input_topics(suites.inputs, settings, file=config_file)
+    return WorkerConfig(settings, config_file, config_text, suites, inputs, input_topics, load_api_settings())
+
+
+async def prepare(config: WorkerConfig) -> None:
+    """Before the consumer starts: Redis credentials, the topics (inputs and every output), the Redis mode."""
+    settings = config.settings
+    await check_redis_settings(config.redis_url, redis_options(settings))  # a wrong password: one line, exit
+    await ensure_topics(
+        settings.kafka_bootstrap_servers,
+        [*config.input_topics, *output_topics(settings).values()],
+        partitions=settings.topic_partitions,
+        replication=settings.topic_replication,
+        security=KafkaSecurity.from_settings(settings),
+    )
+    await keyspace.preflight(config.redis_url, **redis_options(settings))  # a cluster behind redis:// fails here
+
+
+class Runtime:
+    """A running worker's parts: the processor, the window closer and the alert side effects."""
+
+    def __init__(self, processor: Processor, closer: WindowCloser) -> None:
+        self.processor = processor
+        self.closer = closer
+
+    @classmethod
+    async def build(cls, config: WorkerConfig) -> Runtime:
+        """Connect Redis (waiting while it is down), load the registry, start the processor."""
+        settings, suites, redis_url = config.settings, config.suites, config.redis_url
+        # Blocking pool: with batches in flight, thousands of judge-cache reads can be waiting at once;
+        # they queue for one of the connections instead of failing with MaxConnectionsError (which
+        # turned every cache read into a judge call, docs/performance.md).
+        client = keyspace.connect(redis_url, max_connections=REDIS_CONNECTIONS, **redis_options(settings))  # or a cluster
+
+        await retry_forever(lambda: keyspace.ping(client, redis_url), what="connecting to Redis")
+        store = ResultStore.from_settings(client, settings, allowed_lateness_s=suites.windowing.allowed_lateness_s)
+        pipeline = Pipeline(
+            suites,
+            max_event_bytes=settings.max_event_bytes,
+            max_event_depth=settings.max_event_depth,
+            judge_cache=JudgeCache(client, prefix=settings.redis_prefix),
+        )
+        # registered evaluators read this copy of the registry; it follows API changes live
+        api = config.api
+        registry = LiveRegistry(RegistryStore(client, prefix=settings.redis_prefix, limits=api.registry_limits()),
+                                resync_s=api.registry_resync_s)  # fmt: skip
+        await retry_forever(registry.start, what="loading the evaluator registry")
+        bind_live_registry(registry)
+
+        async def close() -> None:
+            bind_live_registry(None)
+            await registry.close()
+            await client.aclose()
+
+        pool = None
+        if settings.eval_processes:
+            pool = EvalPool(config.config_text, config.config_file, settings.eval_processes,
+                            max_event_bytes=settings.max_event_bytes, max_event_depth=settings.max_event_depth)  # fmt: skip
+        raw_store = RawStore(client, prefix=settings.redis_prefix, ttl_s=settings.dead_letter_raw_ttl_s,
+                             budget_bytes=settings.dead_letter_raw_budget_bytes)  # fmt: skip
+        dead_letters = DeadLetterPolicy(max_bytes=settings.dead_letter_max_bytes, store=raw_store)
+        processor = Processor(pipeline, store, on_close=close, pool=pool, inputs=config.inputs,
+                              dead_letters=dead_letters)  # fmt: skip
+        await processor.start()
+        windowing = suites.windowing
+        closer = WindowCloser(store, suites.alerts, allowed_lateness_s=windowing.allowed_lateness_s,
+                              lease_s=windowing.lease_s)  # fmt: skip
+        log.info("streameval worker ready: %d suite(s), Redis %s", len(suites.all), redact_url(redis_url))
+        return cls(processor, closer)
+
+    async def close_windows(self, send: Send) -> int:
+        """Publish due windows and their alerts through ``send``; keep each alert for the dashboard.
+
+        Returns how many windows this worker published. Errors propagate (the caller retries at its
+        next tick; a window's lease makes a half-done publish safe, :mod:`streameval.windows`).
+        """
+        store = self.processor.store
+
+        async def publish(message: Publish) -> None:
+            await send(message)
+            if message.kind == "alert":  # the dashboard's recent alerts (docs/api.md)
+                await remember_alert(store.client, store.prefix, message.value)
+
+        return await self.processor.close_windows(self.closer, publish)
+
+    async def close(self) -> None:
+        await self.processor.close()
+
+
+@dataclass
+class WebServer:
+    """The worker's web server (/health, /ready, /metrics and the API); ``await close()`` stops it."""
+
+    runner: web.AppRunner
+    client: Client
+
+    async def close(self) -> None:
+        await self.runner.cleanup()
+        await self.client.aclose()
+
+
+async def serve_web(config: WorkerConfig) -> WebServer:
+    """Serve /health, /ready, /metrics and the API on ``config.api.web_port`` (set) in the running loop."""
+    settings, api = config.settings, config.api
+    assert api.web_port is not None
+    client = keyspace.connect(config.redis_url, max_connections=16, socket_timeout=5, connect_timeout=2,
+                              **redis_options(settings))  # fmt: skip
+    judges = [j for j in config.suites.judges if j.enabled]
+    checks = [broker_check(settings.kafka_bootstrap_servers, KafkaSecurity.from_settings(settings)),
+              stall_check(), *judge_ready_checks(judges)]  # an authenticated models listing per judge, cached
+    web_app = create_web_app(client, prefix=settings.redis_prefix, token=api.token(), checks=checks,
+                             ready_timeout_s=api.ready_timeout_s, windows=settings.windows,
+                             access=api.access(), registry_limits=api.registry_limits())  # fmt: skip
+    runner = await start_web(web_app, api.web_host, api.web_port)
+    log.info("worker web server on http://%s:%d", api.web_host, api.web_port)
+    return WebServer(runner, client)
