@@ -21,7 +21,7 @@ from typing import BinaryIO
 
 from .evalpool import EvalPool, evaluate_batch
 from .inputs import Decoder, evaluate_items
-from .judges._cost import prices_of
+from .judges import prices_of
 from .pipeline import Outcome, Pipeline, Source
 from .summary import Summary
 

@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 from rich.console import Console
 from rich.table import Table
 
-from .judges._cost import token_cost
-from .judges._stats import JudgeTally, tally_verdict
+from .judges import JudgeTally, tally_verdict, token_cost
 from .models import GradedResult
 
 __all__ = ["PairSummary", "Summary", "render_summary"]

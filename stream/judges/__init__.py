@@ -9,6 +9,7 @@ from __future__ import annotations
 from ._cache import JudgeCache, TokenBudget
 from ._client import Completion, JudgeClient
 from ._config import FallbackSpec, JudgeConfig, SuiteJudgeConfig, check_panel_weights, panel_judges
+from ._cost import prices_of, token_cost
 from ._errors import (
     JudgeAuthError,
     JudgeBadResponse,
@@ -35,6 +36,7 @@ from ._prompts import TEMPLATE_VERSION, Prompt, build_metric, build_report, buil
 from ._protocols import PROTOCOLS, Protocol
 from ._ready import JudgeProbe, judge_ready_checks
 from ._rubrics import CRITERIA, METRIC_PROMPTS, REPORT_DIMENSIONS, RUBRICS
+from ._stats import JudgeTally, tally_verdict
 from ._suite import PANEL_RESULT_NAME, Judgement, SuiteJudge, rejudged, sampled
 
 __all__ = [
@@ -60,6 +62,7 @@ __all__ = [
     "JudgeProbe",
     "JudgeRateLimited",
     "JudgeRequestError",
+    "JudgeTally",
     "JudgeTimeout",
     "JudgeUnavailable",
     "Judgement",
@@ -81,8 +84,11 @@ __all__ = [
     "panel_judges",
     "panel_score",
     "parse_answer",
+    "prices_of",
     "rejudged",
     "repeat_counters",
     "sampled",
+    "tally_verdict",
+    "token_cost",
     "zscore_panel_score",
 ]
