@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from . import _lua, telemetry
+from .examples import Candidates
 from .errors import StoreUnavailable
 from .keyspace import OVERFLOW_MODEL, Client, Keys, guard, is_cluster, retry_forever, run_scripts
 from .models import GradedResult, parse_time
@@ -86,6 +87,7 @@ class _Event:
     event_time: float
     encoded: bytes
     increments: dict[str, float] = field(default_factory=dict)
+    result: GradedResult | None = None  # for the drill-down examples (streameval.examples)
 
 
 class ResultStore:
@@ -102,6 +104,8 @@ class ResultStore:
         max_pairs: int = 10_000,
         allowed_lateness_s: float = 5.0,
         clock: Callable[[], float] | None = None,
+        examples: int = 20,
+        example_ttl_s: int = 86400,
     ) -> None:
         self.client = client
         self.keys = Keys(prefix)
@@ -125,13 +129,19 @@ class ResultStore:
         # (only a rolled-back call empties, and so deletes, a set it created), so the EXPIRE is sent once
         self._expiring: set[str] = set()
         self._expiring_since = time.monotonic()
+        # drill-down examples per window (streameval.examples); kept at most as long as the window
+        self.examples = examples
+        self.example_ttl_s = min(example_ttl_s, window_ttl_s)
+        self._candidates_of = Candidates(self.keys, examples)
+        self._examples_sent: dict[int, list[Any]] = {}  # id(call args) -> what to remember once it succeeded
 
     @classmethod
     def from_settings(cls, client: Client, settings: Settings, *, allowed_lateness_s: float) -> ResultStore:
         return cls(client, prefix=settings.redis_prefix, windows=settings.windows, window_ttl_s=settings.window_ttl_s,
                    seen_ttl_s=settings.seen_ttl_s, redelivery_ttl_s=settings.redelivery_ttl_s,
                    all_time_ttl_s=settings.all_time_ttl_s, max_pairs=settings.max_pairs,
-                   allowed_lateness_s=allowed_lateness_s)  # fmt: skip
+                   allowed_lateness_s=allowed_lateness_s, examples=settings.examples,
+                   example_ttl_s=settings.example_ttl_s)  # fmt: skip
 
     # -- keys (for callers that address one pair) -----------------------------------------------
     def pair_id(self, model: str, suite: str) -> str:
@@ -193,6 +203,9 @@ class ResultStore:
                 out: list[bytes | None]) -> list[_Event]:  # fmt: skip
         """Apply one record reply; returns the events still to record."""
         status = _text(reply[0])
+        sent = self._examples_sent.pop(id(call[2]), None)
+        if status == "ok" and sent:
+            self._candidates_of.commit(sent)
         if status == "ok":
             if len(self._expiring) > 100_000 or time.monotonic() - self._expiring_since > 600:
                 # forget now and then: a set recreated after a Redis restart without its data gets a TTL again
@@ -241,7 +254,7 @@ class ResultStore:
             inc[base + "errors"] += int(ev.error is not None)
             for counter, value in ((counters or {}).get(ev.name) or {}).items():
                 inc[f"{base}c:{self._label(pair, ev.name, counter)}"] += value
-        return _Event(index, pair, digest, parse_time(result.event_time), encoded, inc)
+        return _Event(index, pair, digest, parse_time(result.event_time), encoded, inc, result)
 
     def _label(self, pair: str, evaluator: str, counter: str) -> str:
         """``domain:{name}:{stat}`` counters (agent domains) beyond MAX_COUNTER_LABELS names fold into ``_other``."""
@@ -315,7 +328,24 @@ class ResultStore:
         for shard in shards:
             klist += [keys.marks(pair, generation, shard), keys.marks(pair, generation - 1, shard)]
             expire.append("0" if klist[-2] in self._expiring else "1")
-        return self._record, klist, [*args, *per_event, *expire]
+        args = [*args, *per_event, *expire]
+        self._examples_part(pair, group, now, rgen, klist, args)
+        return self._record, klist, args
+
+    def _examples_part(self, pair: str, group: list[_Event], now: float, rgen: int, klist: list[str],
+                       args: list[Any]) -> None:  # fmt: skip
+        """Append RECORD_EXAMPLES' keys and args: result ids and the window examples' candidates."""
+        events = [(e.result, e.event_time, e.digest) for e in group if e.result is not None]
+        ids_key = self.keys.result_ids(pair, rgen) if self.redelivery_ttl_s else None
+        ids_ttl = _until((rgen + 2) * self.redelivery_ttl_s, now) if self.redelivery_ttl_s else 0
+        xkeys, xargs, sent = self._candidates_of.part(pair, self.windows, events, ids_key=ids_key,
+                                                      example_ttl_s=self.example_ttl_s, ids_ttl_s=ids_ttl)  # fmt: skip
+        klist += xkeys
+        args += xargs
+        if sent:
+            if len(self._examples_sent) > 10_000:  # replies that never came (errors): do not grow
+                self._examples_sent.clear()
+            self._examples_sent[id(args)] = sent
 
     def _index_call(self, groups: dict[str, list[_Event]], now: float) -> tuple[Any, list[str], list[Any]]:
         """Pairs into each window's index before their data: the closer reads the index, then the data."""
