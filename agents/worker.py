@@ -147,7 +147,8 @@ def _serve_web(app: faust.App, settings: Settings, api: ApiSettings, judges: lis
                   stall_check(), *judge_ready_checks(judges)]  # an authenticated models listing per judge, cached
         web_app = create_web_app(client, prefix=settings.redis_prefix, token=token, checks=checks,
                                  ready_timeout_s=api.ready_timeout_s, windows=settings.windows,
-                                 access=api.access(), registry_limits=api.registry_limits())  # fmt: skip
+                                 access=api.access(), registry_limits=api.registry_limits(),
+                                 redelivery_ttl_s=settings.redelivery_ttl_s)  # fmt: skip
         state["runner"], state["client"] = await start_web(web_app, api.web_host, port), client
         log.info("worker web server on http://%s:%d", api.web_host, port)
 

@@ -245,6 +245,8 @@ class ResultStore:
         inc["passes"] += int(result.passed)
         inc[f"grade:{result.grade}"] += 1
         inc[f"lat:{latency_bucket(result.latency_ms)}"] += 1
+        for gate in result.failed_gates:  # the dashboard's gate failures
+            inc[f"gate:{gate}"] += 1
         for ev in result.evaluators:
             base = f"ev:{ev.name}:"
             inc[base + "count"] += 1
@@ -434,7 +436,7 @@ def _whole(name: str) -> bool:
     """Fields that only ever count events (HINCRBY); sums and evaluators' own counters are floats."""
     if ":c:" in name:
         return False
-    return name in ("count", "passes") or name.startswith(("grade:", "lat:")) or name.endswith(
+    return name in ("count", "passes") or name.startswith(("grade:", "lat:", "gate:")) or name.endswith(
         (":count", ":passes", ":errors"))
 
 
