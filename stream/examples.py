@@ -134,7 +134,7 @@ class Candidates:
                 args += [result.id, digest]
         sent: list[tuple[tuple[str, int, int], str, float]] = []
         if self.keep:
-            for s, size in enumerate(windows):
+            for size in windows:
                 by_start: dict[int, list[tuple[GradedResult, float]]] = {}
                 for result, event_time, _ in events:
                     by_start.setdefault(int(event_time // size) * size, []).append((result, event_time))

@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from . import _lua, telemetry
-from .examples import Candidates
 from .errors import StoreUnavailable
+from .examples import Candidates
 from .keyspace import OVERFLOW_MODEL, Client, Keys, guard, is_cluster, retry_forever, run_scripts
 from .models import GradedResult, parse_time
 from .stats import latency_bucket
