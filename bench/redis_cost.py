@@ -15,6 +15,9 @@ worker does (``ResultStore.record_many``). Figures, from ``INFO`` before and aft
   the whole ``STREAMEVAL_SEEN_TTL_S``), and the idempotency marks' share (``MEMORY USAGE``);
 * worker CPU µs per event spent recording (``time.process_time``).
 
+``BENCH_STORE_KW`` (JSON) passes options to this checkout's ``ResultStore``, e.g. ``{"examples": 0}``
+to measure without the drill-down examples (with ``--no-baseline`` when the baseline lacks the option).
+
 The baseline is ``git archive <ref> stream`` unpacked to a temporary directory and imported as
 ``streameval``. Nothing is asserted; the ratios are printed.
 """
@@ -107,8 +110,9 @@ async def _measure(events: int, batch: int, port: int) -> dict[str, float]:
     after = _info(sync)
     marks = 0
     if new_api:  # the results' TTL has passed: drop them as Redis would, then weigh the marks
-        for key in sync.scan_iter(match="bench:*:res:*", count=10_000):
-            sync.delete(key)
+        for pattern in ("bench:*:res:*", "bench:*:rid:*"):  # results and their id index: same horizon
+            for key in sync.scan_iter(match=pattern, count=10_000):
+                sync.delete(key)
         for key in sync.scan_iter(match="bench:*:mk:*", count=10_000):
             marks += int(sync.memory_usage(key, samples=0) or 0)
     horizon = _info(sync)

@@ -235,7 +235,7 @@ async def windows(request: web.Request) -> web.Response:
     for pair, pts in sorted(series.items()):
         model, suite = Keys.split_pair(pair)
         out.append({"model": model, "suite": suite, "points": sorted(pts, key=lambda p: p["start"])})
-    return _ok({"size": size, "starts": starts, "series": out}, len(everyone))
+    return _ok({"size": size, "sizes": list(config.windows), "starts": starts, "series": out}, len(everyone))
 
 
 async def dead_letters(request: web.Request) -> web.Response:
