@@ -106,6 +106,7 @@ class ResultStore:
         clock: Callable[[], float] | None = None,
         examples: int = 20,
         example_ttl_s: int = 86400,
+        result_ids: bool = True,
     ) -> None:
         self.client = client
         self.keys = Keys(prefix)
@@ -133,6 +134,7 @@ class ResultStore:
         self.examples = examples
         self.example_ttl_s = min(example_ttl_s, window_ttl_s)
         self._candidates_of = Candidates(self.keys, examples)
+        self._ids = result_ids
         self._examples_sent: dict[int, list[Any]] = {}  # id(call args) -> what to remember once it succeeded
 
     @classmethod
@@ -338,7 +340,7 @@ class ResultStore:
                        args: list[Any]) -> None:  # fmt: skip
         """Append RECORD_EXAMPLES' keys and args: result ids and the window examples' candidates."""
         events = [(e.result, e.event_time, e.digest) for e in group if e.result is not None]
-        ids_key = self.keys.result_ids(pair, rgen) if self.redelivery_ttl_s else None
+        ids_key = self.keys.result_ids(pair, rgen) if self.redelivery_ttl_s and self._ids else None
         ids_ttl = _until((rgen + 2) * self.redelivery_ttl_s, now) if self.redelivery_ttl_s else 0
         xkeys, xargs, sent = self._candidates_of.part(pair, self.windows, events, ids_key=ids_key,
                                                       example_ttl_s=self.example_ttl_s, ids_ttl_s=ids_ttl)  # fmt: skip
