@@ -214,6 +214,7 @@ class ResultStore:
                 self._expiring.clear()
                 self._expiring_since = time.monotonic()
             keys, shards = call[1], int(call[2][3])
+            keys = keys[: len(keys) - _drilldown_keys(call[2])]  # the mark sets come before the drill-down keys
             self._expiring.update(keys[len(keys) - 2 * shards :: 2])  # these mark sets have their TTL now
             return []
         if status == "skew":
@@ -423,6 +424,11 @@ class ResultStore:
     async def dead_letter_counts(self) -> dict[str, int]:
         raw = await guard(self.client.hgetall(self.keys.dead_letters_all))
         return {_text(k): int(v) for k, v in raw.items()}
+
+
+def _drilldown_keys(args: list[Any]) -> int:
+    """How many KEYS at the end of a record call belong to RECORD_EXAMPLES (its first ARGV entry says)."""
+    return int(args[len(args) - int(args[-1])])
 
 
 def _is_overflow(pair: str) -> bool:
