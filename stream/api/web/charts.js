@@ -46,7 +46,9 @@ const Charts = (() => {
       const ticks = x1 === x0 ? [x0] : timeTicks(x0, x1, Math.max(3, Math.floor(width / 140)));
       for (const t of ticks) {
         root.append(svg("line", { x1: px(t), x2: px(t), y1: height - pad.b, y2: height - pad.b + 4, stroke: "#98a2b3", class: "x-tick" }));
-        root.append(label(px(t), height - 8, clock(t, x1 - x0), "middle"));
+        // labels near an edge are anchored inside the chart, not cut off
+        const anchor = px(t) < pad.l + 30 ? "start" : px(t) > width - pad.r - 30 ? "end" : "middle";
+        root.append(label(px(t), height - 8, clock(t, x1 - x0), anchor));
       }
     }
     series.forEach((s, i) => {

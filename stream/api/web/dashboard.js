@@ -93,7 +93,8 @@ async function refresh() {
   const latency = shown.flatMap((s) => [
     { name: `${s.model} × ${s.suite} p95`, points: s.points.map((p) => ({ x: p.start, y: p.latencyP95Ms })) },
     { name: `${s.model} × ${s.suite} p50`, points: s.points.map((p) => ({ x: p.start, y: p.latencyP50Ms })) }]);
-  Charts.line($("latency-chart"), latency, { width: 540, height: 200, yMax: null, format: (y) => `${Math.round(y)}` });
+  const latencyColors = Charts.line($("latency-chart"), latency, { width: 540, height: 200, yMax: null, format: (y) => `${Math.round(y)}` });
+  $("latency-legend").replaceChildren(...latency.map((s, i) => SE.el("span", {}, SE.swatch(latencyColors[i % latencyColors.length]), s.name)));
 
   // judge cost per judge and window (the shown pairs summed)
   const cost = new Map();
