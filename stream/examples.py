@@ -53,10 +53,10 @@ def _cut(text: str | None) -> str | None:
 def compact(result: GradedResult) -> bytes:
     """The example form of a result: what an operator reads to see why it scored low."""
     doc: dict[str, Any] = {
-        "id": result.id, "score": round(result.score, 6), "passed": result.passed, "grade": result.grade,
+        "id": result.id, "score": result.score, "passed": result.passed, "grade": result.grade,
         "threshold": result.threshold, "category": result.category, "event_time": result.event_time,
-        "latency_ms": round(result.latency_ms, 3),
-        "evaluators": [{"name": e.name, "score": round(e.score, 6), "passed": e.passed, "weight": e.weight,
+        "latency_ms": result.latency_ms,
+        "evaluators": [{"name": e.name, "score": e.score, "passed": e.passed, "weight": e.weight,
                         "reason": _cut(e.reason), "error": _cut(e.error)} for e in result.evaluators],
     }  # fmt: skip
     if result.failed_gates:
@@ -101,6 +101,14 @@ def example_ids(members: Sequence[bytes | str], n: int = 3) -> list[str]:
     return out
 
 
+def _score(g: tuple[float, bool, float, GradedResult]) -> float:
+    return g[0]
+
+
+def _time(g: tuple[float, bool, float, GradedResult]) -> float:
+    return g[2]
+
+
 @dataclass
 class _Sent:
     """What this worker sent to one window's sets: the ``keep`` lowest scores, the ``keep`` latest failures."""
@@ -133,28 +141,37 @@ class Candidates:
             for result, _, digest in events:
                 args += [result.id, digest]
         sent: list[tuple[tuple[str, int, int], str, float]] = []
+        bodies: dict[int, bytes] = {}  # a result can be a candidate of several windows and both kinds
         if self.keep:
             for size in windows:
-                by_start: dict[int, list[tuple[GradedResult, float]]] = {}
+                by_start: dict[int, list[tuple[float, bool, float, GradedResult]]] = {}
                 for result, event_time, _ in events:
-                    by_start.setdefault(int(event_time // size) * size, []).append((result, event_time))
+                    by_start.setdefault(int(event_time // size) * size, []).append(
+                        (result.score, result.passed, event_time, result))
                 for start, group in by_start.items():
                     window = (pair, size, start)
                     memory = self._sent.get(window)
-                    worst = heapq.nsmallest(self.keep, group, key=lambda g: g[0].score)
-                    if memory is not None and len(memory.worst) >= self.keep:
-                        worst = [g for g in worst if g[0].score < -memory.worst[0]]
-                    failing = heapq.nlargest(self.keep, (g for g in group if not g[0].passed), key=lambda g: g[1])
-                    if memory is not None and len(memory.failing) >= self.keep:
-                        failing = [g for g in failing if g[1] > memory.failing[0]]
+                    low, failed = group, [g for g in group if not g[1]]
+                    if memory is not None:  # only what can still enter (module docstring)
+                        if len(memory.worst) >= self.keep:
+                            cut = -memory.worst[0]
+                            low = [g for g in group if g[0] < cut]
+                        if len(memory.failing) >= self.keep:
+                            cut = memory.failing[0]
+                            failed = [g for g in failed if g[2] > cut]
+                    worst = heapq.nsmallest(self.keep, low, key=_score) if len(low) > self.keep else low
+                    failing = heapq.nlargest(self.keep, failed, key=_time) if len(failed) > self.keep else failed
                     for kind, chosen, flag in (("worst", worst, "w"), ("failing", failing, "f")):
                         if not chosen:
                             continue
                         klist.append(self.keys.examples(pair, kind, size, start))
                         args += [flag, len(chosen)]
-                        for result, event_time in chosen:
-                            rank = result.score if flag == "w" else event_time
-                            args += [repr(rank), compact(result)]
+                        for score, _, event_time, result in chosen:
+                            rank = score if flag == "w" else event_time
+                            body = bodies.get(id(result))
+                            if body is None:
+                                body = bodies[id(result)] = compact(result)
+                            args += [repr(rank), body]
                             sent.append((window, kind, rank))
         args[0] = len(klist)
         args.append(len(args) + 1)
