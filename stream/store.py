@@ -134,8 +134,10 @@ class ResultStore:
         self.examples = examples
         self.example_ttl_s = min(example_ttl_s, window_ttl_s)
         self._candidates_of = Candidates(self.keys, examples)
-        self._ids = result_ids
-        self._examples_sent: dict[int, list[Any]] = {}  # id(call args) -> what to remember once it succeeded
+        self._ids = result_ids  # False: no result-id index (GET /api/v1/results/{id} finds nothing; benchmarks)
+        # id(call args) -> (those args, what to remember once the call succeeded); holding the args keeps
+        # their id from being reused by another call while the entry lives
+        self._examples_sent: dict[int, tuple[list[Any], list[Any]]] = {}
 
     @classmethod
     def from_settings(cls, client: Client, settings: Settings, *, allowed_lateness_s: float) -> ResultStore:
@@ -205,9 +207,9 @@ class ResultStore:
                 out: list[bytes | None]) -> list[_Event]:  # fmt: skip
         """Apply one record reply; returns the events still to record."""
         status = _text(reply[0])
-        sent = self._examples_sent.pop(id(call[2]), None)
-        if status == "ok" and sent:
-            self._candidates_of.commit(sent)
+        entry = self._examples_sent.pop(id(call[2]), None)
+        if status == "ok" and entry is not None and entry[0] is call[2]:
+            self._candidates_of.commit(entry[1])
         if status == "ok":
             if len(self._expiring) > 100_000 or time.monotonic() - self._expiring_since > 600:
                 # forget now and then: a set recreated after a Redis restart without its data gets a TTL again
@@ -348,9 +350,9 @@ class ResultStore:
         klist += xkeys
         args += xargs
         if sent:
-            if len(self._examples_sent) > 10_000:  # replies that never came (errors): do not grow
+            if len(self._examples_sent) > 1_000:  # calls whose reply never came (errors): do not grow
                 self._examples_sent.clear()
-            self._examples_sent[id(args)] = sent
+            self._examples_sent[id(args)] = (args, sent)
 
     def _index_call(self, groups: dict[str, list[_Event]], now: float) -> tuple[Any, list[str], list[Any]]:
         """Pairs into each window's index before their data: the closer reads the index, then the data."""
