@@ -297,11 +297,17 @@ async def examples(request: web.Request) -> web.Response:
     size = _size(request)
     start = _window_start(request, size)
     pair = Keys.pair_id(model, suite)
-    if start is None:  # the latest window of this pair that has examples
-        for candidate in reversed(await _latest(config, config.keys.windows(size), _MAX_WINDOWS)):
-            if await guard(config.client.exists(config.keys.examples(pair, "worst", size, candidate))):
-                start = candidate
-                break
+    if start is None:  # the latest window of this pair that has examples (one pipelined read)
+        starts = await _latest(config, config.keys.windows(size), _MAX_WINDOWS)
+
+        async def exist() -> list[Any]:
+            async with config.client.pipeline(transaction=False) as pipe:
+                for candidate in starts:
+                    pipe.exists(config.keys.examples(pair, "worst", size, candidate))
+                return list(await pipe.execute())
+
+        found = [s for s, n in zip(starts, await guard(exist()) if starts else [], strict=True) if n]
+        start = found[-1] if found else None
     out: list[dict[str, Any]] = []
     if start is not None:
         key = config.keys.examples(pair, kind, size, start)
