@@ -120,9 +120,9 @@ return {'ok'}
 # and the window examples. It owns the last KEYS and the last ARGV entries, found from the end (the last
 # ARGV says how many entries it owns), so it does not depend on the layout above.
 # KEYS: the result-id hash (when ids are given), then one example zset per entry below.
-# ARGV: 1 how many KEYS it owns, 2 examples kept per zset, 3 their ttl, 4 the id hash's ttl, 5 ids n;
-#       n × (id, digest); per example zset: 'w' (worst: keep the lowest scores) or 'f' (failing: keep the
-#       latest event times), c, c × (zset score, compact result); last: how many ARGV entries it owns.
+# ARGV: 1 how many KEYS it owns, 2 examples kept per zset (the lowest zset scores), 3 their ttl, 4 the id
+#       hash's ttl, 5 ids n; n × (id, digest); per example zset: c, c × (zset score, compact result);
+#       last: how many ARGV entries it owns.
 # The worker sends only candidates that can enter (streameval.examples.Candidates), so this is little
 # work per event: one HSET field, and a ZADD member for the few candidates.
 RECORD_EXAMPLES = """
@@ -139,15 +139,11 @@ if nrid > 0 then
   a, k = a + 2 * nrid, k + 1
 end
 while k <= #KEYS do
-  local c = tonumber(ARGV[a + 1])
-  redis.call('ZADD', KEYS[k], unpack(ARGV, a + 2, a + 1 + 2 * c))
-  if ARGV[a] == 'w' then
-    redis.call('ZREMRANGEBYRANK', KEYS[k], keep, -1)
-  else
-    redis.call('ZREMRANGEBYRANK', KEYS[k], 0, -keep - 1)
-  end
+  local c = tonumber(ARGV[a])
+  redis.call('ZADD', KEYS[k], unpack(ARGV, a + 1, a + 2 * c))
+  redis.call('ZREMRANGEBYRANK', KEYS[k], keep, -1)
   redis.call('EXPIRE', KEYS[k], ARGV[xa + 3])
-  a, k = a + 2 + 2 * c, k + 1
+  a, k = a + 1 + 2 * c, k + 1
 end
 """
 _head, _return, _tail = RECORD.rpartition("return {'ok'}")

@@ -4,7 +4,14 @@ For every model × suite × window the record script (streameval._lua.RECORD_EXA
 sets in the pair's slot (streameval.keyspace):
 
 * ``worst``: the ``examples`` lowest scores (zset score: the result's score);
-* ``failing``: the ``examples`` failed results with the latest event times (zset score: event time).
+* ``failing``: a uniform sample of ``examples`` failed results: those with the lowest :func:`sample_rank`
+  (a hash of the event's id and content, so a replay picks the same ones).
+
+Why a sample of the failures and not the latest ones: every newer failure would displace an older one,
+so Redis would write every failed result of every window (measured with bench/redis_cost.py: about
+0.3 set members per event per window size at a 29 % failure rate). A hash sample enters like the
+lowest scores do, about ``examples × (1 + ln(failures / examples))`` writes per window, and represents
+the whole window rather than its last seconds. The API lists it latest first.
 
 Each member is a compact result (:func:`compact`): score, grade, gates, each evaluator's score and
 reason, and each judge's score and reasoning (texts cut at :data:`MAX_TEXT` characters), about
@@ -12,11 +19,11 @@ reason, and each judge's score and reasoning (texts cut at :data:`MAX_TEXT` char
 own retention).
 
 Redis does little per event: the worker sends only *candidates*, results that can still enter a set.
-Within a batch, only the ``examples`` lowest scores (and latest failures) of each window can; across
+Within a batch, only the ``examples`` lowest ranks (score, or sample rank) of each window can; across
 batches, :class:`Candidates` remembers what this worker already sent to each window: once it sent
-``examples`` scores, the set's cut-off is at most the highest of them (other workers' results only
-lower it), so a higher score cannot enter and is not sent. The cache only ever skips what could not
-enter, never what could, so the sets are exact with any number of workers.
+``examples`` ranks, the set's cut-off is at most the highest of them (other workers' results only
+lower it), so a higher rank cannot enter and is not sent. The cache only ever skips what could not
+enter, never what could, so the sets are exact with any number of workers (ties in any order).
 
 The record script also keeps ``result id -> digest`` (``P{T}:rid:{gen}``) next to the encoded results of
 the redelivery horizon, so that ``GET /api/v1/results/{id}`` finds a full result while it is retained.
@@ -34,7 +41,7 @@ import orjson
 from .keyspace import Keys
 from .models import GradedResult
 
-__all__ = ["KINDS", "MAX_TEXT", "Candidates", "Example", "compact", "example_ids", "parse"]
+__all__ = ["KINDS", "MAX_TEXT", "Candidates", "Example", "compact", "example_ids", "parse", "sample_rank"]
 
 #: the two samples of a window
 KINDS = ("worst", "failing")
@@ -42,6 +49,11 @@ KINDS = ("worst", "failing")
 MAX_TEXT = 400
 #: windows whose cut-offs a worker remembers; beyond, it forgets them all (and sends a few more candidates)
 _MAX_REMEMBERED = 20_000
+
+
+def sample_rank(digest: bytes) -> float:
+    """A failed result's rank in the ``failing`` sample: its digest's first 6 bytes as a number in [0, 1)."""
+    return int.from_bytes(digest[:6], "big") / float(1 << 48)
 
 
 def _cut(text: str | None) -> str | None:
@@ -101,20 +113,19 @@ def example_ids(members: Sequence[bytes | str], n: int = 3) -> list[str]:
     return out
 
 
-def _score(g: tuple[float, bool, float, GradedResult]) -> float:
+def _rank(g: tuple[float, GradedResult]) -> float:
     return g[0]
-
-
-def _time(g: tuple[float, bool, float, GradedResult]) -> float:
-    return g[2]
 
 
 @dataclass
 class _Sent:
-    """What this worker sent to one window's sets: the ``keep`` lowest scores, the ``keep`` latest failures."""
+    """What this worker sent to one window's sets: the ``keep`` lowest ranks of each (max-heaps, negated)."""
 
-    worst: list[float] = field(default_factory=list)  # max-heap (negated) of the lowest scores sent
-    failing: list[float] = field(default_factory=list)  # min-heap of the latest failure times sent
+    worst: list[float] = field(default_factory=list)
+    failing: list[float] = field(default_factory=list)
+
+    def heap(self, kind: str) -> list[float]:
+        return self.worst if kind == "worst" else self.failing
 
 
 class Candidates:
@@ -144,30 +155,27 @@ class Candidates:
         bodies: dict[int, bytes] = {}  # a result can be a candidate of several windows and both kinds
         if self.keep:
             for size in windows:
-                by_start: dict[int, list[tuple[float, bool, float, GradedResult]]] = {}
-                for result, event_time, _ in events:
-                    by_start.setdefault(int(event_time // size) * size, []).append(
-                        (result.score, result.passed, event_time, result))
-                for start, group in by_start.items():
+                by_start: dict[int, tuple[list[tuple[float, GradedResult]], list[tuple[float, GradedResult]]]] = {}
+                for result, event_time, digest in events:
+                    low, failed = by_start.setdefault(int(event_time // size) * size, ([], []))
+                    low.append((result.score, result))
+                    if not result.passed:
+                        failed.append((sample_rank(digest), result))
+                for start, (low, failed) in by_start.items():
                     window = (pair, size, start)
                     memory = self._sent.get(window)
-                    low, failed = group, [g for g in group if not g[1]]
-                    if memory is not None:  # only what can still enter (module docstring)
-                        if len(memory.worst) >= self.keep:
-                            cut = -memory.worst[0]
-                            low = [g for g in group if g[0] < cut]
-                        if len(memory.failing) >= self.keep:
-                            cut = memory.failing[0]
-                            failed = [g for g in failed if g[2] > cut]
-                    worst = heapq.nsmallest(self.keep, low, key=_score) if len(low) > self.keep else low
-                    failing = heapq.nlargest(self.keep, failed, key=_time) if len(failed) > self.keep else failed
-                    for kind, chosen, flag in (("worst", worst, "w"), ("failing", failing, "f")):
-                        if not chosen:
+                    for kind, ranked in (("worst", low), ("failing", failed)):
+                        heap = memory.heap(kind) if memory is not None else []
+                        if len(heap) >= self.keep:  # only what can still enter (module docstring)
+                            cut = -heap[0]
+                            ranked = [g for g in ranked if g[0] < cut]
+                        if len(ranked) > self.keep:
+                            ranked = heapq.nsmallest(self.keep, ranked, key=_rank)
+                        if not ranked:
                             continue
                         klist.append(self.keys.examples(pair, kind, size, start))
-                        args += [flag, len(chosen)]
-                        for score, _, event_time, result in chosen:
-                            rank = score if flag == "w" else event_time
+                        args.append(len(ranked))
+                        for rank, result in ranked:
                             body = bodies.get(id(result))
                             if body is None:
                                 body = bodies[id(result)] = compact(result)
@@ -182,11 +190,7 @@ class Candidates:
         if len(self._sent) > _MAX_REMEMBERED:
             self._sent.clear()
         for window, kind, rank in sent:
-            memory = self._sent.setdefault(window, _Sent())
-            if kind == "worst":
-                heap, value = memory.worst, -rank
-            else:
-                heap, value = memory.failing, rank
+            heap, value = self._sent.setdefault(window, _Sent()).heap(kind), -rank
             if len(heap) < self.keep:
                 heapq.heappush(heap, value)
             elif value > heap[0]:

@@ -58,7 +58,7 @@ class Settings(BaseSettings):
     )
     examples: int = Field(
         default=20, ge=0, le=200,
-        description="drill-down: the lowest-scored and the latest failed results kept per window x model x suite "
+        description="drill-down: the lowest-scored results and a sample of the failed ones kept per window x model x suite "
         "(each kind); 0 keeps none",
     )
     example_ttl_s: int = Field(

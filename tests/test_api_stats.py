@@ -12,6 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from streameval.api import create_web_app, remember_alert
 from streameval.api._stats import recent_alerts_key
+from streameval.examples import sample_rank
 from streameval.models import EvaluatorResult, GradedResult, format_time
 from streameval.store import ResultStore
 
@@ -163,7 +164,7 @@ def graded(i: int, score: float, at: float, *, model: str = "m", suite: str = "s
     return r.model_copy(update={"evaluators": [r.evaluators[0].model_copy(update={"reason": f"reason {i}"})]})
 
 
-async def test_examples_keep_the_worst_and_latest_failing(aredis: aioredis.Redis, prefix: str) -> None:
+async def test_examples_keep_the_worst_and_a_sample_of_the_failing(aredis: aioredis.Redis, prefix: str) -> None:
     store = ResultStore(aredis, prefix=prefix, windows=(SIZE,), examples=5)
     # batch 1: 12 events, scores 0.30..0.85 (falling) : the 5 lowest are 7..11; failing (< 0.6): 6..11
     batch1 = [graded(i, 0.85 - 0.05 * i, T0 + 1 + i) for i in range(12)]
@@ -178,8 +179,12 @@ async def test_examples_keep_the_worst_and_latest_failing(aredis: aioredis.Redis
         assert [e["id"] for e in worst["examples"]] == ["m-s-20", "m-s-11", "m-s-10", "m-s-9", "m-s-8"]
         assert worst["examples"][0]["evaluators"][0]["reason"] == "reason 20"
         failing = await data(c, "/api/v1/stats/examples?model=m&suite=s&kind=failing")  # default: the latest window
-        assert [e["id"] for e in failing["examples"]] == ["m-s-22", "m-s-20", "m-s-11", "m-s-10", "m-s-9"]
-        assert all(not e["passed"] for e in failing["examples"])
+        # the 5 failures (of 8) with the lowest sample rank (a hash of id and content), listed latest first
+        failed = [r for r in batch1 + batch2 if not r.passed]
+        rank = {r.id: sample_rank(store._prepare(0, (r, b"", None)).digest) for r in failed}
+        chosen = sorted(failed, key=lambda r: rank[r.id])[:5]
+        assert [e["id"] for e in failing["examples"]] == [r.id for r in sorted(chosen, key=lambda r: r.event_time, reverse=True)]
+        assert len(failed) == 8 and all(not e["passed"] for e in failing["examples"])
         # every example id opens its full result while it is retained
         for e in worst["examples"]:
             full = await data(c, f"/api/v1/results/{e['id']}")

@@ -7,7 +7,7 @@ import random
 import orjson
 import redis.asyncio as aioredis
 
-from streameval.examples import Candidates, compact, example_ids
+from streameval.examples import Candidates, compact, example_ids, sample_rank
 from streameval.keyspace import Keys
 from streameval.models import EvaluatorResult, GradedResult, JudgeBlock, JudgeVerdict, format_time, parse_time
 from streameval.store import ResultStore
@@ -40,9 +40,9 @@ async def test_samples_are_exact_with_two_workers_and_many_batches(aredis: aiore
         worst = await aredis.zrange(keys.examples(pair, "worst", size, start), 0, -1)
         expected = sorted(inside, key=lambda r: (r.score, r.id))[:6]
         assert [orjson.loads(m)["score"] for m in worst] == [r.score for r in expected]
-        failing = await aredis.zrange(keys.examples(pair, "failing", size, start), 0, -1, desc=True)
-        latest = sorted((r for r in inside if not r.passed), key=_epoch, reverse=True)[:6]
-        assert [orjson.loads(m)["id"] for m in failing] == [r.id for r in latest]
+        failing = await aredis.zrange(keys.examples(pair, "failing", size, start), 0, -1)
+        rank = {r.id: sample_rank(workers[0]._prepare(0, (r, b"", None)).digest) for r in inside if not r.passed}
+        assert [orjson.loads(m)["id"] for m in failing] == sorted(rank, key=rank.__getitem__)[:6]
         assert 0 < await aredis.ttl(keys.examples(pair, "worst", size, start)) <= 86400
 
 
@@ -52,19 +52,23 @@ def _epoch(r: GradedResult) -> float:
 
 def test_the_cut_off_sends_only_what_can_enter() -> None:
     candidates = Candidates(Keys("p:"), keep=3)
-    low = [(graded(i, 0.1 * i, T0 + i), T0 + i, b"d") for i in range(5)]
+    low = [(graded(i, 0.1 * i, T0 + i), T0 + i, bytes([10 + i]) * 8) for i in range(5)]
     _, args, sent = candidates.part("m:s", (SIZE,), low, ids_key=None, example_ttl_s=60, ids_ttl_s=0)
     assert sum(1 for kind in sent if kind[1] == "worst") == 3  # the batch's 3 lowest only
     candidates.commit(sent)
+    assert sum(1 for kind in sent if kind[1] == "failing") == 3  # scores < 0.5 fail: 3 of 5, all can enter
     # a later batch of higher scores that passed: nothing can enter either set
     high = [(graded(10 + i, 0.9, T0 + 20 + i / 2), T0 + 20 + i / 2, b"d") for i in range(50)]
     klist, args, sent = candidates.part("m:s", (SIZE,), high, ids_key="ids", example_ttl_s=60, ids_ttl_s=5)
     assert klist == ["ids"] and sent == []  # only the result-id index is written
     assert args[-1] == len(args) and args[4] == 50
     # a new lowest score still goes through
-    klist, _, sent = candidates.part("m:s", (SIZE,), [(graded(99, 0.0, T0 + 30), T0 + 30, b"d")], ids_key=None,
-                                     example_ttl_s=60, ids_ttl_s=0)  # fmt: skip
+    lowest = [(graded(99, 0.0, T0 + 30), T0 + 30, bytes(8))]  # the lowest score and the lowest sample rank
+    klist, _, sent = candidates.part("m:s", (SIZE,), lowest, ids_key=None, example_ttl_s=60, ids_ttl_s=0)
     assert [s[1] for s in sent] == ["worst", "failing"] and len(klist) == 2
+    # a failure whose sample rank is above the 3 sent cannot enter the failing sample
+    late = [(graded(98, 0.45, T0 + 31), T0 + 31, b"\xff" * 8)]
+    assert candidates.part("m:s", (SIZE,), late, ids_key=None, example_ttl_s=60, ids_ttl_s=0)[2] == []
 
 
 async def test_mark_sets_get_their_ttl_once(aredis: aioredis.Redis, prefix: str) -> None:

@@ -239,7 +239,7 @@ def openapi_document() -> dict[str, Any]:
         },
         "/api/v1/stats/examples": {
             "get": {
-                "operationId": "statsExamples", "summary": "the lowest-scored or latest failed results kept for one window of one model × suite",
+                "operationId": "statsExamples", "summary": "the lowest-scored results or a sample of the failed ones, kept for one window of one model × suite",
                 "parameters": [
                     {"name": "model", "in": "query", "required": True, "schema": {"type": "string", "minLength": 1}},
                     {"name": "suite", "in": "query", "required": True, "schema": {"type": "string", "minLength": 1}},
@@ -247,7 +247,7 @@ def openapi_document() -> dict[str, Any]:
                     {"name": "window", "in": "query", "required": False, "schema": {"type": "string"},
                      "description": "the window's start, epoch seconds or RFC 3339 (default: the pair's latest window with examples)"},
                     {"name": "kind", "in": "query", "required": False, "schema": {"type": "string", "enum": ["worst", "failing"]},
-                     "description": "worst: lowest score first (default); failing: latest failed results first"}],
+                     "description": "worst: lowest score first (default); failing: a sample of the failed results, latest first"}],
                 "responses": {"200": _json(_envelope({"type": "object", "required": ["model", "suite", "size", "window", "kind", "examples"], "properties": {
                     "model": {"type": "string"}, "suite": {"type": "string"}, "size": {"type": "integer"},
                     "window": _nullable("integer", description="null when the pair has no examples"),

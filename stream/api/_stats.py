@@ -264,6 +264,13 @@ async def alerts(request: web.Request) -> web.Response:
     return _ok(out)
 
 
+def _event_time(doc: dict[str, Any]) -> float:
+    try:
+        return parse_time(str(doc.get("event_time")))
+    except ValueError:
+        return 0.0
+
+
 def _text_param(request: web.Request, name: str) -> str:
     value = request.query.get(name, "")
     if not value:
@@ -287,7 +294,7 @@ def _window_start(request: web.Request, size: int) -> int | None:
 
 
 async def examples(request: web.Request) -> web.Response:
-    """The worst (lowest scores first) or failing (latest first) results kept for one window of one pair."""
+    """The worst (lowest scores first) or a sample of the failed (latest first) results of one window of one pair."""
     config = request.app[STATS_KEY]
     model, suite = _text_param(request, "model"), _text_param(request, "suite")
     kind = request.query.get("kind", "worst")
@@ -311,8 +318,10 @@ async def examples(request: web.Request) -> web.Response:
     out: list[dict[str, Any]] = []
     if start is not None:
         key = config.keys.examples(pair, kind, size, start)
-        raw = await guard(config.client.zrange(key, 0, -1, desc=kind == "failing", withscores=True))
+        raw = await guard(config.client.zrange(key, 0, -1, withscores=True))
         out = [e.doc for e in (parse(member, score) for member, score in raw) if e is not None]
+        if kind == "failing":  # a sample of the window's failures, listed latest first
+            out.sort(key=_event_time, reverse=True)
     return _ok({"model": model, "suite": suite, "size": size, "window": start, "kind": kind, "examples": out})
 
 

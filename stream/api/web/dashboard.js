@@ -185,7 +185,7 @@ async function openExamples(model, suite, size, start, kind, highlight = []) {
   $("examples-title").textContent = `Examples · ${model} × ${suite} · ${when}`;
   $("examples-note").textContent = kind === "worst"
     ? `the ${d.examples.length} lowest-scored results kept for this window, lowest first; click one for its details`
-    : `the ${d.examples.length} latest failed results kept for this window, latest first; click one for its details`;
+    : `${d.examples.length} failed results of this window (a sample of them all), latest first; click one for its details`;
   body.replaceChildren(...d.examples.map((e) => {
     const low = [...(e.evaluators || [])].sort((a, b) => a.score - b.score)[0];
     const why = e.reason || (low ? `${low.name} ${low.score.toFixed(2)}: ${low.error || low.reason || ""}` : "");
