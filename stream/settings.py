@@ -63,7 +63,8 @@ class Settings(BaseSettings):
     )
     example_ttl_s: int = Field(
         default=86400, ge=60,
-        description="how long a window's examples stay in Redis (at most STREAMEVAL_WINDOW_TTL_S)",
+        description="how long a window's examples stay in Redis after their last change (at least twice the "
+        "largest window, at most STREAMEVAL_WINDOW_TTL_S)",
     )
     all_time_ttl_s: int = Field(
         default=90 * 86400, ge=3600,

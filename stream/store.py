@@ -132,7 +132,9 @@ class ResultStore:
         self._expiring_since = time.monotonic()
         # drill-down examples per window (streameval.examples); kept at most as long as the window
         self.examples = examples
-        self.example_ttl_s = min(example_ttl_s, window_ttl_s)
+        # at least twice the largest window: a sample must not expire while its window still takes events
+        # (the worker's cut-offs assume what it sent is still there)
+        self.example_ttl_s = min(max(example_ttl_s, 2 * max(self.windows)), window_ttl_s)
         self._candidates_of = Candidates(self.keys, examples)
         self._ids = result_ids  # False: no result-id index (GET /api/v1/results/{id} finds nothing; benchmarks)
         # id(call args) -> (those args, what to remember once the call succeeded); holding the args keeps
