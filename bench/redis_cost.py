@@ -1,10 +1,11 @@
 """What recording events costs Redis: CPU, memory, commands; this checkout against a baseline git ref.
 
-    python bench/redis_cost.py [--events 20000] [--batch 256] [--baseline REF] [--no-baseline]
+    python bench/redis_cost.py [--events 20000] [--batch 256] [--spread-s 0] [--baseline REF] [--no-baseline]
 
 Each side runs in its own process against its own fresh ``redis-server`` (free loopback port, no
 persistence), so INFO figures are that side's alone. Events: the demo suites (examples/suites.yaml)
-over examples/events.jsonl with fresh ids and current timestamps, windows 60 and 3600 s
+over examples/events.jsonl with fresh ids and current timestamps (``--spread-s``: spread over that many
+seconds, so that events fall in several windows, as a live stream's do), windows 60 and 3600 s
 (``STREAMEVAL_WINDOWS=60,3600``), evaluated first (not measured), then recorded in batches as the
 worker does (``ResultStore.record_many``). Figures, from ``INFO`` before and after:
 
@@ -14,6 +15,9 @@ worker does (``ResultStore.record_many``). Figures, from ``INFO`` before and aft
   horizon has passed (the stored results are dropped as their TTL would; the baseline keeps them for
   the whole ``STREAMEVAL_SEEN_TTL_S``), and the idempotency marks' share (``MEMORY USAGE``);
 * worker CPU µs per event spent recording (``time.process_time``).
+
+``BENCH_STORE_KW`` (JSON) passes options to this checkout's ``ResultStore``, e.g. ``{"examples": 0}``
+to measure without the drill-down examples (with ``--no-baseline`` when the baseline lacks the option).
 
 The baseline is ``git archive <ref> stream`` unpacked to a temporary directory and imported as
 ``streameval``. Nothing is asserted; the ratios are printed.
@@ -53,7 +57,8 @@ def _load_code(code: Path) -> None:
     spec.loader.exec_module(module)
 
 
-def _events(n: int) -> list[bytes]:
+def _events(n: int, spread_s: float = 0.0) -> list[bytes]:
+    """``n`` demo events with fresh ids; event times now, or spread evenly over the last ``spread_s`` seconds."""
     import orjson
 
     templates = []
@@ -64,8 +69,13 @@ def _events(n: int) -> list[bytes]:
             continue
         if isinstance(event, dict) and isinstance(event.get("output"), str) and "suite" not in event:
             templates.append(event)
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    return [orjson.dumps({**templates[i % len(templates)], "id": f"bench-{i:07d}", "timestamp": stamp}) for i in range(n)]
+    now = time.time()
+
+    def stamp(i: int) -> str:
+        at = now - spread_s + spread_s * i / n if spread_s else now
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)) + f".{int(at * 1000) % 1000:03d}Z"
+
+    return [orjson.dumps({**templates[i % len(templates)], "id": f"bench-{i:07d}", "timestamp": stamp(i)}) for i in range(n)]
 
 
 def _info(client: Any) -> dict[str, float]:
@@ -76,7 +86,7 @@ def _info(client: Any) -> dict[str, float]:
             "calls": float(sum(v["calls"] for v in stats.values())), "memory": float(memory["used_memory"])}  # fmt: skip
 
 
-async def _measure(events: int, batch: int, port: int) -> dict[str, float]:
+async def _measure(events: int, batch: int, port: int, spread_s: float = 0.0) -> dict[str, float]:
     import redis
     import redis.asyncio as aioredis
 
@@ -86,7 +96,7 @@ async def _measure(events: int, batch: int, port: int) -> dict[str, float]:
 
     _, suites = load_config(str(ROOT / "examples" / "suites.yaml"))
     pipeline = Pipeline(suites)
-    raws = _events(events)
+    raws = _events(events, spread_s)
     items = []
     for raw in raws:
         outcome = await pipeline.process(raw)
@@ -107,8 +117,9 @@ async def _measure(events: int, batch: int, port: int) -> dict[str, float]:
     after = _info(sync)
     marks = 0
     if new_api:  # the results' TTL has passed: drop them as Redis would, then weigh the marks
-        for key in sync.scan_iter(match="bench:*:res:*", count=10_000):
-            sync.delete(key)
+        for pattern in ("bench:*:res:*", "bench:*:rid:*"):  # results and their id index: same horizon
+            for key in sync.scan_iter(match=pattern, count=10_000):
+                sync.delete(key)
         for key in sync.scan_iter(match="bench:*:mk:*", count=10_000):
             marks += int(sync.memory_usage(key, samples=0) or 0)
     horizon = _info(sync)
@@ -143,7 +154,7 @@ def _child(args: argparse.Namespace) -> None:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
-        print(json.dumps(asyncio.run(_measure(args.events, args.batch, port))))
+        print(json.dumps(asyncio.run(_measure(args.events, args.batch, port, args.spread_s))))
     finally:
         proc.terminate()
         proc.wait()
@@ -151,7 +162,8 @@ def _child(args: argparse.Namespace) -> None:
 
 
 def _run(label: str, args: argparse.Namespace, code: Path | None) -> dict[str, float]:
-    cmd = [sys.executable, __file__, "--child", "--events", str(args.events), "--batch", str(args.batch)]
+    cmd = [sys.executable, __file__, "--child", "--events", str(args.events), "--batch", str(args.batch),
+           "--spread-s", str(args.spread_s)]
     if code is not None:
         cmd += ["--code", str(code)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"})
@@ -167,6 +179,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--spread-s", type=float, default=0.0,
+                        help="spread the event times over this many seconds before now (default 0: all now)")
     parser.add_argument("--baseline", default="merge-base",
                         help="git ref of the baseline (its stream/ directory); default: where this branch left main")
     parser.add_argument("--no-baseline", action="store_true")
@@ -176,7 +190,8 @@ def main() -> None:
     if args.child:
         _child(args)
         return
-    print(f"{args.events} events, demo suites, windows {','.join(map(str, WINDOWS))}, batches of {args.batch}")
+    print(f"{args.events} events, demo suites, windows {','.join(map(str, WINDOWS))}, batches of {args.batch}"
+          + (f", event times over {args.spread_s:g} s" if args.spread_s else ""))
     base = None
     if args.baseline == "merge-base":
         merge_base = subprocess.run(["git", "-C", str(ROOT), "merge-base", "HEAD", "main"], capture_output=True, text=True)

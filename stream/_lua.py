@@ -116,6 +116,40 @@ redis.call('EXPIRE', KEYS[1], ARGV[8])
 return {'ok'}
 """
 
+# The drill-down block of RECORD (streameval.examples), run once the batch is counted: the result-id index
+# and the window examples. It owns the last KEYS and the last ARGV entries, found from the end (the last
+# ARGV says how many entries it owns), so it does not depend on the layout above.
+# KEYS: the result-id hash (when ids are given), then one example zset per entry below.
+# ARGV: 1 how many KEYS it owns, 2 examples kept per zset (the lowest zset scores), 3 their ttl, 4 the id
+#       hash's ttl, 5 ids n; n × (id, digest); per example zset: c, c × (zset score, compact result);
+#       last: how many ARGV entries it owns.
+# The worker sends only candidates that can enter (streameval.examples.Candidates), so this is little
+# work per event: one HSET field, and a ZADD member for the few candidates.
+RECORD_EXAMPLES = """
+local xa = #ARGV - tonumber(ARGV[#ARGV])
+local xk = #KEYS - tonumber(ARGV[xa + 1])
+local keep, nrid = tonumber(ARGV[xa + 2]), tonumber(ARGV[xa + 5])
+local a, k = xa + 6, xk + 1
+if nrid > 0 then
+  for first = 0, nrid - 1, 1000 do
+    local last = math.min(nrid - 1, first + 999)
+    redis.call('HSET', KEYS[k], unpack(ARGV, a + 2 * first, a + 2 * last + 1))
+  end
+  redis.call('EXPIRE', KEYS[k], ARGV[xa + 4])
+  a, k = a + 2 * nrid, k + 1
+end
+while k <= #KEYS do
+  local c = tonumber(ARGV[a])
+  redis.call('ZADD', KEYS[k], unpack(ARGV, a + 1, a + 2 * c))
+  redis.call('ZREMRANGEBYRANK', KEYS[k], keep, -1)
+  redis.call('EXPIRE', KEYS[k], ARGV[xa + 3])
+  a, k = a + 1 + 2 * c, k + 1
+end
+"""
+_head, _return, _tail = RECORD.rpartition("return {'ok'}")
+assert _return and not _tail.strip(), "RECORD must end with return {'ok'}"
+RECORD = _head + RECORD_EXAMPLES.lstrip("\n") + _return + _tail
+
 # The index slot, one batch. KEYS: per window w: its pairs set; per size: the unpublished windows
 # (zset) and every window with data (zset, for the dashboard); last the pairs zset (score: last seen).
 # ARGV: 1 windows, 2 sizes, 3 window ttl, 4 oldest start kept, 5 now, 6 all-time ttl; per window:

@@ -113,8 +113,13 @@ def figures(aggregate: Aggregate) -> dict[str, float | None]:
     return out
 
 
-def build_alert(rule: AlertRule, aggregate: Aggregate, value: float, *, fired_at: str) -> Alert:
-    """The alert message for ``rule`` firing on ``aggregate``; the id is stable per rule × window × pair."""
+def build_alert(
+    rule: AlertRule, aggregate: Aggregate, value: float, *, fired_at: str, examples: Sequence[str] = ()
+) -> Alert:
+    """The alert message for ``rule`` firing on ``aggregate``; the id is stable per rule × window × pair.
+
+    ``examples``: ids of the window's lowest-scored results (the first 3 are kept).
+    """
     alert_id = f"{rule.name}:{aggregate.window.size_s}:{aggregate.window.start}:{aggregate.model}:{aggregate.suite}"
     message = (f"{rule.metric} {value:.4g} {rule.comparator} {rule.threshold:g} for {aggregate.model} / "
                f"{aggregate.suite} in the {rule.window}s window from {aggregate.window.start} "
@@ -124,4 +129,5 @@ def build_alert(rule: AlertRule, aggregate: Aggregate, value: float, *, fired_at
         threshold=rule.threshold, value=value, count=aggregate.count, model=aggregate.model,
         suite=aggregate.suite, window=aggregate.window, message=message, fired_at=fired_at,
         min_count=rule.min_count, cooldown_s=rule.cooldown_s, figures=figures(aggregate),
+        examples=list(examples)[:3],
     )  # fmt: skip

@@ -11,6 +11,10 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{T}:mk:{gen}:{shard}``           idempotency marks: hash of 8-byte digests (replay horizon)
 ``P{T}:res:{gen}``                  encoded results by digest (redelivery horizon)
 ``P{T}:alert:{rule}:{size}:{start}``  an alert's claim; ``P{T}:cool:{rule}`` its cooldown
+``P{T}:ex:{kind}:{size}:{start}``   a window's examples: zset of compact results, ``worst`` (score: the
+                                    result's score) or ``failing`` (score: event time); bounded, TTL
+                                    ``example_ttl_s`` (at most ``window_ttl_s``)
+``P{T}:rid:{gen}``                  result id -> digest in ``res:{gen}`` (redelivery horizon; the API's lookup)
 ``P{ix}:pairs``                     zset of pairs (score: last seen); at most ``max_pairs``
 ``P{ix}:wp:{size}:{start}``         set of pairs with data in a window (the closer's index)
 ``P{ix}:open:{size}``               zset of windows with data not yet published
@@ -221,6 +225,14 @@ class Keys:
 
     def cooldown(self, pair: str, rule: str) -> str:
         return f"{self.pair(pair)}cool:{quote(rule, safe='')}"
+
+    def examples(self, pair: str, kind: str, size: int, start: int) -> str:
+        """A window's examples, ``kind`` ``worst`` or ``failing`` (streameval.examples)."""
+        return f"{self.pair(pair)}ex:{kind}:{size}:{start}"
+
+    def result_ids(self, pair: str, generation: int) -> str:
+        """Result id -> digest, for the results of redelivery generation ``generation``."""
+        return f"{self.pair(pair)}rid:{generation}"
 
     # -- indexes (one slot) ---------------------------------------------------------------------------
     @property

@@ -277,6 +277,10 @@ class Alert(BaseModel):
     min_count: int = Field(default=1, ge=0, description="the rule's minimum count")
     cooldown_s: int = Field(default=0, ge=0, description="the rule's cooldown, seconds")
     figures: dict[str, float | None] = Field(default_factory=dict, description="the window's figures")
+    examples: list[str] = Field(
+        default_factory=list, max_length=3,
+        description="ids of up to 3 of the lowest-scored results of the window (the drill-down examples)",
+    )
 
 
 class AggregateEvaluator(BaseModel):

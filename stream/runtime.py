@@ -202,7 +202,8 @@ async def serve_web(config: WorkerConfig) -> WebServer:
               stall_check(), *judge_ready_checks(judges)]  # an authenticated models listing per judge, cached
     web_app = create_web_app(client, prefix=settings.redis_prefix, token=api.token(), checks=checks,
                              ready_timeout_s=api.ready_timeout_s, windows=settings.windows,
-                             access=api.access(), registry_limits=api.registry_limits())  # fmt: skip
+                             access=api.access(), registry_limits=api.registry_limits(),
+                             redelivery_ttl_s=settings.redelivery_ttl_s)  # fmt: skip
     runner = await start_web(web_app, api.web_host, api.web_port)
     log.info("worker web server on http://%s:%d", api.web_host, api.web_port)
     return WebServer(runner, client)

@@ -53,6 +53,16 @@ class Settings(BaseSettings, OutputTopics):  # the output topics' settings: stre
         default=3600, ge=0,
         description="redelivery horizon: how long an event's encoded result is kept to publish again on redelivery",
     )
+    examples: int = Field(
+        default=20, ge=0, le=200,
+        description="drill-down: the lowest-scored results and a sample of the failed ones kept per window x model x suite "
+        "(each kind); 0 keeps none",
+    )
+    example_ttl_s: int = Field(
+        default=86400, ge=60,
+        description="how long a window's examples stay in Redis after their last change (at least twice the "
+        "largest window, at most STREAMEVAL_WINDOW_TTL_S)",
+    )
     all_time_ttl_s: int = Field(
         default=90 * 86400, ge=3600,
         description="all-time aggregates of a model × suite expire this long after its last event",

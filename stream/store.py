@@ -40,6 +40,7 @@ import orjson
 
 from . import _lua, telemetry
 from .errors import StoreUnavailable
+from .examples import Candidates
 from .keyspace import OVERFLOW_MODEL, Client, Keys, guard, is_cluster, retry_forever, run_scripts
 from .models import GradedResult, parse_time
 from .stats import latency_bucket
@@ -86,6 +87,7 @@ class _Event:
     event_time: float
     encoded: bytes
     increments: dict[str, float] = field(default_factory=dict)
+    result: GradedResult | None = None  # for the drill-down examples (streameval.examples)
 
 
 class ResultStore:
@@ -102,6 +104,9 @@ class ResultStore:
         max_pairs: int = 10_000,
         allowed_lateness_s: float = 5.0,
         clock: Callable[[], float] | None = None,
+        examples: int = 20,
+        example_ttl_s: int = 86400,
+        result_ids: bool = True,
     ) -> None:
         self.client = client
         self.keys = Keys(prefix)
@@ -125,13 +130,24 @@ class ResultStore:
         # (only a rolled-back call empties, and so deletes, a set it created), so the EXPIRE is sent once
         self._expiring: set[str] = set()
         self._expiring_since = time.monotonic()
+        # drill-down examples per window (streameval.examples); kept at most as long as the window
+        self.examples = examples
+        # at least twice the largest window: a sample must not expire while its window still takes events
+        # (the worker's cut-offs assume what it sent is still there)
+        self.example_ttl_s = min(max(example_ttl_s, 2 * max(self.windows)), window_ttl_s)
+        self._candidates_of = Candidates(self.keys, examples)
+        self._ids = result_ids  # False: no result-id index (GET /api/v1/results/{id} finds nothing; benchmarks)
+        # id(call args) -> (those args, what to remember once the call succeeded); holding the args keeps
+        # their id from being reused by another call while the entry lives
+        self._examples_sent: dict[int, tuple[list[Any], list[Any]]] = {}
 
     @classmethod
     def from_settings(cls, client: Client, settings: Settings, *, allowed_lateness_s: float) -> ResultStore:
         return cls(client, prefix=settings.redis_prefix, windows=settings.windows, window_ttl_s=settings.window_ttl_s,
                    seen_ttl_s=settings.seen_ttl_s, redelivery_ttl_s=settings.redelivery_ttl_s,
                    all_time_ttl_s=settings.all_time_ttl_s, max_pairs=settings.max_pairs,
-                   allowed_lateness_s=allowed_lateness_s)  # fmt: skip
+                   allowed_lateness_s=allowed_lateness_s, examples=settings.examples,
+                   example_ttl_s=settings.example_ttl_s)  # fmt: skip
 
     # -- keys (for callers that address one pair) -----------------------------------------------
     def pair_id(self, model: str, suite: str) -> str:
@@ -193,12 +209,16 @@ class ResultStore:
                 out: list[bytes | None]) -> list[_Event]:  # fmt: skip
         """Apply one record reply; returns the events still to record."""
         status = _text(reply[0])
+        entry = self._examples_sent.pop(id(call[2]), None)
+        if status == "ok" and entry is not None and entry[0] is call[2]:
+            self._candidates_of.commit(entry[1])
         if status == "ok":
             if len(self._expiring) > 100_000 or time.monotonic() - self._expiring_since > 600:
                 # forget now and then: a set recreated after a Redis restart without its data gets a TTL again
                 self._expiring.clear()
                 self._expiring_since = time.monotonic()
             keys, shards = call[1], int(call[2][3])
+            keys = keys[: len(keys) - _drilldown_keys(call[2])]  # the mark sets come before the drill-down keys
             self._expiring.update(keys[len(keys) - 2 * shards :: 2])  # these mark sets have their TTL now
             return []
         if status == "skew":
@@ -232,6 +252,8 @@ class ResultStore:
         inc["passes"] += int(result.passed)
         inc[f"grade:{result.grade}"] += 1
         inc[f"lat:{latency_bucket(result.latency_ms)}"] += 1
+        for gate in result.failed_gates:  # the dashboard's gate failures
+            inc[f"gate:{gate}"] += 1
         for ev in result.evaluators:
             base = f"ev:{ev.name}:"
             inc[base + "count"] += 1
@@ -241,7 +263,7 @@ class ResultStore:
             inc[base + "errors"] += int(ev.error is not None)
             for counter, value in ((counters or {}).get(ev.name) or {}).items():
                 inc[f"{base}c:{self._label(pair, ev.name, counter)}"] += value
-        return _Event(index, pair, digest, parse_time(result.event_time), encoded, inc)
+        return _Event(index, pair, digest, parse_time(result.event_time), encoded, inc, result)
 
     def _label(self, pair: str, evaluator: str, counter: str) -> str:
         """``domain:{name}:{stat}`` counters (agent domains) beyond MAX_COUNTER_LABELS names fold into ``_other``."""
@@ -315,7 +337,24 @@ class ResultStore:
         for shard in shards:
             klist += [keys.marks(pair, generation, shard), keys.marks(pair, generation - 1, shard)]
             expire.append("0" if klist[-2] in self._expiring else "1")
-        return self._record, klist, [*args, *per_event, *expire]
+        args = [*args, *per_event, *expire]
+        self._examples_part(pair, group, now, rgen, klist, args)
+        return self._record, klist, args
+
+    def _examples_part(self, pair: str, group: list[_Event], now: float, rgen: int, klist: list[str],
+                       args: list[Any]) -> None:  # fmt: skip
+        """Append RECORD_EXAMPLES' keys and args: result ids and the window examples' candidates."""
+        events = [(e.result, e.event_time, e.digest) for e in group if e.result is not None]
+        ids_key = self.keys.result_ids(pair, rgen) if self.redelivery_ttl_s and self._ids else None
+        ids_ttl = _until((rgen + 2) * self.redelivery_ttl_s, now) if self.redelivery_ttl_s else 0
+        xkeys, xargs, sent = self._candidates_of.part(pair, self.windows, events, ids_key=ids_key,
+                                                      example_ttl_s=self.example_ttl_s, ids_ttl_s=ids_ttl)  # fmt: skip
+        klist += xkeys
+        args += xargs
+        if sent:
+            if len(self._examples_sent) > 1_000:  # calls whose reply never came (errors): do not grow
+                self._examples_sent.clear()
+            self._examples_sent[id(args)] = (args, sent)
 
     def _index_call(self, groups: dict[str, list[_Event]], now: float) -> tuple[Any, list[str], list[Any]]:
         """Pairs into each window's index before their data: the closer reads the index, then the data."""
@@ -391,6 +430,11 @@ class ResultStore:
         return {_text(k): int(v) for k, v in raw.items()}
 
 
+def _drilldown_keys(args: list[Any]) -> int:
+    """How many KEYS at the end of a record call belong to RECORD_EXAMPLES (its first ARGV entry says)."""
+    return int(args[len(args) - int(args[-1])])
+
+
 def _is_overflow(pair: str) -> bool:
     return Keys.split_pair(pair)[0] == OVERFLOW_MODEL
 
@@ -404,7 +448,7 @@ def _whole(name: str) -> bool:
     """Fields that only ever count events (HINCRBY); sums and evaluators' own counters are floats."""
     if ":c:" in name:
         return False
-    return name in ("count", "passes") or name.startswith(("grade:", "lat:")) or name.endswith(
+    return name in ("count", "passes") or name.startswith(("grade:", "lat:", "gate:")) or name.endswith(
         (":count", ":passes", ":errors"))
 
 

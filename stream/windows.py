@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from . import _lua
 from .alerts import AlertRule, build_alert, check_alert_windows, fires
+from .examples import example_ids
 from .keyspace import guard, is_cluster, run_scripts
 from .models import Aggregate, AggregateEvaluator, AggregateJudge, AlertWindow, format_time
 from .outputs import Publish, Send
@@ -268,9 +269,15 @@ class WindowCloser:
                 value = fires(rule, aggregate)
                 if value is None or not await self._claim(rule, aggregate, now):
                     continue
-                alert = build_alert(rule, aggregate, value, fired_at=stamp)
+                alert = build_alert(rule, aggregate, value, fired_at=stamp,
+                                    examples=await self._worst_ids(model, suite, size, start))
                 await send(Publish("alert", alert.id.encode(), alert.model_dump_json().encode()))
         return len(data)
+
+    async def _worst_ids(self, model: str, suite: str, size: int, start: int) -> list[str]:
+        """Ids of up to 3 of the window's lowest-scored results (streameval.examples), for its alerts."""
+        key = self.store.keys.examples(self.store.pair_id(model, suite), "worst", size, start)
+        return example_ids(await guard(self.store.client.zrange(key, 0, 2)))
 
     async def _claim(self, rule: AlertRule, aggregate: Aggregate, now: float) -> bool:
         """Exactly once per rule × window × pair, then not again within the rule's cooldown."""

@@ -172,6 +172,21 @@ async def test_alerts_fire_once_per_rule_and_window_and_respect_cooldown(store: 
     alert = fired[0]
     assert (alert.rule, alert.severity, alert.value, alert.count) == ("low-mean", "critical", 0.5, 2)
     assert alert.figures["mean_score"] == 0.5 and alert.min_count == 2 and alert.cooldown_s == 25
+    assert alert.examples == ["b0", "a0"]  # the window's results, lowest score first ("Rome" scores 0)
+    assert fired[1].examples == ["b3", "a3"]
+    sink.check_contracts()
+
+
+async def test_alert_examples_are_three_of_the_worst_of_its_window(store: ResultStore, clock: Clock) -> None:
+    sink, rule = Sink(), AlertRule(name="low", metric="mean_score", comparator="<", threshold=0.9, window=SIZE)
+    [closer] = closers(store, clock, [rule])[:1]
+    right = [await result(f"ok{i}", "Paris", T0 + 1) for i in range(5)]
+    wrong = [await result(f"bad{i}", "Rome", T0 + 2) for i in range(4)]
+    await record(store, *right, *wrong)
+    clock.now = T0 + SIZE + LATENESS
+    await closer.run_once(sink)
+    [alert] = sink.alerts()
+    assert len(alert.examples) == 3 and set(alert.examples) <= {f"bad{i}" for i in range(4)}
     sink.check_contracts()
 
 

@@ -79,7 +79,27 @@ _FIGURES: dict[str, Any] = {
         "judges": {"type": "object", "description": "per judge of the panel, scores on 0-10", "additionalProperties": {
             "type": "object", "required": ["n", "mean", "sd", "calls", "errors", "cacheHits"],
             "properties": {"n": {"type": "integer"}, "mean": _nullable("number"), "sd": _nullable("number"),
-                           "calls": {"type": "integer"}, "errors": {"type": "integer"}, "cacheHits": {"type": "integer"}}}},
+                           "calls": {"type": "integer"}, "errors": {"type": "integer"}, "cacheHits": {"type": "integer"},
+                           "tokens": {"type": "integer"}, "cost": _nullable("number", description="null without prices")}}},
+        "latencyP50Ms": _nullable("number", description="upper bound of the latency bucket"),
+        "latencyP95Ms": _nullable("number", description="upper bound of the latency bucket"),
+        "tokens": _COUNTS,
+        "cost": _nullable("number", description="judge cost; null without prices"),
+        "alpha": _nullable("number", description="Krippendorff's interval alpha of the panel"),
+        "pearson": {"type": "object", "description": '"a|b" -> Pearson r', "additionalProperties": _nullable("number")},
+        "consistency": _nullable("number", description="repeat-vs-first correlation"),
+        "gateFailures": _COUNTS,
+        "lateRedirected": {"type": "integer", "minimum": 0},
+    },
+}  # fmt: skip
+_EXAMPLE: dict[str, Any] = {
+    "type": "object", "required": ["id", "score", "passed", "grade", "evaluators"],
+    "description": "a compact graded result (texts cut at 400 characters)",
+    "properties": {
+        "id": {"type": "string"}, "score": {"type": "number"}, "passed": {"type": "boolean"}, "grade": {"type": "string"},
+        "threshold": {"type": "number"}, "category": _nullable("string"), "event_time": _TIME, "latency_ms": {"type": "number"},
+        "evaluators": {"type": "array", "items": {"type": "object"}}, "failed_gates": {"type": "array", "items": {"type": "string"}},
+        "reason": {"type": "string"}, "judge": {"type": "object"},
     },
 }  # fmt: skip
 _SIZE = {"name": "size", "in": "query", "required": False, "description": "a configured window size, s (default: the first)",
@@ -197,7 +217,8 @@ def openapi_document() -> dict[str, Any]:
                 "operationId": "statsWindows", "summary": "the latest windows holding data, per model × suite (a page of pairs)",
                 "parameters": [_SIZE, _LAST, *_PAGE],
                 "responses": {"200": _json(_envelope({"type": "object", "required": ["size", "starts", "series"], "properties": {
-                    "size": {"type": "integer"}, "starts": {"type": "array", "items": {"type": "integer"}},
+                    "size": {"type": "integer"}, "sizes": {"type": "array", "items": {"type": "integer"}},
+                    "starts": {"type": "array", "items": {"type": "integer"}},
                     "series": {"type": "array", "items": {"type": "object", "required": ["model", "suite", "points"], "properties": {
                         "model": {"type": "string"}, "suite": {"type": "string"},
                         "points": {"type": "array", "items": {"allOf": [_ref("Figures")], "required": ["start"],
@@ -214,6 +235,36 @@ def openapi_document() -> dict[str, Any]:
                     "points": {"type": "array", "items": {"type": "object", "required": ["start", "kinds"],
                                                           "properties": {"start": {"type": "integer"}, "kinds": _COUNTS}}}}}), "counts"),
                               "400": _error("bad size or last"), **_UNAVAILABLE},
+            },
+        },
+        "/api/v1/stats/examples": {
+            "get": {
+                "operationId": "statsExamples", "summary": "the lowest-scored results or a sample of the failed ones, kept for one window of one model × suite",
+                "parameters": [
+                    {"name": "model", "in": "query", "required": True, "schema": {"type": "string", "minLength": 1}},
+                    {"name": "suite", "in": "query", "required": True, "schema": {"type": "string", "minLength": 1}},
+                    _SIZE,
+                    {"name": "window", "in": "query", "required": False, "schema": {"type": "string"},
+                     "description": "the window's start, epoch seconds or RFC 3339 (default: the pair's latest window with examples)"},
+                    {"name": "kind", "in": "query", "required": False, "schema": {"type": "string", "enum": ["worst", "failing"]},
+                     "description": "worst: lowest score first (default); failing: a sample of the failed results, latest first"}],
+                "responses": {"200": _json(_envelope({"type": "object", "required": ["model", "suite", "size", "window", "kind", "examples"], "properties": {
+                    "model": {"type": "string"}, "suite": {"type": "string"}, "size": {"type": "integer"},
+                    "window": _nullable("integer", description="null when the pair has no examples"),
+                    "kind": {"type": "string", "enum": ["worst", "failing"]},
+                    "examples": {"type": "array", "items": _EXAMPLE}}}), "examples"),
+                              "400": _error("missing model or suite, unknown kind, not a window start, or not a configured size"), **_UNAVAILABLE},
+            },
+        },
+        "/api/v1/results/{id}": {
+            "get": {
+                "operationId": "resultById", "summary": "one full graded result while it is retained (the redelivery horizon)",
+                "parameters": [
+                    {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}},
+                    {"name": "model", "in": "query", "required": False, "schema": {"type": "string"}, "description": "with suite: search one pair only"},
+                    {"name": "suite", "in": "query", "required": False, "schema": {"type": "string"}}],
+                "responses": {"200": _json(_envelope({"type": "object", "description": "graded result v1 (schemas/graded-result.v1.json)"}), "the result"),
+                              "404": _error("not retained (any more): full results are kept for STREAMEVAL_REDELIVERY_TTL_S"), **_UNAVAILABLE},
             },
         },
         "/api/v1/alerts": {

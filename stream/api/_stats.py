@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -25,8 +26,12 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from ..examples import KINDS, parse
 from ..keyspace import Client, Keys, guard
-from ._errors import BadRequest
+from ..models import parse_time
+from ..stats import histogram_quantile, krippendorff_alpha, pearson
+from ..windows import _panel, _sums
+from ._errors import BadRequest, NotFound
 
 __all__ = ["RECENT_ALERTS", "STATS_KEY", "StatsConfig", "recent_alerts_key", "remember_alert", "routes"]
 
@@ -55,8 +60,9 @@ async def remember_alert(client: Client, prefix: str, encoded: bytes) -> None:
 class StatsConfig:
     """Where the aggregates live: the Redis client, key prefix and the configured window sizes."""
 
-    def __init__(self, client: Client, prefix: str, windows: tuple[int, ...]) -> None:
+    def __init__(self, client: Client, prefix: str, windows: tuple[int, ...], redelivery_ttl_s: int = 3600) -> None:
         self.client, self.prefix, self.windows = client, prefix, windows
+        self.redelivery_ttl_s = redelivery_ttl_s  # how long full results are kept (GET /api/v1/results/{id})
         self.keys = Keys(prefix)
         # one stats read at a time: others queue here, not in the event loop ahead of /health
         self.gate = asyncio.Semaphore(1)
@@ -87,11 +93,8 @@ def _figures(raw: dict[Any, Any]) -> dict[str, Any]:
         if key.startswith("ev:") and ":c:" not in key:
             name, _, figure = key[3:].rpartition(":")
             evaluators[name][figure] = value
-    judges: dict[str, dict[str, float]] = defaultdict(dict)
-    for key, value in fields.items():
-        if key.startswith(_JUDGE_COUNTERS):
-            judge, _, counter = key[len(_JUDGE_COUNTERS):].rpartition(".")
-            judges[judge][counter] = value
+    panel = _panel(fields)  # per-judge counters "{judge}.{counter}"; pair, alpha and repeat sums apart
+    judges = panel.judges
     return {
         "count": count,
         "mean": fields.get("sum", 0.0) / count if count else None,
@@ -103,6 +106,24 @@ def _figures(raw: dict[Any, Any]) -> dict[str, Any]:
             for name, f in sorted(evaluators.items())
         },
         "judges": {name: _judge(f) for name, f in sorted(judges.items())},
+        **_more(fields, count, panel),
+    }  # fmt: skip
+
+
+def _more(fields: dict[str, float], count: int, panel: Any) -> dict[str, Any]:
+    """Latency, tokens, cost, panel agreement and gate failures (the dashboard's drill-down panels)."""
+    latency = {int(k[4:]): v for k, v in fields.items() if k.startswith("lat:")}
+    costs = [c["cost"] for c in panel.judges.values() if "cost" in c]
+    return {
+        "latencyP50Ms": histogram_quantile(latency, 0.5), "latencyP95Ms": histogram_quantile(latency, 0.95),
+        "tokens": {kind: int(sum(c.get(f"{kind}_tokens", 0.0) for c in panel.judges.values()))
+                   for kind in ("prompt", "completion")},
+        "cost": round(math.fsum(costs), 9) if costs else None,
+        "alpha": krippendorff_alpha(*(panel.alpha.get(k, 0.0) for k in ("n", "s1", "s2", "do"))),
+        "pearson": {f"{a}|{b}": pearson(*_sums(stats)) for (a, b), stats in sorted(panel.pairs.items())},
+        "consistency": pearson(*_sums(panel.repeat)),
+        "gateFailures": {k[5:]: int(v) for k, v in sorted(fields.items()) if k.startswith("gate:") and v},
+        "lateRedirected": int(fields.get("late_redirected", 0.0)),
     }  # fmt: skip
 
 
@@ -111,8 +132,10 @@ def _judge(f: dict[str, float]) -> dict[str, Any]:
     n = int(f.get("n", 0))
     mean = f.get("score_sum", 0.0) / n if n else None
     sd = math.sqrt(max(0.0, f.get("score_sumsq", 0.0) / n - mean * mean)) if n and mean is not None else None
-    return {"n": n, "mean": mean, "sd": sd, "calls": int(f.get("calls", 0)), "errors": int(f.get("errors", 0)),
-            "cacheHits": int(f.get("cache_hits", 0))}  # fmt: skip
+    return {"n": n, "mean": mean, "sd": sd, "calls": int(f.get("calls", 0) + f.get("repeat_calls", 0)),
+            "errors": int(f.get("errors", 0)), "cacheHits": int(f.get("cache_hits", 0)),
+            "tokens": int(f.get("prompt_tokens", 0) + f.get("completion_tokens", 0)),
+            "cost": round(f["cost"], 9) if "cost" in f else None}  # fmt: skip
 
 
 def _int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
@@ -212,7 +235,7 @@ async def windows(request: web.Request) -> web.Response:
     for pair, pts in sorted(series.items()):
         model, suite = Keys.split_pair(pair)
         out.append({"model": model, "suite": suite, "points": sorted(pts, key=lambda p: p["start"])})
-    return _ok({"size": size, "starts": starts, "series": out}, len(everyone))
+    return _ok({"size": size, "sizes": list(config.windows), "starts": starts, "series": out}, len(everyone))
 
 
 async def dead_letters(request: web.Request) -> web.Response:
@@ -241,6 +264,102 @@ async def alerts(request: web.Request) -> web.Response:
     return _ok(out)
 
 
+def _event_time(doc: dict[str, Any]) -> float:
+    try:
+        return parse_time(str(doc.get("event_time")))
+    except ValueError:
+        return 0.0
+
+
+def _text_param(request: web.Request, name: str) -> str:
+    value = request.query.get(name, "")
+    if not value:
+        raise BadRequest(f"{name} is required", [{"path": f"$.query.{name}", "message": "required"}])
+    return value
+
+
+def _window_start(request: web.Request, size: int) -> int | None:
+    """``window``: a window start as epoch seconds or RFC 3339; None when absent (the latest window)."""
+    raw = request.query.get("window")
+    if raw is None or raw == "":
+        return None
+    try:
+        start = float(raw) if raw.lstrip("-").replace(".", "", 1).isdigit() else parse_time(raw)
+    except ValueError:
+        start = math.nan
+    if not math.isfinite(start) or start % size:
+        raise BadRequest(f"window must be the start of a {size}-second window (epoch seconds or RFC 3339); got {raw!r}",
+                         [{"path": "$.query.window", "message": f"a multiple of {size} s"}])  # fmt: skip
+    return int(start)
+
+
+async def examples(request: web.Request) -> web.Response:
+    """The worst (lowest scores first) or a sample of the failed (latest first) results of one window of one pair."""
+    config = request.app[STATS_KEY]
+    model, suite = _text_param(request, "model"), _text_param(request, "suite")
+    kind = request.query.get("kind", "worst")
+    if kind not in KINDS:
+        raise BadRequest(f"kind must be one of {', '.join(KINDS)}; got {kind!r}",
+                         [{"path": "$.query.kind", "message": "worst or failing"}])  # fmt: skip
+    size = _size(request)
+    start = _window_start(request, size)
+    pair = Keys.pair_id(model, suite)
+    if start is None:  # the latest window of this pair that has examples (one pipelined read)
+        starts = await _latest(config, config.keys.windows(size), _MAX_WINDOWS)
+
+        async def exist() -> list[Any]:
+            async with config.client.pipeline(transaction=False) as pipe:
+                for candidate in starts:
+                    pipe.exists(config.keys.examples(pair, "worst", size, candidate))
+                return list(await pipe.execute())
+
+        found = [s for s, n in zip(starts, await guard(exist()) if starts else [], strict=True) if n]
+        start = found[-1] if found else None
+    out: list[dict[str, Any]] = []
+    if start is not None:
+        key = config.keys.examples(pair, kind, size, start)
+        raw = await guard(config.client.zrange(key, 0, -1, withscores=True))
+        out = [e.doc for e in (parse(member, score) for member, score in raw) if e is not None]
+        if kind == "failing":  # a sample of the window's failures, listed latest first
+            out.sort(key=_event_time, reverse=True)
+    return _ok({"model": model, "suite": suite, "size": size, "window": start, "kind": kind, "examples": out})
+
+
+async def result_by_id(request: web.Request) -> web.Response:
+    """A full graded result while it is retained (the redelivery horizon); ``model`` and ``suite`` narrow the search."""
+    config = request.app[STATS_KEY]
+    result_id = request.match_info["id"]
+    model, suite = request.query.get("model"), request.query.get("suite")
+    if model and suite:
+        members = [Keys.pair_id(model, suite)]
+    else:
+        members = sorted(_text(m) for m in await guard(config.client.zrange(config.keys.pairs, 0, -1)))
+    ttl = config.redelivery_ttl_s
+    if ttl:
+        now = int(time.time() // ttl)
+        generations = (now, now - 1, now + 1)  # +1: our clock may be behind the workers'
+        for i in range(0, len(members), _CHUNK):
+
+            async def find(chunk: Sequence[str] = members[i : i + _CHUNK]) -> list[Any]:
+                async with config.client.pipeline(transaction=False) as pipe:
+                    for member in chunk:
+                        for gen in generations:
+                            pipe.hget(config.keys.result_ids(member, gen), result_id)
+                    return list(await pipe.execute())
+
+            found = await guard(find())
+            for j, digest in enumerate(found):
+                if digest is None:
+                    continue
+                member, gen = members[i + j // len(generations)], generations[j % len(generations)]
+                encoded = await guard(config.client.hget(config.keys.results(member, gen), digest))
+                if encoded is not None:
+                    return _ok(orjson.loads(encoded))
+    kept = f"{ttl} s (STREAMEVAL_REDELIVERY_TTL_S)" if ttl else "no time: STREAMEVAL_REDELIVERY_TTL_S is 0"
+    raise NotFound(f"result {result_id!r} is not retained: full results are kept for {kept}; the worst and "
+                   "failing results of each window are kept longer, see /api/v1/stats/examples")
+
+
 def _gated(handler: Callable[[web.Request], Awaitable[web.Response]]) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def gated(request: web.Request) -> web.Response:
         async with request.app[STATS_KEY].gate:
@@ -254,5 +373,7 @@ def routes() -> list[web.RouteDef]:
         web.get("/api/v1/stats/pairs", _gated(pairs)),
         web.get("/api/v1/stats/windows", _gated(windows)),
         web.get("/api/v1/stats/deadletters", _gated(dead_letters)),
+        web.get("/api/v1/stats/examples", _gated(examples)),
+        web.get("/api/v1/results/{id}", _gated(result_by_id)),
         web.get("/api/v1/alerts", alerts),
     ]

@@ -247,3 +247,87 @@ def test_dashboard_changes_while_events_flow(browser: WebDriver, site: str, brok
     assert "qa-pass-rate-low" in alert.text and "× qa" in alert.text and "warning" in alert.text
     assert not browser.find_element(By.ID, "no-alerts").is_displayed()
     browser.save_screenshot(str(ARTIFACTS / "07-dashboard-90.png"))
+
+    # drill-down: a point of the score chart opens that window's lowest-scored results
+    def click(selector: str) -> None:  # the page redraws every 2 s: find and click in one step
+        assert browser.execute_script(
+            "const n = document.querySelector(arguments[0]); if (!n) return false;"
+            "n.dispatchEvent(new MouseEvent('click', {bubbles: true})); return true;", selector), selector
+
+    def column(selector: str, index: int) -> list[str]:  # one step too: rows may be redrawn between two reads
+        return list(browser.execute_script(
+            "return [...document.querySelectorAll(arguments[0])].map(r => r.children[arguments[1]].textContent)",
+            selector, index))  # fmt: skip
+
+    def example_ids(d: WebDriver) -> list[str]:
+        return list(d.execute_script(
+            "return [...document.querySelectorAll('#examples-table tbody tr')].map(r => r.dataset.id)"))
+
+    click("#score-chart circle.point")
+    ids = wait(browser, example_ids, "the examples of a clicked point")
+    assert browser.find_element(By.ID, "examples-panel").is_displayed()
+    assert "window from" in browser.find_element(By.ID, "examples-title").text
+    assert browser.find_element(By.ID, "examples-note").text.startswith(f"the {len(ids)} lowest-scored")
+    scores = [float(v) for v in column("#examples-table tbody tr", 1)]
+    assert scores == sorted(scores)  # lowest first
+    for example_id in ids:  # every example id opens its full result while it is retained
+        full = httpx.get(f"{site}/api/v1/results/{example_id}", timeout=5)
+        assert full.status_code == 200 and full.json()["data"]["id"] == example_id
+    browser.save_screenshot(str(ARTIFACTS / "08-drilldown-examples.png"))
+
+    # a result's details: score, grade, each evaluator's score and reason
+    click("#examples-table tbody tr")
+    wait(browser, lambda d: d.find_element(By.ID, "result-detail").is_displayed(), "the result's details")
+    assert browser.find_element(By.ID, "detail-title").text == f"Result {ids[0]}"
+    assert "score" in browser.find_element(By.ID, "detail-summary").text
+    evaluators = column("#detail-evaluators tbody tr", 0)
+    assert evaluators == ["exact_match", "similarity"]
+    assert "full result" in browser.find_element(By.ID, "detail-source").text
+    browser.save_screenshot(str(ARTIFACTS / "09-result-detail.png"))
+
+    # the failing tab lists failed results only (a sample), latest first
+    click("#examples-kind button[data-kind=failing]")
+    wait(browser, lambda d: "failed results of this window" in d.find_element(By.ID, "examples-note").text, "the failing examples")
+    passed = column("#examples-table tbody tr", 3)
+    assert passed and set(passed) == {"no"}
+
+    # an alert opens its window's examples, its own example ids highlighted; those ids exist
+    alerts = httpx.get(f"{site}/api/v1/alerts", timeout=5).json()["data"]
+    assert alerts[0]["examples"] and len(alerts[0]["examples"]) <= 3
+    for example_id in alerts[0]["examples"]:
+        assert httpx.get(f"{site}/api/v1/results/{example_id}", timeout=5).status_code == 200
+    click("#alerts li")
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#examples-table tbody tr.highlight"), "the alert's examples")
+    highlighted = list(browser.execute_script(
+        "return [...document.querySelectorAll('#examples-table tbody tr.highlight')].map(r => r.dataset.id)"))
+    assert set(highlighted) <= set(alerts[0]["examples"]) and highlighted
+    browser.save_screenshot(str(ARTIFACTS / "10-alert-examples.png"))
+
+    # a model × suite row opens its latest window's examples
+    click("#pairs-table tbody tr")
+    wait(browser, lambda d: "window from" in d.find_element(By.ID, "examples-title").text and example_ids(d)
+         and not d.find_elements(By.CSS_SELECTOR, "#examples-table tbody tr.highlight"), "a row's examples")
+
+    # the per-evaluator breakdown, latency and throughput are shown; the time axis has labelled ticks
+    assert set(column("#evaluators-table tbody tr", 2)) == {"exact_match", "similarity"}
+    assert browser.find_element(By.ID, "throughput").text.endswith("/s")
+    assert browser.find_elements(By.CSS_SELECTOR, "#latency-chart circle")
+    assert browser.find_elements(By.CSS_SELECTOR, "#score-chart .x-tick")
+    assert len(browser.execute_script("return Charts.timeTicks(1800000000, 1800003600)")) >= 5  # an hour: several labels
+    assert browser.find_element(By.ID, "consumer-lag").text != "—"  # from the worker's /metrics
+
+    # filters: one model
+    from selenium.webdriver.support.ui import Select
+
+    Select(browser.find_element(By.ID, "filter-model")).select_by_value("model-a")
+    wait(browser, lambda d: total(d) == 45, "the model filter")
+    legend = browser.find_element(By.ID, "score-legend").text
+    assert "model-a × qa" in legend and "model-b" not in legend
+    assert set(column("#pairs-table tbody tr", 0)) == {"model-a"}
+    Select(browser.find_element(By.ID, "filter-range")).select_by_value("900")
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#score-chart circle"), "points within the last 15 minutes")
+    browser.save_screenshot(str(ARTIFACTS / "11-dashboard-filtered.png"))
+    click("#examples-close")
+    browser.set_window_size(1280, 4000)  # the whole page: tables and panels below the charts
+    wait(browser, lambda d: not d.find_element(By.ID, "examples-panel").is_displayed(), "the examples closed")
+    browser.save_screenshot(str(ARTIFACTS / "12-dashboard-whole.png"))

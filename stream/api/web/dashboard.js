@@ -1,18 +1,59 @@
-/* /dashboard: live figures read every 2 s from /api/v1/stats/* and /api/v1/alerts. */
+/* /dashboard: live figures read every 2 s from /api/v1/stats/* and /api/v1/alerts, with filters and a
+   drill-down from a point, a table row or an alert to the window's worst and failing results. */
 "use strict";
 const $ = (id) => document.getElementById(id);
 const pct = (v) => (v === null || v === undefined ? "—" : `${(v * 100).toFixed(1)}%`);
+const fixed = (v, d) => (v === null || v === undefined ? "—" : Number(v).toFixed(d));
+const money = (v) => (v === null || v === undefined ? "—" : `$${v < 1 ? v.toFixed(4) : v.toFixed(2)}`);
+const ms = (v) => (v === null || v === undefined ? "—" : `${v < 10 ? v.toFixed(1) : Math.round(v)} ms`);
 const GRADE_ORDER = ["excellent", "good", "pass", "fail", "severe_defect", "A+", "A", "A-", "B+", "B", "B-", "C+", "C", "C-", "D", "F"];
+const q = encodeURIComponent;
+
+const state = { model: "", suite: "", size: null, range: "", examples: null };
+const wanted = (p) => (!state.model || p.model === state.model) && (!state.suite || p.suite === state.suite);
+const cell = (text, cls) => SE.el("td", { class: cls, title: String(text) }, String(text));
+
+/* Keep a <select>'s options in step with the values seen, without losing the user's choice. */
+function options(select, values, allLabel) {
+  const current = select.value;
+  const have = [...select.options].map((o) => o.value);
+  const want = ["", ...values];
+  if (have.join("\u0000") !== want.join("\u0000")) {
+    select.replaceChildren(...want.map((v) => SE.el("option", { value: v }, v === "" ? allLabel : v)));
+    select.value = want.includes(current) ? current : "";
+  }
+}
+
+/* Consumer lag from the worker's /metrics (absent when the API runs without a worker). */
+async function consumerLag() {
+  const headers = SE.token() ? { Authorization: "Bearer " + SE.token() } : {};
+  try {
+    const resp = await fetch("/metrics", { headers });
+    if (!resp.ok) return null;
+    let total = null;
+    for (const line of (await resp.text()).split("\n")) {
+      if (line.startsWith("streameval_consumer_lag{") || line.startsWith("streameval_consumer_lag ")) {
+        total = (total || 0) + Number(line.slice(line.lastIndexOf(" ") + 1));
+      }
+    }
+    return total;
+  } catch (e) { return null; }
+}
 
 async function refresh() {
+  const size = state.size ? `&size=${state.size}` : "";
+  const last = state.range && state.size ? Math.min(240, Math.ceil(Number(state.range) / state.size)) : 30;
   const [pairs, windows, dead, alerts] = await Promise.all([
-    SE.api("GET", "/api/v1/stats/pairs"), SE.api("GET", "/api/v1/stats/windows?last=30"),
-    SE.api("GET", "/api/v1/stats/deadletters?last=30"), SE.api("GET", "/api/v1/alerts?limit=20"),
+    SE.api("GET", "/api/v1/stats/pairs?limit=500"), SE.api("GET", `/api/v1/stats/windows?last=${last}${size}&limit=${Math.min(500, Math.floor(6000 / last))}`),
+    SE.api("GET", `/api/v1/stats/deadletters?last=${last}${size}`), SE.api("GET", "/api/v1/alerts?limit=20"),
   ]);
   const failed = [pairs, windows, dead, alerts].find((r) => !r.ok);
   if (failed) { $("message").className = "message error"; $("message").textContent = SE.errorText(failed); return; }
   $("message").textContent = "";
-  const all = pairs.payload.data;
+  const everyPair = pairs.payload.data;
+  options($("filter-model"), [...new Set(everyPair.map((p) => p.model))].sort(), "all models");
+  options($("filter-suite"), [...new Set(everyPair.map((p) => p.suite))].sort(), "all suites");
+  const all = everyPair.filter(wanted);
   const total = all.reduce((n, p) => n + p.count, 0);
   const sum = all.reduce((n, p) => n + (p.mean || 0) * p.count, 0);
   const passes = all.reduce((n, p) => n + (p.passRate || 0) * p.count, 0);
@@ -21,23 +62,61 @@ async function refresh() {
   $("mean-score").textContent = total ? (sum / total).toFixed(3) : "—";
   $("pass-rate").textContent = total ? pct(passes / total) : "—";
   $("dead-letters").textContent = `${deadTotal} (${pct(total + deadTotal ? deadTotal / (total + deadTotal) : null)})`;
+  const tokens = all.reduce((n, p) => n + (p.tokens ? p.tokens.prompt + p.tokens.completion : 0), 0);
+  $("judge-tokens").textContent = tokens.toLocaleString();
+  const costs = all.map((p) => p.cost).filter((c) => c !== null && c !== undefined);
+  $("judge-cost").textContent = costs.length ? money(costs.reduce((a, b) => a + b, 0)) : "—";
+  $("gate-failures").textContent = String(all.reduce((n, p) => n + Object.values(p.gateFailures || {}).reduce((a, b) => a + b, 0), 0));
 
   const w = windows.payload.data;
+  if (!state.size) state.size = w.size;
+  const sizeSelect = $("filter-size");
+  if (sizeSelect.options.length !== (w.sizes || [w.size]).length) {
+    sizeSelect.replaceChildren(...(w.sizes || [w.size]).map((s) => SE.el("option", { value: s }, `${s} s`)));
+  }
+  sizeSelect.value = String(w.size);
   $("window-size").textContent = `· ${w.size}-second windows`;
-  const series = w.series.map((s) => ({ name: `${s.model} × ${s.suite}`, points: s.points.map((p) => ({ x: p.start, y: p.mean })) }));
-  const colors = Charts.line($("score-chart"), series);
+  const since = state.range ? Date.now() / 1000 - Number(state.range) : -Infinity;
+  const shown = w.series.filter(wanted).map((s) => ({ ...s, points: s.points.filter((p) => p.start >= since) }));
+  const series = shown.map((s) => ({ name: `${s.model} × ${s.suite}`, model: s.model, suite: s.suite, points: s.points.map((p) => ({ x: p.start, y: p.mean })) }));
+  const colors = Charts.line($("score-chart"), series, { onPoint: (s, p) => openExamples(s.model, s.suite, w.size, p.x, "worst") });
   $("score-legend").replaceChildren(...series.map((s, i) => SE.el("span", {}, SE.swatch(colors[i % colors.length]), s.name)));
-  Charts.line($("pass-chart"), w.series.map((s) => ({ name: s.model, points: s.points.map((p) => ({ x: p.start, y: p.passRate })) })), { width: 540, height: 200, percent: true });
+  Charts.line($("pass-chart"), shown.map((s) => ({ name: `${s.model} × ${s.suite}`, model: s.model, suite: s.suite, points: s.points.map((p) => ({ x: p.start, y: p.passRate })) })),
+    { width: 540, height: 200, percent: true, onPoint: (s, p) => openExamples(s.model, s.suite, w.size, p.x, "failing") });
+
+  // throughput: events of the shown pairs per window, per second
+  const perWindow = new Map();
+  for (const s of shown) for (const p of s.points) perWindow.set(p.start, (perWindow.get(p.start) || 0) + p.count);
+  const rate = [...perWindow.entries()].sort((a, b) => a[0] - b[0]).map(([x, n]) => ({ x, y: n / w.size }));
+  Charts.line($("throughput-chart"), [{ name: "events/s", points: rate }], { width: 540, height: 200, yMax: null, format: (y) => y.toFixed(y < 10 ? 2 : 0) });
+  $("throughput").textContent = rate.length ? `${rate[rate.length - 1].y.toFixed(2)}/s` : "—";
+  const latency = shown.flatMap((s) => [
+    { name: `${s.model} × ${s.suite} p95`, points: s.points.map((p) => ({ x: p.start, y: p.latencyP95Ms })) },
+    { name: `${s.model} × ${s.suite} p50`, points: s.points.map((p) => ({ x: p.start, y: p.latencyP50Ms })) }]);
+  const latencyColors = Charts.line($("latency-chart"), latency, { width: 540, height: 200, yMax: null, format: (y) => `${Math.round(y)}` });
+  $("latency-legend").replaceChildren(...latency.map((s, i) => SE.el("span", {}, SE.swatch(latencyColors[i % latencyColors.length]), s.name)));
+
+  // judge cost per judge and window (the shown pairs summed)
+  const cost = new Map();
+  for (const s of shown) for (const p of s.points) for (const [name, j] of Object.entries(p.judges || {})) {
+    if (j.cost === null || j.cost === undefined) continue;
+    if (!cost.has(name)) cost.set(name, new Map());
+    cost.get(name).set(p.start, (cost.get(name).get(p.start) || 0) + j.cost);
+  }
+  const costSeries = [...cost.entries()].map(([name, m]) => ({ name, points: [...m.entries()].sort((a, b) => a[0] - b[0]).map(([x, y]) => ({ x, y })) }));
+  const costColors = Charts.line($("cost-chart"), costSeries, { width: 540, height: 200, yMax: null, format: (y) => `$${y.toFixed(y < 1 ? 4 : 2)}` });
+  $("cost-legend").replaceChildren(...(costSeries.length ? costSeries.map((s, i) => SE.el("span", {}, SE.swatch(costColors[i % costColors.length]), s.name))
+    : [SE.el("span", { class: "muted" }, "no judge prices configured, or no judged events")]));
 
   // dead-letter rate per window: dead letters / (results + dead letters) of that window
   const results = new Map();
   for (const s of w.series) for (const p of s.points) results.set(p.start, (results.get(p.start) || 0) + p.count);
-  const deadPoints = dead.payload.data.points.map((p) => {
+  const deadPoints = dead.payload.data.points.filter((p) => p.start >= since).map((p) => {
     const n = Object.values(p.kinds).reduce((a, b) => a + b, 0);
     return { x: p.start, y: n / (n + (results.get(p.start) || 0)) };
   });
   const starts = new Set(deadPoints.map((p) => p.x));
-  for (const [start] of results) if (!starts.has(start)) deadPoints.push({ x: start, y: 0 });
+  for (const [start] of results) if (!starts.has(start) && start >= since) deadPoints.push({ x: start, y: 0 });
   deadPoints.sort((a, b) => a.x - b.x);
   Charts.line($("deadletter-chart"), [{ name: "dead letters", points: deadPoints }], { width: 540, height: 200, percent: true });
 
@@ -46,34 +125,116 @@ async function refresh() {
   const gradeItems = Object.entries(grades).sort(([a], [b]) => GRADE_ORDER.indexOf(a) - GRADE_ORDER.indexOf(b)).map(([name, value]) => ({ name, value }));
   Charts.bars($("grade-chart"), gradeItems);
 
-  const list = alerts.payload.data;
+  const list = alerts.payload.data.filter(wanted);
   $("no-alerts").hidden = list.length > 0;
-  // alert v1 (schemas/alert.v1.json): rule, severity, model, suite, message, fired_at
-  $("alerts").replaceChildren(...list.map((a) => SE.el("li", { class: `alert ${a.severity || ""}` },
-    SE.el("span", { class: "badge" }, a.severity || "alert"), " ", SE.time(a.fired_at), " ",
-    SE.el("b", {}, a.rule || "?"), ` · ${a.model || ""} × ${a.suite || ""}: ${a.message || ""}`)));
+  // alert v1 (schemas/alert.v1.json): rule, severity, model, suite, window, message, fired_at, examples
+  $("alerts").replaceChildren(...list.map((a) => SE.el("li", {
+    class: `alert clickable ${a.severity || ""}`, title: "show the results behind this alert",
+    onclick: () => a.window && openExamples(a.model, a.suite, a.window.size_s, Date.parse(a.window.start) / 1000, "worst", a.examples || []),
+  }, SE.el("span", { class: "badge" }, a.severity || "alert"), " ", SE.time(a.fired_at), " ",
+  SE.el("b", {}, a.rule || "?"), ` · ${a.model || ""} × ${a.suite || ""}: ${a.message || ""}`,
+  (a.examples || []).length ? SE.el("span", { class: "muted" }, ` · examples: ${a.examples.join(", ")}`) : "")));
 
-  $("pairs-table").querySelector("tbody").replaceChildren(...all.map((p) => SE.el("tr", {},
-    SE.el("td", {}, p.model), SE.el("td", {}, p.suite), SE.el("td", {}, String(p.count)),
-    SE.el("td", {}, p.mean === null ? "—" : p.mean.toFixed(3)), SE.el("td", {}, pct(p.passRate)),
-    SE.el("td", {}, String(Object.values(p.evaluators).reduce((n, e) => n + e.errors, 0))))));
-  const fixed = (v, d) => (v === null || v === undefined ? "—" : v.toFixed(d));
-  const judgeRows = [];
+  $("pairs-table").querySelector("tbody").replaceChildren(...all.map((p) => SE.el("tr", {
+    class: "clickable", "data-model": p.model, "data-suite": p.suite, title: "show the latest window's worst results",
+    onclick: () => openExamples(p.model, p.suite, w.size, null, "worst"),
+  }, cell(p.model, "wrap"), cell(p.suite, "wrap"), cell(p.count), cell(p.mean === null ? "—" : p.mean.toFixed(3)), cell(pct(p.passRate)),
+  cell(ms(p.latencyP50Ms)), cell(ms(p.latencyP95Ms)),
+  cell(Object.entries(p.gateFailures || {}).map(([g, n]) => `${g} ${n}`).join(", ") || "0", "wrap"),
+  cell(Object.values(p.evaluators).reduce((n, e) => n + e.errors, 0)))));
+
+  const evaluatorRows = [];
+  for (const p of all) for (const [name, e] of Object.entries(p.evaluators)) {
+    evaluatorRows.push(SE.el("tr", {}, cell(p.model, "wrap"), cell(p.suite, "wrap"), cell(name, "wrap"), cell(e.count), cell(fixed(e.mean, 3)), cell(e.errors)));
+  }
+  $("evaluators-table").querySelector("tbody").replaceChildren(...evaluatorRows);
+
+  const judgeRows = [], agreementRows = [];
   for (const p of all) {
-    const means = Object.values(p.judges).map((j) => j.mean).filter((m) => m !== null);
-    const spread = means.length > 1 ? Math.max(...means) - Math.min(...means) : null;
     for (const [name, j] of Object.entries(p.judges)) {
-      judgeRows.push(SE.el("tr", {}, SE.el("td", {}, p.model), SE.el("td", {}, p.suite), SE.el("td", {}, name),
-        SE.el("td", {}, String(j.n)), SE.el("td", {}, fixed(j.mean, 2)), SE.el("td", {}, fixed(j.sd, 2)),
-        SE.el("td", {}, String(j.calls)), SE.el("td", {}, String(j.errors)), SE.el("td", {}, String(j.cacheHits)),
-        SE.el("td", {}, fixed(spread, 2))));
+      judgeRows.push(SE.el("tr", {}, cell(p.model, "wrap"), cell(p.suite, "wrap"), cell(name, "wrap"),
+        cell(j.n), cell(fixed(j.mean, 2)), cell(fixed(j.sd, 2)), cell(j.calls), cell(j.errors), cell(j.cacheHits),
+        cell((j.tokens || 0).toLocaleString()), cell(money(j.cost))));
+    }
+    if (Object.keys(p.judges).length) {
+      const pearson = Object.entries(p.pearson || {}).map(([k, r]) => `${k.replace("|", " ~ ")}: ${fixed(r, 2)}`).join(", ") || "—";
+      agreementRows.push(SE.el("tr", {}, cell(p.model, "wrap"), cell(p.suite, "wrap"), cell(fixed(p.alpha, 3)), cell(pearson, "wrap"), cell(fixed(p.consistency, 3))));
     }
   }
   $("judges-table").querySelector("tbody").replaceChildren(...judgeRows);
+  $("agreement-table").querySelector("tbody").replaceChildren(...agreementRows);
   $("no-judges").hidden = judgeRows.length > 0;
+  const lag = await consumerLag();
+  $("consumer-lag").textContent = lag === null ? "—" : lag.toLocaleString();
   $("updated").textContent = new Date().toLocaleTimeString();
 }
 
+/* The drill-down: the worst or failing results kept for one window (null: the pair's latest). */
+async function openExamples(model, suite, size, start, kind, highlight = []) {
+  state.examples = { model, suite, size, start, kind, highlight };
+  $("examples-panel").hidden = false;
+  $("result-detail").hidden = true;
+  for (const b of $("examples-kind").querySelectorAll("button")) b.classList.toggle("active", b.dataset.kind === kind);
+  const windowArg = start === null ? "" : `&window=${start}`;
+  const r = await SE.api("GET", `/api/v1/stats/examples?model=${q(model)}&suite=${q(suite)}&size=${size}&kind=${kind}${windowArg}`);
+  const body = $("examples-table").querySelector("tbody");
+  if (!r.ok) { $("examples-note").textContent = SE.errorText(r); body.replaceChildren(); return; }
+  const d = r.payload.data;
+  state.examples.start = d.window;
+  const when = d.window === null ? "no window with examples yet" : `${size}-second window from ${new Date(d.window * 1000).toLocaleString()}`;
+  $("examples-title").textContent = `Examples · ${model} × ${suite} · ${when}`;
+  $("examples-note").textContent = kind === "worst"
+    ? `the ${d.examples.length} lowest-scored results kept for this window, lowest first; click one for its details`
+    : `${d.examples.length} failed results of this window (a sample of them all), latest first; click one for its details`;
+  body.replaceChildren(...d.examples.map((e) => {
+    const low = [...(e.evaluators || [])].sort((a, b) => a.score - b.score)[0];
+    const why = e.reason || (low ? `${low.name} ${low.score.toFixed(2)}: ${low.error || low.reason || ""}` : "");
+    return SE.el("tr", { class: `clickable${highlight.includes(e.id) ? " highlight" : ""}`, "data-id": e.id, onclick: () => showResult(e) },
+      cell(e.id, "wrap"), cell(e.score.toFixed(3)), cell(e.grade), cell(e.passed ? "yes" : "no", e.passed ? "pass" : "fail"),
+      cell((e.failed_gates || []).join(", ") || "—"), cell(why, "wrap"));
+  }));
+  $("examples-panel").scrollIntoView({ block: "start" });
+}
+
+/* One result: the full result while it is retained, else the example kept with the window. */
+async function showResult(example) {
+  const r = await SE.api("GET", `/api/v1/results/${q(example.id)}?model=${q(state.examples.model)}&suite=${q(state.examples.suite)}`);
+  const full = r.ok ? r.payload.data : null;
+  const doc = full || example;
+  $("result-detail").hidden = false;
+  $("detail-title").textContent = `Result ${doc.id}`;
+  const gates = (doc.failed_gates || []).length ? ` · failed gates: ${doc.failed_gates.join(", ")}` : "";
+  $("detail-summary").textContent = `score ${doc.score.toFixed(3)} · grade ${doc.grade} · ${doc.passed ? "passed" : "failed"} (threshold ${doc.threshold})`
+    + `${gates}${doc.reason ? ` · ${doc.reason}` : ""} · event time ${doc.event_time}${doc.category ? ` · category ${doc.category}` : ""}`;
+  $("detail-evaluators").querySelector("tbody").replaceChildren(...(doc.evaluators || []).map((e) => SE.el("tr", {},
+    cell(e.name, "wrap"), cell(e.score.toFixed(3)), cell(e.passed ? "yes" : "no", e.passed ? "pass" : "fail"), cell(e.weight),
+    cell(e.error ? `error: ${e.error}` : e.reason || "", "wrap"))));
+  const judges = doc.judge ? doc.judge.judges : [];
+  $("detail-judges").hidden = !judges.length;
+  $("detail-judges").querySelector("tbody").replaceChildren(...judges.map((j) => SE.el("tr", {},
+    cell(j.name, "wrap"), cell(j.model, "wrap"), cell(j.status), cell(fixed(j.score, 1)), cell(j.reasoning || j.error || j.reason || "", "wrap"))));
+  $("detail-source").textContent = full
+    ? "the full result (kept for the redelivery horizon)"
+    : `the example kept with the window (texts may be shortened): ${r.payload ? r.payload.message : `HTTP ${r.status}`}`;
+  $("result-detail").scrollIntoView({ block: "nearest" });
+}
+
+function bindFilters() {
+  const rerun = () => refresh();
+  $("filter-model").addEventListener("change", (e) => { state.model = e.target.value; rerun(); });
+  $("filter-suite").addEventListener("change", (e) => { state.suite = e.target.value; rerun(); });
+  $("filter-size").addEventListener("change", (e) => { state.size = Number(e.target.value); rerun(); });
+  $("filter-range").addEventListener("change", (e) => { state.range = e.target.value; rerun(); });
+  $("examples-close").addEventListener("click", () => { $("examples-panel").hidden = true; state.examples = null; });
+  for (const b of $("examples-kind").querySelectorAll("button")) {
+    b.addEventListener("click", () => {
+      const x = state.examples;
+      if (x) openExamples(x.model, x.suite, x.size, x.start, b.dataset.kind, x.highlight);
+    });
+  }
+}
+
 SE.header("dashboard");
+bindFilters();
 refresh();
 setInterval(refresh, 2000);
