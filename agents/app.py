@@ -205,8 +205,9 @@ def create_app(
                 # process_batch never raises for a bad event (dead letters); it waits out Redis outages.
                 # A batch that fails to evaluate, record or deliver calls `failed` (the process exits at once):
                 # neither it nor any batch after it is acked.
-                await inflight.submit(list(events), proc.process_batch(batch), label=batch_positions(batch),
-                                      taken_at=taken_at)  # fmt: skip
+                # results that need no judge go out as soon as they are recorded (emit); acks stay in order
+                await inflight.submit(list(events), lambda emit, batch=batch: proc.process_batch(batch, emit=emit),
+                                      label=batch_positions(batch), taken_at=taken_at)  # fmt: skip
                 telemetry.observe_lag(((s.topic, s.partition, s.offset) for _, s in batch), _highwater)
         finally:
             inflights.remove(inflight)
