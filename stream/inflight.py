@@ -51,9 +51,10 @@ class PublishFailed(RuntimeError):
 class InFlight(Generic[E]):
     """Evaluate up to ``limit`` batches at once; publish in order; ack each batch after delivery.
 
-    ``submit`` blocks while ``limit`` batches are waiting to be published (back-pressure on the
-    consumer: at most ``limit`` + 1 batches are taken and not published, even when all but their
-    judged events went out early). ``ack(events)`` is called once per batch after all its messages were delivered; it is
+    ``submit`` blocks while ``limit`` batches are waiting to be published, and while a new batch
+    would bring the events submitted and not yet acked over ``max_events`` (back-pressure on the
+    consumer, whatever the batches' sizes; a batch whose rule results went out early still counts
+    until it is acked). A batch larger than ``max_events`` waits until nothing else is unacked. ``ack(events)`` is called once per batch after all its messages were delivered; it is
     never called for a batch whose delivery failed: :meth:`check` then raises :class:`PublishFailed`.
     """
 
@@ -62,17 +63,23 @@ class InFlight(Generic[E]):
         send: Send,
         ack: Callable[[Sequence[E]], Awaitable[None]],
         *,
-        limit: int,
+        limit: int | None = None,
+        max_events: int | None = None,
         on_failure: Callable[[BaseException], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if limit < 1:
-            raise ValueError("limit must be >= 1")
+        if limit is None and max_events is None:
+            raise ValueError("give limit and/or max_events")
+        if (limit is not None and limit < 1) or (max_events is not None and max_events < 1):
+            raise ValueError("limit and max_events must be >= 1")
+        self._max_events = max_events
+        self._unacked = 0  # events submitted and not yet acked
+        self._room = asyncio.Event()
         self._send = send
         self._ack = ack
         self._on_failure = on_failure
         self._clock = clock
-        self._queue: asyncio.Queue[tuple[int, Sequence[E], asyncio.Future[list[Publish]]]] = asyncio.Queue(limit)
+        self._queue: asyncio.Queue[tuple[int, Sequence[E], asyncio.Future[list[Publish]]]] = asyncio.Queue(limit or 0)
         self._acking: set[asyncio.Future[None]] = set()
         self._last_ack: asyncio.Future[None] | None = None
         self._failure: BaseException | None = None
@@ -117,6 +124,13 @@ class InFlight(Generic[E]):
             raise
         if self._publisher is None:
             self._publisher = asyncio.ensure_future(self._publish())
+        try:
+            await self._wait_for_room(len(events))
+        except BaseException:
+            if asyncio.iscoroutine(work):
+                work.close()
+            raise
+        self._unacked += len(events)
         batch_id = next(self._ids)
         self._pending[batch_id] = (self._clock() if taken_at is None else taken_at, label, events)
         if callable(work) and not asyncio.isfuture(work):
@@ -129,6 +143,19 @@ class InFlight(Generic[E]):
             put.cancel()
             task.cancel()
             self.check()
+
+    async def _wait_for_room(self, n: int) -> None:
+        assert self._publisher is not None
+        while self._max_events is not None and self._unacked and self._unacked + n > self._max_events:
+            self._room.clear()
+            room = asyncio.ensure_future(self._room.wait())
+            try:
+                await asyncio.wait([room, self._publisher], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                room.cancel()
+            if self._publisher.done():  # failed (or closed): nothing will be acked any more
+                self.check()
+                raise PublishFailed("publishing has stopped")
 
     async def _emit(self, batch_id: int, messages: list[Publish]) -> None:
         """Send ``messages`` of batch ``batch_id`` now, ahead of its turn; its ack still waits for them."""
@@ -177,6 +204,8 @@ class InFlight(Generic[E]):
         dropped = [event for _, _, events in self._pending.values() for event in events]
         self._pending.clear()
         self._early.clear()
+        self._unacked = 0
+        self._room.set()
         return dropped
 
     async def _publish(self) -> None:
@@ -210,6 +239,8 @@ class InFlight(Generic[E]):
             return  # an earlier batch failed: nothing after it is acked either
         await self._ack(events)
         self._pending.pop(batch_id, None)
+        self._unacked -= len(events)
+        self._room.set()
 
 
 Positions = dict[tuple[str, int], tuple[int, int]]

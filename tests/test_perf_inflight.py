@@ -346,3 +346,54 @@ async def test_early_sends_do_not_lift_the_bound_on_batches_taken() -> None:
     judge.set()
     await third
     await inflight.close()
+
+
+async def test_the_bound_counts_events_so_small_batches_keep_flowing_behind_a_judged_one() -> None:
+    acked: list[int] = []
+
+    async def ack(events: Sequence[int]) -> None:
+        acked.extend(events)
+
+    judge = asyncio.Event()
+    broker = Broker()
+    inflight: InFlight[int] = InFlight(broker.send, ack, max_events=10)
+    await inflight.submit([0, 1], _phased([0], [1], judge))  # its judge is slow
+    for n in range(2, 10):  # eight one-event batches: far more batches than a count bound of 4 would take
+        await asyncio.wait_for(inflight.submit([n], _phased([n], [], _set())), timeout=5)
+    await _until(lambda: len(broker.sent) == 9, "every rule result sent")
+    assert broker.sent == [str(n).encode() for n in [0, *range(2, 10)]]
+    blocked = asyncio.ensure_future(inflight.submit([10, 11], _phased([10, 11], [], _set())))
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert not blocked.done() and acked == []  # 10 events taken and unacked: the 11th and 12th wait
+    judge.set()
+    await blocked
+    await inflight.drain()
+    assert acked == list(range(12))  # in submission order
+    assert len(broker.sent) == 12
+
+
+async def test_a_batch_over_max_events_waits_until_nothing_else_is_unacked() -> None:
+    async def ack(events: Sequence[int]) -> None:
+        pass
+
+    gate = asyncio.Event()
+    inflight: InFlight[int] = InFlight(Broker().send, ack, max_events=3)
+    await inflight.submit([0], _work([0], gate))
+    big = asyncio.ensure_future(inflight.submit([1, 2, 3, 4, 5], _work([1], _set())))
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert not big.done()
+    gate.set()
+    await asyncio.wait_for(big, timeout=5)
+    await inflight.drain()
+
+
+def test_a_bound_is_required() -> None:
+    async def ack(events: Sequence[int]) -> None:
+        pass
+
+    with pytest.raises(ValueError):
+        InFlight(Broker().send, ack)
+    with pytest.raises(ValueError):
+        InFlight(Broker().send, ack, max_events=0)
