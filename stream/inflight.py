@@ -148,7 +148,7 @@ class InFlight(Generic[E]):
         assert self._publisher is not None
         while self._max_events is not None and self._unacked and self._unacked + n > self._max_events:
             self._room.clear()
-            room = asyncio.ensure_future(self._room.wait())
+            room: asyncio.Future[Any] = asyncio.ensure_future(self._room.wait())
             try:
                 await asyncio.wait([room, self._publisher], return_when=asyncio.FIRST_COMPLETED)
             finally:
