@@ -3,7 +3,7 @@
     python bench/rules_latency.py [--events 3000] [--rate 300] [--judged-share 0.1] [--judge-ms 2000]
                                   [--baseline REF] [--no-baseline]
 
-One worker reads a stream produced at a steady ``--rate`` events/s: ``--judged-share`` of the events
+One worker (once it answered 50 warm-up events) reads a stream produced at a steady ``--rate`` events/s: ``--judged-share`` of the events
 belong to a suite with a one-judge panel (the simulated judge, answering after ``--judge-ms``), the
 others to a rule-only suite (exact_match, token_f1). The judged events are spread evenly, so nearly
 every batch mixes both kinds. Per event, the delay is its result's arrival on the results topic minus
@@ -78,13 +78,19 @@ async def _run(bootstrap: str, redis_url: str, url: str, args: argparse.Namespac
     sent: dict[str, float] = {}
     delay: dict[str, float] = {}
 
+    warmed: set[str] = set()
+
     def record(r: Record) -> None:
         event_id = orjson.loads(r.value)["id"]
         if event_id in sent:
             delay.setdefault(event_id, time.time() - sent[event_id])
+        else:
+            warmed.add(event_id)
 
     async def started() -> None:
         await produce(bootstrap, topics["requests"], warm)
+        while len(warmed) < len(warm):  # the worker joined its group and answers: start the clock
+            await asyncio.sleep(0.01)
         start = time.monotonic()
         for n in range(0, len(events), 10):  # steady rate, 10 events at a time
             await asyncio.sleep(max(0.0, start + n / args.rate - time.monotonic()))
