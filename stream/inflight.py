@@ -49,13 +49,14 @@ class PublishFailed(RuntimeError):
 
 
 class InFlight(Generic[E]):
-    """Evaluate up to ``limit`` batches at once; publish in order; ack each batch after delivery.
+    """Evaluate batches concurrently; publish in order (early messages at once); ack each batch after delivery.
 
     ``submit`` blocks while ``limit`` batches are waiting to be published, and while a new batch
     would bring the events submitted and not yet acked over ``max_events`` (back-pressure on the
     consumer, whatever the batches' sizes; a batch whose rule results went out early still counts
-    until it is acked). A batch larger than ``max_events`` waits until nothing else is unacked. ``ack(events)`` is called once per batch after all its messages were delivered; it is
-    never called for a batch whose delivery failed: :meth:`check` then raises :class:`PublishFailed`.
+    until it is acked). A batch larger than ``max_events`` waits until nothing else is unacked.
+    ``ack(events)`` is called once per batch after all its messages were delivered; it is never
+    called for a batch whose delivery failed: :meth:`check` then raises :class:`PublishFailed`.
     """
 
     def __init__(
@@ -95,6 +96,7 @@ class InFlight(Generic[E]):
     def _fail(self, exc: BaseException) -> None:
         if self._failure is None:
             self._failure = exc
+            self._room.set()  # a submit waiting for room raises instead
             if self._on_failure is not None:
                 self._on_failure(exc)
 
@@ -153,8 +155,8 @@ class InFlight(Generic[E]):
                 await asyncio.wait([room, self._publisher], return_when=asyncio.FIRST_COMPLETED)
             finally:
                 room.cancel()
-            if self._publisher.done():  # failed (or closed): nothing will be acked any more
-                self.check()
+            self.check()  # a failure: nothing will be acked any more
+            if self._publisher.done():  # closed
                 raise PublishFailed("publishing has stopped")
 
     async def _emit(self, batch_id: int, messages: list[Publish]) -> None:

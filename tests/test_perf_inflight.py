@@ -397,3 +397,19 @@ def test_a_bound_is_required() -> None:
         InFlight(Broker().send, ack)
     with pytest.raises(ValueError):
         InFlight(Broker().send, ack, max_events=0)
+
+
+async def test_a_submit_waiting_for_room_raises_when_a_delivery_fails() -> None:
+    async def ack(events: Sequence[int]) -> None:
+        pass
+
+    broker = Broker(auto=False)
+    inflight: InFlight[int] = InFlight(broker.send, ack, max_events=2, on_failure=lambda exc: None)
+    await inflight.submit([0, 1], _phased([0], [1], asyncio.Event()))  # never completes
+    waiting = asyncio.ensure_future(inflight.submit([2], _phased([2], [], _set())))
+    await _until(lambda: len(broker.deliveries) == 1, "the early message sent")
+    assert not waiting.done()
+    broker.deliveries[0].set_exception(ConnectionError("broker gone"))
+    with pytest.raises(PublishFailed):
+        await asyncio.wait_for(waiting, timeout=5)
+    assert await inflight.close() == [0, 1]
