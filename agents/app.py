@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 
 # Batching (streameval.settings: batch_max, batch_wait_ms, batches_in_flight, fetch_wait_ms; the reasons
 # and measurements are in docs/performance.md). Several batches are evaluated at once so a slow judge
-# does not bound the worker at one batch per round trip; results are still published in input order.
+# does not bound the worker at one batch per round trip; rule results go out at once, judged ones in order.
 
 
 def _consumer_class(fetch_max_wait_ms: int) -> type[AIOKafkaConsumer]:
@@ -160,8 +160,8 @@ def create_app(
 
     @app.agent(requests, name="evaluate")
     async def evaluate(stream: faust.StreamT[bytes]) -> None:
-        # Up to settings.batches_in_flight batches are evaluated at once, published in input order, and acked
-        # only once the broker has every message of the batch (streameval.inflight): offsets never
+        # Up to batches_in_flight x batch_max events are evaluated at once; rule results are sent at once,
+        # judged ones in input order, and a batch is acked (in order) only once the broker has every message of it (streameval.inflight): offsets never
         # pass an unpublished result. Nothing escapes to Faust, which would restart the agent in place
         # (streameval.agents.liveness): a failure is fatal and the process exits non-zero.
         try:
@@ -186,7 +186,10 @@ def create_app(
         def failed(exc: BaseException) -> None:
             lifeline.fatal("a batch could not be evaluated, recorded or published", exc)
 
-        inflight: InFlight[EventT] = InFlight(send, ack, limit=settings.batches_in_flight, on_failure=failed)
+        # bounded by events, not batches: a stream of small batches keeps its rule results flowing while
+        # the judges of older batches answer (README "Delivery guarantees")
+        inflight: InFlight[EventT] = InFlight(send, ack, max_events=settings.batches_in_flight * settings.batch_max,
+                                              on_failure=failed)  # fmt: skip
         inflights.append(inflight)
         try:
             async for events in stream.noack_take(settings.batch_max, within=settings.batch_wait_ms / 1000):
@@ -198,8 +201,9 @@ def create_app(
                 # process_batch never raises for a bad event (dead letters); it waits out Redis outages.
                 # A batch that fails to evaluate, record or deliver calls `failed` (the process exits at once):
                 # neither it nor any batch after it is acked.
-                await inflight.submit(list(events), proc.process_batch(batch), label=batch_positions(batch),
-                                      taken_at=taken_at)  # fmt: skip
+                # results that need no judge go out as soon as they are recorded (emit); acks stay in order
+                await inflight.submit(list(events), lambda emit, batch=batch: proc.process_batch(batch, emit=emit),
+                                      label=batch_positions(batch), taken_at=taken_at)  # fmt: skip
                 telemetry.observe_lag(((s.topic, s.partition, s.offset) for _, s in batch), _highwater)
         finally:
             inflights.remove(inflight)

@@ -1,6 +1,7 @@
 """What recording events costs Redis: CPU, memory, commands; this checkout against a baseline git ref.
 
     python bench/redis_cost.py [--events 20000] [--batch 256] [--spread-s 0] [--baseline REF] [--no-baseline]
+                               [--split SHARE]
 
 Each side runs in its own process against its own fresh ``redis-server`` (free loopback port, no
 persistence), so INFO figures are that side's alone. Events: the demo suites (examples/suites.yaml)
@@ -18,6 +19,10 @@ worker does (``ResultStore.record_many``). Figures, from ``INFO`` before and aft
 
 ``BENCH_STORE_KW`` (JSON) passes options to this checkout's ``ResultStore``, e.g. ``{"examples": 0}``
 to measure without the drill-down examples (with ``--no-baseline`` when the baseline lacks the option).
+
+``--split SHARE`` also measures this checkout recording each batch in two phases, as the worker does
+for a batch mixing judged and rule-only events: first the ``1 - SHARE`` of its events that call no
+judge, then the judged ``SHARE`` (every ``1/SHARE``-th event), and prints the ratio to one call per batch.
 
 The baseline is ``git archive <ref> stream`` unpacked to a temporary directory and imported as
 ``streameval``. Nothing is asserted; the ratios are printed.
@@ -86,7 +91,7 @@ def _info(client: Any) -> dict[str, float]:
             "calls": float(sum(v["calls"] for v in stats.values())), "memory": float(memory["used_memory"])}  # fmt: skip
 
 
-async def _measure(events: int, batch: int, port: int, spread_s: float = 0.0) -> dict[str, float]:
+async def _measure(events: int, batch: int, port: int, spread_s: float = 0.0, split: float = 0.0) -> dict[str, float]:
     import redis
     import redis.asyncio as aioredis
 
@@ -111,8 +116,13 @@ async def _measure(events: int, batch: int, port: int, spread_s: float = 0.0) ->
     before = _info(sync)
     cpu0 = time.process_time()
     for i in range(0, len(items), batch):
-        chunk = items[i : i + batch]
-        await store.record_many([c if new_api else c[:3] for c in chunk])  # type: ignore[misc]
+        chunk = [c if new_api else c[:3] for c in items[i : i + batch]]
+        if split:  # the rule-only part first, then the judged part (every 1/split-th event)
+            step = max(1, round(1 / split))
+            await store.record_many([c for n, c in enumerate(chunk) if n % step])  # type: ignore[misc]
+            await store.record_many([c for n, c in enumerate(chunk) if not n % step])  # type: ignore[misc]
+        else:
+            await store.record_many(chunk)  # type: ignore[misc]
     worker_cpu = time.process_time() - cpu0
     after = _info(sync)
     marks = 0
@@ -154,16 +164,16 @@ def _child(args: argparse.Namespace) -> None:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
-        print(json.dumps(asyncio.run(_measure(args.events, args.batch, port, args.spread_s))))
+        print(json.dumps(asyncio.run(_measure(args.events, args.batch, port, args.spread_s, args.split))))
     finally:
         proc.terminate()
         proc.wait()
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _run(label: str, args: argparse.Namespace, code: Path | None) -> dict[str, float]:
+def _run(label: str, args: argparse.Namespace, code: Path | None, split: float = 0.0) -> dict[str, float]:
     cmd = [sys.executable, __file__, "--child", "--events", str(args.events), "--batch", str(args.batch),
-           "--spread-s", str(args.spread_s)]
+           "--spread-s", str(args.spread_s), "--split", str(split)]
     if code is not None:
         cmd += ["--code", str(code)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"})
@@ -184,6 +194,8 @@ def main() -> None:
     parser.add_argument("--baseline", default="merge-base",
                         help="git ref of the baseline (its stream/ directory); default: where this branch left main")
     parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument("--split", type=float, default=0.0,
+                        help="also record each batch in two phases with this judged share (e.g. 0.25)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--code", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -207,6 +219,11 @@ def main() -> None:
               f"commands {ours['commands'] / base['commands']:.3f}x, "
               f"retained after the horizon {ours['bytes_after_horizon'] / base['bytes_after_horizon']:.3f}x, "
               f"worker CPU {ours['worker_cpu_us'] / base['worker_cpu_us']:.3f}x")  # fmt: skip
+    if args.split:
+        two = _run(f"2 phases {args.split:g}", args, None, args.split)
+        print(f"{'ratio':>12}: two phases / one call per batch: Redis CPU {two['redis_cpu_us'] / ours['redis_cpu_us']:.3f}x, "
+              f"commands {two['commands'] / ours['commands']:.3f}x, "
+              f"worker CPU {two['worker_cpu_us'] / ours['worker_cpu_us']:.3f}x")  # fmt: skip
 
 
 if __name__ == "__main__":

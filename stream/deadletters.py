@@ -39,9 +39,10 @@ def _encoded_size(letter: DeadLetter) -> int:
     return len(letter.model_dump_json())
 
 
-def fit(letter: DeadLetter, raw: bytes, *, max_bytes: int, stored_key: str | None = None,
+def fit(letter: DeadLetter, raw: bytes | None, *, max_bytes: int, stored_key: str | None = None,
         stored_until: float | None = None) -> DeadLetter:  # fmt: skip
-    """``letter`` if it encodes to at most ``max_bytes``, else a copy with head + tail of ``raw``.
+    """``letter`` if it encodes to at most ``max_bytes``, else a copy with head + tail of ``raw``
+    (``None``: the letter's own base64 ``raw``, decoded only then).
 
     ``stored_key`` / ``stored_until`` (epoch s) say where the whole event is kept, if anywhere.
     Raises ``ValueError`` when even an empty head and tail cannot fit (a limit far too small).
@@ -50,6 +51,8 @@ def fit(letter: DeadLetter, raw: bytes, *, max_bytes: int, stored_key: str | Non
         letter = letter.model_copy(update={"event_id": letter.event_id[: _MAX_ID_CHARS - 1] + "…"})
     if _encoded_size(letter) <= max_bytes:
         return letter
+    if raw is None:
+        raw = base64.b64decode(letter.raw)
     truncation = DeadLetterTruncation(
         length=len(raw), sha256=hashlib.sha256(raw).hexdigest(), tail="", stored_key=stored_key,
         stored_until=format_time(stored_until) if stored_until is not None else None,
@@ -99,11 +102,16 @@ class DeadLetterPolicy:
     max_bytes: int = DEFAULT_MAX_DEAD_LETTER_BYTES
     store: RawStore | None = None
 
-    async def apply(self, letter: DeadLetter, raw: bytes) -> DeadLetter:
-        """``letter`` made to fit; the whole ``raw`` kept in the store when it had to be cut."""
+    async def apply(self, letter: DeadLetter, raw: bytes | None = None) -> DeadLetter:
+        """``letter`` made to fit; the whole ``raw`` kept in the store when it had to be cut.
+
+        ``raw`` defaults to the letter's own bytes (its base64 ``raw``), decoded only when the letter
+        does not fit as it is."""
         fitted = fit(letter, raw, max_bytes=self.max_bytes)
         if fitted.truncated is None or self.store is None:
             return fitted
+        if raw is None:
+            raw = base64.b64decode(letter.raw)  # a second decode, on the rare path of a letter cut
         kept = await self.store.keep(raw, fitted.truncated.sha256)
         if kept is None:
             return fitted

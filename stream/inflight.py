@@ -8,7 +8,13 @@ submitted, too: Faust commits past a single unacked offset at the head of a part
 offsets after it are acked (its ``_new_offset`` treats ``min(acked) - committed == 1`` as contiguous),
 so an out-of-order ack could let a commit pass an unpublished event.
 
-A failure (the evaluation raised, the producer refused a message) stops everything: the failed
+A batch may send some of its messages early, through the ``emit`` function :meth:`InFlight.submit`
+hands its work (the results of events that call no judge, :meth:`Processor.process_batch`): they go
+to the producer at once, ahead of earlier batches' messages, while the batch's ack still waits for
+every earlier batch's ack and for the delivery of all its own messages, early or not. Only sends
+move; acks, and so offsets, stay in submission order.
+
+A failure (the evaluation raised, the producer refused a message, early or not) stops everything: the failed
 batch and every later one stay unacked, ``on_failure`` is called at once (the worker exits, see
 ``streameval.agents.liveness``) and :meth:`InFlight.check` raises :class:`PublishFailed`.
 :meth:`InFlight.pending` lists the batches taken but not yet acked, with the time each was taken,
@@ -18,6 +24,7 @@ for the stall watchdog.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import time
@@ -28,6 +35,7 @@ from . import telemetry
 from .errors import StreamEvalError
 from .outputs import Publish, Send
 from .pipeline import Source
+from .processor import Emit
 
 __all__ = ["InFlight", "PublishFailed", "StallWatchdog", "batch_positions"]
 
@@ -40,11 +48,14 @@ class PublishFailed(StreamEvalError, RuntimeError):
 
 
 class InFlight(Generic[E]):
-    """Evaluate up to ``limit`` batches at once; publish in order; ack each batch after delivery.
+    """Evaluate batches concurrently; publish in order (early messages at once); ack each batch after delivery.
 
-    ``submit`` blocks while ``limit`` batches are waiting to be published (back-pressure on the
-    consumer). ``ack(events)`` is called once per batch after all its messages were delivered; it is
-    never called for a batch whose delivery failed: :meth:`check` then raises :class:`PublishFailed`.
+    ``submit`` blocks while ``limit`` batches are waiting to be published, and while a new batch
+    would bring the events submitted and not yet acked over ``max_events`` (back-pressure on the
+    consumer, whatever the batches' sizes; a batch whose rule results went out early still counts
+    until it is acked). A batch larger than ``max_events`` waits until nothing else is unacked.
+    ``ack(events)`` is called once per batch after all its messages were delivered; it is never
+    called for a batch whose delivery failed: :meth:`check` then raises :class:`PublishFailed`.
     """
 
     def __init__(
@@ -52,23 +63,30 @@ class InFlight(Generic[E]):
         send: Send,
         ack: Callable[[Sequence[E]], Awaitable[None]],
         *,
-        limit: int,
+        limit: int | None = None,
+        max_events: int | None = None,
         on_failure: Callable[[BaseException], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if limit < 1:
-            raise ValueError("limit must be >= 1")
+        if limit is None and max_events is None:
+            raise ValueError("give limit and/or max_events")
+        if (limit is not None and limit < 1) or (max_events is not None and max_events < 1):
+            raise ValueError("limit and max_events must be >= 1")
+        self._max_events = max_events
+        self._unacked = 0  # events submitted and not yet acked
+        self._room = asyncio.Event()
         self._send = send
         self._ack = ack
         self._on_failure = on_failure
         self._clock = clock
-        self._queue: asyncio.Queue[tuple[int, Sequence[E], asyncio.Future[list[Publish]]]] = asyncio.Queue(limit)
+        self._queue: asyncio.Queue[tuple[int, Sequence[E], asyncio.Future[list[Publish]]]] = asyncio.Queue(limit or 0)
         self._acking: set[asyncio.Future[None]] = set()
         self._last_ack: asyncio.Future[None] | None = None
         self._failure: BaseException | None = None
         self._publisher: asyncio.Future[None] | None = None
         self._ids = itertools.count()
         self._pending: dict[int, tuple[float, object, Sequence[E]]] = {}  # batch id -> (taken at, label, events)
+        self._early: dict[int, list[asyncio.Future[Any]]] = {}  # batch id -> deliveries of messages sent early
 
     def pending(self) -> list[tuple[float, object]]:
         """(monotonic time taken, label) of every batch submitted and not yet acked, oldest first."""
@@ -77,6 +95,7 @@ class InFlight(Generic[E]):
     def _fail(self, exc: BaseException) -> None:
         if self._failure is None:
             self._failure = exc
+            self._room.set()  # a submit waiting for room raises instead
             if self._on_failure is not None:
                 self._on_failure(exc)
 
@@ -88,13 +107,15 @@ class InFlight(Generic[E]):
             self._publisher.result()
 
     async def submit(
-        self, events: Sequence[E], work: Awaitable[list[Publish]], *, label: object = None,
-        taken_at: float | None = None,
+        self, events: Sequence[E], work: Awaitable[list[Publish]] | Callable[[Emit], Awaitable[list[Publish]]], *,
+        label: object = None, taken_at: float | None = None,
     ) -> None:  # fmt: skip
         """Start ``work`` (the batch's evaluation) now; its messages go out after earlier batches'.
 
-        ``label`` (e.g. the batch's partitions and offsets) and ``taken_at`` (default: now) are what
-        :meth:`pending` reports until the batch is acked.
+        ``work`` is an awaitable of the batch's messages, or a function given an ``emit`` that sends
+        some of them at once (awaited: they are handed to the producer) and returning that awaitable
+        of the others. ``label`` (e.g. the batch's partitions and offsets) and ``taken_at`` (default:
+        now) are what :meth:`pending` reports until the batch is acked.
         """
         try:
             self.check()
@@ -104,8 +125,18 @@ class InFlight(Generic[E]):
             raise
         if self._publisher is None:
             self._publisher = asyncio.ensure_future(self._publish())
+        try:
+            await self._wait_for_room(len(events))
+        except BaseException:
+            if asyncio.iscoroutine(work):
+                work.close()
+            raise
+        self._unacked += len(events)
         batch_id = next(self._ids)
         self._pending[batch_id] = (self._clock() if taken_at is None else taken_at, label, events)
+        if callable(work) and not asyncio.isfuture(work):
+            self._early[batch_id] = []
+            work = work(functools.partial(self._emit, batch_id))
         task = asyncio.ensure_future(work)
         put = asyncio.ensure_future(self._queue.put((batch_id, events, task)))
         await asyncio.wait([put, self._publisher], return_when=asyncio.FIRST_COMPLETED)
@@ -113,6 +144,40 @@ class InFlight(Generic[E]):
             put.cancel()
             task.cancel()
             self.check()
+
+    async def _wait_for_room(self, n: int) -> None:
+        assert self._publisher is not None
+        while self._max_events is not None and self._unacked and self._unacked + n > self._max_events:
+            self._room.clear()
+            room: asyncio.Future[Any] = asyncio.ensure_future(self._room.wait())
+            try:
+                await asyncio.wait([room, self._publisher], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                room.cancel()
+            self.check()  # a failure: nothing will be acked any more
+            if self._publisher.done():  # closed
+                raise PublishFailed("publishing has stopped")
+
+    async def _emit(self, batch_id: int, messages: list[Publish]) -> None:
+        """Send ``messages`` of batch ``batch_id`` now, ahead of its turn; its ack still waits for them."""
+        self.check()
+        deliveries = self._early.get(batch_id)
+        if deliveries is None:  # closed meanwhile: nothing of this batch is acked
+            raise asyncio.CancelledError
+        try:
+            for message in messages:
+                delivery = asyncio.ensure_future(await self._send(message))
+                delivery.add_done_callback(self._delivered)
+                deliveries.append(delivery)
+        except Exception as exc:
+            self._fail(exc)
+            raise
+
+    def _delivered(self, delivery: asyncio.Future[Any]) -> None:
+        if not delivery.cancelled() and delivery.exception() is not None:  # stop now, not at the batch's turn
+            log.error("the broker did not take a result sent early (%r); its batch stays unacked",
+                      delivery.exception())  # fmt: skip
+            self._fail(delivery.exception())  # type: ignore[arg-type]
 
     async def drain(self) -> None:
         """Wait until every submitted batch is published and acked (or raise its failure)."""
@@ -130,6 +195,8 @@ class InFlight(Generic[E]):
         """Cancel everything not yet published or acked; returns those events, never acked (a new owner
         of their partitions re-reads them)."""
         if self._publisher is not None:
+            if self._publisher.done() and not self._publisher.cancelled():
+                self._publisher.exception()  # already reported through check() / on_failure
             self._publisher.cancel()
         while not self._queue.empty():
             self._queue.get_nowait()[2].cancel()
@@ -137,18 +204,22 @@ class InFlight(Generic[E]):
             ack.cancel()
         dropped = [event for _, _, events in self._pending.values() for event in events]
         self._pending.clear()
+        self._early.clear()
+        self._unacked = 0
+        self._room.set()
         return dropped
 
     async def _publish(self) -> None:
         while True:
             batch_id, events, work = await self._queue.get()
             try:
-                delivered = [await self._send(message) for message in await work]
+                delivered: list[Awaitable[Any]] = [await self._send(message) for message in await work]
             except Exception as exc:
                 self._fail(exc)
                 raise
             finally:
                 self._queue.task_done()
+            delivered += self._early.pop(batch_id, ())
             ack = asyncio.ensure_future(self._ack_when_delivered(batch_id, events, delivered, self._last_ack))
             self._last_ack = ack
             self._acking.add(ack)
@@ -169,6 +240,8 @@ class InFlight(Generic[E]):
             return  # an earlier batch failed: nothing after it is acked either
         await self._ack(events)
         self._pending.pop(batch_id, None)
+        self._unacked -= len(events)
+        self._room.set()
 
 
 Positions = dict[tuple[str, int], tuple[int, int]]

@@ -18,9 +18,9 @@ import gc
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import orjson
@@ -34,7 +34,7 @@ from .config import BoundEvaluator, Suite, Suites
 from .errors import EvaluatorError, EventError, EventTooLarge, InvalidJSON, SchemaViolation
 from .evaluators import Score
 from .grading import apply_gates, combine
-from .judges import PANEL_RESULT_NAME, JudgeCache, JudgeHub, SuiteJudge
+from .judges import PANEL_RESULT_NAME, JudgeCache, JudgeHub, SuiteJudge, sampled
 from .models import (
     DeadLetter,
     DeadLetterSource,
@@ -45,6 +45,8 @@ from .models import (
     format_time,
 )
 from .strictjson import DEFAULT_MAX_EVENT_DEPTH, check_depth, check_strict
+
+T = TypeVar("T")
 
 __all__ = ["DEFAULT_MAX_EVENT_BYTES", "Outcome", "Pipeline", "Source"]
 
@@ -288,6 +290,39 @@ class Pipeline:
             return self._failed(raw, source, exc)
         return Outcome(result=result, counters=counters)
 
+    def may_judge(self, event: RequestEvent, suite: Suite) -> bool:
+        """Whether evaluating ``event`` in ``suite`` may call a judge: false when the suite has no judge
+        panel, or its sampling or backpressure leaves the event out (decided by the same event-id hash
+        as :class:`~streameval.judges.SuiteJudge`; a budget skip is only known once the panel runs)."""
+        suite_judge = self._suite_judges.get(suite.name)
+        if suite_judge is None:
+            return False
+        rate = suite_judge.config.sample_rate
+        if not sampled(event.id, rate):
+            return False
+        pressure = suite_judge.pressure
+        return pressure is None or sampled(event.id, rate * pressure.current)
+
+    def begin(self, raw: bytes, source: Source = Source(), *, received_at: float) -> tuple[Awaitable[Outcome], bool]:
+        """Start :meth:`process` of one event now: (its outcome, whether it may call a judge, :meth:`may_judge`).
+
+        The stream worker publishes the outcomes of events that call no judge without waiting for the
+        judged ones (:mod:`streameval.processor`). Never raises for a bad event.
+        """
+        try:
+            event = self.decode(raw)
+            suite = self.suites.route(event)
+        except Exception as exc:
+            return _ready(self._failed(raw, source, exc)), False
+        return asyncio.ensure_future(self._evaluated(raw, source, event, suite, received_at)), self.may_judge(event, suite)
+
+    async def _evaluated(self, raw: bytes, source: Source, event: RequestEvent, suite: Suite, received_at: float) -> Outcome:
+        try:
+            result, counters = await self.evaluate(event, suite, received_at=received_at)
+        except Exception as exc:
+            return self._failed(raw, source, exc)
+        return Outcome(result=result, counters=counters)
+
     def failed(self, raw: bytes, source: Source, exc: Exception) -> Outcome:
         """The dead-letter outcome of ``raw`` for ``exc`` (input decoders use it for what they cannot read)."""
         return self._failed(raw, source, exc)
@@ -309,6 +344,12 @@ class Pipeline:
             failed_at=format_time(self.clock()),
             pipeline_version=__version__,
         )
+
+
+def _ready(value: T) -> asyncio.Future[T]:
+    done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+    done.set_result(value)
+    return done
 
 
 def _placeholder(bound: BoundEvaluator) -> EvaluatorResult:

@@ -3,17 +3,19 @@
 The Faust agent (``streameval.agents``) hands each batch to :meth:`Processor.process_batch` and sends
 the returned messages; a benchmark or another consumer loop can do the same.
 
-Delivery: at least once from Kafka, exactly once in Redis. A batch is recorded in Redis (one
-atomic script per model × suite pair, streameval.store) before anything is published, and the agent only moves past
-the batch (so offsets are only committed) after every message is handed to the producer, which Faust
-flushes before each commit. A redelivered event publishes the result stored by its first evaluation
-and is not counted again.
+Delivery: at least once from Kafka, exactly once in Redis. Outcomes are recorded in Redis (one
+atomic script per model × suite pair, streameval.store) before they are published, and the agent only
+moves past a batch (so offsets are only committed) after every message of it is handed to the producer,
+which Faust flushes before each commit. A redelivered event publishes the result stored by its first
+evaluation and is not counted again. A batch is recorded in up to two phases: the events that call no
+judge as soon as they are evaluated (published at once through ``emit``), the judged ones when their
+panels end (:meth:`Processor.process_batch`).
 """
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Awaitable, Callable, Sequence
+from typing import cast
 
 from . import telemetry
 from .deadletters import DeadLetterPolicy
@@ -25,7 +27,11 @@ from .pipeline import Outcome, Pipeline, Source
 from .store import ResultStore, retry_forever
 from .windows import WindowCloser
 
-__all__ = ["Processor", "Publish"]  # Publish: streameval.outputs
+__all__ = ["Emit", "Processor", "Publish"]  # Publish: streameval.outputs
+
+
+Emit = Callable[[list[Publish]], Awaitable[None]]
+"""Send messages of a batch before the rest of it (:class:`streameval.inflight.InFlight` provides one)."""
 
 
 def _position(source: Source) -> tuple[str | None, int | None, int | None]:
@@ -72,22 +78,43 @@ class Processor:
         an OTLP input gives one per LLM span (:mod:`streameval.inputs`)."""
         return (await evaluate_messages(self.pipeline, self.inputs, batch, self.pool))[1]
 
-    async def process_batch(self, batch: Sequence[tuple[bytes, Source]]) -> list[Publish]:
+    async def process_batch(self, batch: Sequence[tuple[bytes, Source]], *, emit: Emit | None = None) -> list[Publish]:
         """Evaluate a batch (async evaluators of all events run concurrently), record it, encode it.
 
         Returns the messages in input order. Waits (with backoff) while Redis is unavailable rather
-        than publishing anything unrecorded.
+        than publishing anything unrecorded. With ``emit``, the outcomes of events that call no judge
+        (rule-only suites, events not sampled or skipped by backpressure, dead letters) are recorded
+        and handed to ``emit`` as soon as they are known, without waiting for the judged events
+        (:meth:`Pipeline.may_judge`); the judged ones are recorded once their panels end and returned.
         """
         telemetry.EVENTS_IN.inc(len(batch))
         with telemetry.in_flight(len(batch)):
-            return await self._process_batch(batch)
+            return await self._process_batch(batch, emit)
 
-    async def _process_batch(self, messages: Sequence[tuple[bytes, Source]]) -> list[Publish]:
-        sources, outcomes = await evaluate_messages(self.pipeline, self.inputs, messages, self.pool)
-        telemetry.observe_outcomes(outcomes)
-        results = [(i, o.result, o.result.model_dump_json().encode()) for i, o in enumerate(outcomes) if o.result]
-        dead = [(i, o.dead_letter) for i, o in enumerate(outcomes) if o.dead_letter]
+    async def _process_batch(self, messages: Sequence[tuple[bytes, Source]], emit: Emit | None = None) -> list[Publish]:
         raw_of = {_position(source): raw for raw, source in messages}  # an event's content: its message's bytes
+        early: set[int] = set()
+
+        async def ready(sources: list[Source], found: list[Outcome | None]) -> None:
+            assert emit is not None
+            now = [i for i, outcome in enumerate(found) if outcome is not None]
+            if not now:
+                return
+            early.update(now)
+            await emit(await self._record(sources, cast("list[Outcome]", found), now, raw_of))
+
+        sources, outcomes = await evaluate_messages(self.pipeline, self.inputs, messages, self.pool,
+                                                    ready=None if emit is None else ready)  # fmt: skip
+        telemetry.observe_outcomes(outcomes)
+        return await self._record(sources, outcomes, [i for i in range(len(outcomes)) if i not in early], raw_of)
+
+    async def _record(self, sources: Sequence[Source], outcomes: Sequence[Outcome], indexes: Sequence[int],
+                      raw_of: dict[tuple[str | None, int | None, int | None], bytes]) -> list[Publish]:  # fmt: skip
+        """Record the outcomes at ``indexes`` in Redis (one call per batch phase), then encode them in order."""
+        results = [(i, r, r.model_dump_json().encode()) for i in indexes if (r := outcomes[i].result) is not None]
+        dead = [(i, d) for i in indexes if (d := outcomes[i].dead_letter) is not None]
+        if not results and not dead:
+            return []
         stored = await retry_forever(
             lambda: self.store.record_many(
                 [(r, enc, outcomes[i].counters, raw_of.get(_position(sources[i]), b"")) for i, r, enc in results],
@@ -95,18 +122,19 @@ class Processor:
             ),
             what="recording a batch in Redis",
         )
-        out: list[Publish | None] = [None] * len(outcomes)
+        out: dict[int, Publish] = {}
         for (i, result, encoded), previous in zip(results, stored, strict=True):
             out[i] = Publish("result", result.id.encode(), previous if previous is not None else encoded)
         for i, letter in dead:
-            # sized to fit the broker (streameval.deadletters); a huge event is kept whole in Redis
+            # sized to fit the broker (streameval.deadletters); a huge event is kept whole in Redis; its
+            # raw bytes are decoded only when the letter must be cut
             letter = await retry_forever(
-                lambda letter=letter: self.dead_letters.apply(letter, base64.b64decode(letter.raw)),  # type: ignore[misc]
+                lambda letter=letter: self.dead_letters.apply(letter),  # type: ignore[misc]
                 what="keeping a dead letter's event in Redis",
             )
             key = letter.event_id.encode() if letter.event_id else None
             out[i] = Publish("deadletter", key, letter.model_dump_json().encode())
-        return [p for p in out if p is not None]
+        return [out[i] for i in sorted(out)]
 
     async def close_windows(self, closer: WindowCloser, send: Send) -> int:
         """The periodic step: publish due windows and their alerts, refresh the judges' z-score norms.

@@ -91,7 +91,9 @@ class Settings(BaseSettings, OutputTopics):  # the output topics' settings: stre
     )
     batches_in_flight: int = Field(
         default=4, ge=1, le=1000,
-        description="batches evaluated at once (results are still published in input order); keeps slow judges busy",
+        description="events in flight (taken, not yet acknowledged) are at most this x batch_max, in batches of any "
+        "size (rule results go out at once, judged ones when their panels end; offsets are committed in order); "
+        "keeps slow judges busy",
     )
     fetch_wait_ms: int = Field(
         default=10, ge=0, le=60_000,

@@ -103,3 +103,29 @@ def test_limit_too_small_is_refused() -> None:
     raw = b"q" * 10_000
     with pytest.raises(ValueError, match="cannot fit"):
         fit(letter_for(raw), raw, max_bytes=300)
+
+
+async def test_a_letter_that_fits_is_not_decoded_and_one_cut_uses_its_own_bytes(
+    aredis: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import streameval.deadletters as module
+
+    policy = DeadLetterPolicy(max_bytes=8192, store=RawStore(aredis, prefix=prefix, ttl_s=600, budget_bytes=1 << 20))
+    decoded: list[str] = []
+    real = base64.b64decode
+
+    def counting(data: str) -> bytes:
+        decoded.append(data)
+        return real(data)
+
+    monkeypatch.setattr(module.base64, "b64decode", counting)
+    small = letter_for(b"not json")
+    assert await policy.apply(small) == small
+    assert decoded == []  # the worker's common case: no decode of the raw bytes at all
+    raw = b"y" * 50_000 + b"tail"
+    cut = await policy.apply(letter_for(raw))  # no raw given: the letter's own base64 is decoded
+    assert decoded
+    given = await policy.apply(letter_for(raw), raw)
+    assert cut.truncated is not None and given.truncated is not None
+    assert (cut.raw, cut.truncated.tail, cut.truncated.sha256) == (given.raw, given.truncated.tail, given.truncated.sha256)
+    assert await aredis.get(cut.truncated.stored_key or "") == raw

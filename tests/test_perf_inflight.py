@@ -194,3 +194,222 @@ async def test_a_failing_evaluation_surfaces_instead_of_blocking_submit() -> Non
         for n in range(1, 5):  # the queue fills; submit must not wait forever on a dead publisher
             await asyncio.wait_for(inflight.submit([n], _work([n], gate)), timeout=5)
     await inflight.close()
+
+
+# -- early sends: results that need no judge go out before earlier batches' judged ones -------------
+def _phased(early: Sequence[int], late: Sequence[int], gate: asyncio.Event, emitted: asyncio.Event | None = None):  # type: ignore[no-untyped-def]
+    """A batch's work as the worker submits it: ``early`` sent through ``emit`` at once, ``late`` after ``gate``."""
+
+    async def work(emit) -> list[Publish]:  # type: ignore[no-untyped-def]
+        if early:
+            await emit(_messages(early))
+        if emitted is not None:
+            emitted.set()
+        await gate.wait()
+        return _messages(late)
+
+    return work
+
+
+def _set() -> asyncio.Event:
+    event = asyncio.Event()
+    event.set()
+    return event
+
+
+async def _until(condition, what: str) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(10_000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"never happened: {what}")
+
+
+async def test_early_messages_pass_earlier_batches_but_acks_stay_in_submission_order() -> None:
+    broker = Broker()
+    acked: list[str] = []
+
+    async def ack(events: Sequence[str]) -> None:
+        acked.extend(events)
+
+    judge_a, judge_b = asyncio.Event(), asyncio.Event()
+    inflight: InFlight[str] = InFlight(broker.send, ack, limit=4)
+    await inflight.submit(["a"], _phased([1], [2], judge_a), label="a")  # 2 waits on a judge
+    await inflight.submit(["b"], _phased([3, 4], [5], judge_b), label="b")
+    await inflight.submit(["c"], _phased([6], [], _set()), label="c")  # c has no judged event
+    await _until(lambda: len(broker.sent) == 4, "every early message sent")
+    # every batch's rule results are out while batch a's judge is still pending
+    assert broker.sent == [b"1", b"3", b"4", b"6"]
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert acked == []  # nothing acked: a is not published, and acks follow submission order
+    assert [label for _, label in inflight.pending()] == ["a", "b", "c"]  # the stall watchdog still sees a
+    judge_b.set()  # b's judge answers first: its late message waits for a's turn, it is not acked before a
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert broker.sent == [b"1", b"3", b"4", b"6"] and acked == []
+    judge_a.set()
+    await inflight.drain()
+    assert broker.sent == [b"1", b"3", b"4", b"6", b"2", b"5"]
+    assert acked == ["a", "b", "c"]
+    assert inflight.pending() == []
+
+
+async def test_a_batch_with_early_messages_is_acked_only_once_they_are_delivered() -> None:
+    broker = Broker(auto=False)
+    acked: list[str] = []
+
+    async def ack(events: Sequence[str]) -> None:
+        acked.extend(events)
+
+    inflight: InFlight[str] = InFlight(broker.send, ack, limit=2)
+    judged = asyncio.Event()
+    judged.set()
+    await inflight.submit(["a"], _phased([1], [2], judged))
+    await _until(lambda: len(broker.deliveries) == 2, "both messages sent")
+    broker.deliveries[1].set_result(None)  # the late message delivered, the early one not yet
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert acked == []
+    broker.deliveries[0].set_result(None)
+    await inflight.drain()
+    assert acked == ["a"]
+
+
+async def test_a_failed_early_delivery_stops_everything_at_once() -> None:
+    broker = Broker(auto=False)
+    acked: list[str] = []
+    failures: list[BaseException] = []
+
+    async def ack(events: Sequence[str]) -> None:
+        acked.extend(events)
+
+    judge = asyncio.Event()  # never set: the failure must not wait for the batch's turn
+    inflight: InFlight[str] = InFlight(broker.send, ack, limit=2, on_failure=failures.append)
+    await inflight.submit(["a"], _phased([1], [2], judge))
+    await _until(lambda: len(broker.deliveries) == 1, "the early message sent")
+    broker.deliveries[0].set_exception(ConnectionError("broker gone"))
+    await _until(lambda: failures, "the failure reported")
+    assert [type(f) for f in failures] == [ConnectionError]
+    with pytest.raises(PublishFailed):
+        inflight.check()
+    with pytest.raises(PublishFailed):
+        await inflight.submit(["b"], _phased([3], [], judge))
+    assert acked == []
+    assert await inflight.close() == ["a"]  # never acked: redelivered to the partition's next owner
+
+
+async def test_a_refused_early_send_fails_the_batch_and_nothing_later_is_acked() -> None:
+    acked: list[str] = []
+    failures: list[BaseException] = []
+    sent: list[bytes] = []
+
+    async def send(message: Publish) -> asyncio.Future[None]:
+        if message.value == b"3":
+            raise ValueError("message too large")
+        sent.append(message.value)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+    async def ack(events: Sequence[str]) -> None:
+        acked.extend(events)
+
+    gate = asyncio.Event()
+    inflight: InFlight[str] = InFlight(send, ack, limit=3, on_failure=failures.append)
+    await inflight.submit(["a"], _phased([1], [2], gate))
+    await inflight.submit(["b"], _phased([3], [4], gate))  # its early send is refused
+    await _until(lambda: failures, "the failure reported")
+    gate.set()
+    with pytest.raises(PublishFailed, match="message too large"):
+        await inflight.drain()
+    assert "b" not in acked and b"4" not in sent
+    await inflight.close()
+
+
+async def test_early_sends_do_not_lift_the_bound_on_batches_taken() -> None:
+    """Intake slows while judges are slow: a batch whose rule results are all out still counts."""
+
+    async def ack(events: Sequence[int]) -> None:
+        pass
+
+    judge = asyncio.Event()
+    broker = Broker()
+    inflight: InFlight[int] = InFlight(broker.send, ack, limit=1)
+    await inflight.submit([0], _phased([0], [100], judge))  # taken by the publisher, waiting on its judge
+    await inflight.submit([1], _phased([1], [], asyncio.Event()))  # fills the queue (rule results out)
+    third = asyncio.ensure_future(inflight.submit([2], _phased([2], [], judge)))
+    await _until(lambda: broker.sent[:2] == [b"0", b"1"], "the early messages sent")
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert not third.done()  # bounded: at most limit + 1 batches taken and not published
+    judge.set()
+    await third
+    await inflight.close()
+
+
+async def test_the_bound_counts_events_so_small_batches_keep_flowing_behind_a_judged_one() -> None:
+    acked: list[int] = []
+
+    async def ack(events: Sequence[int]) -> None:
+        acked.extend(events)
+
+    judge = asyncio.Event()
+    broker = Broker()
+    inflight: InFlight[int] = InFlight(broker.send, ack, max_events=10)
+    await inflight.submit([0, 1], _phased([0], [1], judge))  # its judge is slow
+    for n in range(2, 10):  # eight one-event batches: far more batches than a count bound of 4 would take
+        await asyncio.wait_for(inflight.submit([n], _phased([n], [], _set())), timeout=5)
+    await _until(lambda: len(broker.sent) == 9, "every rule result sent")
+    assert broker.sent == [str(n).encode() for n in [0, *range(2, 10)]]
+    blocked = asyncio.ensure_future(inflight.submit([10, 11], _phased([10, 11], [], _set())))
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert not blocked.done() and acked == []  # 10 events taken and unacked: the 11th and 12th wait
+    judge.set()
+    await blocked
+    await inflight.drain()
+    assert acked == list(range(12))  # in submission order
+    assert len(broker.sent) == 12
+
+
+async def test_a_batch_over_max_events_waits_until_nothing_else_is_unacked() -> None:
+    async def ack(events: Sequence[int]) -> None:
+        pass
+
+    gate = asyncio.Event()
+    inflight: InFlight[int] = InFlight(Broker().send, ack, max_events=3)
+    await inflight.submit([0], _work([0], gate))
+    big = asyncio.ensure_future(inflight.submit([1, 2, 3, 4, 5], _work([1], _set())))
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert not big.done()
+    gate.set()
+    await asyncio.wait_for(big, timeout=5)
+    await inflight.drain()
+
+
+def test_a_bound_is_required() -> None:
+    async def ack(events: Sequence[int]) -> None:
+        pass
+
+    with pytest.raises(ValueError):
+        InFlight(Broker().send, ack)
+    with pytest.raises(ValueError):
+        InFlight(Broker().send, ack, max_events=0)
+
+
+async def test_a_submit_waiting_for_room_raises_when_a_delivery_fails() -> None:
+    async def ack(events: Sequence[int]) -> None:
+        pass
+
+    broker = Broker(auto=False)
+    inflight: InFlight[int] = InFlight(broker.send, ack, max_events=2, on_failure=lambda exc: None)
+    await inflight.submit([0, 1], _phased([0], [1], asyncio.Event()))  # never completes
+    waiting = asyncio.ensure_future(inflight.submit([2], _phased([2], [], _set())))
+    await _until(lambda: len(broker.deliveries) == 1, "the early message sent")
+    assert not waiting.done()
+    broker.deliveries[0].set_exception(ConnectionError("broker gone"))
+    with pytest.raises(PublishFailed):
+        await asyncio.wait_for(waiting, timeout=5)
+    assert await inflight.close() == [0, 1]

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
@@ -109,37 +108,63 @@ class Inputs:
 
 
 async def evaluate_messages(
-    pipeline: Pipeline, inputs: Inputs, messages: Sequence[tuple[bytes, Source]], pool: EvalPool | None = None
-) -> tuple[list[Source], list[Outcome]]:
+    pipeline: Pipeline, inputs: Inputs, messages: Sequence[tuple[bytes, Source]], pool: EvalPool | None = None,
+    *, ready: Callable[[list[Source], list[Outcome | None]], Awaitable[None]] | None = None,
+) -> tuple[list[Source], list[Outcome]]:  # fmt: skip
     """Decode a batch of messages and evaluate its request events: (source, outcome) of each, in order.
 
     With ``pool`` and inputs that need decoding, the evaluation processes decode too (decoding an OTLP
     export costs more than evaluating a simple suite); events whose suite needs the event loop come back
-    and are evaluated here, as in :func:`~streameval.evalpool.evaluate_batch`.
+    and are evaluated here, as in :func:`~streameval.evalpool.evaluate_batch`. ``ready(sources,
+    outcomes)``, when given, is awaited once every event that calls no judge has its outcome (the
+    judged ones are ``None`` there), before the judged ones are awaited
+    (:func:`~streameval.evalpool.finish_batch`).
     """
+    from ..evalpool import finish_batch
+
     if pool is not None and inputs.decodes:
         received_at = pipeline.clock()
         found = await pool.expand_evaluate(messages, received_at)
         if found is not None:
-            rest = [i for i, (_, _, outcome) in enumerate(found) if outcome is None]
-            done = await asyncio.gather(*(pipeline.process(found[i][0], found[i][1], received_at=received_at)
-                                          for i in rest))  # fmt: skip
-            outcomes = [outcome for _, _, outcome in found]
-            for i, outcome in zip(rest, done, strict=True):
-                outcomes[i] = outcome
-            return [source for _, source, _ in found], cast("list[Outcome]", outcomes)
+            sources = [source for _, source, _ in found]
+            quick = None if ready is None else (lambda outcomes: ready(sources, outcomes))
+            outcomes = await finish_batch(pipeline, [(raw, source) for raw, source, _ in found],
+                                          [outcome for _, _, outcome in found], received_at, quick)  # fmt: skip
+            return sources, outcomes
     items = inputs.expand(messages)
-    return [item.source for item in items], await evaluate_items(pipeline, items, pool)
+    sources = [item.source for item in items]
+    quick = None if ready is None else (lambda outcomes: ready(sources, outcomes))
+    return sources, await evaluate_items(pipeline, items, pool, ready=quick)
 
 
-async def evaluate_items(pipeline: Pipeline, items: Sequence[Item], pool: EvalPool | None = None) -> list[Outcome]:
+async def evaluate_items(
+    pipeline: Pipeline, items: Sequence[Item], pool: EvalPool | None = None, *,
+    ready: Callable[[list[Outcome | None]], Awaitable[None]] | None = None,
+) -> list[Outcome]:  # fmt: skip
     """One outcome per item, in order: decoded events through :func:`~streameval.evalpool.evaluate_batch`,
-    items that could not be decoded straight to their dead letters."""
+    items that could not be decoded straight to their dead letters. ``ready``: as in that function, with
+    one outcome per item."""
     from ..evalpool import evaluate_batch
 
-    good = [(item.raw, item.source) for item in items if item.error is None]
-    done = iter(await evaluate_batch(pipeline, good, pool) if good else [])
-    return [next(done) if item.error is None else pipeline.failed(item.raw, item.source, item.error) for item in items]
+    good_at = [i for i, item in enumerate(items) if item.error is None]
+    out: list[Outcome | None] = [
+        None if item.error is None else pipeline.failed(item.raw, item.source, item.error) for item in items
+    ]
+
+    async def quick(found: list[Outcome | None]) -> None:
+        assert ready is not None
+        for i, outcome in zip(good_at, found, strict=True):
+            out[i] = outcome
+        await ready(list(out))
+
+    if good_at:
+        good = [(items[i].raw, items[i].source) for i in good_at]
+        done = await evaluate_batch(pipeline, good, pool, ready=None if ready is None else quick)
+        for i, outcome in zip(good_at, done, strict=True):
+            out[i] = outcome
+    elif ready is not None:
+        await ready(list(out))
+    return cast("list[Outcome]", out)
 
 
 def check_input_topics(specs: Sequence[InputConfig], settings: Any, *, file: str) -> None:

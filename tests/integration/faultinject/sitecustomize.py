@@ -55,10 +55,10 @@ def _install() -> None:  # one small patch per stage
 
         evaluate_messages = processor_module.evaluate_messages  # what Processor.process_batch evaluates with
 
-        async def bad_evaluate(pipeline, inputs, batch, pool):  # type: ignore[no-untyped-def]
+        async def bad_evaluate(pipeline, inputs, batch, pool, **kwargs):  # type: ignore[no-untyped-def]
             if _fire(any(MARKER in raw for raw, _ in batch)):
                 raise RuntimeError("injected evaluate fault")
-            return await evaluate_messages(pipeline, inputs, batch, pool)
+            return await evaluate_messages(pipeline, inputs, batch, pool, **kwargs)
 
         processor_module.evaluate_messages = bad_evaluate
     elif STAGE in ("record", "hang"):
@@ -160,9 +160,9 @@ def _install() -> None:  # one small patch per stage
         delay = float(os.environ.get("STREAMEVAL_TEST_DELAY_S", "0.3"))
         process_batch = Processor.process_batch
 
-        async def slow_process(self, batch):  # type: ignore[no-untyped-def]
+        async def slow_process(self, batch, **kwargs):  # type: ignore[no-untyped-def]
             await asyncio.sleep(delay)
-            return await process_batch(self, batch)
+            return await process_batch(self, batch, **kwargs)
 
         Processor.process_batch = slow_process  # type: ignore[method-assign]
     else:
