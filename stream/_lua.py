@@ -116,14 +116,14 @@ redis.call('EXPIRE', KEYS[1], ARGV[8])
 return {'ok'}
 """
 
-# The drill-down block of RECORD (streameval.examples), run once the batch is counted: the result-id index
+# The drill-down block of RECORD (streameval.drilldown), run once the batch is counted: the result-id index
 # and the window examples. It owns the last KEYS and the last ARGV entries, found from the end (the last
 # ARGV says how many entries it owns), so it does not depend on the layout above.
 # KEYS: the result-id hash (when ids are given), then one example zset per entry below.
 # ARGV: 1 how many KEYS it owns, 2 examples kept per zset (the lowest zset scores), 3 their ttl, 4 the id
 #       hash's ttl, 5 ids n; n × (id, digest); per example zset: c, c × (zset score, compact result);
 #       last: how many ARGV entries it owns.
-# The worker sends only candidates that can enter (streameval.examples.Candidates), so this is little
+# The worker sends only candidates that can enter (streameval.drilldown.Candidates), so this is little
 # work per event: one HSET field, and a ZADD member for the few candidates.
 RECORD_EXAMPLES = """
 local xa = #ARGV - tonumber(ARGV[#ARGV])

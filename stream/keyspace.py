@@ -227,7 +227,7 @@ class Keys:
         return f"{self.pair(pair)}cool:{quote(rule, safe='')}"
 
     def examples(self, pair: str, kind: str, size: int, start: int) -> str:
-        """A window's examples, ``kind`` ``worst`` or ``failing`` (streameval.examples)."""
+        """A window's examples, ``kind`` ``worst`` or ``failing`` (streameval.drilldown)."""
         return f"{self.pair(pair)}ex:{kind}:{size}:{start}"
 
     def result_ids(self, pair: str, generation: int) -> str:

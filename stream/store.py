@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from . import _lua, telemetry
+from .drilldown import Candidates
 from .errors import StoreUnavailable
-from .examples import Candidates
 from .keyspace import OVERFLOW_MODEL, Client, Keys, guard, is_cluster, retry_forever, run_scripts
 from .models import GradedResult, parse_time
 from .stats import latency_bucket
@@ -87,7 +87,7 @@ class _Event:
     event_time: float
     encoded: bytes
     increments: dict[str, float] = field(default_factory=dict)
-    result: GradedResult | None = None  # for the drill-down examples (streameval.examples)
+    result: GradedResult | None = None  # for the drill-down examples (streameval.drilldown)
 
 
 class ResultStore:
@@ -130,7 +130,7 @@ class ResultStore:
         # (only a rolled-back call empties, and so deletes, a set it created), so the EXPIRE is sent once
         self._expiring: set[str] = set()
         self._expiring_since = time.monotonic()
-        # drill-down examples per window (streameval.examples); kept at most as long as the window
+        # drill-down examples per window (streameval.drilldown); kept at most as long as the window
         self.examples = examples
         # at least twice the largest window: a sample must not expire while its window still takes events
         # (the worker's cut-offs assume what it sent is still there)

@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from . import _lua
 from .alerts import AlertRule, build_alert, check_alert_windows, fires
-from .examples import example_ids
+from .drilldown import example_ids
 from .keyspace import guard, is_cluster, run_scripts
 from .models import Aggregate, AggregateEvaluator, AggregateJudge, AlertWindow, format_time
 from .outputs import Publish, Send
@@ -275,7 +275,7 @@ class WindowCloser:
         return len(data)
 
     async def _worst_ids(self, model: str, suite: str, size: int, start: int) -> list[str]:
-        """Ids of up to 3 of the window's lowest-scored results (streameval.examples), for its alerts."""
+        """Ids of up to 3 of the window's lowest-scored results (streameval.drilldown), for its alerts."""
         key = self.store.keys.examples(self.store.pair_id(model, suite), "worst", size, start)
         return example_ids(await guard(self.store.client.zrange(key, 0, 2)))
 

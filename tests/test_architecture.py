@@ -49,3 +49,15 @@ def test_the_output_row_names_what_the_output_table_needs() -> None:
     for output in OUTPUTS:
         assert (ROOT / "schemas" / output.schema).is_file()
         assert output.model.__module__ == "streameval.models"
+
+
+def test_no_module_shadows_a_package_of_the_distribution() -> None:
+    """``stream/X.py`` and a package mapped to ``streameval.X`` (pyproject ``package-dir``) cannot both exist:
+    the module would hide the package in a checkout and the wheel would hold both under one name."""
+    import tomllib
+
+    package_dir = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    mapped = {name.removeprefix("streameval.") for name in package_dir if name.startswith("streameval.")}
+    assert "examples" in mapped, "the pattern no longer finds the mapped packages"
+    shadowing = sorted(name for name in mapped if (ROOT / "stream" / f"{name}.py").exists())
+    assert shadowing == [], f"modules in stream/ with the name of a mapped package: {shadowing}"

@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from ..examples import KINDS, parse
+from ..drilldown import KINDS, parse
 from ..keyspace import Client, Keys, guard
 from ..models import parse_time
 from ..stats import histogram_quantile, krippendorff_alpha, pearson
