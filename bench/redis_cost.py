@@ -73,7 +73,8 @@ def _info(client: Any) -> dict[str, float]:
     stats = client.info("commandstats")
     memory = client.info("memory")
     return {"cpu": float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]),
-            "calls": float(sum(v["calls"] for v in stats.values())), "memory": float(memory["used_memory"])}  # fmt: skip
+            "calls": float(sum(v["calls"] for v in stats.values())), "memory": float(memory["used_memory"]),
+            "by_command": {k.removeprefix("cmdstat_"): (float(v["calls"]), float(v["usec"])) for k, v in stats.items()}}  # fmt: skip
 
 
 async def _measure(events: int, batch: int, port: int) -> dict[str, float]:
@@ -118,7 +119,8 @@ async def _measure(events: int, batch: int, port: int) -> dict[str, float]:
     return {"events": n, "redis_cpu_us": cpu_us, "events_per_core": 1e6 / cpu_us if cpu_us else float("inf"),
             "commands": (after["calls"] - before["calls"]) / n, "bytes": (after["memory"] - before["memory"]) / n,
             "bytes_after_horizon": (horizon["memory"] - before["memory"]) / n, "mark_bytes": marks / n,
-            "worker_cpu_us": worker_cpu * 1e6 / n}  # fmt: skip
+            "worker_cpu_us": worker_cpu * 1e6 / n,
+            "by_command": {name: (calls / n, usec / n) for name, (calls, usec) in after["by_command"].items()}}  # fmt: skip
 
 
 def _child(args: argparse.Namespace) -> None:
@@ -160,6 +162,9 @@ def _run(label: str, args: argparse.Namespace, code: Path | None) -> dict[str, f
           f"{figures['commands']:5.1f} commands/event, retained {figures['bytes']:7.0f} B/event, "
           f"{figures['bytes_after_horizon']:6.0f} B/event after the redelivery horizon (marks {figures['mark_bytes']:.0f}), "
           f"worker CPU {figures['worker_cpu_us']:6.1f} µs/event")  # fmt: skip
+    if args.profile:  # INFO commandstats: a script's time includes its inner commands' own
+        for name, (calls, usec) in sorted(figures.get("by_command", {}).items(), key=lambda c: -c[1][1])[:12]:
+            print(f"{'':>14}{name:<14} {calls:6.2f} calls/event {usec:6.2f} µs/event")
     return figures
 
 
@@ -170,6 +175,7 @@ def main() -> None:
     parser.add_argument("--baseline", default="merge-base",
                         help="git ref of the baseline (its stream/ directory); default: where this branch left main")
     parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument("--profile", action="store_true", help="also print each command's calls and time per event")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--code", help=argparse.SUPPRESS)
     args = parser.parse_args()

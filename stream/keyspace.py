@@ -8,7 +8,7 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{T}:all``                        all-time aggregate hash (TTL ``all_time_ttl_s``, renewed by writes)
 ``P{T}:w:{size}:{start}``           one tumbling window's aggregate hash (TTL ``window_ttl_s``)
 ``P{T}:closed:{size}:{start}``      the window is closed: its late events go to the open window
-``P{T}:mk:{gen}:{shard}``           idempotency marks: hash of 8-byte digests (replay horizon)
+``P{T}:mk:{gen}``                   idempotency marks: hash of digest buckets (replay horizon)
 ``P{T}:res:{gen}``                  encoded results by digest (redelivery horizon)
 ``P{T}:alert:{rule}:{size}:{start}``  an alert's claim; ``P{T}:cool:{rule}`` its cooldown
 ``P{ix}:pairs``                     zset of pairs (score: last seen); at most ``max_pairs``
@@ -210,8 +210,8 @@ class Keys:
     def closed(self, pair: str, size: int, start: int) -> str:
         return f"{self.pair(pair)}closed:{size}:{start}"
 
-    def marks(self, pair: str, generation: int, shard: int) -> str:
-        return f"{self.pair(pair)}mk:{generation}:{shard}"
+    def marks(self, pair: str, generation: int) -> str:
+        return f"{self.pair(pair)}mk:{generation}"
 
     def results(self, pair: str, generation: int) -> str:
         return f"{self.pair(pair)}res:{generation}"

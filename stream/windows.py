@@ -46,7 +46,7 @@ from .alerts import AlertRule, build_alert, check_alert_windows, fires
 from .keyspace import guard, is_cluster, run_scripts
 from .models import Aggregate, AggregateEvaluator, AggregateJudge, AlertWindow, format_time
 from .stats import Moments, confidence_interval, histogram_quantile, krippendorff_alpha, moments, pearson
-from .store import ResultStore
+from .store import ResultStore, hash_fields
 
 __all__ = ["CONSISTENCY_WARN_BELOW", "Send", "WindowCloser", "WindowingConfig", "build_aggregate", "judge_norms"]
 
@@ -292,5 +292,5 @@ class WindowCloser:
 
 
 def _pairs_fields(flat: list[Any]) -> dict[str, float]:
-    """HGETALL as a script returns it: [field, value, field, value, ...]."""
-    return {_text(flat[i]): float(flat[i + 1]) for i in range(0, len(flat), 2)}
+    """An aggregate hash's figures from HGETALL as a script returns it: [field, value, field, value, ...]."""
+    return hash_fields(flat)

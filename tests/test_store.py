@@ -15,7 +15,7 @@ from streameval.errors import StoreUnavailable
 from streameval.keyspace import OVERFLOW_MODEL
 from streameval.models import GradedResult
 from streameval.pipeline import Pipeline
-from streameval.store import ResultStore, retry_forever
+from streameval.store import ResultStore, hash_fields, retry_forever
 
 SUITES = {"suites": [{"name": "qa", "default": True, "evaluators": [
     {"evaluator": "exact_match"}, {"evaluator": "similarity", "weight": 2}]}]}  # fmt: skip
@@ -205,7 +205,8 @@ async def test_late_events_reach_the_open_window_on_the_redis_clock(aredis: aior
     assert aggregate.count == 1
     pattern = store.keys.window(store.pair_id(result.model, result.suite), size, 0).removesuffix(":0") + "*"
     [window] = [k async for k in aredis.scan_iter(match=pattern.replace("{", "[{]").replace("}", "[}]"))]
-    assert await aredis.hget(window, "late_redirected") == b"1" and await aredis.hget(window, "count") == b"1"
+    figures = hash_fields(await aredis.hgetall(window))
+    assert figures["late_redirected"] == 1 and figures["count"] == 1
 
 
 async def test_a_batch_of_thousands_for_one_pair_records_in_one_call(store: ResultStore) -> None:

@@ -26,6 +26,7 @@ import orjson
 from aiohttp import web
 
 from ..keyspace import Client, Keys, guard
+from ..store import hash_fields
 from ._errors import BadRequest
 
 __all__ = ["RECENT_ALERTS", "STATS_KEY", "StatsConfig", "recent_alerts_key", "remember_alert", "routes"]
@@ -79,7 +80,7 @@ def _text(value: bytes | str) -> str:
 
 
 def _figures(raw: dict[Any, Any]) -> dict[str, Any]:
-    fields = {_text(k): float(v) for k, v in raw.items()}
+    fields = hash_fields(raw)
     count = int(fields.get("count", 0))
     grades = {k.removeprefix("grade:"): int(v) for k, v in fields.items() if k.startswith("grade:")}
     evaluators: dict[str, dict[str, float]] = defaultdict(dict)

@@ -23,6 +23,7 @@ import redis.asyncio as aioredis
 
 from streameval.kafka_io import Record, tail
 from streameval.models import parse_time
+from streameval.store import hash_fields
 
 __all__ = ["Accounting", "LiveReader", "account", "make_stream", "write_config"]
 
@@ -183,7 +184,7 @@ async def account(
         out.problems.append(f"{len(set(raws) - bad)} dead letters of valid events")
     async for key in client.scan_iter(match=f"{prefix}{{*}}:all", count=1000):
         if not key.decode().endswith("{dl}:all"):
-            out.counted += int(float(await client.hget(key, "count") or 0))
+            out.counted += int(hash_fields(await client.hgetall(key)).get("count", 0))
     out.counted_dead = sum(int(v) for v in (await client.hgetall(f"{prefix}{{dl}}:all")).values())
     if out.lost_results or out.lost_dead_letters:
         out.problems.append(f"lost {out.lost_results} results and {out.lost_dead_letters} dead letters")
