@@ -123,6 +123,32 @@ async def _measure(events: int, batch: int, port: int) -> dict[str, float]:
             "by_command": {name: (calls / n, usec / n) for name, (calls, usec) in after["by_command"].items()}}  # fmt: skip
 
 
+async def _measure_marks(events: int, port: int) -> dict[str, float]:
+    """Idempotency marks of ``events`` events of one model × suite (the volume of one pair in one week)."""
+    import redis
+    import redis.asyncio as aioredis
+
+    from streameval.models import EvaluatorResult, GradedResult, format_time
+    from streameval.store import ResultStore
+
+    client = aioredis.Redis(port=port)
+    sync = redis.Redis(port=port)
+    store = ResultStore(client, prefix="bench:", windows=WINDOWS, redelivery_ttl_s=0)
+    new_api = hasattr(store, "keys")
+    stamp = format_time(time.time())
+    template = GradedResult(id="x", model="m", suite="s", score=0.5, passed=True, threshold=0.5, grade="pass",
+                            evaluators=[EvaluatorResult(name="ev", score=0.5, passed=True, weight=1)],
+                            event_time=stamp, evaluated_at=stamp, latency_ms=1.0, pipeline_version="bench")  # fmt: skip
+    cpu0 = float(sync.info("cpu")["used_cpu_user"]) + float(sync.info("cpu")["used_cpu_sys"])
+    for first in range(0, events, 4096):
+        chunk = [(template.model_copy(update={"id": f"m{i}"}), b"", None) for i in range(first, min(events, first + 4096))]
+        await store.record_many([c if new_api else c[:3] for c in chunk])  # type: ignore[misc]
+    cpu = float(sync.info("cpu")["used_cpu_user"]) + float(sync.info("cpu")["used_cpu_sys"]) - cpu0
+    marks = sum(int(sync.memory_usage(k, samples=0) or 0) for k in sync.scan_iter(match="bench:*:mk:*", count=10_000))
+    await client.aclose()
+    return {"events": float(events), "mark_bytes": marks / events, "redis_cpu_us": cpu * 1e6 / events}
+
+
 def _child(args: argparse.Namespace) -> None:
     import asyncio
 
@@ -145,7 +171,10 @@ def _child(args: argparse.Namespace) -> None:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
-        print(json.dumps(asyncio.run(_measure(args.events, args.batch, port))))
+        if args.marks:
+            print(json.dumps(asyncio.run(_measure_marks(args.marks, port))))
+        else:
+            print(json.dumps(asyncio.run(_measure(args.events, args.batch, port))))
     finally:
         proc.terminate()
         proc.wait()
@@ -153,11 +182,16 @@ def _child(args: argparse.Namespace) -> None:
 
 
 def _run(label: str, args: argparse.Namespace, code: Path | None) -> dict[str, float]:
-    cmd = [sys.executable, __file__, "--child", "--events", str(args.events), "--batch", str(args.batch)]
+    cmd = [sys.executable, __file__, "--child", "--events", str(args.events), "--batch", str(args.batch),
+           "--marks", str(args.marks)]
     if code is not None:
         cmd += ["--code", str(code)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"})
     figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    if args.marks:
+        print(f"{label:>12}: marks {figures['mark_bytes']:5.1f} B/event for {args.marks:,} events of one pair "
+              f"(Redis CPU {figures['redis_cpu_us']:.1f} µs/event, batches of 4,096)")  # fmt: skip
+        return figures
     print(f"{label:>12}: Redis CPU {figures['redis_cpu_us']:7.1f} µs/event ({figures['events_per_core']:9,.0f} events/s per core), "
           f"{figures['commands']:5.1f} commands/event, retained {figures['bytes']:7.0f} B/event, "
           f"{figures['bytes_after_horizon']:6.0f} B/event after the redelivery horizon (marks {figures['mark_bytes']:.0f}), "
@@ -176,13 +210,16 @@ def main() -> None:
                         help="git ref of the baseline (its stream/ directory); default: where this branch left main")
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--profile", action="store_true", help="also print each command's calls and time per event")
+    parser.add_argument("--marks", type=int, default=0, metavar="N",
+                        help="instead: the idempotency marks' bytes per event for N events of one pair")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--code", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         _child(args)
         return
-    print(f"{args.events} events, demo suites, windows {','.join(map(str, WINDOWS))}, batches of {args.batch}")
+    if not args.marks:
+        print(f"{args.events} events, demo suites, windows {','.join(map(str, WINDOWS))}, batches of {args.batch}")
     base = None
     if args.baseline == "merge-base":
         merge_base = subprocess.run(["git", "-C", str(ROOT), "merge-base", "HEAD", "main"], capture_output=True, text=True)
@@ -193,7 +230,9 @@ def main() -> None:
             subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
             base = _run(f"{args.baseline}", args, Path(tmp) / "stream")
     ours = _run("this", args, None)
-    if base is not None:
+    if base is not None and args.marks:
+        print(f"{'ratio':>12}: marks {ours['mark_bytes'] / base['mark_bytes']:.3f}x")
+    elif base is not None:
         print(f"{'ratio':>12}: Redis CPU {ours['redis_cpu_us'] / base['redis_cpu_us']:.3f}x, "
               f"commands {ours['commands'] / base['commands']:.3f}x, "
               f"retained after the horizon {ours['bytes_after_horizon'] / base['bytes_after_horizon']:.3f}x, "

@@ -22,6 +22,7 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{dlraw}:{sha256}`` ``:index`` ``:bytes``  whole events of truncated dead letters, within a budget
 ``P{registry}:ev:{id}`` ``:names`` ``:rev``  custom evaluators; channel ``P{registry}:changes``
 ``P judge:...``                     judge answers (streameval.judges._cache), one slot per key
+``P judge_spend:{judge}:{hour}``    a judge's money spent in one UTC clock hour (one key per command)
 ==================================  ================================================================
 
 A URL ``redis+cluster://host:port`` (or ``rediss+cluster://``) connects to a Redis Cluster through
@@ -285,9 +286,13 @@ class Keys:
     def registry_channel(self) -> str:
         return self.registry + "changes"
 
-    # -- judge cache (spread over slots) --------------------------------------------------------------
+    # -- judge cache and budgets (spread over slots) ------------------------------------------------
     def judge(self, judge: str, model: str, version: str, digest: str) -> str:
         return f"{self.prefix}judge:{quote(judge, safe='')}:{quote(model, safe='')}:v{version}:{digest}"
+
+    def judge_spend(self, judge: str, hour: int) -> str:
+        """A judge's spend in one clock hour (streameval.judges._budget); INCRBYFLOAT and GET only."""
+        return f"{self.prefix}judge_spend:{quote(judge, safe='')}:{hour}"
 
 
 async def retry_forever(
