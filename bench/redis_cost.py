@@ -100,11 +100,11 @@ async def _measure(events: int, batch: int, port: int) -> dict[str, float]:
     await store.record_many([(items[0][0].model_copy(update={"id": "warm-up"}), b"x", None)])  # load the scripts
     sync.config_resetstat()
     before = _info(sync)
-    cpu0 = time.process_time()
+    cpu0, wall0 = time.process_time(), time.perf_counter()
     for i in range(0, len(items), batch):
         chunk = items[i : i + batch]
         await store.record_many([c if new_api else c[:3] for c in chunk])  # type: ignore[misc]
-    worker_cpu = time.process_time() - cpu0
+    worker_cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     after = _info(sync)
     marks = 0
     if new_api:  # the results' TTL has passed: drop them as Redis would, then weigh the marks
@@ -119,8 +119,82 @@ async def _measure(events: int, batch: int, port: int) -> dict[str, float]:
     return {"events": n, "redis_cpu_us": cpu_us, "events_per_core": 1e6 / cpu_us if cpu_us else float("inf"),
             "commands": (after["calls"] - before["calls"]) / n, "bytes": (after["memory"] - before["memory"]) / n,
             "bytes_after_horizon": (horizon["memory"] - before["memory"]) / n, "mark_bytes": marks / n,
-            "worker_cpu_us": worker_cpu * 1e6 / n,
+            "worker_cpu_us": worker_cpu * 1e6 / n, "record_rate": n / wall,
             "by_command": {name: (calls / n, usec / n) for name, (calls, usec) in after["by_command"].items()}}  # fmt: skip
+
+
+async def _evaluated(events: int) -> list[Any]:
+    from streameval.config import load_config
+    from streameval.pipeline import Pipeline
+
+    _, suites = load_config(str(ROOT / "examples" / "suites.yaml"))
+    pipeline = Pipeline(suites)
+    items = []
+    for raw in _events(events):
+        outcome = await pipeline.process(raw)
+        assert outcome.result is not None, outcome.dead_letter
+        items.append((outcome.result, outcome.result.model_dump_json().encode(), outcome.counters, raw))
+    return items
+
+
+async def _measure_cluster(events: int, batch: int, ports: list[int]) -> dict[str, float]:
+    """Recording the same events on a Redis Cluster of ``ports`` (masters): rate, CPU, exact counts."""
+    import redis
+
+    from streameval.keyspace import connect
+    from streameval.store import ResultStore
+
+    items = await _evaluated(events)
+    client = connect(f"redis+cluster://127.0.0.1:{ports[0]}")
+    nodes = [redis.Redis(port=p) for p in ports]
+    store = ResultStore(client, prefix="bench:", windows=WINDOWS)
+    await store.record_many([(items[0][0].model_copy(update={"id": "warm-up"}), b"x", None)])  # load the scripts
+    before = [_info(node)["cpu"] for node in nodes]
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    for i in range(0, len(items), batch):
+        await store.record_many(items[i : i + batch])
+    worker_cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    per_node = [(_info(node)["cpu"] - b) * 1e6 / events for node, b in zip(nodes, before, strict=True)]
+    counted = sum(a.count for a in await store.all_time())
+    await client.aclose()
+    n = float(events)
+    return {"events": n, "redis_cpu_us": sum(per_node), "busiest_node_us": max(per_node),
+            "worker_cpu_us": worker_cpu * 1e6 / n, "record_rate": n / wall, "counted": counted - 1.0}  # fmt: skip
+
+
+def _start_cluster(directory: str, masters: int = 3) -> tuple[list[int], list[subprocess.Popen[bytes]]]:
+    """``masters`` cluster nodes without replicas or persistence (tests/cluster_support.py adds both)."""
+    import redis
+
+    ports: list[int] = []
+    while len(ports) < masters:  # the cluster bus listens on port + 10000
+        port = _free_port()
+        if port + 10000 < 65536 and port not in ports:
+            ports.append(port)
+    procs = []
+    for port in ports:
+        os.makedirs(f"{directory}/{port}", exist_ok=True)
+        procs.append(subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled",
+                                       "yes", "--cluster-config-file", "nodes.conf", "--save", "", "--appendonly", "no",
+                                       "--dir", f"{directory}/{port}"], stdout=subprocess.DEVNULL))  # fmt: skip
+    for port in ports:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                redis.Redis(port=port).ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+    subprocess.run(["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports), "--cluster-replicas", "0",
+                    "--cluster-yes"], check=True, capture_output=True, timeout=60)  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not all(redis.Redis(port=p).cluster("info").get("cluster_state") == "ok" for p in ports):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the benchmark's Redis Cluster did not come up")
+        time.sleep(0.2)
+    return ports, procs
 
 
 async def _measure_marks(events: int, port: int) -> dict[str, float]:
@@ -154,6 +228,17 @@ def _child(args: argparse.Namespace) -> None:
 
     if args.code:
         _load_code(Path(args.code))
+    if args.cluster:
+        directory = tempfile.mkdtemp(prefix="redis-cost-cluster-")
+        ports, procs = _start_cluster(directory)
+        try:
+            print(json.dumps(asyncio.run(_measure_cluster(args.events, args.batch, ports))))
+        finally:
+            for proc in procs:
+                proc.terminate()
+                proc.wait()
+            shutil.rmtree(directory, ignore_errors=True)
+        return
     server = shutil.which("redis-server") or "redis-server"
     port = _free_port()
     directory = tempfile.mkdtemp(prefix="redis-cost-")
@@ -183,11 +268,16 @@ def _child(args: argparse.Namespace) -> None:
 
 def _run(label: str, args: argparse.Namespace, code: Path | None) -> dict[str, float]:
     cmd = [sys.executable, __file__, "--child", "--events", str(args.events), "--batch", str(args.batch),
-           "--marks", str(args.marks)]
+           "--marks", str(args.marks)] + (["--cluster"] if label.endswith("cluster") else [])
     if code is not None:
         cmd += ["--code", str(code)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"})
     figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    if "counted" in figures:
+        print(f"{label:>12}: recorded {figures['record_rate']:8,.0f} events/s, worker CPU {figures['worker_cpu_us']:6.1f} "
+              f"µs/event, Redis CPU {figures['redis_cpu_us']:5.1f} µs/event over the masters (busiest "
+              f"{figures['busiest_node_us']:.1f}), {figures['counted']:,.0f} of {figures['events']:,.0f} events counted")  # fmt: skip
+        return figures
     if args.marks:
         print(f"{label:>12}: marks {figures['mark_bytes']:5.1f} B/event for {args.marks:,} events of one pair "
               f"(Redis CPU {figures['redis_cpu_us']:.1f} µs/event, batches of 4,096)")  # fmt: skip
@@ -195,7 +285,7 @@ def _run(label: str, args: argparse.Namespace, code: Path | None) -> dict[str, f
     print(f"{label:>12}: Redis CPU {figures['redis_cpu_us']:7.1f} µs/event ({figures['events_per_core']:9,.0f} events/s per core), "
           f"{figures['commands']:5.1f} commands/event, retained {figures['bytes']:7.0f} B/event, "
           f"{figures['bytes_after_horizon']:6.0f} B/event after the redelivery horizon (marks {figures['mark_bytes']:.0f}), "
-          f"worker CPU {figures['worker_cpu_us']:6.1f} µs/event")  # fmt: skip
+          f"worker CPU {figures['worker_cpu_us']:6.1f} µs/event, recorded {figures.get('record_rate', 0):,.0f} events/s")  # fmt: skip
     if args.profile:  # INFO commandstats: a script's time includes its inner commands' own
         for name, (calls, usec) in sorted(figures.get("by_command", {}).items(), key=lambda c: -c[1][1])[:12]:
             print(f"{'':>14}{name:<14} {calls:6.2f} calls/event {usec:6.2f} µs/event")
@@ -210,6 +300,8 @@ def main() -> None:
                         help="git ref of the baseline (its stream/ directory); default: where this branch left main")
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--profile", action="store_true", help="also print each command's calls and time per event")
+    parser.add_argument("--cluster", action="store_true",
+                        help="instead: recording rate and CPU on one node against a 3-master Redis Cluster")
     parser.add_argument("--marks", type=int, default=0, metavar="N",
                         help="instead: the idempotency marks' bytes per event for N events of one pair")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -217,6 +309,13 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         _child(args)
+        return
+    if args.cluster and not args.child:
+        print(f"{args.events} events, demo suites, windows {','.join(map(str, WINDOWS))}, batches of {args.batch}")
+        one = _run("one node", args, None)
+        three = _run("3-master cluster", args, None)
+        print(f"{'ratio':>12}: recording rate {three['record_rate'] / one['record_rate']:.3f}x, "
+              f"worker CPU {three['worker_cpu_us'] / one['worker_cpu_us']:.3f}x")
         return
     if not args.marks:
         print(f"{args.events} events, demo suites, windows {','.join(map(str, WINDOWS))}, batches of {args.batch}")

@@ -154,17 +154,16 @@ async def mget(client: Client, keys: Sequence[str]) -> list[bytes | None]:
 
 
 async def run_scripts(client: Client, calls: Sequence[tuple[AsyncScript, list[str], list[Any]]]) -> list[Any]:
-    """Run script calls, one round trip on one node (a pipeline), in parallel per call on a cluster.
+    """Run script calls in one pipeline: one round trip on one node, one per node (in parallel) on a cluster.
 
-    A script the server does not know (a restarted or newly promoted node) is loaded and run again.
+    A script the server does not know (a restarted or newly promoted node) is loaded and run again. On a
+    cluster, redis-py's pipeline sends a call that meets MOVED, ASK or TRYAGAIN again on its own.
     """
     if not calls:
         return []
-    if is_cluster(client):
-        return list(await asyncio.gather(*(script(keys=keys, args=args) for script, keys, args in calls)))
     async with client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
         for script, keys, args in calls:
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
+            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)  # a cluster pipeline blocks .evalsha
         replies = await pipe.execute(raise_on_error=False)
     for i, reply in enumerate(replies):
         if isinstance(reply, redis_errors.NoScriptError):
