@@ -30,7 +30,7 @@ __all__ = [
 # Marks: an event's mark is its 8-byte digest; field = its first ARGV[9] bytes (a bucket), value = the
 # other bytes of every mark in the bucket, concatenated (streameval.store.MARK_BUCKET_BYTES).
 # ARGV: 1 sizes, 2 targets, 3 events, 4 now ('' = Redis TIME), 5 allowed lateness, 6 window ttl,
-#       7 all-time ttl, 8 marks' ttl ('0': the worker knows the hash has one already), 9 results' ttl
+#       7 all-time ttl (negative: the worker renewed it lately, set it only on a new hash), 8 marks' ttl ('0': the worker knows the hash has one already), 9 results' ttl
 #       ('0' = keep none; both end with their generation), 10 bucket bytes, 11 all-time increments
 #       (JSON {field: n}); per size: size, candidate start 1, candidate start 2; per target: size
 #       index, start, events, increments; per event: mark (digest), encoded result.
@@ -130,22 +130,23 @@ if ARGV[9] ~= '0' then
   hset(KEYS[2], results)
   redis.call('EXPIRE', KEYS[2], ARGV[9])
 end
--- add increments to an aggregate hash's packed figures (exact: counts stay integers in doubles)
-local function add(hash, increments, extra, n)
+-- add increments to an aggregate hash's packed figures (exact: counts stay integers in doubles); a
+-- new hash gets its TTL, an existing one only when renew
+local function add(hash, increments, ttl, renew, extra, n)
   local inc = cjson.decode(increments)
   if extra then inc[extra] = (inc[extra] or 0) + tonumber(n) end
   local packed = redis.call('HGET', hash, '~')
   local figures = packed and cmsgpack.unpack(packed) or {}
   for name, value in pairs(inc) do figures[name] = (figures[name] or 0) + value end
   redis.call('HSET', hash, '~', cmsgpack.pack(figures))
+  if renew or not packed then redis.call('EXPIRE', hash, ttl) end
 end
 for t = 1, ntargets do
   local a = at + 4 * (t - 1)
-  add(hashes[t], ARGV[a + 4], late[t], ARGV[a + 3])
-  redis.call('EXPIRE', hashes[t], ARGV[6])
+  add(hashes[t], ARGV[a + 4], ARGV[6], false, late[t], ARGV[a + 3])
 end
-add(KEYS[1], ARGV[11])
-redis.call('EXPIRE', KEYS[1], ARGV[7])
+local ttl = tonumber(ARGV[7])
+add(KEYS[1], ARGV[11], math.abs(ttl), ttl > 0)
 return {'ok'}
 """
 

@@ -49,7 +49,7 @@ from .stats import latency_bucket
 if TYPE_CHECKING:
     from .settings import Settings
 
-__all__ = ["MARK_BUCKET_BYTES", "PACKED_FIELD", "hash_fields", "PairAggregate", "ResultStore", "retry_forever"]
+__all__ = ["MARK_BUCKET_BYTES", "PACKED_FIELD", "PairAggregate", "ResultStore", "hash_fields", "retry_forever"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,8 @@ log = logging.getLogger(__name__)
 MARK_BUCKET_BYTES = 2
 #: the field of an aggregate hash that holds its figures, packed (:func:`hash_fields` reads them)
 PACKED_FIELD = "~"
+#: how often (s) a worker renews the TTL of a pair's all-time hash (the TTL is ALL_TIME_TTL_S: days)
+_RENEW_S = 3600.0
 #: how far (s) the worker's guess of the Redis clock may be off before the script asks again
 _CLOCK_MARGIN_S = 2.0
 #: agent domain (and similar) counter labels kept per pair and evaluator in one worker; beyond: "_other"
@@ -132,6 +134,7 @@ class ResultStore:
         # (the script writes marks only when it counts), so the EXPIRE is sent once
         self._expiring: set[str] = set()
         self._expiring_since = time.monotonic()
+        self._renewed: dict[str, float] = {}  # pair -> when this worker last renewed its all-time TTL
 
     @classmethod
     def from_settings(cls, client: Client, settings: Settings, *, allowed_lateness_s: float) -> ResultStore:
@@ -306,7 +309,7 @@ class ResultStore:
                             keys.marks(pair, generation - 1)]
         args: list[Any] = [len(self.windows), len(targets), len(group),
                            "" if self.clock is None else repr(now), repr(float(self.allowed_lateness_s)),
-                           self.window_ttl_s, self.all_time_ttl_s,
+                           self.window_ttl_s, self._all_time_ttl(pair),
                            0 if marks in self._expiring else _until((generation + 2) * self.seen_ttl_s + 60, now),
                            _until((rgen + 2) * self.redelivery_ttl_s, now) if self.redelivery_ttl_s else 0,
                            MARK_BUCKET_BYTES, _increments(total)]  # fmt: skip
@@ -319,6 +322,17 @@ class ResultStore:
             klist += [keys.window(pair, size, start), keys.closed(pair, size, start)]
             args += [s + 1, start, n, _increments(inc)]
         return self._record, klist, [*args, *per_event]
+
+    def _all_time_ttl(self, pair: str) -> int:
+        """The all-time hash's TTL, renewed by writes: negative (only a new hash gets it) within an hour
+        of this worker's last renewal, whose call may not have run; a lost renewal is made up an hour later."""
+        now = time.monotonic()
+        if now - self._renewed.get(pair, -_RENEW_S) < _RENEW_S:
+            return -self.all_time_ttl_s
+        if len(self._renewed) > 10 * self.max_pairs:
+            self._renewed.clear()
+        self._renewed[pair] = now
+        return self.all_time_ttl_s
 
     def _index_call(self, groups: dict[str, list[_Event]], now: float) -> tuple[Any, list[str], list[Any]]:
         """Pairs into each window's index before their data: the closer reads the index, then the data."""

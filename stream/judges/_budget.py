@@ -18,6 +18,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+
 import redis.asyncio as aioredis
 from redis import exceptions as redis_errors
 
