@@ -137,7 +137,7 @@ async def _evaluated(events: int) -> list[Any]:
     return items
 
 
-async def _measure_cluster(events: int, batch: int, ports: list[int]) -> dict[str, float]:
+async def _measure_cluster(events: int, batch: int, ports: list[int], wait: int = 0) -> dict[str, float]:
     """Recording the same events on a Redis Cluster of ``ports`` (masters): rate, CPU, exact counts."""
     import redis
 
@@ -147,7 +147,7 @@ async def _measure_cluster(events: int, batch: int, ports: list[int]) -> dict[st
     items = await _evaluated(events)
     client = connect(f"redis+cluster://127.0.0.1:{ports[0]}")
     nodes = [redis.Redis(port=p) for p in ports]
-    store = ResultStore(client, prefix="bench:", windows=WINDOWS)
+    store = ResultStore(client, prefix="bench:", windows=WINDOWS, wait_replicas=wait)
     await store.record_many([(items[0][0].model_copy(update={"id": "warm-up"}), b"x", None)])  # load the scripts
     before = [_info(node)["cpu"] for node in nodes]
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -162,12 +162,12 @@ async def _measure_cluster(events: int, batch: int, ports: list[int]) -> dict[st
             "worker_cpu_us": worker_cpu * 1e6 / n, "record_rate": n / wall, "counted": counted - 1.0}  # fmt: skip
 
 
-def _start_cluster(directory: str, masters: int = 3) -> tuple[list[int], list[subprocess.Popen[bytes]]]:
-    """``masters`` cluster nodes without replicas or persistence (tests/cluster_support.py adds both)."""
+def _start_cluster(directory: str, masters: int = 3, replicas: int = 0) -> tuple[list[int], list[subprocess.Popen[bytes]]]:
+    """``masters`` cluster nodes with ``replicas`` each, no persistence (tests/cluster_support.py adds it)."""
     import redis
 
     ports: list[int] = []
-    while len(ports) < masters:  # the cluster bus listens on port + 10000
+    while len(ports) < masters * (1 + replicas):  # the cluster bus listens on port + 10000
         port = _free_port()
         if port + 10000 < 65536 and port not in ports:
             ports.append(port)
@@ -187,10 +187,16 @@ def _start_cluster(directory: str, masters: int = 3) -> tuple[list[int], list[su
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
-    subprocess.run(["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports), "--cluster-replicas", "0",
+    subprocess.run(["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports), "--cluster-replicas", str(replicas),
                     "--cluster-yes"], check=True, capture_output=True, timeout=60)  # fmt: skip
     deadline = time.monotonic() + 30
-    while not all(redis.Redis(port=p).cluster("info").get("cluster_state") == "ok" for p in ports):
+
+    def ready(port: int) -> bool:
+        node = redis.Redis(port=port)
+        role = node.info("replication")
+        return bool(node.cluster("info").get("cluster_state") == "ok" and role.get("master_link_status", "up") == "up")
+
+    while not all(ready(p) for p in ports):
         if time.monotonic() > deadline:
             raise RuntimeError("the benchmark's Redis Cluster did not come up")
         time.sleep(0.2)
@@ -223,6 +229,12 @@ async def _measure_marks(events: int, port: int) -> dict[str, float]:
     return {"events": float(events), "mark_bytes": marks / events, "redis_cpu_us": cpu * 1e6 / events}
 
 
+def redis_role(port: int) -> str:
+    import redis
+
+    return str(redis.Redis(port=port).info("replication")["role"])
+
+
 def _child(args: argparse.Namespace) -> None:
     import asyncio
 
@@ -230,9 +242,10 @@ def _child(args: argparse.Namespace) -> None:
         _load_code(Path(args.code))
     if args.cluster:
         directory = tempfile.mkdtemp(prefix="redis-cost-cluster-")
-        ports, procs = _start_cluster(directory)
+        ports, procs = _start_cluster(directory, replicas=1 if args.wait else 0)
         try:
-            print(json.dumps(asyncio.run(_measure_cluster(args.events, args.batch, ports))))
+            masters = [p for p in ports if redis_role(p) == "master"]
+            print(json.dumps(asyncio.run(_measure_cluster(args.events, args.batch, masters, wait=args.wait))))
         finally:
             for proc in procs:
                 proc.terminate()
@@ -268,7 +281,8 @@ def _child(args: argparse.Namespace) -> None:
 
 def _run(label: str, args: argparse.Namespace, code: Path | None) -> dict[str, float]:
     cmd = [sys.executable, __file__, "--child", "--events", str(args.events), "--batch", str(args.batch),
-           "--marks", str(args.marks)] + (["--cluster"] if label.endswith("cluster") else [])
+           "--marks", str(args.marks)] + (["--cluster"] if "cluster" in label else []) + (
+           ["--wait", "1"] if "WAIT" in label else [])
     if code is not None:
         cmd += ["--code", str(code)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"})
@@ -301,7 +315,9 @@ def main() -> None:
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--profile", action="store_true", help="also print each command's calls and time per event")
     parser.add_argument("--cluster", action="store_true",
-                        help="instead: recording rate and CPU on one node against a 3-master Redis Cluster")
+                        help="instead: recording rate and CPU on one node against a 3-master Redis Cluster, and "
+                             "on 3 masters with a replica each, waiting for it (STREAMEVAL_REDIS_WAIT_REPLICAS=1)")
+    parser.add_argument("--wait", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--marks", type=int, default=0, metavar="N",
                         help="instead: the idempotency marks' bytes per event for N events of one pair")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -314,8 +330,11 @@ def main() -> None:
         print(f"{args.events} events, demo suites, windows {','.join(map(str, WINDOWS))}, batches of {args.batch}")
         one = _run("one node", args, None)
         three = _run("3-master cluster", args, None)
+        waiting = _run("cluster with replicas, WAIT 1", args, None)
         print(f"{'ratio':>12}: recording rate {three['record_rate'] / one['record_rate']:.3f}x, "
-              f"worker CPU {three['worker_cpu_us'] / one['worker_cpu_us']:.3f}x")
+              f"worker CPU {three['worker_cpu_us'] / one['worker_cpu_us']:.3f}x; with replicas and WAIT 1 "
+              f"against the cluster without: recording rate {waiting['record_rate'] / three['record_rate']:.3f}x, "
+              f"worker CPU {waiting['worker_cpu_us'] / three['worker_cpu_us']:.3f}x")
         return
     if not args.marks:
         print(f"{args.events} events, demo suites, windows {','.join(map(str, WINDOWS))}, batches of {args.batch}")

@@ -111,6 +111,8 @@ class ResultStore:
         max_pairs: int = 10_000,
         allowed_lateness_s: float = 5.0,
         clock: Callable[[], float] | None = None,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 1000,
     ) -> None:
         self.client = client
         self.keys = Keys(prefix)
@@ -123,6 +125,8 @@ class ResultStore:
         self.max_pairs = max_pairs
         self.allowed_lateness_s = allowed_lateness_s
         self.clock = clock  # tests inject one; None: the Redis server's clock (the watermark's clock)
+        self.wait_replicas = wait_replicas
+        self.wait_timeout_ms = wait_timeout_ms
         self._offset = 0.0  # Redis clock minus ours, learnt when the record script says we guessed wrong
         self._record = client.register_script(_lua.RECORD)
         self._index = client.register_script(_lua.INDEX)
@@ -141,7 +145,8 @@ class ResultStore:
         return cls(client, prefix=settings.redis_prefix, windows=settings.windows, window_ttl_s=settings.window_ttl_s,
                    seen_ttl_s=settings.seen_ttl_s, redelivery_ttl_s=settings.redelivery_ttl_s,
                    all_time_ttl_s=settings.all_time_ttl_s, max_pairs=settings.max_pairs,
-                   allowed_lateness_s=allowed_lateness_s)  # fmt: skip
+                   allowed_lateness_s=allowed_lateness_s, wait_replicas=settings.redis_wait_replicas,
+                   wait_timeout_ms=settings.redis_wait_timeout_ms)  # fmt: skip
 
     # -- keys (for callers that address one pair) -----------------------------------------------
     def pair_id(self, model: str, suite: str) -> str:
@@ -195,9 +200,42 @@ class ResultStore:
             for call, group, reply in zip(calls, groups.values(), replies[len(index) + len(extra):], strict=True):
                 pending += self._settle(call, group, reply, out)
             if not pending:
+                if self.wait_replicas:
+                    await self._wait_replicated([*(self.keys.pair(p) for p in {e.pair: 0 for e in events}),
+                                                 self.keys.ix, self.keys.dl])
                 return [out[copies[i]] if copies[i] == i else out[copies[i]] or items[copies[i]][1]
                         for i in range(len(out))]  # fmt: skip
         raise StoreUnavailable("recording a batch did not settle (the Redis clock keeps moving away?)")
+
+    async def _wait_replicated(self, tags: list[str]) -> None:
+        """Return once ``wait_replicas`` replicas of each node written to hold every write made so far.
+
+        Per node one write (a short-lived ``sync`` key in a slot it serves) and WAIT on the same connection:
+        the replication stream is ordered, so replicas that have that write have every earlier one, also
+        those of an earlier attempt at this batch. Fewer replicas within the timeout: StoreUnavailable
+        (the worker retries the batch, which finds its events marked; nothing is published before).
+        """
+        keys = list(dict.fromkeys(tag + "sync" for tag in tags))
+        n, timeout = self.wait_replicas, self.wait_timeout_ms
+
+        async def wait() -> list[int]:
+            async with self.client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
+                if is_cluster(self.client):
+                    nodes = {}
+                    for key in keys:
+                        nodes.setdefault(self.client.get_node_from_key(key).name, key)  # type: ignore[union-attr]
+                    for name, key in nodes.items():
+                        pipe.set(key, 1, ex=60)
+                        pipe.execute_command("WAIT", n, timeout, target_nodes=self.client.get_node(node_name=name))  # type: ignore[union-attr]
+                else:
+                    pipe.set(keys[0], 1, ex=60)
+                    pipe.execute_command("WAIT", n, timeout)
+                return [int(r) for r in (await pipe.execute())[1::2]]
+
+        acked = await guard(wait())
+        if min(acked) < n:
+            raise StoreUnavailable(f"only {min(acked)} of STREAMEVAL_REDIS_WAIT_REPLICAS={n} replicas acknowledged "
+                                   f"a batch's writes within {timeout} ms")  # fmt: skip
 
     def _settle(self, call: tuple[Any, list[str], list[Any]], group: list[_Event], reply: list[Any],
                 out: list[bytes | None]) -> list[_Event]:  # fmt: skip

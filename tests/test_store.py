@@ -263,3 +263,12 @@ async def test_the_all_time_ttl_is_renewed_by_writes_at_most_hourly(store: Resul
     assert await aredis.ttl(key) > store.all_time_ttl_s - 5
     [aggregate] = await store.all_time()
     assert aggregate.count == 3
+
+
+async def test_waiting_for_replicas_a_server_lacks_is_an_outage(aredis: aioredis.Redis, prefix: str) -> None:
+    store = ResultStore(aredis, prefix=prefix, windows=(60,), clock=lambda: 1795255200 + 31, wait_replicas=1,
+                        wait_timeout_ms=50)  # fmt: skip
+    with pytest.raises(StoreUnavailable, match="only 0 of STREAMEVAL_REDIS_WAIT_REPLICAS=1"):
+        await store.record(await make_result("wait", "Paris"), b"x")
+    store.wait_replicas = 0
+    assert await store.record(await make_result("wait", "Paris"), b"y") == b"x"  # counted once, before

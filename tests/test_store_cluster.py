@@ -146,3 +146,20 @@ async def test_a_worker_registry_follows_changes_on_a_cluster(cluster_client: ke
             await asyncio.sleep(0.05)
     finally:
         await live.close()
+
+
+async def test_a_batch_waits_for_replicas_when_asked(cluster_client: keyspace.Client, cprefix: str) -> None:
+    """STREAMEVAL_REDIS_WAIT_REPLICAS: WAIT on every master written to; too few replicas is an outage."""
+    from streameval.errors import StoreUnavailable
+
+    items = [(result(i, f"model-{i % 6}", "qa", 0.5, T0 + i % SIZE), f"r{i}".encode(), None) for i in range(60)]
+    store = ResultStore(cluster_client, prefix=cprefix, windows=(SIZE,), clock=lambda: T0 + 1.0, wait_replicas=1)
+    assert await store.record_many(items) == [None] * 60  # each master has one replica
+    greedy = ResultStore(cluster_client, prefix=cprefix, windows=(SIZE,), clock=lambda: T0 + 1.0, wait_replicas=2,
+                         wait_timeout_ms=100)  # fmt: skip
+    more = [(result(100 + i, f"model-{i % 6}", "qa", 0.5, T0), b"x", None) for i in range(6)]
+    with pytest.raises(StoreUnavailable, match="STREAMEVAL_REDIS_WAIT_REPLICAS=2"):
+        await greedy.record_many(more)
+    # the retry finds the batch counted once (its writes were made, only not acknowledged by 2 replicas)
+    assert await store.record_many(more) == [b"x"] * 6
+    assert sum(a.count for a in await store.all_time()) == 66
