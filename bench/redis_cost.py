@@ -1,6 +1,8 @@
 """What recording events costs Redis: CPU, memory, commands; this checkout against a baseline git ref.
 
-    python bench/redis_cost.py [--events 20000] [--batch 256] [--baseline REF] [--no-baseline]
+    python bench/redis_cost.py [--events 20000] [--batch 256] [--baseline REF] [--no-baseline] [--profile]
+    python bench/redis_cost.py --marks 1000000     # marks' bytes per event for one pair at volume
+    python bench/redis_cost.py --cluster           # one node, a 3-master cluster, and one with replicas + WAIT
 
 Each side runs in its own process against its own fresh ``redis-server`` (free loopback port, no
 persistence), so INFO figures are that side's alone. Events: the demo suites (examples/suites.yaml)
@@ -14,6 +16,13 @@ worker does (``ResultStore.record_many``). Figures, from ``INFO`` before and aft
   horizon has passed (the stored results are dropped as their TTL would; the baseline keeps them for
   the whole ``STREAMEVAL_SEEN_TTL_S``), and the idempotency marks' share (``MEMORY USAGE``);
 * worker CPU µs per event spent recording (``time.process_time``).
+
+``--profile`` adds ``INFO commandstats`` per command (calls and µs per event; a script's own time
+includes its inner commands'). ``--marks N`` records N synthetic events of one model × suite and
+weighs the marks (``MEMORY USAGE``), this checkout against the baseline. ``--cluster`` records the
+demo events on one node, on a 3-master Redis Cluster and on 3 masters with a replica each with
+``STREAMEVAL_REDIS_WAIT_REPLICAS=1``: recording rate (wall), worker CPU, Redis CPU summed over the
+masters, and the events counted (they must all be, exactly once).
 
 The baseline is ``git archive <ref> stream`` unpacked to a temporary directory and imported as
 ``streameval``. Nothing is asserted; the ratios are printed.
