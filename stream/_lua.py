@@ -26,14 +26,19 @@ __all__ = [
 # KEYS: 1 all-time hash, 2 results hash (this redelivery generation), 3 results hash (previous one),
 #       4 marks hash (this replay generation), 5 marks hash (previous generation); per window size s:
 #       2 candidate hashes of the window open now (the worker's guess at the Redis clock, +/- a
-#       margin); per target window t: its hash, its closed mark.
+#       margin); per target window t: its hash, its closed mark; per legacy shard: its marks hash of
+#       this generation, of the previous one (only while the pair has marks of the previous layout).
 # Marks: an event's mark is its 8-byte digest; field = its first ARGV[9] bytes (a bucket), value = the
 # other bytes of every mark in the bucket, concatenated (streameval.store.MARK_BUCKET_BYTES).
 # ARGV: 1 sizes, 2 targets, 3 events, 4 now ('' = Redis TIME), 5 allowed lateness, 6 window ttl,
 #       7 all-time ttl (negative: the worker renewed it lately, set it only on a new hash), 8 marks' ttl ('0': the worker knows the hash has one already), 9 results' ttl
 #       ('0' = keep none; both end with their generation), 10 bucket bytes, 11 all-time increments
-#       (JSON {field: n}); per size: size, candidate start 1, candidate start 2; per target: size
-#       index, start, events, increments; per event: mark (digest), encoded result.
+#       (JSON {field: n}), 12 legacy shards (0: the pair has no marks of the previous layout); per
+#       size: size, candidate start 1, candidate start 2; per target: size index, start, events,
+#       increments; per event: mark (digest), encoded result; per legacy shard: its number.
+# Legacy marks (the layout before the buckets, kept for the replay horizon after an upgrade): one hash
+# per pair, generation and shard `mk:{gen}:{shard}` (shard: first 2 digest bytes, big-endian, mod 64),
+# field: the 8-byte digest. Read only; an event marked there counts as seen (streameval.store).
 # Then RECORD_EXAMPLES' own KEYS and ARGV (the drill-down block below, run in the writes section once
 # the batch is counted; it finds them from the end).
 # Returns {'ok'}; {'dup', e, stored result or '', ...} and changes nothing when any event is already
@@ -45,7 +50,7 @@ __all__ = [
 RECORD = """
 local nsizes, ntargets, nevents = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local kt = 5 + 2 * nsizes
-local at = 11 + 3 * nsizes
+local at = 12 + 3 * nsizes
 local ae = at + 4 * ntargets
 local width = tonumber(ARGV[10])
 local step = 8 - width
@@ -78,12 +83,18 @@ local function holds(value, rest)
   while p and (p - 1) % step ~= 0 do p = string.find(value, rest, p + 1, true) end
   return p ~= nil
 end
+local legacy, nlegacy = {}, tonumber(ARGV[12])
+for i = 1, nlegacy do legacy[tonumber(ARGV[ae + 2 * nevents + i])] = kt + 2 * ntargets + 2 * i - 1 end
+local function marked_before(mark)  -- by a worker of the previous layout
+  local k = legacy[(string.byte(mark, 1) * 256 + string.byte(mark, 2)) % 64]
+  return k ~= nil and (redis.call('HEXISTS', KEYS[k], mark) == 1 or redis.call('HEXISTS', KEYS[k + 1], mark) == 1)
+end
 local dups = {'dup'}
 for i, field in ipairs(fields) do buckets[field] = {current[i] or '', previous[i]} end
 for e = 1, nevents do
   local mark = ARGV[ae + 2 * e - 1]
   local b, rest = buckets[string.sub(mark, 1, width)], string.sub(mark, width + 1)
-  if holds(b[1], rest) or holds(b[2], rest) then
+  if holds(b[1], rest) or holds(b[2], rest) or (nlegacy > 0 and marked_before(mark)) then
     dups[#dups + 1] = e
     dups[#dups + 1] = redis.call('HGET', KEYS[2], mark) or redis.call('HGET', KEYS[3], mark) or ''
   else
@@ -103,14 +114,14 @@ local hashes, late = {}, {}
 for t = 1, ntargets do
   local a = at + 4 * (t - 1)
   local s, start = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  local size = tonumber(ARGV[12 + 3 * (s - 1)])
+  local size = tonumber(ARGV[13 + 3 * (s - 1)])
   local k = kt + 2 * (t - 1)
   hashes[t] = KEYS[k + 1]
   if start + size + lateness <= now or redis.call('EXISTS', KEYS[k + 2]) == 1 then
     local open = math.floor(now / size) * size
     hashes[t] = nil
     for c = 1, 2 do
-      if tonumber(ARGV[12 + 3 * (s - 1) + c]) == open then hashes[t] = KEYS[5 + 2 * (s - 1) + c] end
+      if tonumber(ARGV[13 + 3 * (s - 1) + c]) == open then hashes[t] = KEYS[5 + 2 * (s - 1) + c] end
     end
     if not hashes[t] then return {'skew', string.format('%.6f', now)} end
     late[t] = 'late_redirected'

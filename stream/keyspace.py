@@ -9,6 +9,7 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{T}:w:{size}:{start}``           one tumbling window's aggregate hash (TTL ``window_ttl_s``)
 ``P{T}:closed:{size}:{start}``      the window is closed: its late events go to the open window
 ``P{T}:mk:{gen}``                   idempotency marks: hash of digest buckets (replay horizon)
+``P{T}:mk:{gen}:{shard}``           marks of the previous layout (read only until they expire)
 ``P{T}:res:{gen}``                  encoded results by digest (redelivery horizon)
 ``P{T}:alert:{rule}:{size}:{start}``  an alert's claim; ``P{T}:cool:{rule}`` its cooldown
 ``P{T}:ex:{kind}:{size}:{start}``   a window's examples: zset of compact results, ``worst`` (score: the
@@ -216,6 +217,10 @@ class Keys:
 
     def marks(self, pair: str, generation: int) -> str:
         return f"{self.pair(pair)}mk:{generation}"
+
+    def legacy_marks(self, pair: str, generation: int, shard: int) -> str:
+        """Marks written before the digest buckets (read only, until they expire; streameval.store)."""
+        return f"{self.pair(pair)}mk:{generation}:{shard}"
 
     def results(self, pair: str, generation: int) -> str:
         return f"{self.pair(pair)}res:{generation}"

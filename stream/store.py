@@ -62,6 +62,12 @@ log = logging.getLogger(__name__)
 #: writes them with one HSET, so a bucket's value is copied: 6 bytes x marks per pair and week / 65,536
 #: (600 B at 6.5 M, 6 kB at 65 M marks per pair and week).
 MARK_BUCKET_BYTES = 2
+#: marks of the previous layout (one hash per pair, generation and shard ``mk:{gen}:{shard}``, field: the
+#: digest; shard: its first 2 bytes mod LEGACY_MARK_SHARDS) still count as seen until they expire
+LEGACY_MARK_SHARDS = 64
+#: how long (s) a worker trusts that a pair has no marks of the previous layout before looking again
+#: (workers of the previous version may still be writing them during a rolling upgrade)
+_LEGACY_RECHECK_S = 60.0
 #: the field of an aggregate hash that holds its figures, packed (:func:`hash_fields` reads them)
 PACKED_FIELD = "~"
 #: how often (s) a worker renews the TTL of a pair's all-time hash (the TTL is ALL_TIME_TTL_S: days)
@@ -154,6 +160,8 @@ class ResultStore:
         # their id from being reused by another call while the entry lives
         self._examples_sent: dict[int, tuple[list[Any], list[Any]]] = {}
         self._renewed: dict[str, float] = {}  # pair -> when this worker last renewed its all-time TTL
+        # (pair, generation) -> (has marks of the previous layout, when looked); True stays (they only expire)
+        self._legacy: dict[tuple[str, int], tuple[bool, float]] = {}
 
     @classmethod
     def from_settings(cls, client: Client, settings: Settings, *, allowed_lateness_s: float) -> ResultStore:
@@ -204,6 +212,7 @@ class ResultStore:
             groups: dict[str, list[_Event]] = defaultdict(list)
             for event in pending:
                 groups[event.pair].append(event)
+            await self._look_for_legacy(list(groups), now)
             calls = [self._record_call(pair, group, now) for pair, group in groups.items()]
             index = [self._index_call(groups, now)] if groups else []
             if is_cluster(self.client) and index:  # the closer must see a pair in a window's index first
@@ -222,6 +231,37 @@ class ResultStore:
                 return [out[copies[i]] if copies[i] == i else out[copies[i]] or items[copies[i]][1]
                         for i in range(len(out))]  # fmt: skip
         raise StoreUnavailable("recording a batch did not settle (the Redis clock keeps moving away?)")
+
+    async def _look_for_legacy(self, pairs: list[str], now: float) -> None:
+        """Whether each pair has marks of the previous layout (``mk:{gen}:{shard}``) this or last generation.
+
+        An upgrade must not count an event twice that a worker of the previous version counted (e.g. one
+        killed before committing its offsets): while a pair has such marks, its record calls also read
+        the shards of their events. One EXISTS over the pair's 128 old keys, once per pair and generation
+        in a worker; a "none" is looked at again after a minute (old workers may still be running).
+        """
+        generation, clock = int(now // self.seen_ttl_s), time.monotonic()
+        todo = []
+        for pair in pairs:
+            known = self._legacy.get((pair, generation))
+            if known is None or (not known[0] and clock - known[1] >= _LEGACY_RECHECK_S):
+                todo.append(pair)
+        if not todo:
+            return
+
+        async def look() -> list[int]:
+            async with self.client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
+                for pair in todo:
+                    pipe.execute_command("EXISTS", *(self.keys.legacy_marks(pair, g, shard)
+                                                     for g in (generation, generation - 1)
+                                                     for shard in range(LEGACY_MARK_SHARDS)))  # fmt: skip
+                return [int(n) for n in await pipe.execute()]
+
+        found = await guard(look())
+        if len(self._legacy) > 10 * self.max_pairs:  # forget, do not grow without bound
+            self._legacy.clear()
+        for pair, n in zip(todo, found, strict=True):
+            self._legacy[(pair, generation)] = (n > 0, clock)
 
     async def _wait_replicated(self, tags: list[str]) -> None:
         """Return once ``wait_replicas`` replicas of each node written to hold every write made so far.
@@ -372,6 +412,10 @@ class ResultStore:
                            0 if marks in self._expiring else _until((generation + 2) * self.seen_ttl_s + 60, now),
                            _until((rgen + 2) * self.redelivery_ttl_s, now) if self.redelivery_ttl_s else 0,
                            MARK_BUCKET_BYTES, _increments(total)]  # fmt: skip
+        legacy: dict[int, None] = {}
+        if self._legacy.get((pair, generation), (True, 0.0))[0]:  # unknown: look as if they were there
+            legacy = dict.fromkeys(int.from_bytes(e.digest[:2], "big") % LEGACY_MARK_SHARDS for e in group)
+        args.append(len(legacy))
         for size in self.windows:
             first, second = self._candidates(size, now)
             klist += [keys.window(pair, size, first), keys.window(pair, size, second)]
@@ -380,7 +424,9 @@ class ResultStore:
             size = self.windows[s]
             klist += [keys.window(pair, size, start), keys.closed(pair, size, start)]
             args += [s + 1, start, n, _increments(inc)]
-        args += per_event
+        for shard in legacy:
+            klist += [keys.legacy_marks(pair, generation, shard), keys.legacy_marks(pair, generation - 1, shard)]
+        args += [*per_event, *legacy]
         self._examples_part(pair, group, now, rgen, klist, args)
         return self._record, klist, args
 

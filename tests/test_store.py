@@ -272,3 +272,49 @@ async def test_waiting_for_replicas_a_server_lacks_is_an_outage(aredis: aioredis
         await store.record(await make_result("wait", "Paris"), b"x")
     store.wait_replicas = 0
     assert await store.record(await make_result("wait", "Paris"), b"y") == b"x"  # counted once, before
+
+
+async def _mark_as_before(store: ResultStore, aredis: aioredis.Redis, item: tuple, generation: int) -> None:
+    """What a worker of the previous layout wrote for a counted event: its digest in a shard hash
+    ``mk:{gen}:{shard}`` (shard: first 2 digest bytes mod 64), and its encoded result."""
+    event = store._prepare(0, item)
+    shard = int.from_bytes(event.digest[:2], "big") % 64
+    await aredis.hset(store.keys.legacy_marks(event.pair, generation, shard), event.digest, b"")
+    await aredis.hset(store.keys.results(event.pair, int(store.now() // store.redelivery_ttl_s)), event.digest, item[1])
+
+
+async def test_events_marked_by_the_previous_layout_are_not_counted_again(store: ResultStore,
+                                                                          aredis: aioredis.Redis) -> None:  # fmt: skip
+    # an upgrade: events counted by a worker of the previous version, redelivered to this one
+    generation = int(store.now() // store.seen_ttl_s)
+    old = [(await make_result(f"old-{i}", "Paris"), f"stored-{i}".encode(), None, f"raw {i}".encode()) for i in range(40)]
+    for i, item in enumerate(old):
+        await _mark_as_before(store, aredis, item, generation - (i % 2))  # this generation and the last one
+    new = [(await make_result(f"new-{i}", "London"), f"new-{i}".encode(), None, f"raw new {i}".encode()) for i in range(3)]
+    again = [(r, b"again", c, raw) for r, _, c, raw in old]
+    replies = await store.record_many([*again, *new])
+    assert replies == [item[1] for item in old] + [None] * 3  # the first results, published again
+    [aggregate] = await store.all_time()
+    assert aggregate.count == 3  # the old events counted 0 times here
+    assert await store.record_many(again[:5]) == [item[1] for item in old[:5]]
+    [aggregate] = await store.all_time()
+    assert aggregate.count == 3
+
+
+async def test_a_pair_without_old_marks_sends_no_old_keys_until_it_looks_again(
+    store: ResultStore, aredis: aioredis.Redis, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    first = await make_result("fresh", "Paris")
+    assert await store.record_many([(first, b"first", None, b"raw")]) == [None]
+    pair = store.pair_id(first.model, first.suite)
+    generation = int(store.now() // store.seen_ttl_s)
+    late = await make_result("written-by-an-old-worker", "Paris")
+    item = (late, b"old", None, b"raw old")
+    call = store._record_call(pair, [store._prepare(0, item)], store.now())
+    shard = int.from_bytes(store._prepare(0, item).digest[:2], "big") % 64
+    assert call[2][11] == 0 and store.keys.legacy_marks(pair, generation, shard) not in call[1]  # cheap: none read
+    await _mark_as_before(store, aredis, item, generation)  # a worker of the previous version, still running
+    monkeypatch.setattr("streameval.store._LEGACY_RECHECK_S", 0.0)  # its next look finds them
+    assert await store.record_many([(late, b"again", None, b"raw old")]) == [b"old"]
+    [aggregate] = await store.all_time()
+    assert aggregate.count == 1
