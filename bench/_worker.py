@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from streameval.embedded import EmbeddedRedis
 from streameval.kafka_io import Record, collect
 from streameval.models import RequestEvent
+from streameval.store import hash_fields
 
 __all__ = ["ROOT", "RULE_SUITE", "WorkerRun", "demo_events", "pick_redis", "raw_eval_loop", "raw_loop", "rule_events",
            "run_workers", "slope_kb_per_100k", "step", "topic_names", "write_config"]  # fmt: skip
@@ -283,7 +284,7 @@ async def run_workers(
                 total = 0
                 async for key in client.scan_iter(match=f"{prefix}{{*}}:all", count=1000):  # streameval.keyspace
                     if not key.endswith(b"{dl}:all"):
-                        total += int(float(await client.hget(key, "count") or 0))
+                        total += int(hash_fields(await client.hgetall(key)).get("count", 0))  # packed figures
                 run.counted.append((time.perf_counter(), total))
                 if total >= count:
                     return

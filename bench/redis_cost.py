@@ -1,7 +1,9 @@
 """What recording events costs Redis: CPU, memory, commands; this checkout against a baseline git ref.
 
     python bench/redis_cost.py [--events 20000] [--batch 256] [--spread-s 0] [--baseline REF] [--no-baseline]
-                               [--split SHARE]
+                               [--split SHARE] [--profile]
+    python bench/redis_cost.py --marks 1000000     # marks' bytes per event for one pair at volume
+    python bench/redis_cost.py --cluster           # one node, a 3-master cluster, and one with replicas + WAIT
 
 Each side runs in its own process against its own fresh ``redis-server`` (free loopback port, no
 persistence), so INFO figures are that side's alone. Events: the demo suites (examples/suites.yaml)
@@ -23,6 +25,13 @@ to measure without the drill-down examples (with ``--no-baseline`` when the base
 ``--split SHARE`` also measures this checkout recording each batch in two phases, as the worker does
 for a batch mixing judged and rule-only events: first the ``1 - SHARE`` of its events that call no
 judge, then the judged ``SHARE`` (every ``1/SHARE``-th event), and prints the ratio to one call per batch.
+
+``--profile`` adds ``INFO commandstats`` per command (calls and µs per event; a script's own time
+includes its inner commands'). ``--marks N`` records N synthetic events of one model × suite and
+weighs the marks (``MEMORY USAGE``), this checkout against the baseline. ``--cluster`` records the
+demo events on one node, on a 3-master Redis Cluster and on 3 masters with a replica each with
+``STREAMEVAL_REDIS_WAIT_REPLICAS=1``: recording rate (wall), worker CPU, Redis CPU summed over the
+masters, and the events counted (they must all be, exactly once).
 
 The baseline is ``git archive <ref> stream`` unpacked to a temporary directory and imported as
 ``streameval``. Nothing is asserted; the ratios are printed.
@@ -88,7 +97,8 @@ def _info(client: Any) -> dict[str, float]:
     stats = client.info("commandstats")
     memory = client.info("memory")
     return {"cpu": float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]),
-            "calls": float(sum(v["calls"] for v in stats.values())), "memory": float(memory["used_memory"])}  # fmt: skip
+            "calls": float(sum(v["calls"] for v in stats.values())), "memory": float(memory["used_memory"]),
+            "by_command": {k.removeprefix("cmdstat_"): (float(v["calls"]), float(v["usec"])) for k, v in stats.items()}}  # fmt: skip
 
 
 async def _measure(events: int, batch: int, port: int, spread_s: float = 0.0, split: float = 0.0) -> dict[str, float]:
@@ -114,7 +124,7 @@ async def _measure(events: int, batch: int, port: int, spread_s: float = 0.0, sp
     await store.record_many([(items[0][0].model_copy(update={"id": "warm-up"}), b"x", None)])  # load the scripts
     sync.config_resetstat()
     before = _info(sync)
-    cpu0 = time.process_time()
+    cpu0, wall0 = time.process_time(), time.perf_counter()
     for i in range(0, len(items), batch):
         chunk = [c if new_api else c[:3] for c in items[i : i + batch]]
         if split:  # the rule-only part first, then the judged part (every 1/split-th event)
@@ -123,7 +133,7 @@ async def _measure(events: int, batch: int, port: int, spread_s: float = 0.0, sp
             await store.record_many([c for n, c in enumerate(chunk) if not n % step])  # type: ignore[misc]
         else:
             await store.record_many(chunk)  # type: ignore[misc]
-    worker_cpu = time.process_time() - cpu0
+    worker_cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     after = _info(sync)
     marks = 0
     if new_api:  # the results' TTL has passed: drop them as Redis would, then weigh the marks
@@ -139,7 +149,120 @@ async def _measure(events: int, batch: int, port: int, spread_s: float = 0.0, sp
     return {"events": n, "redis_cpu_us": cpu_us, "events_per_core": 1e6 / cpu_us if cpu_us else float("inf"),
             "commands": (after["calls"] - before["calls"]) / n, "bytes": (after["memory"] - before["memory"]) / n,
             "bytes_after_horizon": (horizon["memory"] - before["memory"]) / n, "mark_bytes": marks / n,
-            "worker_cpu_us": worker_cpu * 1e6 / n}  # fmt: skip
+            "worker_cpu_us": worker_cpu * 1e6 / n, "record_rate": n / wall,
+            "by_command": {name: (calls / n, usec / n) for name, (calls, usec) in after["by_command"].items()}}  # fmt: skip
+
+
+async def _evaluated(events: int) -> list[Any]:
+    from streameval.config import load_config
+    from streameval.pipeline import Pipeline
+
+    _, suites = load_config(str(ROOT / "examples" / "suites.yaml"))
+    pipeline = Pipeline(suites)
+    items = []
+    for raw in _events(events):
+        outcome = await pipeline.process(raw)
+        assert outcome.result is not None, outcome.dead_letter
+        items.append((outcome.result, outcome.result.model_dump_json().encode(), outcome.counters, raw))
+    return items
+
+
+async def _measure_cluster(events: int, batch: int, ports: list[int], wait: int = 0) -> dict[str, float]:
+    """Recording the same events on a Redis Cluster of ``ports`` (masters): rate, CPU, exact counts."""
+    import redis
+
+    from streameval.keyspace import connect
+    from streameval.store import ResultStore
+
+    items = await _evaluated(events)
+    client = connect(f"redis+cluster://127.0.0.1:{ports[0]}")
+    nodes = [redis.Redis(port=p) for p in ports]
+    store = ResultStore(client, prefix="bench:", windows=WINDOWS, wait_replicas=wait)
+    await store.record_many([(items[0][0].model_copy(update={"id": "warm-up"}), b"x", None)])  # load the scripts
+    before = [_info(node)["cpu"] for node in nodes]
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    for i in range(0, len(items), batch):
+        await store.record_many(items[i : i + batch])
+    worker_cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    per_node = [(_info(node)["cpu"] - b) * 1e6 / events for node, b in zip(nodes, before, strict=True)]
+    counted = sum(a.count for a in await store.all_time())
+    await client.aclose()
+    n = float(events)
+    return {"events": n, "redis_cpu_us": sum(per_node), "busiest_node_us": max(per_node),
+            "worker_cpu_us": worker_cpu * 1e6 / n, "record_rate": n / wall, "counted": counted - 1.0}  # fmt: skip
+
+
+def _start_cluster(directory: str, masters: int = 3, replicas: int = 0) -> tuple[list[int], list[subprocess.Popen[bytes]]]:
+    """``masters`` cluster nodes with ``replicas`` each, no persistence (tests/cluster_support.py adds it)."""
+    import redis
+
+    ports: list[int] = []
+    while len(ports) < masters * (1 + replicas):  # the cluster bus listens on port + 10000
+        port = _free_port()
+        if port + 10000 < 65536 and port not in ports:
+            ports.append(port)
+    procs = []
+    for port in ports:
+        os.makedirs(f"{directory}/{port}", exist_ok=True)
+        procs.append(subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled",
+                                       "yes", "--cluster-config-file", "nodes.conf", "--save", "", "--appendonly", "no",
+                                       "--dir", f"{directory}/{port}"], stdout=subprocess.DEVNULL))  # fmt: skip
+    for port in ports:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                redis.Redis(port=port).ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+    subprocess.run(["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports), "--cluster-replicas", str(replicas),
+                    "--cluster-yes"], check=True, capture_output=True, timeout=60)  # fmt: skip
+    deadline = time.monotonic() + 30
+
+    def ready(port: int) -> bool:
+        node = redis.Redis(port=port)
+        role = node.info("replication")
+        return bool(node.cluster("info").get("cluster_state") == "ok" and role.get("master_link_status", "up") == "up")
+
+    while not all(ready(p) for p in ports):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the benchmark's Redis Cluster did not come up")
+        time.sleep(0.2)
+    return ports, procs
+
+
+async def _measure_marks(events: int, port: int) -> dict[str, float]:
+    """Idempotency marks of ``events`` events of one model × suite (the volume of one pair in one week)."""
+    import redis
+    import redis.asyncio as aioredis
+
+    from streameval.models import EvaluatorResult, GradedResult, format_time
+    from streameval.store import ResultStore
+
+    client = aioredis.Redis(port=port)
+    sync = redis.Redis(port=port)
+    store = ResultStore(client, prefix="bench:", windows=WINDOWS, redelivery_ttl_s=0)
+    new_api = hasattr(store, "keys")
+    stamp = format_time(time.time())
+    template = GradedResult(id="x", model="m", suite="s", score=0.5, passed=True, threshold=0.5, grade="pass",
+                            evaluators=[EvaluatorResult(name="ev", score=0.5, passed=True, weight=1)],
+                            event_time=stamp, evaluated_at=stamp, latency_ms=1.0, pipeline_version="bench")  # fmt: skip
+    cpu0 = float(sync.info("cpu")["used_cpu_user"]) + float(sync.info("cpu")["used_cpu_sys"])
+    for first in range(0, events, 4096):
+        chunk = [(template.model_copy(update={"id": f"m{i}"}), b"", None) for i in range(first, min(events, first + 4096))]
+        await store.record_many([c if new_api else c[:3] for c in chunk])  # type: ignore[misc]
+    cpu = float(sync.info("cpu")["used_cpu_user"]) + float(sync.info("cpu")["used_cpu_sys"]) - cpu0
+    marks = sum(int(sync.memory_usage(k, samples=0) or 0) for k in sync.scan_iter(match="bench:*:mk:*", count=10_000))
+    await client.aclose()
+    return {"events": float(events), "mark_bytes": marks / events, "redis_cpu_us": cpu * 1e6 / events}
+
+
+def redis_role(port: int) -> str:
+    import redis
+
+    return str(redis.Redis(port=port).info("replication")["role"])
 
 
 def _child(args: argparse.Namespace) -> None:
@@ -147,6 +270,18 @@ def _child(args: argparse.Namespace) -> None:
 
     if args.code:
         _load_code(Path(args.code))
+    if args.cluster:
+        directory = tempfile.mkdtemp(prefix="redis-cost-cluster-")
+        ports, procs = _start_cluster(directory, replicas=1 if args.wait else 0)
+        try:
+            masters = [p for p in ports if redis_role(p) == "master"]
+            print(json.dumps(asyncio.run(_measure_cluster(args.events, args.batch, masters, wait=args.wait))))
+        finally:
+            for proc in procs:
+                proc.terminate()
+                proc.wait()
+            shutil.rmtree(directory, ignore_errors=True)
+        return
     server = shutil.which("redis-server") or "redis-server"
     port = _free_port()
     directory = tempfile.mkdtemp(prefix="redis-cost-")
@@ -164,7 +299,10 @@ def _child(args: argparse.Namespace) -> None:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
-        print(json.dumps(asyncio.run(_measure(args.events, args.batch, port, args.spread_s, args.split))))
+        if args.marks:
+            print(json.dumps(asyncio.run(_measure_marks(args.marks, port))))
+        else:
+            print(json.dumps(asyncio.run(_measure(args.events, args.batch, port, args.spread_s, args.split))))
     finally:
         proc.terminate()
         proc.wait()
@@ -173,15 +311,28 @@ def _child(args: argparse.Namespace) -> None:
 
 def _run(label: str, args: argparse.Namespace, code: Path | None, split: float = 0.0) -> dict[str, float]:
     cmd = [sys.executable, __file__, "--child", "--events", str(args.events), "--batch", str(args.batch),
-           "--spread-s", str(args.spread_s), "--split", str(split)]
+           "--spread-s", str(args.spread_s), "--marks", str(args.marks), "--split", str(split)] + (
+           ["--cluster"] if "cluster" in label else []) + (["--wait", "1"] if "WAIT" in label else [])
     if code is not None:
         cmd += ["--code", str(code)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"})
     figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    if "counted" in figures:
+        print(f"{label:>12}: recorded {figures['record_rate']:8,.0f} events/s, worker CPU {figures['worker_cpu_us']:6.1f} "
+              f"µs/event, Redis CPU {figures['redis_cpu_us']:5.1f} µs/event over the masters (busiest "
+              f"{figures['busiest_node_us']:.1f}), {figures['counted']:,.0f} of {figures['events']:,.0f} events counted")  # fmt: skip
+        return figures
+    if args.marks:
+        print(f"{label:>12}: marks {figures['mark_bytes']:5.1f} B/event for {args.marks:,} events of one pair "
+              f"(Redis CPU {figures['redis_cpu_us']:.1f} µs/event, batches of 4,096)")  # fmt: skip
+        return figures
     print(f"{label:>12}: Redis CPU {figures['redis_cpu_us']:7.1f} µs/event ({figures['events_per_core']:9,.0f} events/s per core), "
           f"{figures['commands']:5.1f} commands/event, retained {figures['bytes']:7.0f} B/event, "
           f"{figures['bytes_after_horizon']:6.0f} B/event after the redelivery horizon (marks {figures['mark_bytes']:.0f}), "
-          f"worker CPU {figures['worker_cpu_us']:6.1f} µs/event")  # fmt: skip
+          f"worker CPU {figures['worker_cpu_us']:6.1f} µs/event, recorded {figures.get('record_rate', 0):,.0f} events/s")  # fmt: skip
+    if args.profile:  # INFO commandstats: a script's time includes its inner commands' own
+        for name, (calls, usec) in sorted(figures.get("by_command", {}).items(), key=lambda c: -c[1][1])[:12]:
+            print(f"{'':>14}{name:<14} {calls:6.2f} calls/event {usec:6.2f} µs/event")
     return figures
 
 
@@ -196,14 +347,32 @@ def main() -> None:
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--split", type=float, default=0.0,
                         help="also record each batch in two phases with this judged share (e.g. 0.25)")
+    parser.add_argument("--profile", action="store_true", help="also print each command's calls and time per event")
+    parser.add_argument("--cluster", action="store_true",
+                        help="instead: recording rate and CPU on one node against a 3-master Redis Cluster, and "
+                             "on 3 masters with a replica each, waiting for it (STREAMEVAL_REDIS_WAIT_REPLICAS=1)")
+    parser.add_argument("--wait", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--marks", type=int, default=0, metavar="N",
+                        help="instead: the idempotency marks' bytes per event for N events of one pair")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--code", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         _child(args)
         return
-    print(f"{args.events} events, demo suites, windows {','.join(map(str, WINDOWS))}, batches of {args.batch}"
-          + (f", event times over {args.spread_s:g} s" if args.spread_s else ""))
+    if args.cluster and not args.child:
+        print(f"{args.events} events, demo suites, windows {','.join(map(str, WINDOWS))}, batches of {args.batch}")
+        one = _run("one node", args, None)
+        three = _run("3-master cluster", args, None)
+        waiting = _run("cluster with replicas, WAIT 1", args, None)
+        print(f"{'ratio':>12}: recording rate {three['record_rate'] / one['record_rate']:.3f}x, "
+              f"worker CPU {three['worker_cpu_us'] / one['worker_cpu_us']:.3f}x; with replicas and WAIT 1 "
+              f"against the cluster without: recording rate {waiting['record_rate'] / three['record_rate']:.3f}x, "
+              f"worker CPU {waiting['worker_cpu_us'] / three['worker_cpu_us']:.3f}x")
+        return
+    if not args.marks:
+        print(f"{args.events} events, demo suites, windows {','.join(map(str, WINDOWS))}, batches of {args.batch}"
+              + (f", event times over {args.spread_s:g} s" if args.spread_s else ""))
     base = None
     if args.baseline == "merge-base":
         merge_base = subprocess.run(["git", "-C", str(ROOT), "merge-base", "HEAD", "main"], capture_output=True, text=True)
@@ -214,7 +383,9 @@ def main() -> None:
             subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
             base = _run(f"{args.baseline}", args, Path(tmp) / "stream")
     ours = _run("this", args, None)
-    if base is not None:
+    if base is not None and args.marks:
+        print(f"{'ratio':>12}: marks {ours['mark_bytes'] / base['mark_bytes']:.3f}x")
+    elif base is not None:
         print(f"{'ratio':>12}: Redis CPU {ours['redis_cpu_us'] / base['redis_cpu_us']:.3f}x, "
               f"commands {ours['commands'] / base['commands']:.3f}x, "
               f"retained after the horizon {ours['bytes_after_horizon'] / base['bytes_after_horizon']:.3f}x, "

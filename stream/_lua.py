@@ -19,18 +19,28 @@ __all__ = [
     "REGISTRY_PUT",
 ]
 
-# One model × suite pair, one batch (all KEYS carry the pair's hash tag).
-# KEYS: 1 all-time hash, 2 results hash (this redelivery generation), 3 results hash (previous one);
-#       per window size s: 2 candidate hashes of the window open now (the worker's guess at the Redis
-#       clock, +/- a margin); per target window t: its hash, its closed mark; per mark shard m: its hash
-#       (this replay generation), its hash (previous generation). A mark is a field: the event's 8-byte
-#       digest, with an empty value (~14 bytes in a small hash, ~58-66 in a large one).
-# ARGV: 1 sizes, 2 targets, 3 events, 4 shards, 5 now ('' = Redis TIME), 6 allowed lateness, 7 window
-#       ttl, 8 all-time ttl, 9 marks' ttl, 10 results' ttl ('0' = keep none; both end with their
-#       generation), 11 all-time integer increments (JSON [field, n, ...]), 12 all-time float
-#       increments; per size: size, candidate start 1, candidate start 2; per target: size index,
-#       start, events, integer increments, float increments; per event: shard index, mark (digest),
-#       encoded result; per shard: '1' to set its TTL ('0': the worker knows it has one already).
+# One model × suite pair, one batch (all KEYS carry the pair's hash tag). A fixed number of Redis calls
+# per call, not per event: the marks are read with two HMGET and written with one HSET; each aggregate
+# hash is one field holding its figures packed (MessagePack map name -> number; streameval.store
+# hash_fields reads it), read with one HGET and written with one HSET; the results with one HSET.
+# KEYS: 1 all-time hash, 2 results hash (this redelivery generation), 3 results hash (previous one),
+#       4 marks hash (this replay generation), 5 marks hash (previous generation); per window size s:
+#       2 candidate hashes of the window open now (the worker's guess at the Redis clock, +/- a
+#       margin); per target window t: its hash, its closed mark; per legacy shard: its marks hash of
+#       this generation, of the previous one (only while the pair has marks of the previous layout).
+# Marks: an event's mark is its 8-byte digest; field = its first ARGV[9] bytes (a bucket), value = the
+# other bytes of every mark in the bucket, concatenated (streameval.store.MARK_BUCKET_BYTES).
+# ARGV: 1 sizes, 2 targets, 3 events, 4 now ('' = Redis TIME), 5 allowed lateness, 6 window ttl,
+#       7 all-time ttl (negative: the worker renewed it lately, set it only on a new hash), 8 marks' ttl ('0': the worker knows the hash has one already), 9 results' ttl
+#       ('0' = keep none; both end with their generation), 10 bucket bytes, 11 all-time increments
+#       (JSON {field: n}), 12 legacy shards (0: the pair has no marks of the previous layout); per
+#       size: size, candidate start 1, candidate start 2; per target: size index, start, events,
+#       increments; per event: mark (digest), encoded result; per legacy shard: its number.
+# Legacy marks (the layout before the buckets, kept for the replay horizon after an upgrade): one hash
+# per pair, generation and shard `mk:{gen}:{shard}` (shard: first 2 digest bytes, big-endian, mod 64),
+# field: the 8-byte digest. Read only; an event marked there counts as seen (streameval.store).
+# Then RECORD_EXAMPLES' own KEYS and ARGV (the drill-down block below, run in the writes section once
+# the batch is counted; it finds them from the end).
 # Returns {'ok'}; {'dup', e, stored result or '', ...} and changes nothing when any event is already
 # marked (the worker drops those and calls again with the rest: all or nothing, so every event is
 # counted once with its mark, also when a batch is partly redelivered); {'skew', now} and changes
@@ -38,86 +48,123 @@ __all__ = [
 # A target window past the watermark (Redis clock minus lateness), or closed by the window closer,
 # counts in the window open now, as late_redirected: never lost, never twice (streameval.windows).
 RECORD = """
-local nsizes, ntargets, nevents, nshards = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local ks = 3 + 2 * nsizes + 2 * ntargets
+local nsizes, ntargets, nevents = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local kt = 5 + 2 * nsizes
 local at = 12 + 3 * nsizes
-local ae = at + 5 * ntargets
-local set, dups = {}, {'dup'}
+local ae = at + 4 * ntargets
+local width = tonumber(ARGV[10])
+local step = 8 - width
+-- HMGET / HSET of a long list, in slices (unpack takes a few thousand values at most)
+local function hmget(key, names)
+  local values = {}
+  for first = 1, #names, 2000 do
+    local got = redis.call('HMGET', key, unpack(names, first, math.min(#names, first + 1999)))
+    for i = 1, #got do values[first + i - 1] = got[i] end
+  end
+  return values
+end
+local function hset(key, flat)
+  for first = 1, #flat, 2000 do redis.call('HSET', key, unpack(flat, first, math.min(#flat, first + 1999))) end
+end
+
+-- the marks: which events are already counted (read only), and the buckets to write if none is
+local buckets, fields = {}, {}
 for e = 1, nevents do
-  local a = ae + 3 * (e - 1)
-  local m, mark = ks + 2 * tonumber(ARGV[a + 1]), ARGV[a + 2]
-  if redis.call('HEXISTS', KEYS[m], mark) == 1 or redis.call('HSETNX', KEYS[m - 1], mark, '') == 0 then
+  local field = string.sub(ARGV[ae + 2 * e - 1], 1, width)
+  if not buckets[field] then
+    buckets[field] = true
+    fields[#fields + 1] = field
+  end
+end
+local current, previous = hmget(KEYS[4], fields), hmget(KEYS[5], fields)
+local function holds(value, rest)
+  if not value then return false end
+  local p = string.find(value, rest, 1, true)
+  while p and (p - 1) % step ~= 0 do p = string.find(value, rest, p + 1, true) end
+  return p ~= nil
+end
+local legacy, nlegacy = {}, tonumber(ARGV[12])
+for i = 1, nlegacy do legacy[tonumber(ARGV[ae + 2 * nevents + i])] = kt + 2 * ntargets + 2 * i - 1 end
+local function marked_before(mark)  -- by a worker of the previous layout
+  local k = legacy[(string.byte(mark, 1) * 256 + string.byte(mark, 2)) % 64]
+  return k ~= nil and (redis.call('HEXISTS', KEYS[k], mark) == 1 or redis.call('HEXISTS', KEYS[k + 1], mark) == 1)
+end
+local dups = {'dup'}
+for i, field in ipairs(fields) do buckets[field] = {current[i] or '', previous[i]} end
+for e = 1, nevents do
+  local mark = ARGV[ae + 2 * e - 1]
+  local b, rest = buckets[string.sub(mark, 1, width)], string.sub(mark, width + 1)
+  if holds(b[1], rest) or holds(b[2], rest) or (nlegacy > 0 and marked_before(mark)) then
     dups[#dups + 1] = e
     dups[#dups + 1] = redis.call('HGET', KEYS[2], mark) or redis.call('HGET', KEYS[3], mark) or ''
   else
-    set[#set + 1] = e
+    b[1] = b[1] .. rest
   end
 end
-local function undo()
-  for _, e in ipairs(set) do
-    local a = ae + 3 * (e - 1)
-    redis.call('HDEL', KEYS[ks + 2 * tonumber(ARGV[a + 1]) - 1], ARGV[a + 2])
-  end
-end
-if #dups > 1 then undo() return dups end
-local now = tonumber(ARGV[5])
+if #dups > 1 then return dups end
+
+-- the target windows: each one's hash, or the open window's when it is past the watermark or closed
+local now = tonumber(ARGV[4])
 if not now then
   local t = redis.call('TIME')
   now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 end
-local lateness = tonumber(ARGV[6])
+local lateness = tonumber(ARGV[5])
 local hashes, late = {}, {}
 for t = 1, ntargets do
-  local a = at + 5 * (t - 1)
+  local a = at + 4 * (t - 1)
   local s, start = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local size = tonumber(ARGV[13 + 3 * (s - 1)])
-  local kt = 3 + 2 * nsizes + 2 * (t - 1)
-  hashes[t] = KEYS[kt + 1]
-  if start + size + lateness <= now or redis.call('EXISTS', KEYS[kt + 2]) == 1 then
+  local k = kt + 2 * (t - 1)
+  hashes[t] = KEYS[k + 1]
+  if start + size + lateness <= now or redis.call('EXISTS', KEYS[k + 2]) == 1 then
     local open = math.floor(now / size) * size
     hashes[t] = nil
     for c = 1, 2 do
-      if tonumber(ARGV[13 + 3 * (s - 1) + c]) == open then hashes[t] = KEYS[3 + 2 * (s - 1) + c] end
+      if tonumber(ARGV[13 + 3 * (s - 1) + c]) == open then hashes[t] = KEYS[5 + 2 * (s - 1) + c] end
     end
-    if not hashes[t] then undo() return {'skew', string.format('%.6f', now)} end
+    if not hashes[t] then return {'skew', string.format('%.6f', now)} end
     late[t] = 'late_redirected'
   elseif start + size <= now then
     late[t] = 'late'
   end
 end
-for m = 1, nshards do
-  if ARGV[ae + 3 * nevents + m] == '1' then redis.call('EXPIRE', KEYS[ks + 2 * m - 1], ARGV[9]) end
+
+-- writes: the marks, then the aggregates
+local flat = {}
+for _, field in ipairs(fields) do
+  flat[#flat + 1], flat[#flat + 2] = field, buckets[field][1]
 end
-if ARGV[10] ~= '0' then
-  for first = 1, nevents, 1000 do
-    local results = {}
-    for e = first, math.min(nevents, first + 999) do
-      local a = ae + 3 * (e - 1)
-      results[#results + 1], results[#results + 2] = ARGV[a + 2], ARGV[a + 3]
-    end
-    redis.call('HSET', KEYS[2], unpack(results))
-  end
-  redis.call('EXPIRE', KEYS[2], ARGV[10])
+hset(KEYS[4], flat)
+if ARGV[8] ~= '0' then redis.call('EXPIRE', KEYS[4], ARGV[8]) end
+if ARGV[9] ~= '0' then
+  local results = {}
+  for e = 1, nevents do results[2 * e - 1], results[2 * e] = ARGV[ae + 2 * e - 1], ARGV[ae + 2 * e] end
+  hset(KEYS[2], results)
+  redis.call('EXPIRE', KEYS[2], ARGV[9])
 end
-local function add(hash, ints, floats)
-  local inc = cjson.decode(ints)
-  for i = 1, #inc, 2 do redis.call('HINCRBY', hash, inc[i], inc[i + 1]) end
-  inc = cjson.decode(floats)
-  for i = 1, #inc, 2 do redis.call('HINCRBYFLOAT', hash, inc[i], inc[i + 1]) end
+-- add increments to an aggregate hash's packed figures (exact: counts stay integers in doubles); a
+-- new hash gets its TTL, an existing one only when renew
+local function add(hash, increments, ttl, renew, extra, n)
+  local inc = cjson.decode(increments)
+  if extra then inc[extra] = (inc[extra] or 0) + tonumber(n) end
+  local packed = redis.call('HGET', hash, '~')
+  local figures = packed and cmsgpack.unpack(packed) or {}
+  for name, value in pairs(inc) do figures[name] = (figures[name] or 0) + value end
+  redis.call('HSET', hash, '~', cmsgpack.pack(figures))
+  if renew or not packed then redis.call('EXPIRE', hash, ttl) end
 end
 for t = 1, ntargets do
-  local a = at + 5 * (t - 1)
-  add(hashes[t], ARGV[a + 4], ARGV[a + 5])
-  if late[t] then redis.call('HINCRBY', hashes[t], late[t], ARGV[a + 3]) end
-  redis.call('EXPIRE', hashes[t], ARGV[7])
+  local a = at + 4 * (t - 1)
+  add(hashes[t], ARGV[a + 4], ARGV[6], false, late[t], ARGV[a + 3])
 end
-add(KEYS[1], ARGV[11], ARGV[12])
-redis.call('EXPIRE', KEYS[1], ARGV[8])
+local ttl = tonumber(ARGV[7])
+add(KEYS[1], ARGV[11], math.abs(ttl), ttl > 0)
 return {'ok'}
 """
 
-# The drill-down block of RECORD (streameval.drilldown), run once the batch is counted: the result-id index
-# and the window examples. It owns the last KEYS and the last ARGV entries, found from the end (the last
+# The drill-down block of RECORD (streameval.drilldown), the last of its writes, run once the batch is
+# counted: the result-id index and the window examples. It owns the last KEYS and the last ARGV entries, found from the end (the last
 # ARGV says how many entries it owns), so it does not depend on the layout above.
 # KEYS: the result-id hash (when ids are given), then one example zset per entry below.
 # ARGV: 1 how many KEYS it owns, 2 examples kept per zset (the lowest zset scores), 3 their ttl, 4 the id

@@ -8,7 +8,8 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{T}:all``                        all-time aggregate hash (TTL ``all_time_ttl_s``, renewed by writes)
 ``P{T}:w:{size}:{start}``           one tumbling window's aggregate hash (TTL ``window_ttl_s``)
 ``P{T}:closed:{size}:{start}``      the window is closed: its late events go to the open window
-``P{T}:mk:{gen}:{shard}``           idempotency marks: hash of 8-byte digests (replay horizon)
+``P{T}:mk:{gen}``                   idempotency marks: hash of digest buckets (replay horizon)
+``P{T}:mk:{gen}:{shard}``           marks of the previous layout (read only until they expire)
 ``P{T}:res:{gen}``                  encoded results by digest (redelivery horizon)
 ``P{T}:alert:{rule}:{size}:{start}``  an alert's claim; ``P{T}:cool:{rule}`` its cooldown
 ``P{T}:ex:{kind}:{size}:{start}``   a window's examples: zset of compact results, ``worst`` (score: the
@@ -26,6 +27,7 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{dlraw}:{sha256}`` ``:index`` ``:bytes``  whole events of truncated dead letters, within a budget
 ``P{registry}:ev:{id}`` ``:names`` ``:rev``  custom evaluators; channel ``P{registry}:changes``
 ``P judge:...``                     judge answers (streameval.judges._cache), one slot per key
+``P judge_spend:{judge}:{hour}``    a judge's money spent in one UTC clock hour (one key per command)
 ==================================  ================================================================
 
 A URL ``redis+cluster://host:port`` (or ``rediss+cluster://``) connects to a Redis Cluster through
@@ -157,17 +159,16 @@ async def mget(client: Client, keys: Sequence[str]) -> list[bytes | None]:
 
 
 async def run_scripts(client: Client, calls: Sequence[tuple[AsyncScript, list[str], list[Any]]]) -> list[Any]:
-    """Run script calls, one round trip on one node (a pipeline), in parallel per call on a cluster.
+    """Run script calls in one pipeline: one round trip on one node, one per node (in parallel) on a cluster.
 
-    A script the server does not know (a restarted or newly promoted node) is loaded and run again.
+    A script the server does not know (a restarted or newly promoted node) is loaded and run again. On a
+    cluster, redis-py's pipeline sends a call that meets MOVED, ASK or TRYAGAIN again on its own.
     """
     if not calls:
         return []
-    if is_cluster(client):
-        return list(await asyncio.gather(*(script(keys=keys, args=args) for script, keys, args in calls)))
     async with client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
         for script, keys, args in calls:
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
+            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)  # a cluster pipeline blocks .evalsha
         replies = await pipe.execute(raise_on_error=False)
     for i, reply in enumerate(replies):
         if isinstance(reply, redis_errors.NoScriptError):
@@ -214,7 +215,11 @@ class Keys:
     def closed(self, pair: str, size: int, start: int) -> str:
         return f"{self.pair(pair)}closed:{size}:{start}"
 
-    def marks(self, pair: str, generation: int, shard: int) -> str:
+    def marks(self, pair: str, generation: int) -> str:
+        return f"{self.pair(pair)}mk:{generation}"
+
+    def legacy_marks(self, pair: str, generation: int, shard: int) -> str:
+        """Marks written before the digest buckets (read only, until they expire; streameval.store)."""
         return f"{self.pair(pair)}mk:{generation}:{shard}"
 
     def results(self, pair: str, generation: int) -> str:
@@ -297,9 +302,13 @@ class Keys:
     def registry_channel(self) -> str:
         return self.registry + "changes"
 
-    # -- judge cache (spread over slots) --------------------------------------------------------------
+    # -- judge cache and budgets (spread over slots) ------------------------------------------------
     def judge(self, judge: str, model: str, version: str, digest: str) -> str:
         return f"{self.prefix}judge:{quote(judge, safe='')}:{quote(model, safe='')}:v{version}:{digest}"
+
+    def judge_spend(self, judge: str, hour: int) -> str:
+        """A judge's spend in one clock hour (streameval.judges._budget); INCRBYFLOAT and GET only."""
+        return f"{self.prefix}judge_spend:{quote(judge, safe='')}:{hour}"
 
 
 async def retry_forever(

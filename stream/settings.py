@@ -63,6 +63,16 @@ class Settings(BaseSettings, OutputTopics):  # the output topics' settings: stre
         description="how long a window's examples stay in Redis after their last change (at least twice the "
         "largest window, at most STREAMEVAL_WINDOW_TTL_S)",
     )
+    redis_wait_replicas: int = Field(
+        default=0, ge=0, le=16,
+        description="replicas that must hold a batch's Redis writes before its results are published (WAIT; "
+        "0: don't wait, a failover can lose the last acknowledged writes; docs/scaling.md)",
+    )
+    redis_wait_timeout_ms: int = Field(
+        default=1000, ge=1, le=600_000,
+        description="how long one WAIT for STREAMEVAL_REDIS_WAIT_REPLICAS lasts; fewer replicas by then: the "
+        "batch is retried, nothing is published",
+    )
     all_time_ttl_s: int = Field(
         default=90 * 86400, ge=3600,
         description="all-time aggregates of a model × suite expire this long after its last event",

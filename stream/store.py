@@ -2,10 +2,11 @@
 
 A batch is recorded with one script call per model × suite pair (one hash slot each, streameval.keyspace)
 plus one for the indexes and one for the dead letters. The worker sums each pair's increments per
-target hash, so Redis does a handful of HINCRBYFLOAT per pair and batch instead of ~34 per event.
+target hash, and the script reads and writes each hash once (HMGET, HSET) per pair and batch, so a
+batch costs Redis a fixed number of commands per pair, not per event (streameval._lua.RECORD).
 
 Idempotency: an event is identified by a digest of its id and its content (the raw message bytes),
-scoped by its model × suite pair. Its mark (8 bytes in a sharded hash) is kept for the replay horizon
+scoped by its model × suite pair. Its mark (6 bytes in a bucket of a hash) is kept for the replay horizon
 ``seen_ttl_s``, its encoded result only for the redelivery horizon ``redelivery_ttl_s``:
 
 * same id, same content, within the redelivery horizon: the stored result is published again,
@@ -22,7 +23,7 @@ that is retried after a lost reply cannot count twice.
 
 Aggregate hash fields: ``count sum sumsq passes grade:{g} lat:{bucket} late late_redirected`` and
 ``ev:{name}:count|sum|sumsq|passes|errors`` per evaluator, plus ``ev:{name}:c:{counter}`` for the
-counters an evaluator reports. Floats use HINCRBYFLOAT; counts read back as integers.
+counters an evaluator reports. Counts are stored as integers, sums with 17 significant digits.
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import struct
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -48,15 +50,28 @@ from .stats import latency_bucket
 if TYPE_CHECKING:
     from .settings import Settings
 
-__all__ = ["MARK_SHARDS", "PairAggregate", "ResultStore", "retry_forever"]
+__all__ = ["MARK_BUCKET_BYTES", "PACKED_FIELD", "PairAggregate", "ResultStore", "hash_fields", "retry_forever"]
 
 log = logging.getLogger(__name__)
 
-#: idempotency mark hashes per pair and generation (field: 8-byte digest, empty value). Measured: ~14
-#: bytes a mark while a hash has at most 128 fields (hash-max-listpack-entries: ~8 k events per pair and
-#: generation over 64 shards), 58-66 bytes in a larger one (a hash table; a set of integers would be 8
-#: bytes small but 72-80 large). Each shard a call touches costs one EXPIRE (once per worker).
-MARK_SHARDS = 64
+#: idempotency marks: one hash per pair and replay generation; field: the first MARK_BUCKET_BYTES bytes
+#: of an event's 8-byte digest (65,536 buckets), value: the other 6 bytes of each mark in the bucket,
+#: concatenated. A field costs ~50 bytes in a large hash, a mark 6 more: ~55 bytes a mark while most
+#: buckets hold one (under ~30 k events per pair and week), ~12 at 10 a bucket (~650 k), ~7 at 100
+#: (~6.5 M; bench/redis_cost.py --marks). A call reads the buckets of its events with two HMGET and
+#: writes them with one HSET, so a bucket's value is copied: 6 bytes x marks per pair and week / 65,536
+#: (600 B at 6.5 M, 6 kB at 65 M marks per pair and week).
+MARK_BUCKET_BYTES = 2
+#: marks of the previous layout (one hash per pair, generation and shard ``mk:{gen}:{shard}``, field: the
+#: digest; shard: its first 2 bytes mod LEGACY_MARK_SHARDS) still count as seen until they expire
+LEGACY_MARK_SHARDS = 64
+#: how long (s) a worker trusts that a pair has no marks of the previous layout before looking again
+#: (workers of the previous version may still be writing them during a rolling upgrade)
+_LEGACY_RECHECK_S = 60.0
+#: the field of an aggregate hash that holds its figures, packed (:func:`hash_fields` reads them)
+PACKED_FIELD = "~"
+#: how often (s) a worker renews the TTL of a pair's all-time hash (the TTL is ALL_TIME_TTL_S: days)
+_RENEW_S = 3600.0
 #: how far (s) the worker's guess of the Redis clock may be off before the script asks again
 _CLOCK_MARGIN_S = 2.0
 #: agent domain (and similar) counter labels kept per pair and evaluator in one worker; beyond: "_other"
@@ -107,6 +122,8 @@ class ResultStore:
         examples: int = 20,
         example_ttl_s: int = 86400,
         result_ids: bool = True,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 1000,
     ) -> None:
         self.client = client
         self.keys = Keys(prefix)
@@ -119,6 +136,8 @@ class ResultStore:
         self.max_pairs = max_pairs
         self.allowed_lateness_s = allowed_lateness_s
         self.clock = clock  # tests inject one; None: the Redis server's clock (the watermark's clock)
+        self.wait_replicas = wait_replicas
+        self.wait_timeout_ms = wait_timeout_ms
         self._offset = 0.0  # Redis clock minus ours, learnt when the record script says we guessed wrong
         self._record = client.register_script(_lua.RECORD)
         self._index = client.register_script(_lua.INDEX)
@@ -126,8 +145,8 @@ class ResultStore:
         self._dead = client.register_script(_lua.DEAD_LETTERS)
         self._admitted: dict[str, bool] = {}  # pair -> within max_pairs (this worker's cache)
         self._labels: dict[tuple[str, str], set[str]] = {}  # (pair, evaluator) -> counter labels kept
-        # mark sets this worker has seen given their TTL: a set never loses its TTL within its generation
-        # (only a rolled-back call empties, and so deletes, a set it created), so the EXPIRE is sent once
+        # marks hashes this worker has seen given their TTL: a hash never loses it within its generation
+        # (the script writes marks only when it counts), so the EXPIRE is sent once
         self._expiring: set[str] = set()
         self._expiring_since = time.monotonic()
         # drill-down examples per window (streameval.drilldown); kept at most as long as the window
@@ -140,6 +159,9 @@ class ResultStore:
         # id(call args) -> (those args, what to remember once the call succeeded); holding the args keeps
         # their id from being reused by another call while the entry lives
         self._examples_sent: dict[int, tuple[list[Any], list[Any]]] = {}
+        self._renewed: dict[str, float] = {}  # pair -> when this worker last renewed its all-time TTL
+        # (pair, generation) -> (has marks of the previous layout, when looked); True stays (they only expire)
+        self._legacy: dict[tuple[str, int], tuple[bool, float]] = {}
 
     @classmethod
     def from_settings(cls, client: Client, settings: Settings, *, allowed_lateness_s: float) -> ResultStore:
@@ -147,7 +169,8 @@ class ResultStore:
                    seen_ttl_s=settings.seen_ttl_s, redelivery_ttl_s=settings.redelivery_ttl_s,
                    all_time_ttl_s=settings.all_time_ttl_s, max_pairs=settings.max_pairs,
                    allowed_lateness_s=allowed_lateness_s, examples=settings.examples,
-                   example_ttl_s=settings.example_ttl_s)  # fmt: skip
+                   example_ttl_s=settings.example_ttl_s, wait_replicas=settings.redis_wait_replicas,
+                   wait_timeout_ms=settings.redis_wait_timeout_ms)  # fmt: skip
 
     # -- keys (for callers that address one pair) -----------------------------------------------
     def pair_id(self, model: str, suite: str) -> str:
@@ -189,6 +212,7 @@ class ResultStore:
             groups: dict[str, list[_Event]] = defaultdict(list)
             for event in pending:
                 groups[event.pair].append(event)
+            await self._look_for_legacy(list(groups), now)
             calls = [self._record_call(pair, group, now) for pair, group in groups.items()]
             index = [self._index_call(groups, now)] if groups else []
             if is_cluster(self.client) and index:  # the closer must see a pair in a window's index first
@@ -201,9 +225,73 @@ class ResultStore:
             for call, group, reply in zip(calls, groups.values(), replies[len(index) + len(extra):], strict=True):
                 pending += self._settle(call, group, reply, out)
             if not pending:
+                if self.wait_replicas:
+                    await self._wait_replicated([*(self.keys.pair(p) for p in {e.pair: 0 for e in events}),
+                                                 self.keys.ix, self.keys.dl])
                 return [out[copies[i]] if copies[i] == i else out[copies[i]] or items[copies[i]][1]
                         for i in range(len(out))]  # fmt: skip
         raise StoreUnavailable("recording a batch did not settle (the Redis clock keeps moving away?)")
+
+    async def _look_for_legacy(self, pairs: list[str], now: float) -> None:
+        """Whether each pair has marks of the previous layout (``mk:{gen}:{shard}``) this or last generation.
+
+        An upgrade must not count an event twice that a worker of the previous version counted (e.g. one
+        killed before committing its offsets): while a pair has such marks, its record calls also read
+        the shards of their events. One EXISTS over the pair's 128 old keys, once per pair and generation
+        in a worker; a "none" is looked at again after a minute (old workers may still be running).
+        """
+        generation, clock = int(now // self.seen_ttl_s), time.monotonic()
+        todo = []
+        for pair in pairs:
+            known = self._legacy.get((pair, generation))
+            if known is None or (not known[0] and clock - known[1] >= _LEGACY_RECHECK_S):
+                todo.append(pair)
+        if not todo:
+            return
+
+        async def look() -> list[int]:
+            async with self.client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
+                for pair in todo:
+                    pipe.execute_command("EXISTS", *(self.keys.legacy_marks(pair, g, shard)
+                                                     for g in (generation, generation - 1)
+                                                     for shard in range(LEGACY_MARK_SHARDS)))  # fmt: skip
+                return [int(n) for n in await pipe.execute()]
+
+        found = await guard(look())
+        if len(self._legacy) > 10 * self.max_pairs:  # forget, do not grow without bound
+            self._legacy.clear()
+        for pair, n in zip(todo, found, strict=True):
+            self._legacy[(pair, generation)] = (n > 0, clock)
+
+    async def _wait_replicated(self, tags: list[str]) -> None:
+        """Return once ``wait_replicas`` replicas of each node written to hold every write made so far.
+
+        Per node one write (a short-lived ``sync`` key in a slot it serves) and WAIT on the same connection:
+        the replication stream is ordered, so replicas that have that write have every earlier one, also
+        those of an earlier attempt at this batch. Fewer replicas within the timeout: StoreUnavailable
+        (the worker retries the batch, which finds its events marked; nothing is published before).
+        """
+        keys = list(dict.fromkeys(tag + "sync" for tag in tags))
+        n, timeout = self.wait_replicas, self.wait_timeout_ms
+
+        async def wait() -> list[int]:
+            async with self.client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
+                if is_cluster(self.client):
+                    nodes = {}
+                    for key in keys:
+                        nodes.setdefault(self.client.get_node_from_key(key).name, key)  # type: ignore[union-attr]
+                    for name, key in nodes.items():
+                        pipe.set(key, 1, ex=60)
+                        pipe.execute_command("WAIT", n, timeout, target_nodes=self.client.get_node(node_name=name))  # type: ignore[union-attr]
+                else:
+                    pipe.set(keys[0], 1, ex=60)
+                    pipe.execute_command("WAIT", n, timeout)
+                return [int(r) for r in (await pipe.execute())[1::2]]
+
+        acked = await guard(wait())
+        if min(acked) < n:
+            raise StoreUnavailable(f"only {min(acked)} of STREAMEVAL_REDIS_WAIT_REPLICAS={n} replicas acknowledged "
+                                   f"a batch's writes within {timeout} ms")  # fmt: skip
 
     def _settle(self, call: tuple[Any, list[str], list[Any]], group: list[_Event], reply: list[Any],
                 out: list[bytes | None]) -> list[_Event]:  # fmt: skip
@@ -217,9 +305,7 @@ class ResultStore:
                 # forget now and then: a set recreated after a Redis restart without its data gets a TTL again
                 self._expiring.clear()
                 self._expiring_since = time.monotonic()
-            keys, shards = call[1], int(call[2][3])
-            keys = keys[: len(keys) - _drilldown_keys(call[2])]  # the mark sets come before the drill-down keys
-            self._expiring.update(keys[len(keys) - 2 * shards :: 2])  # these mark sets have their TTL now
+            self._expiring.add(call[1][3])  # this marks hash has its TTL now
             return []
         if status == "skew":
             self._offset = float(_text(reply[1])) - time.time()
@@ -314,17 +400,22 @@ class ResultStore:
                 total[name] += value
         generation = int(now // self.seen_ttl_s)
         rgen = int(now // self.redelivery_ttl_s) if self.redelivery_ttl_s else 0
-        shards: dict[int, int] = {}
         per_event: list[Any] = []
         for event in group:
-            shard = shards.setdefault(int.from_bytes(event.digest[:2], "big") % MARK_SHARDS, len(shards) + 1)
-            per_event += [shard, event.digest, event.encoded]
-        klist: list[str] = [keys.all_time(pair), keys.results(pair, rgen), keys.results(pair, rgen - 1)]
-        args: list[Any] = [len(self.windows), len(targets), len(group), len(shards),
+            per_event += [event.digest, event.encoded]
+        marks = keys.marks(pair, generation)
+        klist: list[str] = [keys.all_time(pair), keys.results(pair, rgen), keys.results(pair, rgen - 1), marks,
+                            keys.marks(pair, generation - 1)]
+        args: list[Any] = [len(self.windows), len(targets), len(group),
                            "" if self.clock is None else repr(now), repr(float(self.allowed_lateness_s)),
-                           self.window_ttl_s, self.all_time_ttl_s, _until((generation + 2) * self.seen_ttl_s + 60, now),
+                           self.window_ttl_s, self._all_time_ttl(pair),
+                           0 if marks in self._expiring else _until((generation + 2) * self.seen_ttl_s + 60, now),
                            _until((rgen + 2) * self.redelivery_ttl_s, now) if self.redelivery_ttl_s else 0,
-                           *_increments(total)]  # fmt: skip
+                           MARK_BUCKET_BYTES, _increments(total)]  # fmt: skip
+        legacy: dict[int, None] = {}
+        if self._legacy.get((pair, generation), (True, 0.0))[0]:  # unknown: look as if they were there
+            legacy = dict.fromkeys(int.from_bytes(e.digest[:2], "big") % LEGACY_MARK_SHARDS for e in group)
+        args.append(len(legacy))
         for size in self.windows:
             first, second = self._candidates(size, now)
             klist += [keys.window(pair, size, first), keys.window(pair, size, second)]
@@ -332,12 +423,10 @@ class ResultStore:
         for (s, start), (n, inc) in targets.items():
             size = self.windows[s]
             klist += [keys.window(pair, size, start), keys.closed(pair, size, start)]
-            args += [s + 1, start, n, *_increments(inc)]
-        expire: list[str] = []
-        for shard in shards:
-            klist += [keys.marks(pair, generation, shard), keys.marks(pair, generation - 1, shard)]
-            expire.append("0" if klist[-2] in self._expiring else "1")
-        args = [*args, *per_event, *expire]
+            args += [s + 1, start, n, _increments(inc)]
+        for shard in legacy:
+            klist += [keys.legacy_marks(pair, generation, shard), keys.legacy_marks(pair, generation - 1, shard)]
+        args += [*per_event, *legacy]
         self._examples_part(pair, group, now, rgen, klist, args)
         return self._record, klist, args
 
@@ -355,6 +444,17 @@ class ResultStore:
             if len(self._examples_sent) > 1_000:  # calls whose reply never came (errors): do not grow
                 self._examples_sent.clear()
             self._examples_sent[id(args)] = (args, sent)
+
+    def _all_time_ttl(self, pair: str) -> int:
+        """The all-time hash's TTL, renewed by writes: negative (only a new hash gets it) within an hour
+        of this worker's last renewal, whose call may not have run; a lost renewal is made up an hour later."""
+        now = time.monotonic()
+        if now - self._renewed.get(pair, -_RENEW_S) < _RENEW_S:
+            return -self.all_time_ttl_s
+        if len(self._renewed) > 10 * self.max_pairs:
+            self._renewed.clear()
+        self._renewed[pair] = now
+        return self.all_time_ttl_s
 
     def _index_call(self, groups: dict[str, list[_Event]], now: float) -> tuple[Any, list[str], list[Any]]:
         """Pairs into each window's index before their data: the closer reads the index, then the data."""
@@ -430,11 +530,6 @@ class ResultStore:
         return {_text(k): int(v) for k, v in raw.items()}
 
 
-def _drilldown_keys(args: list[Any]) -> int:
-    """How many KEYS at the end of a record call belong to RECORD_EXAMPLES (its first ARGV entry says)."""
-    return int(args[len(args) - int(args[-1])])
-
-
 def _is_overflow(pair: str) -> bool:
     return Keys.split_pair(pair)[0] == OVERFLOW_MODEL
 
@@ -445,25 +540,16 @@ def _until(moment: float, now: float) -> int:
 
 
 def _whole(name: str) -> bool:
-    """Fields that only ever count events (HINCRBY); sums and evaluators' own counters are floats."""
+    """Fields that only ever count events (stored as integers); sums and evaluators' own counters are floats."""
     if ":c:" in name:
         return False
     return name in ("count", "passes") or name.startswith(("grade:", "lat:", "gate:")) or name.endswith(
         (":count", ":passes", ":errors"))
 
 
-def _increments(inc: dict[str, float]) -> tuple[bytes, bytes]:
-    """(integer increments, float increments), each JSON ``[field, value, ...]``; zeros left out."""
-    whole: list[Any] = []
-    floats: list[Any] = []
-    for name, value in inc.items():
-        if not value:
-            continue
-        if _whole(name):
-            whole += [name, int(value)]
-        else:
-            floats += [name, float(value)]
-    return orjson.dumps(whole), orjson.dumps(floats)
+def _increments(inc: dict[str, float]) -> bytes:
+    """JSON ``{field: value}`` (counts as integers, sums as floats; both exact in JSON); zeros left out."""
+    return orjson.dumps({name: int(value) if _whole(name) else float(value) for name, value in inc.items() if value})
 
 
 def _text(value: bytes | str) -> str:
@@ -471,7 +557,71 @@ def _text(value: bytes | str) -> str:
 
 
 def _fields(raw: dict[Any, Any]) -> dict[str, float]:
-    return {_text(k): float(v) for k, v in raw.items()}
+    return hash_fields(raw)
+
+
+def hash_fields(raw: Mapping[Any, Any] | Sequence[Any]) -> dict[str, float]:
+    """An aggregate hash's figures, from HGETALL (a mapping, or a script's flat [field, value, ...]).
+
+    The record script keeps them packed in one field (:data:`PACKED_FIELD`, a MessagePack map of name
+    to number); fields of their own (hashes written before) are added to them.
+    """
+    if not isinstance(raw, Mapping):
+        raw = {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)}
+    out: dict[str, float] = {}
+    for key, value in raw.items():
+        name = _text(key)
+        if name == PACKED_FIELD:
+            for packed_name, number in _unpack_map(value).items():
+                out[packed_name] = out.get(packed_name, 0.0) + number
+        else:
+            out[name] = out.get(name, 0.0) + float(value)
+    return out
+
+
+_FIXED = {0xCA: ">f", 0xCB: ">d", 0xCC: ">B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q",
+          0xD0: ">b", 0xD1: ">h", 0xD2: ">i", 0xD3: ">q"}  # fmt: skip
+
+
+def _unpack_map(data: bytes | str) -> dict[str, float]:
+    """The MessagePack map (string -> number) that Redis's ``cmsgpack.pack`` makes of a Lua table."""
+    buf = data.encode() if isinstance(data, str) else bytes(data)
+    pos = 0
+
+    def take(n: int) -> bytes:
+        nonlocal pos
+        if pos + n > len(buf):
+            raise ValueError("truncated packed figures")
+        pos += n
+        return buf[pos - n : pos]
+
+    def item() -> Any:
+        tag = take(1)[0]
+        if tag <= 0x7F or tag >= 0xE0:  # fixint
+            return tag if tag <= 0x7F else tag - 0x100
+        if 0xA0 <= tag <= 0xBF:  # fixstr
+            return take(tag & 0x1F).decode()
+        if tag in (0xD9, 0xDA, 0xDB):  # str 8/16/32
+            return take(int.from_bytes(take(1 << (tag - 0xD9)), "big")).decode()
+        if tag in _FIXED:
+            fmt = _FIXED[tag]
+            return struct.unpack(fmt, take(struct.calcsize(fmt)))[0]
+        raise ValueError(f"unexpected MessagePack type 0x{tag:02x} in packed figures")
+
+    tag = take(1)[0]
+    if 0x80 <= tag <= 0x8F:
+        size = tag & 0x0F
+    elif tag in (0xDE, 0xDF):
+        size = int.from_bytes(take(2 if tag == 0xDE else 4), "big")
+    elif tag == 0x90:  # an empty Lua table packs as an empty array
+        size = 0
+    else:
+        raise ValueError(f"packed figures are not a map (0x{tag:02x})")
+    out: dict[str, float] = {}
+    for _ in range(size):
+        name = item()
+        out[str(name)] = float(item())
+    return out
 
 
 def _aggregate(model: str, suite: str, fields: dict[str, float]) -> PairAggregate:

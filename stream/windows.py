@@ -48,7 +48,7 @@ from .keyspace import guard, is_cluster, run_scripts
 from .models import Aggregate, AggregateEvaluator, AggregateJudge, AlertWindow, format_time
 from .outputs import Publish, Send
 from .stats import Moments, confidence_interval, histogram_quantile, krippendorff_alpha, moments, pearson
-from .store import ResultStore
+from .store import ResultStore, hash_fields
 
 __all__ = ["CONSISTENCY_WARN_BELOW", "WindowCloser", "WindowingConfig", "build_aggregate", "judge_norms"]
 
@@ -76,10 +76,6 @@ class WindowingConfig(BaseModel):
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
-
-
-def _fields(raw: dict[Any, Any]) -> dict[str, float]:
-    return {_text(k): float(v) for k, v in raw.items()}
 
 
 @dataclass(frozen=True)
@@ -297,5 +293,5 @@ class WindowCloser:
 
 
 def _pairs_fields(flat: list[Any]) -> dict[str, float]:
-    """HGETALL as a script returns it: [field, value, field, value, ...]."""
-    return {_text(flat[i]): float(flat[i + 1]) for i in range(0, len(flat), 2)}
+    """An aggregate hash's figures from HGETALL as a script returns it: [field, value, field, value, ...]."""
+    return hash_fields(flat)

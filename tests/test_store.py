@@ -15,7 +15,7 @@ from streameval.errors import StoreUnavailable
 from streameval.keyspace import OVERFLOW_MODEL
 from streameval.models import GradedResult
 from streameval.pipeline import Pipeline
-from streameval.store import ResultStore, retry_forever
+from streameval.store import ResultStore, hash_fields, retry_forever
 
 SUITES = {"suites": [{"name": "qa", "default": True, "evaluators": [
     {"evaluator": "exact_match"}, {"evaluator": "similarity", "weight": 2}]}]}  # fmt: skip
@@ -205,7 +205,8 @@ async def test_late_events_reach_the_open_window_on_the_redis_clock(aredis: aior
     assert aggregate.count == 1
     pattern = store.keys.window(store.pair_id(result.model, result.suite), size, 0).removesuffix(":0") + "*"
     [window] = [k async for k in aredis.scan_iter(match=pattern.replace("{", "[{]").replace("}", "[}]"))]
-    assert await aredis.hget(window, "late_redirected") == b"1" and await aredis.hget(window, "count") == b"1"
+    figures = hash_fields(await aredis.hgetall(window))
+    assert figures["late_redirected"] == 1 and figures["count"] == 1
 
 
 async def test_a_batch_of_thousands_for_one_pair_records_in_one_call(store: ResultStore) -> None:
@@ -221,5 +222,99 @@ async def test_the_same_event_twice_in_one_batch_counts_once_and_publishes_one_r
     first, copy = await make_result("twice", "Paris"), await make_result("twice", "Paris")
     replies = await store.record_many([(first, b"first", None, b"raw"), (copy, b"copy", None, b"raw")])
     assert replies == [None, b"first"]  # the copy publishes what the first one does
+    [aggregate] = await store.all_time()
+    assert aggregate.count == 1
+
+
+async def test_figures_packed_by_the_script_read_back_exactly(aredis: aioredis.Redis, prefix: str) -> None:
+    """Redis's cmsgpack output for every number and name size the aggregates can hold."""
+    names = ["count", "x" * 40, "y" * 300, "ev:" + "z" * 70_000]
+    values = [0, 1, 127, 128, 255, 65_535, 65_536, 2**33, -1, -33, -200, -40_000, -2**40, 0.5, 0.1, 1e300, -2.5e-8]
+    table = ", ".join(f"['{n[:12]}{i}'] = {v!r}" for i, v in enumerate(values) for n in names[:1])
+    packed = await aredis.eval(f"return cmsgpack.pack({{{table}}})", 0)
+    assert hash_fields({b"~": packed}) == {f"count{i}": float(v) for i, v in enumerate(values)}
+    for name in names:  # fixstr, str8/raw16 and raw32 names
+        packed = await aredis.eval("local t = {} t[ARGV[1]] = 3 return cmsgpack.pack(t)", 0, name)
+        assert hash_fields({"~": packed}) == {name: 3.0}
+    with pytest.raises(ValueError):
+        hash_fields({b"~": packed[:-1]})
+
+
+async def test_a_hash_with_fields_of_its_own_keeps_counting(store: ResultStore, aredis: aioredis.Redis) -> None:
+    """Fields written before the figures were packed still count, and new events add to them."""
+    result = await make_result("old", "Paris")
+    key = store.all_time_key(result.model, result.suite)
+    await aredis.hset(key, mapping={"count": 2, "sum": 1.5, "passes": 1})
+    assert await store.record(result, b"x") is None
+    [aggregate] = await store.all_time()
+    assert aggregate.count == 3 and aggregate.fields["sum"] == pytest.approx(1.5 + result.score)
+
+
+async def test_the_all_time_ttl_is_renewed_by_writes_at_most_hourly(store: ResultStore, aredis: aioredis.Redis) -> None:
+    first = await make_result("renew-1", "Paris")
+    assert await store.record(first, b"x") is None
+    key = store.all_time_key(first.model, first.suite)
+    assert store.all_time_ttl_s - 5 <= await aredis.ttl(key) <= store.all_time_ttl_s
+    await aredis.expire(key, 1000)
+    assert await store.record(await make_result("renew-2", "Paris"), b"x") is None
+    assert await aredis.ttl(key) <= 1000  # renewed by this worker within the hour: not sent again
+    store._renewed = {p: t - 3601 for p, t in store._renewed.items()}  # an hour later
+    assert await store.record(await make_result("renew-3", "Paris"), b"x") is None
+    assert await aredis.ttl(key) > store.all_time_ttl_s - 5
+    [aggregate] = await store.all_time()
+    assert aggregate.count == 3
+
+
+async def test_waiting_for_replicas_a_server_lacks_is_an_outage(aredis: aioredis.Redis, prefix: str) -> None:
+    store = ResultStore(aredis, prefix=prefix, windows=(60,), clock=lambda: 1795255200 + 31, wait_replicas=1,
+                        wait_timeout_ms=50)  # fmt: skip
+    with pytest.raises(StoreUnavailable, match="only 0 of STREAMEVAL_REDIS_WAIT_REPLICAS=1"):
+        await store.record(await make_result("wait", "Paris"), b"x")
+    store.wait_replicas = 0
+    assert await store.record(await make_result("wait", "Paris"), b"y") == b"x"  # counted once, before
+
+
+async def _mark_as_before(store: ResultStore, aredis: aioredis.Redis, item: tuple, generation: int) -> None:
+    """What a worker of the previous layout wrote for a counted event: its digest in a shard hash
+    ``mk:{gen}:{shard}`` (shard: first 2 digest bytes mod 64), and its encoded result."""
+    event = store._prepare(0, item)
+    shard = int.from_bytes(event.digest[:2], "big") % 64
+    await aredis.hset(store.keys.legacy_marks(event.pair, generation, shard), event.digest, b"")
+    await aredis.hset(store.keys.results(event.pair, int(store.now() // store.redelivery_ttl_s)), event.digest, item[1])
+
+
+async def test_events_marked_by_the_previous_layout_are_not_counted_again(store: ResultStore,
+                                                                          aredis: aioredis.Redis) -> None:  # fmt: skip
+    # an upgrade: events counted by a worker of the previous version, redelivered to this one
+    generation = int(store.now() // store.seen_ttl_s)
+    old = [(await make_result(f"old-{i}", "Paris"), f"stored-{i}".encode(), None, f"raw {i}".encode()) for i in range(40)]
+    for i, item in enumerate(old):
+        await _mark_as_before(store, aredis, item, generation - (i % 2))  # this generation and the last one
+    new = [(await make_result(f"new-{i}", "London"), f"new-{i}".encode(), None, f"raw new {i}".encode()) for i in range(3)]
+    again = [(r, b"again", c, raw) for r, _, c, raw in old]
+    replies = await store.record_many([*again, *new])
+    assert replies == [item[1] for item in old] + [None] * 3  # the first results, published again
+    [aggregate] = await store.all_time()
+    assert aggregate.count == 3  # the old events counted 0 times here
+    assert await store.record_many(again[:5]) == [item[1] for item in old[:5]]
+    [aggregate] = await store.all_time()
+    assert aggregate.count == 3
+
+
+async def test_a_pair_without_old_marks_sends_no_old_keys_until_it_looks_again(
+    store: ResultStore, aredis: aioredis.Redis, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    first = await make_result("fresh", "Paris")
+    assert await store.record_many([(first, b"first", None, b"raw")]) == [None]
+    pair = store.pair_id(first.model, first.suite)
+    generation = int(store.now() // store.seen_ttl_s)
+    late = await make_result("written-by-an-old-worker", "Paris")
+    item = (late, b"old", None, b"raw old")
+    call = store._record_call(pair, [store._prepare(0, item)], store.now())
+    shard = int.from_bytes(store._prepare(0, item).digest[:2], "big") % 64
+    assert call[2][11] == 0 and store.keys.legacy_marks(pair, generation, shard) not in call[1]  # cheap: none read
+    await _mark_as_before(store, aredis, item, generation)  # a worker of the previous version, still running
+    monkeypatch.setattr("streameval.store._LEGACY_RECHECK_S", 0.0)  # its next look finds them
+    assert await store.record_many([(late, b"again", None, b"raw old")]) == [b"old"]
     [aggregate] = await store.all_time()
     assert aggregate.count == 1

@@ -7,11 +7,13 @@ figures, and a master killed mid-stream (its replica promoted) loses nothing and
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import redis
 from aiohttp.test_utils import TestClient, TestServer
 from cluster_support import Cluster, redis_cluster  # noqa: F401
 
@@ -147,3 +149,30 @@ async def test_a_worker_registry_follows_changes_on_a_cluster(cluster_client: ke
             await asyncio.sleep(0.05)
     finally:
         await live.close()
+
+
+async def test_a_batch_waits_for_replicas_when_asked(
+    redis_cluster: Cluster, cluster_client: keyspace.Client, cprefix: str  # noqa: F811
+) -> None:
+    """STREAMEVAL_REDIS_WAIT_REPLICAS: WAIT on every master written to; too few replicas is an outage."""
+    from streameval.errors import StoreUnavailable
+
+    for port in set(redis_cluster.ports) - set(redis_cluster.alive()):  # a master killed earlier: back as a replica
+        redis_cluster.start_node(port)
+    redis_cluster.wait_ok()
+    deadline = time.monotonic() + 60
+    while not all(redis.Redis(port=p).info("replication").get("connected_slaves", 0) >= 1 for p in redis_cluster.masters()):
+        assert time.monotonic() < deadline, "a master has no replica"
+        await asyncio.sleep(0.2)
+
+    items = [(result(i, f"model-{i % 6}", "qa", 0.5, T0 + i % SIZE), f"r{i}".encode(), None) for i in range(60)]
+    store = ResultStore(cluster_client, prefix=cprefix, windows=(SIZE,), clock=lambda: T0 + 1.0, wait_replicas=1)
+    assert await store.record_many(items) == [None] * 60  # each master has one replica
+    greedy = ResultStore(cluster_client, prefix=cprefix, windows=(SIZE,), clock=lambda: T0 + 1.0, wait_replicas=2,
+                         wait_timeout_ms=100)  # fmt: skip
+    more = [(result(100 + i, f"model-{i % 6}", "qa", 0.5, T0), b"x", None) for i in range(6)]
+    with pytest.raises(StoreUnavailable, match="STREAMEVAL_REDIS_WAIT_REPLICAS=2"):
+        await greedy.record_many(more)
+    # the retry finds the batch counted once (its writes were made, only not acknowledged by 2 replicas)
+    assert await store.record_many(more) == [b"x"] * 6
+    assert sum(a.count for a in await store.all_time()) == 66

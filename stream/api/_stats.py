@@ -30,6 +30,7 @@ from ..drilldown import KINDS, parse
 from ..keyspace import Client, Keys, guard
 from ..models import parse_time
 from ..stats import histogram_quantile, krippendorff_alpha, pearson
+from ..store import hash_fields
 from ..windows import _panel, _sums
 from ._errors import BadRequest, NotFound
 
@@ -85,7 +86,7 @@ def _text(value: bytes | str) -> str:
 
 
 def _figures(raw: dict[Any, Any]) -> dict[str, Any]:
-    fields = {_text(k): float(v) for k, v in raw.items()}
+    fields = hash_fields(raw)
     count = int(fields.get("count", 0))
     grades = {k.removeprefix("grade:"): int(v) for k, v in fields.items() if k.startswith("grade:")}
     evaluators: dict[str, dict[str, float]] = defaultdict(dict)

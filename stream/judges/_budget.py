@@ -18,10 +18,11 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from urllib.parse import quote
 
 import redis.asyncio as aioredis
 from redis import exceptions as redis_errors
+
+from ..keyspace import Keys
 
 __all__ = ["MoneyBudget"]
 
@@ -49,7 +50,7 @@ class MoneyBudget:
         return int(self.clock() // _HOUR_S)
 
     def key(self, hour: int) -> str:
-        return f"{self.prefix}judge_spend:{quote(self.judge, safe='')}:{hour}"
+        return Keys(self.prefix).judge_spend(self.judge, hour)
 
     def _roll(self) -> None:
         hour = self._now_hour()

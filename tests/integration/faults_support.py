@@ -24,6 +24,7 @@ from _support import raw_event, wait_until
 
 from streameval.kafka_io import Record, tail
 from streameval.models import parse_time
+from streameval.store import hash_fields
 
 from ._topics import settle
 
@@ -178,7 +179,7 @@ async def account(
         out.problems.append(f"{len(set(raws) - bad)} dead letters of valid events")
     async for key in client.scan_iter(match=f"{prefix}{{*}}:all", count=1000):
         if not key.decode().endswith("{dl}:all"):
-            out.counted += int(float(await client.hget(key, "count") or 0))
+            out.counted += int(hash_fields(await client.hgetall(key)).get("count", 0))
     out.counted_dead = sum(int(v) for v in (await client.hgetall(f"{prefix}{{dl}}:all")).values())
     if out.lost_results or out.lost_dead_letters:
         out.problems.append(f"lost {out.lost_results} results and {out.lost_dead_letters} dead letters")

@@ -36,6 +36,7 @@ from streameval.kafka_io import collect, ensure_topics, produce
 from streameval.kafka_security import KafkaSecurity
 from streameval.redis_security import redis_options
 from streameval.settings import load_settings
+from streameval.store import hash_fields
 
 from .test_stream import MAX_EVENT_BYTES, make_events
 
@@ -233,9 +234,10 @@ async def test_worker_over_sasl_ssl_and_redis_tls_counts_exactly(
     assert {r.key.decode() for r in results if r.key} == valid_ids
     client = aioredis.Redis.from_url(redis_tls.url, **redis_options(load_settings(
         redis_url=redis_tls.url, redis_username="eval", redis_password="redis-secret-Bb2", redis_ssl_ca_file=str(pki.ca))))
-    totals = [await client.hget(key, "count") async for key in client.scan_iter(match=f"{prefix}{{*}}:all")
+    totals = [hash_fields(await client.hgetall(key)).get("count", 0)
+              async for key in client.scan_iter(match=f"{prefix}{{*}}:all")
               if not key.endswith(b"{dl}:all")]  # all-time aggregates (streameval.keyspace)
-    assert sum(int(float(t)) for t in totals if t is not None) == 190
+    assert sum(int(t) for t in totals) == 190
     await client.aclose()
     assert worker.stop() == 0
     assert {m for m, _ in proxy.authenticated} == {"SCRAM-SHA-512"} and not proxy.failures

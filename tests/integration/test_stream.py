@@ -21,6 +21,7 @@ import redis.asyncio as aioredis
 from streameval.cli import main as cli_main
 from streameval.embedded import EmbeddedBroker
 from streameval.kafka_io import Record, collect, ensure_topics, produce
+from streameval.store import hash_fields
 
 from ._topics import read_all
 
@@ -94,7 +95,7 @@ async def test_thousand_events_replay_and_offline_agree(
     assert set(kinds) == {"invalid_json", "schema", "unknown_suite", "too_large"}
     before = await snapshot(aredis, prefix)
     all_time = {k: v for k, v in before.items() if k.endswith(":all") and k != f"{prefix}{{dl}}:all"}
-    assert sum(int(float(v[b"count"])) for v in all_time.values()) == 950
+    assert sum(int(hash_fields(v)["count"]) for v in all_time.values()) == 950
     assert sum(int(v) for v in before[f"{prefix}{{dl}}:all"].values()) == 50
     assert first.stop() == 0
     assert len(await read_all(broker.bootstrap, out_topics)) == 1000  # exactly: no extra copies
