@@ -227,9 +227,9 @@ async def test_refusals_are_not_cached(redis_url: str, prefix: str) -> None:
 
 
 async def test_waiting_for_a_judge_slot_never_counts_against_the_timeout() -> None:
-    """One slot, 100 ms answers, a 0.5 s timeout, 10 distinct requests at once: the last waits ~0.9 s."""
-    async with start_judge_sim(reply=GOOD, latency_ms=100) as url:
-        hub = JudgeHub([judge("a", url, weight=1, attempts=1, max_concurrency=1, timeout_s=0.5)], log_interval_s=None)
+    """One slot, 300 ms answers, a 1.5 s timeout, 10 distinct requests at once: the last waits ~2.7 s."""
+    async with start_judge_sim(reply=GOOD, latency_ms=300) as url:
+        hub = JudgeHub([judge("a", url, weight=1, attempts=1, max_concurrency=1, timeout_s=1.5)], log_interval_s=None)
         await hub.start()
         try:
             [j] = hub.panel(None)

@@ -134,7 +134,8 @@ HOSTILE = [
 )
 async def test_hostile_code_is_contained(anchor: object, body: str, needle: str) -> None:
     with pytest.raises(SandboxError) as caught:
-        await run(python(body, memory_mb=64))
+        # a wall-clock limit well above need: on a loaded machine the deep recursion cases took over 5 s
+        await run(python(body, timeout_ms=30_000, memory_mb=64))
     assert caught.value.code == "execution_failed"
     assert re.search(needle, str(caught.value))
     assert not os.path.exists("/tmp/sandbox-write-test")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import socket
 import subprocess
@@ -26,17 +27,14 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-import orjson
-import yaml
-
 __all__ = ["LITELLM_VERSION", "MASTER_KEY", "RUBRIC_ANSWER", "ensure_litellm", "run_gateway"]
 
 LITELLM_VERSION = "1.106.2"
 MASTER_KEY = "sk-streameval-test-master"
-RUBRIC_ANSWER = orjson.dumps({
+RUBRIC_ANSWER = json.dumps({
     "scores": {c: {"score": 4, "justification": "mock"} for c in ("accuracy", "conciseness", "clarity")},
     "overall_score": 4.0, "strengths": ["mock"], "weaknesses": ["mock"], "reasoning": "LiteLLM mock_response",
-}).decode()  # fmt: skip
+}, separators=(",", ":"))  # fmt: skip
 _INSTALL_TIMEOUT_S = 1800
 
 
@@ -74,6 +72,8 @@ def _free_port() -> int:
 
 
 def _config(directory: Path) -> Path:
+    import yaml  # here, not at the top: `python3 litellm_gateway.py` makes the environment with the stdlib alone
+
     def model(name: str, **params: object) -> dict[str, object]:
         return {"model_name": name, "litellm_params": {"model": f"openai/{name}", "api_key": "sk-upstream-unused",
                                                        **params}}  # fmt: skip
@@ -124,3 +124,7 @@ def run_gateway(directory: Path, *, startup_s: float = 180.0) -> Iterator[tuple[
                 proc.kill()
                 proc.wait()
         log.close()
+
+
+if __name__ == "__main__":  # .ci/run makes the environment ahead of the tests, with any python3
+    print(ensure_litellm())
