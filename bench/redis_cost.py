@@ -92,6 +92,21 @@ def _events(n: int, spread_s: float = 0.0) -> list[bytes]:
     return [orjson.dumps({**templates[i % len(templates)], "id": f"bench-{i:07d}", "timestamp": stamp(i)}) for i in range(n)]
 
 
+def _wait_for(port: int, timeout_s: float = 10.0) -> None:
+    """Until the redis-server on ``port`` answers PING."""
+    import redis
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            redis.Redis(port=port).ping()
+            return
+        except redis.ConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def _info(client: Any) -> dict[str, float]:
     cpu = client.info("cpu")
     stats = client.info("commandstats")
@@ -208,15 +223,7 @@ def _start_cluster(directory: str, masters: int = 3, replicas: int = 0) -> tuple
                                        "yes", "--cluster-config-file", "nodes.conf", "--save", "", "--appendonly", "no",
                                        "--dir", f"{directory}/{port}"], stdout=subprocess.DEVNULL))  # fmt: skip
     for port in ports:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                redis.Redis(port=port).ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        _wait_for(port)
     subprocess.run(["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports), "--cluster-replicas", str(replicas),
                     "--cluster-yes"], check=True, capture_output=True, timeout=60)  # fmt: skip
     deadline = time.monotonic() + 30
@@ -288,17 +295,8 @@ def _child(args: argparse.Namespace) -> None:
     proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                              "--dir", directory], stdout=subprocess.DEVNULL)  # fmt: skip
     try:
-        import redis
 
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                redis.Redis(port=port).ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        _wait_for(port)
         if args.marks:
             print(json.dumps(asyncio.run(_measure_marks(args.marks, port))))
         else:
