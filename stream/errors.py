@@ -24,8 +24,8 @@
     ├── RegistryFull           the evaluator registry holds its maximum (streameval.registry)
     ├── Stalled                the /ready check: a batch waits too long for publication (streameval.api)
     └── ApiError               an API request refused with its HTTP status and code; its subtree:
-                               streameval.api (BadRequest, Unauthorized, Forbidden, NotFound, Conflict,
-                               ExecutionFailed, Unavailable)
+                               streameval.api (BadRequest, Unauthorized, Forbidden, NotFound, NotRetained,
+                               Conflict, ExecutionFailed, Unavailable)
 
 ``PublishFailed`` and ``Stalled`` also subclass ``RuntimeError``. Private exceptions that never leave
 their module (a parser's control flow) subclass ``StreamEvalError`` too.

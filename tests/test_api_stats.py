@@ -215,7 +215,7 @@ async def test_result_not_retained_is_404_with_a_clear_message(aredis: aioredis.
         async with TestClient(TestServer(app)) as c:
             resp = await c.get("/api/v1/results/m-s-0")
             body = await resp.json()
-            assert resp.status == 404 and "not retained" in body["message"]
+            assert resp.status == 404 and body["code"] == 404 and "not retained" in body["message"]
             assert "/api/v1/stats/examples" in body["message"]
             ex = await data(c, f"/api/v1/stats/examples?model=m&suite=s&window={T0}")
             assert [e["id"] for e in ex["examples"]] == ["m-s-0"]  # the example outlives the full result

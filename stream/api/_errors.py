@@ -7,6 +7,7 @@
     ├── Unauthorized         401 / 401      missing or wrong bearer token
     ├── Forbidden            403 / 403      presets are read-only; writes disabled without a token
     ├── NotFound             404 / 503001   seed 001: 评估器不存在 (evaluator does not exist)
+    ├── NotRetained          404 / 404      a result by id that is not (or no longer) kept in Redis
     ├── Conflict             409 / 409      the name is taken
     ├── ExecutionFailed      422 / 503002   seed 001: 评估器执行失败 (evaluator execution failed)
     └── Unavailable          503 / 503      Redis cannot be reached
@@ -27,6 +28,7 @@ __all__ = [
     "ExecutionFailed",
     "Forbidden",
     "NotFound",
+    "NotRetained",
     "Unauthorized",
     "Unavailable",
 ]
@@ -68,6 +70,13 @@ class Forbidden(ApiError):
 
 class NotFound(ApiError):
     status, code = 404, NOT_FOUND
+
+
+class NotRetained(ApiError):
+    """A graded result asked for by id that Redis does not hold: never recorded, or past its retention.
+    A plain 404, not the evaluator module's 503001 (which means "evaluator does not exist")."""
+
+    status = code = 404
 
 
 class Conflict(ApiError):

@@ -32,7 +32,7 @@ from ..models import parse_time
 from ..stats import histogram_quantile, krippendorff_alpha, pearson
 from ..store import hash_fields
 from ..windows import _panel, _sums
-from ._errors import BadRequest, NotFound
+from ._errors import BadRequest, NotRetained
 
 __all__ = ["RECENT_ALERTS", "STATS_KEY", "StatsConfig", "recent_alerts_key", "remember_alert", "routes"]
 
@@ -357,7 +357,7 @@ async def result_by_id(request: web.Request) -> web.Response:
                 if encoded is not None:
                     return _ok(orjson.loads(encoded))
     kept = f"{ttl} s (STREAMEVAL_REDELIVERY_TTL_S)" if ttl else "no time: STREAMEVAL_REDELIVERY_TTL_S is 0"
-    raise NotFound(f"result {result_id!r} is not retained: full results are kept for {kept}; the worst and "
+    raise NotRetained(f"result {result_id!r} is not retained: full results are kept for {kept}; the worst and "
                    "failing results of each window are kept longer, see /api/v1/stats/examples")
 
 
