@@ -514,7 +514,7 @@ class ResultStore:
                     pipe.hgetall(self.all_time_key(model, suite))
                 return list(await pipe.execute())
 
-        return [_fields(raw) for raw in await guard(read())] if pairs else []
+        return [hash_fields(raw) for raw in await guard(read())] if pairs else []
 
     async def all_time(self) -> list[PairAggregate]:
         pairs = await self.pairs()
@@ -523,7 +523,7 @@ class ResultStore:
 
     async def window(self, size: int, start: int, model: str, suite: str) -> PairAggregate:
         raw = await guard(self.client.hgetall(self.window_key(size, start, model, suite)))
-        return _aggregate(model, suite, _fields(raw))
+        return _aggregate(model, suite, hash_fields(raw))
 
     async def dead_letter_counts(self) -> dict[str, int]:
         raw = await guard(self.client.hgetall(self.keys.dead_letters_all))
@@ -554,10 +554,6 @@ def _increments(inc: dict[str, float]) -> bytes:
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
-
-
-def _fields(raw: dict[Any, Any]) -> dict[str, float]:
-    return hash_fields(raw)
 
 
 def hash_fields(raw: Mapping[Any, Any] | Sequence[Any]) -> dict[str, float]:
