@@ -152,7 +152,7 @@ async def _measure(events: int, batch: int, port: int, spread_s: float = 0.0, sp
     after = _info(sync)
     marks = 0
     if new_api:  # the results' TTL has passed: drop them as Redis would, then weigh the marks
-        for pattern in ("bench:*:res:*", "bench:*:rid:*"):  # results and their id index: same horizon
+        for pattern in ("bench:*:res:*", "bench:*:rid:*", "bench:*:rb:*"):  # results and their id index: same horizon
             for key in sync.scan_iter(match=pattern, count=10_000):
                 sync.delete(key)
         for key in sync.scan_iter(match="bench:*:mk:*", count=10_000):

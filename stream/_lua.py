@@ -22,8 +22,12 @@ __all__ = [
 # One model × suite pair, one batch (all KEYS carry the pair's hash tag). A fixed number of Redis calls
 # per call, not per event: the marks are read with two HMGET and written with one HSET; each aggregate
 # hash is one field holding its figures packed (MessagePack map name -> number; streameval.store
-# hash_fields reads it), read with one HGET and written with one HSET; the results with one HSET.
-# KEYS: 1 all-time hash, 2 results hash (this redelivery generation), 3 results hash (previous one),
+# hash_fields reads it), read with one HGET and written with one HSET; the result pointers with one HSET.
+# The encoded results never pass through this script: the worker writes them before it, in the same
+# pipeline, as one string per call (streameval.store, ``rb`` keys), and the script keeps, per counted
+# event, a pointer to its bytes: Redis hashes every byte of a string that enters Lua, about 1.7 ns a
+# byte, which for ~1 KB results was most of the cost of recording.
+# KEYS: 1 all-time hash, 2 result pointers hash (this redelivery generation), 3 the previous one,
 #       4 marks hash (this replay generation), 5 marks hash (previous generation); per window size s:
 #       2 candidate hashes of the window open now (the worker's guess at the Redis clock, +/- a
 #       margin); per target window t: its hash, its closed mark; per legacy shard: its marks hash of
@@ -33,15 +37,16 @@ __all__ = [
 # ARGV: 1 sizes, 2 targets, 3 events, 4 now ('' = Redis TIME), 5 allowed lateness, 6 window ttl,
 #       7 all-time ttl (negative: the worker renewed it lately, set it only on a new hash), 8 marks' ttl ('0': the worker knows the hash has one already), 9 results' ttl
 #       ('0' = keep none; both end with their generation), 10 bucket bytes, 11 all-time increments
-#       (JSON {field: n}), 12 legacy shards (0: the pair has no marks of the previous layout); per
+#       (MessagePack map), 12 legacy shards (0: the pair has no marks of the previous layout); per
 #       size: size, candidate start 1, candidate start 2; per target: size index, start, events,
-#       increments; per event: mark (digest), encoded result; per legacy shard: its number.
+#       increments ('': the same as the all-time increments); per event: mark (digest), result id,
+#       pointer (streameval.store: mark, offset, length, string key suffix); per legacy shard: its number.
 # Legacy marks (the layout before the buckets, kept for the replay horizon after an upgrade): one hash
 # per pair, generation and shard `mk:{gen}:{shard}` (shard: first 2 digest bytes, big-endian, mod 64),
 # field: the 8-byte digest. Read only; an event marked there counts as seen (streameval.store).
 # Then RECORD_EXAMPLES' own KEYS and ARGV (the drill-down block below, run in the writes section once
 # the batch is counted; it finds them from the end).
-# Returns {'ok'}; {'dup', e, stored result or '', ...} and changes nothing when any event is already
+# Returns {'ok'}; {'dup', e, stored pointer or '', ...} and changes nothing when any event is already
 # marked (the worker drops those and calls again with the rest: all or nothing, so every event is
 # counted once with its mark, also when a batch is partly redelivered); {'skew', now} and changes
 # nothing when no candidate is the open window (the worker corrects its clock guess and calls again).
@@ -70,7 +75,7 @@ end
 -- the marks: which events are already counted (read only), and the buckets to write if none is
 local buckets, fields = {}, {}
 for e = 1, nevents do
-  local field = string.sub(ARGV[ae + 2 * e - 1], 1, width)
+  local field = string.sub(ARGV[ae + 3 * e - 2], 1, width)
   if not buckets[field] then
     buckets[field] = true
     fields[#fields + 1] = field
@@ -84,7 +89,7 @@ local function holds(value, rest)
   return p ~= nil
 end
 local legacy, nlegacy = {}, tonumber(ARGV[12])
-for i = 1, nlegacy do legacy[tonumber(ARGV[ae + 2 * nevents + i])] = kt + 2 * ntargets + 2 * i - 1 end
+for i = 1, nlegacy do legacy[tonumber(ARGV[ae + 3 * nevents + i])] = kt + 2 * ntargets + 2 * i - 1 end
 local function marked_before(mark)  -- by a worker of the previous layout
   local k = legacy[(string.byte(mark, 1) * 256 + string.byte(mark, 2)) % 64]
   return k ~= nil and (redis.call('HEXISTS', KEYS[k], mark) == 1 or redis.call('HEXISTS', KEYS[k + 1], mark) == 1)
@@ -92,11 +97,12 @@ end
 local dups = {'dup'}
 for i, field in ipairs(fields) do buckets[field] = {current[i] or '', previous[i]} end
 for e = 1, nevents do
-  local mark = ARGV[ae + 2 * e - 1]
+  local mark = ARGV[ae + 3 * e - 2]
   local b, rest = buckets[string.sub(mark, 1, width)], string.sub(mark, width + 1)
   if holds(b[1], rest) or holds(b[2], rest) or (nlegacy > 0 and marked_before(mark)) then
     dups[#dups + 1] = e
-    dups[#dups + 1] = redis.call('HGET', KEYS[2], mark) or redis.call('HGET', KEYS[3], mark) or ''
+    local id = ARGV[ae + 3 * e - 1]  -- the pointer of the counted copy (the worker checks its mark)
+    dups[#dups + 1] = redis.call('HGET', KEYS[2], id) or redis.call('HGET', KEYS[3], id) or ''
   else
     b[1] = b[1] .. rest
   end
@@ -135,22 +141,30 @@ local flat = {}
 for _, field in ipairs(fields) do
   flat[#flat + 1], flat[#flat + 2] = field, buckets[field][1]
 end
+-- A hash of a few hundred short fields is a listpack (hash-max-listpack-entries), searched linearly on
+-- every HMGET and HSET; one value longer than hash-max-listpack-value (64 by default) makes it a hash
+-- table at once. Field '' is never a bucket (exactly ARGV[10] bytes) nor a result id (never empty).
+local TABLE = string.rep('-', 256)
+if ARGV[8] ~= '0' then redis.call('HSETNX', KEYS[4], '', TABLE) end
 hset(KEYS[4], flat)
 if ARGV[8] ~= '0' then redis.call('EXPIRE', KEYS[4], ARGV[8]) end
 if ARGV[9] ~= '0' then
-  local results = {}
-  for e = 1, nevents do results[2 * e - 1], results[2 * e] = ARGV[ae + 2 * e - 1], ARGV[ae + 2 * e] end
-  hset(KEYS[2], results)
+  redis.call('HSETNX', KEYS[2], '', TABLE)
+  local pointers = {}
+  for e = 1, nevents do pointers[2 * e - 1], pointers[2 * e] = ARGV[ae + 3 * e - 1], ARGV[ae + 3 * e] end
+  hset(KEYS[2], pointers)
   redis.call('EXPIRE', KEYS[2], ARGV[9])
 end
--- add increments to an aggregate hash's packed figures (exact: counts stay integers in doubles); a
--- new hash gets its TTL, an existing one only when renew
+-- add increments (MessagePack map name -> number; '' = the all-time ones, unpacked once) to an aggregate
+-- hash's packed figures (exact: counts stay integers in doubles); a new hash gets its TTL, an existing
+-- one only when renew
+local total = cmsgpack.unpack(ARGV[11])
 local function add(hash, increments, ttl, renew, extra, n)
-  local inc = cjson.decode(increments)
-  if extra then inc[extra] = (inc[extra] or 0) + tonumber(n) end
+  local inc = increments == '' and total or cmsgpack.unpack(increments)
   local packed = redis.call('HGET', hash, '~')
   local figures = packed and cmsgpack.unpack(packed) or {}
   for name, value in pairs(inc) do figures[name] = (figures[name] or 0) + value end
+  if extra then figures[extra] = (figures[extra] or 0) + tonumber(n) end
   redis.call('HSET', hash, '~', cmsgpack.pack(figures))
   if renew or not packed then redis.call('EXPIRE', hash, ttl) end
 end
@@ -164,27 +178,18 @@ return {'ok'}
 """
 
 # The drill-down block of RECORD (streameval.drilldown), the last of its writes, run once the batch is
-# counted: the result-id index and the window examples. It owns the last KEYS and the last ARGV entries, found from the end (the last
-# ARGV says how many entries it owns), so it does not depend on the layout above.
-# KEYS: the result-id hash (when ids are given), then one example zset per entry below.
-# ARGV: 1 how many KEYS it owns, 2 examples kept per zset (the lowest zset scores), 3 their ttl, 4 the id
-#       hash's ttl, 5 ids n; n × (id, digest); per example zset: c, c × (zset score, compact result);
-#       last: how many ARGV entries it owns.
+# counted: the window examples. It owns the last KEYS and the last ARGV entries, found from the end (the
+# last ARGV says how many entries it owns), so it does not depend on the layout above.
+# KEYS: one example zset per entry below.
+# ARGV: 1 how many KEYS it owns, 2 examples kept per zset (the lowest zset scores), 3 their ttl; per
+#       example zset: c, c × (zset score, compact result); last: how many ARGV entries it owns.
 # The worker sends only candidates that can enter (streameval.drilldown.Candidates), so this is little
-# work per event: one HSET field, and a ZADD member for the few candidates.
+# work per event: a ZADD member for the few candidates.
 RECORD_EXAMPLES = """
 local xa = #ARGV - tonumber(ARGV[#ARGV])
 local xk = #KEYS - tonumber(ARGV[xa + 1])
-local keep, nrid = tonumber(ARGV[xa + 2]), tonumber(ARGV[xa + 5])
-local a, k = xa + 6, xk + 1
-if nrid > 0 then
-  for first = 0, nrid - 1, 1000 do
-    local last = math.min(nrid - 1, first + 999)
-    redis.call('HSET', KEYS[k], unpack(ARGV, a + 2 * first, a + 2 * last + 1))
-  end
-  redis.call('EXPIRE', KEYS[k], ARGV[xa + 4])
-  a, k = a + 2 * nrid, k + 1
-end
+local keep = tonumber(ARGV[xa + 2])
+local a, k = xa + 4, xk + 1
 while k <= #KEYS do
   local c = tonumber(ARGV[a])
   redis.call('ZADD', KEYS[k], unpack(ARGV, a + 1, a + 2 * c))

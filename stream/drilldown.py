@@ -25,8 +25,9 @@ batches, :class:`Candidates` remembers what this worker already sent to each win
 lower it), so a higher rank cannot enter and is not sent. The cache only ever skips what could not
 enter, never what could, so the sets are exact with any number of workers (ties in any order).
 
-The record script also keeps ``result id -> digest`` (``P{T}:rid:{gen}``) next to the encoded results of
-the redelivery horizon, so that ``GET /api/v1/results/{id}`` finds a full result while it is retained.
+The record script also keeps ``result id -> pointer`` (``P{T}:rid:{gen}``) to the encoded results of the
+redelivery horizon (streameval.store), so that ``GET /api/v1/results/{id}`` finds a full result while it
+is retained.
 """
 
 from __future__ import annotations
@@ -138,19 +139,14 @@ class Candidates:
 
     def part(
         self, pair: str, windows: Sequence[int], events: Sequence[tuple[GradedResult, float, bytes]],
-        *, ids_key: str | None, example_ttl_s: int, ids_ttl_s: int,
+        *, example_ttl_s: int,
     ) -> tuple[list[str], list[Any], list[tuple[tuple[str, int, int], str, float]]]:  # fmt: skip
         """The KEYS and ARGV of RECORD_EXAMPLES for one pair's events ``(result, event time, digest)``.
 
         Also returns what to remember once the call succeeded (:meth:`commit`).
         """
         klist: list[str] = []
-        args: list[Any] = [0, self.keep, example_ttl_s, ids_ttl_s, 0]
-        if ids_key is not None and events:
-            klist.append(ids_key)
-            args[4] = len(events)
-            for result, _, digest in events:
-                args += [result.id, digest]
+        args: list[Any] = [0, self.keep, example_ttl_s]
         sent: list[tuple[tuple[str, int, int], str, float]] = []
         bodies: dict[int, bytes] = {}  # a result can be a candidate of several windows and both kinds
         if self.keep:

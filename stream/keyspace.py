@@ -10,12 +10,13 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{T}:closed:{size}:{start}``      the window is closed: its late events go to the open window
 ``P{T}:mk:{gen}``                   idempotency marks: hash of digest buckets (replay horizon)
 ``P{T}:mk:{gen}:{shard}``           marks of the previous layout (read only until they expire)
-``P{T}:res:{gen}``                  encoded results by digest (redelivery horizon)
+``P{T}:rb:{gen}:{token}``           the encoded results of one record call, concatenated (redelivery horizon)
+``P{T}:res:{gen}``                  encoded results by digest (the previous layout; read only)
 ``P{T}:alert:{rule}:{size}:{start}``  an alert's claim; ``P{T}:cool:{rule}`` its cooldown
 ``P{T}:ex:{kind}:{size}:{start}``   a window's examples: zset of compact results, ``worst`` (score: the
                                     result's score) or ``failing`` (score: event time); bounded, TTL
                                     ``example_ttl_s`` (at most ``window_ttl_s``)
-``P{T}:rid:{gen}``                  result id -> digest in ``res:{gen}`` (redelivery horizon; the API's lookup)
+``P{T}:rid:{gen}``                  result id -> pointer: digest, offset, length, ``rb`` key (redelivery horizon)
 ``P{ix}:pairs``                     zset of pairs (score: last seen); at most ``max_pairs``
 ``P{ix}:wp:{size}:{start}``         set of pairs with data in a window (the closer's index)
 ``P{ix}:open:{size}``               zset of windows with data not yet published
@@ -158,18 +159,27 @@ async def mget(client: Client, keys: Sequence[str]) -> list[bytes | None]:
     return list(await client.mget(list(keys)))
 
 
-async def run_scripts(client: Client, calls: Sequence[tuple[AsyncScript, list[str], list[Any]]]) -> list[Any]:
+async def run_scripts(client: Client, calls: Sequence[tuple[AsyncScript, list[str], list[Any]]], *,
+                      writes: Sequence[tuple[Any, ...]] = ()) -> list[Any]:  # fmt: skip
     """Run script calls in one pipeline: one round trip on one node, one per node (in parallel) on a cluster.
 
-    A script the server does not know (a restarted or newly promoted node) is loaded and run again. On a
-    cluster, redis-py's pipeline sends a call that meets MOVED, ASK or TRYAGAIN again on its own.
+    ``writes`` (plain commands, e.g. a SET) go first in the same pipeline: on one connection per node, so
+    a script that follows sees them; their replies are checked, not returned. A script the server does
+    not know (a restarted or newly promoted node) is loaded and run again. On a cluster, redis-py's
+    pipeline sends a call that meets MOVED, ASK or TRYAGAIN again on its own.
     """
-    if not calls:
+    if not calls and not writes:
         return []
     async with client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
+        for command in writes:
+            pipe.execute_command(*command)
         for script, keys, args in calls:
             pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)  # a cluster pipeline blocks .evalsha
         replies = await pipe.execute(raise_on_error=False)
+    for reply in replies[: len(writes)]:
+        if isinstance(reply, Exception):
+            raise reply
+    replies = replies[len(writes) :]
     for i, reply in enumerate(replies):
         if isinstance(reply, redis_errors.NoScriptError):
             script, keys, args = calls[i]
@@ -223,7 +233,12 @@ class Keys:
         return f"{self.pair(pair)}mk:{generation}:{shard}"
 
     def results(self, pair: str, generation: int) -> str:
+        """Encoded results by digest, as the previous layout kept them (read only, until they expire)."""
         return f"{self.pair(pair)}res:{generation}"
+
+    def result_blob(self, pair: str, suffix: str) -> str:
+        """The encoded results of one record call; ``suffix`` is ``{generation}:{token}`` (streameval.store)."""
+        return f"{self.pair(pair)}rb:{suffix}"
 
     def alert_claim(self, pair: str, rule: str, size: int, start: str) -> str:
         return f"{self.pair(pair)}alert:{quote(rule, safe='')}:{size}:{start}"
@@ -236,7 +251,7 @@ class Keys:
         return f"{self.pair(pair)}ex:{kind}:{size}:{start}"
 
     def result_ids(self, pair: str, generation: int) -> str:
-        """Result id -> digest, for the results of redelivery generation ``generation``."""
+        """Result id -> pointer to its encoded result (streameval.store), redelivery generation ``generation``."""
         return f"{self.pair(pair)}rid:{generation}"
 
     # -- indexes (one slot) ---------------------------------------------------------------------------

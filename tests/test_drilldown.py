@@ -53,22 +53,22 @@ def _epoch(r: GradedResult) -> float:
 def test_the_cut_off_sends_only_what_can_enter() -> None:
     candidates = Candidates(Keys("p:"), keep=3)
     low = [(graded(i, 0.1 * i, T0 + i), T0 + i, bytes([10 + i]) * 8) for i in range(5)]
-    _, args, sent = candidates.part("m:s", (SIZE,), low, ids_key=None, example_ttl_s=60, ids_ttl_s=0)
+    _, args, sent = candidates.part("m:s", (SIZE,), low, example_ttl_s=60)
     assert sum(1 for kind in sent if kind[1] == "worst") == 3  # the batch's 3 lowest only
     candidates.commit(sent)
     assert sum(1 for kind in sent if kind[1] == "failing") == 3  # scores < 0.5 fail: 3 of 5, all can enter
     # a later batch of higher scores that passed: nothing can enter either set
     high = [(graded(10 + i, 0.9, T0 + 20 + i / 2), T0 + 20 + i / 2, b"d") for i in range(50)]
-    klist, args, sent = candidates.part("m:s", (SIZE,), high, ids_key="ids", example_ttl_s=60, ids_ttl_s=5)
-    assert klist == ["ids"] and sent == []  # only the result-id index is written
-    assert args[-1] == len(args) and args[4] == 50
+    klist, args, sent = candidates.part("m:s", (SIZE,), high, example_ttl_s=60)
+    assert klist == [] and sent == []  # nothing is written
+    assert args == [0, 3, 60, 4]  # no zset; the block's own entries: 4
     # a new lowest score still goes through
     lowest = [(graded(99, 0.0, T0 + 30), T0 + 30, bytes(8))]  # the lowest score and the lowest sample rank
-    klist, _, sent = candidates.part("m:s", (SIZE,), lowest, ids_key=None, example_ttl_s=60, ids_ttl_s=0)
+    klist, _, sent = candidates.part("m:s", (SIZE,), lowest, example_ttl_s=60)
     assert [s[1] for s in sent] == ["worst", "failing"] and len(klist) == 2
     # a failure whose sample rank is above the 3 sent cannot enter the failing sample
     late = [(graded(98, 0.45, T0 + 31), T0 + 31, b"\xff" * 8)]
-    assert candidates.part("m:s", (SIZE,), late, ids_key=None, example_ttl_s=60, ids_ttl_s=0)[2] == []
+    assert candidates.part("m:s", (SIZE,), late, example_ttl_s=60)[2] == []
 
 
 async def test_mark_sets_get_their_ttl_once(aredis: aioredis.Redis, prefix: str) -> None:

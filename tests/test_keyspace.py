@@ -38,13 +38,18 @@ async def test_every_script_touches_one_hash_slot(
 ) -> None:
     """Drive every path that runs a script; each call's keys must map to one slot (no CROSSSLOT possible)."""
     seen: dict[str, list[list[str]]] = {}
+    written: list[str] = []
     real = keyspace.run_scripts
     by_sha = {aredis.register_script(getattr(_lua, name)).sha: name for name in _lua.__all__}
 
-    async def checked(client: Any, calls: Sequence[tuple[Any, list[str], list[Any]]]) -> list[Any]:
+    async def checked(client: Any, calls: Sequence[tuple[Any, list[str], list[Any]]], *,
+                      writes: Sequence[tuple[Any, ...]] = ()) -> list[Any]:  # fmt: skip
         for script, keys, _ in calls:
             seen.setdefault(by_sha[script.sha], []).append(keys)
-        return await real(client, calls)
+        for command in writes:  # plain commands sent with the scripts: one key each
+            assert command[0] == "SET", command
+            written.append(command[1])
+        return await real(client, calls, writes=writes)
 
     for module in ("streameval.store", "streameval.windows", "streameval.registry", "streameval.deadletters"):
         monkeypatch.setattr(f"{module}.run_scripts", checked)
@@ -81,6 +86,8 @@ async def test_every_script_touches_one_hash_slot(
         for keys in calls:
             assert keys, name
             assert len({key_slot(k.encode()) for k in keys}) == 1, (name, keys)
+    # the encoded results, written before the record calls: each in the slot of a record call's keys
+    assert written and {key_slot(k.encode()) for k in written} <= {key_slot(keys[0].encode()) for keys in seen["RECORD"]}
 
 
 @pytest.mark.parametrize("prefix", ["a{b}:", "x}"])

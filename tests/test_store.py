@@ -96,11 +96,50 @@ async def test_a_replay_after_the_redelivery_horizon_publishes_the_fresh_result_
     store = ResultStore(aredis, prefix=prefix, windows=(60,), redelivery_ttl_s=3600, clock=lambda: now[0])
     result = await make_result("old", "Paris")
     assert await store.record_many([(result, b"first", None, b"raw")]) == [None]
-    now[0] += 2 * 3600  # two redelivery generations later: the results hash has expired (simulated)
-    await aredis.delete(store.keys.results(store.pair_id(result.model, result.suite), int((now[0] - 7200) // 3600)))
+    now[0] += 2 * 3600  # two redelivery generations later: the results have expired (simulated)
+    pair = store.pair_id(result.model, result.suite)
+    kept = [k async for k in aredis.scan_iter(match=store.keys.result_blob(pair, "*"))]
+    assert len(kept) == 1
+    await aredis.delete(store.keys.result_ids(pair, int((now[0] - 7200) // 3600)), *kept)
     assert await store.record_many([(result, b"fresh", None, b"raw")]) == [b"fresh"]
     [aggregate] = await store.all_time()
     assert aggregate.count == 1
+
+
+async def test_an_id_reused_by_another_event_never_republishes_that_events_result(store: ResultStore) -> None:
+    first = await make_result("reused", "Paris")
+    other = first.model_copy(update={"category": "other content, same id"})
+    assert await store.record_many([(first, b"first", None, b"raw 1")]) == [None]
+    assert await store.record_many([(other, b"other", None, b"raw 2")]) == [None]  # a different event: counted
+    # the id's pointer now names the other event: a redelivery of the first publishes its fresh evaluation
+    assert await store.record_many([(first, b"again", None, b"raw 1")]) == [b"again"]
+    assert await store.record_many([(other, b"x", None, b"raw 2")]) == [b"other"]
+    [aggregate] = await store.all_time()
+    assert aggregate.count == 2
+
+
+async def test_results_kept_by_the_previous_version_are_published_again(store: ResultStore,
+                                                                        aredis: aioredis.Redis) -> None:  # fmt: skip
+    # the previous version kept the encoded result by digest (res:{gen}) and the id's digest (rid:{gen})
+    result = await make_result("upgrade", "Paris")
+    assert await store.record_many([(result, b"new layout", None, b"raw")]) == [None]
+    pair, gen = store.pair_id(result.model, result.suite), int(store.now() // store.redelivery_ttl_s)
+    digest = store._prepare(0, (result, b"", None, b"raw")).digest
+    await aredis.delete(*[k async for k in aredis.scan_iter(match=store.keys.result_blob(pair, "*"))])
+    await aredis.hset(store.keys.result_ids(pair, gen), result.id, digest)
+    await aredis.hset(store.keys.results(pair, gen), digest, b"kept by the previous version")
+    assert await store.record_many([(result, b"fresh", None, b"raw")]) == [b"kept by the previous version"]
+
+
+async def test_marks_and_pointers_are_hash_tables_from_the_first_call(store: ResultStore, aredis: aioredis.Redis) -> None:
+    # a listpack is searched linearly on every lookup: at a few hundred fields that was most of a call's cost
+    result = await make_result("table", "Paris")
+    await store.record_many([(result, b"x", None, b"raw")])
+    pair = store.pair_id(result.model, result.suite)
+    marks = store.keys.marks(pair, int(store.now() // store.seen_ttl_s))
+    pointers = store.keys.result_ids(pair, int(store.now() // store.redelivery_ttl_s))
+    for key in (marks, pointers):
+        assert await aredis.object("encoding", key) == b"hashtable", key
 
 
 async def test_concurrent_duplicates_count_once(store: ResultStore) -> None:
@@ -139,8 +178,10 @@ async def test_every_key_the_store_writes_expires(store: ResultStore, aredis: ai
     start = 1795255200
     assert 0 < ttls[store.window_key(60, start, result.model, result.suite)] <= store.window_ttl_s
     assert 0 < ttls[store.all_time_key(result.model, result.suite)] <= store.all_time_ttl_s
-    results = store.keys.results(store.pair_id(result.model, result.suite), (1795255200 + 31) // 3600)
-    assert 0 < ttls[results] <= 2 * 3600  # kept for the redelivery horizon (at most twice it)
+    pair, generation = store.pair_id(result.model, result.suite), (1795255200 + 31) // 3600
+    [results] = [k for k in keys if k.startswith(store.keys.result_blob(pair, f"{generation}:"))]
+    for key in (results, store.keys.result_ids(pair, generation)):
+        assert 0 < ttls[key] <= 2 * 3600  # kept for the redelivery horizon (at most twice it)
 
 
 async def test_pairs_beyond_the_cap_aggregate_under_the_overflow_model(aredis: aioredis.Redis, prefix: str) -> None:

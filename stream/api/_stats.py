@@ -30,7 +30,7 @@ from ..drilldown import KINDS, parse
 from ..keyspace import Client, Keys, guard
 from ..models import parse_time
 from ..stats import histogram_quantile, krippendorff_alpha, pearson
-from ..store import hash_fields
+from ..store import hash_fields, stored_results
 from ..windows import _panel, _sums
 from ._errors import BadRequest, NotRetained
 
@@ -349,11 +349,9 @@ async def result_by_id(request: web.Request) -> web.Response:
                     return list(await pipe.execute())
 
             found = await guard(find())
-            for j, digest in enumerate(found):
-                if digest is None:
-                    continue
-                member, gen = members[i + j // len(generations)], generations[j % len(generations)]
-                encoded = await guard(config.client.hget(config.keys.results(member, gen), digest))
+            hits = [(members[i + j // len(generations)], None, value, (generations[j % len(generations)],))
+                    for j, value in enumerate(found) if value is not None]  # fmt: skip
+            for encoded in await guard(stored_results(config.client, config.keys, hits)) if hits else ():
                 if encoded is not None:
                     return _ok(orjson.loads(encoded))
     kept = f"{ttl} s (STREAMEVAL_REDELIVERY_TTL_S)" if ttl else "no time: STREAMEVAL_REDELIVERY_TTL_S is 0"
