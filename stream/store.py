@@ -7,10 +7,13 @@ batch costs Redis a fixed number of commands per pair, not per event (streameval
 
 Idempotency: an event is identified by a digest of its id and its content (the raw message bytes),
 scoped by its model × suite pair. Its mark (6 bytes in a bucket of a hash) is kept for the replay horizon
-``seen_ttl_s``, its encoded result only for the redelivery horizon ``redelivery_ttl_s``:
+``seen_ttl_s``, its encoded result only for the redelivery horizon ``redelivery_ttl_s``: the results of
+a pair's events in one batch are one string (``rb``), written in the same pipeline before the record
+call (never through the script: Redis hashes every byte that enters Lua), and the script keeps, per
+counted event, result id -> :func:`pointer` (``rid``):
 
 * same id, same content, within the redelivery horizon: the stored result is published again,
-  nothing is counted;
+  nothing is counted (unless another event reused the id since: its fresh evaluation then);
 * same id, same content, after it but within the replay horizon: the fresh evaluation is published,
   nothing is counted;
 * same id, different content (or another model or suite): a different event, evaluated and counted
