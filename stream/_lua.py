@@ -32,11 +32,12 @@ __all__ = [
 #       2 candidate hashes of the window open now (the worker's guess at the Redis clock, +/- a
 #       margin); per target window t: its hash, its closed mark; per legacy shard: its marks hash of
 #       this generation, of the previous one (only while the pair has marks of the previous layout).
-# Marks: an event's mark is its 8-byte digest; field = its first ARGV[9] bytes (a bucket), value = the
+# Marks: an event's mark is its 8-byte digest; field = its first ARGV[10] bytes (a bucket), value = the
 # other bytes of every mark in the bucket, concatenated (streameval.store.MARK_BUCKET_BYTES).
 # ARGV: 1 sizes, 2 targets, 3 events, 4 now ('' = Redis TIME), 5 allowed lateness, 6 window ttl,
-#       7 all-time ttl (negative: the worker renewed it lately, set it only on a new hash), 8 marks' ttl ('0': the worker knows the hash has one already), 9 results' ttl
-#       ('0' = keep none; both end with their generation), 10 bucket bytes, 11 all-time increments
+#       7 all-time ttl (negative: the worker renewed it lately, set it only on a new hash), 8 marks' ttl
+#       ('0': the worker knows the hash has one already), 9 pointers' ttl ('0': keep no results;
+#       negative: the worker knows the hash has one already; both end with their generation), 10 bucket bytes, 11 all-time increments
 #       (MessagePack map), 12 legacy shards (0: the pair has no marks of the previous layout); per
 #       size: size, candidate start 1, candidate start 2; per target: size index, start, events,
 #       increments ('': the same as the all-time increments); per event: mark (digest), result id,
@@ -148,12 +149,13 @@ local TABLE = string.rep('-', 256)
 if ARGV[8] ~= '0' then redis.call('HSETNX', KEYS[4], '', TABLE) end
 hset(KEYS[4], flat)
 if ARGV[8] ~= '0' then redis.call('EXPIRE', KEYS[4], ARGV[8]) end
-if ARGV[9] ~= '0' then
-  redis.call('HSETNX', KEYS[2], '', TABLE)
+local pttl = tonumber(ARGV[9])
+if pttl ~= 0 then
+  if pttl > 0 then redis.call('HSETNX', KEYS[2], '', TABLE) end
   local pointers = {}
   for e = 1, nevents do pointers[2 * e - 1], pointers[2 * e] = ARGV[ae + 3 * e - 1], ARGV[ae + 3 * e] end
   hset(KEYS[2], pointers)
-  redis.call('EXPIRE', KEYS[2], ARGV[9])
+  if pttl > 0 then redis.call('EXPIRE', KEYS[2], pttl) end
 end
 -- add increments (MessagePack map name -> number; '' = the all-time ones, unpacked once) to an aggregate
 -- hash's packed figures (exact: counts stay integers in doubles); a new hash gets its TTL, an existing

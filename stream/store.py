@@ -347,7 +347,7 @@ class ResultStore:
                 # forget now and then: a set recreated after a Redis restart without its data gets a TTL again
                 self._expiring.clear()
                 self._expiring_since = time.monotonic()
-            self._expiring.add(call[1][3])  # this marks hash has its TTL now
+            self._expiring.update((call[1][1], call[1][3]))  # these pointers and marks hashes have their TTL now
             return []
         if status == "skew":
             self._offset = float(_text(reply[1])) - time.time()
@@ -452,8 +452,7 @@ class ResultStore:
                            "" if self.clock is None else repr(now), repr(float(self.allowed_lateness_s)),
                            self.window_ttl_s, self._all_time_ttl(pair),
                            0 if marks in self._expiring else _until((generation + 2) * self.seen_ttl_s + 60, now),
-                           _until((rgen + 2) * self.redelivery_ttl_s, now) if self.redelivery_ttl_s else 0,
-                           MARK_BUCKET_BYTES, _increments(total)]  # fmt: skip
+                           self._pointers_ttl(pair, rgen, now), MARK_BUCKET_BYTES, _increments(total)]  # fmt: skip
         legacy: dict[int, None] = {}
         if self._legacy.get((pair, generation), (True, 0.0))[0]:  # unknown: look as if they were there
             legacy = dict.fromkeys(int.from_bytes(e.digest[:2], "big") % LEGACY_MARK_SHARDS for e in group)
@@ -482,6 +481,14 @@ class ResultStore:
             if len(self._examples_sent) > 1_000:  # calls whose reply never came (errors): do not grow
                 self._examples_sent.clear()
             self._examples_sent[id(args)] = (args, sent)
+
+    def _pointers_ttl(self, pair: str, rgen: int, now: float) -> int:
+        """The result pointers hash's TTL: 0 when no results are kept; negative when this worker already
+        gave it one (the script then writes only the pointers)."""
+        if not self.redelivery_ttl_s:
+            return 0
+        ttl = _until((rgen + 2) * self.redelivery_ttl_s, now)
+        return -ttl if self.keys.result_ids(pair, rgen) in self._expiring else ttl
 
     def _all_time_ttl(self, pair: str) -> int:
         """The all-time hash's TTL, renewed by writes: negative (only a new hash gets it) within an hour

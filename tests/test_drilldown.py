@@ -76,7 +76,7 @@ async def test_mark_sets_get_their_ttl_once(aredis: aioredis.Redis, prefix: str)
     store = ResultStore(aredis, prefix=prefix, windows=(SIZE,))
     first = [graded(i, 0.2, T0 + 1) for i in range(3)]
     await store.record_many([(r, r.model_dump_json().encode(), None) for r in first])
-    assert store._expiring and all(":mk:" in key for key in store._expiring)
+    assert store._expiring and all(":mk:" in key or ":rid:" in key for key in store._expiring)
 
 
 def test_compact_keeps_reasons_and_judges_reasoning_cut() -> None:
