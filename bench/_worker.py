@@ -204,6 +204,7 @@ class WorkerRun:
     counted: list[tuple[float, int]] = field(default_factory=list)  # progress="redis": (time, events recorded)
     redis_cpu: list[tuple[int, float]] = field(default_factory=list)  # (results so far, CPU s of the Redis nodes)
     redis_cpu_whole_s: float = float("nan")  # CPU s of the Redis nodes from before the workers started to their stop
+    redis_cpu_nodes_s: list[float] = field(default_factory=list)  # the same, of each node (redis_ports' order)
     tally: tuple[int, int, int] | None = None  # tally=True: (events in all-time counts, pairs, dead letters)
 
     @property
@@ -273,10 +274,13 @@ async def run_workers(
             **{f"STREAMEVAL_TOPIC_{k.upper()}": v for k, v in topics.items()}, **(env or {})}  # fmt: skip
     nodes = [redis.Redis(port=port) for port in redis_ports]
 
-    def redis_cpu_s() -> float:
-        return sum(float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]) for cpu in (n.info("cpu") for n in nodes))
+    def redis_cpu_each() -> list[float]:
+        return [float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]) for cpu in (n.info("cpu") for n in nodes)]
 
-    redis_before = redis_cpu_s()
+    def redis_cpu_s() -> float:
+        return sum(redis_cpu_each())
+
+    redis_before = redis_cpu_each()
     logs: list[str] = []
     procs: list[subprocess.Popen[bytes]] = []
     for n in range(workers):
@@ -341,7 +345,8 @@ async def run_workers(
             proc.wait(timeout=30)
         try:
             if nodes:
-                run.redis_cpu_whole_s = redis_cpu_s() - redis_before
+                run.redis_cpu_nodes_s = [a - b for a, b in zip(redis_cpu_each(), redis_before, strict=True)]
+                run.redis_cpu_whole_s = sum(run.redis_cpu_nodes_s)
             if tally:
                 run.tally = await _tally(redis_url, prefix)
         finally:

@@ -14,7 +14,8 @@ bleu) on 300-token outputs; ``demo``: examples/suites.yaml on the example events
 With ``--redis-cluster`` each (b) run is made twice, same events: against a fresh ``redis-server`` node,
 then against a fresh 3-master Redis Cluster (``redis+cluster://``; both on free loopback ports, no
 persistence, REDIS_URL ignored); printed for each: the rate, the worker's CPU per event, the Redis CPU
-per event summed over the nodes (INFO cpu, while results flowed and over the whole run), the ratio
+per event summed over the nodes (INFO cpu, while results flowed and over the whole run, which
+includes Faust's group join; each node's part of the latter too), the ratio
 cluster / one node, and the events counted (all-time counts summed over the pairs, once the worker
 stopped: each must be counted exactly once, none dead-lettered).
 Each rate is measured from the first output record to the last (Faust's group join excluded).
@@ -152,7 +153,7 @@ async def main() -> None:
             print(f"    {label:>8}: {seen.rate:8.0f} events/s   ratio to (a) {seen.rate / baseline:.3f}; "
                   f"worker CPU {seen.cpu_us_per_event:.0f} us/event; Redis CPU {seen.redis_cpu_us_per_event:.1f} "
                   f"us/event over the nodes while results flowed, {seen.redis_cpu_whole_s * 1e6 / len(events):.1f} "
-                  f"over the whole run; counted {counted} of {len(events)} events over {pairs} pair(s), "
+                  f"over the whole run (by node: {', '.join(f'{c * 1e6 / len(events):.1f}' for c in seen.redis_cpu_nodes_s)}); counted {counted} of {len(events)} events over {pairs} pair(s), "
                   f"{dead} dead letter(s): {check} once")  # fmt: skip
         print(f"    cluster / one node: rate {cluster.rate / node.rate:.3f}, worker CPU per event "
               f"{cluster.cpu_us_per_event / node.cpu_us_per_event:.3f}, Redis CPU per event "
