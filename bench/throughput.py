@@ -12,7 +12,8 @@
 bleu) on 300-token outputs; ``demo``: examples/suites.yaml on the example events (or ``--config FILE``).
 (c) with ``--scaling``: one worker, then two workers, on a two-partition topic.
 With ``--redis-cluster`` each (b) run is made twice, same events: against a fresh ``redis-server`` node,
-then against a fresh 3-master Redis Cluster (``redis+cluster://``; both on free loopback ports, no
+then against a fresh 3-master Redis Cluster (``--cluster-first``: the other way round;
+``redis+cluster://``; both on free loopback ports, no
 persistence, REDIS_URL ignored); printed for each: the rate, the worker's CPU per event, the Redis CPU
 per event summed over the nodes (INFO cpu, while results flowed and over the whole run, which
 includes Faust's group join; each node's part of the latter too), the ratio
@@ -69,6 +70,8 @@ async def main() -> None:
     parser.add_argument("--redis-cluster", action="store_true",
                         help="run each (b) against a fresh redis-server node and a fresh 3-master Redis Cluster, "
                              "same events: rates, worker and Redis CPU per event, ratio, events counted")
+    parser.add_argument("--cluster-first", action="store_true",
+                        help="with --redis-cluster: the cluster run before the one-node run (to see an order effect)")
     args = parser.parse_args()
     processes = [int(n) for n in args.eval_processes.split(",")]
     if args.workload == "rules":
@@ -97,15 +100,15 @@ async def main() -> None:
         for n in processes:
             env = {"STREAMEVAL_EVAL_PROCESSES": str(n)}
             if args.redis_cluster:
-                sides = []
-                for cluster in (False, True):
+                sides: dict[bool, WorkerRun] = {}
+                for cluster in (True, False) if args.cluster_first else (False, True):
                     own = topic_names(uuid.uuid4().hex[:6])
                     await ensure_topics(broker.bootstrap, own.values(), partitions=1)
                     await produce(broker.bootstrap, own["requests"], events)
                     where = "a 3-master Redis Cluster" if cluster else "one Redis node"
                     step(f"(b) one streameval worker, {n} evaluation process(es), {where} (~6 s group join before timing)")
-                    sides.append(await _on_fresh_redis(cluster, broker.bootstrap, own, len(events), config, env))
-                placed.append((n, sides[0], sides[1]))
+                    sides[cluster] = await _on_fresh_redis(cluster, broker.bootstrap, own, len(events), config, env)
+                placed.append((n, sides[False], sides[True]))
                 continue
             own = topic_names(uuid.uuid4().hex[:6])
             await ensure_topics(broker.bootstrap, own.values(), partitions=1)
@@ -146,7 +149,8 @@ async def main() -> None:
         quarters = [next((rss[0] for _, n, rss in seen.rss if n >= q * len(events) // 4), last) for q in (1, 2, 3, 4)]
         print(f"    RSS at 1/4, 1/2, 3/4 and all of the events: {', '.join(f'{kb} kB' for kb in quarters)}")
     for n, node, cluster in placed:
-        print(f"(b) one worker, {n} evaluation process(es), one Redis node against a 3-master Redis Cluster:")
+        order = "cluster run first" if args.cluster_first else "one-node run first"
+        print(f"(b) one worker, {n} evaluation process(es), one Redis node against a 3-master Redis Cluster ({order}):")
         for label, seen in (("one node", node), ("cluster", cluster)):
             counted, pairs, dead = seen.tally or (-1, -1, -1)
             check = "exactly" if counted == len(events) and not dead else "NOT exactly"
