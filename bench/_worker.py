@@ -202,6 +202,10 @@ class WorkerRun:
     rss: list[tuple[float, int, list[int]]] = field(default_factory=list)
     cpu: list[tuple[int, float]] = field(default_factory=list)  # (results so far, CPU s of all workers)
     counted: list[tuple[float, int]] = field(default_factory=list)  # progress="redis": (time, events recorded)
+    redis_cpu: list[tuple[int, float]] = field(default_factory=list)  # (results so far, CPU s of the Redis nodes)
+    redis_cpu_whole_s: float = float("nan")  # CPU s of the Redis nodes from before the workers started to their stop
+    redis_cpu_nodes_s: list[float] = field(default_factory=list)  # the same, of each node (redis_ports' order)
+    tally: tuple[int, int, int] | None = None  # tally=True: (events in all-time counts, pairs, dead letters)
 
     @property
     def done(self) -> int:
@@ -221,7 +225,15 @@ class WorkerRun:
 
         Unlike the rate it hardly moves when other programs share the cores: the figure to compare runs by.
         """
-        flowing = [(n, cpu) for n, cpu in self.cpu if 0 < n < self.done]
+        return self._per_event(self.cpu)
+
+    @property
+    def redis_cpu_us_per_event(self) -> float:
+        """CPU time of the Redis nodes (``redis_ports``, INFO cpu summed) per result while results flowed."""
+        return self._per_event(self.redis_cpu)
+
+    def _per_event(self, samples: list[tuple[int, float]]) -> float:
+        flowing = [(n, cpu) for n, cpu in samples if 0 < n < self.done]
         if len(flowing) < 2 or flowing[-1][0] == flowing[0][0]:
             return float("nan")
         (n0, c0), (n1, c1) = flowing[0], flowing[-1]
@@ -241,6 +253,8 @@ async def run_workers(
     started: Callable[[], object] | None = None,
     env: dict[str, str] | None = None,
     progress: Literal["results", "redis"] = "results",
+    redis_ports: Sequence[int] = (),
+    tally: bool = False,
 ) -> WorkerRun:
     """Start ``workers`` worker processes, read ``count`` results, stop them and delete their Redis keys.
 
@@ -248,6 +262,9 @@ async def run_workers(
     produce the events at a fixed rate. ``progress="redis"`` reads no results: it counts the events the
     workers recorded in Redis (all-time aggregates) once a second, for runs too long for a reader to
     keep up with on Tansu (its fetches from a topic of a million records slow to ~100 records/s).
+    ``redis_ports``: loopback Redis nodes (every master of a cluster) whose CPU (INFO cpu) is sampled
+    with the workers'. ``tally``: once the workers stopped, read what they counted (all-time counts of
+    every pair, dead letters) into ``WorkerRun.tally``. ``redis_url`` may be ``redis+cluster://``.
     """
     prefix = f"streameval-bench:{uuid.uuid4().hex[:8]}:"
     app_id = f"bench-{uuid.uuid4().hex[:6]}"
@@ -255,6 +272,15 @@ async def run_workers(
             "STREAMEVAL_CONFIG": str(config), "STREAMEVAL_APP_ID": app_id, "STREAMEVAL_REDIS_PREFIX": prefix,
             "STREAMEVAL_LOG_LEVEL": "warn", "STREAMEVAL_TOPIC_PARTITIONS": str(partitions),
             **{f"STREAMEVAL_TOPIC_{k.upper()}": v for k, v in topics.items()}, **(env or {})}  # fmt: skip
+    nodes = [redis.Redis(port=port) for port in redis_ports]
+
+    def redis_cpu_each() -> list[float]:
+        return [float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]) for cpu in (n.info("cpu") for n in nodes)]
+
+    def redis_cpu_s() -> float:
+        return sum(redis_cpu_each())
+
+    redis_before = redis_cpu_each()
     logs: list[str] = []
     procs: list[subprocess.Popen[bytes]] = []
     for n in range(workers):
@@ -274,6 +300,8 @@ async def run_workers(
         while all(p.poll() is None for p in procs):
             run.rss.append((time.perf_counter(), run.done, [_rss_kb(p.pid) for p in procs]))
             run.cpu.append((run.done, sum(_cpu_s(p.pid) for p in procs)))
+            if nodes:
+                run.redis_cpu.append((run.done, redis_cpu_s()))
             await asyncio.sleep(0.5)
         raise RuntimeError(f"a worker exited; logs: {', '.join(logs)}")
 
@@ -315,15 +343,45 @@ async def run_workers(
             proc.terminate()
         for proc in procs:
             proc.wait(timeout=30)
-        _delete_prefix(redis_url, prefix)
+        try:
+            if nodes:
+                run.redis_cpu_nodes_s = [a - b for a, b in zip(redis_cpu_each(), redis_before, strict=True)]
+                run.redis_cpu_whole_s = sum(run.redis_cpu_nodes_s)
+            if tally:
+                run.tally = await _tally(redis_url, prefix)
+        finally:
+            _delete_prefix(redis_url, prefix)
+            for node in nodes:
+                node.close()
     return run
 
 
+async def _tally(redis_url: str, prefix: str) -> tuple[int, int, int]:
+    """(events in the all-time counts summed over every pair, pairs, dead letters) under ``prefix``."""
+    from streameval.keyspace import connect
+    from streameval.store import ResultStore
+
+    client = connect(redis_url)
+    try:
+        store = ResultStore(client, prefix=prefix)
+        pairs = await store.all_time()
+        dead = await store.dead_letter_counts()
+        return sum(a.count for a in pairs), len(pairs), sum(dead.values())
+    finally:
+        await client.aclose()
+
+
 def _delete_prefix(redis_url: str, prefix: str) -> None:
-    client = redis.Redis.from_url(redis_url)
-    keys = list(client.scan_iter(match=f"{prefix}*", count=5000))
-    for i in range(0, len(keys), 1000):
-        client.delete(*keys[i : i + 1000])
+    if redis_url.startswith(("redis+cluster://", "rediss+cluster://")):  # scans every master, deletes slot by slot
+        client: redis.Redis | redis.RedisCluster = redis.RedisCluster.from_url(redis_url.replace("+cluster", "", 1))
+    else:
+        client = redis.Redis.from_url(redis_url)
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}*", count=5000))
+        for i in range(0, len(keys), 1000):
+            client.delete(*keys[i : i + 1000])
+    finally:
+        client.close()
 
 
 def slope_kb_per_100k(samples: Sequence[tuple[float, int, list[int]]]) -> float:

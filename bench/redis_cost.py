@@ -207,6 +207,21 @@ async def _measure_cluster(events: int, batch: int, ports: list[int], wait: int 
             "worker_cpu_us": worker_cpu * 1e6 / n, "record_rate": n / wall, "counted": counted - 1.0}  # fmt: skip
 
 
+def _start_node(directory: str) -> tuple[int, subprocess.Popen[bytes]]:
+    """One ``redis-server`` on a free loopback port, no persistence, answering PING once this returns."""
+    server = shutil.which("redis-server") or "redis-server"
+    port = _free_port()
+    proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             "--dir", directory], stdout=subprocess.DEVNULL)  # fmt: skip
+    try:
+        _wait_for(port)
+    except BaseException:
+        proc.terminate()
+        proc.wait()
+        raise
+    return port, proc
+
+
 def _start_cluster(directory: str, masters: int = 3, replicas: int = 0) -> tuple[list[int], list[subprocess.Popen[bytes]]]:
     """``masters`` cluster nodes with ``replicas`` each, no persistence (tests/cluster_support.py adds it)."""
     import redis
@@ -289,14 +304,9 @@ def _child(args: argparse.Namespace) -> None:
                 proc.wait()
             shutil.rmtree(directory, ignore_errors=True)
         return
-    server = shutil.which("redis-server") or "redis-server"
-    port = _free_port()
     directory = tempfile.mkdtemp(prefix="redis-cost-")
-    proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", directory], stdout=subprocess.DEVNULL)  # fmt: skip
+    port, proc = _start_node(directory)
     try:
-
-        _wait_for(port)
         if args.marks:
             print(json.dumps(asyncio.run(_measure_marks(args.marks, port))))
         else:
