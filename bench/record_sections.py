@@ -21,11 +21,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
-import subprocess
 import tempfile
 from typing import Any
 
-from redis_cost import ROOT, WINDOWS, _events, _free_port, _wait_for
+from redis_cost import ROOT, WINDOWS, _events, _start_node
 
 #: (a line of the record script that starts a step, the name of the step that ends there)
 STEPS = [
@@ -110,12 +109,9 @@ def main() -> None:
     parser.add_argument("--spread-s", type=float, default=0.0, help="spread the events' times over this many seconds")
     parser.add_argument("--examples", type=int, default=20, help="drill-down examples kept per window (0: none)")
     args = parser.parse_args()
-    port = _free_port()
     directory = tempfile.mkdtemp(prefix="record-sections-")
-    proc = subprocess.Popen([shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                             "--save", "", "--appendonly", "no", "--dir", directory], stdout=subprocess.DEVNULL)  # fmt: skip
+    port, proc = _start_node(directory)
     try:
-        _wait_for(port)
         asyncio.run(_run(args, port))
     finally:
         proc.terminate()

@@ -145,13 +145,13 @@ end
 -- A hash of a few hundred short fields is a listpack (hash-max-listpack-entries), searched linearly on
 -- every HMGET and HSET; one value longer than hash-max-listpack-value (64 by default) makes it a hash
 -- table at once. Field '' is never a bucket (exactly ARGV[10] bytes) nor a result id (never empty).
-local TABLE = string.rep('-', 256)
-if ARGV[8] ~= '0' then redis.call('HSETNX', KEYS[4], '', TABLE) end
+local function as_table(key) redis.call('HSETNX', key, '', string.rep('-', 256)) end
+if ARGV[8] ~= '0' then as_table(KEYS[4]) end
 hset(KEYS[4], flat)
 if ARGV[8] ~= '0' then redis.call('EXPIRE', KEYS[4], ARGV[8]) end
 local pttl = tonumber(ARGV[9])
 if pttl ~= 0 then
-  if pttl > 0 then redis.call('HSETNX', KEYS[2], '', TABLE) end
+  if pttl > 0 then as_table(KEYS[2]) end
   local pointers = {}
   for e = 1, nevents do pointers[2 * e - 1], pointers[2 * e] = ARGV[ae + 3 * e - 1], ARGV[ae + 3 * e] end
   hset(KEYS[2], pointers)
