@@ -166,7 +166,11 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
     if args.max_judge_error_rate is not None and not 0.0 <= args.max_judge_error_rate <= 1.0:
         raise UsageError(f"--max-judge-error-rate must be within [0, 1], got {args.max_judge_error_rate}")
     deadletter = args.deadletter or args.output.with_name(args.output.stem + ".deadletter.jsonl")
-    for option, path in (("--output", args.output), ("--deadletter", deadletter)):
+    sessions = None
+    if suites.sessions:
+        sessions = args.sessions or args.output.with_name(args.output.stem + ".sessions.jsonl")
+    for option, path in (("--output", args.output), ("--deadletter", deadletter),
+                         *((("--sessions", sessions),) if sessions is not None else ())):  # fmt: skip
         if (why := check_writable(path)) is not None:
             raise UsageError(f"{option} {path}: cannot write ({why})")
     decoder = None if args.input_topic is None else _line_decoder(suites.inputs, args.input_topic, settings)
@@ -180,11 +184,13 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
                 args.input, args.output, deadletter, concurrency=args.concurrency, processes=args.processes,
                 config_text=config_text, config_file=str(args.config),
                 on_progress=lambda done, read: progress.update(task, completed=read, done=done), decoder=decoder,
+                sessions_path=sessions,
             )
         )  # fmt: skip
     if not args.quiet:
         render_summary(summary, console, title=f"streameval evaluate {args.input.name}")
-    console.print(f"results: {args.output}  dead letters: {deadletter}", highlight=False)
+    console.print(f"results: {args.output}  dead letters: {deadletter}"
+                  + (f"  sessions: {sessions}" if sessions is not None else ""), highlight=False)  # fmt: skip
     failed = False
     if args.fail_under is not None and summary.mean < args.fail_under:
         console.print(f"[bold red]FAIL[/] mean score {summary.mean:.4f} is under {args.fail_under:g}")

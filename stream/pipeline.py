@@ -44,6 +44,7 @@ from .models import (
     RequestEvent,
     format_time,
 )
+from .sessions.turns import Turn, turns_of
 from .strictjson import DEFAULT_MAX_EVENT_DEPTH, check_depth, check_strict
 
 T = TypeVar("T")
@@ -70,11 +71,13 @@ class Source:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """Exactly one of ``result`` / ``dead_letter`` is set. ``counters`` feed the window aggregates."""
+    """Exactly one of ``result`` / ``dead_letter`` is set. ``counters`` feed the window aggregates; ``turns``
+    are appended to their sessions once the result is recorded."""
 
     result: GradedResult | None = None
     dead_letter: DeadLetter | None = None
     counters: dict[str, dict[str, float]] | None = None
+    turns: tuple[Turn, ...] = ()  # the event's place in the suite file's sessions (streameval.sessions)
 
 
 class Pipeline:
@@ -91,11 +94,11 @@ class Pipeline:
         self.suites = suites
         self.judges: JudgeHub | None = None
         self._suite_judges: dict[str, SuiteJudge] = {}
-        if any(s.config.judge is not None for s in suites.all):
+        if any(s.config.judge is not None for s in suites.scoring):
             self.judges = JudgeHub(suites.judges, cache=judge_cache, transport=judge_transport)
             self._suite_judges = {
                 s.name: SuiteJudge(s.config.judge, self.judges, threshold=s.config.threshold, suite=s.name)
-                for s in suites.all if s.config.judge is not None
+                for s in suites.scoring if s.config.judge is not None
             }  # fmt: skip
         self._sync_suites: dict[str, bool] = {}
         self.max_event_bytes = max_event_bytes
@@ -276,7 +279,7 @@ class Pipeline:
             result, counters = self.evaluate_sync(event, suite, received_at=received_at)
         except Exception as exc:
             return self._failed(raw, source, exc)
-        return Outcome(result=result, counters=counters)
+        return self._outcome(event, result, counters)
 
     async def process(self, raw: bytes, source: Source = Source(), *, received_at: float | None = None) -> Outcome:
         """Raw bytes to a result or a dead letter. Never raises for a bad event."""
@@ -288,7 +291,7 @@ class Pipeline:
             result, counters = await self.evaluate(event, suite, received_at=received_at)
         except Exception as exc:
             return self._failed(raw, source, exc)
-        return Outcome(result=result, counters=counters)
+        return self._outcome(event, result, counters)
 
     def may_judge(self, event: RequestEvent, suite: Suite) -> bool:
         """Whether evaluating ``event`` in ``suite`` may call a judge: false when the suite has no judge
@@ -321,7 +324,12 @@ class Pipeline:
             result, counters = await self.evaluate(event, suite, received_at=received_at)
         except Exception as exc:
             return self._failed(raw, source, exc)
-        return Outcome(result=result, counters=counters)
+        return self._outcome(event, result, counters)
+
+    def _outcome(self, event: RequestEvent, result: GradedResult, counters: dict[str, dict[str, float]]) -> Outcome:
+        sessions = self.suites.sessions
+        turns = turns_of(sessions, event, result) if sessions else ()
+        return Outcome(result=result, counters=counters, turns=turns)
 
     def failed(self, raw: bytes, source: Source, exc: Exception) -> Outcome:
         """The dead-letter outcome of ``raw`` for ``exc`` (input decoders use it for what they cannot read)."""

@@ -1,0 +1,125 @@
+"""The sessions' Lua scripts. Each touches the keys of one hash tag only (Redis Cluster): a session's
+``{ss:name:key}`` keys, or one due-index shard ``{sx:N}`` (streameval.sessions.state has the layout).
+
+Every script reads the Redis clock (``TIME``): one clock for every worker, the same one the window
+closer uses as its watermark.
+"""
+
+from __future__ import annotations
+
+__all__ = ["APPEND", "CLAIM", "DUE_REMOVE", "FINISH"]
+
+# Append turns to one session. KEYS: 1 turns (zset), 2 meta (hash).
+# ARGV: 1 gap_s, 2 grace_s, 3 max_turns, 4 max_bytes, 5 the open session's TTL, 6 n; then per turn:
+#       id, event time, end (1/0), payload.
+# Returns {state, deadline or '-1', code per turn}: 0 already appended, 1 appended, 2 late (closed for
+# longer than grace_s: not appended), 3 appended to a closed session within grace_s (it reopens: revision).
+# A turn's member is its 10-digit arrival number then its payload: ties of event time keep arrival order.
+# Over max_turns or max_bytes the member in the middle is dropped (never the first or the last).
+APPEND = """
+local gap, grace = tonumber(ARGV[1]), tonumber(ARGV[2])
+local max_turns, max_bytes, ttl, n = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+local turns, meta = KEYS[1], KEYS[2]
+local m = redis.call('HMGET', meta, 'state', 'closed_at', 'first', 'last', 'kept', 'bytes', 'end')
+local state = m[1]
+local codes = {}
+if state == 'closed' and now > tonumber(m[2]) + grace then
+  for i = 1, n do
+    codes[i] = redis.call('HEXISTS', meta, 'i:' .. ARGV[6 + 4 * i - 3]) == 1 and 0 or 2
+  end
+  return {'late', '-1', unpack(codes)}
+end
+local first, last = tonumber(m[3]), tonumber(m[4])
+local kept, bytes = tonumber(m[5]) or 0, tonumber(m[6]) or 0
+local ended = m[7] == '1'
+local added, dropped = 0, 0
+local code = state == 'closed' and 3 or 1
+for i = 1, n do
+  local a = 6 + 4 * i - 4
+  local id, t, payload = ARGV[a + 1], tonumber(ARGV[a + 2]), ARGV[a + 4]
+  if redis.call('HSETNX', meta, 'i:' .. id, 1) == 0 then
+    codes[i] = 0
+  else
+    local seq = redis.call('HINCRBY', meta, 'seq', 1)
+    local member = string.format('%010d', seq) .. payload
+    redis.call('ZADD', turns, t, member)
+    kept, bytes, added = kept + 1, bytes + #member, added + 1
+    if not first or t < first then first = t end
+    if not last or t > last then last = t end
+    if ARGV[a + 3] == '1' then ended = true end
+    codes[i] = code
+    while (kept > max_turns or bytes > max_bytes) and kept > 2 do
+      local middle = math.floor(kept / 2)
+      local gone = redis.call('ZRANGE', turns, middle, middle)[1]
+      redis.call('ZREM', turns, gone)
+      kept, bytes, dropped = kept - 1, bytes - #gone, dropped + 1
+    end
+  end
+end
+if added == 0 then return {state or 'none', '-1', unpack(codes)} end
+local deadline = ended and now or math.min(last, now) + gap
+if state == 'closed' then
+  state, deadline = 'open', now  -- a late turn within grace: the next revision, at the closer's next tick
+elseif not state then
+  state = 'open'
+end
+redis.call('HSET', meta, 'state', state, 'first', first, 'last', last, 'kept', kept, 'bytes', bytes,
+           'arrival', now, 'deadline', deadline, 'end', ended and '1' or '0')
+redis.call('HINCRBY', meta, 'n', added)
+if dropped > 0 then redis.call('HINCRBY', meta, 'dropped', dropped) end
+redis.call('EXPIRE', turns, ttl)
+redis.call('EXPIRE', meta, ttl)
+return {state, string.format('%.6f', deadline), unpack(codes)}
+"""
+
+# Claim a due session for closing. KEYS: 1 turns, 2 meta, 3 lease. ARGV: 1 worker id, 2 lease ms.
+# Returns {'gone'} (expired), {'closed'} (closed already), {'later', deadline} (a turn moved it),
+# {'busy'} (another worker holds the lease), or {'ok', now, seq, rev, first, last, arrival, end, n,
+# dropped, prev, closed_by of the previous revision, turns...} with the session marked closing.
+CLAIM = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+local m = redis.call('HMGET', KEYS[2], 'state', 'deadline', 'seq', 'rev', 'first', 'last', 'arrival', 'end', 'n',
+                     'dropped', 'prev', 'closed_by')
+if not m[1] then return {'gone'} end
+if m[1] == 'closed' then return {'closed'} end
+if tonumber(m[2]) > now then return {'later', m[2]} end
+if not redis.call('SET', KEYS[3], ARGV[1], 'NX', 'PX', ARGV[2]) then return {'busy'} end
+redis.call('HSET', KEYS[2], 'state', 'closing')
+local out = {'ok', string.format('%.6f', now), m[3], m[4] or '0', m[5], m[6], m[7], m[8], m[9], m[10] or '0',
+             m[11] or '', m[12] or ''}
+for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do out[#out + 1] = member end
+return out
+"""
+
+# After publishing: the session is closed (kept grace_s for late turns), or reopened when turns came in
+# while it was being closed. KEYS: 1 turns, 2 meta, 3 lease.
+# ARGV: 1 worker id, 2 seq at the claim, 3 next revision, 4 the published result (for the next
+#       revision's correction of the aggregates), 5 grace_s, 6 how long the closed session's meta stays
+#       (late turns after grace are told apart from new sessions), 7 closed_by.
+# Returns {'lost'} (the lease expired and another worker took over), {'closed'}, {'reopened', deadline}.
+FINISH = """
+if redis.call('GET', KEYS[3]) ~= ARGV[1] then return {'lost'} end
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+redis.call('HSET', KEYS[2], 'rev', ARGV[3], 'prev', ARGV[4], 'closed_at', string.format('%.6f', now), 'closed_by', ARGV[7])
+redis.call('DEL', KEYS[3])
+if tonumber(redis.call('HGET', KEYS[2], 'seq')) > tonumber(ARGV[2]) then
+  redis.call('HSET', KEYS[2], 'state', 'open')
+  return {'reopened', redis.call('HGET', KEYS[2], 'deadline')}
+end
+redis.call('HSET', KEYS[2], 'state', 'closed')
+redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[5])) + 60)
+redis.call('EXPIRE', KEYS[2], math.ceil(tonumber(ARGV[5]) + tonumber(ARGV[6])))
+return {'closed'}
+"""
+
+# Forget a due-index entry unless a turn moved its deadline since it was read. KEYS: 1 the shard's due
+# zset. ARGV: 1 member, 2 the score read. Deadlines only grow (ZADD GT), so "not above" is "unchanged".
+DUE_REMOVE = """
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if score and tonumber(score) <= tonumber(ARGV[2]) then return redis.call('ZREM', KEYS[1], ARGV[1]) end
+return 0
+"""
