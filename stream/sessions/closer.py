@@ -115,14 +115,14 @@ class SessionCloser:
         if not isinstance(claim, Claim):
             status, deadline = claim
             if status in ("gone", "closed"):
-                await self.state.forget(tag, score)
+                await self.state.move(tag, score, None)
             elif status == "later" and deadline is not None:
-                await self.state.reschedule(tag, deadline)
+                await self.state.move(tag, score, deadline)
             return 0
         session = self.sessions.get(claim.session)
         if session is None:  # a session removed from the suite file: forget its state's index entry
             log.warning("session %r is no longer configured; dropping its due entry", claim.session)
-            await self.state.forget(tag, score)
+            await self.state.move(tag, score, None)
             return 0
         turns = [orjson.loads(t) for t in claim.turns]
         closed_by = claim.closed_by
@@ -148,8 +148,10 @@ class SessionCloser:
         telemetry.SESSION_CLOSE_DELAY.observe(max(0.0, claim.now - score))
         counted = orjson.dumps({"graded": graded.model_dump(mode="json"), "counters": counters})
         status, deadline = await self.state.finish(claim, counted, closed_by)
-        if status == "reopened" and deadline is not None:
-            await self.state.reschedule(tag, deadline)
-        else:
-            await self.state.forget(tag, score)
+        if status == "lost":  # our lease ran out and another worker closes it: its entry is that worker's
+            log.warning("session %s:%s: the closing lease expired before the result was marked; another worker "
+                        "takes over", claim.session, claim.key)  # fmt: skip
+            return 1
+        # reopened: turns came in while closing (their own appends set the entry; else it moves to their deadline)
+        await self.state.move(tag, score, deadline if status == "reopened" else None)
         return 1

@@ -7,7 +7,7 @@ closer uses as its watermark.
 
 from __future__ import annotations
 
-__all__ = ["APPEND", "CLAIM", "DUE_REMOVE", "FINISH"]
+__all__ = ["APPEND", "CLAIM", "DUE_SET", "FINISH"]
 
 # Append turns to one session. KEYS: 1 turns (zset), 2 meta (hash).
 # ARGV: 1 gap_s, 2 grace_s, 3 max_turns, 4 max_bytes, 5 the open session's TTL, 6 n; then per turn:
@@ -116,10 +116,13 @@ redis.call('EXPIRE', KEYS[2], math.ceil(tonumber(ARGV[5]) + tonumber(ARGV[6])))
 return {'closed'}
 """
 
-# Forget a due-index entry unless a turn moved its deadline since it was read. KEYS: 1 the shard's due
-# zset. ARGV: 1 member, 2 the score read. Deadlines only grow (ZADD GT), so "not above" is "unchanged".
-DUE_REMOVE = """
+# Move or drop a due-index entry only if it still holds the score the closer read: an appender that set
+# another deadline meanwhile (a new turn, an end marker) wins. KEYS: 1 the shard's due zset.
+# ARGV: 1 member, 2 the score read, 3 the new score, or '' to drop the entry.
+DUE_SET = """
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if score and tonumber(score) <= tonumber(ARGV[2]) then return redis.call('ZREM', KEYS[1], ARGV[1]) end
-return 0
+if not score or tonumber(score) ~= tonumber(ARGV[2]) then return 0 end
+if ARGV[3] == '' then return redis.call('ZREM', KEYS[1], ARGV[1]) end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+return 1
 """

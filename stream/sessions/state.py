@@ -22,7 +22,12 @@ Deadline: ``min(last event time, arrival) + gap_s``, or the arrival itself when 
 marker. With event times close to the clock the first term closes the session (``closed_by: gap``:
 the clock, the watermark windows use too, passed the last event time + gap_s); when the event times
 are ahead of the clock (a producer's clock, future timestamps), a quiet session still closes gap_s
-after its last turn arrived (``idle``). Deadlines only grow, so the index is updated with ``ZADD GT``.
+after its last turn arrived (``idle``). Each append sets the session's index entry to the deadline it
+computed (``ZADD``); the closer moves or drops an entry only if it still holds the score it read
+(:data:`~streameval.sessions.scripts.DUE_SET`), and its claim re-reads the deadline in the session's
+meta, so an entry that is early costs one look, never an early close. (Two workers appending to one
+session at the same moment can leave the later of their two deadlines in the index: that session then
+closes up to gap_s late, never early.)
 
 Lifetime: an open session's keys expire ``gap_s + grace_s + 1 h`` after its last turn (a safety net:
 the closer closes it long before); once closed, its turns stay ``grace_s`` (+1 min) for late turns to
@@ -141,10 +146,10 @@ class SessionStore:
         self._append = client.register_script(scripts.APPEND)
         self._claim = client.register_script(scripts.CLAIM)
         self._finish = client.register_script(scripts.FINISH)
-        self._due_remove = client.register_script(scripts.DUE_REMOVE)
+        self._due_set = client.register_script(scripts.DUE_SET)
 
     async def append(self, turns: Sequence[Turn]) -> AppendReport:
-        """Append keyed turns: one script call per session, then one ``ZADD GT`` per due shard; all in
+        """Append keyed turns: one script call per session, then one ``ZADD`` per due shard; all in
         two round trips (one per node on a cluster). Idempotent per turn id."""
         report = AppendReport()
         groups: dict[str, list[Turn]] = defaultdict(list)
@@ -173,7 +178,7 @@ class SessionStore:
         if due:
             async with self.client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
                 for shard, members in due.items():
-                    pipe.execute_command("ZADD", self.keys.due(shard), "GT", *members)
+                    pipe.execute_command("ZADD", self.keys.due(shard), *members)
                 await guard(pipe.execute())
         return report
 
@@ -207,12 +212,9 @@ class SessionStore:
         status = _text(reply[0])
         return status, float(_text(reply[1])) if status == "reopened" else None
 
-    async def reschedule(self, tag: str, deadline: float) -> None:
-        await guard(self.client.execute_command("ZADD", self.keys.due(self.keys.shard(tag)), "GT", repr(deadline), tag))
-
-    async def forget(self, tag: str, score: float) -> None:
-        """Drop a due entry unless a turn moved its deadline since it was read (then it stays)."""
-        call = (self._due_remove, [self.keys.due(self.keys.shard(tag))], [tag, repr(score)])
+    async def move(self, tag: str, score: float, deadline: float | None) -> None:
+        """Set a due entry read with ``score`` to ``deadline`` (None: drop it), unless an append changed it."""
+        call = (self._due_set, [self.keys.due(self.keys.shard(tag))], [tag, repr(score), "" if deadline is None else repr(deadline)])
         await guard(run_scripts(self.client, [call]))
 
     async def open_count(self) -> int:
