@@ -159,7 +159,7 @@ class Runtime:
         windowing = suites.windowing
         session_state = None
         if suites.sessions:
-            session_state = SessionStore(client, session_terms(suites.sessions), prefix=settings.redis_prefix,
+            session_state = SessionStore(client, session_terms(suites.sessions, windowing.allowed_lateness_s), prefix=settings.redis_prefix,
                                          lease_s=windowing.lease_s, worker_id=f"{os.getpid()}-{uuid.uuid4().hex[:8]}")  # fmt: skip
         processor = Processor(pipeline, store, on_close=close, pool=pool, inputs=config.inputs,
                               dead_letters=dead_letters, sessions=session_state)  # fmt: skip

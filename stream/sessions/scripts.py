@@ -10,8 +10,8 @@ from __future__ import annotations
 __all__ = ["APPEND", "CLAIM", "DUE_SET", "FINISH"]
 
 # Append turns to one session. KEYS: 1 turns (zset), 2 meta (hash).
-# ARGV: 1 gap_s, 2 grace_s, 3 max_turns, 4 max_bytes, 5 the open session's TTL, 6 n; then per turn:
-#       id, event time, end (1/0), payload.
+# ARGV: 1 gap_s, 2 grace_s, 3 max_turns, 4 max_bytes, 5 the open session's TTL, 6 n, 7 settle_s; then per
+#       turn: id, event time, end (1/0), payload.
 # Returns {state, deadline or '-1', code per turn}: 0 already appended, 1 appended, 2 late (closed for
 # longer than grace_s: not appended), 3 appended to a closed session within grace_s (it reopens: revision).
 # A turn's member is its 10-digit arrival number then its payload: ties of event time keep arrival order.
@@ -19,6 +19,7 @@ __all__ = ["APPEND", "CLAIM", "DUE_SET", "FINISH"]
 APPEND = """
 local gap, grace = tonumber(ARGV[1]), tonumber(ARGV[2])
 local max_turns, max_bytes, ttl, n = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local settle = tonumber(ARGV[7])
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 local turns, meta = KEYS[1], KEYS[2]
@@ -27,7 +28,7 @@ local state = m[1]
 local codes = {}
 if state == 'closed' and now > tonumber(m[2]) + grace then
   for i = 1, n do
-    codes[i] = redis.call('HEXISTS', meta, 'i:' .. ARGV[6 + 4 * i - 3]) == 1 and 0 or 2
+    codes[i] = redis.call('HEXISTS', meta, 'i:' .. ARGV[7 + 4 * i - 3]) == 1 and 0 or 2
   end
   return {'late', '-1', unpack(codes)}
 end
@@ -37,7 +38,7 @@ local ended = m[7] == '1'
 local added, dropped = 0, 0
 local code = state == 'closed' and 3 or 1
 for i = 1, n do
-  local a = 6 + 4 * i - 4
+  local a = 7 + 4 * i - 4
   local id, t, payload = ARGV[a + 1], tonumber(ARGV[a + 2]), ARGV[a + 4]
   if redis.call('HSETNX', meta, 'i:' .. id, 1) == 0 then
     codes[i] = 0
@@ -59,7 +60,9 @@ for i = 1, n do
   end
 end
 if added == 0 then return {state or 'none', '-1', unpack(codes)} end
-local deadline = ended and now or math.min(last, now) + gap
+-- never sooner than settle_s after this turn: turns of the same moment may still be on their way from
+-- other partitions and workers
+local deadline = ended and now or math.max(math.min(last, now) + gap, now + settle)
 if state == 'closed' then
   state, deadline = 'open', now  -- a late turn within grace: the next revision, at the closer's next tick
 elseif not state then

@@ -18,8 +18,10 @@ URL-quoted), so its keys live in one slot:
                                   close deadline (Redis clock); N in 0..15 by CRC-32 of the tag
 ================================  ===================================================================
 
-Deadline: ``min(last event time, arrival) + gap_s``, or the arrival itself when a turn carries the end
-marker. With event times close to the clock the first term closes the session (``closed_by: gap``:
+Deadline: ``min(last event time, arrival) + gap_s``, but never sooner than ``settle_s`` after the last
+arrival (the suite file's ``windowing.allowed_lateness_s``, 5 s by default: turns of the same moment may
+still be on their way through other partitions and workers); the arrival itself when a turn carries the
+end marker. With event times close to the clock the first term closes the session (``closed_by: gap``:
 the clock, the watermark windows use too, passed the last event time + gap_s); when the event times
 are ahead of the clock (a producer's clock, future timestamps), a quiet session still closes gap_s
 after its last turn arrived (``idle``). Each append sets the session's index entry to the deadline it
@@ -94,6 +96,7 @@ class SessionTerms:
     grace_s: float
     max_turns: int
     max_bytes: int
+    settle_s: float = 5.0
 
 
 @dataclass
@@ -162,7 +165,7 @@ class SessionStore:
         for tag, group in groups.items():
             terms = self.terms[group[0].session]
             args: list[Any] = [repr(terms.gap_s), repr(terms.grace_s), terms.max_turns, terms.max_bytes,
-                               int(terms.gap_s + terms.grace_s) + _OPEN_MARGIN_S, len(group)]  # fmt: skip
+                               int(terms.gap_s + terms.grace_s) + _OPEN_MARGIN_S, len(group), repr(terms.settle_s)]  # fmt: skip
             for turn in group:
                 args += [turn.id, repr(turn.time), int(turn.end), turn.payload]
             calls.append((self._append, self.keys.keys(tag)[:2], args))
@@ -225,7 +228,7 @@ class SessionStore:
             return sum(int(n) for n in await guard(pipe.execute()))
 
 
-def session_terms(sessions: Sequence[Any]) -> dict[str, SessionTerms]:
+def session_terms(sessions: Sequence[Any], settle_s: float = 5.0) -> dict[str, SessionTerms]:
     """Each configured session's :class:`SessionTerms` (``sessions``: :class:`streameval.config.Session`)."""
-    return {s.name: SessionTerms(s.config.gap_s, s.config.grace, s.config.max_turns, s.config.max_bytes)
+    return {s.name: SessionTerms(s.config.gap_s, s.config.grace, s.config.max_turns, s.config.max_bytes, settle_s)
             for s in sessions}  # fmt: skip
