@@ -186,3 +186,30 @@ async def test_keyless_turns_are_not_appended(aredis: aioredis.Redis, prefix: st
     turns = await rig.turns(event)
     assert [(t.session, t.key) for t in turns] == [("conv", None)]
     assert (await rig.states[0].append(turns)).counts == {}
+
+
+async def test_the_worker_appends_turns_after_recording_and_counts_late_and_keyless_ones(aredis: aioredis.Redis, prefix: str) -> None:
+    from prometheus_client import REGISTRY
+
+    from streameval.pipeline import Source
+    from streameval.processor import Processor
+
+    rig = Rig(aredis, prefix, gap=1, grace=0.3)
+    processor = Processor(rig.pipeline, rig.store, sessions=rig.states[0])
+
+    def count(outcome: str) -> float:
+        return REGISTRY.get_sample_value("streameval_session_turns_total", {"session": "conv", "outcome": outcome}) or 0.0
+
+    before = {k: count(k) for k in ("appended", "late", "keyless", "duplicate")}
+    now = await redis_now(aredis)
+    keyless = turn(9, now)
+    del keyless["metadata"]["conversation_id"]
+    batch = [(orjson.dumps(e), Source("t", 0, i)) for i, e in enumerate([turn(0, now - 5, last=True), keyless])]
+    published = await processor.process_batch(batch)
+    assert [m.kind for m in published] == ["result", "result"]  # every turn is still an event of its suite
+    assert await rig.close() == 1
+    await asyncio.sleep(0.4)  # past grace
+    await processor.process_batch([(orjson.dumps(turn(1, now - 4)), Source("t", 0, 5))])
+    await processor.process_batch(batch[:1])  # redelivered
+    after = {k: count(k) - before[k] for k in before}
+    assert after == {"appended": 1, "late": 1, "keyless": 1, "duplicate": 1}
