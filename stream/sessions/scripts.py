@@ -23,7 +23,8 @@ local settle = tonumber(ARGV[7])
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 local turns, meta = KEYS[1], KEYS[2]
-local m = redis.call('HMGET', meta, 'state', 'closed_at', 'first', 'last', 'kept', 'bytes', 'end')
+local m = redis.call('HMGET', meta, 'state', 'closed_at', 'first', 'last', 'kept', 'bytes', 'end', 'seq', 'n', 'dropped',
+                     'expires')
 local state = m[1]
 local codes = {}
 if state == 'closed' and now > tonumber(m[2]) + grace then
@@ -35,7 +36,8 @@ end
 local first, last = tonumber(m[3]), tonumber(m[4])
 local kept, bytes = tonumber(m[5]) or 0, tonumber(m[6]) or 0
 local ended = m[7] == '1'
-local added, dropped = 0, 0
+local seq, received, dropped = tonumber(m[8]) or 0, tonumber(m[9]) or 0, tonumber(m[10]) or 0
+local added = 0
 local code = state == 'closed' and 3 or 1
 for i = 1, n do
   local a = 7 + 4 * i - 4
@@ -43,7 +45,7 @@ for i = 1, n do
   if redis.call('HSETNX', meta, 'i:' .. id, 1) == 0 then
     codes[i] = 0
   else
-    local seq = redis.call('HINCRBY', meta, 'seq', 1)
+    seq = seq + 1
     local member = string.format('%010d', seq) .. payload
     redis.call('ZADD', turns, t, member)
     kept, bytes, added = kept + 1, bytes + #member, added + 1
@@ -68,12 +70,15 @@ if state == 'closed' then
 elseif not state then
   state = 'open'
 end
-redis.call('HSET', meta, 'state', state, 'first', first, 'last', last, 'kept', kept, 'bytes', bytes,
-           'arrival', now, 'deadline', deadline, 'end', ended and '1' or '0')
-redis.call('HINCRBY', meta, 'n', added)
-if dropped > 0 then redis.call('HINCRBY', meta, 'dropped', dropped) end
-redis.call('EXPIRE', turns, ttl)
-redis.call('EXPIRE', meta, ttl)
+-- the TTL is renewed when less than half of it is left (not on every turn: two commands fewer)
+local renew = not m[11] or tonumber(m[11]) - now < ttl / 2 or m[1] == 'closed'
+redis.call('HSET', meta, 'state', state, 'first', first, 'last', last, 'kept', kept, 'bytes', bytes, 'arrival', now,
+           'deadline', deadline, 'end', ended and '1' or '0', 'seq', seq, 'n', received + added, 'dropped', dropped,
+           'expires', renew and now + ttl or m[11])
+if renew then
+  redis.call('EXPIRE', turns, ttl)
+  redis.call('EXPIRE', meta, ttl)
+end
 return {state, string.format('%.6f', deadline), unpack(codes)}
 """
 
