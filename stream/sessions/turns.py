@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 import orjson
 
 from .._util import clip
 from ..judges._refusal import find_refusal
 from ..models import GradedResult, RequestEvent, parse_time
-
-if TYPE_CHECKING:
-    from ..config import Session
 
 __all__ = ["MAX_KEY_CHARS", "MAX_TOOL_CALLS", "Turn", "session_key", "text_limit", "turns_of"]
 
@@ -116,8 +114,9 @@ def _result_time(result: GradedResult) -> float:
     return round(parse_time(result.event_time), 3)
 
 
-def turns_of(sessions: tuple[Session, ...], event: RequestEvent, result: GradedResult) -> tuple[Turn, ...]:
-    """The turns ``event`` (graded as ``result``) adds to the sessions whose ``match`` accepts it."""
+def turns_of(sessions: Sequence[Any], event: RequestEvent, result: GradedResult) -> tuple[Turn, ...]:
+    """The turns ``event`` (graded as ``result``) adds to the sessions whose ``match`` accepts it
+    (``sessions``: :class:`streameval.config.Session`, not imported: this module sits below the config)."""
     out = []
     for session in sessions:
         if not session.accepts(event):
