@@ -27,7 +27,7 @@ class EventPath:
         node: Any = event
         for step in self.steps:
             if isinstance(node, BaseModel):
-                if not isinstance(step, str) or step not in type(node).model_fields:
+                if not isinstance(step, str) or step not in type(node).__pydantic_fields__:
                     return MISSING
                 node = getattr(node, step)
             elif isinstance(step, str):

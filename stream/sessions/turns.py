@@ -82,7 +82,7 @@ def _tools(metadata: dict[str, Any]) -> list[dict[str, Any]] | None:
     return out
 
 
-def _record(event: RequestEvent, result: GradedResult, limit: int) -> dict[str, Any]:
+def _record(event: RequestEvent, result: GradedResult, t: float, limit: int) -> dict[str, Any]:
     metadata = event.metadata
     role = metadata.get("role")
     domain = metadata.get("domain")
@@ -90,7 +90,7 @@ def _record(event: RequestEvent, result: GradedResult, limit: int) -> dict[str, 
     error = metadata.get("error")
     record: dict[str, Any] = {
         "id": event.id,
-        "t": _result_time(result),  # the result's event time (the event's own, or when it was received)
+        "t": t,  # the result's event time (the event's own, or when it was received)
         "role": clip(role, 64) if isinstance(role, str) and role else "assistant",
         "input": clip(event.input, limit) if event.input is not None else None,
         "output": clip(event.output, limit),
@@ -118,15 +118,17 @@ def turns_of(sessions: Sequence[Any], event: RequestEvent, result: GradedResult)
     """The turns ``event`` (graded as ``result``) adds to the sessions whose ``match`` accepts it
     (``sessions``: :class:`streameval.config.Session`, not imported: this module sits below the config)."""
     out = []
+    t = None
     for session in sessions:
         if not session.accepts(event):
             continue
+        if t is None:
+            t = _result_time(result)
         key = session_key(session.key.find(event))
-        t = _result_time(result)
         if key is None:
             out.append(Turn(session.name, None, event.id, t))
             continue
         end = session.end is not None and session.end.find(event) is True
-        record = _record(event, result, text_limit(session.config.max_bytes))
+        record = _record(event, result, t, text_limit(session.config.max_bytes))
         out.append(Turn(session.name, key, event.id, t, end, orjson.dumps(record)))
     return tuple(out)
