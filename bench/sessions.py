@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -40,16 +39,16 @@ import orjson
 import redis.asyncio as aioredis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from redis_cost import _start_node  # noqa: E402
+from redis_cost import _start_node
 
-from streameval.config import parse_config_text  # noqa: E402
-from streameval.models import SessionResult, format_time  # noqa: E402
-from streameval.outputs import Publish  # noqa: E402
-from streameval.pipeline import Pipeline, Source  # noqa: E402
-from streameval.processor import Processor  # noqa: E402
-from streameval.sessions.closer import SessionCloser  # noqa: E402
-from streameval.sessions.state import DUE_SHARDS, SessionKeys, SessionStore, session_terms  # noqa: E402
-from streameval.store import ResultStore  # noqa: E402
+from streameval.config import parse_config_text
+from streameval.models import SessionResult, format_time
+from streameval.outputs import Publish
+from streameval.pipeline import Pipeline, Source
+from streameval.processor import Processor
+from streameval.sessions.closer import SessionCloser
+from streameval.sessions.state import DUE_SHARDS, SessionKeys, SessionStore, session_terms
+from streameval.store import ResultStore
 
 PROFILE = False  # --profile: Redis commandstats per event of each run
 
@@ -86,7 +85,9 @@ def conversations(n: int, gap: float, seed: int) -> tuple[list[tuple[float, byte
     return out, len(out)
 
 
-def partitioned(events: list[tuple[float, bytes, str]], partitions: int, batch: int) -> list[list[tuple[bytes, Source]]]:
+def partitioned(
+    events: list[tuple[float, bytes, str]], partitions: int, batch: int
+) -> list[list[tuple[bytes, Source]]]:
     """Batches per partition in arrival order, taken round robin (as workers interleave partitions)."""
     queues: list[list[tuple[bytes, Source]]] = [[] for _ in range(partitions)]
     for _, raw, _ in events:
@@ -94,7 +95,7 @@ def partitioned(events: list[tuple[float, bytes, str]], partitions: int, batch: 
         queues[p].append((raw, Source("requests", p, len(queues[p]))))
     batches = []
     for start in range(0, max(len(q) for q in queues), batch):
-        batches += [q[start:start + batch] for q in queues if q[start:start + batch]]
+        batches += [q[start : start + batch] for q in queues if q[start : start + batch]]
     return batches
 
 
@@ -113,7 +114,11 @@ async def run_events(client: aioredis.Redis, text: str, prefix: str, batches: li
     _, suites = parse_config_text(text)
     pipeline = Pipeline(suites)
     store = ResultStore(client, prefix=prefix, windows=(60,))
-    state = SessionStore(client, session_terms(suites.sessions), prefix=prefix, worker_id="bench") if with_sessions else None
+    state = (
+        SessionStore(client, session_terms(suites.sessions), prefix=prefix, worker_id="bench")
+        if with_sessions
+        else None
+    )
     processor = Processor(pipeline, store, sessions=state)
     await processor.process_batch(batches[0][:1])  # warm: scripts loaded, pairs admitted
     await client.config_resetstat()
@@ -131,7 +136,9 @@ async def run_events(client: aioredis.Redis, text: str, prefix: str, batches: li
     return worker, redis, await used_memory(client) - memory, (pipeline, store, state, suites)
 
 
-async def close_all(client: aioredis.Redis, parts: Any, sessions: int, arrivals: dict[str, float]) -> dict[str, float]:
+async def close_all(
+    client: aioredis.Redis, parts: Any, sessions: int, arrivals: dict[str, float]
+) -> dict[str, float]:
     pipeline, store, state, suites = parts
     closer = SessionCloser(state, store, pipeline, suites.sessions)
     published: list[tuple[float, SessionResult]] = []
@@ -203,10 +210,10 @@ async def main_async(args: argparse.Namespace) -> None:
         try:
             plain = await run_events(client, SUITES, "plain:", batches, with_sessions=False)
             text = SUITES + SESSIONS.replace("{gap}", str(args.gap_s)).replace("{{", "{").replace("}}", "}")
-            started = time.time()
             sess = await run_events(client, text, "sess:", batches, with_sessions=True)
-            for arrival, _, conv in events:  # the bench replays arrivals as fast as it can: scale to wall time
-                arrivals[conv] = started  # refined below from the session meta
+            arrivals.update(
+                dict.fromkeys((conv for _, _, conv in events), 0.0)
+            )  # each one's last arrival, from its meta:
             state = sess[3][2]
             async with client.pipeline(transaction=False) as pipe:
                 keys = list(arrivals)
@@ -247,7 +254,9 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--gap-s", type=float, default=2.0)
     parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--open", type=int, default=1_000_000, help="open sessions for the closer's cost; 0: skip")
+    parser.add_argument(
+        "--open", type=int, default=1_000_000, help="open sessions for the closer's cost; 0: skip"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="Redis commandstats per event of each run")
     args = parser.parse_args()

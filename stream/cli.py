@@ -136,12 +136,17 @@ def _check(path: Path, console: Console) -> int:
 
     _, suites = load_config(path)
     for suite in suites.all:
-        how = "default" if suite.config.default else (suite.config.match.model_dump(exclude_none=True) if suite.config.match else "explicit only")
+        how = "default" if suite.is_default else (suite.config.match.model_dump(exclude_none=True) if suite.config.match else "explicit only")
         names = ", ".join(f"{b.name}×{b.weight:g}" for b in suite.evaluators)
         console.print(f"{suite.name}: match {how}; threshold {suite.config.threshold:g}; {names}", highlight=False)
     for spec in suites.inputs:
         console.print(f"input {spec.topic}: {spec.format}", highlight=False)
-    console.print(f"{path}: OK ({len(suites.all)} suites)")
+    for session in suites.sessions:
+        c = session.config
+        names = ", ".join(f"{b.name}×{b.weight:g}" for b in session.suite.evaluators)
+        console.print(f"session {c.name}: key {c.key}; gap {c.gap_s:g} s; threshold {c.threshold:g}; {names}", highlight=False)
+    sessions = f", {len(suites.sessions)} sessions" if suites.sessions else ""
+    console.print(f"{path}: OK ({len(suites.all)} suites{sessions})")
     return EXIT_OK
 
 

@@ -228,6 +228,11 @@ class Suite:
     def name(self) -> str:
         return self.config.name
 
+    @property
+    def is_default(self) -> bool:
+        """The suite for events no other suite matches (never a session's scoring)."""
+        return isinstance(self.config, SuiteConfig) and self.config.default
+
 
 @dataclass(frozen=True)
 class Session:
@@ -260,8 +265,8 @@ class Suites:
         self.alerts = tuple(alerts)  # checked on each closed window (streameval.windows)
         self.windowing = windowing or WindowingConfig()
         self.by_name = {s.name: s for s in suites}
-        self._matching = [s for s in suites if s.config.match is not None and not s.config.default]
-        self._default = next((s for s in suites if s.config.default), None)
+        self._matching = [s for s in suites if s.config.match is not None and not s.is_default]
+        self._default = next((s for s in suites if s.is_default), None)
 
     def route(self, event: RequestEvent) -> Suite:
         if event.suite is not None:

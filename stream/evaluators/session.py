@@ -31,7 +31,9 @@ def session_metrics(event: RequestEvent) -> dict[str, Any]:
 
 
 class TurnScoreParams(Params):
-    stat: Literal["min", "mean", "last"] = Field(default="mean", description="which figure of the turns' scores")
+    stat: Literal["min", "mean", "last"] = Field(
+        default="mean", description="which figure of the turns' scores"
+    )
     threshold: float = Field(default=0.6, ge=0.0, le=1.0, description="pass at or above this score")
 
 
@@ -52,7 +54,9 @@ class TurnScores(Evaluator):
 
 
 class CleanParams(Params):
-    threshold: float = Field(default=1.0, ge=0.0, le=1.0, description="pass at or above this share of clean turns")
+    threshold: float = Field(
+        default=1.0, ge=0.0, le=1.0, description="pass at or above this share of clean turns"
+    )
 
 
 @register

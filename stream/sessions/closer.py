@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import orjson
 
@@ -44,16 +45,20 @@ __all__ = ["SessionCloser", "build_result", "content_of", "evaluate_thread", "gr
 log = logging.getLogger(__name__)
 
 
-async def evaluate_thread(pipeline: Pipeline, session: Session, key: str, revision: int, turns: list[dict],
+async def evaluate_thread(pipeline: Pipeline, session: Session, key: str, revision: int, turns: list[dict[str, Any]],
                           received: int, closed_by: str, closed_at: float, *,
                           received_at: float) -> tuple[GradedResult, SessionResult, dict[str, dict[str, float]]]:  # fmt: skip
     """Judge one session's thread; the graded form (recorded), the session result (published), counters."""
     event, metrics = thread_event(session.name, key, session.config.category, revision, turns, received)
     graded, counters = await pipeline.evaluate(event, session.suite, received_at=received_at)
-    return graded, build_result(graded, session.name, key, revision, turns, metrics, closed_by, closed_at), counters
+    return (
+        graded,
+        build_result(graded, session.name, key, revision, turns, metrics, closed_by, closed_at),
+        counters,
+    )
 
 
-def build_result(graded: GradedResult, session: str, key: str, revision: int, turns: list[dict], metrics: dict,
+def build_result(graded: GradedResult, session: str, key: str, revision: int, turns: list[dict[str, Any]], metrics: dict[str, Any],
                  closed_by: str, closed_at: float) -> SessionResult:  # fmt: skip
     return SessionResult(
         id=graded.id, session=session, key=key, model=graded.model,
@@ -134,7 +139,9 @@ class SessionCloser:
         if claim.revision > 0 and claim.previous:
             previous = orjson.loads(claim.previous)
             old = GradedResult.model_validate(previous["graded"])
-            retractions.append((old.model_copy(update={"id": old.id + "~"}), b"", previous["counters"], b"retract"))
+            retractions.append(
+                (old.model_copy(update={"id": old.id + "~"}), b"", previous["counters"], b"retract")
+            )
         stored = await retry_forever(
             lambda: self.store.record_many([(graded, encoded, counters, content_of(result.turn_ids, claim.revision))],
                                            retractions=retractions),

@@ -61,7 +61,9 @@ class LocalSessions:
             state.payloads[slot] = turn.payload
             state.bytes += _SEQ + len(turn.payload)
             state.ended = state.ended or turn.end
-            while (len(state.order) > config.max_turns or state.bytes > config.max_bytes) and len(state.order) > 2:
+            while (len(state.order) > config.max_turns or state.bytes > config.max_bytes) and len(
+                state.order
+            ) > 2:
                 gone = state.order.pop(len(state.order) // 2)
                 state.bytes -= _SEQ + len(state.payloads.pop(gone))
 

@@ -49,8 +49,16 @@ from ..keyspace import Client, guard, run_scripts
 from . import scripts
 from .turns import Turn
 
-__all__ = ["DUE_SHARDS", "TOMBSTONE_S", "AppendReport", "Claim", "SessionKeys", "SessionStore", "SessionTerms",
-           "session_terms"]
+__all__ = [
+    "DUE_SHARDS",
+    "TOMBSTONE_S",
+    "AppendReport",
+    "Claim",
+    "SessionKeys",
+    "SessionStore",
+    "SessionTerms",
+    "session_terms",
+]
 
 #: shards of the due index (one zset per shard, one hash tag each: spread over a cluster's slots)
 DUE_SHARDS = 16
@@ -189,13 +197,17 @@ class SessionStore:
         """Up to ``limit`` sessions per shard whose deadline is at or before ``now``: (tag, deadline)."""
         async with self.client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
             for shard in range(DUE_SHARDS):
-                pipe.zrangebyscore(self.keys.due(shard), "-inf", repr(now), start=0, num=limit, withscores=True)
+                pipe.zrangebyscore(
+                    self.keys.due(shard), "-inf", repr(now), start=0, num=limit, withscores=True
+                )
             replies = await guard(pipe.execute())
         return [(_text(member), float(score)) for reply in replies for member, score in reply]
 
     async def claim(self, tag: str) -> Claim | tuple[str, float | None]:
         """Take a due session for closing, or why not: ('gone' | 'closed' | 'busy' | 'later', deadline)."""
-        [reply] = await guard(run_scripts(self.client, [(self._claim, self.keys.keys(tag), [self.worker_id, self.lease_ms])]))
+        [reply] = await guard(
+            run_scripts(self.client, [(self._claim, self.keys.keys(tag), [self.worker_id, self.lease_ms])])
+        )
         status = _text(reply[0])
         if status != "ok":
             return status, float(_text(reply[1])) if status == "later" else None
@@ -210,14 +222,26 @@ class SessionStore:
         """Mark ``claim`` closed (or reopened, when turns came in meanwhile): ('closed' | 'lost', None) or
         ('reopened', deadline). ``published`` is the result the next revision corrects the aggregates for."""
         terms = self.terms[claim.session]
-        args = [self.worker_id, claim.seq, claim.revision + 1, published, repr(terms.grace_s), TOMBSTONE_S, closed_by]
+        args = [
+            self.worker_id,
+            claim.seq,
+            claim.revision + 1,
+            published,
+            repr(terms.grace_s),
+            TOMBSTONE_S,
+            closed_by,
+        ]
         [reply] = await guard(run_scripts(self.client, [(self._finish, self.keys.keys(claim.tag), args)]))
         status = _text(reply[0])
         return status, float(_text(reply[1])) if status == "reopened" else None
 
     async def move(self, tag: str, score: float, deadline: float | None) -> None:
         """Set a due entry read with ``score`` to ``deadline`` (None: drop it), unless an append changed it."""
-        call = (self._due_set, [self.keys.due(self.keys.shard(tag))], [tag, repr(score), "" if deadline is None else repr(deadline)])
+        call = (
+            self._due_set,
+            [self.keys.due(self.keys.shard(tag))],
+            [tag, repr(score), "" if deadline is None else repr(deadline)],
+        )
         await guard(run_scripts(self.client, [call]))
 
     async def open_count(self) -> int:

@@ -28,7 +28,7 @@ from typing import Any
 from ..blocks import AgentBlock, DomainScore
 from ..models import RequestEvent, format_time
 
-__all__ = ["result_id", "render", "thread_event", "thread_metrics"]
+__all__ = ["render", "result_id", "thread_event", "thread_metrics"]
 
 
 def result_id(session: str, key: str, revision: int) -> str:
@@ -77,7 +77,9 @@ def render(turns: list[dict[str, Any]], dropped: int) -> str:
     middle = len(turns) // 2 if dropped else -1
     for n, turn in enumerate(turns):
         if n == middle:
-            lines.append(f"[... {dropped} turn(s) left out here: the thread is longer than the session keeps ...]")
+            lines.append(
+                f"[... {dropped} turn(s) left out here: the thread is longer than the session keeps ...]"
+            )
         number = n + 1 if not dropped or n < middle else n + 1 + dropped
         if turn.get("input") is not None:
             lines.append(f"### turn {number} - user\n{turn['input']}")

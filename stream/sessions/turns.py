@@ -13,8 +13,8 @@ the turn's own ``score`` / ``passed`` / ``gates`` (failed gates), ``refusal`` an
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -74,7 +74,11 @@ def _tools(metadata: dict[str, Any]) -> list[dict[str, Any]] | None:
         for field in ("arguments", "result"):
             if field in call:
                 value = call[field]
-                text = value if isinstance(value, str) else orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+                text = (
+                    value
+                    if isinstance(value, str)
+                    else orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+                )
                 entry[field] = clip(text, TOOL_TEXT)
         error = call.get("error")
         entry["error"] = clip(str(error), TOOL_TEXT) if error not in (None, False, "") else None

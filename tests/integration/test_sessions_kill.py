@@ -61,7 +61,9 @@ sessions:
                                "expected": "Paris", "timestamp": format_time(now - 60 + i),
                                "metadata": {"c": f"c{c}", "last": i == 2}})
                  for c in range(CONVERSATIONS) for i in range(3)]  # fmt: skip
-        await produce(broker.bootstrap, topics["requests"], turns, key=lambda v: orjson.loads(v)["id"].encode())
+        await produce(
+            broker.bootstrap, topics["requests"], turns, key=lambda v: orjson.loads(v)["id"].encode()
+        )
         # closings in flight: the first results are out, most are still being judged
         await collect(broker.bootstrap, [topics["sessions"]], until=lambda r: len(r) >= 2, timeout=120)
         os.kill(workers[0].proc.pid, signal.SIGKILL)
@@ -77,7 +79,9 @@ sessions:
     for record in records:
         copies[SessionResult.model_validate_json(record.value).id].add(record.value)
     assert sorted(copies) == sorted(f"conv:c{c}#0" for c in range(CONVERSATIONS))
-    assert all(len(values) == 1 for values in copies.values()), {k: len(v) for k, v in copies.items() if len(v) > 1}
+    assert all(len(values) == 1 for values in copies.values()), {
+        k: len(v) for k, v in copies.items() if len(v) > 1
+    }
     results = [SessionResult.model_validate_json(next(iter(v))) for v in copies.values()]
     assert all(r.turn_ids == [f"{r.key}-{i}" for i in range(3)] for r in results)
     figures = {(a.model, a.suite): a for a in await ResultStore(aredis, prefix=prefix).all_time()}

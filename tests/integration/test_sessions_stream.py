@@ -93,7 +93,11 @@ async def test_two_workers_close_each_conversation_once_and_revise_on_a_late_tur
 
     await produce(broker.bootstrap, topics["requests"], first, key=by_turn)
     requests = await collect(broker.bootstrap, [topics["requests"]], until=closed(1 + len(first)), timeout=30)
-    for conv in ("ended", "gap", "revised"):  # each conversation's turns sit on both partitions (both workers)
+    for conv in (
+        "ended",
+        "gap",
+        "revised",
+    ):  # each conversation's turns sit on both partitions (both workers)
         assert {r.partition for r in requests if orjson.loads(r.value)["id"].startswith(conv)} == {0, 1}
 
     records = await collect(broker.bootstrap, [topics["sessions"]], until=closed(4), timeout=60)
@@ -106,9 +110,19 @@ async def test_two_workers_close_each_conversation_once_and_revise_on_a_late_tur
         assert worker.proc.poll() is None, worker.log()[-3000:]
     results = [SessionResult.model_validate_json(r.value) for r in records]
     assert Counter((r.key, r.revision) for r in results) == {
-        ("ended", 0): 1, ("gap", 0): 1, ("idle", 0): 1, ("revised", 0): 1, ("revised", 1): 1}
+        ("ended", 0): 1,
+        ("gap", 0): 1,
+        ("idle", 0): 1,
+        ("revised", 0): 1,
+        ("revised", 1): 1,
+    }
     latest = {r.key: r for r in results if r.revision == max(x.revision for x in results if x.key == r.key)}
-    assert {k: r.closed_by for k, r in latest.items()} == {"ended": "end", "gap": "gap", "idle": "idle", "revised": "end"}
+    assert {k: r.closed_by for k, r in latest.items()} == {
+        "ended": "end",
+        "gap": "gap",
+        "idle": "idle",
+        "revised": "end",
+    }
     assert latest["gap"].turn_ids == [f"gap-{i}" for i in range(7)]  # event-time order
     assert latest["revised"].turn_ids == [f"revised-{i}" for i in range(5)]
     assert latest["ended"].metrics.turns == 6 and latest["ended"].metrics.duration_s == 5.0
@@ -125,12 +139,17 @@ async def test_two_workers_close_each_conversation_once_and_revise_on_a_late_tur
     lines.write_bytes(b"\n".join([*first, late]))
     _, suites = parse_config_text(CONFIG)
     out = tmp_path / "sessions.jsonl"
-    await evaluate_file(Pipeline(suites), lines, tmp_path / "r.jsonl", tmp_path / "d.jsonl", sessions_path=out)
-    offline = {r.key: r for r in (SessionResult.model_validate_json(x) for x in out.read_bytes().splitlines())}
+    await evaluate_file(
+        Pipeline(suites), lines, tmp_path / "r.jsonl", tmp_path / "d.jsonl", sessions_path=out
+    )
+    offline = {
+        r.key: r for r in (SessionResult.model_validate_json(x) for x in out.read_bytes().splitlines())
+    }
     skip = {"closed_at", "evaluated_at", "latency_ms"}
     for key in ("ended", "gap"):
         assert offline[key].model_dump(exclude=skip) == latest[key].model_dump(exclude=skip)
     # offline closes at the end of the file: "revised" has its late turn in revision 0, "idle" closes by gap
-    assert offline["revised"].model_dump(exclude=skip | {"id", "revision"}) == \
-        latest["revised"].model_dump(exclude=skip | {"id", "revision"})
+    assert offline["revised"].model_dump(exclude=skip | {"id", "revision"}) == latest["revised"].model_dump(
+        exclude=skip | {"id", "revision"}
+    )
     assert offline["idle"].closed_by == "gap" and offline["idle"].turn_ids == latest["idle"].turn_ids

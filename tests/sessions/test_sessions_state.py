@@ -41,14 +41,22 @@ class Rig:
 
     def __init__(self, client: aioredis.Redis, prefix: str, *, gap: float = 60, grace: float = 60, max_turns: int = 500,
                  closers: int = 1, settle: float = 0.0) -> None:  # fmt: skip
-        text = CONFIG.replace("{gap}", str(gap)).replace("{grace}", str(grace)).replace("{max_turns}", str(max_turns))
+        text = (
+            CONFIG.replace("{gap}", str(gap))
+            .replace("{grace}", str(grace))
+            .replace("{max_turns}", str(max_turns))
+        )
         text = text.replace("{{", "{").replace("}}", "}")
         _, self.suites = parse_config_text(text)
         self.pipeline = Pipeline(self.suites)
         self.store = ResultStore(client, prefix=prefix, windows=(60,))
         terms = session_terms(self.suites.sessions, settle)
-        self.states = [SessionStore(client, terms, prefix=prefix, lease_s=5, worker_id=f"w{i}") for i in range(closers)]
-        self.closers = [SessionCloser(s, self.store, self.pipeline, self.suites.sessions) for s in self.states]
+        self.states = [
+            SessionStore(client, terms, prefix=prefix, lease_s=5, worker_id=f"w{i}") for i in range(closers)
+        ]
+        self.closers = [
+            SessionCloser(s, self.store, self.pipeline, self.suites.sessions) for s in self.states
+        ]
         self.sent: list[Publish] = []
 
     async def turns(self, *events: dict[str, Any]) -> list[Turn]:
@@ -73,7 +81,9 @@ class Rig:
         return [SessionResult.model_validate_json(m.value) for m in self.sent if m.kind == "session"]
 
 
-def turn(i: int, at: float, *, conv: str = "c1", output: str = "Paris", last: bool = False, model: str = "m") -> dict[str, Any]:
+def turn(
+    i: int, at: float, *, conv: str = "c1", output: str = "Paris", last: bool = False, model: str = "m"
+) -> dict[str, Any]:
     return {"id": f"{conv}-{i}", "model": model, "input": f"question {i}", "output": output, "expected": "Paris",
             "timestamp": format_time(at), "metadata": {"conversation_id": conv, "last": last}}  # fmt: skip
 
@@ -83,12 +93,17 @@ async def redis_now(client: aioredis.Redis) -> float:
     return float(seconds) + micros / 1e6
 
 
-async def test_turns_are_appended_once_in_event_time_order_and_an_end_marker_closes(aredis: aioredis.Redis, prefix: str) -> None:
+async def test_turns_are_appended_once_in_event_time_order_and_an_end_marker_closes(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
     rig = Rig(aredis, prefix)
     now = await redis_now(aredis)
     counts = await rig.append(turn(2, now - 1), turn(0, now - 3))
     assert counts == {("conv", "appended"): 2}
-    assert await rig.append(turn(0, now - 3), turn(1, now - 2)) == {("conv", "duplicate"): 1, ("conv", "appended"): 1}
+    assert await rig.append(turn(0, now - 3), turn(1, now - 2)) == {
+        ("conv", "duplicate"): 1,
+        ("conv", "appended"): 1,
+    }
     assert await rig.close() == 0  # not due: gap 60 s
     await rig.append(turn(3, now, last=True))
     assert await rig.close() == 1
@@ -100,7 +115,9 @@ async def test_turns_are_appended_once_in_event_time_order_and_an_end_marker_clo
     assert (figures.model, figures.suite, figures.count) == ("m", "conv", 1)
 
 
-async def test_bounds_drop_middle_turns_the_same_way_online_and_offline(aredis: aioredis.Redis, prefix: str) -> None:
+async def test_bounds_drop_middle_turns_the_same_way_online_and_offline(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
     rig = Rig(aredis, prefix, max_turns=4)
     now = await redis_now(aredis)
     events = [turn(i, now - 100 + i, last=i == 9) for i in (0, 5, 1, 9, 2, 8, 3, 7, 4, 6)]
@@ -119,7 +136,9 @@ async def test_bounds_drop_middle_turns_the_same_way_online_and_offline(aredis: 
     assert online.model_dump(exclude=skip) == offline.model_dump(exclude=skip)
 
 
-async def test_gap_closes_sessions_whose_event_times_passed_and_idle_closes_quiet_ones(aredis: aioredis.Redis, prefix: str) -> None:
+async def test_gap_closes_sessions_whose_event_times_passed_and_idle_closes_quiet_ones(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
     rig = Rig(aredis, prefix, gap=1.5, settle=0.5)
     now = await redis_now(aredis)
     await rig.append(turn(0, now - 10, conv="past"), turn(1, now - 9, conv="past"))
@@ -147,7 +166,9 @@ async def test_concurrent_closers_publish_each_session_once(aredis: aioredis.Red
     assert figures.count == 40
 
 
-async def test_a_late_turn_within_grace_revises_and_replaces_the_aggregates(aredis: aioredis.Redis, prefix: str) -> None:
+async def test_a_late_turn_within_grace_revises_and_replaces_the_aggregates(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
     rig = Rig(aredis, prefix, gap=1, grace=30)
     now = await redis_now(aredis)
     await rig.append(turn(0, now - 5), turn(1, now - 4, output="Rome", last=True))
@@ -188,7 +209,9 @@ async def test_keyless_turns_are_not_appended(aredis: aioredis.Redis, prefix: st
     assert (await rig.states[0].append(turns)).counts == {}
 
 
-async def test_the_worker_appends_turns_after_recording_and_counts_late_and_keyless_ones(aredis: aioredis.Redis, prefix: str) -> None:
+async def test_the_worker_appends_turns_after_recording_and_counts_late_and_keyless_ones(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
     from prometheus_client import REGISTRY
 
     from streameval.pipeline import Source
@@ -198,13 +221,20 @@ async def test_the_worker_appends_turns_after_recording_and_counts_late_and_keyl
     processor = Processor(rig.pipeline, rig.store, sessions=rig.states[0])
 
     def count(outcome: str) -> float:
-        return REGISTRY.get_sample_value("streameval_session_turns_total", {"session": "conv", "outcome": outcome}) or 0.0
+        return (
+            REGISTRY.get_sample_value(
+                "streameval_session_turns_total", {"session": "conv", "outcome": outcome}
+            )
+            or 0.0
+        )
 
     before = {k: count(k) for k in ("appended", "late", "keyless", "duplicate")}
     now = await redis_now(aredis)
     keyless = turn(9, now)
     del keyless["metadata"]["conversation_id"]
-    batch = [(orjson.dumps(e), Source("t", 0, i)) for i, e in enumerate([turn(0, now - 5, last=True), keyless])]
+    batch = [
+        (orjson.dumps(e), Source("t", 0, i)) for i, e in enumerate([turn(0, now - 5, last=True), keyless])
+    ]
     published = await processor.process_batch(batch)
     assert [m.kind for m in published] == ["result", "result"]  # every turn is still an event of its suite
     assert await rig.close() == 1

@@ -34,7 +34,13 @@ def test_defaults_and_the_default_evaluator() -> None:
     _, suites = parse_config(config())
     [session] = suites.sessions
     c = session.config
-    assert (c.gap_s, c.grace, c.max_turns, c.max_bytes, c.category) == (300.0, 300.0, 500, 1 << 20, "multi_turn")
+    assert (c.gap_s, c.grace, c.max_turns, c.max_bytes, c.category) == (
+        300.0,
+        300.0,
+        500,
+        1 << 20,
+        "multi_turn",
+    )
     assert [b.name for b in session.suite.evaluators] == ["turn_scores"]
     assert suites.by_name.keys() == {"chat"}  # a session is never a routing target
 
@@ -82,7 +88,13 @@ def test_rule_metrics_over_the_thread() -> None:
     m = thread_metrics(turns, received=5)
     assert (m["turns"], m["kept"], m["dropped"], m["duration_s"]) == (5, 3, 2, 4.0)
     assert (m["score_min"], m["score_mean"], m["score_last"]) == (0.2, pytest.approx(0.6), 0.6)
-    assert (m["refusals"], m["errors"], m["gate_failures"], m["tool_errors"], m["unclean_turns"]) == (1, 0, 1, 1, 2)
+    assert (m["refusals"], m["errors"], m["gate_failures"], m["tool_errors"], m["unclean_turns"]) == (
+        1,
+        0,
+        1,
+        1,
+        2,
+    )
     assert m["collaboration_efficiency"] == pytest.approx(0.6 / (5 * 4.0 + 1))  # agent spec, rounds = turns
     assert m["adaptability"] == pytest.approx((0.6 + 0.6) / 2)  # mean of domain means: a 0.6, b 0.6
     assert thread_metrics([record(0, 3.0)], 1)["collaboration_efficiency"] == 0.0  # no time: 0 (agent spec)
@@ -101,7 +113,11 @@ def test_judges_see_the_whole_thread_blind_with_the_multi_turn_rubric() -> None:
     turns = [record(i, float(i)) for i in range(3)]
     event, _ = thread_event("conv", "k", "multi_turn", 0, turns, received=3)
     prompt = build_rubric(event, event.category or "", "0-10", blind=True)
-    assert prompt.weights == RUBRICS["multi_turn"] == {"context_retention": 0.40, "relevance": 0.30, "coherence": 0.30}
+    assert (
+        prompt.weights
+        == RUBRICS["multi_turn"]
+        == {"context_retention": 0.40, "relevance": 0.30, "coherence": 0.30}
+    )
     assert all(f"a{i}" in prompt.user and f"q{i}" in prompt.user for i in range(3))
     assert "secret-model" not in prompt.user and "secret-model" not in prompt.system
     assert event.metadata["transcript"] == turns  # code evaluators read the turns
@@ -118,5 +134,10 @@ async def test_offline_sessions_append_once_and_keep_first_and_last_turns() -> N
         local.add(outcome.turns)
     [(graded, result)] = await local.close_all(pipeline)
     assert result.turn_ids[0] == "e0" and result.turn_ids[-1] == "e4" and len(result.turn_ids) == 3
-    assert (result.metrics.turns, result.metrics.dropped, result.truncated, result.closed_by) == (5, 2, True, "end")
+    assert (result.metrics.turns, result.metrics.dropped, result.truncated, result.closed_by) == (
+        5,
+        2,
+        True,
+        "end",
+    )
     assert (graded.suite, graded.id) == ("conv", "conv:k#0")
