@@ -243,3 +243,59 @@ async def test_the_worker_appends_turns_after_recording_and_counts_late_and_keyl
     await processor.process_batch(batch[:1])  # redelivered
     after = {k: count(k) - before[k] for k in before}
     assert after == {"appended": 1, "late": 1, "keyless": 1, "duplicate": 1}
+
+
+async def test_the_judge_panel_reads_the_whole_thread_blind_over_http(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
+    from streameval.judges.sim import start_judge_sim
+
+    received: list[dict[str, Any]] = []
+    async with start_judge_sim(requests=received) as url:
+        text = f"""
+judges:
+  - {{name: sim, protocol: openai, base_url: '{url}/v1', model: simulated, weight: 1}}
+suites:
+  - {{name: chat, default: true, evaluators: [{{evaluator: exact_match}}]}}
+sessions:
+  - name: conv
+    key: metadata.conversation_id
+    end: metadata.last
+    evaluators: [{{evaluator: turn_scores}}]
+    judge: {{consistency_rate: 0}}
+"""
+        _, suites = parse_config_text(text)
+        pipeline = Pipeline(suites)
+        await pipeline.start()
+        try:
+            store = ResultStore(aredis, prefix=prefix, windows=(60,))
+            state = SessionStore(aredis, session_terms(suites.sessions, 0.0), prefix=prefix)
+            closer = SessionCloser(state, store, pipeline, suites.sessions)
+            now = await redis_now(aredis)
+            turns = []
+            for i, said in enumerate(["My name is Ada.", "What is my name?"]):
+                event = {**turn(i, now - 9 + i, last=i == 1, model="secret-model-x"), "input": said,
+                         "output": f"reply {i}: Ada" if i else "Hello Ada."}  # fmt: skip
+                turns += (await pipeline.process(orjson.dumps(event))).turns
+            await state.append(turns)
+            sent: list[Publish] = []
+
+            async def send(message: Publish) -> None:
+                sent.append(message)
+
+            assert await closer.run_once(send) == 1
+        finally:
+            await pipeline.close()
+    [result] = [SessionResult.model_validate_json(m.value) for m in sent]
+    assert result.judge is not None and result.judge.status == "ok" and result.judge.category == "multi_turn"
+    [body] = received
+    prompt = orjson.dumps(body).decode()
+    for text_seen in (
+        "My name is Ada.",
+        "Hello Ada.",
+        "What is my name?",
+        "reply 1: Ada",
+        "context_retention",
+    ):
+        assert text_seen in prompt
+    assert "secret-model-x" not in prompt  # blind
