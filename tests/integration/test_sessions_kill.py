@@ -84,6 +84,7 @@ sessions:
     }
     results = [SessionResult.model_validate_json(next(iter(v))) for v in copies.values()]
     assert all(r.turn_ids == [f"{r.key}-{i}" for i in range(3)] for r in results)
+    assert all(r.judge is not None and r.judge.status == "ok" for r in results)  # judged over HTTP, whole thread
     figures = {(a.model, a.suite): a for a in await ResultStore(aredis, prefix=prefix).all_time()}
     assert figures[("m", "conv")].count == CONVERSATIONS
     assert figures[("m", "conv")].mean == pytest.approx(sum(r.score for r in results) / CONVERSATIONS)
