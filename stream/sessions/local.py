@@ -24,7 +24,7 @@ from .turns import Turn
 
 __all__ = ["LocalSessions"]
 
-_SEQ = 10  # the arrival number's digits in front of each stored turn (bytes are counted the same way)
+_PREFIX = 30  # event time and arrival number in front of each stored turn (bytes are counted the same way)
 
 
 @dataclass
@@ -59,13 +59,13 @@ class LocalSessions:
             slot = (turn.time, state.seq)
             bisect.insort(state.order, slot)
             state.payloads[slot] = turn.payload
-            state.bytes += _SEQ + len(turn.payload)
+            state.bytes += _PREFIX + len(turn.payload)
             state.ended = state.ended or turn.end
             while (len(state.order) > config.max_turns or state.bytes > config.max_bytes) and len(
                 state.order
             ) > 2:
                 gone = state.order.pop(len(state.order) // 2)
-                state.bytes -= _SEQ + len(state.payloads.pop(gone))
+                state.bytes -= _PREFIX + len(state.payloads.pop(gone))
 
     async def close_all(self, pipeline: Pipeline) -> list[tuple[GradedResult, SessionResult]]:
         """Judge every session (in order of session name, then first event time, then key): the graded form

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 __all__ = ["APPEND", "CLAIM", "DUE_SET", "FINISH"]
 
-# Append turns to one session. KEYS: 1 turns (zset), 2 meta (hash).
+# Append turns to one session. KEYS: 1 turns (list), 2 meta (hash).
 # ARGV: 1 gap_s, 2 grace_s, 3 max_turns, 4 max_bytes, 5 the open session's TTL, 6 n, 7 settle_s; then per
 #       turn: id, event time, end (1/0), payload.
 # Returns {state, deadline or '-1', code per turn}: 0 already appended, 1 appended, 2 late (closed for
 # longer than grace_s: not appended), 3 appended to a closed session within grace_s (it reopens: revision).
-# A turn's member is its 10-digit arrival number then its payload: ties of event time keep arrival order.
-# Over max_turns or max_bytes the member in the middle is dropped (never the first or the last).
+# A turn's entry is its event time (20 characters, 6 decimals) and 10-digit arrival number, then its
+# payload: sorted as strings, the entries are in event-time order, ties in arrival order. Appending is an
+# RPUSH (a list entry is far cheaper than a zset member of this size); the order is made when the
+# session is read, and in here only when the bounds bite: over max_turns or max_bytes the entry in the
+# middle of that order is dropped (never the first or the last).
 APPEND = """
 local gap, grace = tonumber(ARGV[1]), tonumber(ARGV[2])
 local max_turns, max_bytes, ttl, n = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -46,17 +49,19 @@ for i = 1, n do
     codes[i] = 0
   else
     seq = seq + 1
-    local member = string.format('%010d', seq) .. payload
-    redis.call('ZADD', turns, t, member)
+    local member = string.format('%020.6f%010d', t, seq) .. payload
+    redis.call('RPUSH', turns, member)
     kept, bytes, added = kept + 1, bytes + #member, added + 1
     if not first or t < first then first = t end
     if not last or t > last then last = t end
     if ARGV[a + 3] == '1' then ended = true end
     codes[i] = code
     while (kept > max_turns or bytes > max_bytes) and kept > 2 do
-      local middle = math.floor(kept / 2)
-      local gone = redis.call('ZRANGE', turns, middle, middle)[1]
-      redis.call('ZREM', turns, gone)
+      -- the bounds bite: order the turns (the fixed-width prefix sorts as event time, then arrival)
+      local all = redis.call('LRANGE', turns, 0, -1)
+      table.sort(all)
+      local gone = all[math.floor(kept / 2) + 1]
+      redis.call('LREM', turns, 1, gone)
       kept, bytes, dropped = kept - 1, bytes - #gone, dropped + 1
     end
   end
@@ -98,7 +103,7 @@ if not redis.call('SET', KEYS[3], ARGV[1], 'NX', 'PX', ARGV[2]) then return {'bu
 redis.call('HSET', KEYS[2], 'state', 'closing')
 local out = {'ok', string.format('%.6f', now), m[3], m[4] or '0', m[5], m[6], m[7], m[8], m[9], m[10] or '0',
              m[11] or '', m[12] or ''}
-for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do out[#out + 1] = member end
+for _, member in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do out[#out + 1] = member end
 return out
 """
 

@@ -5,9 +5,9 @@ and the sharded index of close deadlines. No keyspace SCAN anywhere.
 URL-quoted), so its keys live in one slot:
 
 ================================  ===================================================================
-``P{ss:name:key}:turns``          zset of turns: score = event time, member = 10-digit arrival number +
-                                  the turn (JSON, streameval.sessions.turns): ordered by event time,
-                                  then arrival
+``P{ss:name:key}:turns``          list of turns, each: event time (``%020.6f``) + 10-digit arrival
+                                  number + the turn (JSON, streameval.sessions.turns); sorted as
+                                  strings they are in event-time order, then arrival
 ``P{ss:name:key}:meta``           hash: state (open, closing, closed), first / last event time, arrival
                                   (Redis clock of the last turn), deadline, seq, n (turns received),
                                   kept, bytes, dropped, end, rev (next revision), prev (the last
@@ -65,7 +65,7 @@ DUE_SHARDS = 16
 #: how long a closed session's meta outlives its grace (a turn of it after grace is late, not a new session)
 TOMBSTONE_S = 86400
 _OPEN_MARGIN_S = 3600
-_SEQ = 10  # digits of the arrival number in front of each turn member
+_PREFIX = 30  # event time (20 characters) and arrival number (10 digits) in front of each turn
 
 
 class SessionKeys:
@@ -216,7 +216,7 @@ class SessionStore:
         return Claim(tag, session, key, now=float(_text(r[1])), seq=int(r[2]), revision=int(r[3]), first=float(r[4]),
                      last=float(r[5]), arrival=float(r[6]), ended=_text(r[7]) == "1", received=int(r[8]),
                      dropped=int(r[9]), previous=bytes(r[10]) if r[10] else b"",
-                     turns=[bytes(m)[_SEQ:] for m in r[12:]])  # fmt: skip
+                     turns=[m[_PREFIX:] for m in sorted(bytes(m) for m in r[12:])])  # fmt: skip
 
     async def finish(self, claim: Claim, published: bytes, closed_by: str) -> tuple[str, float | None]:
         """Mark ``claim`` closed (or reopened, when turns came in meanwhile): ('closed' | 'lost', None) or

@@ -115,7 +115,8 @@ def _record(event: RequestEvent, result: GradedResult, t: float, limit: int) -> 
 
 
 def _result_time(result: GradedResult) -> float:
-    return round(parse_time(result.event_time), 3)
+    """Epoch seconds (ms), at least 0: the state orders turns by it as a fixed-width string."""
+    return max(0.0, round(parse_time(result.event_time), 3))
 
 
 def turns_of(sessions: Sequence[Any], event: RequestEvent, result: GradedResult) -> tuple[Turn, ...]:
