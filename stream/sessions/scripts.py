@@ -67,9 +67,9 @@ for i = 1, n do
   end
 end
 if added == 0 then return {state or 'none', '-1', unpack(codes)} end
--- never sooner than settle_s after this turn: turns of the same moment may still be on their way from
--- other partitions and workers
-local deadline = ended and now or math.max(math.min(last, now) + gap, now + settle)
+-- never sooner than settle_s after this turn (an end marker's too): turns of the same moment may still be
+-- on their way from other partitions and workers
+local deadline = ended and now + settle or math.max(math.min(last, now) + gap, now + settle)
 if state == 'closed' then
   state, deadline = 'open', now  -- a late turn within grace: the next revision, at the closer's next tick
 elseif not state then

@@ -20,8 +20,8 @@ URL-quoted), so its keys live in one slot:
 
 Deadline: ``min(last event time, arrival) + gap_s``, but never sooner than ``settle_s`` after the last
 arrival (the suite file's ``windowing.allowed_lateness_s``, 5 s by default: turns of the same moment may
-still be on their way through other partitions and workers); the arrival itself when a turn carries the
-end marker. With event times close to the clock the first term closes the session (``closed_by: gap``:
+still be on their way through other partitions and workers); ``settle_s`` after the arrival of a turn
+that carries the end marker. With event times close to the clock the first term closes the session (``closed_by: gap``:
 the clock, the watermark windows use too, passed the last event time + gap_s); when the event times
 are ahead of the clock (a producer's clock, future timestamps), a quiet session still closes gap_s
 after its last turn arrived (``idle``). Each append sets the session's index entry to the deadline it

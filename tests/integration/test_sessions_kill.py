@@ -70,7 +70,8 @@ sessions:
         workers[0].proc.wait()
 
         def all_closed(records: list[Any]) -> bool:
-            return len({SessionResult.model_validate_json(r.value).id for r in records}) >= CONVERSATIONS
+            closed = [SessionResult.model_validate_json(r.value) for r in records]
+            return len({r.key for r in closed if len(r.turn_ids) == 3}) >= CONVERSATIONS
 
         await collect(broker.bootstrap, [topics["sessions"]], until=all_closed, timeout=180)
         records = await read_all(broker.bootstrap, [topics["sessions"]])
@@ -78,13 +79,21 @@ sessions:
     copies: dict[str, set[bytes]] = defaultdict(set)
     for record in records:
         copies[SessionResult.model_validate_json(record.value).id].add(record.value)
-    assert sorted(copies) == sorted(f"conv:c{c}#0" for c in range(CONVERSATIONS))
+    # every copy of a result is the same bytes: a session closed again after the kill republished its stored result
     assert all(len(values) == 1 for values in copies.values()), {
         k: len(v) for k, v in copies.items() if len(v) > 1
     }
     results = [SessionResult.model_validate_json(next(iter(v))) for v in copies.values()]
-    assert all(r.turn_ids == [f"{r.key}-{i}" for i in range(3)] for r in results)
-    assert all(r.judge is not None and r.judge.status == "ok" for r in results)  # judged over HTTP, whole thread
+    latest: dict[str, SessionResult] = {}
+    for result in sorted(results, key=lambda r: r.revision):
+        latest[result.key] = result
+    # (a turn the killed worker had taken but not appended comes back after the rebalance, maybe after its
+    # session closed: then a revision, whose figures replace the first)
+    assert sorted(latest) == sorted(f"c{c}" for c in range(CONVERSATIONS))
+    assert all(r.turn_ids == [f"{r.key}-{i}" for i in range(3)] for r in latest.values())
+    assert all(
+        r.judge is not None and r.judge.status == "ok" for r in results
+    )  # judged over HTTP, whole thread
     figures = {(a.model, a.suite): a for a in await ResultStore(aredis, prefix=prefix).all_time()}
     assert figures[("m", "conv")].count == CONVERSATIONS
-    assert figures[("m", "conv")].mean == pytest.approx(sum(r.score for r in results) / CONVERSATIONS)
+    assert figures[("m", "conv")].mean == pytest.approx(sum(r.score for r in latest.values()) / CONVERSATIONS)
