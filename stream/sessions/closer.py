@@ -32,6 +32,7 @@ import orjson
 from .. import telemetry
 from .._version import __version__
 from ..config import Session
+from ..errors import StoreUnavailable
 from ..keyspace import retry_forever
 from ..models import GradedResult, SessionMetrics, SessionResult, format_time
 from ..outputs import Publish, Send
@@ -113,7 +114,13 @@ class SessionCloser:
 
     async def _guarded(self, tag: str, score: float, send: Send) -> int:
         async with self._gate:
-            return await self.close(tag, score, send)
+            try:
+                return await self.close(tag, score, send)
+            except StoreUnavailable:
+                raise  # Redis is down: the tick fails and the next one tries again
+            except Exception:  # one session's failure costs only itself: tried again once its lease expires
+                log.exception("closing session %s failed; it is tried again once its lease expires", tag)
+                return 0
 
     async def close(self, tag: str, score: float, send: Send) -> int:
         claim = await self.state.claim(tag)
