@@ -7,6 +7,7 @@ and into the dictionaries and lists below them; parsing is :func:`streameval.inp
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +50,14 @@ class EventPath:
 def compile_event_path(text: str) -> EventPath:
     """Parse ``text`` (``a.b[0]`` or ``$.a.b[0]``); raises ``ValueError`` saying what is wrong."""
     rooted = text if text.startswith("$") else "$" + (text if text.startswith("[") else "." + text)
-    path = compile_path(rooted)
+    try:
+        path = compile_path(rooted)
+    except ValueError as exc:  # say it in the user's own spelling of the path
+        shift = len(rooted) - len(text)
+        message = str(exc).replace(repr(rooted), repr(text))
+        raise ValueError(
+            re.sub(r"at character (\d+)", lambda m: f"at character {int(m[1]) - shift}", message)
+        ) from None
     if not path.steps:
         raise ValueError(f"path {text!r} names the whole event; name a field, e.g. metadata.conversation_id")
     return EventPath(text, path.steps)
