@@ -14,6 +14,8 @@ __all__ = ["APPEND", "CLAIM", "DUE_SET", "FINISH"]
 #       turn: id, event time, end (1/0), payload.
 # Returns {state, deadline or '-1', code per turn}: 0 already appended, 1 appended, 2 late (closed for
 # longer than grace_s: not appended), 3 appended to a closed session within grace_s (it reopens: revision).
+# The deadline is returned only when the due index must get it (a new or reopened session, a first end
+# marker: deadlines only grow otherwise, and an early index entry costs the closer one look).
 # A turn's entry is its event time (20 characters, 6 decimals) and 10-digit arrival number, then its
 # payload: sorted as strings, the entries are in event-time order, ties in arrival order. Appending is an
 # RPUSH (a list entry is far cheaper than a zset member of this size); the order is made when the
@@ -84,7 +86,10 @@ if renew then
   redis.call('EXPIRE', turns, ttl)
   redis.call('EXPIRE', meta, ttl)
 end
-return {state, string.format('%.6f', deadline), unpack(codes)}
+-- the due index needs this deadline only when it is new or earlier than the entry there (a new or reopened
+-- session, a first end marker); otherwise deadlines only grow and the closer's claim finds the later one
+local moved = not m[1] or m[1] == 'closed' or (ended and m[7] ~= '1')
+return {state, moved and string.format('%.6f', deadline) or '-1', unpack(codes)}
 """
 
 # Claim a due session for closing. KEYS: 1 turns, 2 meta, 3 lease. ARGV: 1 worker id, 2 lease ms.

@@ -24,12 +24,12 @@ still be on their way through other partitions and workers); ``settle_s`` after 
 that carries the end marker. With event times close to the clock the first term closes the session (``closed_by: gap``:
 the clock, the watermark windows use too, passed the last event time + gap_s); when the event times
 are ahead of the clock (a producer's clock, future timestamps), a quiet session still closes gap_s
-after its last turn arrived (``idle``). Each append sets the session's index entry to the deadline it
-computed (``ZADD``); the closer moves or drops an entry only if it still holds the score it read
-(:data:`~streameval.sessions.scripts.DUE_SET`), and its claim re-reads the deadline in the session's
-meta, so an entry that is early costs one look, never an early close. (Two workers appending to one
-session at the same moment can leave the later of their two deadlines in the index: that session then
-closes up to gap_s late, never early.)
+after its last turn arrived (``idle``). Deadlines only grow, except when a session starts, reopens or
+meets its end marker: only those appends set the session's index entry (``ZADD``); otherwise the entry
+stays early and the closer's claim, which re-reads the deadline in the meta, moves it once
+(:data:`~streameval.sessions.scripts.DUE_SET`: only if it still holds the score it read), so an early
+entry costs one look, never an early close. (Two workers appending to one session at the same moment can
+leave the later of their two deadlines in the index: that session then closes up to gap_s late.)
 
 Lifetime: an open session's keys expire ``gap_s + grace_s + 1 h`` after its last turn (a safety net:
 the closer closes it long before); once closed, its turns stay ``grace_s`` (+1 min) for late turns to
