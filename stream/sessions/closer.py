@@ -36,7 +36,7 @@ from ..errors import StoreUnavailable
 from ..keyspace import retry_forever
 from ..models import GradedResult, SessionMetrics, SessionResult, format_time
 from ..outputs import Publish, Send
-from ..pipeline import Pipeline
+from ..pipeline import Outcome, Pipeline
 from ..store import ResultStore
 from .state import Claim, SessionStore
 from .thread import thread_event
@@ -157,6 +157,8 @@ class SessionCloser:
         if stored[0] is not None:  # counted before (a worker died closing it): publish what was counted
             value = stored[0]
             graded = graded_of(SessionResult.model_validate_json(value))
+        else:  # /metrics: results, quality series and judge activity by model x session name, per revision
+            telemetry.observe_outcomes([Outcome(result=graded, counters=counters)])
         await send(Publish("session", f"{claim.session}:{claim.key}".encode(), value))
         telemetry.SESSIONS_CLOSED.labels(claim.session, closed_by).inc()
         telemetry.SESSION_CLOSE_DELAY.observe(max(0.0, claim.now - score))
