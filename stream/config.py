@@ -27,7 +27,7 @@ and, per suite, a ``judge:`` block (:class:`~streameval.judges.SuiteJudgeConfig`
 names are unique and exist, each suite panel's enabled weights sum to 1, fallback evaluators exist.
 
 Windows and alerts (issue 6, docs/statistics.md): an optional top-level ``windowing:`` block
-(:class:`~streameval.windows.WindowingConfig`) and a top-level ``alerts:`` list of
+(:class:`~streameval.windowing.WindowingConfig`) and a top-level ``alerts:`` list of
 :class:`~streameval.alerts.AlertRule`; names must be unique. Whether each rule's ``window`` is one of
 ``STREAMEVAL_WINDOWS`` is checked when the worker starts (the file does not know the settings).
 """
@@ -52,7 +52,7 @@ from .grading import GradeScale
 from .inputs import FORMATS, InputConfig, input_issues
 from .judges import PANEL_RESULT_NAME, JudgeConfig, SuiteJudgeConfig, check_panel_weights, panel_judges
 from .models import RequestEvent
-from .windows import WindowingConfig
+from .windowing import WindowingConfig
 
 __all__ = [
     "EvaluatorSpec", "Match", "StreamEvalConfig", "Suite", "SuiteConfig", "Suites",

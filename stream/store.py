@@ -40,7 +40,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import _lua, telemetry
 from .drilldown import Candidates
@@ -48,9 +48,6 @@ from .errors import StoreUnavailable
 from .keyspace import OVERFLOW_MODEL, Client, Keys, guard, is_cluster, retry_forever, run_scripts
 from .models import GradedResult, parse_time
 from .stats import latency_bucket
-
-if TYPE_CHECKING:
-    from .settings import Settings
 
 __all__ = ["MARK_BUCKET_BYTES", "PACKED_FIELD", "PairAggregate", "ResultStore", "hash_fields", "pointer", "retry_forever",
            "stored_results"]
@@ -164,15 +161,6 @@ class ResultStore:
         self._renewed: dict[str, float] = {}  # pair -> when this worker last renewed its all-time TTL
         # (pair, generation) -> (has marks of the previous layout, when looked); True stays (they only expire)
         self._legacy: dict[tuple[str, int], tuple[bool, float]] = {}
-
-    @classmethod
-    def from_settings(cls, client: Client, settings: Settings, *, allowed_lateness_s: float) -> ResultStore:
-        return cls(client, prefix=settings.redis_prefix, windows=settings.windows, window_ttl_s=settings.window_ttl_s,
-                   seen_ttl_s=settings.seen_ttl_s, redelivery_ttl_s=settings.redelivery_ttl_s,
-                   all_time_ttl_s=settings.all_time_ttl_s, max_pairs=settings.max_pairs,
-                   allowed_lateness_s=allowed_lateness_s, examples=settings.examples,
-                   example_ttl_s=settings.example_ttl_s, wait_replicas=settings.redis_wait_replicas,
-                   wait_timeout_ms=settings.redis_wait_timeout_ms)  # fmt: skip
 
     # -- keys (for callers that address one pair) -----------------------------------------------
     def pair_id(self, model: str, suite: str) -> str:
@@ -472,7 +460,7 @@ class ResultStore:
         return self._record, klist, args
 
     def _examples_part(self, pair: str, group: list[_Event], klist: list[str], args: list[Any]) -> None:
-        """Append RECORD_EXAMPLES' keys and args: the window examples' candidates."""
+        """Append the keys and args of RECORD's drill-down block: the window examples' candidates."""
         events = [(e.result, e.event_time, e.digest) for e in group if e.result is not None]
         xkeys, xargs, sent = self._candidates_of.part(pair, self.windows, events, example_ttl_s=self.example_ttl_s)
         klist += xkeys

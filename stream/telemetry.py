@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -23,9 +23,7 @@ from prometheus_client import (
 )
 
 from . import quality_metrics
-
-if TYPE_CHECKING:
-    from .pipeline import Outcome
+from .envelope import Outcome
 
 __all__ = [
     "CONSUMER_LAG",
@@ -251,9 +249,11 @@ def observe_outcomes(outcomes: Sequence[Outcome]) -> None:
 
 def observe_lag(
     positions: Iterable[tuple[str | None, int | None, int | None]], highwater: Callable[[str, int], int | None]
-) -> None:
+) -> dict[tuple[str, int], int]:
     """Set the lag of each (topic, partition, last offset processed) from ``highwater(topic, partition)``,
-    the offset the next produced message will get."""
+    the offset the next produced message will get; returns the lags set (the worker's
+    :class:`~streameval.signals.ConsumerLag` keeps them for backpressure: metrics are never read back)."""
+    lags: dict[tuple[str, int], int] = {}
     last: dict[tuple[str, int], int] = {}
     for topic, partition, offset in positions:
         if topic is None or partition is None or offset is None:
@@ -262,7 +262,9 @@ def observe_lag(
     for (topic, partition), offset in last.items():
         mark = highwater(topic, partition)
         if mark is not None and mark >= 0:
-            CONSUMER_LAG.labels(topic, str(partition)).set(max(0, mark - offset - 1))
+            lags[(topic, partition)] = lag = max(0, mark - offset - 1)
+            CONSUMER_LAG.labels(topic, str(partition)).set(lag)
+    return lags
 
 
 def render() -> bytes:

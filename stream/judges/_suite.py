@@ -27,11 +27,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..grading import combine
 from ..models import EvaluatorResult, JudgeBlock, JudgeFallback, JudgeVerdict, RequestEvent
+from ..signals import no_lag
 from ._config import FallbackSpec, SuiteJudgeConfig
 from ._cost import add_costs, prices_of
 from ._panel import (
@@ -81,13 +82,14 @@ class Judgement:
 
 
 class SuiteJudge:
-    def __init__(self, config: SuiteJudgeConfig, hub: JudgeHub, *, threshold: float, suite: str = "") -> None:
+    def __init__(self, config: SuiteJudgeConfig, hub: JudgeHub, *, threshold: float, suite: str = "",
+                 lag: Callable[[], int] = no_lag) -> None:
         self.config = config
         self.hub = hub
         self.judges: list[Judge] = hub.panel(config.judges)
         self.threshold = threshold
         self.pressure = None if config.backpressure is None else Backpressure(
-            suite, config.backpressure, queued=lambda: sum(j.client.queued for j in self.judges))
+            suite, config.backpressure, queued=lambda: sum(j.client.queued for j in self.judges), lag=lag)
         self.prices = prices_of({j.name: j.config for j in self.judges})
 
     def _left_out(self, event: RequestEvent) -> str | None:
