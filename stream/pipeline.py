@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from . import schemas, telemetry
 from ._util import clip, json_path
 from ._version import __version__
-from .config import BoundEvaluator, Suite, Suites
+from .config import BoundEvaluator, LoadedConfig, Suite
 from .envelope import DEFAULT_MAX_EVENT_BYTES, Outcome, Source
 from .errors import EvaluatorError, EventError, EventTooLarge, InvalidJSON, SchemaViolation
 from .evaluators import Score
@@ -60,7 +60,7 @@ _EXPLAIN_MAX_BYTES = 64 * 1024  # larger events are explained in pydantic's word
 class Pipeline:
     def __init__(
         self,
-        suites: Suites,
+        suites: LoadedConfig,
         *,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         max_event_depth: int = DEFAULT_MAX_EVENT_DEPTH,

@@ -34,7 +34,7 @@ from .api import (
     stall_check,
     start_web,
 )
-from .config import Suites, parse_config_text, read_config_text
+from .config import LoadedConfig, parse_config_text, read_config_text
 from .connect_check import check_redis_settings
 from .deadletters import DeadLetterPolicy, RawStore
 from .errors import ConfigError
@@ -68,7 +68,7 @@ class WorkerConfig:
     settings: Settings
     config_file: str
     config_text: str
-    suites: Suites
+    suites: LoadedConfig
     inputs: Inputs
     input_topics: list[str]
     api: ApiSettings

@@ -77,7 +77,7 @@ _CLOCK_MARGIN_S = 2.0
 #: agent domain (and similar) counter labels kept per pair and evaluator in one worker; beyond: "_other"
 MAX_COUNTER_LABELS = 64
 
-Item = tuple[GradedResult, bytes, dict[str, dict[str, float]] | None] | tuple[
+RecordEntry = tuple[GradedResult, bytes, dict[str, dict[str, float]] | None] | tuple[
     GradedResult, bytes, dict[str, dict[str, float]] | None, bytes
 ]
 
@@ -177,7 +177,7 @@ class ResultStore:
         return self.clock() if self.clock is not None else time.time() + self._offset
 
     # -- writes -------------------------------------------------------------------------------
-    async def record_many(self, items: Sequence[Item], dead_letters: Sequence[tuple[str, str, float]] = ()) -> list[bytes | None]:
+    async def record_many(self, items: Sequence[RecordEntry], dead_letters: Sequence[tuple[str, str, float]] = ()) -> list[bytes | None]:
         """Record a batch: one script call per pair, one for the indexes, one for the dead letters.
 
         ``items`` are (result, encoded result, counters[, content]); ``content`` (the raw message) tells
@@ -355,7 +355,7 @@ class ResultStore:
         call = self._dead_letter_call([(kind, source_key, event_time)])
         return bool((await guard(run_scripts(self.client, [call])))[0])
 
-    def _prepare(self, index: int, item: Item) -> _Event:
+    def _prepare(self, index: int, item: RecordEntry) -> _Event:
         result, encoded, counters = item[0], item[1], item[2]
         content = item[3] if len(item) > 3 else (  # type: ignore[misc]
             f"{result.model}\0{result.suite}\0{result.event_time}\0{result.category}".encode())

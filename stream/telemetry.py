@@ -24,6 +24,7 @@ from prometheus_client import (
 
 from . import quality_metrics
 from .envelope import Outcome
+from .models import PANEL_RESULT_NAME
 
 __all__ = [
     "CONSUMER_LAG",
@@ -67,8 +68,8 @@ JUDGE_RETRIES = Counter("streameval_judge_retries", "extra attempts after a fail
 JUDGE_TOKENS = Counter("streameval_judge_tokens", "tokens spent on judge calls", ["judge", "kind"])
 JUDGE_CACHE_HITS = Counter("streameval_judge_cache_hits", "judge answers served from the Redis cache", ["judge"])
 JUDGE_COST = Counter("streameval_judge_cost", "money spent on a judge's calls (its prices x tokens)", ["judge"])
-#: the Outcome.counters entry holding the judge panel's window counters (streameval.judges.PANEL_RESULT_NAME)
-PANEL_COUNTERS = "judge_panel"
+#: the Outcome.counters entry holding the judge panel's window counters
+PANEL_COUNTERS = PANEL_RESULT_NAME
 SPANS = Counter(
     "streameval_input_spans", "spans read from OTLP inputs, by topic and whether they were LLM spans "
     "(evaluated or dead-lettered) or skipped (any other span)", ["topic", "kind"],

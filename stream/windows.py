@@ -43,7 +43,7 @@ from . import _lua
 from .alerts import AlertRule, build_alert, check_alert_windows, fires
 from .drilldown import example_ids
 from .keyspace import guard, is_cluster, run_scripts
-from .models import Aggregate, AggregateEvaluator, AggregateJudge, AlertWindow, format_time
+from .models import PANEL_RESULT_NAME, Aggregate, AggregateEvaluator, AggregateJudge, AlertWindow, format_time
 from .outputs import Publish, Send
 from .stats import Moments, confidence_interval, histogram_quantile, krippendorff_alpha, moments, pearson
 from .store import ResultStore, hash_fields
@@ -55,7 +55,7 @@ log = logging.getLogger(__name__)
 
 #: seed 003 一致性检查: repeat-vs-first correlation below this warns
 CONSISTENCY_WARN_BELOW = 0.8
-_PANEL = "ev:judge_panel:c:"
+_PANEL = f"ev:{PANEL_RESULT_NAME}:c:"
 
 #: how much later than the allowed lateness a window closes on a Redis Cluster (node clocks differ)
 CLUSTER_CLOCK_MARGIN_S = 1.0

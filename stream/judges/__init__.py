@@ -31,7 +31,7 @@ from ._panel import (
     repeat_counters,
     zscore_panel_score,
 )
-from ._parse import Verdict, normalise, parse_answer
+from ._parse import ParsedAnswer, normalise, parse_answer
 from ._prompts import TEMPLATE_VERSION, Prompt, build_metric, build_report, build_rubric
 from ._protocols import PROTOCOLS, Protocol
 from ._ready import JudgeProbe, judge_ready_checks
@@ -66,12 +66,12 @@ __all__ = [
     "JudgeTimeout",
     "JudgeUnavailable",
     "Judgement",
+    "ParsedAnswer",
     "Prompt",
     "Protocol",
     "SuiteJudge",
     "SuiteJudgeConfig",
     "TokenBudget",
-    "Verdict",
     "agreement_counters",
     "build_metric",
     "build_report",

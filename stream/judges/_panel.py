@@ -30,7 +30,7 @@ from ._config import JudgeConfig
 from ._cost import prices_of, token_cost
 from ._errors import JudgeBudgetExceeded, JudgeError
 from ._flight import SingleFlight
-from ._parse import SCALES, Verdict, normalise, parse_answer
+from ._parse import SCALES, ParsedAnswer, normalise, parse_answer
 from ._prompts import Prompt
 from ._refusal import REFUSAL_WARNING, find_refusal, is_text_stage
 from ._stats import JudgeStats
@@ -192,7 +192,7 @@ class _Fetched:
     """What one flight got: an answer and its parse, or a judge error (shared by its followers)."""
 
     answer: CachedAnswer | None = None
-    parsed: Verdict = None  # type: ignore[assignment]  # set unless error is
+    parsed: ParsedAnswer = None  # type: ignore[assignment]  # set unless error is
     error: JudgeError | None = None
     cached: bool = False
     latency_ms: float = 0.0
@@ -225,7 +225,7 @@ def _money(cfg: JudgeConfig, cache: JudgeCache | None) -> MoneyBudget | None:
     return MoneyBudget(cfg.name, cfg.budget_per_hour, client=cache.client, prefix=cache.prefix)
 
 
-def _read(text: str, prompt: Prompt) -> Verdict:
+def _read(text: str, prompt: Prompt) -> ParsedAnswer:
     """Parse an answer; a refusal in an answer not read as JSON counts as the scale's midpoint."""
     verdict = parse_answer(text, prompt)
     if is_text_stage(verdict.parse):
@@ -240,7 +240,7 @@ def _read(text: str, prompt: Prompt) -> Verdict:
     return verdict
 
 
-def _refused(verdict: Verdict) -> bool:
+def _refused(verdict: ParsedAnswer) -> bool:
     return any(w.startswith(REFUSAL_WARNING) for w in verdict.warnings)
 
 
@@ -249,7 +249,7 @@ def _verdict(
     prompt: Prompt,
     *,
     status: Literal["ok", "error", "skipped"],
-    verdict: Verdict | None = None,
+    verdict: ParsedAnswer | None = None,
     answer: CachedAnswer | None = None,
     error: str | None = None,
     reason: str | None = None,

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..grading import combine
-from ..models import EvaluatorResult, JudgeBlock, JudgeFallback, JudgeVerdict, RequestEvent
+from ..models import PANEL_RESULT_NAME, EvaluatorResult, JudgeBlock, JudgeFallback, JudgeVerdict, RequestEvent
 from ..signals import no_lag
 from ._config import FallbackSpec, SuiteJudgeConfig
 from ._cost import add_costs, prices_of
@@ -51,7 +51,6 @@ from ._refusal import unscored_kind
 __all__ = ["PANEL_RESULT_NAME", "Judgement", "SuiteJudge", "apply_unscored", "rejudged", "sampled"]
 
 #: name of the weight-0 evaluator result that carries the panel score and judge counters
-PANEL_RESULT_NAME = "judge_panel"
 
 
 def sampled(event_id: str, rate: float) -> bool:
