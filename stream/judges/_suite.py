@@ -35,18 +35,11 @@ from ..models import PANEL_RESULT_NAME, EvaluatorResult, JudgeBlock, JudgeFallba
 from ..signals import no_lag
 from ._config import FallbackSpec, SuiteJudgeConfig
 from ._cost import add_costs, prices_of
-from ._panel import (
-    Judge,
-    JudgeHub,
-    agreement_counters,
-    judge_counters,
-    panel_score,
-    repeat_counters,
-    zscore_panel_score,
-)
+from ._panel import Judge, JudgeHub
 from ._pressure import Backpressure
 from ._prompts import Prompt, build_metric, build_report, build_rubric, known_category
 from ._refusal import unscored_kind
+from ._scoring import agreement_counters, judge_counters, panel_score, repeat_counters, zscore_panel_score
 
 __all__ = ["PANEL_RESULT_NAME", "Judgement", "SuiteJudge", "apply_unscored", "rejudged", "sampled"]
 
