@@ -253,3 +253,26 @@ def test_the_scan_counts_every_kind_of_import(source: str, expected: set[str], t
     path = tmp_path / "probe.py"
     path.write_text(source)
     assert set(_imports("streameval.judges.probe", path)) == expected
+
+
+def test_each_lua_script_is_the_literal_that_runs() -> None:
+    """No script is rebound after its literal (what a reader sees in stream/_lua.py is what Redis runs)."""
+    from streameval import _lua
+
+    tree = ast.parse((ROOT / "stream" / "_lua.py").read_text(encoding="utf-8"))
+    assigned = [
+        t.id
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    ]
+    scripts = [name for name in _lua.__all__]
+    assert sorted(n for n in assigned if n in scripts) == sorted(scripts)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id in scripts for t in node.targets
+        ):
+            assert isinstance(node.value, ast.Constant) and isinstance(node.value.value, str), ast.unparse(
+                node
+            )[:60]
