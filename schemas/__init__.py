@@ -1,6 +1,6 @@
 """JSON Schemas (2020-12) of streameval's wire contracts, shipped with the package.
 
-Each schema has a pydantic model in ``streameval.models``; tests/test_contracts.py keeps them in step.
+Each schema has a pydantic model in ``streameval.models``; tests/schemas/test_contracts.py keeps them in step.
 """
 
 from __future__ import annotations

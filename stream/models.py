@@ -1,6 +1,6 @@
 """Pydantic models of the wire contracts. Each mirrors a JSON Schema in ``schemas/``.
 
-A test (tests/test_contracts.py) keeps each pair in step: same properties, same required fields,
+A test (tests/schemas/test_contracts.py) keeps each pair in step: same properties, same required fields,
 same verdict on valid and invalid documents. Change both together.
 """
 

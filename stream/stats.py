@@ -3,7 +3,7 @@
 Every figure here is computed from sums that the store adds per event (count, Σx, Σx², Σxy, histogram
 cells), so a window of a million events costs the same to summarise as a window of ten, and two
 workers' increments simply add up. Each function is checked against a reference implementation
-(``statistics``, numpy, scipy, the ``krippendorff`` package) in tests/test_stats.py.
+(``statistics``, numpy, scipy, the ``krippendorff`` package) in tests/core/test_stats.py.
 
 * :func:`moments` -- mean and *sample* standard deviation (ddof 1, as ``statistics.stdev``).
 * :func:`confidence_interval` -- seed 003 置信区间 ``mean ± z·std/√n`` with z = 1.96; for small

@@ -3,8 +3,9 @@
 ``bleu`` reproduces ``sacrebleu.sentence_bleu(hyp, refs, smooth_method="exp", tokenize=...,
 use_effective_order=True)`` divided by 100: the 13a (mteval-v13a) and zh tokenisers, clipped n-gram
 counts against the per-n-gram maximum over references, the closest reference length (ties: the
-shorter) for the brevity penalty, exp smoothing (= nltk method3) and effective order. tests/
-test_metrics_bleu.py checks it against sacrebleu to 1e-9. sacrebleu itself is only a test dependency.
+shorter) for the brevity penalty, exp smoothing (= nltk method3) and effective order.
+tests/evaluators/test_metrics_reference.py checks it against sacrebleu to 1e-9. sacrebleu itself is
+only a test dependency.
 
 The zh tokeniser reproduces a quirk of sacrebleu's range table: the entries written ``'\\u20000'`` and
 ``'\\u2f800'`` are two-character strings, so sacrebleu's string comparison treats U+2001-U+2A6D and
@@ -39,7 +40,7 @@ __all__ = ["Bleu", "BleuResult", "BleuSimple", "bleu_simple", "sentence_bleu", "
 # The symbols are padded with re.split + join (the same string as the sub, without a template expansion per
 # match); the other three passes walk the few "." "," "-" positions with the regexes' leftmost,
 # non-overlapping matching (the [^0-9] patterns otherwise try every character: ~3x slower on prose).
-# tests/test_metrics_fastpath.py checks each pass against its regex and the whole against sacrebleu.
+# tests/evaluators/test_metrics_fastpath.py checks each pass against its regex and the whole against sacrebleu.
 _SYMBOLS = re.compile(r"([\{-\~\[-\`!-\&\(-\+\:-\@\/])")
 _PERIOD_COMMA = re.compile(r"[.,]")
 _DIGITS = frozenset("0123456789")

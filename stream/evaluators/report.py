@@ -16,7 +16,7 @@ images             10 %    min(images / 3, 1) × 10
 ``report_metrics`` = Σ weight × part (0-10), graded with seed 000's letters (A+ >= 9.0 ... F < 4.0).
 An evaluator's score must be 0-1, so ``Score.score`` is the 0-10 figure / 10 and ``details`` carry
 ``score_10`` and ``grade``. Seed 000's worked example (5/5 sections, 12 citations, 8,000 words academic,
-6 sources, 2 images) gives 9.67 (tests/test_metrics_report.py).
+6 sources, 2 images) gives 9.67 (tests/evaluators/test_metrics_report.py).
 
 Facts come from the event's ``report`` block when given, else they are measured from ``output`` as
 Markdown: sections = headings (a required section is present when a heading contains its name, case

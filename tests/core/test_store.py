@@ -31,7 +31,7 @@ async def make_result(event_id: str, output: str, *, model: str = "gpt:4/o", ts:
 
 @pytest.fixture
 def store(aredis: aioredis.Redis, prefix: str) -> ResultStore:
-    # "now" is just after the events' time, so their windows are open (tests/test_windows.py covers lateness)
+    # "now" is just after the events' time, so their windows are open (tests/core/test_windows.py covers lateness)
     return ResultStore(aredis, prefix=prefix, windows=(60, 3600), clock=lambda: 1795255200 + 31)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
 # a repository path in backticks: a directory part, or a file name with an extension
 PATH = re.compile(r"`((?:[\w.<>-]+/)+(?:[\w.<>-]+)?|[\w<>-]+\.(?:py|md|json))`")

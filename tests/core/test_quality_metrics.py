@@ -15,7 +15,7 @@ from streameval import quality_metrics, telemetry
 from streameval.config import parse_config
 from streameval.pipeline import Pipeline
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "streameval-quality.json"
 
 

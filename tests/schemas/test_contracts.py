@@ -30,7 +30,7 @@ from streameval.offline import evaluate_file
 from streameval.outputs import OUTPUTS
 from streameval.pipeline import Pipeline
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PAIRS: list[tuple[str, type[BaseModel]]] = [("request", RequestEvent), *((o.kind, o.model) for o in OUTPUTS)]
 
 WINDOW = {"size_s": 60, "start": "2026-11-21T10:00:00Z", "end": "2026-11-21T10:01:00Z"}

@@ -69,7 +69,7 @@ def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
 
 
 def test_bundled_example_config_is_valid() -> None:
-    config, suites = load_config(Path(__file__).resolve().parent.parent / "examples" / "suites.yaml")
+    config, suites = load_config(Path(__file__).resolve().parents[2] / "examples" / "suites.yaml")
     assert [s.name for s in suites.all] == [s.name for s in config.suites]
 
 

@@ -12,7 +12,7 @@ from streameval.config import EvaluatorSpec, Match, SuiteConfig
 from streameval.evaluators import evaluator_names
 from streameval.settings import Settings
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 DOCS = README + "".join(p.read_text(encoding="utf-8") for p in (ROOT / "docs").glob("*.md"))
 
@@ -41,10 +41,10 @@ def test_every_setting_is_documented(name: str) -> None:
     assert f"`STREAMEVAL_{name.upper()}`" in README
 
 
-@pytest.mark.parametrize("name", evaluator_names())
+# the evaluators test modules register (``test_*``) are left out: whether they are registered yet
+# depends on which test folders were collected before this one
+@pytest.mark.parametrize("name", [n for n in evaluator_names() if not n.startswith("test_")])
 def test_every_evaluator_is_documented(name: str) -> None:
-    if name.startswith("test_"):
-        pytest.skip("registered by a test module")
     assert f"`{name}`" in DOCS
 
 

@@ -23,7 +23,7 @@ from streameval._cliargs import _Formatter, build_parser
 from streameval.api._openapi import openapi_document
 from streameval.evaluators import evaluator_class, evaluator_names
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 INTERNAL = re.compile(
     r"\b[Ss]eeds? ?\d{3}|\b[Ss]eed documents?\b|\b[Ii]ssues? ?#?\d+\b|pre-issue|\bthe issue's\b"
     r"|\bthe statistics work\b|\bV2\b|DESIGN\.md"

@@ -95,7 +95,7 @@ def test_the_judge_table_counts_calls_tokens_and_cost(
 def test_an_unwritable_output_is_exit_2_with_one_line(
     tmp_path: Path, where: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    examples = Path(__file__).resolve().parent.parent / "examples"
+    examples = Path(__file__).resolve().parents[2] / "examples"
     code = main(["evaluate", "--config", str(examples / "suites.yaml"), "--input", str(examples / "events.jsonl"),
                  "--output", str(tmp_path / where), "--quiet"])  # fmt: skip
     err = capsys.readouterr().err.strip()

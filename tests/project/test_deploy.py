@@ -19,7 +19,7 @@ from streameval.api import ApiSettings
 from streameval.config import load_config, parse_config
 from streameval.settings import Settings
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
 
 

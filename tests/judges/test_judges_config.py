@@ -165,7 +165,7 @@ def test_the_documented_example_config_loads() -> None:
 
     import yaml
 
-    doc = (pathlib.Path(__file__).parents[1] / "docs" / "judges.md").read_text(encoding="utf-8")
+    doc = (pathlib.Path(__file__).parents[2] / "docs" / "judges.md").read_text(encoding="utf-8")
     block = re.search(r"```yaml\n(.*?)```", doc, re.DOTALL)
     assert block is not None
     config, suites = parse_config(yaml.safe_load(block.group(1)))
@@ -187,5 +187,5 @@ def test_public_api_names() -> None:
 def test_every_judge_option_is_documented(key: str) -> None:
     from pathlib import Path
 
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "judges.md").read_text(encoding="utf-8")
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "judges.md").read_text(encoding="utf-8")
     assert f"| `{key}` |" in doc

@@ -31,7 +31,7 @@ from streameval.models import (
 from streameval.pipeline import Outcome
 from streameval.registry import CodeConfig, LiveRegistry, RegistryStore, bind_live_registry
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PY = "def evaluate(input, output, expected, metadata):\n    return {'passed': True, 'score': %s}\n"
 
 
