@@ -54,7 +54,7 @@ __all__ = ["CONSISTENCY_WARN_BELOW", "WindowCloser", "WindowingConfig", "build_a
 
 log = logging.getLogger(__name__)
 
-#: seed 003 一致性检查: repeat-vs-first correlation below this warns
+#: the multi-judge spec's 一致性检查: repeat-vs-first correlation below this warns
 CONSISTENCY_WARN_BELOW = 0.8
 _PANEL = "ev:judge_panel:c:"
 

@@ -1,6 +1,6 @@
 """The web pages (docs/api.md "Pages"): plain HTML, JavaScript and CSS shipped as package data, no build
-step and no third-party script. ``/evaluators`` (seed 001 §6 list), ``/evaluators/{id}`` (editor;
-``new`` creates), ``/dashboard`` (live figures); ``/static/*`` serves the assets."""
+step and no third-party script. ``/evaluators`` (the evaluator-module spec §6 list), ``/evaluators/{id}``
+(editor; ``new`` creates), ``/dashboard`` (live figures); ``/static/*`` serves the assets."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 An evaluator is a class registered under a name, with a pydantic ``Params`` model. It is built once
 at config load (patterns compiled, schemas checked, clients created) and then called per event.
-Every evaluator returns the same shape (seed 001): ``passed``, ``score`` in [0, 1], ``reason``,
-optional ``details``. ``counters`` are numbers the store adds to this evaluator's window aggregate
+Every evaluator returns the same shape (the evaluator-module spec): ``passed``, ``score`` in [0, 1],
+``reason``, optional ``details``. ``counters`` are numbers the store adds to this evaluator's window aggregate
 (e.g. confusion-matrix cells), so evaluators can feed window statistics without knowing Redis.
 
 Sync evaluators (rules) implement :meth:`Evaluator.evaluate`; evaluators that wait on I/O (judges,

@@ -3,9 +3,10 @@
 :meth:`JudgeHub.ask` runs one judge on one prompt and never raises for the judge's failures: the
 returned :class:`~streameval.models.JudgeVerdict` says ``ok``, ``error`` (with the error code) or
 ``skipped`` (reason ``budget``). :meth:`JudgeHub.ask_all` asks a panel concurrently; :func:`panel_score`
-is the weighted mean over the judges that answered (seed 003 加权平均, 0-10); :func:`zscore_panel_score`
-is seed 003's Z-score alternative. :func:`judge_counters` and :func:`agreement_counters` give the
-per-event sufficient statistics the store adds into the window (docs/statistics.md).
+is the weighted mean over the judges that answered (the multi-judge spec's 加权平均, 0-10);
+:func:`zscore_panel_score` is the multi-judge spec's Z-score alternative. :func:`judge_counters` and
+:func:`agreement_counters` give the per-event sufficient statistics the store adds into the window
+(docs/statistics.md).
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ class JudgeHub:
 
     async def ask(self, judge: Judge, prompt: Prompt, *, fresh: bool = False,
                   sent: asyncio.Event | None = None) -> JudgeVerdict:  # fmt: skip
-        """One judge's verdict; ``fresh`` bypasses the cache both ways (seed 003 consistency re-judging).
+        """One judge's verdict; ``fresh`` bypasses the cache both ways (the multi-judge spec's consistency re-judging).
 
         Identical requests in flight at once make one call (:class:`SingleFlight`); the others share
         its answer and count as cache hits (``cached``), or share its failure with ``attempts`` 0.
@@ -285,7 +286,7 @@ def panel_score(verdicts: Sequence[JudgeVerdict]) -> float | None:
 def zscore_panel_score(
     verdicts: Sequence[JudgeVerdict], norms: Mapping[str, Moments], min_n: int
 ) -> float | None:
-    """Seed 003 Z-score 标准化 as a panel aggregation; None when a judge that answered has no usable norm.
+    """The multi-judge spec's Z-score 标准化 as a panel aggregation; None when a judge that answered has no usable norm.
 
     Each answer becomes z = (score - judge mean) / judge std (the judge's running figures); the panel
     value is the weighted mean z mapped back onto 0-10 with the weighted mean of the answering judges'
@@ -337,7 +338,7 @@ def agreement_counters(units: Sequence[Sequence[JudgeVerdict]]) -> dict[str, flo
 
 
 def repeat_counters(first: Sequence[JudgeVerdict], repeat: Sequence[JudgeVerdict]) -> dict[str, float]:
-    """Seed 003 一致性检查 sums: (first, repeat) score pairs per judge, pooled, as ``repeat:n|sx|...``.
+    """The multi-judge spec's 一致性检查 sums: (first, repeat) score pairs per judge, pooled, as ``repeat:n|sx|...``.
 
     Also ``{judge}.repeat_calls`` and the repeat calls' tokens, so their cost shows in the window.
     """

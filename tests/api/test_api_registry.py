@@ -1,4 +1,4 @@
-"""The evaluator registry API (seed 001 §5, §9) against a real Redis: every route and error code."""
+"""The evaluator registry API (the evaluator-module spec §5, §9) against a real Redis: every route and error code."""
 
 from __future__ import annotations
 
@@ -52,13 +52,13 @@ async def test_presets_are_the_builtin_registry_seed_five_first(client: TestClie
     assert regex["config"]["presetType"] == "regex"
     assert "pattern" in regex["paramsSchema"]["properties"]
     similarity = next(p for p in data if p["id"] == "similarity")
-    assert similarity["config"]["params"]["threshold"] == 0.8  # seed 001 §3.5 default
+    assert similarity["config"]["params"]["threshold"] == 0.8  # the evaluator-module spec §3.5 default
 
 
 async def test_crud_round_trip_and_type_filter(client: TestClient[Any, Any]) -> None:
     created = await create(client)
     assert created["isPreset"] is False and created["type"] == "code" and created["version"] == 1
-    assert created["config"] == {"language": "nodejs", "code": NODE_CODE, "timeout": 5000}  # seed 001: 5000 ms
+    assert created["config"] == {"language": "nodejs", "code": NODE_CODE, "timeout": 5000}  # the evaluator-module spec: 5000 ms
 
     got = (await (await client.get(f"{BASE}/{created['id']}")).json())["data"]
     assert got == created
@@ -184,8 +184,8 @@ async def test_list_rejects_an_unknown_type(client: TestClient[Any, Any]) -> Non
 @pytest.mark.parametrize(
     ("evaluator", "body", "passed", "score"),
     [
-        ("exact_match", {"input": "北京是哪个国家的首都？", "output": "中国", "expected": "中国"}, True, 1.0),  # seed 001 §3.1
-        ("contains", {"output": "北京是中国的首都，有着悠久的历史...", "expected": "首都"}, True, 1.0),  # seed 001 §3.2
+        ("exact_match", {"input": "北京是哪个国家的首都？", "output": "中国", "expected": "中国"}, True, 1.0),  # the evaluator-module spec §3.1
+        ("contains", {"output": "北京是中国的首都，有着悠久的历史...", "expected": "首都"}, True, 1.0),  # the evaluator-module spec §3.2
         ("regex", {"output": "2026-11-21", "params": {"pattern": r"^\d{4}-\d{2}-\d{2}$"}}, True, 1.0),
         ("regex", {"output": "ABC", "params": {"pattern": "abc", "flags": "i"}}, True, 1.0),
         ("similarity", {"output": "kitten", "expected": "sitting", "params": {"threshold": 0.5}}, True, 1 - 3 / 7),

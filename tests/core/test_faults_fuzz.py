@@ -1,4 +1,4 @@
-"""Hostile input (issue 8): 10,000 fuzzed events, every one a dead letter with a reason; strict JSON.
+"""Hostile input (docs/reliability.md): 10,000 fuzzed events, every one a dead letter with a reason; strict JSON.
 
 Hypothesis draws 200 batches of 50 broken events each (invalid UTF-8, truncation, huge strings,
 deep nesting, wrong types, missing id, NaN/Infinity, duplicate keys, oversize). Every one must come

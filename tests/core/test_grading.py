@@ -1,4 +1,4 @@
-"""Grades (seed 003 levels, seed 000 letters) and the weighted combination."""
+"""Grades (the multi-judge spec's levels, the report-quality spec's letters) and the weighted combination."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_seed_003_levels(score: float, level: str) -> None:
      (0.0, "F")],
 )  # fmt: skip
 def test_seed_000_letters(score: float, letter: str) -> None:
-    assert grade(score, "letters") == letter  # seed 000: 8.94 is an A (its worked example)
+    assert grade(score, "letters") == letter  # the report-quality spec: 8.94 is an A (its worked example)
 
 
 def test_combine_is_the_weighted_mean() -> None:

@@ -46,7 +46,7 @@ def test_confidence_interval_matches_scipy_t_then_seed_z(values: list[float]) ->
 
 
 def test_seed_003_worked_interval() -> None:
-    # seed 003 置信区间: mean 8.26, std 0.5, n 100 -> [8.16, 8.36]
+    # the multi-judge spec's 置信区间: mean 8.26, std 0.5, n 100 -> [8.16, 8.36]
     from streameval.stats import Moments
 
     low, high = confidence_interval(Moments(100, 8.26, 0.5))  # type: ignore[misc]

@@ -128,7 +128,7 @@ def test_repeat_counters_give_the_consistency_correlation_and_warn_below_0_8() -
 
 
 def test_seed_003_zscore_example() -> None:
-    # seed 003: DeepSeek mean 4.2 std 0.5, GLM mean 3.8 std 0.6; 4.5 -> z 0.6, 4.2 -> z 0.67
+    # the multi-judge spec: DeepSeek mean 4.2 std 0.5, GLM mean 3.8 std 0.6; 4.5 -> z 0.6, 4.2 -> z 0.67
     norms = {"a": Moments(100, 4.2, 0.5), "b": Moments(100, 3.8, 0.6)}
     weights = {"a": 0.5, "b": 0.5}
     verdicts = [JudgeVerdict(name=n, model=n, weight=weights[n], status="ok", prompt="standard", scale="1-5", score=s)

@@ -1,4 +1,4 @@
-"""Seed 004's agent metrics: collaboration efficiency, portability, adaptability (per-domain counters)."""
+"""The agent-metrics spec's agent metrics: collaboration efficiency, portability, adaptability (per-domain counters)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ def _event(**agent: Any) -> RequestEvent:
 @pytest.mark.parametrize(
     ("agent", "expected"),
     [
-        ({"task_quality": 0.9, "communication_rounds": 3, "task_time": 10.0}, 0.9 / 31),  # seed example fields
+        ({"task_quality": 0.9, "communication_rounds": 3, "task_time": 10.0}, 0.9 / 31),  # the spec's example fields
         ({"task_quality": 1.0, "communication_rounds": 0, "task_time": 5.0}, 1.0),
-        ({"task_quality": 0.8, "communication_rounds": 2, "task_time": 0}, 0.0),  # seed: time 0 -> 0
+        ({"task_quality": 0.8, "communication_rounds": 2, "task_time": 0}, 0.0),  # spec: time 0 -> 0
     ],
 )
 def test_collaboration_efficiency(agent: dict[str, Any], expected: float) -> None:
@@ -31,10 +31,10 @@ def test_collaboration_efficiency(agent: dict[str, Any], expected: float) -> Non
 @pytest.mark.parametrize(
     ("original", "transferred", "expected", "loss"),
     [
-        (0.9, 0.85, 1 - (0.9 - 0.85) / 0.9, (0.9 - 0.85) / 0.9),  # seed example
+        (0.9, 0.85, 1 - (0.9 - 0.85) / 0.9, (0.9 - 0.85) / 0.9),  # the spec's example
         (0.8, 0.0, 0.0, 1.0),
         (0.5, 0.8, 1.0, -0.6),  # improvement: clamped to 1, raw loss kept
-        (0.0, 0.5, 0.0, 1.0),  # seed: original 0 -> 0
+        (0.0, 0.5, 0.0, 1.0),  # spec: original 0 -> 0
     ],
 )
 def test_portability(original: float, transferred: float, expected: float, loss: float) -> None:
@@ -46,7 +46,7 @@ def test_portability(original: float, transferred: float, expected: float, loss:
 def test_adaptability_event_and_window() -> None:
     ev = build_evaluator("adaptability")
     first = ev.evaluate(_event(results=[{"domain": "技术问答", "score": 0.85}, {"domain": "文学创作", "score": 0.72}]))
-    assert first.score == pytest.approx((0.85 + 0.72) / 2)  # seed example
+    assert first.score == pytest.approx((0.85 + 0.72) / 2)  # the spec's example
     second = ev.evaluate(_event(results=[{"domain": "技术问答", "score": 0.55}]))
     third = ev.evaluate(_event(results=[{"domain": "技术问答", "score": 0.65}]))
     window: dict[str, float] = {}

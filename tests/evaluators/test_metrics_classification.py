@@ -1,4 +1,4 @@
-"""keyword_match (seed 004 match labels) and the window accuracy / precision / recall / F1 figures."""
+"""keyword_match (the agent-metrics spec's match labels) and the window accuracy / precision / recall / F1 figures."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def _event(output: str, expected: str, label: bool | None = None) -> RequestEven
     [
         ("Paris is the capital of France", "The capital of France is Paris", 1.0),
         ("machine learning model", "deep learning model", 0.5),  # {machine, learning, model} vs {deep, ...}
-        ("a b c", "x y z", 0.0),  # one-character words are dropped: both sets empty -> 0 (seed)
+        ("a b c", "x y z", 0.0),  # one-character words are dropped: both sets empty -> 0 (the spec)
         ("北京是中国的首都", "中国的首都是北京", 1.0),  # rjieba words, stop words 的/是 dropped
         ("北京大学", "清华大学", 0.0),
     ],

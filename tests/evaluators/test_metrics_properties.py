@@ -43,7 +43,7 @@ def _has_tokens(text: str) -> bool:
 @pytest.mark.parametrize("name", ["exact_match_normalized", "token_f1", "bleu", "bleu_simple", "rouge_l"])
 @given(text=TEXT)
 def test_identical_texts_score_one(name: str, text: str) -> None:
-    # BLEU, ROUGE-L and the seed's BLEU score an output without tokens 0 (there is nothing to match);
+    # BLEU, ROUGE-L and the agent-metrics spec's BLEU score an output without tokens 0 (there is nothing to match);
     # exact match and token F1 score two empty answers 1 (SQuAD v2.0).
     if name in ("bleu", "bleu_simple", "rouge_l") and not _has_tokens(text):
         return

@@ -1,4 +1,4 @@
-"""Seed 002's retrieval and graph metrics on the ``retrieval`` block, and the LLM-fallback trigger table."""
+"""The RAG-evaluation spec's retrieval and graph metrics on the ``retrieval`` block, and the LLM-fallback trigger table."""
 
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ def test_missing_data_raises_missing_field(name: str, block: dict[str, Any], mes
         build_evaluator(name).evaluate(RequestEvent(id="g", model="m", output="x"))
 
 
-# seed 002 "评估指标总结表": the LLM fallback trigger of every rule metric
+# the RAG-evaluation spec's "评估指标总结表": the LLM fallback trigger of every rule metric
 SEED_TABLE = {
     "exact_match_normalized": ("below", 0.7, False),
     "token_f1": ("always", None, False),

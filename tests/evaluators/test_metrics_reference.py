@@ -2,7 +2,7 @@
 
 * bleu == sacrebleu.sentence_bleu(..., smooth_method="exp") / 100 (13a and zh, 1-3 references);
 * rouge_l (select f1) == rouge-score ``score_multi`` with a CJK tokenizer; (select recall, whitespace)
-  == seed 004's Python LCS code; bleu_simple == seed 004's code;
+  == the agent-metrics spec's Python LCS code; bleu_simple == the agent-metrics spec's code;
 * token_f1 / exact_match_normalized == the SQuAD v2.0 evaluation formulas. SQuAD v1.1 scores two
   empty answers 0; v2.0 (and we) score them 1 — the only difference between the two scripts here.
   Chinese text is compared with the same SQuAD formula over an independent rjieba/stop-word tokenisation.
@@ -21,11 +21,11 @@ import pytest
 import rjieba
 import sacrebleu
 import stopwordsiso
+from agent_metrics_reference import seed_bleu, seed_rouge_l
 from hypothesis import given
 from hypothesis import strategies as st
 from metrics_corpus import multi_reference, text_pairs
 from rouge_score import rouge_scorer
-from seed004_reference import seed_bleu, seed_rouge_l
 
 from streameval.evaluators.answer import token_f1
 from streameval.evaluators.bleu import bleu_simple, sentence_bleu

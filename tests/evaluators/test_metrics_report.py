@@ -1,4 +1,4 @@
-"""Seed 000's report metrics: the worked example, each part's formula, measuring from Markdown."""
+"""The report-quality spec's report metrics: the worked example, each part's formula, measuring from Markdown."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def _event(output: str = "", **report: Any) -> RequestEvent:
     return request_event(id="r", output=output, report=report or None)
 
 
-WORKED_EXAMPLE = {  # seed 000 "完整评估案例": academic, 5/5 sections, 12 citations, 8,000 words, 6 sources, 2 images
+WORKED_EXAMPLE = {  # the report-quality spec's "完整评估案例": academic, 5/5 sections, 12 citations, 8,000 words, 6 sources, 2 images
     "style": "academic", "required_sections": list("ABCDE"), "sections": list("ABCDE"), "citations": 12,
     "word_count": 8000, "sources": [f"https://s{i}.example.org/x" for i in range(6)], "images": 2,
 }  # fmt: skip
@@ -32,16 +32,16 @@ def test_seed_000_worked_example_is_9_67() -> None:
     )
     assert score.score == pytest.approx(details["score_10"] / 10)
     assert details["grade"] == "A+"  # 9.67 >= 9.0
-    # the seed's final example combines it with the LLM's 8.45: 0.4 × 9.67 + 0.6 × 8.45 = 8.94 -> A
+    # the spec's final example combines it with the LLM's 8.45: 0.4 × 9.67 + 0.6 × 8.45 = 8.94 -> A
     assert round(0.4 * round(details["score_10"], 2) + 0.6 * 8.45, 2) == 8.94
 
 
 @pytest.mark.parametrize(
     ("words", "style", "expected"),
     [
-        (8000, "academic", 10.0),       # seed: in range
-        (3000, "academic", 4.8),        # seed: 60 % -> 4.8
-        (20000, "academic", 10 - (20000 / 15000 - 1) * 5),  # formula gives 8.33; the seed's example says 6.67
+        (8000, "academic", 10.0),       # spec: in range
+        (3000, "academic", 4.8),        # spec: 60 % -> 4.8
+        (20000, "academic", 10 - (20000 / 15000 - 1) * 5),  # formula gives 8.33; the spec's example says 6.67
         (100000, "academic", 5.0),      # over: floor 5
         (0, "news", 0.0),
         (500, "social_media", 10.0), (1500, "social_media", 10.0), (1501, "social_media", 10 - (1501 / 1500 - 1) * 5),

@@ -1,4 +1,4 @@
-"""The seed 001 presets: every example of the seed, then edge cases."""
+"""The evaluator-module spec's presets: every example of the spec, then edge cases."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def event(output: str, expected: str | None = None, **fields: Any) -> RequestEve
     return request_event(id="e1", output=output, expected=expected, **fields)
 
 
-# seed 001 §3: the examples, as written in the seed
+# the evaluator-module spec §3: the examples, as written in the spec
 @pytest.mark.parametrize(
     ("name", "params", "output", "expected", "passed", "score"),
     [
@@ -37,7 +37,7 @@ def test_seed_001_examples(name: str, params: dict[str, Any], output: str, expec
     ("output", "expected", "passed"),
     [
         ("Paris", "Paris", True),
-        ("Paris", "paris", False),  # seed: output === expected, no normalisation
+        ("Paris", "paris", False),  # spec: output === expected, no normalisation
         ("Paris ", "Paris", False),
         ("", "", True),
         ("", "x", False),
@@ -68,7 +68,7 @@ def test_missing_expected_is_an_error_not_a_pass() -> None:
     [
         ({}, "The answer is 42.", "42", True),
         ({}, "The answer is 41.", "42", False),
-        ({}, "anything", "", True),  # seed: includes('') is true
+        ({}, "anything", "", True),  # spec: includes('') is true
         ({}, "HELLO world", "hello", False),
         ({"ignore_case": True}, "HELLO world", "hello", True),
         ({"value": "disclaimer"}, "a disclaimer here", None, True),  # fixed value: no expected needed
@@ -82,7 +82,7 @@ def test_contains(params: dict[str, Any], output: str, expected: str | None, pas
 @pytest.mark.parametrize(
     ("pattern", "flags", "output", "passed"),
     [
-        (r"^\d{4}-\d{2}-\d{2}$", "", "2026-11-21", True),  # dates (seed §3.3 use case)
+        (r"^\d{4}-\d{2}-\d{2}$", "", "2026-11-21", True),  # dates (spec §3.3 use case)
         (r"^\d{4}-\d{2}-\d{2}$", "", "21/11/2026", False),
         (r"^[\w.+-]+@[\w-]+\.[\w.]+$", "", "ops@example.com", True),  # emails
         ("hello", "i", "HeLLo there", True),
@@ -136,7 +136,7 @@ SCHEMA = {
         ('{"name": "Ada", "age": -1}', False, "$.age: -1 is less than the minimum of 0"),
         ('{"name": "Ada", "age": "36"}', False, "$.age: '36' is not of type 'integer'"),
         ('{"name": "Ada", "age": 3, "x": 1}', False, "Additional properties are not allowed"),
-        ("{'name': 'Ada'}", False, "not valid JSON"),  # seed §3.4: parse failure fails
+        ("{'name': 'Ada'}", False, "not valid JSON"),  # spec §3.4: parse failure fails
         ("", False, "not valid JSON"),
         ("NaN", False, "not valid JSON"),
         ('```json\n{"name": "Ada", "age": 36}\n```', False, "not valid JSON"),
@@ -186,7 +186,7 @@ def test_invalid_json_schema_is_a_build_error() -> None:
 def test_similarity_scores(algorithm: str, output: str, expected: str, score: float) -> None:
     result = build_evaluator("similarity", {"algorithm": algorithm}).evaluate(event(output, expected))
     assert result.score == pytest.approx(score, abs=1e-12)
-    assert result.passed is (result.score >= 0.8)  # seed 001: threshold default 0.8
+    assert result.passed is (result.score >= 0.8)  # the evaluator-module spec: threshold default 0.8
 
 
 def test_similarity_threshold_and_best_reference() -> None:

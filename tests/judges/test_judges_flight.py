@@ -192,7 +192,7 @@ async def test_refusals_and_default_answers_make_the_panel_partial(policy: str, 
     good, bad = block.judges
     assert block.status == "partial" and good.status == "ok" and good.score is not None
     counters = outcome.counters["judge_panel"]
-    if policy == "midpoint":  # seed 003: the midpoint, 3 on 1-5 = 5 on 0-10
+    if policy == "midpoint":  # the multi-judge spec: the midpoint, 3 on 1-5 = 5 on 0-10
         assert bad.status == "ok" and bad.score == 5.0
         assert block.panel_score == pytest.approx((good.score + 5.0) / 2)
         assert f"bad: {kind}" in block.reason and "counted as the midpoint" in block.reason

@@ -43,7 +43,7 @@ PROMPT = build_rubric(event(output=INJECTION), "qa_simple", "1-5", blind=True)
 @pytest.mark.parametrize(
     ("answer", "stage"),
     [
-        # the case: the judge quotes the output's JSON, then gives its verdict in prose
+        # the case that started this: the judge quotes the output's JSON, then gives its verdict in prose
         (
             f"The output tries to manipulate me: {FIVES_TEXT}\nI ignore that.\naccuracy: 1\nconciseness: 2\nclarity: 1",
             "regex",

@@ -1,4 +1,4 @@
-"""Response parser: seed 003's fallbacks (each recorded), validation and normalisation."""
+"""Response parser: the multi-judge spec's fallbacks (each recorded), validation and normalisation."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ GOOD_TEXT = orjson.dumps(GOOD).decode()
 @pytest.mark.parametrize(
     ("text", "stage", "score", "defaulted"),
     [
-        (GOOD_TEXT, "json", 8.375, []),  # seed 003 example: 4.35 -> (4.35-1)/4*10 = 8.375
+        (GOOD_TEXT, "json", 8.375, []),  # the multi-judge spec's example: 4.35 -> (4.35-1)/4*10 = 8.375
         (f"Sure! Here it is:\n```json\n{GOOD_TEXT}\n```\nThanks.", "fenced_json", 8.375, []),
         (f"My evaluation: {GOOD_TEXT} -- end", "embedded_json", 8.375, []),
         ("accuracy: 4.5\nconciseness - 4 points\nClarity 4.5/5\noverall score 4.35", "regex", 8.375, []),
@@ -94,14 +94,14 @@ def test_overall_within_half_a_point_is_not_flagged() -> None:
 def test_zero_to_ten_judge_score_is_its_overall() -> None:
     doc = {"scores": {"accuracy": 9, "conciseness": 8, "clarity": 8}, "overall_score": 8.5, "reasoning": "r"}
     verdict = parse_answer(orjson.dumps(doc).decode(), OVERALL)
-    assert verdict.score == 8.5 and verdict.computed == pytest.approx(8.4)  # seed 003: MiniMax returns 0-10
+    assert verdict.score == 8.5 and verdict.computed == pytest.approx(8.4)  # the multi-judge spec: MiniMax returns 0-10
 
 
 def test_report_score_is_seed_000_weighted_dimensions() -> None:
     doc = {"scores": {"relevance": 9, "depth": 8, "accuracy": 9, "structure": 8, "clarity": 9, "completeness": 7},
            "overall_score": 8.5, "strengths": ["s"] * 3, "weaknesses": ["w"] * 3, "reasoning": "r"}
     verdict = parse_answer(orjson.dumps(doc).decode(), build_report(event(), blind=True))
-    assert verdict.score == pytest.approx(8.45)  # seed 000 worked example
+    assert verdict.score == pytest.approx(8.45)  # the report-quality spec's worked example
 
 
 @pytest.mark.parametrize(

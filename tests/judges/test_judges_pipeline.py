@@ -1,5 +1,5 @@
-"""The judge step inside the pipeline: seed 000 blend (worked example 8.94 -> A), panel failure,
-sampling, seed 002 fallback, the result contract, and counters recorded in Redis."""
+"""The judge step inside the pipeline: the report-quality spec's blend (worked example 8.94 -> A), panel
+failure, sampling, the RAG-evaluation spec's fallback, the result contract, and counters recorded in Redis."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from streameval.models import GradedResult, JudgeBlock, JudgeFallback, JudgeVerd
 from streameval.pipeline import Pipeline
 from streameval.store import ResultStore
 
-# seed 000 "完整评估案例": academic, 5/5 sections, 12 citations, 8,000 words, 6 sources, 2 images -> metrics 9.67
+# the report-quality spec's "完整评估案例": academic, 5/5 sections, 12 citations, 8,000 words, 6 sources, 2 images
+# -> metrics 9.67
 WORKED_REPORT = {
     "style": "academic", "required_sections": list("ABCDE"), "sections": list("ABCDE"), "citations": 12,
     "word_count": 8000, "sources": [f"https://s{i}.example.org/x" for i in range(6)], "images": 2,
@@ -30,7 +31,7 @@ SEED_000_LLM = orjson.dumps({
     "overall_score": 8.45,
     "strengths": ["数据分析详实，引用充分", "逻辑结构清晰，论证严谨", "语言表达流畅，易于理解"],
     "weaknesses": ["可以增加更多图表辅助说明", "完整性方面可以补充更多案例", "结论部分过于简短"],
-    "reasoning": "[simulated judge] seed 000 worked example",
+    "reasoning": "[simulated judge] the report-quality spec's worked example",
 }).decode()  # fmt: skip
 
 
@@ -70,7 +71,7 @@ async def test_seed_000_worked_example_end_to_end() -> None:
     assert result is not None and result.judge is not None
     assert round(result.judge.metrics_score, 2) == 9.67
     assert result.judge.panel_score == pytest.approx(8.45)
-    assert round(result.score * 10, 2) == 8.94 and result.grade == "A"  # seed 000: 8.94, grade A
+    assert round(result.score * 10, 2) == 8.94 and result.grade == "A"  # the report-quality spec: 8.94, grade A
     assert "0.4 x metrics 9.67 + 0.6 x panel 8.45 = 8.94" in result.judge.reason
     [verdict] = result.judge.judges
     assert verdict.prompt == "report" and len(verdict.strengths) == 3 and len(verdict.weaknesses) == 3

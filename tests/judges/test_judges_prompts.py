@@ -1,4 +1,4 @@
-"""Prompt builder: seed rubrics rendered, outputs delimited as data (injection), blind mode."""
+"""Prompt builder: the specs' rubrics rendered, outputs delimited as data (injection), blind mode."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Node.js code sandbox against hostile code, plus seed 001's examples; the host serves on after each."""
+"""The Node.js code sandbox against hostile code, plus the evaluator-module spec's examples; the host serves on after each."""
 
 from __future__ import annotations
 
@@ -215,7 +215,7 @@ async def test_console_flood_is_discarded(anchor: object) -> None:
 
 
 async def test_seed_001_length_check(anchor: object) -> None:
-    # seed 001 §4.4, verbatim
+    # the evaluator-module spec §4.4, verbatim
     code = """module.exports = async function evaluate(input, output, expected, metadata) {
   const minLength = metadata.minLength || 100;
 
@@ -235,7 +235,7 @@ async def test_seed_001_length_check(anchor: object) -> None:
 
 
 async def test_seed_001_keyword_check(anchor: object) -> None:
-    # seed 001 §4.4, verbatim
+    # the evaluator-module spec §4.4, verbatim
     code = """const _ = require('lodash');
 
 module.exports = async function evaluate(input, output, expected, metadata) {

@@ -117,7 +117,7 @@ def test_defaults_follow_seed_001() -> None:
         _config({"language": "python", "code": "def evaluate(i, o, e, m):\n    return {}"})
     )
     params = suites.all[0].evaluators[0].evaluator.params
-    assert (params.timeout_ms, params.memory_mb) == (5000, 128)  # seed 001 §4.3: 5 s, 128 MB
+    assert (params.timeout_ms, params.memory_mb) == (5000, 128)  # the evaluator-module spec §4.3: 5 s, 128 MB
 
 
 @pytest.mark.parametrize(

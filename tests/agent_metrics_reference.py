@@ -1,4 +1,4 @@
-"""Seed 004's BLEU and ROUGE-L as the seed prints them (indicators.py), used as references in tests."""
+"""The agent-metrics spec's BLEU and ROUGE-L as the spec prints them (indicators.py), used as references in tests."""
 
 from __future__ import annotations
 
