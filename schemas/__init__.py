@@ -16,7 +16,7 @@ from streameval.outputs import OUTPUTS
 __all__ = ["NAMES", "load"]
 
 #: the input's schema, then one per output topic (streameval.outputs)
-NAMES = {"request": "request-event.v1.json", **{output.kind: output.schema for output in OUTPUTS}}
+NAMES: dict[str, str] = {"request": "request-event.v1.json", **{output.kind: output.schema for output in OUTPUTS}}
 
 
 @cache

@@ -167,7 +167,7 @@ class EvalPool:
         telemetry.observe_latencies(latencies)
         for topic, llm, skipped in spans:
             telemetry.observe_spans(topic, llm=llm, skipped=skipped)
-        return cast(Expanded, found)
+        return found
 
     def _replace(self, broken: ProcessPoolExecutor, exc: BaseException) -> None:
         if self._executor is not broken:  # another batch of the same pool got here first

@@ -15,8 +15,9 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, Settin
 from .deadletters import DEFAULT_MAX_DEAD_LETTER_BYTES
 from .errors import ConfigError, ConfigIssue
 from .outputs import OutputTopics
-from .pipeline import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_EVENT_DEPTH
+from .pipeline import DEFAULT_MAX_EVENT_BYTES
 from .secrets import check_secret_file
+from .strictjson import DEFAULT_MAX_EVENT_DEPTH
 
 __all__ = ["Settings", "load_settings"]
 

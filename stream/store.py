@@ -40,7 +40,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from . import _lua, telemetry
 from .drilldown import Candidates
@@ -256,7 +256,7 @@ class ResultStore:
             return
 
         async def look() -> list[int]:
-            async with self.client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
+            async with self.client.pipeline(transaction=False) as pipe:
                 for pair in todo:
                     pipe.execute_command("EXISTS", *(self.keys.legacy_marks(pair, g, shard)
                                                      for g in (generation, generation - 1)
@@ -281,9 +281,9 @@ class ResultStore:
         n, timeout = self.wait_replicas, self.wait_timeout_ms
 
         async def wait() -> list[int]:
-            async with self.client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
+            async with self.client.pipeline(transaction=False) as pipe:
                 if is_cluster(self.client):
-                    nodes = {}
+                    nodes: dict[str, str] = {}
                     for key in keys:
                         nodes.setdefault(self.client.get_node_from_key(key).name, key)  # type: ignore[union-attr]
                     for name, key in nodes.items():
@@ -369,7 +369,7 @@ class ResultStore:
 
     def _prepare(self, index: int, item: Item) -> _Event:
         result, encoded, counters = item[0], item[1], item[2]
-        content = item[3] if len(item) > 3 else (  # type: ignore[misc]
+        content = item[3] if len(item) > 3 else (
             f"{result.model}\0{result.suite}\0{result.event_time}\0{result.category}".encode())
         digest = hashlib.blake2b(result.id.encode() + b"\0" + content, digest_size=8).digest()
         pair = self.pair_id(result.model, result.suite)
@@ -547,7 +547,7 @@ class ResultStore:
     # -- reads --------------------------------------------------------------------------------
     async def pairs(self) -> list[tuple[str, str]]:
         """Every model × suite pair seen (at most ``max_pairs`` plus the overflow pairs)."""
-        members = await guard(self.client.zrange(self.keys.pairs, 0, -1))
+        members = cast(list[bytes], await guard(self.client.zrange(self.keys.pairs, 0, -1)))
         return sorted(self.keys.split_pair(_text(m)) for m in members)
 
     async def all_time_fields(self, pairs: Sequence[tuple[str, str]]) -> list[dict[str, float]]:
@@ -634,7 +634,7 @@ async def stored_results(client: Client, keys: Keys,
     hashes ``res:{gen}`` of ``generations`` are read by digest. One round trip; None where nothing is kept.
     """
     plan: list[tuple[int, int]] = []  # (replies, expected length or -1)
-    async with client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
+    async with client.pipeline(transaction=False) as pipe:
         for pair, digest, value, generations in wanted:
             target = _parse_pointer(value, digest)
             if target is not None:
@@ -643,8 +643,9 @@ async def stored_results(client: Client, keys: Keys,
                 plan.append((1, length))
                 continue
             legacy = digest if digest is not None else (value if value is not None and len(value) == 8 else None)
-            for generation in generations if legacy is not None else ():
-                pipe.hget(keys.results(pair, generation), legacy)
+            if legacy is not None:
+                for generation in generations:
+                    pipe.hget(keys.results(pair, generation), legacy)
             plan.append((len(generations) if legacy is not None else 0, -1))
         replies = list(await pipe.execute()) if any(n for n, _ in plan) else []
     out: list[bytes | None] = []

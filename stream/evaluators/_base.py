@@ -65,6 +65,10 @@ class MissingField(EvaluatorError):
     code = "missing_field"
 
 
+#: the params base class under another name: inside :class:`Evaluator`, ``Params`` is the class attribute
+_ParamsModel = Params
+
+
 class Evaluator:
     """Base class of every evaluator. Subclasses set ``name`` and ``Params`` and are ``@register``-ed."""
 
@@ -74,7 +78,7 @@ class Evaluator:
     #: a one-line description for docs, the CLI and the registry API
     summary: ClassVar[str] = ""
 
-    def __init__(self, params: Params) -> None:
+    def __init__(self, params: _ParamsModel) -> None:
         self.params = params
 
     def evaluate(self, event: RequestEvent) -> Score:

@@ -43,7 +43,7 @@ from functools import cached_property
 from typing import Any
 
 import orjson
-import regex  # type: ignore[import-untyped]
+import regex
 
 from .._util import clip
 from ._errors import JudgeBadResponse
