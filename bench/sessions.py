@@ -1,7 +1,7 @@
 """What sessions cost: turns appended and sessions closed, against plain events, in one run.
 
     python bench/sessions.py [--conversations 10000] [--partitions 6] [--gap-s 2] [--batch 256]
-                             [--open 1000000] [--seed 1] [--profile]
+                             [--open 1000000] [--seed N] [--profile]
 
 One fresh ``redis-server`` (free loopback port, no persistence). Conversations of 5-20 turns each, turns
 interleaved over ``--partitions`` partitions (by turn id) and, within a conversation, out of order by up

@@ -32,11 +32,12 @@ import orjson
 from .. import telemetry
 from .._version import __version__
 from ..config import Session
+from ..envelope import Outcome
 from ..errors import StoreUnavailable
 from ..keyspace import retry_forever
 from ..models import GradedResult, SessionMetrics, SessionResult, format_time
 from ..outputs import Publish, Send
-from ..pipeline import Outcome, Pipeline
+from ..pipeline import Pipeline
 from ..store import ResultStore
 from .state import Claim, SessionStore
 from .thread import thread_event

@@ -187,7 +187,7 @@ class SessionStore:
             if deadline >= 0:
                 due[self.keys.shard(tag)] += [deadline, tag]
         if due:
-            async with self.client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
+            async with self.client.pipeline(transaction=False) as pipe:
                 for shard, members in due.items():
                     pipe.execute_command("ZADD", self.keys.due(shard), *members)
                 await guard(pipe.execute())
@@ -195,7 +195,7 @@ class SessionStore:
 
     async def due(self, now: float, limit: int) -> list[tuple[str, float]]:
         """Up to ``limit`` sessions per shard whose deadline is at or before ``now``: (tag, deadline)."""
-        async with self.client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
+        async with self.client.pipeline(transaction=False) as pipe:
             for shard in range(DUE_SHARDS):
                 pipe.zrangebyscore(
                     self.keys.due(shard), "-inf", repr(now), start=0, num=limit, withscores=True
@@ -246,7 +246,7 @@ class SessionStore:
 
     async def open_count(self) -> int:
         """Sessions waiting in the due index (open, or closed within a tick)."""
-        async with self.client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
+        async with self.client.pipeline(transaction=False) as pipe:
             for shard in range(DUE_SHARDS):
                 pipe.zcard(self.keys.due(shard))
             return sum(int(n) for n in await guard(pipe.execute()))

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from .._util import clip
+from ..envelope import Turn
 from ..judges._refusal import find_refusal
 from ..models import GradedResult, RequestEvent, parse_time
 
@@ -30,19 +30,6 @@ MAX_KEY_CHARS = 96
 #: tool calls kept per turn; each one's arguments and result are clipped to TOOL_TEXT characters
 MAX_TOOL_CALLS = 20
 TOOL_TEXT = 500
-
-
-@dataclass(frozen=True, slots=True)
-class Turn:
-    """One event's place in one session. ``key`` None: the event matched the session but carries no
-    key (counted as keyless, not appended)."""
-
-    session: str
-    key: str | None
-    id: str
-    time: float
-    end: bool = False
-    payload: bytes = b""  # the turn record (module docstring), JSON
 
 
 def text_limit(max_bytes: int) -> int:
