@@ -69,3 +69,30 @@ def test_evaluation_processes_give_the_same_sessions(tmp_path: Path) -> None:
                       for x in (tmp_path / f"out{processes}.sessions.jsonl").read_bytes().splitlines()])  # fmt: skip
     assert len(found[0]) == 7 and found[0] == found[1]
     assert all(s["truncated"] and len(s["turn_ids"]) == 4 for s in found[0])
+
+
+def test_code_evaluators_receive_the_transcript(tmp_path: Path) -> None:
+    config = tmp_path / "suites.yaml"
+    code = (
+        "def evaluate(input, output, expected, metadata):\\n"
+        "    turns = metadata['transcript']\\n"
+        "    kept = sum(1 for t in turns if 'Ada' in t['output'])\\n"
+        "    return {'passed': kept == len(turns), 'score': kept / len(turns), 'reason': str(len(turns))}\\n"
+    )
+    config.write_text(
+        "suites: [{name: s, default: true, evaluators: [{evaluator: exact_match}]}]\n"
+        f'sessions: [{{name: c, key: metadata.c, evaluators: [{{evaluator: code, params: {{language: python, code: "{code}"}}}}]}}]\n'
+    )
+    events = [{"id": f"e{i}", "model": "m", "output": "Hello Ada" if i else "Hi", "timestamp": f"2026-11-21T10:00:0{i}Z",
+               "metadata": {"c": "k"}} for i in range(4)]  # fmt: skip
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"\n".join(orjson.dumps(e) for e in events))
+    out = tmp_path / "out.jsonl"
+    assert (
+        main(["evaluate", "--config", str(config), "--input", str(source), "--output", str(out), "--quiet"])
+        == 0
+    )
+    [session] = [orjson.loads(x) for x in (tmp_path / "out.sessions.jsonl").read_bytes().splitlines()]
+    [code_result] = session["evaluators"]
+    assert code_result["error"] is None, code_result
+    assert (code_result["score"], code_result["reason"]) == (0.75, "4")
