@@ -34,10 +34,10 @@ from .._version import __version__
 from ..config import Session
 from ..envelope import Outcome
 from ..errors import StoreUnavailable
-from ..keyspace import retry_forever
 from ..models import GradedResult, SessionMetrics, SessionResult, format_time
 from ..outputs import Publish, Send
 from ..pipeline import Pipeline
+from ..redis_client import retry_forever
 from ..store import ResultStore
 from .state import Claim, SessionStore
 from .thread import thread_event

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote
 
-from ..keyspace import Client, guard, run_scripts
+from ..redis_client import Client, guard, run_scripts
 from . import scripts
 from .turns import Turn
 
