@@ -1,0 +1,126 @@
+"""The pipeline's cheap result path writes exactly what the validating path wrote.
+
+Rule results are built without a second pydantic validation when their values already have the field
+types (:func:`streameval.pipeline._built_result`); anything else is validated as before. Here both
+paths run on the example events and the text-metric corpus, with a fixed clock, and every line of the
+results and dead-letter files must be byte-identical (timing fields included: the clock is fixed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+from metrics_corpus import multi_reference, text_pairs
+from pydantic import ValidationError
+
+from streameval import pipeline as pipeline_module
+from streameval.config import BoundEvaluator, parse_config_text
+from streameval.evaluators import Score, build_evaluator
+from streameval.models import EvaluatorResult
+from streameval.offline import evaluate_file
+from streameval.pipeline import Pipeline
+
+ROOT = Path(__file__).resolve().parent.parent
+CLOCK = 1_764_000_000.25
+
+RULES: dict[str, Any] = {"suites": [{"name": "rules", "default": True, "threshold": 0.5, "evaluators": [
+    {"evaluator": "exact_match"}, {"evaluator": "exact_match_normalized"}, {"evaluator": "contains"},
+    {"evaluator": "contains", "name": "contains_ci", "params": {"ignore_case": True}},
+    {"evaluator": "regex", "params": {"pattern": "模型|the", "flags": "i"}},
+    {"evaluator": "json_schema", "params": {"schema": {"type": "object", "required": ["a"]}}},
+    {"evaluator": "similarity"}, {"evaluator": "similarity", "name": "cos", "params": {"algorithm": "cosine"}},
+    {"evaluator": "token_f1"}, {"evaluator": "rouge_l"}, {"evaluator": "bleu"}, {"evaluator": "bleu_simple"},
+    {"evaluator": "keyword_match", "params": {"unlabeled": "positive"}, "gate": True, "weight": 0},
+]}]}  # fmt: skip
+
+
+def _corpus() -> bytes:
+    lines = []
+    for i, (output, expected) in enumerate(text_pairs()):
+        event: dict[str, Any] = {"id": f"p{i}", "model": f"m{i % 3}", "output": output, "expected": expected}
+        if i % 7 == 0:
+            event["output"] = orjson.dumps({"a": output} if i % 2 else [output]).decode()
+        if i % 11 == 0:
+            event["timestamp"] = "2026-11-21T10:00:00.5+02:00"
+        lines.append(orjson.dumps(event))
+    for i, (output, references) in enumerate(multi_reference()):
+        lines.append(orjson.dumps({"id": f"r{i}", "model": "m", "output": output, "references": references}))
+    lines.append(orjson.dumps({"id": "no-target", "model": "m", "output": "x"}))  # error results
+    lines.append(b"{not json")  # a dead letter
+    lines.append(lines[3])  # a repeated id
+    return b"\n".join(lines) + b"\n"
+
+
+def _validated(name: str, score: float, passed: bool, weight: float, reason: str | None,
+               details: dict[str, Any] | None, version: str | None) -> EvaluatorResult:  # fmt: skip
+    """The code the cheap path replaced: every result validated by pydantic."""
+    return EvaluatorResult(name=name, score=score, passed=passed, weight=weight, reason=reason, details=details,
+                           version=version)  # fmt: skip
+
+
+def _run(config_text: str, events: Path, out_dir: Path) -> tuple[bytes, bytes]:
+    suites = parse_config_text(config_text, file="<test>")[1]
+    out, dead = out_dir / "results.jsonl", out_dir / "dead.jsonl"
+    asyncio.run(evaluate_file(Pipeline(suites, clock=lambda: CLOCK), events, out, dead, concurrency=16))
+    return out.read_bytes(), dead.read_bytes()
+
+
+@pytest.mark.parametrize("corpus", ["examples", "metrics"])
+def test_results_and_dead_letters_are_byte_identical_to_the_validating_path(
+    corpus: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if corpus == "examples":
+        config_text, events = (ROOT / "examples" / "suites.yaml").read_text("utf-8"), ROOT / "examples" / "events.jsonl"
+    else:
+        config_text, events = yaml.safe_dump(RULES, allow_unicode=True), tmp_path / "corpus.jsonl"
+        events.write_bytes(_corpus())
+    (tmp_path / "new").mkdir()
+    (tmp_path / "old").mkdir()
+    new = _run(config_text, events, tmp_path / "new")
+    monkeypatch.setattr(pipeline_module, "_built_result", _validated)
+    old = _run(config_text, events, tmp_path / "old")
+    assert new[0].count(b"\n") > 200 and new[0] == old[0]
+    assert new[1] == old[1]
+    if corpus == "examples":
+        assert new[1].count(b"\n") > 0
+
+
+BOUND = BoundEvaluator("e", 2.0, build_evaluator("exact_match", {}))
+
+
+class _Str(str):
+    pass
+
+
+@pytest.mark.parametrize("score", [
+    Score(1.0, True), Score(0.25, False, "why", {"k": [1, {"x": None}]}, None, "v@2"), Score(0.0, False, None, {}),
+    Score(1, True), Score(True, True), Score(0.5, 1), Score(0.5, True, _Str("r")), Score(0.5, True, None, {1: "x"}),  # type: ignore[arg-type]
+    Score(1.5, True), Score(math.nan, True), Score(-0.0, False), Score(0.5, True, 3),  # type: ignore[arg-type]
+])  # fmt: skip
+def test_a_rule_result_is_what_validation_builds_or_raises(score: Score) -> None:
+    def old() -> EvaluatorResult:
+        if not 0.0 <= score.score <= 1.0:
+            return EvaluatorResult(name="e", score=0.0, passed=False, weight=2.0,
+                                   reason=f"evaluator returned score {score.score!r} outside [0, 1]", error="bad_score")  # fmt: skip
+        return _validated("e", score.score, score.passed, 2.0, score.reason, score.details, score.version)
+
+    built: Callable[[], EvaluatorResult] = lambda: pipeline_module._to_result(BOUND, score)  # noqa: E731
+    try:
+        expected = old()
+    except ValidationError as exc:
+        with pytest.raises(ValidationError) as raised:
+            built()
+        assert str(raised.value) == str(exc)
+        return
+    got = built()
+    assert got == expected and got.model_fields_set == expected.model_fields_set
+    assert got.model_dump_json() == expected.model_dump_json() and got.__getstate__() == expected.__getstate__()
+    if score.details is not None:
+        assert got.details is not score.details  # copied, as validation copies a dict
