@@ -65,9 +65,20 @@ def parse_time(value: str) -> float:
 
 def format_time(epoch: float) -> str:
     """RFC 3339 UTC with milliseconds, e.g. ``2026-11-21T10:00:00.123Z``."""
-    return datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z"
-    )
+    text = _formatted.get(epoch)
+    if text is None:
+        text = datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="milliseconds").replace(
+            "+00:00", "Z"
+        )
+        if len(_formatted) >= 64:
+            _formatted.clear()
+        _formatted[epoch] = text
+    return text
+
+
+# The last times formatted: a batch's events share their receive time (the event time of events that
+# carry none), formatted once instead of once per event (~1.7 µs each).
+_formatted: dict[float, str] = {}
 
 
 class RequestEvent(BaseModel):

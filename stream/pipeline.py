@@ -17,6 +17,7 @@ import base64
 import gc
 import itertools
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -100,6 +101,7 @@ class Pipeline:
                 for s in suites.all if s.config.judge is not None
             }  # fmt: skip
         self._sync_suites: dict[str, bool] = {}
+        self._gated: dict[str, frozenset[str]] = {}  # per suite: the names of its gate evaluators
         self.max_event_bytes = max_event_bytes
         self.max_event_depth = max_event_depth
         self.clock = clock
@@ -235,30 +237,35 @@ class Pipeline:
     def _graded(self, event: RequestEvent, suite: Suite, results: list[EvaluatorResult], overall: float,
                 judge_block: JudgeBlock | None, received_at: float) -> GradedResult:  # fmt: skip
         """The graded result: gates applied to the overall score."""
-        gated = {bound.name for bound in suite.evaluators if bound.gate}
+        gated = self._gated.get(suite.name)
+        if gated is None:
+            gated = self._gated[suite.name] = frozenset(bound.name for bound in suite.evaluators if bound.gate)
         verdict = apply_gates(
             overall, suite.config.threshold, suite.config.grading,
             ((r.name, r.passed and r.error is None, r.reason) for r in results if r.name in gated),
         )  # fmt: skip
         now = self.clock()
-        return GradedResult(
-            id=event.id,
-            model=event.model,
-            suite=suite.name,
-            category=event.category,
-            score=overall,
-            passed=verdict.passed,
-            threshold=suite.config.threshold,
-            grade=verdict.grade,
-            failed_gates=list(verdict.failed_gates),
-            reason=clip(verdict.reason) if verdict.reason else None,
-            evaluators=results,
-            event_time=format_time(event.event_time(received_at)),
-            evaluated_at=format_time(now),
-            latency_ms=round(max(0.0, now - received_at) * 1000, 3),
-            pipeline_version=__version__,
-            judge=judge_block,
-        )
+        values = {
+            "id": event.id,
+            "model": event.model,
+            "suite": suite.name,
+            "category": event.category,
+            "score": overall,
+            "passed": verdict.passed,
+            "threshold": suite.config.threshold,
+            "grade": verdict.grade,
+            "evaluators": results,
+            "event_time": format_time(event.event_time(received_at)),
+            "evaluated_at": format_time(now),
+            "latency_ms": round(max(0.0, now - received_at) * 1000, 3),
+            "pipeline_version": __version__,
+            "judge": judge_block,
+            "failed_gates": list(verdict.failed_gates),
+            "reason": clip(verdict.reason) if verdict.reason else None,
+        }
+        if judge_block is None and _plain_graded(values):
+            return _built_graded(values)
+        return GradedResult(**values)
 
     def runs_sync(self, suite: Suite) -> bool:
         """True when ``suite`` needs no event loop: no judge panel and no async evaluator (sandboxed code,
@@ -383,6 +390,39 @@ def _to_result(bound: BoundEvaluator, score: Score) -> EvaluatorResult:
         reason=reason, details=details, version=version,
     )  # fmt: skip
 
+
+def _plain_graded(values: dict[str, Any]) -> bool:
+    """Whether ``values`` (the fields :meth:`Pipeline._graded` made, without a judge block) already have the
+    types and ranges :class:`GradedResult` validates: then validation would store them as they are."""
+    score, threshold, latency, reason, category = (values["score"], values["threshold"], values["latency_ms"],
+                                                   values["reason"], values["category"])  # fmt: skip
+    return (
+        type(score) is float and 0.0 <= score <= 1.0 and type(threshold) is float and 0.0 <= threshold <= 1.0
+        and type(latency) is float and latency >= 0.0 and type(values["passed"]) is bool
+        and type(values["grade"]) is str and (reason is None or type(reason) is str)
+        and (category is None or type(category) is str) and type(values["id"]) is str and type(values["model"]) is str
+        and type(values["suite"]) is str and all(type(name) is str for name in values["failed_gates"])
+        and all(type(result) is EvaluatorResult for result in values["evaluators"])
+        and _TIME.match(values["event_time"]) is not None and _TIME.match(values["evaluated_at"]) is not None
+    )  # fmt: skip
+
+
+_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z\Z")  # format_time's; RFC3339 accepts it
+_new_graded = GradedResult.__new__
+
+
+def _built_graded(values: dict[str, Any]) -> GradedResult:
+    """The :class:`GradedResult` ``GradedResult(**values)`` builds when :func:`_plain_graded` holds, without
+    validating the values again (the lists are copied, as validation copies them)."""
+    graded = _new_graded(GradedResult)
+    fields = {"schema_version": 1, **values}  # values come in the model's field order
+    fields["evaluators"] = list(values["evaluators"])
+    fields["failed_gates"] = list(values["failed_gates"])
+    _set(graded, "__dict__", fields)
+    _set(graded, "__pydantic_fields_set__", set(values))
+    _set(graded, "__pydantic_extra__", None)
+    _set(graded, "__pydantic_private__", None)
+    return graded
 
 _new_result = EvaluatorResult.__new__
 _set = object.__setattr__

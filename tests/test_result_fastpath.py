@@ -1,7 +1,8 @@
 """The pipeline's cheap result path writes exactly what the validating path wrote.
 
-Rule results are built without a second pydantic validation when their values already have the field
-types (:func:`streameval.pipeline._built_result`); anything else is validated as before. Here both
+Rule results and graded results of suites without a judge panel are built without a second pydantic
+validation when their values already have the field types (:func:`streameval.pipeline._built_result`,
+``_built_graded``); anything else is validated as before. Here both
 paths run on the example events and the text-metric corpus, with a fixed clock, and every line of the
 results and dead-letter files must be byte-identical (timing fields included: the clock is fixed).
 """
@@ -23,7 +24,7 @@ from pydantic import ValidationError
 from streameval import pipeline as pipeline_module
 from streameval.config import BoundEvaluator, parse_config_text
 from streameval.evaluators import Score, build_evaluator
-from streameval.models import EvaluatorResult
+from streameval.models import EvaluatorResult, GradedResult, format_time
 from streameval.offline import evaluate_file
 from streameval.pipeline import Pipeline
 
@@ -65,6 +66,14 @@ def _validated(name: str, score: float, passed: bool, weight: float, reason: str
                            version=version)  # fmt: skip
 
 
+def _counted(build: Callable[..., Any], calls: dict[str, int], key: str) -> Callable[..., Any]:
+    def counted(*args: Any) -> Any:
+        calls[key] += 1
+        return build(*args)
+
+    return counted
+
+
 def _run(config_text: str, events: Path, out_dir: Path) -> tuple[bytes, bytes]:
     suites = parse_config_text(config_text, file="<test>")[1]
     out, dead = out_dir / "results.jsonl", out_dir / "dead.jsonl"
@@ -83,8 +92,13 @@ def test_results_and_dead_letters_are_byte_identical_to_the_validating_path(
         events.write_bytes(_corpus())
     (tmp_path / "new").mkdir()
     (tmp_path / "old").mkdir()
+    cheap = {"results": 0, "graded": 0}
+    for name, key in (("_built_result", "results"), ("_built_graded", "graded")):
+        monkeypatch.setattr(pipeline_module, name, _counted(getattr(pipeline_module, name), cheap, key))
     new = _run(config_text, events, tmp_path / "new")
+    assert cheap["results"] > 500 and cheap["graded"] > 150  # the cheap path is the one taken
     monkeypatch.setattr(pipeline_module, "_built_result", _validated)
+    monkeypatch.setattr(pipeline_module, "_built_graded", lambda values: GradedResult(**values))
     old = _run(config_text, events, tmp_path / "old")
     assert new[0].count(b"\n") > 200 and new[0] == old[0]
     assert new[1] == old[1]
@@ -124,3 +138,30 @@ def test_a_rule_result_is_what_validation_builds_or_raises(score: Score) -> None
     assert got.model_dump_json() == expected.model_dump_json() and got.__getstate__() == expected.__getstate__()
     if score.details is not None:
         assert got.details is not score.details  # copied, as validation copies a dict
+
+
+def test_graded_results_built_without_validation_equal_validated_ones(tmp_path: Path) -> None:
+    suites = parse_config_text(yaml.safe_dump(RULES, allow_unicode=True), file="<test>")[1]
+    pipeline = Pipeline(suites, clock=lambda: CLOCK)
+    checked = 0
+    for raw in _corpus().splitlines()[:300]:
+        outcome = pipeline.process_sync(raw, pipeline_module.Source(), CLOCK - 0.5)
+        assert outcome is not None
+        if outcome.result is None:
+            continue
+        got = outcome.result
+        values = {name: getattr(got, name) for name in got.model_fields_set}
+        expected = GradedResult(**values)
+        assert got == expected and got.model_fields_set == expected.model_fields_set
+        assert got.__getstate__() == expected.__getstate__() and repr(got) == repr(expected)
+        checked += 1
+    assert checked > 250
+
+
+def test_format_time_remembers_recent_times_without_changing_them() -> None:
+    times = [0.0, 1.0005, 1.0004999, 1764000000.9999996, 1764000000.123456, 253402300799.999]
+    from datetime import UTC, datetime
+
+    for epoch in times * 40:  # more than the cache holds: it is cleared and refilled on the way
+        expected = datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        assert format_time(epoch) == expected
