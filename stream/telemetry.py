@@ -8,7 +8,6 @@ suites, evaluator result names, dead-letter kinds, judge names, topic partitions
 from __future__ import annotations
 
 import time
-from bisect import bisect_left
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -24,7 +23,6 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.metrics_core import Metric
-from prometheus_client.values import MutexValue
 
 from . import quality_metrics
 
@@ -201,29 +199,9 @@ def flush_latencies() -> None:
         else:
             found.append(seconds)
     for name, amounts in by_name.items():
-        _observe_many(_latency(name), amounts)
+        quality_metrics.observe_many(_latency(name), amounts)
 
 
-def _observe_many(child: Histogram, amounts: list[float]) -> None:
-    """``child.observe(a)`` for each of ``amounts``, with one increment per bucket touched. The sum is
-    added in the same order as one observe at a time would (the same float, bit for bit)."""
-    total = getattr(child, "_sum", None)
-    bounds = getattr(child, "_upper_bounds", None)
-    buckets = getattr(child, "_buckets", None)
-    if not isinstance(total, MutexValue) or bounds is None or buckets is None:  # multiprocess mode, another version
-        for amount in amounts:
-            child.observe(amount)
-        return
-    counts: dict[int, int] = {}
-    with total._lock:
-        value = total._value
-        for amount in amounts:
-            value += amount
-            i = bisect_left(bounds, amount)  # observe(): the first bucket whose bound is >= amount
-            counts[i] = counts.get(i, 0) + 1
-        total._value = value
-    for i, count in counts.items():
-        buckets[i].inc(count)
 
 
 _captured_spans: list[tuple[str, int, int]] = []
@@ -312,16 +290,22 @@ def observe_outcomes(outcomes: Sequence[Outcome]) -> None:
     Judge activity is read from the counters the panel computed for the window aggregates (the
     ``judge_panel`` entry of :attr:`Outcome.counters`), so ``/metrics`` and the aggregates agree."""
     quality_metrics.observe(outcomes)  # score, pass and grade series by model and suite
+    dead: dict[str, int] = {}
+    suites: dict[str, int] = {}  # results and dead letters counted per batch: one inc per series
     for outcome in outcomes:
         if outcome.dead_letter is not None:
-            DEAD_LETTERS.labels(outcome.dead_letter.kind).inc()
+            dead[outcome.dead_letter.kind] = dead.get(outcome.dead_letter.kind, 0) + 1
         result = outcome.result
         if result is None:
             continue
-        RESULTS_OUT.labels(result.suite).inc()
+        suites[result.suite] = suites.get(result.suite, 0) + 1
         panel = outcome.counters.get(PANEL_COUNTERS) if outcome.counters else None
         if panel:
             _observe_judge_counters(panel)
+    for kind, count in dead.items():
+        DEAD_LETTERS.labels(kind).inc(count)
+    for suite, count in suites.items():
+        RESULTS_OUT.labels(suite).inc(count)
 
 
 def observe_lag(
