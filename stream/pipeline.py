@@ -17,7 +17,6 @@ import base64
 import gc
 import itertools
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ from ._version import __version__
 from .config import BoundEvaluator, Suite, Suites
 from .errors import EvaluatorError, EventError, EventTooLarge, InvalidJSON, SchemaViolation
 from .evaluators import Score
-from .grading import apply_gates, combine
+from .grading import Verdict, apply_gates, combine, grade
 from .judges import PANEL_RESULT_NAME, JudgeCache, JudgeHub, SuiteJudge, sampled
 from .models import (
     DeadLetter,
@@ -240,10 +239,13 @@ class Pipeline:
         gated = self._gated.get(suite.name)
         if gated is None:
             gated = self._gated[suite.name] = frozenset(bound.name for bound in suite.evaluators if bound.gate)
-        verdict = apply_gates(
-            overall, suite.config.threshold, suite.config.grading,
-            ((r.name, r.passed and r.error is None, r.reason) for r in results if r.name in gated),
-        )  # fmt: skip
+        if gated:
+            verdict = apply_gates(
+                overall, suite.config.threshold, suite.config.grading,
+                ((r.name, r.passed and r.error is None, r.reason) for r in results if r.name in gated),
+            )  # fmt: skip
+        else:  # what apply_gates gives without gates
+            verdict = Verdict(overall >= suite.config.threshold, grade(overall, suite.config.grading))
         now = self.clock()
         values = {
             "id": event.id,
@@ -403,11 +405,7 @@ def _plain_graded(values: dict[str, Any]) -> bool:
         and (category is None or type(category) is str) and type(values["id"]) is str and type(values["model"]) is str
         and type(values["suite"]) is str and all(type(name) is str for name in values["failed_gates"])
         and all(type(result) is EvaluatorResult for result in values["evaluators"])
-        and _TIME.match(values["event_time"]) is not None and _TIME.match(values["evaluated_at"]) is not None
-    )  # fmt: skip
-
-
-_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z\Z")  # format_time's; RFC3339 accepts it
+    )  # fmt: skip  # event_time and evaluated_at are format_time's: RFC 3339 by construction
 _new_graded = GradedResult.__new__
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -158,10 +159,17 @@ def test_graded_results_built_without_validation_equal_validated_ones(tmp_path: 
     assert checked > 250
 
 
-def test_format_time_remembers_recent_times_without_changing_them() -> None:
-    times = [0.0, 1.0005, 1.0004999, 1764000000.9999996, 1764000000.123456, 253402300799.999]
+def test_format_time_writes_what_datetime_writes() -> None:
     from datetime import UTC, datetime
 
-    for epoch in times * 40:  # more than the cache holds: it is cleared and refilled on the way
+    rng = random.Random(3)
+    edges = [0.0, -0.0, 1.0005, 1.0004999, 1764000000.9999996, 1764000000.9999995, 1764000000.9999994, -1.5,
+             -0.0000004, -0.0000005, -0.0000006, 253402300799.999, 1e-7, 5e-7, -62135596800.0]  # fmt: skip
+    near = [1764000000 + k / 1e6 + d for k in range(0, 2_000_000, 37) for d in (0.0, 4.9999e-7, 5e-7, 5.0001e-7)]
+    times = edges + near + [rng.uniform(-6e10, 2.5e11) for _ in range(50_000)]
+    for epoch in times:
         expected = datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        assert format_time(epoch) == expected
+        assert format_time(epoch) == expected, epoch
+    for bad in (math.nan, math.inf, 1e20):
+        with pytest.raises((ValueError, OverflowError, OSError)):
+            format_time(bad)
