@@ -1,6 +1,6 @@
 """The framework's share of ``streameval evaluate``'s CPU: evaluate against a bare loop doing the same checks.
 
-    .venv/bin/python bench/framework_share.py [--events 2000] [--rounds 3] [--callgrind N]
+    .venv/bin/python bench/framework_share.py [--events 2000] [--rounds 3] [--breakdown] [--callgrind N]
 
 Two workloads, each measured side by side in one process (rounds alternate bare / evaluate):
 
@@ -13,6 +13,15 @@ once (orjson, regex, jsonschema, rapidfuzz): parse the line, run the checks, com
 one small JSON result per line. "evaluate" is :func:`streameval.offline.evaluate_file` (what
 ``streameval evaluate`` runs, without the CLI's start-up and summary table) on the same file. CPU is
 process time (user + system) per output; each cell is the median of the rounds (fastest in brackets).
+
+``--breakdown`` also prints the CPU of each step (decode, the checks alone, the per-evaluator wrapping,
+the graded result, encoding), measured stage by stage on the same outputs.
+
+``--processor rules,demo`` also measures the worker's batch step without Kafka (``Processor.process_batch``:
+decode, evaluate, record in Redis, encode) against the raw evaluation of bench/throughput.py's (a') loop
+(``process_sync`` + ``model_dump_json``), CPU per event, alternated; Redis at REDIS_URL, else
+127.0.0.1:6379 (keys under a bench prefix, deleted). The ratio raw / worker is the part of
+throughput.py's (b) / (a') that is not Kafka or Faust.
 
 ``--callgrind N`` also counts instructions (``valgrind --tool=callgrind``, which repeats exactly on a
 shared box; ``perf stat -e instructions`` is not supported here): for each workload three child runs of
@@ -41,6 +50,7 @@ from jsonschema import Draft202012Validator
 from rapidfuzz.distance import Levenshtein
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _worker
 _WORDS = ("the model answers that a river flows north through the valley and the city grows along "
           "its banks while farmers plant wheat in spring and harvest it late in the summer").split()  # fmt: skip
 
@@ -170,6 +180,124 @@ def measure(workload: str, count: int, rounds: int, workdir: Path) -> tuple[list
     return bare, framework
 
 
+def breakdown(workload: str, count: int, rounds: int) -> dict[str, float]:
+    """CPU µs per output of each step of ``Pipeline.process_sync`` and the writing, on ``count`` outputs
+    (the fastest of ``rounds``): stages measured cumulatively, each row is the difference to the previous."""
+    from streameval.grading import combine
+    from streameval.pipeline import Pipeline, Source
+    from streameval.summary import Summary
+
+    lines = events(workload, count)
+    pipeline = Pipeline(Evaluate(workload, Path(".")).suites)
+    decoded = [pipeline.decode(raw) for raw in lines]
+    suite = pipeline.suites.route(decoded[0])
+    evaluators = [bound.evaluator for bound in suite.evaluators]
+
+    def checks() -> None:
+        for event in decoded:
+            for evaluator in evaluators:
+                evaluator.evaluate(event)
+
+    def rules() -> None:
+        for event in decoded:
+            pipeline._run_rules(event, suite, [], {}, None)
+
+    def graded() -> None:
+        for event in decoded:
+            results: list[Any] = []
+            pipeline._run_rules(event, suite, results, {}, None)
+            pipeline._graded(event, suite, results, combine((r.score, r.weight) for r in results), None, 1.0)
+
+    def decode() -> None:
+        for raw in lines:
+            pipeline.decode(raw)
+
+    def process() -> None:
+        for raw in lines:
+            pipeline.process_sync(raw, Source(), 1.0)
+
+    def write() -> None:
+        summary, seen = Summary(), {}
+        for raw in lines:
+            result = pipeline.process_sync(raw, Source(), 1.0).result  # type: ignore[union-attr]
+            encoded = result.model_dump_json().encode()
+            seen[result.id] = encoded
+            summary.add(result)
+
+    stages = {"checks": checks, "rules": rules, "graded": graded, "decode": decode, "process": process, "write": write}
+    best = {name: min(cpu_per_output(run, count) for _ in range(rounds)) for name, run in stages.items()}
+    return {
+        "the checks (evaluators' evaluate)": best["checks"],
+        "per-evaluator wrapping (results, latencies)": best["rules"] - best["checks"],
+        "graded result (combine, gates, times, model)": best["graded"] - best["rules"],
+        "decode (size, depth, pydantic, strict JSON)": best["decode"],
+        "process_sync beyond decode + evaluate (route, outcome; fresh events)": best["process"] - best["graded"] - best["decode"],
+        "encode the result (model_dump_json), summary": best["write"] - best["process"],
+        "Pipeline.process_sync + encode, total": best["write"],
+    }
+
+
+async def processor_share(workload: str, count: int, rounds: int) -> tuple[list[float], list[float]]:
+    """CPU µs per event of the worker's batch step without Kafka (``Processor.process_batch``: decode,
+    evaluate, record in Redis, encode; batches of 256, ``emit`` as the worker passes it) and of the raw
+    evaluation (``process_sync`` + ``model_dump_json``, what bench/throughput.py's (a') loop does per
+    event), alternated. ``rules``: bench/_worker.py's rule suite; ``demo``: examples/suites.yaml."""
+    import os
+    import uuid
+
+    import redis.asyncio as aioredis
+    from _worker import RULE_SUITE, demo_events, rule_events
+
+    from streameval.config import parse_config_text
+    from streameval.pipeline import Pipeline, Source
+    from streameval.processor import Processor, Publish
+    from streameval.store import ResultStore
+
+    if workload == "rules":
+        text, lines = orjson.dumps(RULE_SUITE).decode(), rule_events(count)
+    else:
+        text, lines = (ROOT / "examples" / "suites.yaml").read_text("utf-8"), demo_events(count)
+    suites = parse_config_text(text, file="bench")[1]
+    client = aioredis.Redis.from_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
+    prefix = f"streameval-bench-share:{uuid.uuid4().hex[:8]}:"
+    processor = Processor(Pipeline(suites), ResultStore(client, prefix=prefix, windows=(60,)))
+    raw_pipeline = Pipeline(suites)
+    await processor.start()
+
+    async def emit(messages: list[Publish]) -> None:
+        return None
+
+    async def worker_step() -> float:
+        tag = uuid.uuid4().hex[:6].encode()
+        fresh = [raw.replace(b'"id":"', b'"id":"' + tag, 1) for raw in lines]
+        started = time.process_time()
+        for j in range(0, len(fresh), 256):
+            batch = [(raw, Source("bench", 0, j + i)) for i, raw in enumerate(fresh[j : j + 256])]
+            await processor.process_batch(batch, emit=emit)
+        return (time.process_time() - started) / len(fresh) * 1e6
+
+    def raw_step() -> float:
+        started = time.process_time()
+        for raw in lines:
+            outcome = raw_pipeline.process_sync(raw, Source(), time.time())
+            (outcome.result or outcome.dead_letter).model_dump_json().encode()  # type: ignore[union-attr]
+        return (time.process_time() - started) / len(lines) * 1e6
+
+    worker, raw = [], []
+    try:
+        await worker_step()
+        raw_step()
+        for _ in range(rounds):
+            worker.append(await worker_step())
+            raw.append(raw_step())
+    finally:
+        await processor.close()
+        async for key in client.scan_iter(match=f"{prefix}*", count=1000):
+            await client.delete(key)
+        await client.aclose()
+    return worker, raw
+
+
 def child(workload: str, mode: str, count: int) -> None:
     """One callgrind run: set-up and warm-up, then ``mode`` (none, bare, evaluate) on ``count`` outputs."""
     with tempfile.TemporaryDirectory(prefix="bench-share-") as tmp:
@@ -207,6 +335,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workload", choices=["six", "small", "both"], default="both")
     parser.add_argument("--callgrind", type=int, default=0, metavar="N", help="also count instructions on N outputs")
+    parser.add_argument("--breakdown", action="store_true", help="also the CPU of each step of the pipeline")
+    parser.add_argument("--processor", default="", metavar="rules,demo",
+                        help="also the worker's batch step against the raw evaluation (needs Redis: REDIS_URL)")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -221,6 +352,15 @@ def main() -> int:
             print(f"{workload:6} bare {statistics.median(bare):7.1f} ({min(bare):.1f})   evaluate "
                   f"{statistics.median(framework):7.1f} ({min(framework):.1f})   ratio {ratio:.3f} "
                   f"(fastest {min(framework) / min(bare):.3f})", flush=True)  # fmt: skip
+    for workload in workloads if args.breakdown else []:
+        print(f"{workload}: where the CPU goes, µs per output (fastest of {args.rounds} rounds, {args.events} outputs)")
+        for name, us in breakdown(workload, args.events, args.rounds).items():
+            print(f"  {name:70} {us:7.1f}")
+    for workload in args.processor.split(",") if args.processor else []:
+        worker, raw = asyncio.run(processor_share(workload, args.events, args.rounds))
+        print(f"{workload:6} worker batch step (Processor.process_batch, Redis, no Kafka) {statistics.median(worker):7.1f} "
+              f"({min(worker):.1f})   raw evaluation {statistics.median(raw):7.1f} ({min(raw):.1f})   raw / worker "
+              f"{statistics.median(raw) / statistics.median(worker):.3f}", flush=True)  # fmt: skip
     for workload in workloads if args.callgrind else []:
         base = instructions(workload, "none", args.callgrind)
         bare_i = (instructions(workload, "bare", args.callgrind) - base) / args.callgrind
