@@ -173,3 +173,29 @@ def test_format_time_writes_what_datetime_writes() -> None:
     for bad in (math.nan, math.inf, 1e20):
         with pytest.raises((ValueError, OverflowError, OSError)):
             format_time(bad)
+
+
+def test_remembered_routes_equal_routing_each_event_afresh() -> None:
+    from streameval.config import Suites
+    from streameval.errors import EventError
+
+    suites = parse_config_text((ROOT / "examples" / "suites.yaml").read_text("utf-8"), file="<test>")[1]
+    pipeline = Pipeline(suites)
+    lines = (ROOT / "examples" / "events.jsonl").read_bytes().splitlines()
+    routed = 0
+    for raw in lines * 2:  # the second pass is served from the remembered routes
+        try:
+            event = pipeline.decode(raw)
+        except EventError:
+            continue
+        fresh = Suites(suites.all)  # nothing remembered
+        for variant in (event, event.model_copy(update={"suite": None})):
+            try:
+                expected = fresh.route(variant).name
+            except EventError as exc:
+                with pytest.raises(type(exc)):
+                    suites.route(variant)
+                continue
+            assert suites.route(variant).name == expected
+            routed += 1
+    assert routed > 300 and suites._routes
