@@ -126,7 +126,11 @@ def bare_small() -> Any:
 
     def check(event: dict[str, Any]) -> list[float]:
         output, expected = event["output"], event["expected"]
-        return [float(output == expected), float(expected in output), float(pattern.search(output) is not None)]
+        return [
+            float(output == expected),
+            float(expected in output),
+            float(pattern.search(output) is not None),
+        ]
 
     return check
 
@@ -224,14 +228,23 @@ def breakdown(workload: str, count: int, rounds: int) -> dict[str, float]:
             seen[result.id] = encoded
             summary.add(result)
 
-    stages = {"checks": checks, "rules": rules, "graded": graded, "decode": decode, "process": process, "write": write}
+    stages = {
+        "checks": checks,
+        "rules": rules,
+        "graded": graded,
+        "decode": decode,
+        "process": process,
+        "write": write,
+    }
     best = {name: min(cpu_per_output(run, count) for _ in range(rounds)) for name, run in stages.items()}
     return {
         "the checks (evaluators' evaluate)": best["checks"],
         "per-evaluator wrapping (results, latencies)": best["rules"] - best["checks"],
         "graded result (combine, gates, times, model)": best["graded"] - best["rules"],
         "decode (size, depth, pydantic, strict JSON)": best["decode"],
-        "process_sync beyond decode + evaluate (route, outcome; fresh events)": best["process"] - best["graded"] - best["decode"],
+        "process_sync beyond decode + evaluate (route, outcome; fresh events)": best["process"]
+        - best["graded"]
+        - best["decode"],
         "encode the result (model_dump_json), summary": best["write"] - best["process"],
         "Pipeline.process_sync + encode, total": best["write"],
     }
@@ -330,14 +343,22 @@ def instructions(workload: str, mode: str, count: int) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--events", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workload", choices=["six", "small", "both"], default="both")
-    parser.add_argument("--callgrind", type=int, default=0, metavar="N", help="also count instructions on N outputs")
+    parser.add_argument(
+        "--callgrind", type=int, default=0, metavar="N", help="also count instructions on N outputs"
+    )
     parser.add_argument("--breakdown", action="store_true", help="also the CPU of each step of the pipeline")
-    parser.add_argument("--processor", default="", metavar="rules,demo",
-                        help="also the worker's batch step against the raw evaluation (needs Redis: REDIS_URL)")
+    parser.add_argument(
+        "--processor",
+        default="",
+        metavar="rules,demo",
+        help="also the worker's batch step against the raw evaluation (needs Redis: REDIS_URL)",
+    )
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -353,7 +374,9 @@ def main() -> int:
                   f"{statistics.median(framework):7.1f} ({min(framework):.1f})   ratio {ratio:.3f} "
                   f"(fastest {min(framework) / min(bare):.3f})", flush=True)  # fmt: skip
     for workload in workloads if args.breakdown else []:
-        print(f"{workload}: where the CPU goes, µs per output (fastest of {args.rounds} rounds, {args.events} outputs)")
+        print(
+            f"{workload}: where the CPU goes, µs per output (fastest of {args.rounds} rounds, {args.events} outputs)"
+        )
         for name, us in breakdown(workload, args.events, args.rounds).items():
             print(f"  {name:70} {us:7.1f}")
     for workload in args.processor.split(",") if args.processor else []:

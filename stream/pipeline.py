@@ -28,7 +28,6 @@ from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 
 from . import schemas, telemetry
-from .telemetry import note_latency
 from ._util import clip, json_path
 from ._version import __version__
 from .config import BoundEvaluator, Suite, Suites
@@ -46,6 +45,7 @@ from .models import (
     format_time,
 )
 from .strictjson import DEFAULT_MAX_EVENT_DEPTH, check_depth, check_strict
+from .telemetry import note_latency
 
 T = TypeVar("T")
 perf_counter = time.perf_counter
@@ -247,7 +247,7 @@ class Pipeline:
         else:  # what apply_gates gives without gates
             verdict = Verdict(overall >= suite.config.threshold, grade(overall, suite.config.grading))
         now = self.clock()
-        values = {
+        values: dict[str, Any] = {
             "id": event.id,
             "model": event.model,
             "suite": suite.name,

@@ -87,7 +87,10 @@ def test_results_and_dead_letters_are_byte_identical_to_the_validating_path(
     corpus: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if corpus == "examples":
-        config_text, events = (ROOT / "examples" / "suites.yaml").read_text("utf-8"), ROOT / "examples" / "events.jsonl"
+        config_text, events = (
+            (ROOT / "examples" / "suites.yaml").read_text("utf-8"),
+            ROOT / "examples" / "events.jsonl",
+        )
     else:
         config_text, events = yaml.safe_dump(RULES, allow_unicode=True), tmp_path / "corpus.jsonl"
         events.write_bytes(_corpus())
@@ -136,7 +139,9 @@ def test_a_rule_result_is_what_validation_builds_or_raises(score: Score) -> None
         return
     got = built()
     assert got == expected and got.model_fields_set == expected.model_fields_set
-    assert got.model_dump_json() == expected.model_dump_json() and got.__getstate__() == expected.__getstate__()
+    assert (
+        got.model_dump_json() == expected.model_dump_json() and got.__getstate__() == expected.__getstate__()
+    )
     if score.details is not None:
         assert got.details is not score.details  # copied, as validation copies a dict
 
@@ -165,10 +170,14 @@ def test_format_time_writes_what_datetime_writes() -> None:
     rng = random.Random(3)
     edges = [0.0, -0.0, 1.0005, 1.0004999, 1764000000.9999996, 1764000000.9999995, 1764000000.9999994, -1.5,
              -0.0000004, -0.0000005, -0.0000006, 253402300799.999, 1e-7, 5e-7, -62135596800.0]  # fmt: skip
-    near = [1764000000 + k / 1e6 + d for k in range(0, 2_000_000, 37) for d in (0.0, 4.9999e-7, 5e-7, 5.0001e-7)]
+    near = [
+        1764000000 + k / 1e6 + d for k in range(0, 2_000_000, 37) for d in (0.0, 4.9999e-7, 5e-7, 5.0001e-7)
+    ]
     times = edges + near + [rng.uniform(-6e10, 2.5e11) for _ in range(50_000)]
     for epoch in times:
-        expected = datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        expected = (
+            datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        )
         assert format_time(epoch) == expected, epoch
     for bad in (math.nan, math.inf, 1e20):
         with pytest.raises((ValueError, OverflowError, OSError)):

@@ -35,15 +35,26 @@ def test_observing_many_at_once_gives_the_same_buckets_and_the_same_sum_bit_for_
 
 def test_noted_latencies_are_observed_before_any_reader_sees_the_histogram() -> None:
     name = "noted-latency-test"
-    count = REGISTRY.get_sample_value("streameval_evaluator_latency_seconds_count", {"evaluator": name}) or 0.0
+    count = (
+        REGISTRY.get_sample_value("streameval_evaluator_latency_seconds_count", {"evaluator": name}) or 0.0
+    )
     total = REGISTRY.get_sample_value("streameval_evaluator_latency_seconds_sum", {"evaluator": name}) or 0.0
     for seconds in (0.0003, 0.002, 0.2):
         telemetry.note_latency(name, seconds)
     labels = {"evaluator": name}
     assert REGISTRY.get_sample_value("streameval_evaluator_latency_seconds_count", labels) == count + 3
-    assert REGISTRY.get_sample_value("streameval_evaluator_latency_seconds_sum", labels) == total + 0.0003 + 0.002 + 0.2
-    assert REGISTRY.get_sample_value("streameval_evaluator_latency_seconds_bucket", {**labels, "le": "0.001"}) == 1
-    assert b'streameval_evaluator_latency_seconds_count{evaluator="noted-latency-test"} 3.0' in telemetry.render()
+    assert (
+        REGISTRY.get_sample_value("streameval_evaluator_latency_seconds_sum", labels)
+        == total + 0.0003 + 0.002 + 0.2
+    )
+    assert (
+        REGISTRY.get_sample_value("streameval_evaluator_latency_seconds_bucket", {**labels, "le": "0.001"})
+        == 1
+    )
+    assert (
+        b'streameval_evaluator_latency_seconds_count{evaluator="noted-latency-test"} 3.0'
+        in telemetry.render()
+    )
 
 
 def test_noted_latencies_are_flushed_when_many_wait() -> None:
