@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import re as stdlib_re
 import statistics
@@ -255,7 +256,6 @@ async def processor_share(workload: str, count: int, rounds: int) -> tuple[list[
     evaluate, record in Redis, encode; batches of 256, ``emit`` as the worker passes it) and of the raw
     evaluation (``process_sync`` + ``model_dump_json``, what bench/throughput.py's (a') loop does per
     event), alternated. ``rules``: bench/_worker.py's rule suite; ``demo``: examples/suites.yaml."""
-    import os
     import uuid
 
     import redis.asyncio as aioredis
@@ -334,7 +334,7 @@ def instructions(workload: str, mode: str, count: int) -> int:
     proc = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
          "--child", workload, mode, str(count)],
-        capture_output=True, check=True,
+        capture_output=True, check=True, env={**os.environ, "PYTHONHASHSEED": "0"},  # the same dict layouts each run
     )  # fmt: skip
     found = _COLLECTED.search(proc.stderr)
     if found is None:
