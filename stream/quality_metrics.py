@@ -19,13 +19,11 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter as Tally
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from prometheus_client import Counter, Histogram
 from prometheus_client.values import MutexValue
 
-if TYPE_CHECKING:
-    from .pipeline import Outcome
+from .envelope import Outcome
 
 __all__ = ["DEFAULT_MAX_MODELS", "OTHER_MODEL", "ModelLabels", "configure", "observe", "observe_many"]
 
