@@ -29,7 +29,7 @@ from streameval.models import EvaluatorResult, GradedResult, format_time
 from streameval.offline import evaluate_file
 from streameval.pipeline import Pipeline
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLOCK = 1_764_000_000.25
 
 RULES: dict[str, Any] = {"suites": [{"name": "rules", "default": True, "threshold": 0.5, "evaluators": [
