@@ -74,7 +74,7 @@ def format_time(epoch: float) -> str:
     """RFC 3339 UTC with milliseconds, e.g. ``2026-11-21T10:00:00.123Z``.
 
     The same text as ``datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds")`` with ``Z``
-    (tests/test_result_fastpath.py compares them), ~3x cheaper: the date and time of day are formatted
+    (tests/core/test_result_fastpath.py compares them), ~3x cheaper: the date and time of day are formatted
     once per second; the fraction is rounded to microseconds as datetime rounds it (half to even, a
     carry into the next second included), then cut to milliseconds as isoformat cuts it."""
     if not isfinite(epoch):
