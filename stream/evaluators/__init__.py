@@ -16,6 +16,7 @@ from . import (  # noqa: F401  (seeds 000, 002, 004)
     registered,
     report,
     rouge,
+    semantic,
 )
 from ._base import (
     Evaluator,
