@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .errors import StreamEvalError
 from .wordpiece import WordPiece
 
 if TYPE_CHECKING:
@@ -40,8 +41,8 @@ _FILES = ("config.json", "model.safetensors", "tokenizer.json")
 _DTYPES = {"F32": "<f4", "F16": "<f2", "I64": "<i8"}
 
 
-class MissingExtra(ImportError):
-    """The ``semantic`` extra or the model package is not installed."""
+class MissingExtra(StreamEvalError, ImportError):
+    """The ``semantic`` extra or the model package is not installed, or the model is not a BERT."""
 
 
 def require_extra() -> None:
