@@ -17,17 +17,17 @@ import os
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"  # per core: before numpy is imported
 
-import argparse
-import json
-import random
-import time
-from pathlib import Path
+import argparse  # noqa: E402  (the thread limits above must come first)
+import json  # noqa: E402
+import random  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
-import orjson
-import yaml
+import orjson  # noqa: E402
+import yaml  # noqa: E402
 
-from streameval.config import parse_config_text
-from streameval.pipeline import Pipeline, Source
+from streameval.config import parse_config_text  # noqa: E402
+from streameval.pipeline import Pipeline, Source  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

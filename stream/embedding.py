@@ -140,7 +140,6 @@ class Encoder:
 
     def __init__(self, folder: Path) -> None:
         require_extra()
-        import numpy as np
 
         config = json.loads((folder / "config.json").read_text())
         if config.get("model_type") != "bert":
@@ -173,7 +172,6 @@ class Encoder:
                 down=w[p + "output.dense.weight"].T, down_b=w[p + "output.dense.bias"],
                 ln2_w=w[p + "output.LayerNorm.weight"], ln2_b=w[p + "output.LayerNorm.bias"],
             ))  # fmt: skip
-        self._np = np
 
     def tokens(self, text: str) -> list[int]:
         """The token ids of ``text`` ([CLS] … [SEP], truncated to the model's max_seq_length)."""
@@ -182,8 +180,9 @@ class Encoder:
     def encode(self, texts: list[str], *, batch_tokens: int = 8192) -> np.ndarray:
         """Unit vectors, one row per text (float32). Texts are sorted by length and encoded in chunks of
         similar lengths, up to ``batch_tokens`` tokens each, so padding stays small."""
-        np = self._np
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        import numpy as np
+
+        out: np.ndarray = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
         encoded = [self.tokens(t) for t in texts]
@@ -204,7 +203,8 @@ class Encoder:
         return out
 
     def _forward(self, batch: list[list[int]]) -> np.ndarray:
-        np = self._np
+        import numpy as np
+
         n, length = len(batch), max(len(ids) for ids in batch)
         ids = np.zeros((n, length), dtype=np.int64)
         mask = np.zeros((n, length), dtype=np.float32)

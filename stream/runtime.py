@@ -156,7 +156,7 @@ class Runtime:
         await processor.start()
         windowing = suites.windowing
         closer = WindowCloser(store, suites.alerts, allowed_lateness_s=windowing.allowed_lateness_s,
-                              lease_s=windowing.lease_s)  # fmt: skip
+                              lease_s=windowing.lease_s, score_shift=windowing.score_shift)  # fmt: skip
         log.info("streameval worker ready: %d suite(s), Redis %s", len(suites.all), redact_url(redis_url))
         return cls(processor, closer)
 

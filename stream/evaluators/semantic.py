@@ -66,7 +66,7 @@ class SemanticSimilarity(Evaluator):
     Params = SemanticSimilarityParams
     params: SemanticSimilarityParams
 
-    def __init__(self, params: SemanticSimilarityParams) -> None:  # type: ignore[override]
+    def __init__(self, params: SemanticSimilarityParams) -> None:
         super().__init__(params)
         self._encoder: Encoder | None = None
         self._vectors: dict[str, Any] = {}
