@@ -4,11 +4,16 @@ One detector per model × suite × *series*: the overall score, each evaluator's
 score. It compares the stream with a *reference* mean and standard deviation and fires when the
 cumulative standardised excess passes ``h``. The reference (re-learnt after each alarm):
 
-* ``pinned``: detection starts after ``reference_events`` events; in-control windows (both CUSUM
-  sides at 0) keep refining the reference until it holds ``reference_cap`` × as many, then it is fixed.
-  Why refine: a mean estimated from 1000 pass/fail scores is off by ~0.03 σ, a good part of k, and
-  that bias alone would multiply the false alarms (measured: docs/drift.md).
-* ``trailing``: the most recent in-control windows holding at least ``reference_events`` events.
+* ``pinned``: detection starts after ``reference_events`` events; later windows keep refining the
+  reference until it holds ``reference_cap`` × as many, then it is fixed. Why refine: a mean estimated
+  from 1000 pass/fail scores is off by ~0.03 σ, a good part of k, and that bias alone would multiply
+  the false alarms (measured: docs/drift.md).
+* ``trailing``: the most recent windows holding at least ``reference_events`` events.
+
+A window joins the reference only once the CUSUM run it is part of has died out (both sides back at
+0); windows of a run that ends in an alarm never do. So a shift under way does not leak into the
+reference, and no window is left out for looking unlike the reference (a selection that would keep
+an early error of the reference for ever).
 
 The statistic:
 
@@ -89,6 +94,10 @@ def cusum_h(k: float, arl: float) -> float:
     return hi
 
 
+#: windows of one CUSUM run held back from the reference at most (then the oldest is learnt)
+_MAX_PENDING = 200
+
+
 @dataclass
 class SeriesState:
     """One series' detector state (JSON-serialisable; kept in Redis between window closes)."""
@@ -97,6 +106,7 @@ class SeriesState:
     ref_s: float = 0.0
     ref_ss: float = 0.0
     trail: list[list[float]] = field(default_factory=list)  # trailing reference: [n, s, ss] per window
+    pending: list[list[float]] = field(default_factory=list)  # windows of the current run, not yet learnt
     up: float = 0.0
     down: float = 0.0
     up_since: int | None = None  # window start where C⁺ last left 0
@@ -175,8 +185,13 @@ def fold(state: SeriesState, cfg: ScoreShiftConfig, series: str, start: int, n: 
     state.down_run = [state.down_run[0] + n, state.down_run[1] + s]
     side: Literal["up", "down"] | None = "up" if state.up > h else "down" if state.down > h else None
     if side is None:
-        if state.up == 0.0 and state.down == 0.0:
-            _learn(state, cfg, n, s, ss)  # only in-control windows refine the reference
+        state.pending.append([n, s, ss])
+        if (state.up == 0.0 and state.down == 0.0) or len(state.pending) > _MAX_PENDING:
+            # the run died out (or is very long): its windows become reference, oldest first
+            settled = state.pending if state.up == 0.0 and state.down == 0.0 else state.pending[:1]
+            for window in settled:
+                _learn(state, cfg, *window)
+            state.pending = state.pending[len(settled):]
         return None
     run_n, run_s = state.up_run if side == "up" else state.down_run
     since = state.up_since if side == "up" else state.down_since
