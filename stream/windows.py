@@ -280,6 +280,7 @@ class WindowCloser:
         total = int(math.fsum(w.get("count", 0.0) for _, w, _ in data))
         if self.score_shift is not None and size == self.score_shift.window:  # folded in order by _detect_shifts
             await guard(client.zadd(keys.shift_queue(size), {str(start): start}))
+            await guard(client.zremrangebyscore(keys.shift_queue(size), "-inf", start - store.window_ttl_s))
         stamp = format_time(now)
         for (model, suite), window, all_time in data:
             aggregate = build_aggregate(model, suite, size, start, window, all_time,
