@@ -32,7 +32,7 @@ from ._util import clip, json_path
 from ._version import __version__
 from .config import BoundEvaluator, Suite, Suites
 from .errors import EvaluatorError, EventError, EventTooLarge, InvalidJSON, SchemaViolation
-from .evaluators import Score
+from .evaluators import Evaluator, Score
 from .grading import apply_gates, combine
 from .judges import PANEL_RESULT_NAME, JudgeCache, JudgeHub, SuiteJudge, sampled
 from .models import (
@@ -299,7 +299,10 @@ class Pipeline:
         for _, event, suite in routed:
             by_suite.setdefault(suite.name, []).append(event)
         for name, events in by_suite.items():
-            for bound in self.suites.by_name[name].evaluators:
+            suite = self.suites.by_name[name]
+            for bound in suite.evaluators:
+                if type(bound.evaluator).prepare is Evaluator.prepare:
+                    continue  # nothing to do per batch (every rule but semantic similarity)
                 wanted = [e for e in events if bound.evaluator.wants(e)]
                 if wanted:
                     try:

@@ -9,7 +9,7 @@ optional ``details``. ``counters`` are numbers the store adds to this evaluator'
 Sync evaluators (rules) implement :meth:`Evaluator.evaluate`; one that is cheaper per batch than per
 event (embeddings) also implements :meth:`Evaluator.prepare`, which the pipeline calls with a batch's
 events of the suite before it evaluates each. :meth:`Evaluator.wants` lets an evaluator sample events:
-an event it does not want gets no result from it (not a failing one). evaluators that wait on I/O (judges,
+an event it does not want gets no result from it (not a failing one). Evaluators that wait on I/O (judges,
 sandboxes) set ``is_async = True`` and implement :meth:`Evaluator.aevaluate`, and may hold resources
 opened in :meth:`start` and released in :meth:`close`.
 """
