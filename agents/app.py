@@ -24,22 +24,35 @@ from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 from faust.types import TP, EventT
 
 from streameval import telemetry
+from streameval.envelope import Source
 from streameval.inflight import InFlight, StallWatchdog, batch_positions
 from streameval.kafka_security import KafkaSecurity, bootstrap_hosts
 from streameval.outputs import Publish, output_topics
-from streameval.pipeline import Source
 from streameval.runtime import Runtime
 from streameval.settings import Settings
 
 from .liveness import Lifeline
 
-__all__ = ["QuietMonitor", "create_app"]
+__all__ = ["QuietMonitor", "create_app", "faust_credentials"]
 
 log = logging.getLogger(__name__)
 
 # Batching (streameval.settings: batch_max, batch_wait_ms, batches_in_flight, fetch_wait_ms; the reasons
 # and measurements are in docs/performance.md). Several batches are evaluated at once so a slow judge
 # does not bound the worker at one batch per round trip; rule results go out at once, judged ones in order.
+
+
+def faust_credentials(security: KafkaSecurity) -> Any:
+    """``broker_credentials`` for :class:`faust.App` from the clients' security (None for plaintext)."""
+    if security.protocol == "PLAINTEXT":
+        return None
+    context = security.ssl_context()
+    if security.protocol == "SSL":
+        return faust.SSLCredentials(context)
+    if security.mechanism == "OAUTHBEARER":
+        return faust.OAuthCredentials(oauth_cb=security.token_provider_instance(), ssl_context=context)
+    return faust.SASLCredentials(username=security.username, password=security.password, ssl_context=context,
+                                 mechanism=security.mechanism)
 
 
 def _consumer_class(fetch_max_wait_ms: int) -> type[AIOKafkaConsumer]:
@@ -109,7 +122,7 @@ def create_app(
     app = faust.App(
         settings.app_id,
         broker=[f"kafka://{host}" for host in bootstrap_hosts(settings.kafka_bootstrap_servers)],
-        broker_credentials=KafkaSecurity.from_settings(settings).faust_credentials(),  # TLS, SASL (docs/security.md)
+        broker_credentials=faust_credentials(KafkaSecurity.from_settings(settings)),  # TLS, SASL (docs/security.md)
         store="memory://",
         value_serializer="raw",
         key_serializer="raw",
@@ -177,7 +190,8 @@ def create_app(
                 lifeline.fatal("the evaluating agent ended while the worker was running")
 
     async def _evaluate(stream: faust.StreamT[bytes]) -> None:
-        proc = (await runtime()).processor
+        built = await runtime()
+        proc, lag = built.processor, built.lag
 
         async def ack(events: Sequence[EventT]) -> None:
             for event in events:
@@ -204,7 +218,7 @@ def create_app(
                 # results that need no judge go out as soon as they are recorded (emit); acks stay in order
                 await inflight.submit(list(events), lambda emit, batch=batch: proc.process_batch(batch, emit=emit),
                                       label=batch_positions(batch), taken_at=taken_at)  # fmt: skip
-                telemetry.observe_lag(((s.topic, s.partition, s.offset) for _, s in batch), _highwater)
+                lag.update(telemetry.observe_lag(((s.topic, s.partition, s.offset) for _, s in batch), _highwater))
         finally:
             inflights.remove(inflight)
             await inflight.close()

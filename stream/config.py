@@ -27,7 +27,7 @@ and, per suite, a ``judge:`` block (:class:`~streameval.judges.SuiteJudgeConfig`
 names are unique and exist, each suite panel's enabled weights sum to 1, fallback evaluators exist.
 
 Windows and alerts (issue 6, docs/statistics.md): an optional top-level ``windowing:`` block
-(:class:`~streameval.windows.WindowingConfig`) and a top-level ``alerts:`` list of
+(:class:`~streameval.windowing.WindowingConfig`) and a top-level ``alerts:`` list of
 :class:`~streameval.alerts.AlertRule`; names must be unique. Whether each rule's ``window`` is one of
 ``STREAMEVAL_WINDOWS`` is checked when the worker starts (the file does not know the settings).
 """
@@ -52,10 +52,10 @@ from .grading import GradeScale
 from .inputs import FORMATS, InputConfig, input_issues
 from .judges import PANEL_RESULT_NAME, JudgeConfig, SuiteJudgeConfig, check_panel_weights, panel_judges
 from .models import RequestEvent
-from .windows import WindowingConfig
+from .windowing import WindowingConfig
 
 __all__ = [
-    "EvaluatorSpec", "Match", "StreamEvalConfig", "Suite", "SuiteConfig", "Suites",
+    "EvaluatorSpec", "LoadedConfig", "Match", "StreamEvalConfig", "Suite", "SuiteConfig", "Suites",
     "load_config", "parse_config", "parse_config_text", "read_config_text",
 ]  # fmt: skip
 
@@ -161,8 +161,9 @@ class Suite:
         return self.config.name
 
 
-class Suites:
-    """The routing table: explicit suite, first match, default."""
+class LoadedConfig:
+    """The loaded suite file: its suites with their evaluators bound (the routing table: explicit suite,
+    first match, default), and its judges, alerts, windowing and inputs."""
 
     def __init__(self, suites: Sequence[Suite], judges: Sequence[JudgeConfig] = (),
                  alerts: Sequence[AlertRule] = (), windowing: WindowingConfig | None = None,
@@ -253,7 +254,11 @@ def _text_line(root: yaml.Node | None, loc: Sequence[str | int], message: str) -
     return node.start_mark.line + 1 + int(found.group(1))
 
 
-def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = None) -> tuple[StreamEvalConfig, Suites]:
+#: the former name of :class:`LoadedConfig` (kept: ``streameval.Suites``)
+Suites = LoadedConfig
+
+
+def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = None) -> tuple[StreamEvalConfig, LoadedConfig]:
     """Validate a config document and build every evaluator. Raises :class:`ConfigError` with all issues."""
 
     def issue(loc: Sequence[str | int], message: str) -> ConfigIssue:
@@ -295,7 +300,7 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
         suites.append(Suite(suite_cfg, tuple(bound)))
     if issues:
         raise ConfigError(issues)
-    return config, Suites(suites, config.judges, config.alerts, config.windowing, config.inputs)
+    return config, LoadedConfig(suites, config.judges, config.alerts, config.windowing, config.inputs)
 
 
 def _input_error(
@@ -342,7 +347,7 @@ def _judge_issues(config: StreamEvalConfig, index: int, names: set[str]) -> list
     return out
 
 
-def load_config(path: str | Path) -> tuple[StreamEvalConfig, Suites]:
+def load_config(path: str | Path) -> tuple[StreamEvalConfig, LoadedConfig]:
     """Read and validate a YAML suite file. Raises :class:`ConfigError` naming the file and field."""
     return parse_config_text(read_config_text(path), file=str(path))
 
@@ -355,7 +360,7 @@ def read_config_text(path: str | Path) -> str:
         raise ConfigError([ConfigIssue(file=str(path), path="", message=f"cannot read: {exc.strerror}")]) from None
 
 
-def parse_config_text(text: str, *, file: str = "<config>") -> tuple[StreamEvalConfig, Suites]:
+def parse_config_text(text: str, *, file: str = "<config>") -> tuple[StreamEvalConfig, LoadedConfig]:
     """:func:`load_config` on the file's text (evaluation processes parse the text the worker read)."""
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)

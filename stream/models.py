@@ -15,6 +15,7 @@ from .blocks import AgentBlock, ReportBlock, RetrievalBlock
 
 __all__ = [
     "CATEGORIES",
+    "PANEL_RESULT_NAME",
     "RFC3339",
     "Aggregate",
     "AggregateEvaluator",
@@ -48,6 +49,10 @@ CATEGORIES = (
 )
 
 #: RFC 3339 date-time (the contract's timestamp format); a missing offset is read as UTC.
+#: the judge panel's entry among a result's evaluator results, and the name its window counters sit under
+#: (``ev:judge_panel:c:<judge>.<counter>``, streameval.windows)
+PANEL_RESULT_NAME = "judge_panel"
+
 RFC3339 = r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})?$"
 
 _STRICT = ConfigDict(extra="forbid", strict=True)

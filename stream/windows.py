@@ -40,7 +40,6 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
 
 from . import _lua
 from .alerts import AlertRule, build_alert, check_alert_windows, fires
@@ -49,6 +48,7 @@ from .drilldown import example_ids
 from .errors import ConfigError, ConfigIssue
 from .keyspace import guard, is_cluster, run_scripts
 from .models import (
+    PANEL_RESULT_NAME,
     Aggregate,
     AggregateEvaluator,
     AggregateJudge,
@@ -60,6 +60,7 @@ from .models import (
 from .outputs import Publish, Send
 from .stats import Moments, confidence_interval, histogram_quantile, krippendorff_alpha, moments, pearson
 from .store import ResultStore, hash_fields
+from .windowing import WindowingConfig
 
 __all__ = ["CONSISTENCY_WARN_BELOW", "WindowCloser", "WindowingConfig", "build_aggregate", "judge_norms"]
 
@@ -67,27 +68,13 @@ log = logging.getLogger(__name__)
 
 #: seed 003 一致性检查: repeat-vs-first correlation below this warns
 CONSISTENCY_WARN_BELOW = 0.8
-_PANEL = "ev:judge_panel:c:"
+_PANEL = f"ev:{PANEL_RESULT_NAME}:c:"
 
 #: a pair's score-shift state outlives 30 days without events
 _SHIFT_STATE_TTL_S = 30 * 86400
 
 #: how much later than the allowed lateness a window closes on a Redis Cluster (node clocks differ)
 CLUSTER_CLOCK_MARGIN_S = 1.0
-
-
-class WindowingConfig(BaseModel):
-    """The suite file's optional top-level ``windowing:`` block (the window sizes are STREAMEVAL_WINDOWS)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    allowed_lateness_s: float = Field(default=5.0, ge=0.0,
-                                      description="a window closes this long after its end (Redis clock)")
-    close_interval_s: float = Field(default=1.0, gt=0.0, description="how often each worker looks for due windows")
-    lease_s: float = Field(default=30.0, gt=0.0,
-                           description="a window's publisher has this long before another worker may take over")
-    score_shift: ScoreShiftConfig | None = Field(
-        default=None, description="change detection on every score series (docs/drift.md); none: off")
 
 
 def _text(value: bytes | str) -> str:

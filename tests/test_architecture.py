@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DOC = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
 # a repository path in backticks: a directory part, or a file name with an extension
-PATH = re.compile(r"`((?:[\w.<>-]+/)+(?:[\w.<>-]+)?|[\w<>-]+\.(?:py|md|json))`")
+PATH = re.compile(r"`((?:[\w.<>-]+/)+(?:[\w.<>-]+)?|[\w<>-]+\.(?:py|md|json|toml))`")
 KINDS = ("evaluator", "judge protocol", "output topic", "alert metric", "input format")
 
 
@@ -61,3 +61,76 @@ def test_no_module_shadows_a_package_of_the_distribution() -> None:
     assert "examples" in mapped, "the pattern no longer finds the mapped packages"
     shadowing = sorted(name for name in mapped if (ROOT / "stream" / f"{name}.py").exists())
     assert shadowing == [], f"modules in stream/ with the name of a mapped package: {shadowing}"
+
+
+#: per row of the change table: existing examples of that kind of change (a file naming any of them has a
+#: part in that kind of change), each with whether to match case-insensitively
+EXAMPLES: dict[str, list[tuple[str, bool]]] = {
+    "evaluator": [("bleu_simple", False)],
+    "judge protocol": [("AnthropicMessages", False), ("v1/messages", False), ("x-api-key", False)],
+    "output topic": [("topic_aggregates", True)],
+    "alert metric": [("p95_latency_ms", False)],
+    "input format": [("otlp_json", False), ("otlp_proto", False)],
+}
+#: files that use a feature without being part of adding one: suite files, benchmarks, this page
+USERS = ("tests/", "bench/", "examples/", "deploy/", "docs/architecture.md")
+
+
+def _tracked_files() -> list[str]:
+    import subprocess
+
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return [f for f in listed.splitlines() if not f.startswith(USERS) and (ROOT / f).is_file()]
+
+
+def _naming(files: list[str], word: str, ignore_case: bool) -> set[str]:
+    pattern = re.compile(re.escape(word), re.IGNORECASE if ignore_case else 0)
+    found = set()
+    for name in files:
+        try:
+            text = (ROOT / name).read_text(encoding="utf-8")
+        except UnicodeDecodeError:  # a binary file
+            continue
+        if pattern.search(text):
+            found.add(name)
+    return found
+
+
+def _listed(path: str, patterns: list[str]) -> bool:
+    """``path`` is one of the row's files, a placeholder (``<name>``) standing for any file name there."""
+    for listed in patterns:
+        if "<" in listed:
+            folder, _, tail = listed.rpartition("/")
+            suffix = tail[tail.index(">") + 1 :]
+            if path.startswith(folder + "/") and path.endswith(suffix) and "/" not in path[len(folder) + 1 :]:
+                return True
+        elif path == listed:
+            return True
+    return False
+
+
+def test_each_row_lists_every_file_its_examples_live_in() -> None:
+    files = _tracked_files()
+    assert "stream/pipeline.py" in files, "git ls-files found no sources"
+    rows = _rows()
+    assert set(EXAMPLES) == set(KINDS)
+    for kind, examples in EXAMPLES.items():
+        [row] = [r for r in rows if kind in r]
+        listed, _ = rows[row]
+        for word, ignore_case in examples:
+            naming = _naming(files, word, ignore_case)
+            assert naming, f"{word!r} ({kind}) is named nowhere: pick another example"
+            outside = sorted(f for f in naming if not _listed(f, listed))
+            assert outside == [], (
+                f"{row!r}: {outside} name the existing example {word!r} but are not in the row; "
+                "add them to docs/architecture.md (or make them derive what they need from a listed file)"
+            )
+
+
+def test_the_usage_check_would_catch_a_missing_file() -> None:
+    """Without README.md in its row, the evaluator example is found outside the row."""
+    naming = _naming(_tracked_files(), "bleu_simple", False)
+    assert "README.md" in naming
+    assert not _listed("README.md", ["stream/evaluators/<name>.py", "docs/metrics.md"])
+    assert _listed("stream/evaluators/bleu.py", ["stream/evaluators/<name>.py"])
+    assert not _listed("stream/evaluators/sub/bleu.py", ["stream/evaluators/<name>.py"])

@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streameval.config import parse_config
-from streameval.inputs import Item, OtlpDecoder, OtlpInput, evaluate_items
+from streameval.batch import evaluate_items
+from streameval.inputs import Item, OtlpDecoder, OtlpInput
 from streameval.pipeline import Pipeline, Source
 
 _, SUITES = parse_config({"suites": [{"name": "s", "default": True, "evaluators": [{"evaluator": "exact_match"}]}]})

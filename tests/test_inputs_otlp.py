@@ -25,7 +25,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from prometheus_client import REGISTRY
 
 from streameval.config import parse_config
-from streameval.inputs import Inputs, OtlpDecoder, OtlpInput, evaluate_items
+from streameval.batch import evaluate_items
+from streameval.inputs import Inputs, OtlpDecoder, OtlpInput
 from streameval.models import format_time
 from streameval.pipeline import Pipeline, Source
 
@@ -300,7 +301,7 @@ async def test_evaluation_processes_decode_exports_with_the_same_outcomes() -> N
 
     from streameval.config import parse_config_text
     from streameval.evalpool import EvalPool
-    from streameval.inputs import evaluate_messages
+    from streameval.batch import evaluate_messages
 
     spans, expected = mixed_export()
     config = {**SUITES, "inputs": [{"topic": "spans.pool", "format": "otlp_proto"},

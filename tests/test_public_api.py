@@ -73,9 +73,18 @@ def test_inputs_exported_names() -> None:
         [
             "FORMATS", "MISSING", "Decoder", "InputConfig", "Inputs", "Item", "JsonDecoder", "JsonInput", "NativeDecoder",
             "NativeInput", "OtlpDecoder", "OtlpInput", "Path", "Span", "build_decoder", "check_input_topics",
-            "compile_path", "convention", "evaluate_items", "evaluate_messages", "input_issues", "spans_from_json", "spans_from_proto",
+            "compile_path", "convention", "input_issues", "spans_from_json", "spans_from_proto",
             "to_event",
         ]
     )  # fmt: skip
     for name in streameval.inputs.__all__:
         assert getattr(streameval.inputs, name) is not None
+
+
+def test_batch_exported_names() -> None:
+    """A batch of messages to outcomes (decode, then evaluate) sits above the decoders and the pool."""
+    import streameval.batch
+
+    assert sorted(streameval.batch.__all__) == ["Ready", "evaluate_batch", "evaluate_items", "evaluate_messages", "finish_batch"]
+    for name in streameval.batch.__all__:
+        assert getattr(streameval.batch, name) is not None

@@ -12,7 +12,7 @@ from aiokafka.abc import AbstractTokenProvider
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 
 from streameval._util import redact_url
-from streameval.agents.app import create_app
+from streameval.agents.app import create_app, faust_credentials
 from streameval.errors import ConfigError
 from streameval.judges import JudgeClient, JudgeConfig
 from streameval.kafka_security import KafkaSecurity, bootstrap_hosts
@@ -65,7 +65,7 @@ def test_faust_app_gets_credentials_and_plain_broker_urls() -> None:
 @pytest.mark.parametrize("protocol,kind", [("SSL", faust.SSLCredentials), ("PLAINTEXT", type(None))])
 def test_faust_credentials_per_protocol(protocol: str, kind: type) -> None:
     security = KafkaSecurity.from_settings(load_settings(kafka_security_protocol=protocol))
-    assert isinstance(security.faust_credentials(), kind)
+    assert isinstance(faust_credentials(security), kind)
     assert security.aiokafka_kwargs().get("security_protocol", "PLAINTEXT") == protocol
 
 
@@ -74,7 +74,7 @@ def test_oauthbearer_token_provider_hook() -> None:
                              kafka_sasl_oauth_token_provider="test_security_settings:StaticToken")  # fmt: skip
     security = KafkaSecurity.from_settings(settings)
     assert isinstance(security.aiokafka_kwargs()["sasl_oauth_token_provider"], StaticToken)
-    assert isinstance(security.faust_credentials(), faust.OAuthCredentials)
+    assert isinstance(faust_credentials(security), faust.OAuthCredentials)
     assert issues(kafka_security_protocol="SASL_SSL", kafka_sasl_mechanism="OAUTHBEARER",
                   kafka_sasl_oauth_token_provider="no_such_module:Provider") == ["STREAMEVAL_KAFKA_SASL_OAUTH_TOKEN_PROVIDER"]
 

@@ -28,7 +28,7 @@ from aiohttp import web
 
 from ..drilldown import KINDS, parse
 from ..keyspace import Client, Keys, guard
-from ..models import parse_time
+from ..models import PANEL_RESULT_NAME, parse_time
 from ..stats import histogram_quantile, krippendorff_alpha, pearson
 from ..store import hash_fields, stored_results
 from ..windows import _panel, _sums
@@ -78,7 +78,7 @@ _MAX_POINTS = 6000
 #: waits for at most one chunk per concurrent reader (~1 ms each)
 _CHUNK = 25
 #: the judge panel's per-judge counters (streameval.judges._panel.judge_counters)
-_JUDGE_COUNTERS = "ev:judge_panel:c:"
+_JUDGE_COUNTERS = f"ev:{PANEL_RESULT_NAME}:c:"
 
 
 def _text(value: bytes | str) -> str:

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ._pressure import BackpressureConfig
 from ._protocols import PROTOCOLS
 from ._rubrics import METRIC_PROMPTS, MetricPrompt
+from ._urls import insecure_http_problem
 
 __all__ = [
     "Aggregation",
@@ -105,8 +106,6 @@ class JudgeConfig(_Strict):
 
     @model_validator(mode="after")
     def _no_key_over_plain_http(self) -> JudgeConfig:
-        from ._keys import insecure_http_problem
-
         problem = None if self.allow_insecure_http else insecure_http_problem(self.base_url)
         if problem:
             raise ValueError(f"base_url: {problem}")

@@ -49,7 +49,7 @@ from .._util import clip
 from ._errors import JudgeBadResponse
 from ._prompts import DATA_CLOSE, DATA_OPEN, Prompt
 
-__all__ = ["SCALES", "Verdict", "normalise", "parse_answer"]
+__all__ = ["SCALES", "ParsedAnswer", "normalise", "parse_answer"]
 
 #: scale -> (low, high, default): seed 003's default is 3.0 on 1-5, i.e. the midpoint
 SCALES: dict[str, tuple[float, float, float]] = {"1-5": (1.0, 5.0, 3.0), "0-10": (0.0, 10.0, 5.0), "0-1": (0.0, 1.0, 0.5)}
@@ -70,7 +70,7 @@ _DECODER = json.JSONDecoder()
 
 
 @dataclass
-class Verdict:
+class ParsedAnswer:
     """One judge's parsed answer. ``score`` is on 0-10; the others on the judge's ``scale``."""
 
     score: float
@@ -95,7 +95,7 @@ def normalise(value: float, scale: str) -> float:
     return value
 
 
-def parse_answer(text: str, prompt: Prompt) -> Verdict:
+def parse_answer(text: str, prompt: Prompt) -> ParsedAnswer:
     """Parse a judge's answer to ``prompt``. Raises :class:`JudgeBadResponse` when it is unusable."""
     material = _Material(prompt)
     if prompt.scale == "0-1":
@@ -252,7 +252,7 @@ def _texts(value: Any) -> list[str]:
     return [clip(str(item), 500) for item in items[:10]]
 
 
-def _from_json(doc: dict[str, Any], stage: str, prompt: Prompt) -> Verdict:
+def _from_json(doc: dict[str, Any], stage: str, prompt: Prompt) -> ParsedAnswer:
     low, high, default = SCALES[prompt.scale]
     warnings = [f"missing field: {name}" for name in ("scores", "overall_score", "reasoning") if name not in doc]
     raw = doc.get("scores")
@@ -272,13 +272,13 @@ def _from_json(doc: dict[str, Any], stage: str, prompt: Prompt) -> Verdict:
     if overall is not None and not low <= overall <= high:
         raise JudgeBadResponse(f"overall_score {overall:g} is outside the {prompt.scale} scale")
     reasoning = doc.get("reasoning")
-    verdict = Verdict(0.0, prompt.scale, stage, scores, overall, reasoning=clip(str(reasoning)) if reasoning else None,
+    verdict = ParsedAnswer(0.0, prompt.scale, stage, scores, overall, reasoning=clip(str(reasoning)) if reasoning else None,
                       strengths=_texts(doc.get("strengths")), weaknesses=_texts(doc.get("weaknesses")),
                       defaulted=defaulted, warnings=warnings)  # fmt: skip
     return _finish(verdict, prompt, given=len(defaulted) < len(prompt.weights))
 
 
-def _from_text(text: str, prompt: Prompt) -> Verdict:
+def _from_text(text: str, prompt: Prompt) -> ParsedAnswer:
     low, high, default = SCALES[prompt.scale]
     scores: dict[str, float] = {}
     defaulted: list[str] = []
@@ -295,7 +295,7 @@ def _from_text(text: str, prompt: Prompt) -> Verdict:
     if isinstance(overall, set):
         return _conflict(text, prompt, f"overall score is given several values ({_listed(overall)}); none is used")
     stage = "regex" if len(defaulted) < len(prompt.weights) or overall is not None else "default"
-    verdict = Verdict(0.0, prompt.scale, stage, scores, overall, reasoning=clip(text.strip(), 500) or None,
+    verdict = ParsedAnswer(0.0, prompt.scale, stage, scores, overall, reasoning=clip(text.strip(), 500) or None,
                       defaulted=defaulted)  # fmt: skip
     return _finish(verdict, prompt, given=len(defaulted) < len(prompt.weights))
 
@@ -318,15 +318,15 @@ def _listed(values: set[float]) -> str:
     return ", ".join(f"{v:g}" for v in sorted(values))
 
 
-def _conflict(text: str, prompt: Prompt, why: str) -> Verdict:
+def _conflict(text: str, prompt: Prompt, why: str) -> ParsedAnswer:
     """The ``default`` verdict of an answer that holds several conflicting verdicts."""
     default = SCALES[prompt.scale][2]
-    verdict = Verdict(0.0, prompt.scale, "default", dict.fromkeys(prompt.weights, default),
+    verdict = ParsedAnswer(0.0, prompt.scale, "default", dict.fromkeys(prompt.weights, default),
                       reasoning=clip(text.strip(), 500) or None, defaulted=list(prompt.weights), warnings=[why])  # fmt: skip
     return _finish(verdict, prompt, given=False)
 
 
-def _finish(verdict: Verdict, prompt: Prompt, *, given: bool) -> Verdict:
+def _finish(verdict: ParsedAnswer, prompt: Prompt, *, given: bool) -> ParsedAnswer:
     """Pick the judge's score, check overall against the weighted criteria, normalise to 0-10."""
     total = math.fsum(prompt.weights.values())
     computed = math.fsum(verdict.scores[c] * w for c, w in prompt.weights.items()) / total
@@ -346,7 +346,7 @@ def _finish(verdict: Verdict, prompt: Prompt, *, given: bool) -> Verdict:
     return verdict
 
 
-def _parse_number(text: str) -> Verdict:
+def _parse_number(text: str) -> ParsedAnswer:
     try:
         match = _NUMBER.search(text, timeout=_REGEX_TIMEOUT_S)
     except TimeoutError:
@@ -356,5 +356,5 @@ def _parse_number(text: str) -> Verdict:
     value = float(match.group(1))
     clamped = min(1.0, max(0.0, value))  # seed 002: "确保分数在0-1范围内"
     warnings = [] if clamped == value else [f"clamped {value:g} to {clamped:g}"]
-    return Verdict(round(clamped * 10.0, 6), "0-1", "number", overall=clamped, warnings=warnings,
+    return ParsedAnswer(round(clamped * 10.0, 6), "0-1", "number", overall=clamped, warnings=warnings,
                    reasoning=clip(text.strip(), 500) or None)  # fmt: skip

@@ -27,30 +27,23 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..grading import combine
-from ..models import EvaluatorResult, JudgeBlock, JudgeFallback, JudgeVerdict, RequestEvent
+from ..models import PANEL_RESULT_NAME, EvaluatorResult, JudgeBlock, JudgeFallback, JudgeVerdict, RequestEvent
+from ..signals import no_lag
 from ._config import FallbackSpec, SuiteJudgeConfig
 from ._cost import add_costs, prices_of
-from ._panel import (
-    Judge,
-    JudgeHub,
-    agreement_counters,
-    judge_counters,
-    panel_score,
-    repeat_counters,
-    zscore_panel_score,
-)
+from ._panel import Judge, JudgeHub
 from ._pressure import Backpressure
 from ._prompts import Prompt, build_metric, build_report, build_rubric, known_category
 from ._refusal import unscored_kind
+from ._scoring import agreement_counters, judge_counters, panel_score, repeat_counters, zscore_panel_score
 
 __all__ = ["PANEL_RESULT_NAME", "Judgement", "SuiteJudge", "apply_unscored", "rejudged", "sampled"]
 
 #: name of the weight-0 evaluator result that carries the panel score and judge counters
-PANEL_RESULT_NAME = "judge_panel"
 
 
 def sampled(event_id: str, rate: float) -> bool:
@@ -81,13 +74,14 @@ class Judgement:
 
 
 class SuiteJudge:
-    def __init__(self, config: SuiteJudgeConfig, hub: JudgeHub, *, threshold: float, suite: str = "") -> None:
+    def __init__(self, config: SuiteJudgeConfig, hub: JudgeHub, *, threshold: float, suite: str = "",
+                 lag: Callable[[], int] = no_lag) -> None:
         self.config = config
         self.hub = hub
         self.judges: list[Judge] = hub.panel(config.judges)
         self.threshold = threshold
         self.pressure = None if config.backpressure is None else Backpressure(
-            suite, config.backpressure, queued=lambda: sum(j.client.queued for j in self.judges))
+            suite, config.backpressure, queued=lambda: sum(j.client.queued for j in self.judges), lag=lag)
         self.prices = prices_of({j.name: j.config for j in self.judges})
 
     def _left_out(self, event: RequestEvent) -> str | None:
