@@ -6,7 +6,7 @@
       - name: qa
         match: {category: [qa_simple], model: ["gpt-4*"], tags: [prod]}   # all given keys must match
         threshold: 0.6            # pass when the weighted score >= threshold
-        grading: levels           # levels (seed 003) | letters (seed 000)
+        grading: levels           # levels (the multi-judge spec) | letters (the report-quality spec)
         evaluators:
           - {evaluator: exact_match, weight: 1}
           - {evaluator: similarity, params: {algorithm: levenshtein, threshold: 0.8}, weight: 2}
@@ -22,11 +22,11 @@ Routing: an event's explicit ``suite`` wins; otherwise the first suite whose ``m
 event; otherwise the ``default`` suite; otherwise the event is dead-lettered (kind ``no_suite``).
 Match values are shell-style globs (``gpt-4*``); within a key any value may match, across keys all must.
 
-LLM judges (issue 4, docs/judges.md): a top-level ``judges:`` list of :class:`~streameval.judges.JudgeConfig`
+LLM judges (docs/judges.md): a top-level ``judges:`` list of :class:`~streameval.judges.JudgeConfig`
 and, per suite, a ``judge:`` block (:class:`~streameval.judges.SuiteJudgeConfig`). Checked here: judge
 names are unique and exist, each suite panel's enabled weights sum to 1, fallback evaluators exist.
 
-Windows and alerts (issue 6, docs/statistics.md): an optional top-level ``windowing:`` block
+Windows and alerts (docs/statistics.md): an optional top-level ``windowing:`` block
 (:class:`~streameval.windowing.WindowingConfig`) and a top-level ``alerts:`` list of
 :class:`~streameval.alerts.AlertRule`; names must be unique. Whether each rule's ``window`` is one of
 ``STREAMEVAL_WINDOWS`` is checked when the worker starts (the file does not know the settings).

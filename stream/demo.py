@@ -75,8 +75,8 @@ def demo_events(path: Path, count: int | None) -> list[bytes]:
     return out
 
 
-# Suites of the bundled config that the demo also sends to the SIMULATED judge panel (seed 003's
-# three judges, 0.30 / 0.30 / 0.40), blended with the rule score as seed 000 does (0.4 / 0.6).
+# Suites of the bundled config that the demo also sends to the SIMULATED judge panel (the multi-judge spec's
+# three judges, 0.30 / 0.30 / 0.40), blended with the rule score as the report-quality spec does (0.4 / 0.6).
 DEMO_JUDGED: dict[str, dict[str, Any]] = {
     "qa": {"sample_rate": 0.5},
     "translation": {"sample_rate": 1.0},

@@ -6,7 +6,7 @@ synchronous evaluators — runs in N processes instead, one batch per process at
 keeps several batches in flight, :mod:`streameval.inflight`). Events whose suite needs the event loop
 (:meth:`Pipeline.runs_sync` is false: a judge panel, sandboxed code, registered evaluators) come back
 as ``None`` and the worker evaluates them itself, as it does without processes. Results are the same
-either way (tests/test_evalpool.py). Messages of the suite file's decoded inputs (``json``, OTLP
+either way (tests/core/test_evalpool.py). Messages of the suite file's decoded inputs (``json``, OTLP
 exports: :mod:`streameval.inputs`) are decoded in the processes too (:meth:`EvalPool.expand_evaluate`).
 
 Processes are started with ``spawn`` (the worker has threads, e.g. Faust's consumer thread, and
@@ -35,7 +35,7 @@ import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, cast
+from typing import Any
 
 from . import telemetry
 from .config import parse_config_text
@@ -170,7 +170,7 @@ class EvalPool:
         telemetry.observe_latencies(latencies)
         for topic, llm, skipped in spans:
             telemetry.observe_spans(topic, llm=llm, skipped=skipped)
-        return cast(Expanded, found)
+        return found
 
     def _replace(self, broken: ProcessPoolExecutor, exc: BaseException) -> None:
         if self._executor is not broken:  # another batch of the same pool got here first

@@ -112,7 +112,7 @@ class Pipeline:
         gc.disable()
         try:
             try:
-                # pydantic validation mirrors schemas/request-event.v1.json (tests/test_contracts.py)
+                # pydantic validation mirrors schemas/request-event.v1.json (tests/schemas/test_contracts.py)
                 event = RequestEvent.model_validate_json(raw)
             except ValidationError as exc:
                 raise self._explain(raw, exc) from None

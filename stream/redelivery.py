@@ -22,7 +22,7 @@ async def stored_results(client: Client, keys: Keys,
     hashes ``res:{gen}`` of ``generations`` are read by digest. One round trip; None where nothing is kept.
     """
     plan: list[tuple[int, int]] = []  # (replies, expected length or -1)
-    async with client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
+    async with client.pipeline(transaction=False) as pipe:
         for pair, digest, value, generations in wanted:
             target = parse_pointer(value, digest)
             if target is not None:
@@ -31,8 +31,9 @@ async def stored_results(client: Client, keys: Keys,
                 plan.append((1, length))
                 continue
             legacy = digest if digest is not None else (value if value is not None and len(value) == 8 else None)
-            for generation in generations if legacy is not None else ():
-                pipe.hget(keys.results(pair, generation), legacy)
+            if legacy is not None:
+                for generation in generations:
+                    pipe.hget(keys.results(pair, generation), legacy)
             plan.append((len(generations) if legacy is not None else 0, -1))
         replies = list(await pipe.execute()) if any(n for n, _ in plan) else []
     out: list[bytes | None] = []

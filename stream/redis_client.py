@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
@@ -121,7 +121,7 @@ async def mget(client: Client, keys: Sequence[str]) -> list[bytes | None]:
     """GET of many keys; on a cluster split by slot (keys of different slots cannot share an MGET)."""
     if is_cluster(client):
         return list(await client.mget_nonatomic(list(keys)))  # type: ignore[union-attr]
-    return list(await client.mget(list(keys)))
+    return cast(list[bytes | None], await client.mget(list(keys)))
 
 
 async def run_scripts(client: Client, calls: Sequence[tuple[AsyncScript, list[str], list[Any]]], *,
@@ -135,7 +135,7 @@ async def run_scripts(client: Client, calls: Sequence[tuple[AsyncScript, list[st
     """
     if not calls and not writes:
         return []
-    async with client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
+    async with client.pipeline(transaction=False) as pipe:
         for command in writes:
             pipe.execute_command(*command)
         for script, keys, args in calls:

@@ -39,7 +39,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from . import _lua, telemetry
 from .drilldown import Candidates
@@ -243,7 +243,7 @@ class ResultStore:
             return
 
         async def look() -> list[int]:
-            async with self.client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
+            async with self.client.pipeline(transaction=False) as pipe:
                 for pair in todo:
                     pipe.execute_command("EXISTS", *(self.keys.legacy_marks(pair, g, shard)
                                                      for g in (generation, generation - 1)
@@ -268,9 +268,9 @@ class ResultStore:
         n, timeout = self.wait_replicas, self.wait_timeout_ms
 
         async def wait() -> list[int]:
-            async with self.client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
+            async with self.client.pipeline(transaction=False) as pipe:
                 if is_cluster(self.client):
-                    nodes = {}
+                    nodes: dict[str, str] = {}
                     for key in keys:
                         nodes.setdefault(self.client.get_node_from_key(key).name, key)  # type: ignore[union-attr]
                     for name, key in nodes.items():
@@ -356,7 +356,7 @@ class ResultStore:
 
     def _prepare(self, index: int, item: RecordEntry) -> _Event:
         result, encoded, counters = item[0], item[1], item[2]
-        content = item[3] if len(item) > 3 else (  # type: ignore[misc]
+        content = item[3] if len(item) > 3 else (
             f"{result.model}\0{result.suite}\0{result.event_time}\0{result.category}".encode())
         digest = hashlib.blake2b(result.id.encode() + b"\0" + content, digest_size=8).digest()
         pair = self.pair_id(result.model, result.suite)
@@ -534,7 +534,7 @@ class ResultStore:
     # -- reads --------------------------------------------------------------------------------
     async def pairs(self) -> list[tuple[str, str]]:
         """Every model × suite pair seen (at most ``max_pairs`` plus the overflow pairs)."""
-        members = await guard(self.client.zrange(self.keys.pairs, 0, -1))
+        members = cast(list[bytes], await guard(self.client.zrange(self.keys.pairs, 0, -1)))
         return sorted(self.keys.split_pair(as_text(m)) for m in members)
 
     async def all_time_fields(self, pairs: Sequence[tuple[str, str]]) -> list[dict[str, float]]:

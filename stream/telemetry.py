@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 # one series per counter is enough; the *_created companions would double the scrape for no use
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated
 
 T = TypeVar("T")
 A = TypeVar("A")

@@ -66,7 +66,7 @@ __all__ = ["CONSISTENCY_WARN_BELOW", "WindowCloser", "WindowingConfig", "build_a
 
 log = logging.getLogger(__name__)
 
-#: seed 003 一致性检查: repeat-vs-first correlation below this warns
+#: the multi-judge spec's 一致性检查: repeat-vs-first correlation below this warns
 CONSISTENCY_WARN_BELOW = 0.8
 _PANEL = f"ev:{PANEL_RESULT_NAME}:c:"
 
@@ -242,7 +242,8 @@ class WindowCloser:
                 start = int(float(_text(raw_start)))
                 lease = keys.lease(size, start)
                 if not await guard(client.set(lease, self.worker_id, nx=True, px=self.lease_ms)):
-                    if _text(await guard(client.get(lease)) or b"") == "done":  # late data re-listed it
+                    state = await guard(client.get(lease))
+                    if state is not None and _text(state) == "done":  # late data re-listed it
                         await guard(client.zrem(index, raw_start))
                     continue
                 sent = await self._publish(size, start, now, send)
@@ -355,7 +356,7 @@ class WindowCloser:
     async def _worst_ids(self, model: str, suite: str, size: int, start: int) -> list[str]:
         """Ids of up to 3 of the window's lowest-scored results (streameval.drilldown), for its alerts."""
         key = self.store.keys.examples(self.store.pair_id(model, suite), "worst", size, start)
-        return example_ids(await guard(self.store.client.zrange(key, 0, 2)))
+        return example_ids(cast(list[bytes], await guard(self.store.client.zrange(key, 0, 2))))
 
     async def _claim(self, rule: AlertRule, aggregate: Aggregate, now: float) -> bool:
         """Exactly once per rule × window × pair, then not again within the rule's cooldown."""

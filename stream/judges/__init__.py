@@ -1,4 +1,4 @@
-"""LLM judge panel (issue 4): seed 003 multi-judge evaluation, seed 000 blend, seed 002 fallback.
+"""LLM judge panel: the multi-judge spec, the report-quality spec's blend, the RAG-evaluation spec's fallback.
 
 Configure judges in the suite file's top-level ``judges:`` list and a suite's ``judge:`` block
 (:mod:`streameval.config`); the pipeline runs the panel after the rule evaluators. See docs/judges.md.

@@ -113,7 +113,7 @@ class JudgeHub:
 
     async def ask(self, judge: Judge, prompt: Prompt, *, fresh: bool = False,
                   sent: asyncio.Event | None = None) -> JudgeVerdict:  # fmt: skip
-        """One judge's verdict; ``fresh`` bypasses the cache both ways (seed 003 consistency re-judging).
+        """One judge's verdict; ``fresh`` bypasses the cache both ways (the multi-judge spec's consistency re-judging).
 
         Identical requests in flight at once make one call (:class:`SingleFlight`); the others share
         its answer and count as cache hits (``cached``), or share its failure with ``attempts`` 0.

@@ -1,5 +1,5 @@
 """Scoring a panel's verdicts, pure functions with no I/O: :func:`panel_score` is the weighted mean over
-the judges that answered (seed 003 加权平均, 0-10); :func:`zscore_panel_score` is seed 003's Z-score
+the judges that answered (the multi-judge spec's 加权平均, 0-10); :func:`zscore_panel_score` is the multi-judge spec's Z-score
 alternative. :func:`judge_counters` and :func:`agreement_counters` give the per-event sufficient
 statistics the store adds into the window (docs/statistics.md).
 """
@@ -27,7 +27,7 @@ def panel_score(verdicts: Sequence[JudgeVerdict]) -> float | None:
 def zscore_panel_score(
     verdicts: Sequence[JudgeVerdict], norms: Mapping[str, Moments], min_n: int
 ) -> float | None:
-    """Seed 003 Z-score 标准化 as a panel aggregation; None when a judge that answered has no usable norm.
+    """The multi-judge spec's Z-score 标准化 as a panel aggregation; None when a judge that answered has no usable norm.
 
     Each answer becomes z = (score - judge mean) / judge std (the judge's running figures); the panel
     value is the weighted mean z mapped back onto 0-10 with the weighted mean of the answering judges'
@@ -79,7 +79,7 @@ def agreement_counters(units: Sequence[Sequence[JudgeVerdict]]) -> dict[str, flo
 
 
 def repeat_counters(first: Sequence[JudgeVerdict], repeat: Sequence[JudgeVerdict]) -> dict[str, float]:
-    """Seed 003 一致性检查 sums: (first, repeat) score pairs per judge, pooled, as ``repeat:n|sx|...``.
+    """The multi-judge spec's 一致性检查 sums: (first, repeat) score pairs per judge, pooled, as ``repeat:n|sx|...``.
 
     Also ``{judge}.repeat_calls`` and the repeat calls' tokens, so their cost shows in the window.
     """
