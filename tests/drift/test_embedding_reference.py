@@ -8,11 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from _semantic_extra import need_extra
 
 from streameval.config import parse_config_text
 from streameval.errors import ConfigError
-
-from ._semantic import need_extra
 
 REFERENCE = json.loads((Path(__file__).parents[1] / "data" / "minilm_reference_vectors.json").read_text(encoding="utf-8"))
 

@@ -8,12 +8,11 @@ from typing import Any
 import orjson
 import pytest
 import yaml
+from _semantic_extra import need_extra
 
 from streameval.config import parse_config_text
 from streameval.evalpool import EvalPool
 from streameval.pipeline import Outcome, Pipeline, Source
-
-from ._semantic import need_extra
 
 
 def _suite(**params: Any) -> str:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from _semantic_extra import need_extra
+
 from streameval.evaluators import build_evaluator
 from streameval.models import RequestEvent
-
-from ._semantic import need_extra
 
 PAIRS = [json.loads(line) for line in (Path(__file__).parents[1] / "data" / "paraphrase_pairs.jsonl").open(encoding="utf-8")]
 
