@@ -17,6 +17,7 @@ from . import (  # noqa: F401  (report-quality, RAG-evaluation and agent-metrics
     report,
     rouge,
     semantic,
+    session,
 )
 from ._base import (
     Evaluator,
