@@ -298,7 +298,7 @@ class Pipeline:
             except Exception as exc:
                 found[i] = self._failed(raw, source, exc)
                 continue
-            found[i] = Outcome(result=result, counters=counters)
+            found[i] = self._outcome(event, result, counters)  # with the session turns, as process_sync
         return found
 
     async def process(self, raw: bytes, source: Source = Source(), *, received_at: float | None = None) -> Outcome:
