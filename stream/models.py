@@ -22,6 +22,7 @@ __all__ = [
     "AggregateEvaluator",
     "AggregateJudge",
     "Alert",
+    "AlertChange",
     "AlertWindow",
     "DeadLetter",
     "DeadLetterSource",
@@ -345,6 +346,22 @@ class AlertWindow(BaseModel):
     end: str = Field(pattern=RFC3339)
 
 
+class AlertChange(BaseModel):
+    """A score shift's estimated change point and size (``metric: score_shift``, docs/drift.md)."""
+
+    model_config = _STRICT
+
+    series: str = Field(description="overall, evaluator:{name} or judge:{name} (0-10 scores)")
+    direction: Literal["up", "down"]
+    start: str = Field(pattern=RFC3339, description="event time of the change point: the start of its window")
+    event_id: str | None = Field(default=None, description="a result of that window (its lowest-scored)")
+    shift: float = Field(description="mean since the change point minus the reference mean")
+    reference_mean: float
+    reference_std: float
+    ewma: float
+    events_since: int = Field(ge=0)
+
+
 class Alert(BaseModel):
     """A rule that fired on a window (alert v1). ``figures`` are the window's figures (docs/statistics.md)."""
 
@@ -371,6 +388,7 @@ class Alert(BaseModel):
         default_factory=list, max_length=3,
         description="ids of up to 3 of the lowest-scored results of the window (the drill-down examples)",
     )
+    change: AlertChange | None = Field(default=None, description="score_shift alerts: the change point")
 
 
 class AggregateEvaluator(BaseModel):

@@ -18,7 +18,7 @@ import gc
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import httpx
@@ -32,7 +32,7 @@ from ._version import __version__
 from .config import BoundEvaluator, LoadedConfig, Suite
 from .envelope import DEFAULT_MAX_EVENT_BYTES, Outcome, Source
 from .errors import EvaluatorError, EventError, EventTooLarge, InvalidJSON, SchemaViolation
-from .evaluators import Score
+from .evaluators import Evaluator, Score
 from .grading import Verdict, apply_gates, combine, grade
 from .judges import PANEL_RESULT_NAME, JudgeCache, JudgeHub, SuiteJudge, sampled
 from .models import (
@@ -196,6 +196,8 @@ class Pipeline:
         """Evaluate the suite's synchronous evaluators into ``results`` / ``counters``, in suite order; each
         async one is started as a task into ``pending`` (its placeholder in ``results``)."""
         for bound in suite.evaluators:
+            if not bound.evaluator.wants(event):
+                continue
             if bound.evaluator.is_async:
                 if pending is None:
                     raise RuntimeError(f"evaluator {bound.name!r} is asynchronous: await evaluate()")
@@ -273,6 +275,45 @@ class Pipeline:
         except Exception as exc:
             return self._failed(raw, source, exc)
         return self._outcome(event, result, counters)
+
+    def process_sync_batch(self, batch: Sequence[tuple[bytes, Source]], received_at: float) -> list[Outcome | None]:
+        """:meth:`process_sync` of each event of ``batch``, in order, with each suite's evaluators
+        :meth:`~streameval.evaluators.Evaluator.prepare`-d once on the batch's events of that suite
+        (semantic similarity embeds a whole batch in one pass). Never raises for a bad event."""
+        found: list[Outcome | None] = [None] * len(batch)
+        routed: list[tuple[int, RequestEvent, Suite]] = []
+        for i, (raw, source) in enumerate(batch):
+            try:
+                event = self.decode(raw)
+                suite = self.suites.route(event)
+            except Exception as exc:
+                found[i] = self._failed(raw, source, exc)
+                continue
+            if self.runs_sync(suite):
+                routed.append((i, event, suite))
+        by_suite: dict[str, list[RequestEvent]] = {}
+        for _, event, suite in routed:
+            by_suite.setdefault(suite.name, []).append(event)
+        for name, events in by_suite.items():
+            suite = self.suites.by_name[name]
+            for bound in suite.evaluators:
+                if type(bound.evaluator).prepare is Evaluator.prepare:
+                    continue  # nothing to do per batch (every rule but semantic similarity)
+                wanted = [e for e in events if bound.evaluator.wants(e)]
+                if wanted:
+                    try:
+                        bound.evaluator.prepare(wanted)
+                    except Exception:  # evaluate() then meets the same problem per event, as a result
+                        log.warning("evaluator %s could not prepare a batch", bound.name, exc_info=True)
+        for i, event, suite in routed:
+            raw, source = batch[i]
+            try:
+                result, counters = self.evaluate_sync(event, suite, received_at=received_at)
+            except Exception as exc:
+                found[i] = self._failed(raw, source, exc)
+                continue
+            found[i] = self._outcome(event, result, counters)  # with the session turns, as process_sync
+        return found
 
     async def process(self, raw: bytes, source: Source = Source(), *, received_at: float | None = None) -> Outcome:
         """Raw bytes to a result or a dead letter. Never raises for a bad event."""
