@@ -138,7 +138,9 @@ def _check(path: Path, console: Console) -> int:
     for suite in suites.all:
         how = "default" if suite.config.default else (suite.config.match.model_dump(exclude_none=True) if suite.config.match else "explicit only")
         names = ", ".join(f"{b.name}×{b.weight:g}" for b in suite.evaluators)
-        console.print(f"{suite.name}: match {how}; threshold {suite.config.threshold:g}; {names}", highlight=False)
+        label = f" ({suite.label})" if suite.label else ""
+        console.print(f"{suite.name}: version {suite.version}{label}; match {how}; threshold {suite.config.threshold:g}; "
+                      f"{names}", highlight=False)  # fmt: skip
     for spec in suites.inputs:
         console.print(f"input {spec.topic}: {spec.format}", highlight=False)
     console.print(f"{path}: OK ({len(suites.all)} suites)")

@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,15 +48,16 @@ from ._util import unknown_name
 from .alerts import AlertRule
 from .errors import ConfigError, ConfigIssue, UnroutableEvent
 from .evaluators import Evaluator, build_evaluator
-from .grading import GradeScale
+from .grading import GRADE_SCALES, GradeScale
 from .inputs import FORMATS, InputConfig, input_issues
 from .judges import PANEL_RESULT_NAME, JudgeConfig, SuiteJudgeConfig, check_panel_weights, panel_judges
 from .models import RequestEvent
+from .versioning import definition_hash
 from .windows import WindowingConfig
 
 __all__ = [
     "EvaluatorSpec", "Match", "StreamEvalConfig", "Suite", "SuiteConfig", "Suites",
-    "load_config", "parse_config", "parse_config_text", "read_config_text",
+    "load_config", "parse_config", "parse_config_text", "read_config_text", "suite_definition", "suite_version",
 ]  # fmt: skip
 
 
@@ -110,6 +111,9 @@ class SuiteConfig(_Strict):
     grading: GradeScale = Field(default="levels", description="levels or letters")
     evaluators: list[EvaluatorSpec] = Field(min_length=1)
     judge: SuiteJudgeConfig | None = Field(default=None, description="LLM judge panel step (docs/judges.md)")
+    label: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.@+-]+$",
+                              description="a name for people of this suite's version (docs/versions.md); "
+                              "reused with a different definition, the worker refuses to start")
 
 
 class StreamEvalConfig(_Strict):
@@ -151,14 +155,90 @@ class BoundEvaluator:
 
 @dataclass(frozen=True)
 class Suite:
-    """A validated suite with its evaluators built."""
+    """A validated suite with its evaluators built; ``version`` is its definition's hash (docs/versions.md)."""
 
     config: SuiteConfig
     evaluators: tuple[BoundEvaluator, ...]
+    version: str = ""
+    definition: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def name(self) -> str:
         return self.config.name
+
+    @property
+    def label(self) -> str | None:
+        return self.config.label
+
+
+# what does not change a result's meaning: routing, names for people, and the judges' transport
+_ROUTING_FIELDS = frozenset({"name", "match", "default", "label"})
+_JUDGE_MEANING = ("protocol", "model", "temperature", "max_tokens", "weight", "scale", "blind", "enabled", "structured")
+
+
+def judge_prompts_definition() -> dict[str, Any]:
+    """The built-in rubrics and prompt templates the judges are asked with (their text is part of a
+    judged suite's meaning: a new template is a new version). Computed once per process."""
+    global _PROMPTS
+    if _PROMPTS is None:
+        from dataclasses import asdict
+
+        from .judges import _prompts, _rubrics
+
+        def plain(value: Any) -> Any:
+            if hasattr(value, "__dataclass_fields__"):
+                return asdict(value)
+            if isinstance(value, dict):
+                return {k: plain(v) for k, v in value.items()}
+            if isinstance(value, (list, tuple)):
+                return [plain(v) for v in value]
+            return value
+
+        tables = {name: plain(getattr(_rubrics, name)) for name in _rubrics.__all__
+                  if isinstance(getattr(_rubrics, name), dict)}  # fmt: skip
+        texts = {name: value for name, value in vars(_prompts).items()
+                 if isinstance(value, str) and name.lstrip("_").isupper()}  # fmt: skip
+        _PROMPTS = {"templates": definition_hash(texts), "rubrics": definition_hash(tables)}
+    return _PROMPTS
+
+
+_PROMPTS: dict[str, Any] | None = None
+
+
+def suite_definition(suite: SuiteConfig, bound: Sequence[BoundEvaluator], judges: Sequence[JudgeConfig],
+                     registry: Mapping[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """A suite's resolved definition, the input of its version: every field of its config except routing
+    and labels, each evaluator's validated params (defaults filled in, a code evaluator's source), the
+    judge models and settings that change an answer, the prompt templates and rubrics, and the version of
+    each registered evaluator (``registry``: reference -> ``id@n``, when the worker knows them)."""
+    data = suite.model_dump(mode="json", exclude=set(_ROUTING_FIELDS))
+    by_name = {b.name: b for b in bound}
+    steps = []
+    for spec in suite.evaluators:
+        step = spec.model_dump(mode="json")
+        step["name"] = spec.result_name
+        built = by_name.get(spec.result_name)
+        if built is not None:
+            step["params"] = built.evaluator.params.model_dump(mode="json")
+        if spec.evaluator == "registered" and registry is not None:
+            ref = str(spec.params.get("id") or spec.params.get("name") or "")
+            step["registered_version"] = registry.get(ref)
+        steps.append(step)
+    data["evaluators"] = steps
+    if suite.judge is not None:
+        data["judge"] = suite.judge.model_dump(mode="json", exclude={"backpressure"})
+        chosen = [j for j in judges if suite.judge.judges is None or j.name in suite.judge.judges]
+        data["judges"] = {j.name: {k: getattr(j, k) for k in _JUDGE_MEANING} for j in chosen}
+        data["prompts"] = judge_prompts_definition()
+    data["grade_scale"] = [[floor if floor != float("-inf") else None, name]
+                           for floor, name in GRADE_SCALES[suite.grading]]  # fmt: skip
+    return data
+
+
+def suite_version(suite: SuiteConfig, bound: Sequence[BoundEvaluator], judges: Sequence[JudgeConfig],
+                  registry: Mapping[str, str] | None = None) -> str:  # fmt: skip
+    """The suite's version: :func:`~streameval.versioning.definition_hash` of :func:`suite_definition`."""
+    return definition_hash(suite_definition(suite, bound, judges, registry))
 
 
 class Suites:
@@ -175,6 +255,22 @@ class Suites:
         self.by_name = {s.name: s for s in suites}
         self._matching = [s for s in suites if s.config.match is not None and not s.config.default]
         self._default = next((s for s in suites if s.config.default), None)
+
+    def resolve_registry(self, versions: Mapping[str, str | None]) -> list[str]:
+        """Put the registered evaluators' versions (reference, an id or name -> ``id@n``) into the versions of
+        the suites that use them; returns the names of the suites whose version changed. Called when the
+        worker's registry loads and after each registry change (never per event)."""
+        changed = []
+        for suite in self.all:
+            if not any(spec.evaluator == "registered" for spec in suite.config.evaluators):
+                continue
+            definition = suite_definition(suite.config, suite.evaluators, self.judges, versions)
+            version = definition_hash(definition)
+            if version != suite.version:
+                object.__setattr__(suite, "version", version)  # the one place a Suite changes: its registry
+                object.__setattr__(suite, "definition", definition)
+                changed.append(suite.name)
+        return changed
 
     def route(self, event: RequestEvent) -> Suite:
         if event.suite is not None:
@@ -292,7 +388,8 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
             issues.append(issue((*base, "evaluators"), "weights sum to 0; at least one evaluator needs a weight > 0"))
         if suite_cfg.judge is not None:
             issues.extend(issue(loc, message) for loc, message in _judge_issues(config, i, names))
-        suites.append(Suite(suite_cfg, tuple(bound)))
+        definition = suite_definition(suite_cfg, bound, config.judges)
+        suites.append(Suite(suite_cfg, tuple(bound), definition_hash(definition), definition))
     if issues:
         raise ConfigError(issues)
     return config, Suites(suites, config.judges, config.alerts, config.windowing, config.inputs)

@@ -253,6 +253,7 @@ class Pipeline:
             latency_ms=round(max(0.0, now - received_at) * 1000, 3),
             pipeline_version=__version__,
             judge=judge_block,
+            suite_version=suite.version or None,
         )
 
     def runs_sync(self, suite: Suite) -> bool:

@@ -17,7 +17,9 @@ Then its consumer loop hands each batch to ``runtime.processor.process_batch`` a
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -51,6 +53,7 @@ from .redis_security import redis_options
 from .registry import LiveRegistry, RegistryStore, bind_live_registry
 from .settings import Settings
 from .store import ResultStore, retry_forever
+from .versionstore import VersionInfo, register_versions
 from .windows import WindowCloser
 
 __all__ = ["REDIS_CONNECTIONS", "Runtime", "WebServer", "WorkerConfig", "load_worker_config", "prepare", "serve_web"]
@@ -136,8 +139,27 @@ class Runtime:
         api = config.api
         registry = LiveRegistry(RegistryStore(client, prefix=settings.redis_prefix, limits=api.registry_limits()),
                                 resync_s=api.registry_resync_s)  # fmt: skip
+        live_versions: dict[str, str] = {}
+
+        def follow_registry(current: LiveRegistry) -> None:  # a registered step's new version: a new suite version
+            changed = suites.resolve_registry(current.versions())
+            live_versions.update({s.name: s.version for s in suites.all})
+            if changed and registered_once:
+                log.info("registry change: new versions of %s", ", ".join(f"{n} {suites.by_name[n].version}" for n in changed))
+                task = asyncio.ensure_future(register_versions(client, store.keys, version_infos(suites, changed),
+                                                               run="live", file=config.config_file))  # fmt: skip
+                task.add_done_callback(_log_failure)
+
+        registered_once = False
+        registry.listeners.append(follow_registry)
         await retry_forever(registry.start, what="loading the evaluator registry")
         bind_live_registry(registry)
+        # labels and current versions (a label reused with another definition: ConfigError, exit 2)
+        await retry_forever(lambda: register_versions(client, store.keys, version_infos(suites), run="live",
+                                                      file=config.config_file), what="recording suite versions")  # fmt: skip
+        registered_once = True
+        for suite in suites.all:
+            log.info("suite %s: version %s%s", suite.name, suite.version, f" ({suite.label})" if suite.label else "")
 
         async def close() -> None:
             bind_live_registry(None)
@@ -156,7 +178,7 @@ class Runtime:
         await processor.start()
         windowing = suites.windowing
         closer = WindowCloser(store, suites.alerts, allowed_lateness_s=windowing.allowed_lateness_s,
-                              lease_s=windowing.lease_s)  # fmt: skip
+                              lease_s=windowing.lease_s, live_versions=live_versions)  # fmt: skip
         log.info("streameval worker ready: %d suite(s), Redis %s", len(suites.all), redact_url(redis_url))
         return cls(processor, closer)
 
@@ -177,6 +199,16 @@ class Runtime:
 
     async def close(self) -> None:
         await self.processor.close()
+
+
+def version_infos(suites: Suites, names: Collection[str] | None = None) -> list[VersionInfo]:
+    """The versions of ``suites`` (those named in ``names``, else all) as :func:`register_versions` takes them."""
+    return [VersionInfo(s.name, s.version, s.label, s.definition) for s in suites.all if names is None or s.name in names]
+
+
+def _log_failure(task: asyncio.Future[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("recording new suite versions failed: %s", task.exception())
 
 
 @dataclass

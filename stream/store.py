@@ -95,6 +95,7 @@ class PairAggregate:
     mean: float
     pass_rate: float
     fields: dict[str, float]
+    version: str = ""  # the suite version ("": figures of the layout before versions)
 
 
 @dataclass
@@ -175,14 +176,14 @@ class ResultStore:
                    wait_timeout_ms=settings.redis_wait_timeout_ms)  # fmt: skip
 
     # -- keys (for callers that address one pair) -----------------------------------------------
-    def pair_id(self, model: str, suite: str) -> str:
-        return self.keys.pair_id(model, suite)
+    def pair_id(self, model: str, suite: str, version: str = "") -> str:
+        return self.keys.pair_id(model, suite, version)
 
-    def window_key(self, size: int, start: int, model: str, suite: str) -> str:
-        return self.keys.window(self.pair_id(model, suite), size, start)
+    def window_key(self, size: int, start: int, model: str, suite: str, version: str = "") -> str:
+        return self.keys.window(self.pair_id(model, suite, version), size, start)
 
-    def all_time_key(self, model: str, suite: str) -> str:
-        return self.keys.all_time(self.pair_id(model, suite))
+    def all_time_key(self, model: str, suite: str, version: str = "") -> str:
+        return self.keys.all_time(self.pair_id(model, suite, version))
 
     def now(self) -> float:
         """Our best guess at the Redis clock (or the injected clock)."""
@@ -372,7 +373,7 @@ class ResultStore:
         content = item[3] if len(item) > 3 else (  # type: ignore[misc]
             f"{result.model}\0{result.suite}\0{result.event_time}\0{result.category}".encode())
         digest = hashlib.blake2b(result.id.encode() + b"\0" + content, digest_size=8).digest()
-        pair = self.pair_id(result.model, result.suite)
+        pair = self.pair_id(result.model, result.suite, result.suite_version or "")  # figures per version
         inc: dict[str, float] = defaultdict(float)
         inc["count"] += 1
         inc["sum"] += result.score
@@ -416,8 +417,8 @@ class ResultStore:
             self._admitted.update(zip(unknown, (bool(f) for f in flags[0]), strict=True))
         for event in events:
             if not self._admitted.get(event.pair, True):
-                suite = self.keys.split_pair(event.pair)[1]
-                event.pair = self.pair_id(OVERFLOW_MODEL, suite)
+                _, suite, version = self.keys.split_pair(event.pair)
+                event.pair = self.pair_id(OVERFLOW_MODEL, suite, version)
                 telemetry.AGGREGATE_OVERFLOW.labels(suite).inc()
 
     def _candidates(self, size: int, now: float) -> tuple[int, int]:
@@ -545,18 +546,20 @@ class ResultStore:
         return self._dead, klist, args
 
     # -- reads --------------------------------------------------------------------------------
-    async def pairs(self) -> list[tuple[str, str]]:
-        """Every model × suite pair seen (at most ``max_pairs`` plus the overflow pairs)."""
+    async def pairs(self) -> list[tuple[str, str, str]]:
+        """Every model × suite × version seen (at most ``max_pairs`` plus the overflow pairs); version ""
+        is the layout before versions."""
         members = await guard(self.client.zrange(self.keys.pairs, 0, -1))
         return sorted(self.keys.split_pair(_text(m)) for m in members)
 
-    async def all_time_fields(self, pairs: Sequence[tuple[str, str]]) -> list[dict[str, float]]:
-        """The all-time hash of each pair, in order (one read per pair; on a cluster, per node)."""
+    async def all_time_fields(self, pairs: Sequence[tuple[str, str] | tuple[str, str, str]]) -> list[dict[str, float]]:
+        """The all-time hash of each pair (model, suite[, version]), in order (one read per pair; on a
+        cluster, per node)."""
 
         async def read() -> list[Any]:
             async with self.client.pipeline(transaction=False) as pipe:
-                for model, suite in pairs:
-                    pipe.hgetall(self.all_time_key(model, suite))
+                for pair in pairs:
+                    pipe.hgetall(self.all_time_key(*pair))
                 return list(await pipe.execute())
 
         return [hash_fields(raw) for raw in await guard(read())] if pairs else []
@@ -564,11 +567,11 @@ class ResultStore:
     async def all_time(self) -> list[PairAggregate]:
         pairs = await self.pairs()
         hashes = await self.all_time_fields(pairs)
-        return [_aggregate(model, suite, raw) for (model, suite), raw in zip(pairs, hashes, strict=True)]
+        return [_aggregate(model, suite, raw, version) for (model, suite, version), raw in zip(pairs, hashes, strict=True)]
 
-    async def window(self, size: int, start: int, model: str, suite: str) -> PairAggregate:
-        raw = await guard(self.client.hgetall(self.window_key(size, start, model, suite)))
-        return _aggregate(model, suite, hash_fields(raw))
+    async def window(self, size: int, start: int, model: str, suite: str, version: str = "") -> PairAggregate:
+        raw = await guard(self.client.hgetall(self.window_key(size, start, model, suite, version)))
+        return _aggregate(model, suite, hash_fields(raw), version)
 
     async def dead_letter_counts(self) -> dict[str, int]:
         raw = await guard(self.client.hgetall(self.keys.dead_letters_all))
@@ -727,9 +730,9 @@ def _unpack_map(data: bytes | str) -> dict[str, float]:
     return out
 
 
-def _aggregate(model: str, suite: str, fields: dict[str, float]) -> PairAggregate:
+def _aggregate(model: str, suite: str, fields: dict[str, float], version: str = "") -> PairAggregate:
     count = int(fields.get("count", 0))
     mean = fields.get("sum", 0.0) / count if count else 0.0
     pass_rate = fields.get("passes", 0.0) / count if count else 0.0
-    return PairAggregate(model, suite, count, mean, pass_rate, fields)
+    return PairAggregate(model, suite, count, mean, pass_rate, fields, version)
 
