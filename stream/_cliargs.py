@@ -86,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--bootstrap", metavar="HOSTS", help=BOOTSTRAP_HELP)
     worker.add_argument("--redis-url", metavar="URL", help=REDIS_HELP)
     worker.add_argument("--app-id", metavar="ID", help="Faust app id = consumer group (default: STREAMEVAL_APP_ID, else streameval)")
+    worker.add_argument("--shadow", type=Path, metavar="FILE", default=None,
+                        help="suite YAML whose suites run as shadow candidates of the live suites of the same names: "
+                             "same events, results marked shadow: true, own version, never alert (docs/versions.md)")
+    worker.add_argument("--shadow-sample", type=float, metavar="R", default=None,
+                        help="share of events the --shadow candidates evaluate, by event-id hash (default 1)")
 
     produce = _sub(sub, "produce", "send each line of a file (or stdin) as one message",
                    "Send each non-blank line as one message. With '-' lines are read from stdin and each is sent "

@@ -73,7 +73,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
 
     if args.command == "worker":
         overrides = {k: v for k, v in {"config": args.config and str(args.config), "kafka_bootstrap_servers": args.bootstrap,
-                                        "redis_url": args.redis_url, "app_id": args.app_id}.items() if v}  # fmt: skip
+                                        "redis_url": args.redis_url, "app_id": args.app_id,
+                                        "shadow": args.shadow and str(args.shadow)}.items() if v}  # fmt: skip
+        if args.shadow_sample is not None:
+            overrides["shadow_sample"] = args.shadow_sample
         settings = load_settings(**overrides)
         if not settings.config:
             raise UsageError("no suite config: pass --config FILE or set STREAMEVAL_CONFIG")

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,14 +50,15 @@ from .errors import ConfigError, ConfigIssue, UnroutableEvent
 from .evaluators import Evaluator, build_evaluator
 from .grading import GRADE_SCALES, GradeScale
 from .inputs import FORMATS, InputConfig, input_issues
-from .judges import PANEL_RESULT_NAME, JudgeConfig, SuiteJudgeConfig, check_panel_weights, panel_judges
+from .judges import PANEL_RESULT_NAME, JudgeConfig, SuiteJudgeConfig, check_panel_weights, panel_judges, sampled
 from .models import RequestEvent
 from .versioning import definition_hash
 from .windows import WindowingConfig
 
 __all__ = [
     "EvaluatorSpec", "Match", "StreamEvalConfig", "Suite", "SuiteConfig", "Suites",
-    "load_config", "parse_config", "parse_config_text", "read_config_text", "suite_definition", "suite_version",
+    "Shadow", "ShadowConfig", "ShadowRouting", "add_shadow_file", "load_config", "parse_config", "parse_config_text",
+    "read_config_text", "shadow_routings", "suite_definition", "suite_version",
 ]  # fmt: skip
 
 
@@ -103,6 +104,29 @@ class EvaluatorSpec(_Strict):
         return self.name or self.evaluator
 
 
+_LABEL = r"^[A-Za-z0-9_.@+-]+$"
+
+
+class ShadowConfig(_Strict):
+    """A shadow candidate of a suite (docs/versions.md): the live suite with these fields replaced, evaluated
+    on the same events (``sample_rate`` of them, by event-id hash); its results are published with
+    ``shadow: true`` under its own version and never alert."""
+
+    label: str | None = Field(default=None, min_length=1, max_length=64, pattern=_LABEL,
+                              description="a name for people of the candidate's version")
+    sample_rate: float = Field(default=1.0, ge=0.0, le=1.0, description="share of the suite's events (by event-id hash)")
+    threshold: float | None = Field(default=None, ge=0.0, le=1.0, description="default: the live suite's")
+    grading: GradeScale | None = Field(default=None, description="default: the live suite's")
+    evaluators: list[EvaluatorSpec] | None = Field(default=None, min_length=1, description="default: the live suite's")
+    judge: SuiteJudgeConfig | None = Field(default=None, description="default: the live suite's (absent key)")
+
+    def applied_to(self, live: SuiteConfig) -> dict[str, Any]:
+        """The candidate's whole suite definition: the live suite's, with the fields this candidate sets."""
+        data = live.model_dump(mode="json", exclude={"shadow", "label"})
+        data.update(self.model_dump(mode="json", include=self.model_fields_set - {"sample_rate"}))
+        return data
+
+
 class SuiteConfig(_Strict):
     name: str = Field(min_length=1, max_length=128)
     match: Match | None = Field(default=None, description="which events this suite takes")
@@ -111,9 +135,11 @@ class SuiteConfig(_Strict):
     grading: GradeScale = Field(default="levels", description="levels or letters")
     evaluators: list[EvaluatorSpec] = Field(min_length=1)
     judge: SuiteJudgeConfig | None = Field(default=None, description="LLM judge panel step (docs/judges.md)")
-    label: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.@+-]+$",
+    label: str | None = Field(default=None, min_length=1, max_length=64, pattern=_LABEL,
                               description="a name for people of this suite's version (docs/versions.md); "
                               "reused with a different definition, the worker refuses to start")
+    shadow: list[ShadowConfig] = Field(default_factory=list, max_length=8,
+                                       description="shadow candidates evaluated on the same events (docs/versions.md)")
 
 
 class StreamEvalConfig(_Strict):
@@ -161,6 +187,7 @@ class Suite:
     evaluators: tuple[BoundEvaluator, ...]
     version: str = ""
     definition: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    shadows: tuple[Shadow, ...] = ()
 
     @property
     def name(self) -> str:
@@ -171,8 +198,16 @@ class Suite:
         return self.config.label
 
 
+@dataclass(frozen=True)
+class Shadow:
+    """A shadow candidate, built: its suite (the live suite's name, its own version) and its sample rate."""
+
+    suite: Suite
+    sample_rate: float = 1.0
+
+
 # what does not change a result's meaning: routing, names for people, and the judges' transport
-_ROUTING_FIELDS = frozenset({"name", "match", "default", "label"})
+_ROUTING_FIELDS = frozenset({"name", "match", "default", "label", "shadow"})
 _JUDGE_MEANING = ("protocol", "model", "temperature", "max_tokens", "weight", "scale", "blind", "enabled", "structured")
 
 
@@ -252,6 +287,7 @@ class Suites:
         self.judges = tuple(judges)  # the config's judges; the pipeline opens their clients
         self.alerts = tuple(alerts)  # checked on each closed window (streameval.windows)
         self.windowing = windowing or WindowingConfig()
+        self.shadow_judges: tuple[JudgeConfig, ...] = ()  # judges only shadows use (add_shadow_file)
         self.by_name = {s.name: s for s in suites}
         self._matching = [s for s in suites if s.config.match is not None and not s.config.default]
         self._default = next((s for s in suites if s.config.default), None)
@@ -304,6 +340,56 @@ class Suites:
         for suite in self.all:
             for bound in suite.evaluators:
                 await bound.evaluator.close()
+
+
+class ShadowRouting(Suites):
+    """The ``index``-th shadow candidate of each suite, routed as the live suites route (docs/versions.md).
+
+    ``route`` raises :class:`UnroutableEvent` for an event whose live suite has no such candidate or whose
+    id is outside the candidate's sample: the shadow pipeline's dead letters are dropped, never published.
+    """
+
+    def __init__(self, live: Suites, index: int) -> None:
+        chosen = [s.shadows[index].suite for s in live.all if len(s.shadows) > index]
+        judges = {j.name: j for j in (*live.judges, *live.shadow_judges)}
+        super().__init__(chosen, tuple(judges.values()), (), live.windowing, live.inputs)
+        self.live = live
+        self.index = index
+
+    def route(self, event: RequestEvent) -> Suite:
+        suite = self.live.route(event)
+        if len(suite.shadows) <= self.index:
+            raise UnroutableEvent(f"suite {suite.name!r} has no shadow {self.index}", kind="no_suite", event_id=event.id)
+        shadow = suite.shadows[self.index]
+        if not sampled("shadow:" + event.id, shadow.sample_rate):
+            raise UnroutableEvent("not in the shadow's sample", kind="no_suite", event_id=event.id)
+        return shadow.suite
+
+
+def shadow_routings(suites: Suites) -> list[ShadowRouting]:
+    """One routing per candidate position (the first candidates of every suite, the second ones, ...)."""
+    return [ShadowRouting(suites, k) for k in range(max((len(s.shadows) for s in suites.all), default=0))]
+
+
+def add_shadow_file(suites: Suites, path: str | Path, *, sample_rate: float = 1.0) -> None:
+    """``streameval worker --shadow FILE``: each suite of FILE becomes a shadow candidate of the live suite of
+    the same name (sampled at ``sample_rate``); FILE's judges join the live ones for the shadows. Raises
+    :class:`ConfigError` for a suite FILE names that the live config lacks, or a candidate identical to it."""
+    _, extra = load_config(path)
+    problems = []
+    for k, candidate in enumerate(extra.all):
+        live = suites.by_name.get(candidate.name)
+        if live is None:
+            problems.append(ConfigIssue(file=str(path), path=f"suites[{k}].name",
+                                        message=unknown_name("live suite", candidate.name, suites.by_name)))  # fmt: skip
+        elif candidate.version == live.version or candidate.version in {s.suite.version for s in live.shadows}:
+            problems.append(ConfigIssue(file=str(path), path=f"suites[{k}]", message=f"version {candidate.version} "
+                                        f"is already the live suite's or one of its shadows"))  # fmt: skip
+        else:
+            _with_shadows(live, (*live.shadows, Shadow(candidate, sample_rate)))
+    if problems:
+        raise ConfigError(problems)
+    suites.shadow_judges = tuple(j for j in extra.judges if j.name not in {x.name for x in suites.judges})
 
 
 def _loc_to_path(loc: Sequence[str | int]) -> str:
@@ -368,31 +454,58 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
     suites: list[Suite] = []
     for i, suite_cfg in enumerate(config.suites):
         base: tuple[str | int, ...] = ("suites", i)
-        bound: list[BoundEvaluator] = []
-        names: set[str] = set()
-        for j, spec in enumerate(suite_cfg.evaluators):
-            loc = (*base, "evaluators", j)
-            if spec.result_name in names:
-                issues.append(issue((*loc, "name"), f"evaluator name {spec.result_name!r} used twice in this suite; set a distinct 'name'"))
-            names.add(spec.result_name)
+        suite = _build_suite(config, suite_cfg, base, issue, issues)
+        shadows = []
+        for k, candidate in enumerate(suite_cfg.shadow):
+            where: tuple[str | int, ...] = (*base, "shadow", k)
             try:
-                evaluator = build_evaluator(spec.evaluator, spec.params)
-            except KeyError as exc:
-                issues.append(issue((*loc, "evaluator"), str(exc.args[0])))
-                continue
+                shadow_cfg = SuiteConfig.model_validate({**candidate.applied_to(suite_cfg), "label": candidate.label})
             except ValidationError as exc:
-                issues.extend(issue((*loc, "params", *e["loc"]), e["msg"]) for e in exc.errors())
+                issues.extend(issue((*where, *e["loc"]), e["msg"]) for e in exc.errors())
                 continue
-            bound.append(BoundEvaluator(spec.result_name, spec.weight, evaluator, spec.gate))
-        if not any(spec.weight > 0 for spec in suite_cfg.evaluators):
-            issues.append(issue((*base, "evaluators"), "weights sum to 0; at least one evaluator needs a weight > 0"))
-        if suite_cfg.judge is not None:
-            issues.extend(issue(loc, message) for loc, message in _judge_issues(config, i, names))
-        definition = suite_definition(suite_cfg, bound, config.judges)
-        suites.append(Suite(suite_cfg, tuple(bound), definition_hash(definition), definition))
+            built = _build_suite(config, shadow_cfg, where, issue, issues)
+            if built.version == suite.version:
+                issues.append(issue(where, f"the candidate's definition is the live suite's (version {suite.version}); "
+                                    "a shadow must change something"))  # fmt: skip
+            elif built.version in {s.suite.version for s in shadows}:
+                issues.append(issue(where, f"the same definition as an earlier candidate (version {built.version})"))
+            shadows.append(Shadow(built, candidate.sample_rate))
+        suites.append(_with_shadows(suite, shadows))
     if issues:
         raise ConfigError(issues)
     return config, Suites(suites, config.judges, config.alerts, config.windowing, config.inputs)
+
+
+def _with_shadows(suite: Suite, shadows: Sequence[Shadow]) -> Suite:
+    object.__setattr__(suite, "shadows", tuple(shadows))
+    return suite
+
+
+def _build_suite(config: StreamEvalConfig, suite_cfg: SuiteConfig, base: tuple[str | int, ...],
+                 issue: Callable[[Sequence[str | int], str], ConfigIssue], issues: list[ConfigIssue]) -> Suite:  # fmt: skip
+    """Build one suite's evaluators and version; its problems go to ``issues`` (paths from ``base``)."""
+    bound: list[BoundEvaluator] = []
+    names: set[str] = set()
+    for j, spec in enumerate(suite_cfg.evaluators):
+        loc = (*base, "evaluators", j)
+        if spec.result_name in names:
+            issues.append(issue((*loc, "name"), f"evaluator name {spec.result_name!r} used twice in this suite; set a distinct 'name'"))
+        names.add(spec.result_name)
+        try:
+            evaluator = build_evaluator(spec.evaluator, spec.params)
+        except KeyError as exc:
+            issues.append(issue((*loc, "evaluator"), str(exc.args[0])))
+            continue
+        except ValidationError as exc:
+            issues.extend(issue((*loc, "params", *e["loc"]), e["msg"]) for e in exc.errors())
+            continue
+        bound.append(BoundEvaluator(spec.result_name, spec.weight, evaluator, spec.gate))
+    if not any(spec.weight > 0 for spec in suite_cfg.evaluators):
+        issues.append(issue((*base, "evaluators"), "weights sum to 0; at least one evaluator needs a weight > 0"))
+    if suite_cfg.judge is not None:
+        issues.extend(issue(loc, message) for loc, message in _judge_issues(config, suite_cfg, base, names))
+    definition = suite_definition(suite_cfg, bound, config.judges)
+    return Suite(suite_cfg, tuple(bound), definition_hash(definition), definition)
 
 
 def _input_error(
@@ -411,11 +524,12 @@ def _input_error(
     return loc, message
 
 
-def _judge_issues(config: StreamEvalConfig, index: int, names: set[str]) -> list[tuple[tuple[str | int, ...], str]]:
-    """Problems of suite ``index``'s judge block: unknown judges, weights, fallback evaluators."""
-    block = config.suites[index].judge
+def _judge_issues(config: StreamEvalConfig, suite: SuiteConfig, at: tuple[str | int, ...],
+                  names: set[str]) -> list[tuple[tuple[str | int, ...], str]]:  # fmt: skip
+    """Problems of the judge block of ``suite`` (at path ``at``): unknown judges, weights, fallback evaluators."""
+    block = suite.judge
     assert block is not None
-    base: tuple[str | int, ...] = ("suites", index, "judge")
+    base: tuple[str | int, ...] = (*at, "judge")
     out: list[tuple[tuple[str | int, ...], str]] = []
     known = {j.name for j in config.judges}
     if not config.judges:
@@ -435,7 +549,7 @@ def _judge_issues(config: StreamEvalConfig, index: int, names: set[str]) -> list
             out.append(((*base, "fallbacks", k, "evaluator"),
                         f"no evaluator named {spec.evaluator!r} in this suite; names: {', '.join(sorted(names))}"))
     if PANEL_RESULT_NAME in names:
-        out.append((("suites", index, "evaluators"), f"{PANEL_RESULT_NAME!r} is reserved for the judge panel's result"))
+        out.append(((*at, "evaluators"), f"{PANEL_RESULT_NAME!r} is reserved for the judge panel's result"))
     return out
 
 

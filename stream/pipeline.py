@@ -18,7 +18,7 @@ import gc
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -87,12 +87,17 @@ class Pipeline:
         clock: Callable[[], float] = time.time,
         judge_cache: JudgeCache | None = None,
         judge_transport: httpx.AsyncBaseTransport | None = None,
+        result_marks: Mapping[str, Any] | None = None,
+        judge_budget_scope: str = "",
     ) -> None:
         self.suites = suites
+        # fields set on every result: {"shadow": True} for shadows, {"backfill": True} for backfills
+        self.result_marks = dict(result_marks or {})
         self.judges: JudgeHub | None = None
         self._suite_judges: dict[str, SuiteJudge] = {}
         if any(s.config.judge is not None for s in suites.all):
-            self.judges = JudgeHub(suites.judges, cache=judge_cache, transport=judge_transport)
+            self.judges = JudgeHub(suites.judges, cache=judge_cache, transport=judge_transport,
+                                   budget_scope=judge_budget_scope)
             self._suite_judges = {
                 s.name: SuiteJudge(s.config.judge, self.judges, threshold=s.config.threshold, suite=s.name)
                 for s in suites.all if s.config.judge is not None
@@ -254,6 +259,7 @@ class Pipeline:
             pipeline_version=__version__,
             judge=judge_block,
             suite_version=suite.version or None,
+            **self.result_marks,
         )
 
     def runs_sync(self, suite: Suite) -> bool:

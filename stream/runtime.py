@@ -36,7 +36,7 @@ from .api import (
     stall_check,
     start_web,
 )
-from .config import Suites, parse_config_text, read_config_text
+from .config import Suites, add_shadow_file, parse_config_text, read_config_text, shadow_routings
 from .connect_check import check_redis_settings
 from .deadletters import DeadLetterPolicy, RawStore
 from .errors import ConfigError
@@ -90,6 +90,8 @@ def load_worker_config(settings: Settings) -> WorkerConfig:
     config_file = settings.config
     config_text = read_config_text(config_file)
     _, suites = parse_config_text(config_text, file=config_file)  # fail fast, with file and field path
+    if settings.shadow:
+        add_shadow_file(suites, settings.shadow, sample_rate=settings.shadow_sample)
     check_alert_windows(suites.alerts, settings.windows, file=config_file)
     inputs = Inputs(suites.inputs, max_depth=settings.max_event_depth)
     input_topics = inputs.topics(settings.topic_requests)
@@ -157,9 +159,21 @@ class Runtime:
         # labels and current versions (a label reused with another definition: ConfigError, exit 2)
         await retry_forever(lambda: register_versions(client, store.keys, version_infos(suites), run="live",
                                                       file=config.config_file), what="recording suite versions")  # fmt: skip
+        shadow_infos = [VersionInfo(s.suite.name, s.suite.version, s.suite.label, s.suite.definition)
+                        for suite in suites.all for s in suite.shadows]  # fmt: skip
+        await retry_forever(lambda: register_versions(client, store.keys, shadow_infos, run="shadow",
+                                                      file=settings.shadow or config.config_file),
+                            what="recording shadow versions")  # fmt: skip
+        # shadows: same events, own versions and figures, results marked shadow: true, a judge budget of their own
+        shadows = [Pipeline(routing, max_event_bytes=settings.max_event_bytes, max_event_depth=settings.max_event_depth,
+                            judge_cache=JudgeCache(client, prefix=settings.redis_prefix),
+                            result_marks={"shadow": True}, judge_budget_scope="~shadow")
+                   for routing in shadow_routings(suites)]  # fmt: skip
         registered_once = True
         for suite in suites.all:
             log.info("suite %s: version %s%s", suite.name, suite.version, f" ({suite.label})" if suite.label else "")
+            for shadow in suite.shadows:
+                log.info("suite %s: shadow version %s, sample %g", suite.name, shadow.suite.version, shadow.sample_rate)
 
         async def close() -> None:
             bind_live_registry(None)
@@ -174,7 +188,7 @@ class Runtime:
                              budget_bytes=settings.dead_letter_raw_budget_bytes)  # fmt: skip
         dead_letters = DeadLetterPolicy(max_bytes=settings.dead_letter_max_bytes, store=raw_store)
         processor = Processor(pipeline, store, on_close=close, pool=pool, inputs=config.inputs,
-                              dead_letters=dead_letters)  # fmt: skip
+                              dead_letters=dead_letters, shadows=shadows)  # fmt: skip
         await processor.start()
         windowing = suites.windowing
         closer = WindowCloser(store, suites.alerts, allowed_lateness_s=windowing.allowed_lateness_s,

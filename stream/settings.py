@@ -36,6 +36,10 @@ class Settings(BaseSettings, OutputTopics):  # the output topics' settings: stre
         "unset: the demo starts an embedded server",
     )
     config: str | None = Field(default=None, description="path of the suites YAML file")
+    shadow: str | None = Field(default=None, description="a suites YAML whose suites run as shadow candidates of "
+                               "the live suites of the same names (docs/versions.md)")
+    shadow_sample: float = Field(default=1.0, ge=0.0, le=1.0,
+                                 description="share of events (by event-id hash) the --shadow file's candidates evaluate")
     app_id: str = Field(default="streameval", min_length=1, description="Faust app id = Kafka consumer group")
     topic_requests: str = Field(default="evals.requests", description="input topic of request events")
     topic_partitions: int = Field(default=4, ge=1, description="partitions of topics the worker creates")
