@@ -110,7 +110,7 @@ def test_shadows_have_a_judge_budget_of_their_own() -> None:
     from streameval.judges import JudgeCache, JudgeConfig, JudgeHub
 
     cfg = JudgeConfig(name="j1", protocol="openai", base_url="http://127.0.0.1:1/v1", model="m", weight=1.0,
-                      budget_per_hour=1.0)  # fmt: skip
+                      budget_per_hour=1.0, price_input_per_mtok=1.0)  # fmt: skip
     cache = JudgeCache(aioredis.Redis(), prefix="p:")
     live, shadow = JudgeHub([cfg], cache=cache), JudgeHub([cfg], cache=cache, budget_scope="~shadow")
     live_money, shadow_money = live.judges["j1"].money, shadow.judges["j1"].money
