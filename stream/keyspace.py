@@ -33,8 +33,8 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{versions}:current``             hash suite -> the version live workers run (the API's default)
 ``P{versions}:defs``                hash ``suite:version`` -> the resolved definition, canonical JSON
 ``P{versions}:runs``                hash ``suite:version`` -> how it ran last: live, shadow or backfill
-``P{T}:sc:{gen}``                   compact per-event scores of a version: digest of the event id ->
-                                    packed score and pass (streameval.versionstore; bounded, TTL)
+``P{T}:sc:{gen}`` ``P{T}:scn``      compact per-event scores of a version, appended per batch, and the
+                                    evaluator names (streameval.compare; TTL ``compare_ttl_s``)
 ``P judge:...``                     judge answers (streameval.judges._cache), one slot per key
 ``P judge_spend:{judge}:{hour}``    a judge's money spent in one UTC clock hour (one key per command)
 ==================================  ================================================================
@@ -331,8 +331,12 @@ class Keys:
         return self.registry + "changes"
 
     def compact_scores(self, pair: str, generation: int) -> str:
-        """Per-event compact scores of a pair (streameval.versionstore), generation ``generation``."""
+        """Per-event compact scores of a pair (streameval.compare), generation ``generation``."""
         return f"{self.pair(pair)}sc:{generation}"
+
+    def compact_names(self, pair: str) -> str:
+        """The evaluator names of a pair's compact scores, NUL-separated (streameval.compare)."""
+        return f"{self.pair(pair)}scn"
 
     # -- suite versions (one slot; streameval.versionstore) --------------------------------------------
     @property

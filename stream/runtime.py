@@ -249,7 +249,7 @@ async def serve_web(config: WorkerConfig) -> WebServer:
     web_app = create_web_app(client, prefix=settings.redis_prefix, token=api.token(), checks=checks,
                              ready_timeout_s=api.ready_timeout_s, windows=settings.windows,
                              access=api.access(), registry_limits=api.registry_limits(),
-                             redelivery_ttl_s=settings.redelivery_ttl_s)  # fmt: skip
+                             redelivery_ttl_s=settings.redelivery_ttl_s, compare_ttl_s=settings.compare_ttl_s)  # fmt: skip
     runner = await start_web(web_app, api.web_host, api.web_port)
     log.info("worker web server on http://%s:%d", api.web_host, api.web_port)
     return WebServer(runner, client)

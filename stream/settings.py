@@ -57,6 +57,11 @@ class Settings(BaseSettings, OutputTopics):  # the output topics' settings: stre
         default=3600, ge=0,
         description="redelivery horizon: how long an event's encoded result is kept to publish again on redelivery",
     )
+    compare_ttl_s: int = Field(
+        default=3 * 86400, ge=0,
+        description="how long each version's compact per-event scores are kept for /api/v1/stats/compare (between "
+        "this and twice this); 0 keeps none",
+    )
     examples: int = Field(
         default=20, ge=0, le=200,
         description="drill-down: the lowest-scored results and a sample of the failed ones kept per window x model x suite "

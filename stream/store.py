@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import _lua, telemetry
+from .compare import Compact, pack_scores, unpack_scores
 from .drilldown import Candidates
 from .errors import StoreUnavailable
 from .keyspace import OVERFLOW_MODEL, Client, Keys, guard, is_cluster, retry_forever, run_scripts
@@ -52,8 +53,8 @@ from .stats import latency_bucket
 if TYPE_CHECKING:
     from .settings import Settings
 
-__all__ = ["MARK_BUCKET_BYTES", "PACKED_FIELD", "PairAggregate", "ResultStore", "hash_fields", "pointer", "retry_forever",
-           "stored_results"]
+__all__ = ["MARK_BUCKET_BYTES", "PACKED_FIELD", "PairAggregate", "ResultStore", "compact_scores", "hash_fields", "pointer",
+           "retry_forever", "stored_results"]
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,7 @@ class ResultStore:
         example_ttl_s: int = 86400,
         wait_replicas: int = 0,
         wait_timeout_ms: int = 1000,
+        compare_ttl_s: int = 3 * 86400,
     ) -> None:
         self.client = client
         self.keys = Keys(prefix)
@@ -142,6 +144,8 @@ class ResultStore:
         self.clock = clock  # tests inject one; None: the Redis server's clock (the watermark's clock)
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = wait_timeout_ms
+        self.compare_ttl_s = compare_ttl_s  # per-version compact scores (streameval.compare); 0: none kept
+        self._compact_keys: dict[str, tuple[str, ...]] = {}  # key -> names sent (scn) / TTL given (sc), this worker
         self._offset = 0.0  # Redis clock minus ours, learnt when the record script says we guessed wrong
         self._record = client.register_script(_lua.RECORD)
         self._index = client.register_script(_lua.INDEX)
@@ -173,7 +177,7 @@ class ResultStore:
                    all_time_ttl_s=settings.all_time_ttl_s, max_pairs=settings.max_pairs,
                    allowed_lateness_s=allowed_lateness_s, examples=settings.examples,
                    example_ttl_s=settings.example_ttl_s, wait_replicas=settings.redis_wait_replicas,
-                   wait_timeout_ms=settings.redis_wait_timeout_ms)  # fmt: skip
+                   wait_timeout_ms=settings.redis_wait_timeout_ms, compare_ttl_s=settings.compare_ttl_s)  # fmt: skip
 
     # -- keys (for callers that address one pair) -----------------------------------------------
     def pair_id(self, model: str, suite: str, version: str = "") -> str:
@@ -209,7 +213,7 @@ class ResultStore:
         first: dict[tuple[str, bytes], int] = {}
         copies = {e.index: first.setdefault((e.pair, e.digest), e.index) for e in events}
         pending = [e for e in events if copies[e.index] == e.index]
-        writes = self._result_strings(pending, self.now())
+        writes = self._result_strings(pending, self.now()) + self._compact_scores(pending, self.now())
         dups: list[tuple[_Event, bytes]] = []  # events already counted, with the pointer to what they published
         dead_call = self._dead_letter_call(dead_letters) if dead_letters else None
         for _ in range(len(items) + 8):  # each round drops a duplicate or corrects the clock guess
@@ -323,6 +327,37 @@ class ResultStore:
                 event.pointer = pointer(event.digest, offset, len(event.encoded), suffix)
                 offset += len(event.encoded)
             writes.append(("SET", self.keys.result_blob(pair, suffix), b"".join(e.encoded for e in group), "EX", ttl))
+        return writes
+
+    def _compact_scores(self, events: Sequence[_Event], now: float) -> list[tuple[Any, ...]]:
+        """APPENDs of the batch's compact per-event scores, one per versioned pair (streameval.compare), with
+        the TTL and the evaluator names the first time this worker writes each key. An event whose record
+        call finds it counted before was appended before too: readers keep an id's first record."""
+        if not self.compare_ttl_s:
+            return []
+        gen = int(now // self.compare_ttl_s)
+        by_pair: dict[str, list[_Event]] = defaultdict(list)
+        for event in events:
+            if event.result is not None and event.result.suite_version:
+                by_pair[event.pair].append(event)
+        writes: list[tuple[Any, ...]] = []
+        if len(self._compact_keys) > 10 * self.max_pairs:
+            self._compact_keys.clear()
+        for pair, group in by_pair.items():
+            key = self.keys.compact_scores(pair, gen)
+            data = b"".join(pack_scores(r.id, e.event_time, r.score, r.passed, [(x.score, x.passed) for x in r.evaluators])
+                            for e in group if (r := e.result) is not None)  # fmt: skip
+            writes.append(("APPEND", key, data))
+            if key not in self._compact_keys:
+                writes.append(("EXPIRE", key, _until((gen + 2) * self.compare_ttl_s, now)))
+                self._compact_keys[key] = ()
+            # the longest list of the batch (an unsampled event's result lacks the judge panel's, at the end)
+            names = max((tuple(x.name for x in e.result.evaluators) for e in group if e.result is not None), key=len)
+            names_key = self.keys.compact_names(pair)
+            known = self._compact_keys.get(names_key)
+            if known is None or (names != known and known[: len(names)] != names):  # never shrink to a prefix
+                writes.append(("SET", names_key, "\0".join(names), "EX", 2 * self.compare_ttl_s))
+                self._compact_keys[names_key] = names
         return writes
 
     async def _republish(self, dups: list[tuple[_Event, bytes]], out: list[bytes | None]) -> None:
@@ -660,6 +695,22 @@ async def stored_results(client: Client, keys: Keys,
         else:
             out.append(got[0] if got else None)
     return out
+
+
+async def compact_scores(client: Client, keys: Keys, pair: str, *, ttl_s: int, now: float,
+                         since: float | None = None, until: float | None = None) -> tuple[dict[str, Compact], list[str]]:  # fmt: skip
+    """A pair's retained compact scores (both live generations; an id's first record) and its evaluator
+    names (streameval.compare); events whose time is outside [since, until) are left out."""
+    if not ttl_s:
+        return {}, []
+    gen = int(now // ttl_s)
+    async with client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
+        for g in (gen - 1, gen, gen + 1):  # +1: this clock may be behind the workers'
+            pipe.get(keys.compact_scores(pair, g))
+        pipe.get(keys.compact_names(pair))
+        *parts, names = await guard(pipe.execute())
+    data = b"".join(bytes(p) for p in parts if p)
+    return unpack_scores(data, since=since, until=until), [n for n in _text(names or b"").split("\0") if n]
 
 
 def _text(value: bytes | str) -> str:

@@ -264,6 +264,29 @@ def openapi_document() -> dict[str, Any]:
                               "404": _error("503001: the suite never had this version; data.known lists the known ones"), **_UNAVAILABLE},
             },
         },
+        "/api/v1/stats/compare": {
+            "get": {
+                "operationId": "statsCompare", "summary": "version b against version a of one model × suite, on the events both scored (docs/versions.md)",
+                "parameters": [
+                    {"name": "model", "in": "query", "required": True, "schema": {"type": "string", "minLength": 1}},
+                    {"name": "suite", "in": "query", "required": True, "schema": {"type": "string", "minLength": 1}},
+                    {"name": "a", "in": "query", "required": True, "schema": {"type": "string", "pattern": "^([0-9a-f]{12}|legacy)$"}},
+                    {"name": "b", "in": "query", "required": True, "schema": {"type": "string", "pattern": "^([0-9a-f]{12}|legacy)$"}},
+                    _SIZE,
+                    {"name": "window", "in": "query", "required": False, "schema": {"type": "string"},
+                     "description": "a window start (epoch seconds or RFC 3339): only events of that window (default: every retained event)"}],
+                "responses": {"200": _json(_envelope({"type": "object", "required": ["n", "empty", "reason"], "properties": {
+                    "n": {"type": "integer"}, "empty": {"type": "boolean"}, "reason": _nullable("string", description="why the comparison is empty"),
+                    "mean_diff": _nullable("number"), "ci_low": _nullable("number"), "ci_high": _nullable("number"),
+                    "pass_to_fail": {"type": "integer"}, "fail_to_pass": {"type": "integer"},
+                    "pass_to_fail_ids": {"type": "array", "items": {"type": "string"}},
+                    "fail_to_pass_ids": {"type": "array", "items": {"type": "string"}},
+                    "kappa": _nullable("number"), "pearson": _nullable("number"), "spearman": _nullable("number"),
+                    "evaluators": {"type": "object"}}}), "the comparison"),
+                              "400": _error("missing model, suite, a or b; a malformed version, window or size"),
+                              "404": _error("503001: the suite never had this version; data.known lists the known ones"), **_UNAVAILABLE},
+            },
+        },
         "/api/v1/results/{id}": {
             "get": {
                 "operationId": "resultById", "summary": "one full graded result while it is retained (the redelivery horizon)",

@@ -30,7 +30,8 @@ from ..drilldown import KINDS, parse
 from ..keyspace import Client, Keys, guard
 from ..models import parse_time
 from ..stats import histogram_quantile, krippendorff_alpha, pearson
-from ..store import hash_fields, stored_results
+from ..compare import compare
+from ..store import compact_scores, hash_fields, stored_results
 from ..windows import _panel, _sums
 from ._errors import BadRequest, NotFound, NotRetained
 
@@ -61,9 +62,11 @@ async def remember_alert(client: Client, prefix: str, encoded: bytes) -> None:
 class StatsConfig:
     """Where the aggregates live: the Redis client, key prefix and the configured window sizes."""
 
-    def __init__(self, client: Client, prefix: str, windows: tuple[int, ...], redelivery_ttl_s: int = 3600) -> None:
+    def __init__(self, client: Client, prefix: str, windows: tuple[int, ...], redelivery_ttl_s: int = 3600,
+                 compare_ttl_s: int = 3 * 86400) -> None:  # fmt: skip
         self.client, self.prefix, self.windows = client, prefix, windows
         self.redelivery_ttl_s = redelivery_ttl_s  # how long full results are kept (GET /api/v1/results/{id})
+        self.compare_ttl_s = compare_ttl_s  # how long per-version compact scores are kept (compare)
         self.keys = Keys(prefix)
         # one stats read at a time: others queue here, not in the event loop ahead of /health
         self.gate = asyncio.Semaphore(1)
@@ -427,6 +430,37 @@ async def result_by_id(request: web.Request) -> web.Response:
                    "failing results of each window are kept longer, see /api/v1/stats/examples")
 
 
+async def compare_versions(request: web.Request) -> web.Response:
+    """Version ``b`` against version ``a`` of one model × suite on the events both scored (docs/versions.md);
+    ``window`` (a window start, ``size`` seconds) narrows it to events of that window."""
+    config = request.app[STATS_KEY]
+    model, suite = _text_param(request, "model"), _text_param(request, "suite")
+    chosen = []
+    for side in ("a", "b"):
+        raw = _text_param(request, side)
+        chosen.append("" if raw == LEGACY_VERSION else raw)
+        if raw != LEGACY_VERSION and not (len(raw) == 12 and all(c in "0123456789abcdef" for c in raw)):
+            raise BadRequest(f"{side} must be a 12-digit hex version or {LEGACY_VERSION!r}; got {raw!r}",
+                             [{"path": f"$.query.{side}", "message": "a version"}])  # fmt: skip
+    size = _size(request)
+    start = _window_start(request, size)
+    members = [_text(m) for m in await guard(config.client.zrange(config.keys.pairs, 0, -1))]
+    mine = [m for m in members if Keys.split_pair(m)[:2] == (model, suite)]
+    for version in chosen:
+        select_versions(mine, version, {}, suite)  # NotFound naming the known versions
+    now = time.time()
+    since, until = (None, None) if start is None else (start, start + size)
+    (a, names_a), (b, names_b) = [
+        await compact_scores(config.client, config.keys, Keys.pair_id(model, suite, v), ttl_s=config.compare_ttl_s,
+                             now=now, since=since, until=until) for v in chosen]  # fmt: skip
+    loop = asyncio.get_running_loop()  # 100 k events a side: ~0.3 s of CPU, off the event loop's thread
+    result = await loop.run_in_executor(None, lambda: compare(a, b, names_a=names_a, names_b=names_b,
+                                                              labels=(chosen[0], chosen[1])))  # fmt: skip
+    if not config.compare_ttl_s:
+        result["reason"] = "per-event scores are not kept (STREAMEVAL_COMPARE_TTL_S is 0)"
+    return _ok({"model": model, "suite": suite, "size": size, "window": start, **result})
+
+
 def _gated(handler: Callable[[web.Request], Awaitable[web.Response]]) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def gated(request: web.Request) -> web.Response:
         async with request.app[STATS_KEY].gate:
@@ -441,6 +475,7 @@ def routes() -> list[web.RouteDef]:
         web.get("/api/v1/stats/windows", _gated(windows)),
         web.get("/api/v1/stats/deadletters", _gated(dead_letters)),
         web.get("/api/v1/stats/examples", _gated(examples)),
+        web.get("/api/v1/stats/compare", _gated(compare_versions)),
         web.get("/api/v1/results/{id}", _gated(result_by_id)),
         web.get("/api/v1/alerts", alerts),
     ]
