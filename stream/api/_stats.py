@@ -209,7 +209,7 @@ async def current_versions(config: StatsConfig) -> dict[str, str]:
 def _version_param(request: web.Request) -> str | None:
     """``version``: None (each suite's current version), ``all``, ``legacy`` ("") or a version hash."""
     raw = request.query.get("version")
-    if raw is None or raw == "":
+    if raw is None:
         return None
     if raw == LEGACY_VERSION:
         return ""
