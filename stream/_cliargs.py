@@ -152,4 +152,17 @@ def build_parser() -> argparse.ArgumentParser:
     check = _sub(sub, "check", "validate a suite YAML and list its suites",
                  "Validate a suite file (every problem with file, line and field) and list its suites.")
     check.add_argument("config", type=Path, help="suite YAML to check")
+
+    cmp = _sub(sub, "compare", "compare two suite versions on the same events, offline",
+               "With --input: A and B are suite files, each evaluates every event of the JSONL file, and suites of "
+               "the same name are compared. Without: A and B are result files (JSONL graded results), joined by id "
+               "within each model x suite. Reports b against a: n, mean difference with a paired 95 % CI, "
+               "pass->fail and fail->pass flips with example ids, Cohen's kappa, Pearson and Spearman, "
+               "per-evaluator deltas (docs/versions.md).")  # fmt: skip
+    cmp.add_argument("a", type=Path, help="version a: a suite file (with --input) or a result file")
+    cmp.add_argument("b", type=Path, help="version b: a suite file (with --input) or a result file")
+    cmp.add_argument("--input", type=Path, default=None, metavar="FILE",
+                     help="request events, JSONL: A and B are then suite files")
+    cmp.add_argument("--json", action="store_true", help="print the comparisons as one JSON document")
+    cmp.add_argument("--concurrency", type=int, default=64, metavar="N", help="events evaluated at once (with --input)")
     return parser

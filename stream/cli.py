@@ -105,6 +105,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return _evaluate(args, load_settings(**limit), console)
     if args.command == "check":
         return _check(args.config, console)
+    if args.command == "compare":
+        return _compare(args, console)
     if args.command == "dead-letter-raw":
         return asyncio.run(_dead_letter_raw(args, load_settings(**({"redis_url": args.redis_url} if args.redis_url else {})), console))
     settings = load_settings(**({"kafka_bootstrap_servers": args.bootstrap} if args.bootstrap else {}))
@@ -147,6 +149,52 @@ def _check(path: Path, console: Console) -> int:
     for spec in suites.inputs:
         console.print(f"input {spec.topic}: {spec.format}", highlight=False)
     console.print(f"{path}: OK ({len(suites.all)} suites)")
+    return EXIT_OK
+
+
+def _compare(args: argparse.Namespace, console: Console) -> int:
+    import orjson
+    from rich.table import Table
+
+    from .compare_offline import compare_result_files, compare_suite_files
+
+    if args.concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    for path in (args.a, args.b, *((args.input,) if args.input else ())):
+        if not path.is_file():
+            raise UsageError(f"{path}: no such file")
+    if args.input is not None:
+        reports = compare_suite_files(args.a, args.b, args.input, concurrency=args.concurrency)
+    else:
+        reports = compare_result_files(args.a, args.b)
+    if args.json:
+        sys.stdout.write(orjson.dumps(reports, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return EXIT_OK
+
+    def num(value: float | None, spec: str = ".4f") -> str:
+        return "-" if value is None else format(value, spec)
+
+    table = Table(title=f"{args.b.name} against {args.a.name}")
+    for column in ("model", "suite", "versions a→b", "n", "mean a", "mean b", "diff [95 % CI]", "pass→fail",
+                   "fail→pass", "κ", "Pearson", "Spearman"):  # fmt: skip
+        table.add_column(column)
+    for r in reports:
+        diff = "-" if r["empty"] else f"{num(r['mean_diff'], '+.4f')} [{num(r['ci_low'], '+.4f')}, {num(r['ci_high'], '+.4f')}]"
+        table.add_row(r["model"], r["suite"], f"{r['a'] or '-'}→{r['b'] or '-'}", str(r["n"]), num(r.get("mean_a")),
+                      num(r.get("mean_b")), diff, str(r["pass_to_fail"]), str(r["fail_to_pass"]), num(r["kappa"], ".3f"),
+                      num(r["pearson"], ".3f"), num(r["spearman"], ".3f"))  # fmt: skip
+    console.print(table)
+    for r in reports:
+        where = f"{r['model']} / {r['suite']}"
+        if r["empty"]:
+            console.print(f"{where}: empty comparison: {r['reason']}", highlight=False)
+        for kind in ("pass_to_fail", "fail_to_pass"):
+            if r[kind + "_ids"]:
+                console.print(f"{where} {kind.replace('_to_', '→')}: {', '.join(r[kind + '_ids'])}", highlight=False)
+        for name, d in sorted(r["evaluators"].items()):
+            if d.get("n"):
+                console.print(f"{where} evaluator {name}: {d['mean_a']:.4f} → {d['mean_b']:.4f} "
+                              f"({d['mean_diff']:+.4f}, n {d['n']})", highlight=False)  # fmt: skip
     return EXIT_OK
 
 
