@@ -1,15 +1,18 @@
 """Comparing two suite versions on the events both scored (docs/versions.md): pure functions, no I/O.
 
-Per-event compact scores: the record path appends one record per counted result to a string per pair
-and generation (``P{T}:sc:{gen}``, streameval.keyspace; :func:`pack_scores` / :func:`unpack_scores`):
+Per-event compact scores: each record call appends one chunk per versioned pair to a string per pair and
+generation (``P{T}:sc:{gen}``, streameval.keyspace), built by :func:`pack_chunk`, read by
+:func:`unpack_chunks`. A chunk is columnar, so that reading 100 k events is a few C-level unpacks:
 
-    id length (1 byte) · id (UTF-8, at most 255 bytes) · event time (uint32, s) · score (float32) ·
-    flags (1 byte: bit 0 passed) · k (1 byte) · k evaluator scores (uint16 each: bit 15 passed,
-    bits 0-14 the score × 32767)
+    header: n (uint32) · K (uint8, evaluator scores per record) · length of the ids (uint32)
+    n records: event time (uint32, s) · score (float32) · flags (uint8, bit 0 passed) ·
+               K evaluator scores (uint16: bit 15 passed, bits 0-14 the score × 32766; 0xFFFF absent)
+    the n event ids, UTF-8, joined by NUL (a NUL inside an id is read as U+0001 on both sides)
 
-A redelivered event may be appended again (the append goes with the record call, before Redis says
-whether the event was new): readers keep the first record of an id, which is what was counted.
-The evaluator names of a pair are kept once (``P{T}:scn``), in the order of the records' scores.
+About 10 bytes + the id + 2 per evaluator per event. A redelivered event may be appended again (the
+append goes with the record call, before Redis says whether the event was new): readers keep an id's
+first record, which is what was counted. The evaluator names of a pair are kept once (``P{T}:scn``), in
+the order of the records' evaluator scores.
 
 :func:`compare` takes two versions' records and reports n, the mean difference with a paired 95 % CI,
 pass→fail and fail→pass flips with example ids, Cohen's κ of pass/fail, Pearson and Spearman of the
@@ -20,79 +23,88 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections import Counter
+from itertools import accumulate
+from operator import itemgetter, mul, sub
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .stats import moments, t_quantile_975
 
-__all__ = ["MAX_FLIP_EXAMPLES", "Compact", "compare", "kappa", "pack_scores", "rank", "unpack_scores"]
+__all__ = ["ABSENT", "MAX_FLIP_EXAMPLES", "Compact", "compact", "compare", "kappa", "pack_chunk", "rank",
+           "unpack_chunks"]  # fmt: skip
 
-_HEAD = struct.Struct(">IfBB")  # event time, score, flags, evaluator count
-_EV = 32767
+#: one event in one version: (event time s, score, passed, evaluator scores as packed uint16 ...)
+Compact = tuple[Any, ...]
+_HEAD = struct.Struct(">IBI")
+_SCALE = 32766  # so that a passed 1.0 (0xFFFE) is never ABSENT
+#: an evaluator score the event does not have (e.g. the judge panel's on an event it did not sample)
+ABSENT = 0xFFFF
 #: most example ids listed per flip direction
 MAX_FLIP_EXAMPLES = 10
 
 
-@dataclass(frozen=True, slots=True)
-class Compact:
-    """One event's scores in one version."""
-
-    event_time: int
-    score: float
-    passed: bool
-    evaluators: tuple[tuple[float, bool], ...]
+def _ev(score: float, passed: bool) -> int:
+    return (0x8000 if passed else 0) | round(min(1.0, max(0.0, score)) * _SCALE)
 
 
-def pack_scores(event_id: str, event_time: float, score: float, passed: bool,
-                evaluators: Sequence[tuple[float, bool]]) -> bytes:  # fmt: skip
-    """One compact record (module docstring); ids over 255 bytes are cut (they still join, by their head)."""
-    raw = event_id.encode()[:255]
-    k = min(len(evaluators), 255)
-    ev = b"".join(struct.pack(">H", (0x8000 if ok else 0) | round(min(1.0, max(0.0, s)) * _EV))
-                  for s, ok in evaluators[:k])  # fmt: skip
-    head = _HEAD.pack(max(0, min(int(event_time), 0xFFFFFFFF)), score, 1 if passed else 0, k)
-    return bytes([len(raw)]) + raw + head + ev
+def compact(event_time: float, score: float, passed: bool, evaluators: Sequence[tuple[float, bool]]) -> Compact:
+    """One event's record as :func:`unpack_chunks` returns it (the offline comparison builds them so)."""
+    return (max(0, min(int(event_time), 0xFFFFFFFF)), float(struct.unpack(">f", struct.pack(">f", score))[0]),
+            1 if passed else 0, *(_ev(s, p) for s, p in evaluators))  # fmt: skip
 
 
-def unpack_scores(data: bytes, *, since: float | None = None, until: float | None = None) -> dict[str, Compact]:
-    """The records of one string, first record per id kept; with ``since``/``until``, only events whose
-    time is in [since, until). A truncated tail (a write cut short) is ignored."""
+def pack_chunk(rows: Sequence[tuple[str, float, float, bool, Sequence[tuple[float, bool]]]]) -> bytes:
+    """One chunk of ``(event id, event time, score, passed, [(evaluator score, passed), ...])`` rows."""
+    k = min(255, max((len(r[4]) for r in rows), default=0))
+    record = struct.Struct(f">IfB{k}H")
+    body = bytearray()
+    for _, at, score, passed, evaluators in rows:
+        evs = [_ev(s, p) for s, p in evaluators[:k]]
+        evs += [ABSENT] * (k - len(evs))
+        body += record.pack(max(0, min(int(at), 0xFFFFFFFF)), score, 1 if passed else 0, *evs)
+    ids = b"\0".join(r[0].encode().replace(b"\0", b"\1") for r in rows)
+    return _HEAD.pack(len(rows), k, len(ids)) + bytes(body) + ids
+
+
+def unpack_chunks(data: bytes, *, since: float | None = None, until: float | None = None) -> dict[str, Compact]:
+    """Every record of a string of chunks, an id's first record kept; with ``since``/``until``, only
+    events whose time is in [since, until). A chunk that does not add up ends the reading."""
     out: dict[str, Compact] = {}
-    pos, end, head = 0, len(data), _HEAD.size
-    unpack_head, unpack_ev = _HEAD.unpack_from, struct.unpack_from
-    while pos < end:
-        n = data[pos]
-        start = pos + 1 + n
-        if start + head > end:
+    view = memoryview(data)
+    pos, end = 0, len(data)
+    while pos + _HEAD.size <= end:
+        n, k, ids_len = _HEAD.unpack_from(data, pos)
+        record = struct.Struct(f">IfB{k}H")
+        body = pos + _HEAD.size
+        stop = body + n * record.size + ids_len
+        if stop > end or n == 0:
             break
-        at, score, flags, k = unpack_head(data, start)
-        stop = start + head + 2 * k
-        if stop > end:
+        ids = bytes(view[body + n * record.size : stop]).decode(errors="replace").split("\0")
+        if len(ids) != n:
             break
-        event_id = data[pos + 1 : start].decode(errors="replace")
+        rows = record.iter_unpack(view[body : body + n * record.size])
+        if since is None and until is None:
+            for event_id, row in zip(ids, rows, strict=True):
+                if event_id not in out:
+                    out[event_id] = row
+        else:
+            low, high = -math.inf if since is None else since, math.inf if until is None else until
+            for event_id, row in zip(ids, rows, strict=True):
+                if low <= row[0] < high and event_id not in out:
+                    out[event_id] = row
         pos = stop
-        if event_id in out or (since is not None and at < since) or (until is not None and at >= until):
-            continue
-        evs = unpack_ev(f">{k}H", data, start + head) if k else ()
-        out[event_id] = Compact(at, score, bool(flags & 1), tuple(((v & 0x7FFF) / _EV, bool(v & 0x8000)) for v in evs))
     return out
 
 
 def rank(values: Sequence[float]) -> list[float]:
-    """Average ranks (1-based; ties share their mean rank), as Spearman's ρ needs."""
-    order = sorted(range(len(values)), key=values.__getitem__)
-    ranks = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        mean_rank = (i + j) / 2 + 1
-        for m in range(i, j + 1):
-            ranks[order[m]] = mean_rank
-        i = j + 1
-    return ranks
+    """Average ranks (1-based; ties share their mean rank), as Spearman's ρ needs (C-level loops only)."""
+    counts = Counter(values)
+    distinct = sorted(counts)
+    sizes = [counts[v] for v in distinct]
+    before = accumulate(sizes, initial=0)
+    mean_rank = {v: start + (size + 1) / 2 for v, start, size in zip(distinct, before, sizes)}
+    return list(map(mean_rank.__getitem__, values))
 
 
 def _pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
@@ -102,10 +114,10 @@ def _pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     mx, my = math.fsum(xs) / n, math.fsum(ys) / n
     dx = [x - mx for x in xs]
     dy = [y - my for y in ys]
-    sxx, syy = math.fsum(d * d for d in dx), math.fsum(d * d for d in dy)
+    sxx, syy = math.fsum(map(mul, dx, dx)), math.fsum(map(mul, dy, dy))
     if sxx <= 1e-24 or syy <= 1e-24:
         return None
-    r = math.fsum(a * b for a, b in zip(dx, dy, strict=True)) / math.sqrt(sxx * syy)
+    r = math.fsum(map(mul, dx, dy)) / math.sqrt(sxx * syy)
     return max(-1.0, min(1.0, r))
 
 
@@ -125,25 +137,27 @@ def kappa(a: Sequence[bool], b: Sequence[bool]) -> float | None:
 def compare(a: Mapping[str, Compact], b: Mapping[str, Compact], *, names_a: Sequence[str] = (),
             names_b: Sequence[str] = (), labels: tuple[str, str] = ("a", "b")) -> dict[str, Any]:  # fmt: skip
     """Version ``b`` against version ``a`` on the ids both scored (module docstring). Differences are b - a."""
-    shared = sorted(set(a) & set(b))
+    shared = list(a.keys() & b.keys())
     n = len(shared)
     out: dict[str, Any] = {"a": labels[0], "b": labels[1], "n": n, "n_a": len(a), "n_b": len(b)}
     if n == 0:
         reason = ("version a has no retained scores" if not a else "version b has no retained scores" if not b
                   else "the two versions scored no event in common")  # fmt: skip
         return {**out, "empty": True, "reason": reason, "mean_a": None, "mean_b": None, "mean_diff": None,
-                "ci_low": None, "ci_high": None, "pass_to_fail": 0, "fail_to_pass": 0,
-                "pass_to_fail_ids": [], "fail_to_pass_ids": [], "kappa": None, "pearson": None,
-                "spearman": None, "evaluators": {}}  # fmt: skip
-    xs = [a[i].score for i in shared]
-    ys = [b[i].score for i in shared]
-    diffs = [y - x for x, y in zip(xs, ys, strict=True)]
-    m = moments(n, math.fsum(diffs), math.fsum(d * d for d in diffs))
+                "ci_low": None, "ci_high": None, "pass_rate_a": None, "pass_rate_b": None,
+                "pass_to_fail": 0, "fail_to_pass": 0, "pass_to_fail_ids": [], "fail_to_pass_ids": [],
+                "kappa": None, "pearson": None, "spearman": None, "evaluators": {}}  # fmt: skip
+    ra = list(map(a.__getitem__, shared))
+    rb = list(map(b.__getitem__, shared))
+    xs = list(map(itemgetter(1), ra))
+    ys = list(map(itemgetter(1), rb))
+    diffs = list(map(sub, ys, xs))
+    m = moments(n, math.fsum(diffs), math.fsum(map(mul, diffs, diffs)))
     half = t_quantile_975(n) * m.std / math.sqrt(n) if n >= 2 else None
-    pa = [a[i].passed for i in shared]
-    pb = [b[i].passed for i in shared]
-    to_fail = [i for i, x, y in zip(shared, pa, pb, strict=True) if x and not y]
-    to_pass = [i for i, x, y in zip(shared, pa, pb, strict=True) if y and not x]
+    pa = [r[2] == 1 for r in ra]
+    pb = [r[2] == 1 for r in rb]
+    to_fail = sorted(i for i, x, y in zip(shared, pa, pb, strict=True) if x and not y)
+    to_pass = sorted(i for i, x, y in zip(shared, pa, pb, strict=True) if y and not x)
     return {
         **out, "empty": False, "reason": None,
         "mean_a": math.fsum(xs) / n, "mean_b": math.fsum(ys) / n, "mean_diff": m.mean,
@@ -152,37 +166,50 @@ def compare(a: Mapping[str, Compact], b: Mapping[str, Compact], *, names_a: Sequ
         "pass_to_fail": len(to_fail), "fail_to_pass": len(to_pass),
         "pass_to_fail_ids": to_fail[:MAX_FLIP_EXAMPLES], "fail_to_pass_ids": to_pass[:MAX_FLIP_EXAMPLES],
         "kappa": kappa(pa, pb), "pearson": _pearson(xs, ys), "spearman": _pearson(rank(xs), rank(ys)),
-        "evaluators": _evaluator_deltas(a, b, shared, names_a, names_b),
+        "evaluators": _evaluator_deltas(ra, rb, names_a, names_b),
     }  # fmt: skip
 
 
-def _evaluator_deltas(a: Mapping[str, Compact], b: Mapping[str, Compact], shared: Iterable[str],
-                      names_a: Sequence[str], names_b: Sequence[str]) -> dict[str, dict[str, Any]]:  # fmt: skip
-    """Per evaluator both versions have (by name): n, mean in each, mean difference, pass rates."""
+_PASSED = 0x8000
+
+
+def _column(rows: Sequence[Compact], index: int, uniform: bool) -> list[Any]:
+    """Field ``index`` of every record (records of one width: a C-level map; else :data:`ABSENT` where short)."""
+    if uniform:
+        return list(map(itemgetter(index), rows))
+    return [r[index] if len(r) > index else ABSENT for r in rows]
+
+
+def _evaluator_deltas(ra: Sequence[Compact], rb: Sequence[Compact], names_a: Sequence[str],
+                      names_b: Sequence[str]) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """Per evaluator both versions have (by name), on the events where both have its score: n, the means,
+    their difference, the pass rates; evaluators of one side only are named as such."""
     index_b = {name: j for j, name in enumerate(names_b)}
-    sums: dict[str, list[float]] = {}
+    widths_a, widths_b = (min(map(len, ra)), max(map(len, ra))), (min(map(len, rb)), max(map(len, rb)))
+    out: dict[str, dict[str, Any]] = {}
     for i, name in enumerate(names_a):
         j = index_b.get(name)
-        if j is None:
+        if j is None or 3 + i >= widths_a[1] or 3 + j >= widths_b[1]:
             continue
-        acc = sums.setdefault(name, [0, 0.0, 0.0, 0, 0])
-        for event_id in shared:
-            ea, eb = a[event_id].evaluators, b[event_id].evaluators
-            if i < len(ea) and j < len(eb):
-                acc[0] += 1
-                acc[1] += ea[i][0]
-                acc[2] += eb[j][0]
-                acc[3] += ea[i][1]
-                acc[4] += eb[j][1]
-    out = {}
-    for name, (n, sa, sb, passes_a, passes_b) in sums.items():
-        if n:
-            out[name] = {"n": int(n), "mean_a": sa / n, "mean_b": sb / n, "mean_diff": (sb - sa) / n,
-                         "pass_rate_a": passes_a / n, "pass_rate_b": passes_b / n}  # fmt: skip
-    only_a = [x for x in names_a if x not in index_b]
-    only_b = [x for x in names_b if x not in set(names_a)]
-    for name in only_a:
-        out[name] = {"n": 0, "only_in": "a"}
-    for name in only_b:
-        out[name] = {"n": 0, "only_in": "b"}
+        xs = _column(ra, 3 + i, widths_a[0] == widths_a[1])
+        ys = _column(rb, 3 + j, widths_b[0] == widths_b[1])
+        if ABSENT in xs or ABSENT in ys:
+            kept = [(x, y) for x, y in zip(xs, ys, strict=True) if x != ABSENT and y != ABSENT]
+            xs, ys = tuple(x for x, _ in kept), tuple(y for _, y in kept)
+        count = len(xs)
+        if not count:
+            continue
+        # each value is 0x8000 x passed + the scaled score: sums and pass counts without a Python loop
+        passes_a, passes_b = sum(map(_PASSED.__and__, xs)) >> 15, sum(map(_PASSED.__and__, ys)) >> 15
+        sa = (sum(xs) - (passes_a << 15)) / _SCALE
+        sb = (sum(ys) - (passes_b << 15)) / _SCALE
+        out[name] = {"n": count, "mean_a": sa / count, "mean_b": sb / count, "mean_diff": (sb - sa) / count,
+                     "pass_rate_a": passes_a / count, "pass_rate_b": passes_b / count}  # fmt: skip
+    known_a = set(names_a)
+    for name in names_a:
+        if name not in index_b:
+            out[name] = {"n": 0, "only_in": "a"}
+    for name in names_b:
+        if name not in known_a:
+            out[name] = {"n": 0, "only_in": "b"}
     return out

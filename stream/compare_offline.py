@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .compare import Compact, compare
+from .compare import Compact, compact, compare
 from .config import load_config
 from .errors import ConfigError
 from .models import GradedResult, parse_time
@@ -33,8 +33,7 @@ Key = tuple[str, str]  # model, suite
 
 
 def _compact(result: GradedResult) -> Compact:
-    return Compact(int(parse_time(result.event_time)), result.score, result.passed,
-                   tuple((e.score, e.passed) for e in result.evaluators))  # fmt: skip
+    return compact(parse_time(result.event_time), result.score, result.passed, [(e.score, e.passed) for e in result.evaluators])
 
 
 def compare_results(a: Iterable[GradedResult], b: Iterable[GradedResult]) -> list[dict[str, Any]]:

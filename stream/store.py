@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import _lua, telemetry
-from .compare import Compact, pack_scores, unpack_scores
+from .compare import Compact, pack_chunk, unpack_chunks
 from .drilldown import Candidates
 from .errors import StoreUnavailable
 from .keyspace import OVERFLOW_MODEL, Client, Keys, guard, is_cluster, retry_forever, run_scripts
@@ -345,8 +345,8 @@ class ResultStore:
             self._compact_keys.clear()
         for pair, group in by_pair.items():
             key = self.keys.compact_scores(pair, gen)
-            data = b"".join(pack_scores(r.id, e.event_time, r.score, r.passed, [(x.score, x.passed) for x in r.evaluators])
-                            for e in group if (r := e.result) is not None)  # fmt: skip
+            data = pack_chunk([(r.id, e.event_time, r.score, r.passed, [(x.score, x.passed) for x in r.evaluators])
+                               for e in group if (r := e.result) is not None])  # fmt: skip
             writes.append(("APPEND", key, data))
             if key not in self._compact_keys:
                 writes.append(("EXPIRE", key, _until((gen + 2) * self.compare_ttl_s, now)))
@@ -710,7 +710,7 @@ async def compact_scores(client: Client, keys: Keys, pair: str, *, ttl_s: int, n
         pipe.get(keys.compact_names(pair))
         *parts, names = await guard(pipe.execute())
     data = b"".join(bytes(p) for p in parts if p)
-    return unpack_scores(data, since=since, until=until), [n for n in _text(names or b"").split("\0") if n]
+    return unpack_chunks(data, since=since, until=until), [n for n in _text(names or b"").split("\0") if n]
 
 
 def _text(value: bytes | str) -> str:
