@@ -2,12 +2,12 @@
 
 Per-event compact scores: each record call appends one chunk per versioned pair to a string per pair and
 generation (``P{T}:sc:{gen}``, streameval.keyspace), built by :func:`pack_chunk`, read by
-:func:`unpack_chunks`. A chunk is columnar, so that reading 100 k events is a few C-level unpacks:
+:func:`unpack_chunks`. A chunk is columnar, so that packing and reading are a few C-level (un)packs per chunk:
 
-    header: n (uint32) · K (uint8, evaluator scores per record) · length of the ids (uint32)
-    n records: event time (uint32, s) · score (float32) · flags (uint8, bit 0 passed) ·
-               K evaluator scores (uint16: bit 15 passed, bits 0-14 the score × 32766; 0xFFFF absent)
-    the n event ids, UTF-8, joined by NUL (a NUL inside an id is read as U+0001 on both sides)
+    header: n (uint32) · K (uint8, evaluator scores per event) · length of the ids (uint32)
+    then column by column: n event times (uint32, s) · n scores (float32) · n flags (uint8, bit 0
+    passed) · K columns of n evaluator scores (uint16: bit 15 passed, bits 0-14 the score × 32766;
+    0xFFFF absent) · the n event ids, UTF-8, joined by NUL (a NUL inside an id reads as U+0001)
 
 About 10 bytes + the id + 2 per evaluator per event. A redelivered event may be appended again (the
 append goes with the record call, before Redis says whether the event was new): readers keep an id's
@@ -56,44 +56,57 @@ def compact(event_time: float, score: float, passed: bool, evaluators: Sequence[
 
 def pack_chunk(rows: Sequence[tuple[str, float, float, bool, Sequence[tuple[float, bool]]]]) -> bytes:
     """One chunk of ``(event id, event time, score, passed, [(evaluator score, passed), ...])`` rows."""
+    n = len(rows)
     k = min(255, max((len(r[4]) for r in rows), default=0))
-    record = struct.Struct(f">IfB{k}H")
-    body = bytearray()
-    for _, at, score, passed, evaluators in rows:
-        evs = [_ev(s, p) for s, p in evaluators[:k]]
-        evs += [ABSENT] * (k - len(evs))
-        body += record.pack(max(0, min(int(at), 0xFFFFFFFF)), score, 1 if passed else 0, *evs)
+    scale = _SCALE
+    columns: list[list[int]] = [[] for _ in range(k)]
+    for row in rows:
+        evaluators = row[4]
+        for j in range(k):
+            if j < len(evaluators):
+                score, passed = evaluators[j]
+                columns[j].append((0x8000 if passed else 0) | round((0.0 if score < 0 else 1.0 if score > 1 else score) * scale))
+            else:
+                columns[j].append(ABSENT)
     ids = b"\0".join(r[0].encode().replace(b"\0", b"\1") for r in rows)
-    return _HEAD.pack(len(rows), k, len(ids)) + bytes(body) + ids
+    return b"".join((
+        _HEAD.pack(n, k, len(ids)),
+        struct.pack(f">{n}I", *(max(0, min(int(r[1]), 0xFFFFFFFF)) for r in rows)),
+        struct.pack(f">{n}f", *(r[2] for r in rows)),
+        bytes(1 if r[3] else 0 for r in rows),
+        *(struct.pack(f">{n}H", *column) for column in columns),
+        ids,
+    ))  # fmt: skip
 
 
 def unpack_chunks(data: bytes, *, since: float | None = None, until: float | None = None) -> dict[str, Compact]:
     """Every record of a string of chunks, an id's first record kept; with ``since``/``until``, only
     events whose time is in [since, until). A chunk that does not add up ends the reading."""
-    out: dict[str, Compact] = {}
-    view = memoryview(data)
+    chunks: list[dict[str, Compact]] = []
     pos, end = 0, len(data)
     while pos + _HEAD.size <= end:
         n, k, ids_len = _HEAD.unpack_from(data, pos)
-        record = struct.Struct(f">IfB{k}H")
         body = pos + _HEAD.size
-        stop = body + n * record.size + ids_len
+        stop = body + n * (9 + 2 * k) + ids_len
         if stop > end or n == 0:
             break
-        ids = bytes(view[body + n * record.size : stop]).decode(errors="replace").split("\0")
+        times = struct.unpack_from(f">{n}I", data, body)
+        scores = struct.unpack_from(f">{n}f", data, body + 4 * n)
+        flags = data[body + 8 * n : body + 9 * n]
+        evs = [struct.unpack_from(f">{n}H", data, body + 9 * n + 2 * n * j) for j in range(k)]
+        ids = data[stop - ids_len : stop].decode(errors="replace").split("\0")
         if len(ids) != n:
             break
-        rows = record.iter_unpack(view[body : body + n * record.size])
-        if since is None and until is None:
-            for event_id, row in zip(ids, rows, strict=True):
-                if event_id not in out:
-                    out[event_id] = row
-        else:
+        rows = zip(times, scores, flags, *evs)
+        chunk = dict(zip(reversed(ids), reversed(list(rows))))  # an id twice in a chunk: its first record
+        if since is not None or until is not None:
             low, high = -math.inf if since is None else since, math.inf if until is None else until
-            for event_id, row in zip(ids, rows, strict=True):
-                if low <= row[0] < high and event_id not in out:
-                    out[event_id] = row
+            chunk = {i: r for i, r in chunk.items() if low <= r[0] < high}
+        chunks.append(chunk)
         pos = stop
+    out: dict[str, Compact] = {}
+    for chunk in reversed(chunks):  # records of earlier chunks win
+        out.update(chunk)
     return out
 
 
