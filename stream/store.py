@@ -145,6 +145,9 @@ class ResultStore:
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = wait_timeout_ms
         self.compare_ttl_s = compare_ttl_s  # per-version compact scores (streameval.compare); 0: none kept
+        # False (backfills): windows are indexed for the API but not handed to the window closer, which would
+        # close (and redirect) the old windows a backfill is still filling
+        self.publish_windows = True
         self._compact_keys: dict[str, tuple[str, ...]] = {}  # key -> names sent (scn) / TTL given (sc), this worker
         self._offset = 0.0  # Redis clock minus ours, learnt when the record script says we guessed wrong
         self._record = client.register_script(_lua.RECORD)
@@ -551,7 +554,8 @@ class ResultStore:
                             windows[(s, candidate)].add(pair)
         klist = [self.keys.window_pairs(self.windows[s], start) for s, start in windows]
         for size in self.windows:
-            klist += [self.keys.open_windows(size), self.keys.windows(size)]
+            unpublished = self.keys.open_windows(size) if self.publish_windows else f"{self.keys.ix}bf-open:{size}"
+            klist += [unpublished, self.keys.windows(size)]
         klist.append(self.keys.pairs)
         args: list[Any] = [len(windows), len(self.windows), self.window_ttl_s, int(now - self.window_ttl_s),
                            repr(now), self.all_time_ttl_s]  # fmt: skip
