@@ -171,6 +171,7 @@ async def test_the_api_shows_the_current_version_and_can_pick_others(api: tuple[
     assert [s["version"] for s in series] == [b]
     examples = (await get(client, f"/api/v1/stats/examples?model=m&suite=qa&size={SIZE}&version={b}"))["data"]
     assert examples["version"] == b and len(examples["examples"]) > 0
+    assert all(e["suite_version"] == b for e in examples["examples"])
 
 
 async def test_an_unknown_version_is_a_404_naming_the_known_ones(api: tuple[TestClient[Any, Any], str, str]) -> None:

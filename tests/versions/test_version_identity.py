@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from typing import Any
 
 import orjson
 import pytest
@@ -159,3 +160,35 @@ async def test_results_carry_the_version_and_match_the_contract() -> None:
     marked = outcome.result.model_copy(update={"shadow": True}).model_dump_json()
     Draft202012Validator(schemas.load("result")).validate(orjson.loads(marked))
     assert orjson.loads(marked)["shadow"] is True
+
+
+async def test_a_registry_update_moves_the_suite_version(aredis: Any, prefix: str) -> None:
+    """The worker's listener (streameval.runtime) recomputes versions after every registry reload."""
+    import asyncio
+
+    from streameval.registry import CodeConfig, LiveRegistry, RegistryStore
+
+    text = """
+    suites:
+      - name: qa
+        default: true
+        evaluators: [{evaluator: registered, params: {name: short}}]
+    """
+    _, suites = parse_config_text(textwrap.dedent(text))
+    store = RegistryStore(aredis, prefix=prefix)
+    record = await store.create(name="short", description=None,
+                                config=CodeConfig(language="python", code="def evaluate(o, e, c):\n    return 1.0\n"))  # fmt: skip
+    registry = LiveRegistry(store, resync_s=60)  # only pub/sub brings the change within the deadline
+    registry.listeners.append(lambda live: suites.resolve_registry(live.versions()))
+    await registry.start()
+    try:
+        v1 = suites.by_name["qa"].version
+        assert suites.by_name["qa"].definition["evaluators"][0]["registered_version"] == f"{record.id}@1"
+        await asyncio.sleep(0.5)  # the follower subscribed (a close during its SUBSCRIBE hangs in redis-py)
+        registry.changed.clear()
+        await store.update(record, config=CodeConfig(language="python", code="def evaluate(o, e, c):\n    return 0.5\n"))
+        await asyncio.wait_for(registry.changed.wait(), 10)
+        assert suites.by_name["qa"].version != v1
+        assert suites.by_name["qa"].definition["evaluators"][0]["registered_version"] == f"{record.id}@2"
+    finally:
+        await registry.close()
