@@ -33,7 +33,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from .config import Suite, Suites
+from .config import Suite, LoadedConfig
 from .errors import ConfigError, EventError, UnroutableEvent
 from .judges import JudgeCache, sampled
 from .kafka_io import _servers, _start
@@ -42,6 +42,7 @@ from .keyspace import Client, guard
 from .models import RequestEvent
 from .pipeline import Pipeline, Source
 from .settings import Settings
+from .runtime import open_store
 from .store import ResultStore
 from .versioning import definition_hash
 from .versionstore import VersionInfo, register_versions
@@ -54,10 +55,10 @@ log = logging.getLogger(__name__)
 _NO_LATENESS_LIMIT_S = 100 * 365 * 86400.0
 
 
-class SampledSuites(Suites):
+class SampledSuites(LoadedConfig):
     """The suites, routed as configured, keeping the ``rate`` share of events by event-id hash."""
 
-    def __init__(self, suites: Suites, rate: float) -> None:
+    def __init__(self, suites: LoadedConfig, rate: float) -> None:
         super().__init__(suites.all, suites.judges, (), suites.windowing, suites.inputs)
         self.inner = suites
         self.rate = rate
@@ -68,7 +69,7 @@ class SampledSuites(Suites):
         return self.inner.route(event)
 
 
-def backfill_group(app_id: str, suites: Suites, since_ms: int, until_ms: int | None, sample: float) -> str:
+def backfill_group(app_id: str, suites: LoadedConfig, since_ms: int, until_ms: int | None, sample: float) -> str:
     """The consumer group of a backfill: the same command (same versions, range, sample) resumes it."""
     versions = sorted((s.name, s.version) for s in suites.all)
     key = definition_hash({"versions": versions, "from": since_ms, "to": until_ms, "sample": sample})
@@ -161,7 +162,7 @@ async def plan_backfill(consumer: AIOKafkaConsumer, client: Client, keys_prefix:
     return BackfillPlan(group, partitions, start, end, lost, resumed)
 
 
-def _estimate_cost(suites: Suites, events: Sequence[tuple[RequestEvent, Suite]]) -> float | None:
+def _estimate_cost(suites: LoadedConfig, events: Sequence[tuple[RequestEvent, Suite]]) -> float | None:
     """A rough judge cost of evaluating ``events``: per judged event and priced judge, the prompt's
     characters / 4 + 1,500 tokens of template in, 300 tokens out (docs/versions.md); None without prices."""
     from .judges import prices_of, token_cost
@@ -183,7 +184,7 @@ def _estimate_cost(suites: Suites, events: Sequence[tuple[RequestEvent, Suite]])
 
 async def run_backfill(
     settings: Settings,
-    suites: Suites,
+    suites: LoadedConfig,
     *,
     since_ms: int,
     until_ms: int | None = None,
@@ -213,7 +214,7 @@ async def run_backfill(
     report = BackfillReport(group=group, versions={s.name: s.version for s in suites.all})
     assert settings.redis_url is not None
     client = keyspace.connect(settings.redis_url, max_connections=16, **redis_options(settings))
-    store = ResultStore.from_settings(client, settings, allowed_lateness_s=_NO_LATENESS_LIMIT_S)
+    store = open_store(client, settings, allowed_lateness_s=_NO_LATENESS_LIMIT_S)
     store.publish_windows = False
     current = {k.decode(): v.decode() for k, v in (await guard(client.hgetall(store.keys.current_versions))).items()}
     live = [f"{s.name} {s.version}" for s in suites.all if current.get(s.name) == s.version]

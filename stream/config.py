@@ -6,7 +6,7 @@
       - name: qa
         match: {category: [qa_simple], model: ["gpt-4*"], tags: [prod]}   # all given keys must match
         threshold: 0.6            # pass when the weighted score >= threshold
-        grading: levels           # levels (seed 003) | letters (seed 000)
+        grading: levels           # levels (the multi-judge spec) | letters (the report-quality spec)
         evaluators:
           - {evaluator: exact_match, weight: 1}
           - {evaluator: similarity, params: {algorithm: levenshtein, threshold: 0.8}, weight: 2}
@@ -22,12 +22,12 @@ Routing: an event's explicit ``suite`` wins; otherwise the first suite whose ``m
 event; otherwise the ``default`` suite; otherwise the event is dead-lettered (kind ``no_suite``).
 Match values are shell-style globs (``gpt-4*``); within a key any value may match, across keys all must.
 
-LLM judges (issue 4, docs/judges.md): a top-level ``judges:`` list of :class:`~streameval.judges.JudgeConfig`
+LLM judges (docs/judges.md): a top-level ``judges:`` list of :class:`~streameval.judges.JudgeConfig`
 and, per suite, a ``judge:`` block (:class:`~streameval.judges.SuiteJudgeConfig`). Checked here: judge
 names are unique and exist, each suite panel's enabled weights sum to 1, fallback evaluators exist.
 
-Windows and alerts (issue 6, docs/statistics.md): an optional top-level ``windowing:`` block
-(:class:`~streameval.windows.WindowingConfig`) and a top-level ``alerts:`` list of
+Windows and alerts (docs/statistics.md): an optional top-level ``windowing:`` block
+(:class:`~streameval.windowing.WindowingConfig`) and a top-level ``alerts:`` list of
 :class:`~streameval.alerts.AlertRule`; names must be unique. Whether each rule's ``window`` is one of
 ``STREAMEVAL_WINDOWS`` is checked when the worker starts (the file does not know the settings).
 """
@@ -53,10 +53,10 @@ from .inputs import FORMATS, InputConfig, input_issues
 from .judges import PANEL_RESULT_NAME, JudgeConfig, SuiteJudgeConfig, check_panel_weights, panel_judges, sampled
 from .models import RequestEvent
 from .versioning import definition_hash
-from .windows import WindowingConfig
+from .windowing import WindowingConfig
 
 __all__ = [
-    "EvaluatorSpec", "Match", "StreamEvalConfig", "Suite", "SuiteConfig", "Suites",
+    "EvaluatorSpec", "LoadedConfig", "Match", "StreamEvalConfig", "Suite", "SuiteConfig", "Suites",
     "Shadow", "ShadowConfig", "ShadowRouting", "add_shadow_file", "load_config", "parse_config", "parse_config_text",
     "read_config_text", "shadow_routings", "suite_definition", "suite_version",
 ]  # fmt: skip
@@ -276,8 +276,9 @@ def suite_version(suite: SuiteConfig, bound: Sequence[BoundEvaluator], judges: S
     return definition_hash(suite_definition(suite, bound, judges, registry))
 
 
-class Suites:
-    """The routing table: explicit suite, first match, default."""
+class LoadedConfig:
+    """The loaded suite file: its suites with their evaluators bound (the routing table: explicit suite,
+    first match, default), and its judges, alerts, windowing and inputs."""
 
     def __init__(self, suites: Sequence[Suite], judges: Sequence[JudgeConfig] = (),
                  alerts: Sequence[AlertRule] = (), windowing: WindowingConfig | None = None,
@@ -342,14 +343,14 @@ class Suites:
                 await bound.evaluator.close()
 
 
-class ShadowRouting(Suites):
+class ShadowRouting(LoadedConfig):
     """The ``index``-th shadow candidate of each suite, routed as the live suites route (docs/versions.md).
 
     ``route`` raises :class:`UnroutableEvent` for an event whose live suite has no such candidate or whose
     id is outside the candidate's sample: the shadow pipeline's dead letters are dropped, never published.
     """
 
-    def __init__(self, live: Suites, index: int) -> None:
+    def __init__(self, live: LoadedConfig, index: int) -> None:
         chosen = [s.shadows[index].suite for s in live.all if len(s.shadows) > index]
         judges = {j.name: j for j in (*live.judges, *live.shadow_judges)}
         super().__init__(chosen, tuple(judges.values()), (), live.windowing, live.inputs)
@@ -366,12 +367,12 @@ class ShadowRouting(Suites):
         return shadow.suite
 
 
-def shadow_routings(suites: Suites) -> list[ShadowRouting]:
+def shadow_routings(suites: LoadedConfig) -> list[ShadowRouting]:
     """One routing per candidate position (the first candidates of every suite, the second ones, ...)."""
     return [ShadowRouting(suites, k) for k in range(max((len(s.shadows) for s in suites.all), default=0))]
 
 
-def add_shadow_file(suites: Suites, path: str | Path, *, sample_rate: float = 1.0) -> None:
+def add_shadow_file(suites: LoadedConfig, path: str | Path, *, sample_rate: float = 1.0) -> None:
     """``streameval worker --shadow FILE``: each suite of FILE becomes a shadow candidate of the live suite of
     the same name (sampled at ``sample_rate``); FILE's judges join the live ones for the shadows. Raises
     :class:`ConfigError` for a suite FILE names that the live config lacks, or a candidate identical to it."""
@@ -435,7 +436,11 @@ def _text_line(root: yaml.Node | None, loc: Sequence[str | int], message: str) -
     return node.start_mark.line + 1 + int(found.group(1))
 
 
-def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = None) -> tuple[StreamEvalConfig, Suites]:
+#: the former name of :class:`LoadedConfig` (kept: ``streameval.Suites``)
+Suites = LoadedConfig
+
+
+def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = None) -> tuple[StreamEvalConfig, LoadedConfig]:
     """Validate a config document and build every evaluator. Raises :class:`ConfigError` with all issues."""
 
     def issue(loc: Sequence[str | int], message: str) -> ConfigIssue:
@@ -473,7 +478,7 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
         suites.append(_with_shadows(suite, shadows))
     if issues:
         raise ConfigError(issues)
-    return config, Suites(suites, config.judges, config.alerts, config.windowing, config.inputs)
+    return config, LoadedConfig(suites, config.judges, config.alerts, config.windowing, config.inputs)
 
 
 def _with_shadows(suite: Suite, shadows: Sequence[Shadow]) -> Suite:
@@ -553,7 +558,7 @@ def _judge_issues(config: StreamEvalConfig, suite: SuiteConfig, at: tuple[str | 
     return out
 
 
-def load_config(path: str | Path) -> tuple[StreamEvalConfig, Suites]:
+def load_config(path: str | Path) -> tuple[StreamEvalConfig, LoadedConfig]:
     """Read and validate a YAML suite file. Raises :class:`ConfigError` naming the file and field."""
     return parse_config_text(read_config_text(path), file=str(path))
 
@@ -566,7 +571,7 @@ def read_config_text(path: str | Path) -> str:
         raise ConfigError([ConfigIssue(file=str(path), path="", message=f"cannot read: {exc.strerror}")]) from None
 
 
-def parse_config_text(text: str, *, file: str = "<config>") -> tuple[StreamEvalConfig, Suites]:
+def parse_config_text(text: str, *, file: str = "<config>") -> tuple[StreamEvalConfig, LoadedConfig]:
     """:func:`load_config` on the file's text (evaluation processes parse the text the worker read)."""
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)

@@ -21,14 +21,14 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from aiohttp import web
 
 from ..drilldown import KINDS, parse
 from ..keyspace import Client, Keys, guard
-from ..models import parse_time
+from ..models import PANEL_RESULT_NAME, parse_time
 from ..stats import histogram_quantile, krippendorff_alpha, pearson
 from ..compare import compare
 from ..store import compact_scores, hash_fields, stored_results
@@ -81,7 +81,7 @@ _MAX_POINTS = 6000
 #: waits for at most one chunk per concurrent reader (~1 ms each)
 _CHUNK = 25
 #: the judge panel's per-judge counters (streameval.judges._panel.judge_counters)
-_JUDGE_COUNTERS = "ev:judge_panel:c:"
+_JUDGE_COUNTERS = f"ev:{PANEL_RESULT_NAME}:c:"
 
 
 def _text(value: bytes | str) -> str:
@@ -251,7 +251,7 @@ async def pairs(request: web.Request) -> web.Response:
     config = request.app[STATS_KEY]
     offset, limit = _page(request, 100)
     wanted = _version_param(request)
-    members = sorted(_text(m) for m in await guard(config.client.zrange(config.keys.pairs, 0, -1)))
+    members = sorted(_text(m) for m in await _zmembers(config.client, config.keys.pairs))
     current = await current_versions(config)
     members = select_versions(members, wanted, current)
     page = members[offset : offset + limit]
@@ -262,8 +262,12 @@ async def pairs(request: web.Request) -> web.Response:
     return _ok(out, len(members))
 
 
+async def _zmembers(client: Client, key: str, start: int = 0, end: int = -1) -> list[bytes]:
+    """ZRANGE of a sorted set's members; redis-py types replies for decoding clients too, ours give bytes."""
+    return cast(list[bytes], await guard(client.zrange(key, start, end)))
+
 async def _latest(config: StatsConfig, index: str, last: int) -> list[int]:
-    raw = await guard(config.client.zrange(index, -last, -1))
+    raw = await _zmembers(config.client, index, -last, -1)
     return sorted(int(float(_text(s))) for s in raw)
 
 
@@ -290,7 +294,7 @@ async def windows(request: web.Request) -> web.Response:
     for (start, pair), fig in zip(points, figures, strict=True):
         if fig is not None:  # None: a pair indexed for a late event that counted in another window
             series[pair].append({"start": start, **fig})
-    out = []
+    out: list[dict[str, Any]] = []
     for pair, pts in sorted(series.items()):
         out.append({**_pair_doc(pair, current), "points": sorted(pts, key=lambda p: p["start"])})
     return _ok({"size": size, "sizes": list(config.windows), "starts": starts, "series": out}, len(everyone))
@@ -376,7 +380,8 @@ async def examples(request: web.Request) -> web.Response:
     out: list[dict[str, Any]] = []
     if start is not None:
         key = config.keys.examples(pair, kind, size, start)
-        raw = await guard(config.client.zrange(key, 0, -1, withscores=True))
+        # a client that does not decode: (member bytes, score) pairs
+        raw = cast(list[tuple[bytes, float]], await guard(config.client.zrange(key, 0, -1, withscores=True)))
         out = [e.doc for e in (parse(member, score) for member, score in raw) if e is not None]
         if kind == "failing":  # a sample of the window's failures, listed latest first
             out.sort(key=_event_time, reverse=True)
@@ -403,7 +408,7 @@ async def result_by_id(request: web.Request) -> web.Response:
     config = request.app[STATS_KEY]
     result_id = request.match_info["id"]
     model, suite = request.query.get("model"), request.query.get("suite")
-    members = sorted(_text(m) for m in await guard(config.client.zrange(config.keys.pairs, 0, -1)))
+    members = sorted(_text(m) for m in await _zmembers(config.client, config.keys.pairs))
     if model and suite:  # every version of the pair, and its figures from before versions
         members = [m for m in members if Keys.split_pair(m)[:2] == (model, suite)] or [Keys.pair_id(model, suite)]
     ttl = config.redelivery_ttl_s
