@@ -21,13 +21,23 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _worker import ROOT, RULE_SUITE, demo_events, pick_redis, rule_events, run_workers, step, topic_names, write_config  # noqa: E402
+from _worker import (
+    ROOT,
+    RULE_SUITE,
+    demo_events,
+    pick_redis,
+    rule_events,
+    run_workers,
+    step,
+    topic_names,
+    write_config,
+)
 
-from streameval.backfill import run_backfill  # noqa: E402
-from streameval.config import load_config  # noqa: E402
-from streameval.embedded import EmbeddedBroker  # noqa: E402
-from streameval.kafka_io import ensure_topics, produce  # noqa: E402
-from streameval.settings import load_settings  # noqa: E402
+from streameval.backfill import run_backfill
+from streameval.config import load_config
+from streameval.embedded import EmbeddedBroker
+from streameval.kafka_io import ensure_topics, produce
+from streameval.settings import load_settings
 
 
 def _cpu_s() -> float:

@@ -33,7 +33,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from .config import Suite, LoadedConfig
+from .config import LoadedConfig, Suite
 from .errors import ConfigError, EventError, UnroutableEvent
 from .judges import JudgeCache, sampled
 from .kafka_io import _servers, _start
@@ -41,9 +41,10 @@ from .kafka_security import KafkaSecurity
 from .keyspace import Client, guard
 from .models import RequestEvent
 from .pipeline import Pipeline, Source
-from .settings import Settings
 from .runtime import open_store
+from .settings import Settings
 from .store import ResultStore
+from .store_codec import as_text
 from .versioning import definition_hash
 from .versionstore import VersionInfo, register_versions
 
@@ -119,7 +120,7 @@ async def plan_backfill(consumer: AIOKafkaConsumer, client: Client, keys_prefix:
     for topic in topics:
         found = consumer.partitions_for_topic(topic)
         if not found:
-            await consumer._client.force_metadata_update()  # noqa: SLF001  (the topic was just created)
+            await consumer._client.force_metadata_update()
             found = consumer.partitions_for_topic(topic) or set()
         partitions += [TopicPartition(topic, p) for p in sorted(found)]
     if not partitions:
@@ -136,7 +137,7 @@ async def plan_backfill(consumer: AIOKafkaConsumer, client: Client, keys_prefix:
         await consumer.getmany(*(tp for tp in partitions if consumer.highwater(tp) is None), timeout_ms=500, max_records=1)
     ends_now = {tp: max(ends_now[tp], consumer.highwater(tp) or 0) for tp in partitions}
     ends_key = f"{keys_prefix}{{versions}}:bf:{group}"
-    async with client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
+    async with client.pipeline(transaction=False) as pipe:
         for tp in partitions:
             pipe.hsetnx(ends_key, f"{tp.topic}:{tp.partition}", ends_now[tp])
         pipe.hgetall(ends_key)
@@ -216,7 +217,7 @@ async def run_backfill(
     client = keyspace.connect(settings.redis_url, max_connections=16, **redis_options(settings))
     store = open_store(client, settings, allowed_lateness_s=_NO_LATENESS_LIMIT_S)
     store.publish_windows = False
-    current = {k.decode(): v.decode() for k, v in (await guard(client.hgetall(store.keys.current_versions))).items()}
+    current = {as_text(k): as_text(v) for k, v in (await guard(client.hgetall(store.keys.current_versions))).items()}
     live = [f"{s.name} {s.version}" for s in suites.all if current.get(s.name) == s.version]
     if live:
         await client.aclose()

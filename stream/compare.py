@@ -24,9 +24,9 @@ from __future__ import annotations
 import math
 import struct
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from itertools import accumulate
 from operator import itemgetter, mul, sub
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .stats import moments, t_quantile_975
@@ -97,8 +97,8 @@ def unpack_chunks(data: bytes, *, since: float | None = None, until: float | Non
         ids = data[stop - ids_len : stop].decode(errors="replace").split("\0")
         if len(ids) != n:
             break
-        rows = zip(times, scores, flags, *evs)
-        chunk = dict(zip(reversed(ids), reversed(list(rows))))  # an id twice in a chunk: its first record
+        rows = zip(times, scores, flags, *evs, strict=True)
+        chunk = dict(zip(reversed(ids), reversed(list(rows)), strict=True))  # an id twice in a chunk: its first record
         if since is not None or until is not None:
             low, high = -math.inf if since is None else since, math.inf if until is None else until
             chunk = {i: r for i, r in chunk.items() if low <= r[0] < high}
@@ -116,7 +116,7 @@ def rank(values: Sequence[float]) -> list[float]:
     distinct = sorted(counts)
     sizes = [counts[v] for v in distinct]
     before = accumulate(sizes, initial=0)
-    mean_rank = {v: start + (size + 1) / 2 for v, start, size in zip(distinct, before, sizes)}
+    mean_rank = {v: start + (size + 1) / 2 for v, start, size in zip(distinct, before, sizes, strict=False)}  # before: one longer
     return list(map(mean_rank.__getitem__, values))
 
 
@@ -208,7 +208,7 @@ def _evaluator_deltas(ra: Sequence[Compact], rb: Sequence[Compact], names_a: Seq
         ys = _column(rb, 3 + j, widths_b[0] == widths_b[1])
         if ABSENT in xs or ABSENT in ys:
             kept = [(x, y) for x, y in zip(xs, ys, strict=True) if x != ABSENT and y != ABSENT]
-            xs, ys = tuple(x for x, _ in kept), tuple(y for _, y in kept)
+            xs, ys = [x for x, _ in kept], [y for _, y in kept]
         count = len(xs)
         if not count:
             continue

@@ -27,7 +27,7 @@ from .models import GradedResult, parse_time
 from .offline import iter_lines
 from .pipeline import Pipeline
 
-__all__ = ["compare_result_files", "compare_suite_files", "compare_results"]
+__all__ = ["compare_result_files", "compare_results", "compare_suite_files"]
 
 Key = tuple[str, str]  # model, suite
 

@@ -50,15 +50,37 @@ from .errors import ConfigError, ConfigIssue, UnroutableEvent
 from .evaluators import Evaluator, build_evaluator
 from .grading import GRADE_SCALES, GradeScale
 from .inputs import FORMATS, InputConfig, input_issues
-from .judges import PANEL_RESULT_NAME, JudgeConfig, SuiteJudgeConfig, check_panel_weights, panel_judges, sampled
+from .judges import (
+    PANEL_RESULT_NAME,
+    JudgeConfig,
+    SuiteJudgeConfig,
+    check_panel_weights,
+    panel_judges,
+    sampled,
+)
 from .models import RequestEvent
 from .versioning import definition_hash
 from .windowing import WindowingConfig
 
 __all__ = [
-    "EvaluatorSpec", "LoadedConfig", "Match", "StreamEvalConfig", "Suite", "SuiteConfig", "Suites",
-    "Shadow", "ShadowConfig", "ShadowRouting", "add_shadow_file", "load_config", "parse_config", "parse_config_text",
-    "read_config_text", "shadow_routings", "suite_definition", "suite_version",
+    "EvaluatorSpec",
+    "LoadedConfig",
+    "Match",
+    "Shadow",
+    "ShadowConfig",
+    "ShadowRouting",
+    "StreamEvalConfig",
+    "Suite",
+    "SuiteConfig",
+    "Suites",
+    "add_shadow_file",
+    "load_config",
+    "parse_config",
+    "parse_config_text",
+    "read_config_text",
+    "shadow_routings",
+    "suite_definition",
+    "suite_version",
 ]  # fmt: skip
 
 
@@ -241,7 +263,7 @@ _PROMPTS: dict[str, Any] | None = None
 
 
 def suite_definition(suite: SuiteConfig, bound: Sequence[BoundEvaluator], judges: Sequence[JudgeConfig],
-                     registry: Mapping[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
+                     registry: Mapping[str, str | None] | None = None) -> dict[str, Any]:  # fmt: skip
     """A suite's resolved definition, the input of its version: every field of its config except routing
     and labels, each evaluator's validated params (defaults filled in, a code evaluator's source), the
     judge models and settings that change an answer, the prompt templates and rubrics, and the version of
@@ -271,7 +293,7 @@ def suite_definition(suite: SuiteConfig, bound: Sequence[BoundEvaluator], judges
 
 
 def suite_version(suite: SuiteConfig, bound: Sequence[BoundEvaluator], judges: Sequence[JudgeConfig],
-                  registry: Mapping[str, str] | None = None) -> str:  # fmt: skip
+                  registry: Mapping[str, str | None] | None = None) -> str:  # fmt: skip
     """The suite's version: :func:`~streameval.versioning.definition_hash` of :func:`suite_definition`."""
     return definition_hash(suite_definition(suite, bound, judges, registry))
 
@@ -460,7 +482,7 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
     for i, suite_cfg in enumerate(config.suites):
         base: tuple[str | int, ...] = ("suites", i)
         suite = _build_suite(config, suite_cfg, base, issue, issues)
-        shadows = []
+        shadows: list[Shadow] = []
         for k, candidate in enumerate(suite_cfg.shadow):
             where: tuple[str | int, ...] = (*base, "shadow", k)
             try:

@@ -229,7 +229,7 @@ class Runtime:
         await self.processor.close()
 
 
-def version_infos(suites: Suites, names: Collection[str] | None = None) -> list[VersionInfo]:
+def version_infos(suites: LoadedConfig, names: Collection[str] | None = None) -> list[VersionInfo]:
     """The versions of ``suites`` (those named in ``names``, else all) as :func:`register_versions` takes them."""
     return [VersionInfo(s.name, s.version, s.label, s.definition) for s in suites.all if names is None or s.name in names]
 

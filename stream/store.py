@@ -620,7 +620,7 @@ async def compact_scores(client: Client, keys: Keys, pair: str, *, ttl_s: int, n
     if not ttl_s:
         return {}, []
     gen = int(now // ttl_s)
-    async with client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
+    async with client.pipeline(transaction=False) as pipe:
         for g in (gen - 1, gen, gen + 1):  # +1: this clock may be behind the workers'
             pipe.get(keys.compact_scores(pair, g))
         pipe.get(keys.compact_names(pair))

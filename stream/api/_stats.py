@@ -26,11 +26,11 @@ from typing import Any, cast
 import orjson
 from aiohttp import web
 
+from ..compare import compare
 from ..drilldown import KINDS, parse
 from ..keyspace import Client, Keys, guard
 from ..models import PANEL_RESULT_NAME, parse_time
 from ..stats import histogram_quantile, krippendorff_alpha, pearson
-from ..compare import compare
 from ..store import compact_scores, hash_fields, stored_results
 from ..windows import _panel, _sums
 from ._errors import BadRequest, NotFound, NotRetained
@@ -398,7 +398,7 @@ async def _pair_of(config: StatsConfig, model: str, suite: str, wanted: str | No
     if wanted == ALL_VERSIONS:
         raise BadRequest("version=all needs one version here",
                          [{"path": "$.query.version", "message": "one version"}])  # fmt: skip
-    members = [_text(m) for m in await guard(config.client.zrange(config.keys.pairs, 0, -1))]
+    members = [_text(m) for m in await _zmembers(config.client, config.keys.pairs)]
     select_versions(members, wanted, {}, suite)  # NotFound for a version the suite never had
     return Keys.pair_id(model, suite, wanted)
 
@@ -449,7 +449,7 @@ async def compare_versions(request: web.Request) -> web.Response:
                              [{"path": f"$.query.{side}", "message": "a version"}])  # fmt: skip
     size = _size(request)
     start = _window_start(request, size)
-    members = [_text(m) for m in await guard(config.client.zrange(config.keys.pairs, 0, -1))]
+    members = [_text(m) for m in await _zmembers(config.client, config.keys.pairs)]
     mine = [m for m in members if Keys.split_pair(m)[:2] == (model, suite)]
     for version in chosen:
         select_versions(mine, version, {}, suite)  # NotFound naming the known versions

@@ -42,10 +42,10 @@ def test_chunks_round_trip_and_the_first_record_of_an_id_wins() -> None:
 def test_statistics_match_scipy_and_sklearn(rows: list[tuple[float, float, bool, bool]]) -> None:
     xs = [float(np.float32(r[0])) for r in rows]  # float32 storage: compare on what is stored
     ys = [float(np.float32(r[1])) for r in rows]
-    a = records([(x, r[2]) for x, r in zip(xs, rows)])
-    b = records([(y, r[3]) for y, r in zip(ys, rows)])
+    a = records([(x, r[2]) for x, r in zip(xs, rows, strict=True)])
+    b = records([(y, r[3]) for y, r in zip(ys, rows, strict=True)])
     out = compare(a, b)
-    diffs = [y - x for x, y in zip(xs, ys)]
+    diffs = [y - x for x, y in zip(xs, ys, strict=True)]
     assert out["n"] == len(rows)
     assert out["mean_diff"] == pytest.approx(sum(diffs) / len(diffs), abs=1e-12)
     ttest = sps.ttest_rel(ys, xs)
@@ -63,8 +63,8 @@ def test_statistics_match_scipy_and_sklearn(rows: list[tuple[float, float, bool,
         assert out["spearman"] == pytest.approx(sps.spearmanr(xs, ys).statistic, abs=1e-9)
     else:
         assert out["pearson"] is None or abs(out["pearson"]) <= 1
-    assert out["pass_to_fail"] == sum(1 for x, y in zip(pa, pb) if x and not y)
-    assert out["fail_to_pass"] == sum(1 for x, y in zip(pa, pb) if y and not x)
+    assert out["pass_to_fail"] == sum(1 for x, y in zip(pa, pb, strict=True) if x and not y)
+    assert out["fail_to_pass"] == sum(1 for x, y in zip(pa, pb, strict=True) if y and not x)
 
 
 def test_ranks_match_scipy() -> None:
