@@ -88,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--app-id", metavar="ID", help="Faust app id = consumer group (default: STREAMEVAL_APP_ID, else streameval)")
     worker.add_argument("--shadow", type=Path, metavar="FILE", default=None,
                         help="suite YAML whose suites run as shadow candidates of the live suites of the same names: "
-                             "same events, results marked shadow: true, own version, never alert (docs/versions.md)")
+                             "same events, results marked shadow: true, own version, never alert (docs/versions.md; default: "
+                             "STREAMEVAL_SHADOW, else none)")
     worker.add_argument("--shadow-sample", type=float, metavar="R", default=None,
                         help="share of events the --shadow candidates evaluate, by event-id hash (default 1)")
 
@@ -165,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="records at or after this time are skipped (default: up to the end offsets at the first start)")
     bf.add_argument("--sample", type=float, default=1.0, metavar="R", help="share of events, by event-id hash (default 1)")
     bf.add_argument("--max-cost", type=float, default=None, metavar="USD",
-                    help="stop (resumably) once the judges' cost reaches this (priced judges)")
+                    help="stop (resumably) once the judges' cost reaches this (priced judges; default: no limit)")
     bf.add_argument("--output-topic", default=None, metavar="T",
                     help="topic of the results (default: STREAMEVAL_TOPIC_RESULTS, else evals.results)")
     bf.add_argument("--dry-run", action="store_true", help="print the events in range and the estimated judge cost; change nothing")
@@ -183,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("a", type=Path, help="version a: a suite file (with --input) or a result file")
     cmp.add_argument("b", type=Path, help="version b: a suite file (with --input) or a result file")
     cmp.add_argument("--input", type=Path, default=None, metavar="FILE",
-                     help="request events, JSONL: A and B are then suite files")
+                     help="request events, JSONL: A and B are then suite files (default: none, A and B are result files)")
     cmp.add_argument("--json", action="store_true", help="print the comparisons as one JSON document")
     cmp.add_argument("--concurrency", type=int, default=64, metavar="N", help="events evaluated at once (with --input)")
     return parser
