@@ -36,13 +36,13 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ._util import unknown_name
 from .alerts import AlertRule
@@ -59,28 +59,15 @@ from .judges import (
     sampled,
 )
 from .models import RequestEvent
+from .sessions.paths import EventPath, compile_event_path
 from .versioning import definition_hash
 from .windowing import WindowingConfig
 
 __all__ = [
-    "EvaluatorSpec",
-    "LoadedConfig",
-    "Match",
-    "Shadow",
-    "ShadowConfig",
-    "ShadowRouting",
-    "StreamEvalConfig",
-    "Suite",
-    "SuiteConfig",
-    "Suites",
-    "add_shadow_file",
-    "load_config",
-    "parse_config",
-    "parse_config_text",
-    "read_config_text",
-    "shadow_routings",
-    "suite_definition",
-    "suite_version",
+    "DEFAULT_SESSION_EVALUATORS", "EvaluatorSpec", "LoadedConfig", "Match", "Session", "SessionConfig",
+    "Shadow", "ShadowConfig", "ShadowRouting", "StreamEvalConfig", "Suite", "SuiteConfig", "Suites",
+    "add_shadow_file", "load_config", "parse_config", "parse_config_text", "read_config_text", "shadow_routings",
+    "suite_definition", "suite_version",
 ]  # fmt: skip
 
 
@@ -126,6 +113,15 @@ class EvaluatorSpec(_Strict):
         return self.name or self.evaluator
 
 
+class _Scoring(_Strict):
+    """How a result is scored and graded: what a suite and a session share."""
+
+    threshold: float = Field(default=0.6, ge=0.0, le=1.0, description="pass at or above this score")
+    grading: GradeScale = Field(default="levels", description="levels or letters")
+    evaluators: list[EvaluatorSpec] = Field(min_length=1)
+    judge: SuiteJudgeConfig | None = Field(default=None, description="LLM judge panel step (docs/judges.md)")
+
+
 _LABEL = r"^[A-Za-z0-9_.@+-]+$"
 
 
@@ -149,19 +145,59 @@ class ShadowConfig(_Strict):
         return data
 
 
-class SuiteConfig(_Strict):
+class SuiteConfig(_Scoring):
     name: str = Field(min_length=1, max_length=128)
     match: Match | None = Field(default=None, description="which events this suite takes")
     default: bool = Field(default=False, description="take events no other suite matches")
-    threshold: float = Field(default=0.6, ge=0.0, le=1.0, description="pass at or above this score")
-    grading: GradeScale = Field(default="levels", description="levels or letters")
-    evaluators: list[EvaluatorSpec] = Field(min_length=1)
-    judge: SuiteJudgeConfig | None = Field(default=None, description="LLM judge panel step (docs/judges.md)")
     label: str | None = Field(default=None, min_length=1, max_length=64, pattern=_LABEL,
                               description="a name for people of this suite's version (docs/versions.md); "
                               "reused with a different definition, the worker refuses to start")
     shadow: list[ShadowConfig] = Field(default_factory=list, max_length=8,
                                        description="shadow candidates evaluated on the same events (docs/versions.md)")
+
+
+#: a session's evaluators when its entry names none: the mean of its turns' own scores
+DEFAULT_SESSION_EVALUATORS = (EvaluatorSpec(evaluator="turn_scores"),)
+
+
+class SessionConfig(_Scoring):
+    """One ``sessions:`` entry: which turns form a conversation (or agent run) and how the whole thread is
+    judged (docs/sessions.md). Scoring options are the suites' own (:class:`_Scoring`)."""
+
+    name: str = Field(min_length=1, max_length=128, description="the session's name; shares one namespace with suites")
+    match: Match | None = Field(default=None, description="which turns belong (suite routing syntax); none: every event")
+    key: str = Field(min_length=1, description="path of the session key in the request event, e.g. metadata.conversation_id")
+    gap_s: float = Field(default=300.0, gt=0.0, description="idle gap that closes the session (event time, and wall time "
+                         "with no new turn)")
+    end: str | None = Field(default=None, description="path of a boolean field; a turn with it true closes the session at once")
+    grace_s: float | None = Field(default=None, ge=0.0, description="how long after closing a late turn still revises the "
+                                  "session (default: gap_s)")
+    max_turns: int = Field(default=500, ge=3, description="turns kept per session; beyond, middle turns are dropped")
+    max_bytes: int = Field(default=1 << 20, ge=4096, description="bytes of turns kept per session; beyond, middle turns are dropped")
+    category: str = Field(default="multi_turn", min_length=1, max_length=64,
+                          description="the thread's category: picks the judge rubric (default multi_turn)")
+    assemble: Literal["turns", "spans"] = Field(
+        default="turns", description="turns: each request event is a turn; spans: assemble OTLP spans of a trace (not built yet)")
+    evaluators: list[EvaluatorSpec] = Field(default_factory=lambda: list(DEFAULT_SESSION_EVALUATORS), min_length=1)
+
+    @field_validator("key", "end")
+    @classmethod
+    def _path(cls, value: str | None) -> str | None:
+        if value is not None:
+            compile_event_path(value)  # a ValueError names where the path stops making sense
+        return value
+
+    @field_validator("assemble")
+    @classmethod
+    def _built(cls, value: str) -> str:
+        if value == "spans":
+            raise ValueError("assembling agent runs from OTLP spans (tool spans included) is not built yet; "
+                             "use assemble: turns with key: metadata.trace_id to group a trace's LLM spans")
+        return value
+
+    @property
+    def grace(self) -> float:
+        return self.gap_s if self.grace_s is None else self.grace_s
 
 
 class StreamEvalConfig(_Strict):
@@ -171,6 +207,23 @@ class StreamEvalConfig(_Strict):
     alerts: list[AlertRule] = Field(default_factory=list, description="alert rules (docs/statistics.md)")
     windowing: WindowingConfig = Field(default_factory=WindowingConfig,
                                        description="window closing: lateness, interval, lease (docs/statistics.md)")
+    sessions: list[SessionConfig] = Field(default_factory=list,
+                                          description="conversations and agent runs judged as a whole (docs/sessions.md)")
+
+    @field_validator("sessions")
+    @classmethod
+    def _unique_sessions(cls, sessions: list[SessionConfig]) -> list[SessionConfig]:
+        _require_unique("session", [s.name for s in sessions])
+        return sessions
+
+    @model_validator(mode="after")
+    def _sessions_apart_from_suites(self) -> StreamEvalConfig:
+        # session results are recorded as pairs model x session name, next to suites' pairs: one namespace
+        clash = sorted({s.name for s in self.sessions} & {s.name for s in self.suites})
+        if clash:
+            raise ValueError(f"session names must differ from suite names (their figures share one namespace); "
+                             f"both: {', '.join(clash)}")
+        return self
 
     @field_validator("alerts")
     @classmethod
@@ -203,9 +256,10 @@ class BoundEvaluator:
 
 @dataclass(frozen=True)
 class Suite:
-    """A validated suite with its evaluators built; ``version`` is its definition's hash (docs/versions.md)."""
+    """A validated suite with its evaluators built (also a session's scoring: :class:`Session`); ``version``
+    is its definition's hash (docs/versions.md)."""
 
-    config: SuiteConfig
+    config: SuiteConfig | SessionConfig
     evaluators: tuple[BoundEvaluator, ...]
     version: str = ""
     definition: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -216,8 +270,13 @@ class Suite:
         return self.config.name
 
     @property
+    def is_default(self) -> bool:
+        """The suite for events no other suite matches (never a session's scoring)."""
+        return isinstance(self.config, SuiteConfig) and self.config.default
+
+    @property
     def label(self) -> str | None:
-        return self.config.label
+        return self.config.label if isinstance(self.config, SuiteConfig) else None
 
 
 @dataclass(frozen=True)
@@ -262,13 +321,14 @@ def judge_prompts_definition() -> dict[str, Any]:
 _PROMPTS: dict[str, Any] | None = None
 
 
-def suite_definition(suite: SuiteConfig, bound: Sequence[BoundEvaluator], judges: Sequence[JudgeConfig],
+def suite_definition(suite: SuiteConfig | SessionConfig, bound: Sequence[BoundEvaluator], judges: Sequence[JudgeConfig],
                      registry: Mapping[str, str | None] | None = None) -> dict[str, Any]:  # fmt: skip
     """A suite's resolved definition, the input of its version: every field of its config except routing
     and labels, each evaluator's validated params (defaults filled in, a code evaluator's source), the
     judge models and settings that change an answer, the prompt templates and rubrics, and the version of
     each registered evaluator (``registry``: reference -> ``id@n``, when the worker knows them)."""
-    data = suite.model_dump(mode="json", exclude=set(_ROUTING_FIELDS))
+    # a session's match and key say which turns form it: part of its meaning; only its name is not
+    data = suite.model_dump(mode="json", exclude=set(_ROUTING_FIELDS) if isinstance(suite, SuiteConfig) else {"name"})
     by_name = {b.name: b for b in bound}
     steps = []
     for spec in suite.evaluators:
@@ -292,10 +352,28 @@ def suite_definition(suite: SuiteConfig, bound: Sequence[BoundEvaluator], judges
     return data
 
 
-def suite_version(suite: SuiteConfig, bound: Sequence[BoundEvaluator], judges: Sequence[JudgeConfig],
+def suite_version(suite: SuiteConfig | SessionConfig, bound: Sequence[BoundEvaluator], judges: Sequence[JudgeConfig],
                   registry: Mapping[str, str | None] | None = None) -> str:  # fmt: skip
     """The suite's version: :func:`~streameval.versioning.definition_hash` of :func:`suite_definition`."""
     return definition_hash(suite_definition(suite, bound, judges, registry))
+
+
+@dataclass(frozen=True)
+class Session:
+    """A validated ``sessions:`` entry: its paths compiled, its whole-thread scoring built as a suite
+    (never routed to: events reach it only as turns, streameval.sessions)."""
+
+    config: SessionConfig
+    suite: Suite
+    key: EventPath
+    end: EventPath | None
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def accepts(self, event: RequestEvent) -> bool:
+        return self.config.match is None or self.config.match.accepts(event)
 
 
 class LoadedConfig:
@@ -304,23 +382,24 @@ class LoadedConfig:
 
     def __init__(self, suites: Sequence[Suite], judges: Sequence[JudgeConfig] = (),
                  alerts: Sequence[AlertRule] = (), windowing: WindowingConfig | None = None,
-                 inputs: Sequence[InputConfig] = ()) -> None:  # fmt: skip
+                 inputs: Sequence[InputConfig] = (), sessions: Sequence[Session] = ()) -> None:  # fmt: skip
         self.all = tuple(suites)
+        self.sessions = tuple(sessions)  # conversations judged as a whole (streameval.sessions)
         self.inputs = tuple(inputs)  # the topics the worker reads and their formats (streameval.inputs)
         self.judges = tuple(judges)  # the config's judges; the pipeline opens their clients
         self.alerts = tuple(alerts)  # checked on each closed window (streameval.windows)
         self.windowing = windowing or WindowingConfig()
         self.shadow_judges: tuple[JudgeConfig, ...] = ()  # judges only shadows use (add_shadow_file)
         self.by_name = {s.name: s for s in suites}
-        self._matching = [s for s in suites if s.config.match is not None and not s.config.default]
-        self._default = next((s for s in suites if s.config.default), None)
+        self._matching = [s for s in suites if s.config.match is not None and not s.is_default]
+        self._default = next((s for s in suites if s.is_default), None)
 
     def resolve_registry(self, versions: Mapping[str, str | None]) -> list[str]:
         """Put the registered evaluators' versions (reference, an id or name -> ``id@n``) into the versions of
         the suites that use them; returns the names of the suites whose version changed. Called when the
         worker's registry loads and after each registry change (never per event)."""
         changed = []
-        for suite in self.all:
+        for suite in self.scoring:
             if not any(spec.evaluator == "registered" for spec in suite.config.evaluators):
                 continue
             definition = suite_definition(suite.config, suite.evaluators, self.judges, versions)
@@ -354,13 +433,18 @@ class LoadedConfig:
             event_id=event.id,
         )
 
+    @property
+    def scoring(self) -> tuple[Suite, ...]:
+        """Every suite and every session's scoring suite (what the pipeline can evaluate)."""
+        return self.all + tuple(s.suite for s in self.sessions)
+
     async def start(self) -> None:
-        for suite in self.all:
+        for suite in self.scoring:
             for bound in suite.evaluators:
                 await bound.evaluator.start()
 
     async def close(self) -> None:
-        for suite in self.all:
+        for suite in self.scoring:
             for bound in suite.evaluators:
                 await bound.evaluator.close()
 
@@ -478,10 +562,34 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
         raise ConfigError([issue(*_input_error(e["loc"], e["type"], e["msg"], e.get("ctx"))) for e in exc.errors()]) from None
 
     issues: list[ConfigIssue] = [issue(loc, message) for loc, message in input_issues(config.inputs)]
-    suites: list[Suite] = []
-    for i, suite_cfg in enumerate(config.suites):
-        base: tuple[str | int, ...] = ("suites", i)
-        suite = _build_suite(config, suite_cfg, base, issue, issues)
+
+    def build(scoring: SuiteConfig | SessionConfig, base: tuple[str | int, ...]) -> Suite:
+        """Build one suite's (or session's) evaluators, adding any problem to ``issues``."""
+        bound: list[BoundEvaluator] = []
+        names: set[str] = set()
+        for j, spec in enumerate(scoring.evaluators):
+            loc = (*base, "evaluators", j)
+            if spec.result_name in names:
+                issues.append(issue((*loc, "name"), f"evaluator name {spec.result_name!r} used twice in this {_kind(base)}; set a distinct 'name'"))
+            names.add(spec.result_name)
+            try:
+                evaluator = build_evaluator(spec.evaluator, spec.params)
+            except KeyError as exc:
+                issues.append(issue((*loc, "evaluator"), str(exc.args[0])))
+                continue
+            except ValidationError as exc:
+                issues.extend(issue((*loc, "params", *e["loc"]), e["msg"]) for e in exc.errors())
+                continue
+            bound.append(BoundEvaluator(spec.result_name, spec.weight, evaluator, spec.gate))
+        if not any(spec.weight > 0 for spec in scoring.evaluators):
+            issues.append(issue((*base, "evaluators"), "weights sum to 0; at least one evaluator needs a weight > 0"))
+        if scoring.judge is not None:
+            issues.extend(issue(loc, message) for loc, message in _judge_issues(config, scoring.judge, base, names))
+        definition = suite_definition(scoring, bound, config.judges)
+        return Suite(scoring, tuple(bound), definition_hash(definition), definition)
+
+    def with_shadows(suite: Suite, suite_cfg: SuiteConfig, base: tuple[str | int, ...]) -> Suite:
+        """The suite with its ``shadow:`` candidates built (docs/versions.md)."""
         shadows: list[Shadow] = []
         for k, candidate in enumerate(suite_cfg.shadow):
             where: tuple[str | int, ...] = (*base, "shadow", k)
@@ -490,49 +598,30 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
             except ValidationError as exc:
                 issues.extend(issue((*where, *e["loc"]), e["msg"]) for e in exc.errors())
                 continue
-            built = _build_suite(config, shadow_cfg, where, issue, issues)
+            built = build(shadow_cfg, where)
             if built.version == suite.version:
                 issues.append(issue(where, f"the candidate's definition is the live suite's (version {suite.version}); "
                                     "a shadow must change something"))  # fmt: skip
             elif built.version in {s.suite.version for s in shadows}:
                 issues.append(issue(where, f"the same definition as an earlier candidate (version {built.version})"))
             shadows.append(Shadow(built, candidate.sample_rate))
-        suites.append(_with_shadows(suite, shadows))
+        return _with_shadows(suite, shadows)
+
+    suites = [with_shadows(build(suite_cfg, ("suites", i)), suite_cfg, ("suites", i))
+              for i, suite_cfg in enumerate(config.suites)]  # fmt: skip
+    sessions = [
+        Session(session_cfg, build(session_cfg, ("sessions", i)), compile_event_path(session_cfg.key),
+                None if session_cfg.end is None else compile_event_path(session_cfg.end))
+        for i, session_cfg in enumerate(config.sessions)
+    ]  # fmt: skip
     if issues:
         raise ConfigError(issues)
-    return config, LoadedConfig(suites, config.judges, config.alerts, config.windowing, config.inputs)
+    return config, LoadedConfig(suites, config.judges, config.alerts, config.windowing, config.inputs, sessions)
 
 
 def _with_shadows(suite: Suite, shadows: Sequence[Shadow]) -> Suite:
     object.__setattr__(suite, "shadows", tuple(shadows))
     return suite
-
-
-def _build_suite(config: StreamEvalConfig, suite_cfg: SuiteConfig, base: tuple[str | int, ...],
-                 issue: Callable[[Sequence[str | int], str], ConfigIssue], issues: list[ConfigIssue]) -> Suite:  # fmt: skip
-    """Build one suite's evaluators and version; its problems go to ``issues`` (paths from ``base``)."""
-    bound: list[BoundEvaluator] = []
-    names: set[str] = set()
-    for j, spec in enumerate(suite_cfg.evaluators):
-        loc = (*base, "evaluators", j)
-        if spec.result_name in names:
-            issues.append(issue((*loc, "name"), f"evaluator name {spec.result_name!r} used twice in this suite; set a distinct 'name'"))
-        names.add(spec.result_name)
-        try:
-            evaluator = build_evaluator(spec.evaluator, spec.params)
-        except KeyError as exc:
-            issues.append(issue((*loc, "evaluator"), str(exc.args[0])))
-            continue
-        except ValidationError as exc:
-            issues.extend(issue((*loc, "params", *e["loc"]), e["msg"]) for e in exc.errors())
-            continue
-        bound.append(BoundEvaluator(spec.result_name, spec.weight, evaluator, spec.gate))
-    if not any(spec.weight > 0 for spec in suite_cfg.evaluators):
-        issues.append(issue((*base, "evaluators"), "weights sum to 0; at least one evaluator needs a weight > 0"))
-    if suite_cfg.judge is not None:
-        issues.extend(issue(loc, message) for loc, message in _judge_issues(config, suite_cfg, base, names))
-    definition = suite_definition(suite_cfg, bound, config.judges)
-    return Suite(suite_cfg, tuple(bound), definition_hash(definition), definition)
 
 
 def _input_error(
@@ -551,16 +640,19 @@ def _input_error(
     return loc, message
 
 
-def _judge_issues(config: StreamEvalConfig, suite: SuiteConfig, at: tuple[str | int, ...],
+def _kind(at: tuple[str | int, ...]) -> str:
+    """``suite`` or ``session``: what the config entry at ``at`` is."""
+    return "session" if at[0] == "sessions" else "suite"
+
+
+def _judge_issues(config: StreamEvalConfig, block: SuiteJudgeConfig, at: tuple[str | int, ...],
                   names: set[str]) -> list[tuple[tuple[str | int, ...], str]]:  # fmt: skip
-    """Problems of the judge block of ``suite`` (at path ``at``): unknown judges, weights, fallback evaluators."""
-    block = suite.judge
-    assert block is not None
+    """Problems of the judge block of the suite (or session) at ``at``: unknown judges, weights, fallback evaluators."""
     base: tuple[str | int, ...] = (*at, "judge")
     out: list[tuple[tuple[str | int, ...], str]] = []
     known = {j.name for j in config.judges}
     if not config.judges:
-        out.append((base, "the suite has a judge block but the config has no top-level 'judges' list"))
+        out.append((base, f"the {_kind(at)} has a judge block but the config has no top-level 'judges' list"))
         return out
     for k, name in enumerate(block.judges or []):
         if name not in known:

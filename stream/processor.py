@@ -21,12 +21,13 @@ from typing import cast
 from . import telemetry
 from .batch import evaluate_messages
 from .deadletters import DeadLetterPolicy
-from .envelope import Outcome, Source
+from .envelope import Outcome, Source, Turn
 from .evalpool import EvalPool
 from .inputs import Inputs
 from .models import parse_time
 from .outputs import Publish, Send
 from .pipeline import Pipeline
+from .sessions.state import SessionStore
 from .store import ResultStore, retry_forever
 from .windows import WindowCloser
 
@@ -56,6 +57,7 @@ class Processor:
         pool: EvalPool | None = None,
         inputs: Inputs | None = None,
         dead_letters: DeadLetterPolicy | None = None,
+        sessions: SessionStore | None = None,
         shadows: Sequence[Pipeline] = (),
     ) -> None:
         self.pipeline = pipeline
@@ -63,6 +65,7 @@ class Processor:
         # their own versions, published marked shadow: true; their dead letters are dropped (the live one is kept)
         self.shadows = tuple(shadows)
         self.store = store
+        self.sessions = sessions  # the suite file has sessions: turns are appended once their result is recorded
         self.pool = pool
         self.inputs = inputs or Inputs()  # none configured: every message is a native request event
         self.dead_letters = dead_letters if dead_letters is not None else DeadLetterPolicy()
@@ -143,6 +146,8 @@ class Processor:
             ),
             what="recording a batch in Redis",
         )
+        if self.sessions is not None:
+            await self._append_turns([turn for i, _, _ in results for turn in outcomes[i].turns])
         out: dict[int, Publish] = {}
         for (i, result, encoded), previous in zip(results, stored, strict=True):
             out[i] = Publish("result", result.id.encode(), previous if previous is not None else encoded)
@@ -156,6 +161,20 @@ class Processor:
             key = letter.event_id.encode() if letter.event_id else None
             out[i] = Publish("deadletter", key, letter.model_dump_json().encode())
         return [out[i] for i in sorted(out)]
+
+    async def _append_turns(self, turns: list[Turn]) -> None:
+        """Append the batch's turns to their sessions (after their own results are recorded: a turn carries
+        its final score); keyless turns are only counted."""
+        assert self.sessions is not None
+        for turn in turns:
+            if turn.key is None:
+                telemetry.SESSION_TURNS.labels(turn.session, "keyless").inc()
+        if not any(turn.key is not None for turn in turns):
+            return
+        store = self.sessions
+        report = await retry_forever(lambda: store.append(turns), what="appending turns to sessions in Redis")
+        for (session, outcome), n in report.counts.items():
+            telemetry.SESSION_TURNS.labels(session, outcome).inc(n)
 
     async def close_windows(self, closer: WindowCloser, send: Send) -> int:
         """The periodic step: publish due windows and their alerts, refresh the judges' z-score norms.

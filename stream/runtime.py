@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import uuid
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -51,6 +53,8 @@ from .pipeline import Pipeline
 from .processor import Processor
 from .redis_security import redis_options
 from .registry import LiveRegistry, RegistryStore, bind_live_registry
+from .sessions.closer import SessionCloser
+from .sessions.state import SessionStore, session_terms
 from .settings import Settings
 from .signals import ConsumerLag
 from .store import ResultStore, retry_forever
@@ -127,10 +131,12 @@ def open_store(client: Client, settings: Settings, *, allowed_lateness_s: float)
 class Runtime:
     """A running worker's parts: the processor, the window closer and the alert side effects."""
 
-    def __init__(self, processor: Processor, closer: WindowCloser, lag: ConsumerLag | None = None) -> None:
+    def __init__(self, processor: Processor, closer: WindowCloser, lag: ConsumerLag | None = None,
+                 sessions: SessionCloser | None = None) -> None:  # fmt: skip
         self.processor = processor
         self.closer = closer
         self.lag = lag if lag is not None else ConsumerLag()  # the agent updates it after each batch
+        self.sessions = sessions  # None when the suite file has no sessions
 
     @classmethod
     async def build(cls, config: WorkerConfig) -> Runtime:
@@ -201,14 +207,28 @@ class Runtime:
         raw_store = RawStore(client, prefix=settings.redis_prefix, ttl_s=settings.dead_letter_raw_ttl_s,
                              budget_bytes=settings.dead_letter_raw_budget_bytes)  # fmt: skip
         dead_letters = DeadLetterPolicy(max_bytes=settings.dead_letter_max_bytes, store=raw_store)
-        processor = Processor(pipeline, store, on_close=close, pool=pool, inputs=config.inputs,
-                              dead_letters=dead_letters, shadows=shadows)  # fmt: skip
-        await processor.start()
         windowing = suites.windowing
+        session_state = None
+        if suites.sessions:
+            terms = session_terms(suites.sessions, windowing.allowed_lateness_s)
+            session_state = SessionStore(client, terms, prefix=settings.redis_prefix, lease_s=windowing.lease_s,
+                                         worker_id=f"{os.getpid()}-{uuid.uuid4().hex[:8]}")  # fmt: skip
+        processor = Processor(pipeline, store, on_close=close, pool=pool, inputs=config.inputs,
+                              dead_letters=dead_letters, sessions=session_state, shadows=shadows)  # fmt: skip
+        await processor.start()
         closer = WindowCloser(store, suites.alerts, allowed_lateness_s=windowing.allowed_lateness_s,
                               lease_s=windowing.lease_s, live_versions=live_versions)  # fmt: skip
-        log.info("streameval worker ready: %d suite(s), Redis %s", len(suites.all), redact_url(redis_url))
-        return cls(processor, closer, lag)
+        sessions = None if session_state is None else SessionCloser(session_state, store, pipeline, suites.sessions)
+        log.info("streameval worker ready: %d suite(s), %d session(s), Redis %s", len(suites.all),
+                 len(suites.sessions), redact_url(redis_url))  # fmt: skip
+        return cls(processor, closer, lag, sessions)
+
+    async def close_sessions(self, send: Send) -> int:
+        """Close due sessions and publish their results through ``send`` (streameval.sessions.closer).
+        Returns how many this worker published; errors propagate (the next tick retries; leases hold)."""
+        if self.sessions is None:
+            return 0
+        return await self.sessions.run_once(send)
 
     async def close_windows(self, send: Send) -> int:
         """Publish due windows and their alerts through ``send``; keep each alert for the dashboard.
@@ -230,8 +250,9 @@ class Runtime:
 
 
 def version_infos(suites: LoadedConfig, names: Collection[str] | None = None) -> list[VersionInfo]:
-    """The versions of ``suites`` (those named in ``names``, else all) as :func:`register_versions` takes them."""
-    return [VersionInfo(s.name, s.version, s.label, s.definition) for s in suites.all if names is None or s.name in names]
+    """The versions of the suites and sessions (those named in ``names``, else all) as :func:`register_versions`
+    takes them."""
+    return [VersionInfo(s.name, s.version, s.label, s.definition) for s in suites.scoring if names is None or s.name in names]
 
 
 def _log_failure(task: asyncio.Future[None]) -> None:
