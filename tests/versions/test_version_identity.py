@@ -192,3 +192,28 @@ async def test_a_registry_update_moves_the_suite_version(aredis: Any, prefix: st
         assert suites.by_name["qa"].definition["evaluators"][0]["registered_version"] == f"{record.id}@2"
     finally:
         await registry.close()
+
+
+SESSIONS = """
+suites:
+  - name: qa
+    default: true
+    evaluators: [{evaluator: exact_match}]
+sessions:
+  - name: chat
+    key: metadata.conversation_id
+    gap_s: 300
+"""
+
+
+def test_sessions_have_versions_of_their_definition() -> None:
+    def session_version(text: str) -> str:
+        _, loaded = parse_config_text(textwrap.dedent(text))
+        [session] = loaded.sessions
+        return session.suite.version
+
+    base = session_version(SESSIONS)
+    assert len(base) == 12
+    assert session_version(SESSIONS.replace("gap_s: 300", "gap_s: 300.0")) == base
+    assert session_version(SESSIONS.replace("gap_s: 300", "gap_s: 60")) != base  # what forms a session
+    assert session_version(SESSIONS.replace("key: metadata.conversation_id", "key: metadata.thread")) != base
