@@ -7,6 +7,7 @@ same verdict on valid and invalid documents. Change both together.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from math import isfinite, modf
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
@@ -92,10 +93,36 @@ def parse_time(value: str) -> float:
 
 
 def format_time(epoch: float) -> str:
-    """RFC 3339 UTC with milliseconds, e.g. ``2026-11-21T10:00:00.123Z``."""
-    return datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z"
-    )
+    """RFC 3339 UTC with milliseconds, e.g. ``2026-11-21T10:00:00.123Z``.
+
+    The same text as ``datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds")`` with ``Z``
+    (tests/core/test_result_fastpath.py compares them), ~3x cheaper: the date and time of day are formatted
+    once per second; the fraction is rounded to microseconds as datetime rounds it (half to even, a
+    carry into the next second included), then cut to milliseconds as isoformat cuts it."""
+    if not isfinite(epoch):
+        return _format_time(epoch)  # raises as datetime does
+    fraction, whole = modf(epoch)
+    micros = round(fraction * 1e6)
+    if micros >= 1_000_000:
+        micros -= 1_000_000
+        whole += 1.0
+    elif micros < 0:
+        micros += 1_000_000
+        whole -= 1.0
+    prefix = _seconds.get(whole)
+    if prefix is None:
+        if len(_seconds) >= 256:
+            _seconds.clear()
+        prefix = _seconds[whole] = datetime.fromtimestamp(whole, tz=UTC).isoformat(timespec="seconds")[:-6]
+    return f"{prefix}.{micros // 1000:03d}Z"
+
+
+def _format_time(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# ``YYYY-MM-DDTHH:MM:SS`` of the last whole seconds formatted (a batch's events share a few)
+_seconds: dict[float, str] = {}
 
 
 class RequestEvent(BaseModel):
