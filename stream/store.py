@@ -40,7 +40,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import _lua, telemetry
 from .drilldown import Candidates
@@ -83,6 +83,12 @@ MAX_COUNTER_LABELS = 64
 Item = tuple[GradedResult, bytes, dict[str, dict[str, float]] | None] | tuple[
     GradedResult, bytes, dict[str, dict[str, float]] | None, bytes
 ]
+
+
+class VerdictKeeper(Protocol):
+    """Adds commands to a batch's record pipeline (streameval.labels.LabelStore)."""
+
+    def verdict_writes(self, events: Sequence[tuple[str, GradedResult]], now: float) -> list[tuple[Any, ...]]: ...
 
 
 @dataclass(frozen=True)
@@ -164,6 +170,8 @@ class ResultStore:
         self._renewed: dict[str, float] = {}  # pair -> when this worker last renewed its all-time TTL
         # (pair, generation) -> (has marks of the previous layout, when looked); True stays (they only expire)
         self._legacy: dict[tuple[str, int], tuple[bool, float]] = {}
+        # keeps each result's verdicts for the human-label join in the same pipeline (streameval.labels)
+        self.verdicts: VerdictKeeper | None = None
 
     @classmethod
     def from_settings(cls, client: Client, settings: Settings, *, allowed_lateness_s: float) -> ResultStore:
@@ -209,6 +217,9 @@ class ResultStore:
         copies = {e.index: first.setdefault((e.pair, e.digest), e.index) for e in events}
         pending = [e for e in events if copies[e.index] == e.index]
         writes = self._result_strings(pending, self.now())
+        if self.verdicts is not None:  # the verdicts kept for joining human labels (streameval.labels)
+            writes += self.verdicts.verdict_writes([(e.pair, e.result) for e in pending if e.result is not None],
+                                                   self.now())
         dups: list[tuple[_Event, bytes]] = []  # events already counted, with the pointer to what they published
         dead_call = self._dead_letter_call(dead_letters) if dead_letters else None
         for _ in range(len(items) + 8):  # each round drops a duplicate or corrects the clock guess

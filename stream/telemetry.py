@@ -274,3 +274,22 @@ AGGREGATE_OVERFLOW = Counter(
     "streameval_aggregate_overflow", "events aggregated under the overflow model (pair cap reached), by suite",
     ["suite"],
 )
+
+LABELS = Counter(
+    "streameval_labels", "human labels from the feedback topic, by outcome: joined, unmatched, invalid, full",
+    ["outcome"],
+)
+HUMAN_AGREEMENT = Gauge(
+    "streameval_human_agreement",
+    "agreement with people in the last published window of a suite (any model): figure kappa, alpha, pearson, "
+    "spearman, mae, bias, n; rater result, panel, judge:{name}, evaluator:{name}",
+    ["suite", "rater", "figure"],
+)
+
+
+def observe_human_agreement(suite: str, raters: dict[str, dict[str, float | None]]) -> None:
+    """Set the gauges of a window's human agreement (``raters``: rater -> figure -> value)."""
+    for rater, figures in raters.items():
+        for figure, value in figures.items():
+            if value is not None:
+                HUMAN_AGREEMENT.labels(suite, rater, figure).set(value)
