@@ -50,6 +50,7 @@ from .errors import ConfigError, ConfigIssue, UnroutableEvent
 from .evaluators import Evaluator, build_evaluator
 from .grading import GradeScale
 from .inputs import FORMATS, InputConfig, input_issues
+from .labels import FeedbackInput, feedback_issues
 from .judges import PANEL_RESULT_NAME, JudgeConfig, SuiteJudgeConfig, check_panel_weights, panel_judges
 from .models import RequestEvent
 from .windows import WindowingConfig
@@ -119,6 +120,8 @@ class StreamEvalConfig(_Strict):
     alerts: list[AlertRule] = Field(default_factory=list, description="alert rules (docs/statistics.md)")
     windowing: WindowingConfig = Field(default_factory=WindowingConfig,
                                        description="window closing: lateness, interval, lease (docs/statistics.md)")
+    feedback: FeedbackInput = Field(default_factory=FeedbackInput,
+                                    description="how the feedback topic's messages become labels (docs/feedback.md)")
 
     @field_validator("alerts")
     @classmethod
@@ -172,6 +175,7 @@ class Suites:
         self.judges = tuple(judges)  # the config's judges; the pipeline opens their clients
         self.alerts = tuple(alerts)  # checked on each closed window (streameval.windows)
         self.windowing = windowing or WindowingConfig()
+        self.feedback = FeedbackInput()  # the feedback topic's format (streameval.labels)
         self.by_name = {s.name: s for s in suites}
         self._matching = [s for s in suites if s.config.match is not None and not s.config.default]
         self._default = next((s for s in suites if s.config.default), None)
@@ -269,6 +273,7 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
         raise ConfigError([issue(*_input_error(e["loc"], e["type"], e["msg"], e.get("ctx"))) for e in exc.errors()]) from None
 
     issues: list[ConfigIssue] = [issue(loc, message) for loc, message in input_issues(config.inputs)]
+    issues += [issue(("feedback", *loc), message) for loc, message in feedback_issues(config.feedback)]
     suites: list[Suite] = []
     for i, suite_cfg in enumerate(config.suites):
         base: tuple[str | int, ...] = ("suites", i)
@@ -295,7 +300,9 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
         suites.append(Suite(suite_cfg, tuple(bound)))
     if issues:
         raise ConfigError(issues)
-    return config, Suites(suites, config.judges, config.alerts, config.windowing, config.inputs)
+    parsed = Suites(suites, config.judges, config.alerts, config.windowing, config.inputs)
+    parsed.feedback = config.feedback
+    return config, parsed
 
 
 def _input_error(

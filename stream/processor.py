@@ -21,9 +21,11 @@ from . import telemetry
 from .deadletters import DeadLetterPolicy
 from .evalpool import EvalPool
 from .inputs import Inputs, evaluate_messages
-from .models import parse_time
+from .models import DeadLetter, parse_time
 from .outputs import Publish, Send
 from .pipeline import Outcome, Pipeline, Source
+from .errors import EventError
+from .labels import FeedbackDecoder, Label, LabelStore, decode_error_letter
 from .store import ResultStore, retry_forever
 from .windows import WindowCloser
 
@@ -53,6 +55,8 @@ class Processor:
         pool: EvalPool | None = None,
         inputs: Inputs | None = None,
         dead_letters: DeadLetterPolicy | None = None,
+        labels: LabelStore | None = None,
+        feedback: FeedbackDecoder | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.store = store
@@ -60,6 +64,8 @@ class Processor:
         self.inputs = inputs or Inputs()  # none configured: every message is a native request event
         self.dead_letters = dead_letters if dead_letters is not None else DeadLetterPolicy()
         self._on_close = on_close
+        self.labels = labels  # the human-label join (streameval.labels); None: the feedback topic is not read
+        self.feedback = feedback or FeedbackDecoder()
 
     async def start(self) -> None:
         await self.pipeline.start()
@@ -136,12 +142,59 @@ class Processor:
             out[i] = Publish("deadletter", key, letter.model_dump_json().encode())
         return [out[i] for i in sorted(out)]
 
+    async def process_feedback(self, messages: Sequence[tuple[bytes, Source]]) -> list[Publish]:
+        """Join a batch of the feedback topic's messages to their verdicts (streameval.labels).
+
+        Returns the dead letters to publish: messages that are not labels (with the reason), and labels
+        the waiting list refused. Labels whose results are not there yet wait in Redis; the periodic step
+        (:meth:`close_windows`) joins them or dead-letters them as unmatched. A join retried after an
+        outage may append a row twice: the reader keeps the last row per event × annotator.
+        """
+        if self.labels is None:
+            raise RuntimeError("the label join is off (STREAMEVAL_LABEL_JOIN_TTL_S=0): the feedback topic is not read")
+        labels, letters = [], []
+        now = self.store.now()
+        for raw, source in messages:
+            try:
+                feedback = self.feedback.decode(raw)
+            except EventError as exc:
+                telemetry.LABELS.labels("invalid").inc()
+                letters.append(decode_error_letter(raw, exc, source.topic, source.partition, source.offset, now))
+                continue
+            labels.append(Label(feedback, raw, source.topic, source.partition, source.offset))
+        if labels:
+            store = self.labels
+            report = await retry_forever(lambda: store.join(labels), what="joining human labels in Redis")
+            letters += report.dead_letters
+        return await self._label_letters(letters)
+
+    async def _label_letters(self, letters: Sequence[DeadLetter]) -> list[Publish]:
+        out = []
+        for letter in letters:
+            telemetry.DEAD_LETTERS.labels(letter.kind).inc()
+            fitted = await retry_forever(lambda letter=letter: self.dead_letters.apply(letter),  # type: ignore[misc]
+                                         what="keeping a dead letter's event in Redis")  # fmt: skip
+            key = fitted.event_id.encode() if fitted.event_id else None
+            out.append(Publish("deadletter", key, fitted.model_dump_json().encode()))
+        return out
+
+    async def retry_labels(self, send: Send) -> int:
+        """The periodic step of the join: waiting labels joined, or dead-lettered past the wait. Returns
+        how many joined."""
+        if self.labels is None:
+            return 0
+        report = await self.labels.retry_waiting()
+        for message in await self._label_letters(report.dead_letters):
+            await send(message)
+        return report.joined
+
     async def close_windows(self, closer: WindowCloser, send: Send) -> int:
         """The periodic step: publish due windows and their alerts, refresh the judges' z-score norms.
 
         Returns the number of windows this worker published. Redis errors propagate (the caller logs
         them and tries again at the next tick; a window's lease makes a half-done publish safe).
         """
+        await self.retry_labels(send)
         published = await closer.run_once(send)
         if self.pipeline.judges is not None:
             self.pipeline.judges.norms = await closer.refresh_norms()

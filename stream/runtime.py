@@ -44,6 +44,7 @@ from .judges import JudgeCache, judge_ready_checks
 from .kafka_io import ensure_topics
 from .kafka_security import KafkaSecurity
 from .keyspace import Client
+from .labels import FeedbackDecoder, LabelStore
 from .outputs import Publish, Send, output_topics
 from .pipeline import Pipeline
 from .processor import Processor
@@ -100,7 +101,8 @@ async def prepare(config: WorkerConfig) -> None:
     await check_redis_settings(config.redis_url, redis_options(settings))  # a wrong password: one line, exit
     await ensure_topics(
         settings.kafka_bootstrap_servers,
-        [*config.input_topics, *output_topics(settings).values()],
+        [*config.input_topics, *output_topics(settings).values(),
+         *([settings.topic_feedback] if settings.label_join_ttl_s else [])],
         partitions=settings.topic_partitions,
         replication=settings.topic_replication,
         security=KafkaSecurity.from_settings(settings),
@@ -151,12 +153,21 @@ class Runtime:
         raw_store = RawStore(client, prefix=settings.redis_prefix, ttl_s=settings.dead_letter_raw_ttl_s,
                              budget_bytes=settings.dead_letter_raw_budget_bytes)  # fmt: skip
         dead_letters = DeadLetterPolicy(max_bytes=settings.dead_letter_max_bytes, store=raw_store)
+        labels = None
+        if settings.label_join_ttl_s:  # human labels joined on the stream (docs/feedback.md)
+            labels = LabelStore(client, store.keys, join_ttl_s=settings.label_join_ttl_s,
+                                buckets=settings.label_join_buckets, wait_s=settings.label_wait_s,
+                                max_pending=settings.label_max_pending, max_rows=settings.label_max_rows,
+                                windows=settings.windows, window_ttl_s=settings.window_ttl_s,
+                                all_time_ttl_s=settings.all_time_ttl_s, clock=store.now)  # fmt: skip
+            store.verdicts = labels
         processor = Processor(pipeline, store, on_close=close, pool=pool, inputs=config.inputs,
-                              dead_letters=dead_letters)  # fmt: skip
+                              dead_letters=dead_letters, labels=labels,
+                              feedback=FeedbackDecoder(suites.feedback, max_depth=settings.max_event_depth))  # fmt: skip
         await processor.start()
         windowing = suites.windowing
         closer = WindowCloser(store, suites.alerts, allowed_lateness_s=windowing.allowed_lateness_s,
-                              lease_s=windowing.lease_s)  # fmt: skip
+                              lease_s=windowing.lease_s, labels=labels)  # fmt: skip
         log.info("streameval worker ready: %d suite(s), Redis %s", len(suites.all), redact_url(redis_url))
         return cls(processor, closer)
 

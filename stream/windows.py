@@ -41,11 +41,12 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from . import _lua
+from . import _lua, telemetry
 from .alerts import AlertRule, build_alert, check_alert_windows, fires
 from .drilldown import example_ids
 from .keyspace import guard, is_cluster, run_scripts
-from .models import Aggregate, AggregateEvaluator, AggregateJudge, AlertWindow, format_time
+from .labels import LabelStore
+from .models import Aggregate, AggregateEvaluator, AggregateJudge, AlertWindow, HumanAgreement, format_time
 from .outputs import Publish, Send
 from .stats import Moments, confidence_interval, histogram_quantile, krippendorff_alpha, moments, pearson
 from .store import ResultStore, hash_fields
@@ -118,7 +119,7 @@ def _judge_moments(counters: dict[str, float]) -> Moments:
 
 def build_aggregate(
     model: str, suite: str, size: int, start: int, fields: dict[str, float], all_time: dict[str, float], *,
-    dead_letters: int, window_events: int, published_at: str,
+    dead_letters: int, window_events: int, published_at: str, human: HumanAgreement | None = None,
 ) -> Aggregate:  # fmt: skip
     """The aggregate of one window hash (``fields``); ``all_time`` gives the judges' drift baseline.
 
@@ -178,6 +179,7 @@ def build_aggregate(
         judge_cost=round(sum(j.cost for j in judges.values() if j.cost is not None), 9)
         if any(j.cost is not None for j in judges.values()) else None,
         backpressure_skips=int(panel.skips.get("backpressure", 0.0)),
+        human=human,
     )  # fmt: skip
 
 
@@ -198,7 +200,7 @@ class WindowCloser:
     def __init__(
         self, store: ResultStore, rules: Sequence[AlertRule] = (), *, allowed_lateness_s: float = 5.0,
         lease_s: float = 30.0, worker_id: str | None = None, clock: Callable[[], Awaitable[float]] | None = None,
-        clock_margin_s: float | None = None,
+        clock_margin_s: float | None = None, labels: LabelStore | None = None,
     ) -> None:  # fmt: skip
         check_alert_windows(rules, store.windows)
         self.store = store
@@ -211,6 +213,7 @@ class WindowCloser:
         self.clock_margin_s = (CLUSTER_CLOCK_MARGIN_S if is_cluster(store.client) else 0.0) \
             if clock_margin_s is None else clock_margin_s
         self._clock = clock  # tests inject one; default: the Redis server's clock
+        self.labels = labels  # the human labels joined per window (streameval.labels); None: no agreement figures
         self._alert_claim = store.client.register_script(_lua.ALERT_CLAIM)
         self._close_read = store.client.register_script(_lua.CLOSE_READ)
 
@@ -251,13 +254,22 @@ class WindowCloser:
         replies = await guard(run_scripts(client, calls))
         dead_raw = await guard(client.hgetall(keys.dead_letters(size, start)))
         dead = int(sum(float(v) for v in dead_raw.values()))
-        data = [(keys.split_pair(m), _pairs_fields(w), _pairs_fields(a)) for m, (w, a) in zip(members, replies, strict=True)]
-        data = [d for d in data if d[1].get("count", 0.0) > 0]  # indexed in case it was late, but counted elsewhere
+        kept = [(m, _pairs_fields(w), _pairs_fields(a)) for m, (w, a) in zip(members, replies, strict=True)]
+        kept = [d for d in kept if d[1].get("count", 0.0) > 0]  # indexed in case it was late, but counted elsewhere
+        data = [(keys.split_pair(m)[:2], w, a) for m, w, a in kept]
         total = int(math.fsum(w.get("count", 0.0) for _, w, _ in data))
         stamp = format_time(now)
-        for (model, suite), window, all_time in data:
-            aggregate = build_aggregate(model, suite, size, start, window, all_time,
-                                        dead_letters=dead, window_events=total, published_at=stamp)  # fmt: skip
+        human: dict[str, HumanAgreement | None] = {}
+        if self.labels is not None and data:  # the labels joined in this window: one read for every pair
+            human = await self.labels.agreement([m for m, _, _ in kept], size, start)
+        for ((model, suite), window, all_time), (member, _, _) in zip(data, kept, strict=True):
+            agreement = human.get(member)
+            aggregate = build_aggregate(model, suite, size, start, window, all_time, dead_letters=dead,
+                                        window_events=total, published_at=stamp, human=agreement)  # fmt: skip
+            if agreement is not None:
+                telemetry.observe_human_agreement(suite, {
+                    rater: {**{f: getattr(a, f) for f in ("kappa", "alpha", "pearson", "spearman", "mae", "bias")},
+                            "n": float(a.n)} for rater, a in agreement.raters.items()})  # fmt: skip
             for warning in aggregate.warnings:
                 log.warning("%s / %s, window %s: %s", model, suite, aggregate.window.start, warning)
             await send(Publish("aggregate", f"{model}:{suite}".encode(), aggregate.model_dump_json().encode()))
