@@ -51,6 +51,7 @@ from .evaluators import Evaluator, build_evaluator
 from .grading import GradeScale
 from .inputs import FORMATS, InputConfig, input_issues
 from .labels import FeedbackInput, feedback_issues
+from .review import ReviewConfig
 from .judges import PANEL_RESULT_NAME, JudgeConfig, SuiteJudgeConfig, check_panel_weights, panel_judges
 from .models import RequestEvent
 from .windows import WindowingConfig
@@ -122,6 +123,8 @@ class StreamEvalConfig(_Strict):
                                        description="window closing: lateness, interval, lease (docs/statistics.md)")
     feedback: FeedbackInput = Field(default_factory=FeedbackInput,
                                     description="how the feedback topic's messages become labels (docs/feedback.md)")
+    review: ReviewConfig | None = Field(default=None,
+                                        description="the review queue: what is sent for a person's look (docs/feedback.md)")
 
     @field_validator("alerts")
     @classmethod
@@ -176,6 +179,7 @@ class Suites:
         self.alerts = tuple(alerts)  # checked on each closed window (streameval.windows)
         self.windowing = windowing or WindowingConfig()
         self.feedback = FeedbackInput()  # the feedback topic's format (streameval.labels)
+        self.review: ReviewConfig | None = None  # the review queue (streameval.review); None: off
         self.by_name = {s.name: s for s in suites}
         self._matching = [s for s in suites if s.config.match is not None and not s.config.default]
         self._default = next((s for s in suites if s.config.default), None)
@@ -302,6 +306,7 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
         raise ConfigError(issues)
     parsed = Suites(suites, config.judges, config.alerts, config.windowing, config.inputs)
     parsed.feedback = config.feedback
+    parsed.review = config.review
     return config, parsed
 
 

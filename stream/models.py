@@ -34,6 +34,7 @@ __all__ = [
     "JudgeFallback",
     "JudgeVerdict",
     "RequestEvent",
+    "ReviewItem",
 ]
 
 #: seed 003: the ten task categories with their own rubrics. Any other non-empty name is a custom category.
@@ -423,3 +424,29 @@ class HumanAgreement(BaseModel):
         default_factory=dict, description="result, panel, judge:{name}, evaluator:{name} -> agreement with people")
     annotators: Agreement | None = Field(
         default=None, description="people among themselves: each pair of annotators of one event")
+
+
+ReviewReason = Literal["gate_failed", "judges_disagree", "near_threshold", "control"]
+
+
+class ReviewItem(BaseModel):
+    """One result selected for a person's look (review item v1, topic ``evals.review``; docs/feedback.md)."""
+
+    model_config = _STRICT
+
+    schema_version: SchemaVersion = 1
+    id: str = Field(description="the event id: label it with this id on the feedback topic")
+    model: str
+    suite: str
+    reasons: list[ReviewReason] = Field(min_length=1, description="why it was selected, most important first")
+    reason: str = Field(description="the same, in words")
+    score: float = Field(ge=0.0, le=1.0)
+    passed: bool
+    threshold: float = Field(ge=0.0, le=1.0)
+    judges: dict[str, float | None] = Field(default_factory=dict, description="each judge's score (0-10); null: no answer")
+    judge_spread: float | None = Field(default=None, ge=0.0, description="highest - lowest judge score")
+    failed_gates: list[str] = Field(default_factory=list)
+    input: str | None = Field(default=None, description="the event's input (first 4000 characters), when known")
+    output: str | None = Field(default=None, description="the event's output (first 4000 characters), when known")
+    event_time: str = Field(pattern=RFC3339)
+    selected_at: str = Field(pattern=RFC3339)

@@ -26,6 +26,7 @@ from .outputs import Publish, Send
 from .pipeline import Outcome, Pipeline, Source
 from .errors import EventError
 from .labels import FeedbackDecoder, Label, LabelStore, decode_error_letter
+from .review import ReviewQueue
 from .store import ResultStore, retry_forever
 from .windows import WindowCloser
 
@@ -57,6 +58,7 @@ class Processor:
         dead_letters: DeadLetterPolicy | None = None,
         labels: LabelStore | None = None,
         feedback: FeedbackDecoder | None = None,
+        review: ReviewQueue | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.store = store
@@ -66,6 +68,7 @@ class Processor:
         self._on_close = on_close
         self.labels = labels  # the human-label join (streameval.labels); None: the feedback topic is not read
         self.feedback = feedback or FeedbackDecoder()
+        self.review = review  # the review queue (streameval.review); None: nothing is sent for review
 
     async def start(self) -> None:
         await self.pipeline.start()
@@ -131,6 +134,17 @@ class Processor:
         out: dict[int, Publish] = {}
         for (i, result, encoded), previous in zip(results, stored, strict=True):
             out[i] = Publish("result", result.id.encode(), previous if previous is not None else encoded)
+        if self.review is not None:  # new results worth a person's look, within each pair's rate
+            fresh = [(self.store.pair_id(r.model, r.suite), r, raw_of.get(_position(sources[i])))
+                     for (i, r, _), previous in zip(results, stored, strict=True) if previous is None]  # fmt: skip
+            review = self.review
+            items = await retry_forever(lambda: review.select(fresh, self.store.now()), what="choosing results for review")
+            for item in items:
+                for reason in item.reasons:
+                    telemetry.REVIEW_SENT.labels(item.suite, reason).inc()
+            extra = [Publish("review", item.id.encode(), item.model_dump_json().encode()) for item in items]
+        else:
+            extra = []
         for i, letter in dead:
             # sized to fit the broker (streameval.deadletters); a huge event is kept whole in Redis; its
             # raw bytes are decoded only when the letter must be cut
@@ -140,7 +154,7 @@ class Processor:
             )
             key = letter.event_id.encode() if letter.event_id else None
             out[i] = Publish("deadletter", key, letter.model_dump_json().encode())
-        return [out[i] for i in sorted(out)]
+        return [out[i] for i in sorted(out)] + extra
 
     async def process_feedback(self, messages: Sequence[tuple[bytes, Source]]) -> list[Publish]:
         """Join a batch of the feedback topic's messages to their verdicts (streameval.labels).

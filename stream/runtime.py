@@ -45,6 +45,7 @@ from .kafka_io import ensure_topics
 from .kafka_security import KafkaSecurity
 from .keyspace import Client
 from .labels import FeedbackDecoder, LabelStore
+from .review import ReviewQueue
 from .outputs import Publish, Send, output_topics
 from .pipeline import Pipeline
 from .processor import Processor
@@ -163,7 +164,8 @@ class Runtime:
             store.verdicts = labels
         processor = Processor(pipeline, store, on_close=close, pool=pool, inputs=config.inputs,
                               dead_letters=dead_letters, labels=labels,
-                              feedback=FeedbackDecoder(suites.feedback, max_depth=settings.max_event_depth))  # fmt: skip
+                              feedback=FeedbackDecoder(suites.feedback, max_depth=settings.max_event_depth),
+                              review=ReviewQueue(client, store.keys, suites.review) if suites.review else None)  # fmt: skip
         await processor.start()
         windowing = suites.windowing
         closer = WindowCloser(store, suites.alerts, allowed_lateness_s=windowing.allowed_lateness_s,

@@ -293,3 +293,9 @@ def observe_human_agreement(suite: str, raters: dict[str, dict[str, float | None
         for figure, value in figures.items():
             if value is not None:
                 HUMAN_AGREEMENT.labels(suite, rater, figure).set(value)
+
+REVIEW_SENT = Counter("streameval_review_sent", "results published to the review topic, by suite and reason",
+                      ["suite", "reason"])
+REVIEW_DROPPED = Counter(
+    "streameval_review_dropped", "review candidates dropped by the rate bound (review.rate_per_min), by suite", ["suite"]
+)
