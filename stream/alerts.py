@@ -29,6 +29,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import ConfigError, ConfigIssue
+from .labels import lowest_kappa
 from .models import Aggregate, Alert
 
 __all__ = ["HUMAN_MIN_LABELS", "METRICS", "AlertRule", "Metric", "build_alert", "check_alert_windows", "figures", "fires",
@@ -49,10 +50,7 @@ def human_agreement(aggregate: Aggregate, min_labels: int = HUMAN_MIN_LABELS) ->
     over those with at least ``min_labels`` labelled pass/fail pairs (docs/feedback.md)."""
     if aggregate.human is None:
         return None
-    kappas = [a.kappa for name, a in aggregate.human.raters.items()
-              if (name in ("result", "panel") or name.startswith("judge:")) and a.kappa is not None
-              and a.n_pass >= min_labels]  # fmt: skip
-    return min(kappas, default=None)
+    return lowest_kappa(aggregate.human, min_labels)
 
 #: metric name -> how it is read off a window's aggregate (docs/statistics.md defines each figure)
 METRICS: dict[str, Callable[[Aggregate], float | None]] = {

@@ -53,7 +53,8 @@ from .strictjson import DEFAULT_MAX_EVENT_DEPTH
 
 __all__ = [
     "MAX_RECORD_BYTES", "SHARDS", "FeedbackDecoder", "FeedbackInput", "JoinReport", "Label", "LabelStore",
-    "Row", "calibration", "human_agreement", "pack_verdict", "unpack_verdict", "verdict_values",
+    "Row", "calibration", "human_agreement", "join_in_memory", "lowest_kappa", "pack_verdict", "unpack_verdict",
+    "verdict_values",
 ]  # fmt: skip
 
 log = logging.getLogger(__name__)
@@ -414,6 +415,42 @@ def calibration(rows: Sequence[Row], layouts: dict[bytes, Layout], *, min_n: int
     total = math.fsum(alphas.values())
     weights = {j: a / total for j, a in alphas.items()} if total > 0 else {}
     return Calibration(maps, weights, {j: ns[j] for j in maps})
+
+
+def join_in_memory(results: Sequence[GradedResult],
+                   labels: Sequence[Feedback]) -> tuple[dict[str, list[Row]], dict[bytes, Layout], list[tuple[Feedback, str]]]:  # fmt: skip
+    """The join of ``streameval evaluate --labels``: the same rows and layouts as on the stream, without
+    Redis. Returns rows per pair, the layouts and the labels that found no result (with why)."""
+    verdicts: dict[str, tuple[Layout, bytes]] = {}
+    layouts: dict[bytes, Layout] = {}
+    for result in results:  # the last result of an id wins, as the kept verdicts on the stream
+        pair = Keys.pair_id(result.model, result.suite)
+        names, values = verdict_values(result)
+        layout = layout_id(pair, names, result.threshold)
+        layouts[layout] = Layout(pair, names, result.threshold)
+        verdicts[result.id] = (layouts[layout], pack_verdict(layout, result, values))
+    rows: dict[str, list[Row]] = defaultdict(list)
+    unmatched: list[tuple[Feedback, str]] = []
+    for label in labels:
+        verdict = verdicts.get(label.id)
+        if verdict is None:
+            unmatched.append((label, f"no result for event id {label.id!r}"))
+            continue
+        model, suite = Keys.split_pair(verdict[0].pair)[:2]
+        if (label.model is not None and label.model != model) or (label.suite is not None and label.suite != suite):
+            unmatched.append((label, f"event id {label.id!r} was evaluated for model {model!r}, suite {suite!r}"))
+            continue
+        rows[verdict[0].pair].append(_row(label, verdict))
+    return dict(rows), layouts, unmatched
+
+
+def lowest_kappa(figures: HumanAgreement, min_labels: int = 1) -> float | None:
+    """The lowest Cohen's kappa with people among the judges, the panel and the result (the alert metric
+    ``human_agreement`` and the ``--min-human-kappa`` gate read this)."""
+    kappas = [a.kappa for name, a in figures.raters.items()
+              if (name in ("result", "panel") or name.startswith("judge:")) and a.kappa is not None
+              and a.n_pass >= min_labels]  # fmt: skip
+    return min(kappas, default=None)
 
 
 # -- the store ------------------------------------------------------------------------------------
