@@ -709,6 +709,11 @@ class LabelStore:
         return calls
 
     # -- reads -----------------------------------------------------------------------------------------
+    @property
+    def layouts(self) -> dict[bytes, Layout]:
+        """The layouts known to this store (those of every row read are loaded by :meth:`rows`)."""
+        return self._layouts
+
     async def rows(self, pairs: Sequence[str], size: int | None = None, start: int | None = None) -> dict[str, list[Row]]:
         """The rows of each pair (all time, or one window), with their layouts loaded. One round trip."""
         if not pairs:
