@@ -32,6 +32,7 @@ import hashlib
 import logging
 import math
 import struct
+import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -68,6 +69,8 @@ _HEAD = 7  # layout (4), flags (1), result score (2)
 MAX_NAMES = (MAX_RECORD_BYTES - _HEAD) // 2
 _NONE = 0xFFFF
 _GRID = 10_000  # scores are kept in 1e-4 units
+#: a worker writes each layout it uses again after this long (s): a write lost to an outage heals
+_LAYOUT_REWRITE_S = 300.0
 #: labels one worker takes from the waiting list per periodic step
 _TAKE = 500
 _FEEDBACK_FIELDS = tuple(name for name in Feedback.model_fields if name != "schema_version")
@@ -82,6 +85,14 @@ for i = 1, #ARGV do
   out[i] = v or ''
 end
 return out
+"""
+
+# One shard, in the record pipeline. KEYS: bucket keys. ARGV: 1 ttl, 2 how many of the first KEYS are new to
+# this worker in this generation (they get the ttl), then (key index, field, verdict) per event.
+KEEP = """
+for i = 3, #ARGV, 3 do redis.call('HSET', KEYS[tonumber(ARGV[i])], ARGV[i + 1], ARGV[i + 2]) end
+for k = 1, tonumber(ARGV[2]) do redis.call('EXPIRE', KEYS[k], ARGV[1]) end
+return 1
 """
 
 # One pair. KEYS: the all-time rows, then each window's rows. ARGV: 1 most bytes per key, 2 all-time ttl,
@@ -233,15 +244,18 @@ def _q(value: float) -> int:
 
 def verdict_values(result: GradedResult) -> tuple[tuple[str, ...], list[float | None]]:
     """The raters of a result other than the result itself, by name: ``judge:{name}`` (normalised score
-    0-1; None when it gave no answer), ``panel`` (the judge_panel evaluator) and ``evaluator:{name}``."""
-    named: dict[str, float | None] = {}
+    0-1; None when it gave no answer), ``panel`` (the judge_panel evaluator) and ``evaluator:{name}``, in
+    the result's order (the suite's; the layout records it), at most :data:`MAX_NAMES`."""
+    names: list[str] = []
+    values: list[float | None] = []
     if result.judge is not None:
         for verdict in result.judge.judges:
-            named[f"judge:{verdict.name}"] = verdict.score / 10 if verdict.status == "ok" and verdict.score is not None else None
+            names.append("judge:" + verdict.name)
+            values.append(verdict.score / 10 if verdict.status == "ok" and verdict.score is not None else None)
     for ev in result.evaluators:
-        named["panel" if ev.name == "judge_panel" else f"evaluator:{ev.name}"] = ev.score if ev.error is None else None
-    names = tuple(sorted(named, key=lambda n: (not n.startswith("judge:"), n != "panel", n)))[:MAX_NAMES]
-    return names, [named[n] for n in names]
+        names.append("panel" if ev.name == "judge_panel" else "evaluator:" + ev.name)
+        values.append(ev.score if ev.error is None else None)
+    return tuple(names[:MAX_NAMES]), values[:MAX_NAMES]
 
 
 def layout_id(pair: str, names: Sequence[str], threshold: float) -> bytes:
@@ -249,12 +263,9 @@ def layout_id(pair: str, names: Sequence[str], threshold: float) -> bytes:
 
 
 def pack_verdict(layout: bytes, result: GradedResult, values: Sequence[float | None]) -> bytes:
-    out = bytearray(layout)
-    out += struct.pack(">BH", int(result.passed), _q(result.score))
-    for value in values:
-        out += struct.pack(">H", _NONE if value is None else _q(value))
-    assert len(out) <= MAX_RECORD_BYTES
-    return bytes(out)
+    grid = _GRID
+    return struct.pack(f">4sBH{len(values)}H", layout, int(result.passed), min(grid, max(0, round(result.score * grid))),
+                       *(_NONE if v is None else min(grid, max(0, round(v * grid))) for v in values))  # fmt: skip
 
 
 def unpack_verdict(record: bytes) -> tuple[bytes, bool, float, list[float | None]]:
@@ -498,12 +509,14 @@ class LabelStore:
         self.all_time_ttl_s = all_time_ttl_s
         self.clock = clock
         self._read = client.register_script(JOIN_READ)
+        self._keep = client.register_script(KEEP)
         self._rows = client.register_script(LABEL_ROWS)
         self._pending_add = client.register_script(PENDING_ADD)
         self._pending_take = client.register_script(PENDING_TAKE)
         self._pending_settle = client.register_script(PENDING_SETTLE)
         self._layouts: dict[bytes, Layout] = {}  # read or written by this worker
-        self._written: set[bytes] = set()  # layouts this worker wrote (in this generation of the dictionary)
+        # layouts this worker wrote, and when (monotonic)
+        self._layout_ids: dict[tuple[str, tuple[str, ...], float], tuple[bytes, float]] = {}
         self._expiring: set[str] = set()  # bucket keys this worker gave their TTL
 
     # -- keys ------------------------------------------------------------------------------------
@@ -526,43 +539,53 @@ class LabelStore:
         return int.from_bytes(digest, "big") % self.buckets, digest[:6]
 
     # -- the record side: verdicts kept in the record pipeline --------------------------------------
-    def verdict_writes(self, events: Sequence[tuple[str, GradedResult]], now: float) -> list[tuple[Any, ...]]:
-        """The commands that keep the verdicts of ``(pair, result)``: one HSET per event (into its bucket),
-        the bucket's EXPIRE the first time this worker writes it in a generation, and a new layout."""
+    def verdict_calls(self, events: Sequence[tuple[str, GradedResult]],
+                      now: float) -> tuple[list[tuple[Any, list[str], list[Any]]], list[tuple[Any, ...]]]:  # fmt: skip
+        """What keeps the verdicts of ``(pair, result)`` in the record pipeline: one :data:`KEEP` script call
+        per shard touched (the HSETs of its events, the EXPIRE of buckets new to this worker in this
+        generation), and a plain HSET of layouts this worker has not written yet."""
         if not self.join_ttl_s or not events:
-            return []
+            return [], []
         generation = int(now // self.join_ttl_s)
         ttl = max(1, math.ceil((generation + 2) * self.join_ttl_s - now))
-        writes: list[tuple[Any, ...]] = []
-        by_key: dict[str, list[bytes]] = defaultdict(list)
+        shards: dict[int, list[tuple[str, bytes, bytes]]] = defaultdict(list)
         new_layouts: list[Any] = []
+        known, clock = self._layout_ids, time.monotonic()
         for pair, result in events:
             names, values = verdict_values(result)
-            layout = layout_id(pair, names, result.threshold)
-            if layout not in self._written:
-                self._written.add(layout)
+            key = (pair, names, result.threshold)
+            layout, written = known.get(key, (b"", -_LAYOUT_REWRITE_S))
+            if clock - written >= _LAYOUT_REWRITE_S:  # new to this worker, or written a while ago (a lost write heals)
+                if len(known) > 10_000:  # forget now and then (they are written again, which is harmless)
+                    known.clear()
+                layout = layout or layout_id(pair, names, result.threshold)
+                known[key] = (layout, clock)
                 self._layouts[layout] = Layout(pair, names, result.threshold)
                 new_layouts += [layout, orjson.dumps({"pair": pair, "names": names, "threshold": result.threshold})]
             bucket, name = self._where(event_digest(result.id))
-            by_key[self.bucket_key(bucket, generation)] += [name, pack_verdict(layout, result, values)]
-        for key, flat in by_key.items():
-            writes.append(("HSET", key, *flat))
-            if key not in self._expiring:
-                if len(self._expiring) > 4 * self.buckets:
-                    self._expiring.clear()
-                self._expiring.add(key)
-                writes.append(("EXPIRE", key, ttl))
+            shards[bucket % SHARDS].append((self.bucket_key(bucket, generation), name, pack_verdict(layout, result, values)))
+        if len(self._expiring) > 4 * self.buckets:
+            self._expiring.clear()
+        calls = []
+        for entries in shards.values():
+            # the keys new to this worker in this generation first: the script gives the first n their TTL
+            keys = list(dict.fromkeys(k for k, _, _ in entries))
+            fresh = [k for k in keys if k not in self._expiring]
+            order = fresh + [k for k in keys if k in self._expiring]
+            self._expiring.update(fresh)
+            where = {k: i + 1 for i, k in enumerate(order)}
+            args: list[Any] = [ttl, len(fresh)]
+            for k, name, record in entries:
+                args += [where[k], name, record]
+            calls.append((self._keep, order, args))
+        writes: list[tuple[Any, ...]] = []
         if new_layouts:
-            if len(self._written) > 100_000:  # forget now and then (they are re-written, which is harmless)
-                self._written.clear()
             writes.append(("HSET", self.layouts_key, *new_layouts))
             writes.append(("EXPIRE", self.layouts_key, max(self.all_time_ttl_s, 2 * self.join_ttl_s)))
-        return writes
+        return calls, writes
 
     # -- the label side ------------------------------------------------------------------------------
     def now(self) -> float:
-        import time
-
         return self.clock() if self.clock is not None else time.time()
 
     async def join(self, labels: Sequence[Label], now: float | None = None) -> JoinReport:

@@ -88,7 +88,8 @@ Item = tuple[GradedResult, bytes, dict[str, dict[str, float]] | None] | tuple[
 class VerdictKeeper(Protocol):
     """Adds commands to a batch's record pipeline (streameval.labels.LabelStore)."""
 
-    def verdict_writes(self, events: Sequence[tuple[str, GradedResult]], now: float) -> list[tuple[Any, ...]]: ...
+    def verdict_calls(self, events: Sequence[tuple[str, GradedResult]],
+                      now: float) -> tuple[list[tuple[Any, list[str], list[Any]]], list[tuple[Any, ...]]]: ...
 
 
 @dataclass(frozen=True)
@@ -217,9 +218,11 @@ class ResultStore:
         copies = {e.index: first.setdefault((e.pair, e.digest), e.index) for e in events}
         pending = [e for e in events if copies[e.index] == e.index]
         writes = self._result_strings(pending, self.now())
+        keep: list[tuple[Any, list[str], list[Any]]] = []
         if self.verdicts is not None:  # the verdicts kept for joining human labels (streameval.labels)
-            writes += self.verdicts.verdict_writes([(e.pair, e.result) for e in pending if e.result is not None],
-                                                   self.now())
+            keep, layouts = self.verdicts.verdict_calls([(e.pair, e.result) for e in pending if e.result is not None],
+                                                        self.now())  # fmt: skip
+            writes += layouts
         dups: list[tuple[_Event, bytes]] = []  # events already counted, with the pointer to what they published
         dead_call = self._dead_letter_call(dead_letters) if dead_letters else None
         for _ in range(len(items) + 8):  # each round drops a duplicate or corrects the clock guess
@@ -233,9 +236,9 @@ class ResultStore:
             if is_cluster(self.client) and index:  # the closer must see a pair in a window's index first
                 await guard(run_scripts(self.client, index))
                 index = []
-            extra = [dead_call] if dead_call is not None else []
+            extra = ([dead_call] if dead_call is not None else []) + keep
             replies = await guard(run_scripts(self.client, [*index, *extra, *calls], writes=writes))
-            dead_call, writes = None, []
+            dead_call, writes, keep = None, [], []
             pending = []
             for call, group, reply in zip(calls, groups.values(), replies[len(index) + len(extra):], strict=True):
                 pending += self._settle(call, group, reply, out, dups)

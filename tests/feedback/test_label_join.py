@@ -62,7 +62,7 @@ def test_a_judged_event_keeps_at_most_64_bytes_of_verdicts() -> None:
 
     r = result("e", {"alpha": 7.0, "beta": None, "gamma": 9.5})
     names, values = verdict_values(r)
-    assert names == ("judge:alpha", "judge:beta", "judge:gamma", "panel", "evaluator:exact_match")
+    assert names == ("judge:alpha", "judge:beta", "judge:gamma", "evaluator:exact_match", "panel")
     record = pack_verdict(layout_id("m:qa", names, 0.6), r, values)
     assert len(record) == 7 + 2 * 5 <= MAX_RECORD_BYTES
 
