@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from sklearn.metrics import cohen_kappa_score
 from streameval.embedded import EmbeddedBroker
 from streameval.judges.sim import start_judge_sim
 from streameval.kafka_io import Record, collect, ensure_topics, produce
-from streameval.models import Aggregate, Alert, DeadLetter, GradedResult, format_time
+from streameval.models import Aggregate, Alert, DeadLetter, GradedResult, ReviewItem, format_time, parse_time
 
 from ._topics import read_all
 
@@ -37,6 +38,7 @@ pytestmark = pytest.mark.integration
 
 SIZE = 30
 N = 36
+REVIEW_RATE = 4
 DRIFTED = '{"scores": {}, "overall_score": 5, "reasoning": "always perfect"}'
 
 
@@ -51,6 +53,7 @@ suites:
     threshold: 0.6
     evaluators: [{{evaluator: exact_match}}]
     judge: {{consistency_rate: 0}}
+review: {{rate_per_min: {REVIEW_RATE}, spread: 3, margin: 0.05, control_rate: 0.2}}
 alerts:
   - {{name: people-disagree, metric: human_agreement, comparator: "<", threshold: 0.4, window: {SIZE},
      min_labels: 20, severity: warning}}
@@ -117,7 +120,8 @@ async def test_labels_join_across_two_workers_and_a_drifted_judge_alerts(
                        for r in records)  # fmt: skip
 
         await collect(broker.bootstrap, [topics["aggregates"]], until=window_with_labels, timeout=SIZE + 60)
-        records = await read_all(broker.bootstrap, [topics["aggregates"], topics["alerts"], topics["deadletter"]])
+        records = await read_all(broker.bootstrap, [topics["aggregates"], topics["alerts"], topics["deadletter"],
+                                                    topics["review"]])  # fmt: skip
         for worker in workers:
             assert worker.proc.poll() is None, worker.log()[-3000:]
 
@@ -161,6 +165,19 @@ async def test_labels_join_across_two_workers_and_a_drifted_judge_alerts(
     [alert] = [a for r in records if r.topic == topics["alerts"]
                if (a := Alert.model_validate_json(r.value)).model == "m"]  # fmt: skip
     assert alert.rule == "people-disagree" and alert.value == pytest.approx(0.0)
+
+    # the review queue: the drifted judge disagrees with the good one on every wrong answer (a burst of
+    # candidates from two workers at once); at most REVIEW_RATE per minute were sent, each with its reason
+    review = [ReviewItem.model_validate_json(r.value) for r in records if r.topic == topics["review"]]
+    mine = [item for item in review if item.model == "m"]
+    per_minute = Counter(parse_time(item.selected_at) // 60 for item in mine)
+    candidates = sum(1 for i in ids if graded[i].judge and abs(judge_score(i, "good") - judge_score(i, "drifted")) >= 0.3)
+    assert candidates > 2 * REVIEW_RATE and mine and max(per_minute.values()) <= REVIEW_RATE
+    assert len(mine) <= REVIEW_RATE * len(per_minute)
+    for item in mine:
+        assert item.reasons and item.reason and item.output == outputs[item.id]
+        if "judges_disagree" in item.reasons:
+            assert item.judge_spread is not None and item.judge_spread >= 3
 
     letters = [DeadLetter.model_validate_json(r.value) for r in records if r.topic == topics["deadletter"]]
     [ghost] = [d for d in letters if d.kind == "unmatched_label"]
