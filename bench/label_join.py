@@ -42,27 +42,56 @@ def _results(n: int, seed: int = 1) -> list[Any]:
     out = []
     for i in range(n):
         scores = {j: float(rng.randrange(0, 11)) for j in ("alpha", "beta", "gamma")}
-        verdicts = [JudgeVerdict(name=j, model=f"m-{j}", weight=1 / 3, status="ok", prompt="standard", scale="0-10",
-                                 score=s) for j, s in scores.items()]  # fmt: skip
+        verdicts = [
+            JudgeVerdict(
+                name=j, model=f"m-{j}", weight=1 / 3, status="ok", prompt="standard", scale="0-10", score=s
+            )
+            for j, s in scores.items()
+        ]
         panel = sum(scores.values()) / 3
         rule = rng.random()
         score = (panel / 10 + rule) / 2
-        out.append(GradedResult(
-            id=f"ev-{seed}-{i}", model="m", suite="qa", score=score, passed=score >= 0.6, threshold=0.6, grade="x",
-            evaluators=[EvaluatorResult(name="exact_match", score=rule, passed=rule >= 0.6, weight=1.0),
-                        EvaluatorResult(name="judge_panel", score=panel / 10, passed=panel >= 6, weight=1.0)],
-            event_time=format_time(now), evaluated_at=format_time(now), latency_ms=5.0, pipeline_version="bench",
-            judge=JudgeBlock(status="ok", mode="blend", prompt="rubric", category=None, panel_score=panel,
-                             metrics_score=panel, final_score=panel, reason="", judges=verdicts, fallbacks=[]),
-        ))  # fmt: skip
+        out.append(
+            GradedResult(
+                id=f"ev-{seed}-{i}",
+                model="m",
+                suite="qa",
+                score=score,
+                passed=score >= 0.6,
+                threshold=0.6,
+                grade="x",
+                evaluators=[
+                    EvaluatorResult(name="exact_match", score=rule, passed=rule >= 0.6, weight=1.0),
+                    EvaluatorResult(name="judge_panel", score=panel / 10, passed=panel >= 6, weight=1.0),
+                ],
+                event_time=format_time(now),
+                evaluated_at=format_time(now),
+                latency_ms=5.0,
+                pipeline_version="bench",
+                judge=JudgeBlock(
+                    status="ok",
+                    mode="blend",
+                    prompt="rubric",
+                    category=None,
+                    panel_score=panel,
+                    metrics_score=panel,
+                    final_score=panel,
+                    reason="",
+                    judges=verdicts,
+                    fallbacks=[],
+                ),
+            )
+        )
     return out
 
 
 def _info(client: Any) -> dict[str, float]:
     cpu = client.info("cpu")
     stats = client.info("commandstats")
-    return {"cpu": float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]),
-            "calls": float(sum(v["calls"] for v in stats.values()))}  # fmt: skip
+    return {
+        "cpu": float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]),
+        "calls": float(sum(v["calls"] for v in stats.values())),
+    }
 
 
 async def _side(port: int, results: list[Any], args: argparse.Namespace, keep: bool) -> dict[str, float]:
@@ -85,8 +114,11 @@ async def _side(port: int, results: list[Any], args: argparse.Namespace, keep: b
         await store.record_many(items[k : k + args.batch])
     cpu1, after = time.process_time(), _info(sync)
     n = len(items)
-    out = {"redis_us": (after["cpu"] - before["cpu"]) * 1e6 / n, "commands": (after["calls"] - before["calls"]) / n,
-           "worker_us": (cpu1 - cpu0) * 1e6 / n}  # fmt: skip
+    out = {
+        "redis_us": (after["cpu"] - before["cpu"]) * 1e6 / n,
+        "commands": (after["calls"] - before["calls"]) / n,
+        "worker_us": (cpu1 - cpu0) * 1e6 / n,
+    }
     if keep:
         generation = int(store.now() // labels.join_ttl_s)
         used = 0
@@ -95,8 +127,10 @@ async def _side(port: int, results: list[Any], args: argparse.Namespace, keep: b
         out["bytes_per_event"] = used / n
         rng = random.Random(9)
         chosen = [rng.choice(results) for _ in range(args.labels)]
-        batch = [Label(Feedback(id=r.id, passed=rng.random() < 0.5, annotator=f"a{rng.randrange(3)}"), b"{}")
-                 for r in chosen]  # fmt: skip
+        batch = [
+            Label(Feedback(id=r.id, passed=rng.random() < 0.5, annotator=f"a{rng.randrange(3)}"), b"{}")
+            for r in chosen
+        ]
         before = _info(sync)
         calls = joined = 0
         for k in range(0, len(batch), args.label_batch):
@@ -134,15 +168,23 @@ def main() -> None:
                 proc.wait()
     off, on = figures[False], figures[True]
     print(f"{args.events} judged events in batches of {args.batch}; {args.buckets} buckets")
-    print(f"  Redis CPU per event: {off['redis_us']:.2f} µs without the verdicts, {on['redis_us']:.2f} µs with "
-          f"(x{on['redis_us'] / off['redis_us']:.2f})")
+    print(
+        f"  Redis CPU per event: {off['redis_us']:.2f} µs without the verdicts, {on['redis_us']:.2f} µs with "
+        f"(x{on['redis_us'] / off['redis_us']:.2f})"
+    )
     print(f"  commands per event: {off['commands']:.2f} without, {on['commands']:.2f} with")
-    print(f"  worker CPU per event recording: {off['worker_us']:.1f} µs without, {on['worker_us']:.1f} µs with "
-          f"(x{on['worker_us'] / off['worker_us']:.2f})")
-    print(f"  bytes kept per event for the join: {on['bytes_per_event']:.1f} B (MEMORY USAGE of the bucket keys)")
+    print(
+        f"  worker CPU per event recording: {off['worker_us']:.1f} µs without, {on['worker_us']:.1f} µs with "
+        f"(x{on['worker_us'] / off['worker_us']:.2f})"
+    )
+    print(
+        f"  bytes kept per event for the join: {on['bytes_per_event']:.1f} B (MEMORY USAGE of the bucket keys)"
+    )
     print(f"{args.labels} labels joined in batches of {args.label_batch}: {on['labels_joined']} joined")
-    print(f"  Redis calls per label: {on['calls_per_label']:.3f} (commands inside Redis: {on['label_commands']:.2f}); "
-          f"Redis CPU per label: {on['label_redis_us']:.2f} µs")
+    print(
+        f"  Redis calls per label: {on['calls_per_label']:.3f} (commands inside Redis: {on['label_commands']:.2f}); "
+        f"Redis CPU per label: {on['label_redis_us']:.2f} µs"
+    )
 
 
 if __name__ == "__main__":

@@ -71,8 +71,14 @@ def _pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
     mx, my = math.fsum(x) / n, math.fsum(y) / n
     dx = [a - mx for a in x]
     dy = [b - my for b in y]
-    return pearson(n, 0.0, 0.0, math.fsum(a * a for a in dx), math.fsum(b * b for b in dy),
-                   math.fsum(a * b for a, b in zip(dx, dy, strict=True)))  # fmt: skip
+    return pearson(
+        n,
+        0.0,
+        0.0,
+        math.fsum(a * a for a in dx),
+        math.fsum(b * b for b in dy),
+        math.fsum(a * b for a, b in zip(dx, dy, strict=True)),
+    )
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
@@ -80,8 +86,9 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
     return _pearson(ranks(x), ranks(y))
 
 
-def agreement(rater: Sequence[float], human: Sequence[float], rater_pass: Sequence[bool],
-              human_pass: Sequence[bool]) -> Agreement:  # fmt: skip
+def agreement(
+    rater: Sequence[float], human: Sequence[float], rater_pass: Sequence[bool], human_pass: Sequence[bool]
+) -> Agreement:
     """Every figure of one rater against people, from paired values on 0-1 and paired pass/fail."""
     n = len(rater)
     kappa, p_o, p_e = cohen_kappa(rater_pass, human_pass)
@@ -91,8 +98,13 @@ def agreement(rater: Sequence[float], human: Sequence[float], rater_pass: Sequen
         se = math.sqrt(p_o * (1 - p_o) / n_pass) / (1 - p_e)
         kappa_ci = (max(-1.0, kappa - _Z * se), min(1.0, kappa + _Z * se))
     if n == 0:
-        return Agreement(n=0, n_pass=n_pass, kappa=kappa, kappa_ci_low=kappa_ci and kappa_ci[0],
-                         kappa_ci_high=kappa_ci and kappa_ci[1])  # fmt: skip
+        return Agreement(
+            n=0,
+            n_pass=n_pass,
+            kappa=kappa,
+            kappa_ci_low=kappa_ci and kappa_ci[0],
+            kappa_ci_high=kappa_ci and kappa_ci[1],
+        )
     units = [alpha_unit((a, b)) for a, b in zip(rater, human, strict=True)]
     alpha = krippendorff_alpha(*(math.fsum(u[i] for u in units) for i in range(4)))
     r = _pearson(rater, human)
@@ -107,13 +119,21 @@ def agreement(rater: Sequence[float], human: Sequence[float], rater_pass: Sequen
     m = moments(n, math.fsum(errors), math.fsum(e * e for e in errors))
     mae_ci = confidence_interval(m, bounds=(0.0, 1.0))
     return Agreement(
-        n=n, n_pass=n_pass, kappa=kappa,
-        kappa_ci_low=kappa_ci[0] if kappa_ci else None, kappa_ci_high=kappa_ci[1] if kappa_ci else None,
-        alpha=alpha, pearson=r, pearson_ci_low=r_ci[0] if r_ci else None, pearson_ci_high=r_ci[1] if r_ci else None,
-        spearman=spearman(rater, human), mae=m.mean,
-        mae_ci_low=mae_ci[0] if mae_ci else None, mae_ci_high=mae_ci[1] if mae_ci else None,
+        n=n,
+        n_pass=n_pass,
+        kappa=kappa,
+        kappa_ci_low=kappa_ci[0] if kappa_ci else None,
+        kappa_ci_high=kappa_ci[1] if kappa_ci else None,
+        alpha=alpha,
+        pearson=r,
+        pearson_ci_low=r_ci[0] if r_ci else None,
+        pearson_ci_high=r_ci[1] if r_ci else None,
+        spearman=spearman(rater, human),
+        mae=m.mean,
+        mae_ci_low=mae_ci[0] if mae_ci else None,
+        mae_ci_high=mae_ci[1] if mae_ci else None,
         bias=math.fsum(rater) / n - math.fsum(human) / n,
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True)

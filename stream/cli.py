@@ -230,7 +230,7 @@ def _human_agreement(args: argparse.Namespace, suites: Suites, settings: Setting
             bad += 1
             console.print(f"{args.labels}:{n}: not a label ({exc.kind}): {exc.reason}", highlight=False)
     rows, layouts, unmatched = join_in_memory(results, labels)
-    for label, why in unmatched[:20]:
+    for _, why in unmatched[:20]:
         console.print(f"unmatched label: {why}", highlight=False)
     figures = {Keys.split_pair(pair)[:2]: human_agreement(pair_rows, layouts) for pair, pair_rows in rows.items()}
     if not args.quiet:

@@ -50,10 +50,10 @@ from .errors import ConfigError, ConfigIssue, UnroutableEvent
 from .evaluators import Evaluator, build_evaluator
 from .grading import GradeScale
 from .inputs import FORMATS, InputConfig, input_issues
-from .labels import FeedbackInput, feedback_issues
-from .review import ReviewConfig
 from .judges import PANEL_RESULT_NAME, JudgeConfig, SuiteJudgeConfig, check_panel_weights, panel_judges
+from .labels import FeedbackInput, feedback_issues
 from .models import RequestEvent
+from .review import ReviewConfig
 from .windows import WindowingConfig
 
 __all__ = [

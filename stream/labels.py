@@ -53,10 +53,22 @@ from .models import DeadLetter, DeadLetterSource, Feedback, GradedResult, HumanA
 from .strictjson import DEFAULT_MAX_EVENT_DEPTH
 
 __all__ = [
-    "MAX_RECORD_BYTES", "SHARDS", "FeedbackDecoder", "FeedbackInput", "JoinReport", "Label", "LabelStore",
-    "Row", "calibration", "human_agreement", "join_in_memory", "lowest_kappa", "pack_verdict", "unpack_verdict",
+    "MAX_RECORD_BYTES",
+    "SHARDS",
+    "FeedbackDecoder",
+    "FeedbackInput",
+    "JoinReport",
+    "Label",
+    "LabelStore",
+    "Row",
+    "calibration",
+    "human_agreement",
+    "join_in_memory",
+    "lowest_kappa",
+    "pack_verdict",
+    "unpack_verdict",
     "verdict_values",
-]  # fmt: skip
+]
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +159,7 @@ return out
 PENDING_SETTLE = """
 for i = 1, #ARGV, 3 do
   local m = ARGV[i]
-  if redis.call('HGET', KEYS[2], m) == ARGV[i + 1] then
+  if (redis.call('HGET', KEYS[2], m) or '') == ARGV[i + 1] then
     if ARGV[i + 2] == '' then
       redis.call('ZREM', KEYS[1], m)
       redis.call('HDEL', KEYS[2], m)
@@ -173,7 +185,9 @@ class FeedbackInput(BaseModel):
     format: Literal["native", "json"] = "native"
     map: dict[str, str] = Field(default_factory=dict, description="feedback field -> path in the message")
     optional: list[str] = Field(default_factory=list, description="mapped fields whose path may find nothing")
-    set: dict[str, Any] = Field(default_factory=dict, description="feedback fields with one value for every label")
+    set: dict[str, Any] = Field(
+        default_factory=dict, description="feedback fields with one value for every label"
+    )
     max_message_bytes: int = Field(default=64 << 10, ge=1, description="larger messages are too_large")
 
 
@@ -193,7 +207,9 @@ def feedback_issues(spec: FeedbackInput) -> list[tuple[tuple[str | int, ...], st
             issues.append((("map", name), str(exc)))
     for name in spec.set:
         if name not in _FEEDBACK_FIELDS or name == "id":
-            issues.append((("set", name), f"{name!r} cannot be set for every label; fields: {valid} (not id)"))
+            issues.append(
+                (("set", name), f"{name!r} cannot be set for every label; fields: {valid} (not id)")
+            )
     for k, name in enumerate(spec.optional):
         if name not in spec.map:
             issues.append((("optional", k), f"{name!r} is not in map"))
@@ -205,7 +221,9 @@ def feedback_issues(spec: FeedbackInput) -> list[tuple[tuple[str | int, ...], st
 class FeedbackDecoder:
     """One message of the feedback topic -> :class:`Feedback`, or :class:`EventError` (a dead letter)."""
 
-    def __init__(self, spec: FeedbackInput | None = None, *, max_depth: int = DEFAULT_MAX_EVENT_DEPTH) -> None:
+    def __init__(
+        self, spec: FeedbackInput | None = None, *, max_depth: int = DEFAULT_MAX_EVENT_DEPTH
+    ) -> None:
         self.spec = spec or FeedbackInput()
         self.max_depth = max_depth
         self._paths = [(name, compile_path(path)) for name, path in self.spec.map.items()]
@@ -225,7 +243,9 @@ class FeedbackDecoder:
                     value = str(value)
                 label[name] = value
             if missing:
-                raise SchemaViolation("; ".join(missing), event_id=label.get("id") if isinstance(label.get("id"), str) else None)
+                raise SchemaViolation(
+                    "; ".join(missing), event_id=label.get("id") if isinstance(label.get("id"), str) else None
+                )
             document = label
         if not isinstance(document, dict):
             raise SchemaViolation("a label is a JSON object (feedback v1)")
@@ -233,7 +253,9 @@ class FeedbackDecoder:
             return Feedback.model_validate(document)
         except ValidationError as exc:
             event_id = document.get("id") if isinstance(document.get("id"), str) else None
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '<label>'}: {e['msg']}" for e in exc.errors())
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '<label>'}: {e['msg']}" for e in exc.errors()
+            )
             raise SchemaViolation(f"not a feedback v1 label: {problems}", event_id=event_id) from None
 
 
@@ -251,7 +273,9 @@ def verdict_values(result: GradedResult) -> tuple[tuple[str, ...], list[float | 
     if result.judge is not None:
         for verdict in result.judge.judges:
             names.append("judge:" + verdict.name)
-            values.append(verdict.score / 10 if verdict.status == "ok" and verdict.score is not None else None)
+            values.append(
+                verdict.score / 10 if verdict.status == "ok" and verdict.score is not None else None
+            )
     for ev in result.evaluators:
         names.append("panel" if ev.name == "judge_panel" else "evaluator:" + ev.name)
         values.append(ev.score if ev.error is None else None)
@@ -264,8 +288,13 @@ def layout_id(pair: str, names: Sequence[str], threshold: float) -> bytes:
 
 def pack_verdict(layout: bytes, result: GradedResult, values: Sequence[float | None]) -> bytes:
     grid = _GRID
-    return struct.pack(f">4sBH{len(values)}H", layout, int(result.passed), min(grid, max(0, round(result.score * grid))),
-                       *(_NONE if v is None else min(grid, max(0, round(v * grid))) for v in values))  # fmt: skip
+    return struct.pack(
+        f">4sBH{len(values)}H",
+        layout,
+        int(result.passed),
+        min(grid, max(0, round(result.score * grid))),
+        *(_NONE if v is None else min(grid, max(0, round(v * grid))) for v in values),
+    )
 
 
 def unpack_verdict(record: bytes) -> tuple[bytes, bool, float, list[float | None]]:
@@ -304,11 +333,23 @@ class Row:
     values: list[float | None]
 
     def pack(self) -> bytes:
-        flags = (self.human_passed is not None) | (bool(self.human_passed) << 1) | ((self.human_score is not None) << 2)
-        verdict = self.layout + struct.pack(">BH", int(self.passed), _q(self.score)) + b"".join(
-            struct.pack(">H", _NONE if v is None else _q(v)) for v in self.values)
-        return (self.event + self.annotator + struct.pack(">BH", flags, _NONE if self.human_score is None
-                                                          else _q(self.human_score)) + bytes([len(verdict)]) + verdict)  # fmt: skip
+        flags = (
+            (self.human_passed is not None)
+            | (bool(self.human_passed) << 1)
+            | ((self.human_score is not None) << 2)
+        )
+        verdict = (
+            self.layout
+            + struct.pack(">BH", int(self.passed), _q(self.score))
+            + b"".join(struct.pack(">H", _NONE if v is None else _q(v)) for v in self.values)
+        )
+        return (
+            self.event
+            + self.annotator
+            + struct.pack(">BH", flags, _NONE if self.human_score is None else _q(self.human_score))
+            + bytes([len(verdict)])
+            + verdict
+        )
 
 
 def parse_rows(blob: bytes) -> list[Row]:
@@ -322,8 +363,18 @@ def parse_rows(blob: bytes) -> list[Row]:
         if len(verdict) < _HEAD:
             break  # a torn tail cannot happen (APPEND is atomic); stop rather than misread
         layout, passed, score, values = unpack_verdict(verdict)
-        rows.append(Row(bytes(event), bytes(annotator), bool(flags & 2) if flags & 1 else None,
-                        hscore / _GRID if flags & 4 else None, layout, passed, score, values))  # fmt: skip
+        rows.append(
+            Row(
+                bytes(event),
+                bytes(annotator),
+                bool(flags & 2) if flags & 1 else None,
+                hscore / _GRID if flags & 4 else None,
+                layout,
+                passed,
+                score,
+                values,
+            )
+        )
     return rows
 
 
@@ -372,10 +423,11 @@ def human_agreement(rows: Sequence[Row], layouts: dict[bytes, Layout]) -> HumanA
                 ap.append(labels[i][2])
                 bp.append(labels[j][2])
     return HumanAgreement(
-        labels=len(rows), events=len(by_event),
+        labels=len(rows),
+        events=len(by_event),
         raters={name: agreement(*col) for name, col in sorted(columns.items())},
         annotators=agreement(a, b, ap, bp) if a else None,
-    )  # fmt: skip
+    )
 
 
 def _human(row: Row, threshold: float) -> tuple[float, bool]:
@@ -396,9 +448,14 @@ class Calibration:
     n: dict[str, int]
 
     def as_dict(self) -> dict[str, Any]:
-        return {name: {"n": self.n[name], "weight": self.weights.get(name),
-                       "map": [[x, y] for x, y in zip(self.maps[name].xs, self.maps[name].ys, strict=True)]}
-                for name in sorted(self.maps)}  # fmt: skip
+        return {
+            name: {
+                "n": self.n[name],
+                "weight": self.weights.get(name),
+                "map": [[x, y] for x, y in zip(self.maps[name].xs, self.maps[name].ys, strict=True)],
+            }
+            for name in sorted(self.maps)
+        }
 
 
 def calibration(rows: Sequence[Row], layouts: dict[bytes, Layout], *, min_n: int = 10) -> Calibration:
@@ -428,8 +485,9 @@ def calibration(rows: Sequence[Row], layouts: dict[bytes, Layout], *, min_n: int
     return Calibration(maps, weights, {j: ns[j] for j in maps})
 
 
-def join_in_memory(results: Sequence[GradedResult],
-                   labels: Sequence[Feedback]) -> tuple[dict[str, list[Row]], dict[bytes, Layout], list[tuple[Feedback, str]]]:  # fmt: skip
+def join_in_memory(
+    results: Sequence[GradedResult], labels: Sequence[Feedback]
+) -> tuple[dict[str, list[Row]], dict[bytes, Layout], list[tuple[Feedback, str]]]:
     """The join of ``streameval evaluate --labels``: the same rows and layouts as on the stream, without
     Redis. Returns rows per pair, the layouts and the labels that found no result (with why)."""
     verdicts: dict[str, tuple[Layout, bytes]] = {}
@@ -448,8 +506,12 @@ def join_in_memory(results: Sequence[GradedResult],
             unmatched.append((label, f"no result for event id {label.id!r}"))
             continue
         model, suite = Keys.split_pair(verdict[0].pair)[:2]
-        if (label.model is not None and label.model != model) or (label.suite is not None and label.suite != suite):
-            unmatched.append((label, f"event id {label.id!r} was evaluated for model {model!r}, suite {suite!r}"))
+        if (label.model is not None and label.model != model) or (
+            label.suite is not None and label.suite != suite
+        ):
+            unmatched.append(
+                (label, f"event id {label.id!r} was evaluated for model {model!r}, suite {suite!r}")
+            )
             continue
         rows[verdict[0].pair].append(_row(label, verdict))
     return dict(rows), layouts, unmatched
@@ -458,9 +520,13 @@ def join_in_memory(results: Sequence[GradedResult],
 def lowest_kappa(figures: HumanAgreement, min_labels: int = 1) -> float | None:
     """The lowest Cohen's kappa with people among the judges, the panel and the result (the alert metric
     ``human_agreement`` and the ``--min-human-kappa`` gate read this)."""
-    kappas = [a.kappa for name, a in figures.raters.items()
-              if (name in ("result", "panel") or name.startswith("judge:")) and a.kappa is not None
-              and a.n_pass >= min_labels]  # fmt: skip
+    kappas = [
+        a.kappa
+        for name, a in figures.raters.items()
+        if (name in ("result", "panel") or name.startswith("judge:"))
+        and a.kappa is not None
+        and a.n_pass >= min_labels
+    ]
     return min(kappas, default=None)
 
 
@@ -492,11 +558,20 @@ class LabelStore:
     """Keeps verdicts for the join, joins labels, reads the figures (module docstring)."""
 
     def __init__(
-        self, client: Client, keys: Keys, *, join_ttl_s: int = 7 * 86400, buckets: int = 16384,
-        wait_s: float = 900.0, max_pending: int = 100_000, max_rows: int = 100_000,
-        windows: Sequence[int] = (60,), window_ttl_s: int = 7 * 86400, all_time_ttl_s: int = 90 * 86400,
+        self,
+        client: Client,
+        keys: Keys,
+        *,
+        join_ttl_s: int = 7 * 86400,
+        buckets: int = 16384,
+        wait_s: float = 900.0,
+        max_pending: int = 100_000,
+        max_rows: int = 100_000,
+        windows: Sequence[int] = (60,),
+        window_ttl_s: int = 7 * 86400,
+        all_time_ttl_s: int = 90 * 86400,
         clock: Callable[[], float] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.client = client
         self.keys = keys
         self.join_ttl_s = join_ttl_s
@@ -539,8 +614,9 @@ class LabelStore:
         return int.from_bytes(digest, "big") % self.buckets, digest[:6]
 
     # -- the record side: verdicts kept in the record pipeline --------------------------------------
-    def verdict_calls(self, events: Sequence[tuple[str, GradedResult]],
-                      now: float) -> tuple[list[tuple[Any, list[str], list[Any]]], list[tuple[Any, ...]]]:  # fmt: skip
+    def verdict_calls(
+        self, events: Sequence[tuple[str, GradedResult]], now: float
+    ) -> tuple[list[tuple[Any, list[str], list[Any]]], list[tuple[Any, ...]]]:
         """What keeps the verdicts of ``(pair, result)`` in the record pipeline: one :data:`KEEP` script call
         per shard touched (the HSETs of its events, the EXPIRE of buckets new to this worker in this
         generation), and a plain HSET of layouts this worker has not written yet."""
@@ -555,15 +631,22 @@ class LabelStore:
             names, values = verdict_values(result)
             key = (pair, names, result.threshold)
             layout, written = known.get(key, (b"", -_LAYOUT_REWRITE_S))
-            if clock - written >= _LAYOUT_REWRITE_S:  # new to this worker, or written a while ago (a lost write heals)
+            if (
+                clock - written >= _LAYOUT_REWRITE_S
+            ):  # new to this worker, or written a while ago (a lost write heals)
                 if len(known) > 10_000:  # forget now and then (they are written again, which is harmless)
                     known.clear()
                 layout = layout or layout_id(pair, names, result.threshold)
                 known[key] = (layout, clock)
                 self._layouts[layout] = Layout(pair, names, result.threshold)
-                new_layouts += [layout, orjson.dumps({"pair": pair, "names": names, "threshold": result.threshold})]
+                new_layouts += [
+                    layout,
+                    orjson.dumps({"pair": pair, "names": names, "threshold": result.threshold}),
+                ]
             bucket, name = self._where(event_digest(result.id))
-            shards[bucket % SHARDS].append((self.bucket_key(bucket, generation), name, pack_verdict(layout, result, values)))
+            shards[bucket % SHARDS].append(
+                (self.bucket_key(bucket, generation), name, pack_verdict(layout, result, values))
+            )
         if len(self._expiring) > 4 * self.buckets:
             self._expiring.clear()
         calls = []
@@ -607,18 +690,32 @@ class LabelStore:
             member = _member(label.feedback)
             pending += [member, repr(now + 1.0), _pending_data(label, now, now)]
         if pending:
-            calls.append((self._pending_add, self.pending_keys,
-                          [self.max_pending, math.ceil(self.wait_s) + 3600, *pending]))  # fmt: skip
+            calls.append(
+                (
+                    self._pending_add,
+                    self.pending_keys,
+                    [self.max_pending, math.ceil(self.wait_s) + 3600, *pending],
+                )
+            )
         replies = await guard(run_scripts(self.client, calls)) if calls else []
         report.calls += len(calls)
         report.joined = sum(len(v) for v in rows.values())
         report.full = sum(int(r) for r in replies[: len(rows)])
-        refused = set(bytes(m) if not isinstance(m, str) else m.encode() for m in (replies[len(rows)] if pending else []))
+        refused = set(
+            bytes(m) if not isinstance(m, str) else m.encode()
+            for m in (replies[len(rows)] if pending else [])
+        )
         for label, why in waiting:
             if _member(label.feedback) in refused:
                 report.unmatched += 1
-                report.dead_letters.append(_dead_letter(label, f"{why}; and the waiting list is full "
-                                                              f"(STREAMEVAL_LABEL_MAX_PENDING={self.max_pending})", now))
+                report.dead_letters.append(
+                    _dead_letter(
+                        label,
+                        f"{why}; and the waiting list is full "
+                        f"(STREAMEVAL_LABEL_MAX_PENDING={self.max_pending})",
+                        now,
+                    )
+                )
             else:
                 report.waiting += 1
         _count(report)
@@ -628,41 +725,59 @@ class LabelStore:
         """The periodic step: try the due waiting labels again; those past ``wait_s`` become dead letters."""
         now = self.now() if now is None else now
         report = JoinReport()
-        [taken] = await guard(run_scripts(self.client, [(self._pending_take, self.pending_keys,
-                                                          [repr(now), repr(now + lease_s), _TAKE])]))  # fmt: skip
+        [taken] = await guard(
+            run_scripts(
+                self.client,
+                [(self._pending_take, self.pending_keys, [repr(now), repr(now + lease_s), _TAKE])],
+            )
+        )
         report.calls += 1
         if not taken:
             return report
-        entries = []
+        stale: list[bytes] = []  # member, data of entries whose data is gone: taken off the list
+        live: list[tuple[bytes, bytes, Label, float, int]] = []
         for i in range(0, len(taken), 2):
             member, data = _bytes(taken[i]), _bytes(taken[i + 1])
             if not data:
-                entries.append((member, data, None, 0.0, 0))
+                stale += [member, data]
                 continue
             doc = orjson.loads(data)
-            label = Label(Feedback.model_validate(doc["label"]), base64.b64decode(doc["raw"]), doc.get("topic"),
-                          doc.get("partition"), doc.get("offset"))  # fmt: skip
-            entries.append((member, data, label, float(doc["first"]), int(doc.get("tries", 0))))
-        live = [e for e in entries if e[2] is not None]
-        found = await self._find([e[2].feedback for e in live], now, report)  # type: ignore[union-attr]
+            label = Label(
+                Feedback.model_validate(doc["label"]),
+                base64.b64decode(doc["raw"]),
+                doc.get("topic"),
+                doc.get("partition"),
+                doc.get("offset"),
+            )
+            live.append((member, data, label, float(doc["first"]), int(doc.get("tries", 0))))
+        found = await self._find([e[2].feedback for e in live], now, report)
         rows: dict[str, list[Row]] = defaultdict(list)
         settle: list[Any] = []
-        for member, data, *_ in (e for e in entries if e[2] is None):
-            settle += [member, data, ""]
+        for k in range(0, len(stale), 2):
+            settle += [stale[k], stale[k + 1], ""]
         for (member, data, label, first, tries), (verdict, why) in zip(live, found, strict=True):
-            assert label is not None
             if verdict is not None:
                 rows[verdict[0].pair].append(_row(label.feedback, verdict))
                 settle += [member, data, ""]
             elif now - first >= self.wait_s:
                 report.unmatched += 1
-                report.dead_letters.append(_dead_letter(label, f"{why} within STREAMEVAL_LABEL_WAIT_S={self.wait_s:g} s "
-                                                               f"(verdicts are kept STREAMEVAL_LABEL_JOIN_TTL_S="
-                                                               f"{self.join_ttl_s} s)", now))  # fmt: skip
+                report.dead_letters.append(
+                    _dead_letter(
+                        label,
+                        f"{why} within STREAMEVAL_LABEL_WAIT_S={self.wait_s:g} s "
+                        f"(verdicts are kept STREAMEVAL_LABEL_JOIN_TTL_S="
+                        f"{self.join_ttl_s} s)",
+                        now,
+                    )
+                )
                 settle += [member, data, ""]
             else:
                 report.waiting += 1
-                settle += [member, data, repr(min(first + self.wait_s, now + min(60.0, 2.0 ** min(tries + 1, 6))))]
+                settle += [
+                    member,
+                    data,
+                    repr(min(first + self.wait_s, now + min(60.0, 2.0 ** min(tries + 1, 6)))),
+                ]
         calls = self._row_calls(rows, now)
         calls.append((self._pending_settle, self.pending_keys, settle))
         replies = await guard(run_scripts(self.client, calls))
@@ -672,8 +787,9 @@ class LabelStore:
         _count(report)
         return report
 
-    async def _find(self, labels: Sequence[Feedback], now: float,
-                    report: JoinReport) -> list[tuple[tuple[Layout, bytes] | None, str]]:  # fmt: skip
+    async def _find(
+        self, labels: Sequence[Feedback], now: float, report: JoinReport
+    ) -> list[tuple[tuple[Layout, bytes] | None, str]]:
         """Per label its verdict (layout, record), or None and why not. One script per shard touched."""
         if not labels:
             return []
@@ -703,9 +819,16 @@ class LabelStore:
                 out.append((None, f"the verdict of event id {label.id!r} has an unknown layout"))
                 continue
             model, suite = self.keys.split_pair(layout.pair)[:2]
-            if (label.model is not None and label.model != model) or (label.suite is not None and label.suite != suite):
-                out.append((None, f"event id {label.id!r} was evaluated for model {model!r}, suite {suite!r}, "
-                                  f"not the label's {label.model!r}, {label.suite!r}"))  # fmt: skip
+            if (label.model is not None and label.model != model) or (
+                label.suite is not None and label.suite != suite
+            ):
+                out.append(
+                    (
+                        None,
+                        f"event id {label.id!r} was evaluated for model {model!r}, suite {suite!r}, "
+                        f"not the label's {label.model!r}, {label.suite!r}",
+                    )
+                )
                 continue
             out.append(((layout, record), ""))
         return out
@@ -725,10 +848,17 @@ class LabelStore:
     def _row_calls(self, rows: dict[str, list[Row]], now: float) -> list[tuple[Any, list[str], list[Any]]]:
         calls = []
         for pair, group in rows.items():
-            keys = [self.rows_key(pair)] + [self.rows_key(pair, size, int(now // size) * size) for size in self.windows]
+            keys = [self.rows_key(pair)] + [
+                self.rows_key(pair, size, int(now // size) * size) for size in self.windows
+            ]
             blob = b"".join(row.pack() for row in group)
-            calls.append((self._rows, keys, [self.max_rows * (16 + MAX_RECORD_BYTES), self.all_time_ttl_s,
-                                             self.window_ttl_s, blob]))  # fmt: skip
+            calls.append(
+                (
+                    self._rows,
+                    keys,
+                    [self.max_rows * (16 + MAX_RECORD_BYTES), self.all_time_ttl_s, self.window_ttl_s, blob],
+                )
+            )
         return calls
 
     # -- reads -----------------------------------------------------------------------------------------
@@ -737,25 +867,33 @@ class LabelStore:
         """The layouts known to this store (those of every row read are loaded by :meth:`rows`)."""
         return self._layouts
 
-    async def rows(self, pairs: Sequence[str], size: int | None = None, start: int | None = None) -> dict[str, list[Row]]:
+    async def rows(
+        self, pairs: Sequence[str], size: int | None = None, start: int | None = None
+    ) -> dict[str, list[Row]]:
         """The rows of each pair (all time, or one window), with their layouts loaded. One round trip."""
         if not pairs:
             return {}
 
         async def read() -> list[Any]:
-            async with self.client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
+            async with self.client.pipeline(transaction=False) as pipe:
                 for pair in pairs:
                     pipe.get(self.rows_key(pair, size, start))
                 return list(await pipe.execute())
 
         blobs = await guard(read())
-        out = {pair: parse_rows(_bytes(blob)) if blob else [] for pair, blob in zip(pairs, blobs, strict=True)}
+        out = {
+            pair: parse_rows(_bytes(blob)) if blob else [] for pair, blob in zip(pairs, blobs, strict=True)
+        }
         await self._load_layouts({r.layout for rows in out.values() for r in rows})
         return out
 
-    async def agreement(self, pairs: Sequence[str], size: int | None = None,
-                        start: int | None = None) -> dict[str, HumanAgreement | None]:  # fmt: skip
-        return {pair: human_agreement(rows, self._layouts) for pair, rows in (await self.rows(pairs, size, start)).items()}
+    async def agreement(
+        self, pairs: Sequence[str], size: int | None = None, start: int | None = None
+    ) -> dict[str, HumanAgreement | None]:
+        return {
+            pair: human_agreement(rows, self._layouts)
+            for pair, rows in (await self.rows(pairs, size, start)).items()
+        }
 
     async def calibration(self, pair: str, *, min_n: int = 10) -> Calibration:
         rows = (await self.rows([pair]))[pair]
@@ -776,22 +914,43 @@ def _row(label: Feedback, verdict: tuple[Layout, bytes]) -> Row:
     _, record = verdict
     layout, passed, score, values = unpack_verdict(record)
     human = label.normalised(label.score) if label.score is not None else None
-    return Row(event_digest(label.id), annotator_digest(label.annotator), label.passed, human, layout, passed,
-               score, values)  # fmt: skip
+    return Row(
+        event_digest(label.id),
+        annotator_digest(label.annotator),
+        label.passed,
+        human,
+        layout,
+        passed,
+        score,
+        values,
+    )
 
 
 def _pending_data(label: Label, first: float, now: float) -> bytes:
-    return orjson.dumps({"label": label.feedback.model_dump(mode="json", exclude_none=True),
-                         "raw": base64.b64encode(label.raw).decode(), "topic": label.topic,
-                         "partition": label.partition, "offset": label.offset, "first": first, "tries": 0})  # fmt: skip
+    return orjson.dumps(
+        {
+            "label": label.feedback.model_dump(mode="json", exclude_none=True),
+            "raw": base64.b64encode(label.raw).decode(),
+            "topic": label.topic,
+            "partition": label.partition,
+            "offset": label.offset,
+            "first": first,
+            "tries": 0,
+        }
+    )
 
 
 def _dead_letter(label: Label, reason: str, now: float) -> DeadLetter:
     error = UnmatchedLabel(reason, event_id=label.feedback.id)
-    return DeadLetter(raw=base64.b64encode(label.raw).decode("ascii"), reason=clip(error.reason), kind=error.kind,
-                      event_id=label.feedback.id,
-                      source=DeadLetterSource(topic=label.topic, partition=label.partition, offset=label.offset),
-                      failed_at=format_time(now), pipeline_version=__version__)  # fmt: skip
+    return DeadLetter(
+        raw=base64.b64encode(label.raw).decode("ascii"),
+        reason=clip(error.reason),
+        kind=error.kind,
+        event_id=label.feedback.id,
+        source=DeadLetterSource(topic=label.topic, partition=label.partition, offset=label.offset),
+        failed_at=format_time(now),
+        pipeline_version=__version__,
+    )
 
 
 def _count(report: JoinReport) -> None:
@@ -800,12 +959,16 @@ def _count(report: JoinReport) -> None:
             telemetry.LABELS.labels(outcome).inc(n)
 
 
-def decode_error_letter(raw: bytes, exc: EventError, topic: str | None, partition: int | None,
-                        offset: int | None, now: float) -> DeadLetter:  # fmt: skip
+def decode_error_letter(
+    raw: bytes, exc: EventError, topic: str | None, partition: int | None, offset: int | None, now: float
+) -> DeadLetter:
     """The dead letter of a message of the feedback topic that is not a label."""
-    return DeadLetter(raw=base64.b64encode(raw).decode("ascii"), reason=clip(f"feedback: {exc.reason}"),
-                      kind=exc.kind, event_id=exc.event_id,
-                      source=DeadLetterSource(topic=topic, partition=partition, offset=offset),
-                      failed_at=format_time(now), pipeline_version=__version__)  # fmt: skip
-
-
+    return DeadLetter(
+        raw=base64.b64encode(raw).decode("ascii"),
+        reason=clip(f"feedback: {exc.reason}"),
+        kind=exc.kind,
+        event_id=exc.event_id,
+        source=DeadLetterSource(topic=topic, partition=partition, offset=offset),
+        failed_at=format_time(now),
+        pipeline_version=__version__,
+    )

@@ -19,13 +19,13 @@ from typing import cast
 
 from . import telemetry
 from .deadletters import DeadLetterPolicy
+from .errors import EventError
 from .evalpool import EvalPool
 from .inputs import Inputs, evaluate_messages
+from .labels import FeedbackDecoder, Label, LabelStore, decode_error_letter
 from .models import DeadLetter, parse_time
 from .outputs import Publish, Send
 from .pipeline import Outcome, Pipeline, Source
-from .errors import EventError
-from .labels import FeedbackDecoder, Label, LabelStore, decode_error_letter
 from .review import ReviewQueue
 from .store import ResultStore, retry_forever
 from .windows import WindowCloser

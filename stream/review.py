@@ -53,16 +53,32 @@ class ReviewConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    rate_per_min: int = Field(default=10, ge=1, le=100_000,
-                              description="most results sent for review per model × suite and minute (all workers)")
-    spread: float = Field(default=3.0, gt=0.0, le=10.0,
-                          description="judges disagree: highest - lowest judge score (0-10) at least this")
-    margin: float = Field(default=0.05, ge=0.0, le=1.0, description="near the threshold: |score - threshold| <= this")
-    control_rate: float = Field(default=0.01, ge=0.0, le=1.0, description="share of passing results sent as a control")
+    rate_per_min: int = Field(
+        default=10,
+        ge=1,
+        le=100_000,
+        description="most results sent for review per model × suite and minute (all workers)",
+    )
+    spread: float = Field(
+        default=3.0,
+        gt=0.0,
+        le=10.0,
+        description="judges disagree: highest - lowest judge score (0-10) at least this",
+    )
+    margin: float = Field(
+        default=0.05, ge=0.0, le=1.0, description="near the threshold: |score - threshold| <= this"
+    )
+    control_rate: float = Field(
+        default=0.01, ge=0.0, le=1.0, description="share of passing results sent as a control"
+    )
 
 
 def _spread(result: GradedResult) -> float | None:
-    scores = [v.score for v in (result.judge.judges if result.judge else []) if v.status == "ok" and v.score is not None]
+    scores = [
+        v.score
+        for v in (result.judge.judges if result.judge else [])
+        if v.status == "ok" and v.score is not None
+    ]
     return max(scores) - min(scores) if len(scores) >= 2 else None
 
 
@@ -91,7 +107,9 @@ def _words(result: GradedResult, why: list[Reason], spread: float | None, config
         elif reason == "judges_disagree":
             parts.append(f"judges disagree: spread {spread:g} >= {config.spread:g} (0-10)")
         elif reason == "near_threshold":
-            parts.append(f"score {result.score:.3f} within {config.margin:g} of the threshold {result.threshold:g}")
+            parts.append(
+                f"score {result.score:.3f} within {config.margin:g} of the threshold {result.threshold:g}"
+            )
         else:
             parts.append(f"a random control sample of passing results ({config.control_rate:g})")
     return "; ".join(parts)
@@ -107,8 +125,11 @@ def _texts(raw: bytes | None) -> tuple[str | None, str | None]:
         return None, None
     if not isinstance(doc, dict):
         return None, None
-    pick = lambda k: clip(doc[k], _TEXT_CHARS) if isinstance(doc.get(k), str) else None  # noqa: E731
-    return pick("input"), pick("output")
+    text_in, text_out = doc.get("input"), doc.get("output")
+    return (
+        clip(text_in, _TEXT_CHARS) if isinstance(text_in, str) else None,
+        clip(text_out, _TEXT_CHARS) if isinstance(text_out, str) else None,
+    )
 
 
 class ReviewQueue:
@@ -123,7 +144,9 @@ class ReviewQueue:
     def counter_key(self, pair: str, minute: int) -> str:
         return self.keys.pair(pair) + f"rv:{minute}"
 
-    async def select(self, results: Sequence[tuple[str, GradedResult, bytes | None]], now: float) -> list[ReviewItem]:
+    async def select(
+        self, results: Sequence[tuple[str, GradedResult, bytes | None]], now: float
+    ) -> list[ReviewItem]:
         """The review items of new results ``(pair, result, raw request or None)``, within each pair's rate."""
         by_pair: dict[str, list[tuple[int, GradedResult, list[Reason], bytes | None]]] = {}
         for pair, result, raw in results:
@@ -141,7 +164,7 @@ class ReviewQueue:
         grants = await guard(run_scripts(self.client, calls))
         items: list[ReviewItem] = []
         stamp = format_time(now)
-        for (pair, group), grant in zip(by_pair.items(), grants, strict=True):
+        for group, grant in zip(by_pair.values(), grants, strict=True):
             group.sort(key=lambda c: c[0])
             keep = int(grant)
             if len(group) > keep:
@@ -149,11 +172,27 @@ class ReviewQueue:
             for _, result, why, raw in group[:keep]:
                 spread = _spread(result)
                 text_in, text_out = _texts(raw)
-                judges = {v.name: v.score if v.status == "ok" else None for v in (result.judge.judges if result.judge else [])}
-                items.append(ReviewItem(
-                    id=result.id, model=result.model, suite=result.suite, reasons=why,
-                    reason=_words(result, why, spread, self.config), score=result.score, passed=result.passed,
-                    threshold=result.threshold, judges=judges, judge_spread=spread, failed_gates=result.failed_gates,
-                    input=text_in, output=text_out, event_time=result.event_time, selected_at=stamp,
-                ))  # fmt: skip
+                judges = {
+                    v.name: v.score if v.status == "ok" else None
+                    for v in (result.judge.judges if result.judge else [])
+                }
+                items.append(
+                    ReviewItem(
+                        id=result.id,
+                        model=result.model,
+                        suite=result.suite,
+                        reasons=why,
+                        reason=_words(result, why, spread, self.config),
+                        score=result.score,
+                        passed=result.passed,
+                        threshold=result.threshold,
+                        judges=judges,
+                        judge_spread=spread,
+                        failed_gates=result.failed_gates,
+                        input=text_in,
+                        output=text_out,
+                        event_time=result.event_time,
+                        selected_at=stamp,
+                    )
+                )
         return items

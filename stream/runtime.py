@@ -45,12 +45,12 @@ from .kafka_io import ensure_topics
 from .kafka_security import KafkaSecurity
 from .keyspace import Client
 from .labels import FeedbackDecoder, LabelStore
-from .review import ReviewQueue
 from .outputs import Publish, Send, output_topics
 from .pipeline import Pipeline
 from .processor import Processor
 from .redis_security import redis_options
 from .registry import LiveRegistry, RegistryStore, bind_live_registry
+from .review import ReviewQueue
 from .settings import Settings
 from .store import ResultStore, retry_forever
 from .windows import WindowCloser

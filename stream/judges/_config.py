@@ -21,6 +21,7 @@ sum to 1 (seed 003); :func:`check_panel_weights` says by how much they miss.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Literal
@@ -188,7 +189,7 @@ class SuiteJudgeConfig(_Strict):
             xs, ys = [p[0] for p in points], [p[1] for p in points]
             if not points or any(not 0.0 <= v <= 1.0 for v in xs + ys):
                 raise ValueError(f"calibration.{name}: points [judge score, human score] within 0-1, at least one")
-            if any(b <= a for a, b in zip(xs, xs[1:], strict=False)) or any(b < a for a, b in zip(ys, ys[1:], strict=False)):
+            if any(b <= a for a, b in itertools.pairwise(xs)) or any(b < a for a, b in itertools.pairwise(ys)):
                 raise ValueError(f"calibration.{name}: judge scores must ascend and human scores must not descend")
         return self
 

@@ -12,9 +12,19 @@ from streameval.pipeline import Pipeline
 
 
 def config(url: str, judge: dict[str, object]) -> dict[str, object]:
-    return {"judges": [{"name": "sim", "protocol": "openai", "base_url": f"{url}/v1", "model": "s", "weight": 1.0}],
-            "suites": [{"name": "qa", "default": True, "evaluators": [{"evaluator": "exact_match"}],
-                        "judge": {"consistency_rate": 0, **judge}}]}  # fmt: skip
+    return {
+        "judges": [
+            {"name": "sim", "protocol": "openai", "base_url": f"{url}/v1", "model": "s", "weight": 1.0}
+        ],
+        "suites": [
+            {
+                "name": "qa",
+                "default": True,
+                "evaluators": [{"evaluator": "exact_match"}],
+                "judge": {"consistency_rate": 0, **judge},
+            }
+        ],
+    }
 
 
 async def test_the_calibrated_panel_and_the_raw_verdict() -> None:
@@ -27,7 +37,15 @@ async def test_the_calibrated_panel_and_the_raw_verdict() -> None:
             pipeline = Pipeline(suites)
             await pipeline.start()
             try:
-                raw = orjson.dumps({"id": "e1", "model": "m", "output": "Paris", "expected": "Paris", "category": "qa_simple"})
+                raw = orjson.dumps(
+                    {
+                        "id": "e1",
+                        "model": "m",
+                        "output": "Paris",
+                        "expected": "Paris",
+                        "category": "qa_simple",
+                    }
+                )
                 outcomes[name] = (await pipeline.process(raw)).result
             finally:
                 await pipeline.close()
@@ -39,12 +57,15 @@ async def test_the_calibrated_panel_and_the_raw_verdict() -> None:
     assert "calibrated to human labels" in calibrated.judge.reason
 
 
-@pytest.mark.parametrize(("judge", "message"), [
-    ({"calibrate": True}, "needs mode blend and a calibration map"),
-    ({"calibration": {"sim": [[0.5, 0.2], [0.4, 0.3]]}}, "judge scores must ascend"),
-    ({"calibration": {"sim": [[0.1, 0.9], [0.4, 0.3]]}}, "human scores must not descend"),
-    ({"calibration": {"sim": [[0.1, 1.5]]}}, "within 0-1"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("judge", "message"),
+    [
+        ({"calibrate": True}, "needs mode blend and a calibration map"),
+        ({"calibration": {"sim": [[0.5, 0.2], [0.4, 0.3]]}}, "judge scores must ascend"),
+        ({"calibration": {"sim": [[0.1, 0.9], [0.4, 0.3]]}}, "human scores must not descend"),
+        ({"calibration": {"sim": [[0.1, 1.5]]}}, "within 0-1"),
+    ],
+)
 def test_bad_calibration_fails_at_start_with_its_path(judge: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message) as info:
         parse_config(config("http://127.0.0.1:9", judge))

@@ -19,18 +19,46 @@ from streameval.models import Aggregate, Feedback
 FEEDBACK = [
     {"id": "e1", "passed": True},  # a thumbs up
     {"id": "e2", "score": 0.25},
-    {"id": "e3", "model": "gpt-4o", "suite": "qa", "passed": False, "score": 2, "scale": "1-5",
-     "criteria": {"accuracy": 1, "style": 4.5}, "annotator": "ana", "comment": "wrong capital",
-     "timestamp": "2026-11-25T10:00:00Z", "schema_version": 1},
+    {
+        "id": "e3",
+        "model": "gpt-4o",
+        "suite": "qa",
+        "passed": False,
+        "score": 2,
+        "scale": "1-5",
+        "criteria": {"accuracy": 1, "style": 4.5},
+        "annotator": "ana",
+        "comment": "wrong capital",
+        "timestamp": "2026-11-25T10:00:00Z",
+        "schema_version": 1,
+    },
     {"id": "e4", "score": 73, "scale": "0-100", "annotator": "bo", "passed": None},
     {"id": "e5", "score": 10, "scale": "0-10", "criteria": {}},
-]  # fmt: skip
-HUMAN = {"labels": 40, "events": 31, "raters": {
-    "result": {"n": 31, "n_pass": 31, "kappa": 0.62, "kappa_ci_low": 0.4, "kappa_ci_high": 0.84, "alpha": 0.7,
-               "pearson": 0.8, "pearson_ci_low": 0.6, "pearson_ci_high": 0.9, "spearman": 0.78, "mae": 0.12,
-               "mae_ci_low": 0.08, "mae_ci_high": 0.16, "bias": -0.03},
-    "judge:glm": {"n": 2, "kappa": None}},
-    "annotators": {"n": 9, "kappa": 1.0}}  # fmt: skip
+]
+HUMAN = {
+    "labels": 40,
+    "events": 31,
+    "raters": {
+        "result": {
+            "n": 31,
+            "n_pass": 31,
+            "kappa": 0.62,
+            "kappa_ci_low": 0.4,
+            "kappa_ci_high": 0.84,
+            "alpha": 0.7,
+            "pearson": 0.8,
+            "pearson_ci_low": 0.6,
+            "pearson_ci_high": 0.9,
+            "spearman": 0.78,
+            "mae": 0.12,
+            "mae_ci_low": 0.08,
+            "mae_ci_high": 0.16,
+            "bias": -0.03,
+        },
+        "judge:glm": {"n": 2, "kappa": None},
+    },
+    "annotators": {"n": 9, "kappa": 1.0},
+}
 DOCUMENTS: dict[str, tuple[type[BaseModel], list[dict[str, Any]]]] = {
     "feedback": (Feedback, FEEDBACK),
     "aggregate": (Aggregate, [{**AGGREGATE_FULL, "human": HUMAN}, {**AGGREGATE_FULL, "human": None}]),
@@ -57,11 +85,19 @@ def test_valid_documents_pass_both_and_round_trip(name: str) -> None:
 
 @pytest.mark.parametrize(
     "document",
-    [{"id": "e"}, {"id": "e", "passed": None}, {"id": "e", "score": 1.5}, {"id": "e", "score": 0.5, "scale": "1-5"},
-     {"id": "e", "score": 11, "scale": "0-10"}, {"id": "e", "passed": True, "criteria": {"a": 2}},
-     {"id": "e", "passed": True, "scale": "1-5", "criteria": {"a": 0}}, {"id": "", "passed": True},
-     {"id": "e", "passed": 1}, {"id": "e", "passed": True, "extra": 1}],
-)  # fmt: skip
+    [
+        {"id": "e"},
+        {"id": "e", "passed": None},
+        {"id": "e", "score": 1.5},
+        {"id": "e", "score": 0.5, "scale": "1-5"},
+        {"id": "e", "score": 11, "scale": "0-10"},
+        {"id": "e", "passed": True, "criteria": {"a": 2}},
+        {"id": "e", "passed": True, "scale": "1-5", "criteria": {"a": 0}},
+        {"id": "", "passed": True},
+        {"id": "e", "passed": 1},
+        {"id": "e", "passed": True, "extra": 1},
+    ],
+)
 def test_bad_labels_are_refused_by_both(document: dict[str, Any]) -> None:
     assert _verdicts("feedback", Feedback, document) == (False, False)
 

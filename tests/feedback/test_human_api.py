@@ -19,8 +19,16 @@ async def test_all_time_with_calibration_and_one_window(aredis: aioredis.Redis, 
     results = [result(f"h{i}", {j: float(rng.randrange(0, 11)) for j in JUDGES}) for i in range(30)]
     await record(store, results)
     # people agree with judge alpha up to a little noise
-    await labels.join([label(r.id, score=min(1.0, max(0.0, r.judge.judges[0].score / 10 + rng.uniform(-0.05, 0.05))),  # type: ignore[union-attr,operator]
-                             annotator="ana") for r in results])  # fmt: skip
+    await labels.join(
+        [
+            label(
+                r.id,
+                score=min(1.0, max(0.0, r.judge.judges[0].score / 10 + rng.uniform(-0.05, 0.05))),  # type: ignore[union-attr,operator]
+                annotator="ana",
+            )
+            for r in results
+        ]
+    )
     app = create_web_app(aredis, prefix=prefix, token=None, windows=(60,))
     async with TestClient(TestServer(app)) as client:
         resp = await client.get("/api/v1/stats/human", params={"model": "m", "suite": "qa"})
@@ -37,10 +45,20 @@ async def test_all_time_with_calibration_and_one_window(aredis: aioredis.Redis, 
         ys = [y for _, y in tuned["alpha"]["map"]]
         assert xs == sorted(xs) and ys == sorted(ys)  # monotone
         start = int(NOW // 60) * 60
-        window = (await (await client.get("/api/v1/stats/human", params={"model": "m", "suite": "qa",
-                                                                         "window": str(start)})).json())["data"]  # fmt: skip
+        window = (
+            await (
+                await client.get(
+                    "/api/v1/stats/human", params={"model": "m", "suite": "qa", "window": str(start)}
+                )
+            ).json()
+        )["data"]
         assert window["agreement"] == body["agreement"] and window["calibration"] is None
-        empty = (await (await client.get("/api/v1/stats/human", params={"model": "m", "suite": "qa",
-                                                                        "window": str(start - 60)})).json())["data"]  # fmt: skip
+        empty = (
+            await (
+                await client.get(
+                    "/api/v1/stats/human", params={"model": "m", "suite": "qa", "window": str(start - 60)}
+                )
+            ).json()
+        )["data"]
         assert empty["agreement"] is None
         assert (await client.get("/api/v1/stats/human", params={"model": "m"})).status == 400

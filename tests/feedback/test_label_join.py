@@ -14,8 +14,15 @@ from scipy import stats as scipy_stats
 from sklearn.metrics import cohen_kappa_score
 
 from streameval.labels import (
-    MAX_RECORD_BYTES, FeedbackDecoder, FeedbackInput, Label, LabelStore, human_agreement, parse_rows, verdict_values,
-)  # fmt: skip
+    MAX_RECORD_BYTES,
+    FeedbackDecoder,
+    FeedbackInput,
+    Label,
+    LabelStore,
+    human_agreement,
+    parse_rows,
+    verdict_values,
+)
 from streameval.models import EvaluatorResult, Feedback, GradedResult, JudgeBlock, JudgeVerdict
 from streameval.store import ResultStore
 
@@ -23,22 +30,53 @@ NOW = 1795255231.0  # 2026-11-21T10:00:31Z: the events' windows are open
 JUDGES = ("alpha", "beta", "gamma")
 
 
-def result(event_id: str, scores: dict[str, float | None], *, model: str = "m", suite: str = "qa",
-           rule: float = 0.5) -> GradedResult:  # fmt: skip
-    verdicts = [JudgeVerdict(name=j, model=f"m-{j}", weight=1 / 3, status="ok" if s is not None else "error",
-                             prompt="standard", scale="0-10", score=s) for j, s in scores.items()]  # fmt: skip
+def result(
+    event_id: str, scores: dict[str, float | None], *, model: str = "m", suite: str = "qa", rule: float = 0.5
+) -> GradedResult:
+    verdicts = [
+        JudgeVerdict(
+            name=j,
+            model=f"m-{j}",
+            weight=1 / 3,
+            status="ok" if s is not None else "error",
+            prompt="standard",
+            scale="0-10",
+            score=s,
+        )
+        for j, s in scores.items()
+    ]
     answered = [s for s in scores.values() if s is not None]
     panel = sum(answered) / len(answered) if answered else 0.0
     score = (panel / 10 + rule) / 2
     return GradedResult(
-        id=event_id, model=model, suite=suite, score=score, passed=score >= 0.6, threshold=0.6, grade="x",
-        evaluators=[EvaluatorResult(name="exact_match", score=rule, passed=rule >= 0.6, weight=1.0),
-                    EvaluatorResult(name="judge_panel", score=panel / 10, passed=panel >= 6, weight=1.0)],
-        event_time="2026-11-21T10:00:30Z", evaluated_at="2026-11-21T10:00:30Z", latency_ms=5.0,
+        id=event_id,
+        model=model,
+        suite=suite,
+        score=score,
+        passed=score >= 0.6,
+        threshold=0.6,
+        grade="x",
+        evaluators=[
+            EvaluatorResult(name="exact_match", score=rule, passed=rule >= 0.6, weight=1.0),
+            EvaluatorResult(name="judge_panel", score=panel / 10, passed=panel >= 6, weight=1.0),
+        ],
+        event_time="2026-11-21T10:00:30Z",
+        evaluated_at="2026-11-21T10:00:30Z",
+        latency_ms=5.0,
         pipeline_version="t",
-        judge=JudgeBlock(status="ok", mode="blend", prompt="rubric", category=None, panel_score=panel,
-                         metrics_score=panel, final_score=panel, reason="", judges=verdicts, fallbacks=[]),
-    )  # fmt: skip
+        judge=JudgeBlock(
+            status="ok",
+            mode="blend",
+            prompt="rubric",
+            category=None,
+            panel_score=panel,
+            metrics_score=panel,
+            final_score=panel,
+            reason="",
+            judges=verdicts,
+            fallbacks=[],
+        ),
+    )
 
 
 def stores(aredis: aioredis.Redis, prefix: str, **options: Any) -> tuple[ResultStore, LabelStore]:
@@ -67,7 +105,9 @@ def test_a_judged_event_keeps_at_most_64_bytes_of_verdicts() -> None:
     assert len(record) == 7 + 2 * 5 <= MAX_RECORD_BYTES
 
 
-async def test_labels_after_their_results_give_the_reference_figures(aredis: aioredis.Redis, prefix: str) -> None:
+async def test_labels_after_their_results_give_the_reference_figures(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
     store, labels = stores(aredis, prefix)
     rng = random.Random(3)
     results, feedback = [], []
@@ -95,8 +135,10 @@ async def test_labels_after_their_results_give_the_reference_figures(aredis: aio
         assert got.kappa == pytest.approx(cohen_kappa_score(passes, human_pass), abs=1e-12)
         assert got.pearson == pytest.approx(scipy_stats.pearsonr(rater, human).statistic, abs=1e-9)
         assert got.spearman == pytest.approx(scipy_stats.spearmanr(rater, human).statistic, abs=1e-9)
-        assert got.alpha == pytest.approx(krippendorff.alpha(reliability_data=np.array([rater, human]),
-                                                             level_of_measurement="interval"), abs=1e-9)  # fmt: skip
+        assert got.alpha == pytest.approx(
+            krippendorff.alpha(reliability_data=np.array([rater, human]), level_of_measurement="interval"),
+            abs=1e-9,
+        )
         assert got.mae == pytest.approx(float(np.mean(np.abs(np.array(rater) - human))), abs=1e-12)
         assert got.bias == pytest.approx(float(np.mean(rater) - np.mean(human)), abs=1e-12)
     # the window of the labels' arrival has the same figures
@@ -118,7 +160,9 @@ async def test_a_label_before_its_result_waits_then_joins(aredis: aioredis.Redis
     assert figures is not None and figures.labels == 1 and figures.raters["result"].n == 1
 
 
-async def test_an_unknown_id_becomes_an_unmatched_dead_letter_after_the_wait(aredis: aioredis.Redis, prefix: str) -> None:
+async def test_an_unknown_id_becomes_an_unmatched_dead_letter_after_the_wait(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
     _, labels = stores(aredis, prefix, wait_s=60)
     raw = b'{"id": "nobody", "passed": true, "annotator": "cy"}'
     feedback = FeedbackDecoder().decode(raw)
@@ -128,7 +172,9 @@ async def test_an_unknown_id_becomes_an_unmatched_dead_letter_after_the_wait(are
     assert (final.unmatched, final.waiting) == (1, 0)
     [letter] = final.dead_letters
     assert letter.kind == "unmatched_label" and letter.event_id == "nobody"
-    assert "no result for event id 'nobody'" in letter.reason and "STREAMEVAL_LABEL_WAIT_S=60" in letter.reason
+    assert (
+        "no result for event id 'nobody'" in letter.reason and "STREAMEVAL_LABEL_WAIT_S=60" in letter.reason
+    )
     assert (letter.source.topic, letter.source.partition, letter.source.offset) == ("evals.feedback", 2, 41)
     import base64
 
@@ -136,11 +182,20 @@ async def test_an_unknown_id_becomes_an_unmatched_dead_letter_after_the_wait(are
     assert (await labels.retry_waiting(now=NOW + 200)).unmatched == 0  # once
 
 
-async def test_the_same_annotator_twice_counts_once_and_the_last_wins(aredis: aioredis.Redis, prefix: str) -> None:
+async def test_the_same_annotator_twice_counts_once_and_the_last_wins(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
     store, labels = stores(aredis, prefix)
-    await record(store, [result("d1", {"alpha": 9.0, "beta": 8.0, "gamma": 9.0}),
-                         result("d2", {"alpha": 1.0, "beta": 2.0, "gamma": 1.0})])  # fmt: skip
-    await labels.join([label("d1", passed=False, annotator="ana"), label("d2", passed=False, annotator="ana")])
+    await record(
+        store,
+        [
+            result("d1", {"alpha": 9.0, "beta": 8.0, "gamma": 9.0}),
+            result("d2", {"alpha": 1.0, "beta": 2.0, "gamma": 1.0}),
+        ],
+    )
+    await labels.join(
+        [label("d1", passed=False, annotator="ana"), label("d2", passed=False, annotator="ana")]
+    )
     await labels.join([label("d1", passed=True, annotator="ana")])  # ana changes her mind
     await labels.join([label("d1", passed=True, annotator="bo"), label("d2", passed=True, annotator="bo")])
     pair = store.pair_id("m", "qa")
@@ -161,7 +216,9 @@ async def test_a_label_naming_another_model_does_not_join(aredis: aioredis.Redis
     assert "evaluated for model 'gpt'" in final.dead_letters[0].reason
 
 
-async def test_two_workers_give_exactly_the_figures_of_one(aredis: aioredis.Redis, prefix: str, redis_url: str) -> None:
+async def test_two_workers_give_exactly_the_figures_of_one(
+    aredis: aioredis.Redis, prefix: str, redis_url: str
+) -> None:
     other = aioredis.from_url(redis_url)
     try:
         store1, labels1 = stores(aredis, prefix)
@@ -170,7 +227,10 @@ async def test_two_workers_give_exactly_the_figures_of_one(aredis: aioredis.Redi
         results = [result(f"w{i}", {j: float(rng.randrange(0, 11)) for j in JUDGES}) for i in range(60)]
         await record(store1, results[::2])
         await record(store2, results[1::2])
-        feedback = [label(f"w{i}", score=rng.randrange(0, 101) / 100, annotator=rng.choice(["a", "b"])) for i in range(60)]
+        feedback = [
+            label(f"w{i}", score=rng.randrange(0, 101) / 100, annotator=rng.choice(["a", "b"]))
+            for i in range(60)
+        ]
         # each worker joins the labels of its own partitions, in interleaved batches
         for k in range(0, 60, 10):
             await (labels1 if k % 20 else labels2).join(feedback[k : k + 10])
@@ -183,7 +243,8 @@ async def test_two_workers_give_exactly_the_figures_of_one(aredis: aioredis.Redi
         human = [f.feedback.score for f in feedback]
         rater = [r.judge.judges[1].score / 10 for r in results]  # type: ignore[union-attr,operator]
         assert got is not None and got.raters["judge:beta"].pearson == pytest.approx(
-            scipy_stats.pearsonr(rater, human).statistic, abs=1e-9)
+            scipy_stats.pearsonr(rater, human).statistic, abs=1e-9
+        )
     finally:
         await other.aclose()
 
@@ -195,8 +256,13 @@ async def test_bytes_kept_per_judged_event(aredis: aioredis.Redis, prefix: str) 
     rng = random.Random(5)
     n = 256 * 40
     for k in range(0, n, 500):
-        await record(store, [result(f"b{i}", {j: float(rng.randrange(0, 11)) for j in JUDGES})
-                             for i in range(k, min(n, k + 500))])  # fmt: skip
+        await record(
+            store,
+            [
+                result(f"b{i}", {j: float(rng.randrange(0, 11)) for j in JUDGES})
+                for i in range(k, min(n, k + 500))
+            ],
+        )
     generation = int(NOW // labels.join_ttl_s)
     used = 0
     for bucket in range(256):
@@ -209,8 +275,12 @@ async def test_bytes_kept_per_judged_event(aredis: aioredis.Redis, prefix: str) 
 
 
 def test_a_json_feedback_stream_is_read_through_its_map() -> None:
-    spec = FeedbackInput(format="json", map={"id": "$.trace", "passed": "$.thumbs_up", "annotator": "$.user.id"},
-                         optional=["annotator"], set={"suite": "qa"})  # fmt: skip
+    spec = FeedbackInput(
+        format="json",
+        map={"id": "$.trace", "passed": "$.thumbs_up", "annotator": "$.user.id"},
+        optional=["annotator"],
+        set={"suite": "qa"},
+    )
     decoder = FeedbackDecoder(spec)
     got = decoder.decode(b'{"trace": 123, "thumbs_up": false, "user": {"id": "u9"}}')
     assert (got.id, got.passed, got.annotator, got.suite, got.score) == ("123", False, "u9", "qa", None)
@@ -223,3 +293,12 @@ def test_a_json_feedback_stream_is_read_through_its_map() -> None:
         decoder.decode(b'{"trace": ')
     with pytest.raises(SchemaViolation, match="score 7 is outside the scale 0-1"):
         FeedbackDecoder().decode(b'{"id": "e", "score": 7}')
+
+
+async def test_a_waiting_label_whose_data_is_gone_leaves_the_list(aredis: aioredis.Redis, prefix: str) -> None:
+    _, labels = stores(aredis, prefix, wait_s=600)
+    await labels.join([label("lost", passed=True)], now=NOW)
+    queue, data = labels.pending_keys
+    await aredis.delete(data)
+    assert (await labels.retry_waiting(now=NOW + 5)).waiting == 0
+    assert await aredis.zcard(queue) == 0

@@ -26,8 +26,12 @@ def write(tmp_path: Path, people: list[bool]) -> tuple[Path, Path, Path]:
     config = tmp_path / "suites.yaml"
     config.write_text(CONFIG)
     events = tmp_path / "events.jsonl"
-    events.write_bytes(b"\n".join(orjson.dumps({"id": f"e{i}", "model": "m", "output": o, "expected": "Paris"})
-                                  for i, o in enumerate(OUTPUTS)))  # fmt: skip
+    events.write_bytes(
+        b"\n".join(
+            orjson.dumps({"id": f"e{i}", "model": "m", "output": o, "expected": "Paris"})
+            for i, o in enumerate(OUTPUTS)
+        )
+    )
     labels = tmp_path / "labels.jsonl"
     lines = [orjson.dumps({"id": f"e{i}", "passed": p, "annotator": "ana"}) for i, p in enumerate(people)]
     lines += [b'{"id": "nobody", "passed": true}', b"not json"]
@@ -37,8 +41,20 @@ def write(tmp_path: Path, people: list[bool]) -> tuple[Path, Path, Path]:
 
 def run(tmp_path: Path, people: list[bool], *extra: str) -> int:
     config, events, labels = write(tmp_path, people)
-    return main(["evaluate", "--config", str(config), "--input", str(events), "--output", str(tmp_path / "out.jsonl"),
-                 "--labels", str(labels), *extra])  # fmt: skip
+    return main(
+        [
+            "evaluate",
+            "--config",
+            str(config),
+            "--input",
+            str(events),
+            "--output",
+            str(tmp_path / "out.jsonl"),
+            "--labels",
+            str(labels),
+            *extra,
+        ]
+    )
 
 
 def test_the_table_and_a_passing_gate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -48,12 +64,16 @@ def test_the_table_and_a_passing_gate(tmp_path: Path, capsys: pytest.CaptureFixt
     text = shown.out + shown.err
     assert "agreement with people" in text and "evaluator:exact_match" in text
     assert "unmatched: 2" in text and "no result for event id 'nobody'" in text
-    results = [GradedResult.model_validate_json(x) for x in (tmp_path / "out.jsonl").read_bytes().splitlines()]
+    results = [
+        GradedResult.model_validate_json(x) for x in (tmp_path / "out.jsonl").read_bytes().splitlines()
+    ]
     labels = [Feedback(id=f"e{i}", passed=p, annotator="ana") for i, p in enumerate(people)]
     rows, layouts, unmatched = join_in_memory(results, labels)
     figures = human_agreement(rows["m:qa"], layouts)
     assert figures is not None and not unmatched
-    assert figures.raters["result"].kappa == pytest.approx(cohen_kappa_score([r.passed for r in results], people))
+    assert figures.raters["result"].kappa == pytest.approx(
+        cohen_kappa_score([r.passed for r in results], people)
+    )
 
 
 def test_the_gate_fails_when_people_disagree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -64,5 +84,19 @@ def test_the_gate_fails_when_people_disagree(tmp_path: Path, capsys: pytest.Capt
 
 def test_min_human_kappa_needs_labels(tmp_path: Path) -> None:
     config, events, _ = write(tmp_path, [True])
-    assert main(["evaluate", "--config", str(config), "--input", str(events), "--output", str(tmp_path / "o.jsonl"),
-                 "--min-human-kappa", "0.4"]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "evaluate",
+                "--config",
+                str(config),
+                "--input",
+                str(events),
+                "--output",
+                str(tmp_path / "o.jsonl"),
+                "--min-human-kappa",
+                "0.4",
+            ]
+        )
+        == 2
+    )

@@ -70,9 +70,12 @@ def label(event_id: str, **fields: Any) -> bytes:
 
 
 async def test_labels_join_across_two_workers_and_a_drifted_judge_alerts(
-    broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], aredis: aioredis.Redis,
+    broker: EmbeddedBroker,
+    start_worker: Callable[..., Any],
+    topics: dict[str, str],
+    aredis: aioredis.Redis,
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     run = uuid.uuid4().hex[:6]
     feedback_topic = f"t{run}.evals.feedback"
     await ensure_topics(broker.bootstrap, [*topics.values(), feedback_topic], partitions=2)
@@ -80,14 +83,20 @@ async def test_labels_join_across_two_workers_and_a_drifted_judge_alerts(
     async with start_judge_sim() as good, start_judge_sim(reply=DRIFTED) as drifted:
         config = tmp_path / "suites.yaml"
         config.write_text(_config(good, drifted))
-        env = {"STREAMEVAL_WINDOWS": str(SIZE), "STREAMEVAL_TOPIC_FEEDBACK": feedback_topic,
-               "STREAMEVAL_LABEL_WAIT_S": "4"}  # fmt: skip
+        env = {
+            "STREAMEVAL_WINDOWS": str(SIZE),
+            "STREAMEVAL_TOPIC_FEEDBACK": feedback_topic,
+            "STREAMEVAL_LABEL_WAIT_S": "4",
+        }
         workers = [start_worker(config, app_id=f"fb-{run}", **env) for _ in range(2)]
         # warm up: both workers consume
         now = await redis_now(aredis)
-        await produce(broker.bootstrap, topics["requests"],
-                      [raw_event(id=f"warm-{i}", model="warm", output="Paris", expected="Paris") for i in range(4)],
-                      key=by_id)  # fmt: skip
+        await produce(
+            broker.bootstrap,
+            topics["requests"],
+            [raw_event(id=f"warm-{i}", model="warm", output="Paris", expected="Paris") for i in range(4)],
+            key=by_id,
+        )
         await collect(broker.bootstrap, [topics["results"]], until=lambda r: len(r) >= 4, timeout=90)
         # start at the beginning of a window so that everything below lands in one
         now = await redis_now(aredis)
@@ -97,14 +106,29 @@ async def test_labels_join_across_two_workers_and_a_drifted_judge_alerts(
         truth = {i: o == "Paris" for i, o in outputs.items()}
         ids = list(outputs)
         # one label before its result
-        await produce(broker.bootstrap, feedback_topic, [label(ids[0], passed=truth[ids[0]], annotator="ana")], key=by_id)
+        await produce(
+            broker.bootstrap,
+            feedback_topic,
+            [label(ids[0], passed=truth[ids[0]], annotator="ana")],
+            key=by_id,
+        )
         await asyncio.sleep(1.0)
-        events = [raw_event(id=i, model="m", output=o, expected="Paris", category="qa_simple", timestamp=format_time(now))
-                  for i, o in outputs.items()]  # fmt: skip
+        events = [
+            raw_event(
+                id=i, model="m", output=o, expected="Paris", category="qa_simple", timestamp=format_time(now)
+            )
+            for i, o in outputs.items()
+        ]
         await produce(broker.bootstrap, topics["requests"], events, key=by_id)
-        results = await collect(broker.bootstrap, [topics["results"]], timeout=90,
-                                until=lambda r: len({orjson.loads(x.value)["id"] for x in r} & set(ids)) == N)  # fmt: skip
-        graded = {g.id: g for g in (GradedResult.model_validate_json(r.value) for r in results) if g.id in outputs}
+        results = await collect(
+            broker.bootstrap,
+            [topics["results"]],
+            timeout=90,
+            until=lambda r: len({orjson.loads(x.value)["id"] for x in r} & set(ids)) == N,
+        )
+        graded = {
+            g.id: g for g in (GradedResult.model_validate_json(r.value) for r in results) if g.id in outputs
+        }
         # people: ana labels everything (ids[1] first wrongly, then she corrects it); bo labels a third of them,
         # as a score on 1-5, and disagrees with ana on ids[3]; a label of an unknown id; a message that is not one
         labels = [label(ids[1], passed=not truth[ids[1]], annotator="ana")]
@@ -116,24 +140,35 @@ async def test_labels_join_across_two_workers_and_a_drifted_judge_alerts(
         await produce(broker.bootstrap, feedback_topic, labels, key=lambda v: v[:12])
 
         def window_with_labels(records: list[Record]) -> bool:
-            return any((a := Aggregate.model_validate_json(r.value)).model == "m" and a.human is not None
-                       for r in records)  # fmt: skip
+            return any(
+                (a := Aggregate.model_validate_json(r.value)).model == "m" and a.human is not None
+                for r in records
+            )
 
         await collect(broker.bootstrap, [topics["aggregates"]], until=window_with_labels, timeout=SIZE + 60)
-        records = await read_all(broker.bootstrap, [topics["aggregates"], topics["alerts"], topics["deadletter"],
-                                                    topics["review"]])  # fmt: skip
+        records = await read_all(
+            broker.bootstrap, [topics["aggregates"], topics["alerts"], topics["deadletter"], topics["review"]]
+        )
         for worker in workers:
             assert worker.proc.poll() is None, worker.log()[-3000:]
 
-    [aggregate] = [a for r in records if r.topic == topics["aggregates"]
-                   if (a := Aggregate.model_validate_json(r.value)).model == "m"]  # fmt: skip
+    [aggregate] = [
+        a
+        for r in records
+        if r.topic == topics["aggregates"]
+        if (a := Aggregate.model_validate_json(r.value)).model == "m"
+    ]
     human = aggregate.human
     assert human is not None
-    assert (human.labels, human.events) == (N + len(bo), N)  # ana's correction counted once, the ghost not at all
+    assert (human.labels, human.events) == (
+        N + len(bo),
+        N,
+    )  # ana's correction counted once, the ghost not at all
 
     # the references, from what the results topic shows and what people said (the last label per annotator)
     human_rows = [(i, 1.0 if truth[i] else 0.0, truth[i]) for i in ids] + [
-        (i, (s - 1) / 4, (s - 1) / 4 >= 0.6) for i, s in bo.items()]  # fmt: skip
+        (i, (s - 1) / 4, (s - 1) / 4 >= 0.6) for i, s in bo.items()
+    ]
 
     def judge_score(i: str, name: str) -> float:
         [v] = [v for v in graded[i].judge.judges if v.name == name]  # type: ignore[union-attr]
@@ -143,27 +178,39 @@ async def test_labels_join_across_two_workers_and_a_drifted_judge_alerts(
         ("judge:good", lambda i: judge_score(i, "good"), lambda i: judge_score(i, "good") >= 0.6),
         ("judge:drifted", lambda i: judge_score(i, "drifted"), lambda i: judge_score(i, "drifted") >= 0.6),
         ("result", lambda i: round(graded[i].score, 4), lambda i: graded[i].passed),
-        ("evaluator:exact_match", lambda i: graded[i].evaluators[0].score, lambda i: graded[i].evaluators[0].score >= 0.6),
+        (
+            "evaluator:exact_match",
+            lambda i: graded[i].evaluators[0].score,
+            lambda i: graded[i].evaluators[0].score >= 0.6,
+        ),
     ]:
         x = [value(i) for i, _, _ in human_rows]
         y = [h for _, h, _ in human_rows]
         got = human.raters[rater]
         assert got.n == len(human_rows)
-        expected_kappa = cohen_kappa_score([passed(i) for i, _, _ in human_rows], [p for _, _, p in human_rows])
+        expected_kappa = cohen_kappa_score(
+            [passed(i) for i, _, _ in human_rows], [p for _, _, p in human_rows]
+        )
         assert got.kappa == pytest.approx(expected_kappa, abs=1e-12), rater
         assert got.mae == pytest.approx(float(np.mean(np.abs(np.array(x) - np.array(y)))), abs=1e-12)
         assert got.bias == pytest.approx(float(np.mean(x) - np.mean(y)), abs=1e-12)
         if len(set(x)) > 1:
             assert got.pearson == pytest.approx(scipy_stats.pearsonr(x, y).statistic, abs=1e-9)
             assert got.spearman == pytest.approx(scipy_stats.spearmanr(x, y).statistic, abs=1e-9)
-            assert got.alpha == pytest.approx(krippendorff.alpha(reliability_data=np.array([x, y]),
-                                                                 level_of_measurement="interval"), abs=1e-9)  # fmt: skip
+            assert got.alpha == pytest.approx(
+                krippendorff.alpha(reliability_data=np.array([x, y]), level_of_measurement="interval"),
+                abs=1e-9,
+            )
     assert human.raters["judge:drifted"].kappa == pytest.approx(0.0)  # always "pass": no better than chance
     assert human.raters["judge:good"].kappa > 0.6  # type: ignore[operator]
     assert human.annotators is not None and human.annotators.n == len(bo)
 
-    [alert] = [a for r in records if r.topic == topics["alerts"]
-               if (a := Alert.model_validate_json(r.value)).model == "m"]  # fmt: skip
+    [alert] = [
+        a
+        for r in records
+        if r.topic == topics["alerts"]
+        if (a := Alert.model_validate_json(r.value)).model == "m"
+    ]
     assert alert.rule == "people-disagree" and alert.value == pytest.approx(0.0)
 
     # the review queue: the drifted judge disagrees with the good one on every wrong answer (a burst of
@@ -171,7 +218,9 @@ async def test_labels_join_across_two_workers_and_a_drifted_judge_alerts(
     review = [ReviewItem.model_validate_json(r.value) for r in records if r.topic == topics["review"]]
     mine = [item for item in review if item.model == "m"]
     per_minute = Counter(parse_time(item.selected_at) // 60 for item in mine)
-    candidates = sum(1 for i in ids if graded[i].judge and abs(judge_score(i, "good") - judge_score(i, "drifted")) >= 0.3)
+    candidates = sum(
+        1 for i in ids if graded[i].judge and abs(judge_score(i, "good") - judge_score(i, "drifted")) >= 0.3
+    )
     assert candidates > 2 * REVIEW_RATE and mine and max(per_minute.values()) <= REVIEW_RATE
     assert len(mine) <= REVIEW_RATE * len(per_minute)
     for item in mine:
