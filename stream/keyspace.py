@@ -27,6 +27,9 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{dl}:seen:{gen}:{topic}:{part}``  offsets of dead letters already counted
 ``P{dlraw}:{sha256}`` ``:index`` ``:bytes``  whole events of truncated dead letters, within a budget
 ``P{registry}:ev:{id}`` ``:names`` ``:rev``  custom evaluators; channel ``P{registry}:changes``
+``P{lj:S}:b:{bucket}:{gen}``         verdicts kept for the human-label join (streameval.labels); ``P{lj}:layouts``
+``P{T}:hl:all`` / ``P{T}:hl:{size}:{start}``  joined human labels of a pair; ``P{lpend}:q`` / ``:d`` waiting labels
+``P{T}:rv:{minute}``                review items sent this minute (streameval.review)
 ``P judge:...``                     judge answers (streameval.judges._cache), one slot per key
 ``P judge_spend:{judge}:{hour}``    a judge's money spent in one UTC clock hour (one key per command)
 ==================================  ================================================================
