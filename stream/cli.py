@@ -214,7 +214,7 @@ def _human_agreement(args: argparse.Namespace, suites: Suites, settings: Setting
     """``--labels``: join the labels to the results just written, print the table; True when the gate fails."""
     from .errors import EventError
     from .keyspace import Keys
-    from .labels import FeedbackDecoder, human_agreement, join_in_memory, lowest_kappa
+    from .labels import FeedbackDecoder, calibration, human_agreement, join_in_memory, lowest_kappa
     from .models import GradedResult
     from .summary import render_agreement
 
@@ -235,6 +235,15 @@ def _human_agreement(args: argparse.Namespace, suites: Suites, settings: Setting
     figures = {Keys.split_pair(pair)[:2]: human_agreement(pair_rows, layouts) for pair, pair_rows in rows.items()}
     if not args.quiet:
         render_agreement(figures, console, unmatched=len(unmatched) + bad)
+        for pair, pair_rows in sorted(rows.items()):
+            tuned = calibration(pair_rows, layouts)
+            if tuned.maps:  # what `judge: {calibrate: true, calibration: ...}` would take (docs/feedback.md)
+                model, suite = Keys.split_pair(pair)[:2]
+                console.print(f"calibration for {model} / {suite} (suggested weights, isotonic maps):", highlight=False)
+                for judge, entry in tuned.as_dict().items():
+                    weight = "-" if entry["weight"] is None else f"{entry['weight']:.3f}"
+                    points = ", ".join(f"[{x:.4g}, {y:.4g}]" for x, y in entry["map"])
+                    console.print(f"  {judge}: n {entry['n']}, weight {weight}, map [{points}]", highlight=False)
     failed = False
     if args.min_human_kappa is not None:
         for (model, suite), human in sorted(figures.items()):
