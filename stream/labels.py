@@ -20,8 +20,8 @@ Three parts, all in Redis so that any worker can do any step and the figures sta
   (the same annotator twice: the last wins, counted once) and computes every figure from the paired
   values (streameval.agreement), so two workers' rows give exactly the figures of one.
 
-Row (bytes): event digest (8), annotator digest (4), human flags (1: has passed, passed, has score),
-human score (2, 1e-4 units), verdict length (1), verdict record. Verdict record: layout id (4), flags (1:
+Row (bytes): event digest (8), annotator digest (4), arrival (4, epoch seconds), human flags (1: has
+passed, passed, has score), human score (2, 1e-4 units), verdict length (1), verdict record. Verdict record: layout id (4), flags (1:
 passed), result score (2), then 2 bytes per name (0xFFFF: no value). Scores are kept on a 1e-4 grid.
 """
 
@@ -80,6 +80,7 @@ _HEAD = 7  # layout (4), flags (1), result score (2)
 #: names (judges and evaluators) a record keeps at most
 MAX_NAMES = (MAX_RECORD_BYTES - _HEAD) // 2
 _NONE = 0xFFFF
+_ROW_HEAD = 20  # event (8), annotator (4), arrival (4), human flags (1) and score (2), verdict length (1)
 _GRID = 10_000  # scores are kept in 1e-4 units
 #: a worker writes each layout it uses again after this long (s): a write lost to an outage heals
 _LAYOUT_REWRITE_S = 300.0
@@ -331,6 +332,7 @@ class Row:
     passed: bool
     score: float
     values: list[float | None]
+    arrived: int = 0  # when the label arrived (epoch seconds): the latest per event × annotator counts
 
     def pack(self) -> bytes:
         flags = (
@@ -346,6 +348,7 @@ class Row:
         return (
             self.event
             + self.annotator
+            + struct.pack(">I", max(0, min(0xFFFFFFFF, self.arrived)))
             + struct.pack(">BH", flags, _NONE if self.human_score is None else _q(self.human_score))
             + bytes([len(verdict)])
             + verdict
@@ -354,12 +357,13 @@ class Row:
 
 def parse_rows(blob: bytes) -> list[Row]:
     rows, pos = [], 0
-    while pos + 16 <= len(blob):
+    while pos + _ROW_HEAD <= len(blob):
         event, annotator = blob[pos : pos + 8], blob[pos + 8 : pos + 12]
-        flags, hscore = struct.unpack(">BH", blob[pos + 12 : pos + 15])
-        length = blob[pos + 15]
-        verdict = blob[pos + 16 : pos + 16 + length]
-        pos += 16 + length
+        (arrived,) = struct.unpack(">I", blob[pos + 12 : pos + 16])
+        flags, hscore = struct.unpack(">BH", blob[pos + 16 : pos + 19])
+        length = blob[pos + 19]
+        verdict = blob[pos + _ROW_HEAD : pos + _ROW_HEAD + length]
+        pos += _ROW_HEAD + length
         if len(verdict) < _HEAD:
             break  # a torn tail cannot happen (APPEND is atomic); stop rather than misread
         layout, passed, score, values = unpack_verdict(verdict)
@@ -373,17 +377,21 @@ def parse_rows(blob: bytes) -> list[Row]:
                 passed,
                 score,
                 values,
+                arrived,
             )
         )
     return rows
 
 
 def latest(rows: Sequence[Row]) -> list[Row]:
-    """The last row per event × annotator, in order of their last appearance."""
+    """The latest label per event × annotator: by arrival (a label that waited for its result keeps its
+    arrival time), then by order of the rows (a join retried appends the same row again)."""
     last: dict[tuple[bytes, bytes], Row] = {}
     for row in rows:
-        last.pop((row.event, row.annotator), None)
-        last[(row.event, row.annotator)] = row
+        key = (row.event, row.annotator)
+        kept = last.get(key)
+        if kept is None or row.arrived >= kept.arrived:
+            last[key] = row
     return list(last.values())
 
 
@@ -683,7 +691,7 @@ class LabelStore:
             if verdict is None:
                 waiting.append((label, why))
                 continue
-            rows[verdict[0].pair].append(_row(label.feedback, verdict))
+            rows[verdict[0].pair].append(_row(label.feedback, verdict, now))
         calls = self._row_calls(rows, now)
         pending: list[Any] = []
         for label, _ in waiting:
@@ -757,7 +765,7 @@ class LabelStore:
             settle += [stale[k], stale[k + 1], ""]
         for (member, data, label, first, tries), (verdict, why) in zip(live, found, strict=True):
             if verdict is not None:
-                rows[verdict[0].pair].append(_row(label.feedback, verdict))
+                rows[verdict[0].pair].append(_row(label.feedback, verdict, first))
                 settle += [member, data, ""]
             elif now - first >= self.wait_s:
                 report.unmatched += 1
@@ -856,7 +864,12 @@ class LabelStore:
                 (
                     self._rows,
                     keys,
-                    [self.max_rows * (16 + MAX_RECORD_BYTES), self.all_time_ttl_s, self.window_ttl_s, blob],
+                    [
+                        self.max_rows * (_ROW_HEAD + MAX_RECORD_BYTES),
+                        self.all_time_ttl_s,
+                        self.window_ttl_s,
+                        blob,
+                    ],
                 )
             )
         return calls
@@ -910,7 +923,7 @@ def _member(label: Feedback) -> bytes:
     return event_digest(label.id) + annotator_digest(label.annotator)
 
 
-def _row(label: Feedback, verdict: tuple[Layout, bytes]) -> Row:
+def _row(label: Feedback, verdict: tuple[Layout, bytes], arrived: float = 0.0) -> Row:
     _, record = verdict
     layout, passed, score, values = unpack_verdict(record)
     human = label.normalised(label.score) if label.score is not None else None
@@ -923,6 +936,7 @@ def _row(label: Feedback, verdict: tuple[Layout, bytes]) -> Row:
         passed,
         score,
         values,
+        int(arrived),
     )
 
 

@@ -295,10 +295,26 @@ def test_a_json_feedback_stream_is_read_through_its_map() -> None:
         FeedbackDecoder().decode(b'{"id": "e", "score": 7}')
 
 
-async def test_a_waiting_label_whose_data_is_gone_leaves_the_list(aredis: aioredis.Redis, prefix: str) -> None:
+async def test_a_waiting_label_whose_data_is_gone_leaves_the_list(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
     _, labels = stores(aredis, prefix, wait_s=600)
     await labels.join([label("lost", passed=True)], now=NOW)
     queue, data = labels.pending_keys
     await aredis.delete(data)
     assert (await labels.retry_waiting(now=NOW + 5)).waiting == 0
     assert await aredis.zcard(queue) == 0
+
+
+async def test_a_newer_label_wins_over_an_older_one_that_waited(aredis: aioredis.Redis, prefix: str) -> None:
+    """ana labels before the result (it waits), then again after it (joins at once); the waiting one joins
+    last but is older: the newer label counts."""
+    store, labels = stores(aredis, prefix, wait_s=600)
+    await labels.join([label("o1", passed=False, annotator="ana")], now=NOW)
+    await record(store, [result("o1", {"alpha": 9.0, "beta": 9.0, "gamma": 9.0})])
+    assert (await labels.join([label("o1", passed=True, annotator="ana")], now=NOW + 3)).joined == 1
+    assert (await labels.retry_waiting(now=NOW + 5)).joined == 1
+    pair = store.pair_id("m", "qa")
+    figures = (await labels.agreement([pair]))[pair]
+    assert figures is not None and figures.labels == 1
+    assert figures.raters["result"].mae == pytest.approx(1 - 0.7)  # score 0.7 against "passed": 1.0, not 0.0
