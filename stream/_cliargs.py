@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "native request events)")
     evaluate.add_argument("--labels", type=Path, default=None, metavar="FILE",
                           help="human labels (feedback v1, or the suite file's feedback: map), one per line: print "
-                          "the agreement of judges, panel, result and evaluators with people (docs/feedback.md)")
+                          "the agreement of judges, panel, result and evaluators with people (docs/feedback.md; default: none)")
     evaluate.add_argument("--min-human-kappa", type=float, default=None, metavar="X",
                           help="with --labels: exit 1 when a judge's, the panel's or the result's Cohen's kappa "
                           "with people is below X (default: no gate)")
