@@ -639,9 +639,8 @@ class LabelStore:
             names, values = verdict_values(result)
             key = (pair, names, result.threshold)
             layout, written = known.get(key, (b"", -_LAYOUT_REWRITE_S))
-            if (
-                clock - written >= _LAYOUT_REWRITE_S
-            ):  # new to this worker, or written a while ago (a lost write heals)
+            # new to this worker, or written a while ago (so that a lost write heals)
+            if clock - written >= _LAYOUT_REWRITE_S:
                 if len(known) > 10_000:  # forget now and then (they are written again, which is harmless)
                     known.clear()
                 layout = layout or layout_id(pair, names, result.threshold)
@@ -680,8 +679,8 @@ class LabelStore:
         return self.clock() if self.clock is not None else time.time()
 
     async def join(self, labels: Sequence[Label], now: float | None = None) -> JoinReport:
-        """Join a batch of labels: one read script per shard touched, then one rows script per pair, the
-        waiting list and the counters in one more round trip. Labels not joined wait (module docstring)."""
+        """Join a batch of labels: one read script per shard touched, then, in one more round trip, one rows
+        script per pair and the waiting list. Labels not joined wait (module docstring)."""
         now = self.now() if now is None else now
         report = JoinReport()
         found = await self._find([label.feedback for label in labels], now, report)
