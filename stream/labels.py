@@ -560,6 +560,7 @@ class JoinReport:
     full: int = 0  # rows not kept: the pair's rows reached STREAMEVAL_LABEL_MAX_ROWS
     calls: int = 0  # Redis calls made (script calls and commands; one round trip may carry several)
     dead_letters: list[DeadLetter] = field(default_factory=list)
+    expired: list[Any] = field(default_factory=list)  # waiting labels dead-lettered: settle_expired
 
 
 class LabelStore:
@@ -762,7 +763,7 @@ class LabelStore:
         settle: list[Any] = []
         for k in range(0, len(stale), 2):
             settle += [stale[k], stale[k + 1], ""]
-        for (member, data, label, first, tries), (verdict, why) in zip(live, found, strict=True):
+        for (member, data, label, first, _), (verdict, why) in zip(live, found, strict=True):
             if verdict is not None:
                 rows[verdict[0].pair].append(_row(label.feedback, verdict, first))
                 settle += [member, data, ""]
@@ -777,13 +778,16 @@ class LabelStore:
                         now,
                     )
                 )
-                settle += [member, data, ""]
+                # taken off the list by settle_expired, once its dead letter is out (until then its lease
+                # holds it; a worker that dies before lets another dead-letter it: at least once)
+                report.expired += [member, data, ""]
             else:
                 report.waiting += 1
+                # tried again after half its age so far: 1 s, 1 s, 2 s, ... at most 60 s apart
                 settle += [
                     member,
                     data,
-                    repr(min(first + self.wait_s, now + min(60.0, 2.0 ** min(tries + 1, 6)))),
+                    repr(min(first + self.wait_s, now + min(60.0, max(1.0, (now - first) / 2)))),
                 ]
         calls = self._row_calls(rows, now)
         calls.append((self._pending_settle, self.pending_keys, settle))
@@ -793,6 +797,13 @@ class LabelStore:
         report.full = sum(int(r) for r in replies[: len(rows)])
         _count(report)
         return report
+
+    async def settle_expired(self, report: JoinReport) -> None:
+        """Take the labels :meth:`retry_waiting` dead-lettered off the waiting list (after their letters
+        were published)."""
+        if report.expired:
+            await guard(run_scripts(self.client, [(self._pending_settle, self.pending_keys, report.expired)]))
+            report.expired = []
 
     async def _find(
         self, labels: Sequence[Feedback], now: float, report: JoinReport

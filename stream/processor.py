@@ -199,7 +199,10 @@ class Processor:
             return 0
         report = await self.labels.retry_waiting()
         for message in await self._label_letters(report.dead_letters):
-            await send(message)
+            delivery = await send(message)
+            if delivery is not None and hasattr(delivery, "__await__"):
+                await delivery  # delivered before the label leaves the waiting list
+        await self.labels.settle_expired(report)
         return report.joined
 
     async def close_windows(self, closer: WindowCloser, send: Send) -> int:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 
@@ -181,10 +182,11 @@ class Runtime:
         """
         store = self.processor.store
 
-        async def publish(message: Publish) -> None:
-            await send(message)
+        async def publish(message: Publish) -> Any:
+            delivery = await send(message)
             if message.kind == "alert":  # the dashboard's recent alerts (docs/api.md)
                 await remember_alert(store.client, store.prefix, message.value)
+            return delivery  # a label's dead letter is awaited before the label leaves its waiting list
 
         return await self.processor.close_windows(self.closer, publish)
 

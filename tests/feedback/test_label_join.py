@@ -179,7 +179,12 @@ async def test_an_unknown_id_becomes_an_unmatched_dead_letter_after_the_wait(
     import base64
 
     assert base64.b64decode(letter.raw) == raw
-    assert (await labels.retry_waiting(now=NOW + 200)).unmatched == 0  # once
+    assert (await labels.retry_waiting(now=NOW + 62)).unmatched == 0  # its lease holds it meanwhile
+    # a worker that died before its letter was out: after the lease another one dead-letters it again
+    again = await labels.retry_waiting(now=NOW + 100)
+    assert again.unmatched == 1
+    await labels.settle_expired(again)  # the letter is out: the label leaves the list
+    assert (await labels.retry_waiting(now=NOW + 200)).unmatched == 0
 
 
 async def test_the_same_annotator_twice_counts_once_and_the_last_wins(
@@ -213,6 +218,7 @@ async def test_a_label_naming_another_model_does_not_join(aredis: aioredis.Redis
     report = await labels.join([label("x1", passed=True, model="claude")], now=NOW)
     assert report.waiting == 1
     final = await labels.retry_waiting(now=NOW + 11)
+    await labels.settle_expired(final)
     assert "evaluated for model 'gpt'" in final.dead_letters[0].reason
 
 
