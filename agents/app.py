@@ -10,6 +10,7 @@ idempotency in Redis).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import tempfile
@@ -24,22 +25,36 @@ from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 from faust.types import TP, EventT
 
 from streameval import telemetry
+from streameval.envelope import Source
 from streameval.inflight import InFlight, StallWatchdog, batch_positions
 from streameval.kafka_security import KafkaSecurity, bootstrap_hosts
 from streameval.outputs import Publish, output_topics
-from streameval.pipeline import Source
+from streameval.processor import Emit, Processor
 from streameval.runtime import Runtime
 from streameval.settings import Settings
 
 from .liveness import Lifeline
 
-__all__ = ["QuietMonitor", "create_app"]
+__all__ = ["QuietMonitor", "create_app", "faust_credentials"]
 
 log = logging.getLogger(__name__)
 
 # Batching (streameval.settings: batch_max, batch_wait_ms, batches_in_flight, fetch_wait_ms; the reasons
 # and measurements are in docs/performance.md). Several batches are evaluated at once so a slow judge
 # does not bound the worker at one batch per round trip; rule results go out at once, judged ones in order.
+
+
+def faust_credentials(security: KafkaSecurity) -> Any:
+    """``broker_credentials`` for :class:`faust.App` from the clients' security (None for plaintext)."""
+    if security.protocol == "PLAINTEXT":
+        return None
+    context = security.ssl_context()
+    if security.protocol == "SSL":
+        return faust.SSLCredentials(context)
+    if security.mechanism == "OAUTHBEARER":
+        return faust.OAuthCredentials(oauth_cb=security.token_provider_instance(), ssl_context=context)
+    return faust.SASLCredentials(username=security.username, password=security.password, ssl_context=context,
+                                 mechanism=security.mechanism)
 
 
 def _consumer_class(fetch_max_wait_ms: int) -> type[AIOKafkaConsumer]:
@@ -85,6 +100,12 @@ class QuietMonitor(Monitor):
         pass
 
 
+
+def _process(proc: Processor, batch: list[tuple[bytes, Source]], emit: Emit) -> Awaitable[list[Publish]]:
+    """A taken batch's work for :meth:`InFlight.submit`: the batch is bound when taken, ``emit`` given later."""
+    return proc.process_batch(batch, emit=emit)
+
+
 def create_app(
     settings: Settings,
     make_runtime: Callable[[], Awaitable[Runtime]],
@@ -109,7 +130,7 @@ def create_app(
     app = faust.App(
         settings.app_id,
         broker=[f"kafka://{host}" for host in bootstrap_hosts(settings.kafka_bootstrap_servers)],
-        broker_credentials=KafkaSecurity.from_settings(settings).faust_credentials(),  # TLS, SASL (docs/security.md)
+        broker_credentials=faust_credentials(KafkaSecurity.from_settings(settings)),  # TLS, SASL (docs/security.md)
         store="memory://",
         value_serializer="raw",
         key_serializer="raw",
@@ -131,13 +152,13 @@ def create_app(
     )
     # Faust hard-codes the consumer's fetch_max_wait_ms to 1500, and Tansu holds a caught-up fetch for the
     # whole wait instead of answering when a record arrives: up to 1.5 s added to an idle-then-busy partition
-    app.transport.Consumer = _consumer_class(settings.fetch_wait_ms)
+    app.transport.Consumer = _consumer_class(settings.fetch_wait_ms)  # type: ignore[misc]  # faust types it a ClassVar
     raw: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
     requests = app.topic(*(input_topics or [settings.topic_requests]), **raw)
     names = output_topics(settings)  # the topics exist (streameval.runtime.prepare)
     state: dict[str, Runtime] = {}
     lock = asyncio.Lock()  # the agent and the timer both ask for the runtime first thing
-    inflights: list[InFlight[EventT]] = []  # the agent's, for the stall watchdog
+    inflights: list[InFlight[EventT[bytes]]] = []  # the agent's, for the stall watchdog
     watchdog = StallWatchdog(settings.stall_after_s)
     closer_failures = [0]
 
@@ -177,9 +198,10 @@ def create_app(
                 lifeline.fatal("the evaluating agent ended while the worker was running")
 
     async def _evaluate(stream: faust.StreamT[bytes]) -> None:
-        proc = (await runtime()).processor
+        built = await runtime()
+        proc, lag = built.processor, built.lag
 
-        async def ack(events: Sequence[EventT]) -> None:
+        async def ack(events: Sequence[EventT[bytes]]) -> None:
             for event in events:
                 await stream.ack(event)
 
@@ -188,11 +210,13 @@ def create_app(
 
         # bounded by events, not batches: a stream of small batches keeps its rule results flowing while
         # the judges of older batches answer (README "Delivery guarantees")
-        inflight: InFlight[EventT] = InFlight(send, ack, max_events=settings.batches_in_flight * settings.batch_max,
-                                              on_failure=failed)  # fmt: skip
+        inflight: InFlight[EventT[bytes]] = InFlight(send, ack, max_events=settings.batches_in_flight * settings.batch_max,
+                                                     on_failure=failed)  # fmt: skip
         inflights.append(inflight)
         try:
-            async for events in stream.noack_take(settings.batch_max, within=settings.batch_wait_ms / 1000):
+            # faust.Stream has noack_take; faust's StreamT does not declare it
+            async for events in stream.noack_take(  # type: ignore[attr-defined]
+                    settings.batch_max, within=settings.batch_wait_ms / 1000):
                 taken_at = time.monotonic()
                 batch = [
                     (bytes(e.message.value or b""), Source(e.message.topic, e.message.partition, e.message.offset))
@@ -202,9 +226,9 @@ def create_app(
                 # A batch that fails to evaluate, record or deliver calls `failed` (the process exits at once):
                 # neither it nor any batch after it is acked.
                 # results that need no judge go out as soon as they are recorded (emit); acks stay in order
-                await inflight.submit(list(events), lambda emit, batch=batch: proc.process_batch(batch, emit=emit),
+                await inflight.submit(list(events), functools.partial(_process, proc, batch),
                                       label=batch_positions(batch), taken_at=taken_at)  # fmt: skip
-                telemetry.observe_lag(((s.topic, s.partition, s.offset) for _, s in batch), _highwater)
+                lag.update(telemetry.observe_lag(((s.topic, s.partition, s.offset) for _, s in batch), _highwater))
         finally:
             inflights.remove(inflight)
             await inflight.close()
@@ -227,7 +251,7 @@ def create_app(
             # Labels are few: one batch at a time. A batch is acked once its dead letters are delivered; its
             # labels are in Redis by then (joined, or waiting for their results).
             proc = (await runtime()).processor
-            async for events in stream.noack_take(settings.batch_max, within=settings.batch_wait_ms / 1000):
+            async for events in stream.noack_take(settings.batch_max, within=settings.batch_wait_ms / 1000):  # type: ignore[attr-defined]
                 batch = [(bytes(e.message.value or b""), Source(e.message.topic, e.message.partition, e.message.offset))
                          for e in events]  # fmt: skip
                 for delivery in [await send(m) for m in await proc.process_feedback(batch)]:
@@ -260,7 +284,7 @@ def create_app(
             log.warning("closing windows resumed after %d failed tick(s)", closer_failures[0])
             closer_failures[0] = 0
 
-    @app.on_before_shutdown.connect  # type: ignore[untyped-decorator]
+    @app.on_before_shutdown.connect  # type: ignore[arg-type]  # mode's receiver type (NamedArg) matches no plain def
     async def _close(app: faust.App, **kwargs: Any) -> None:
         if "r" in state:
             await state.pop("r").close()

@@ -17,6 +17,7 @@ wedged shutdown cannot hold it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -99,9 +100,10 @@ class LifelineWorker(faust.Worker):
         super()._install_signal_handlers_unix()
         for signum, stop in ((signal.SIGTERM, self._on_sigterm), (signal.SIGINT, self._on_sigint)):
             self.loop.remove_signal_handler(signum)
-            signal.signal(signum, lambda _signum, _frame, stop=stop: self._signalled(stop))
+            signal.signal(signum, functools.partial(self._signalled, stop))
 
-    def _signalled(self, stop: Callable[[], None]) -> None:
+    def _signalled(self, stop: Callable[[], None], *_signal: object) -> None:
+        """A signal handler (called with the signal number and frame, which it does not need)."""
         self.lifeline.begin_stop(EXIT_GRACE_EXPIRED)
         self.loop.call_soon_threadsafe(stop)
 

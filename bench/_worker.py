@@ -36,7 +36,8 @@ __all__ = ["ROOT", "RULE_SUITE", "WorkerRun", "demo_events", "pick_redis", "raw_
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# the issue's rule-only suite: the seed 001 presets + token_f1 + rouge_l + bleu (300-token outputs)
+# the rule-only benchmark suite: the evaluator-module spec's presets + token_f1 + rouge_l + bleu
+# (300-token outputs)
 RULE_SUITE = {
     "suites": [{
         "name": "rules", "default": True, "threshold": 0.5,

@@ -1,4 +1,4 @@
-"""Per-event cost of the issue's rule-only suite in-process, before and after the text-metric speed-ups.
+"""Per-event cost of the rule-only benchmark suite in-process, before and after the text-metric speed-ups.
 
     .venv/bin/python bench/eval_profile.py [--events 2000] [--rounds 3]
 

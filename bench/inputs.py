@@ -37,8 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import redis.asyncio as aioredis
 from _otel import export_json, export_proto, gen_ai_span, openinference_span, openllmetry_span, record
 
+from streameval.batch import evaluate_items
 from streameval.config import load_config, parse_config
-from streameval.inputs import Inputs, OtlpInput, evaluate_items
+from streameval.inputs import Inputs, OtlpInput
 from streameval.pipeline import Pipeline, Source
 from streameval.processor import Processor
 from streameval.store import ResultStore

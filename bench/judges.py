@@ -1,7 +1,7 @@
 """Judge panel throughput and rule-only latency under judge load.
 
-Three simulated judges (seed 003 panel, 0.3/0.3/0.4) answer after a fixed latency (default 200 ms);
-the simulated judge runs in a subprocess so its CPU is not this process's. N judged events are
+Three simulated judges (the multi-judge spec's panel, 0.3/0.3/0.4) answer after a fixed latency (default 200
+ms); the simulated judge runs in a subprocess so its CPU is not this process's. N judged events are
 processed with W in flight (as the worker does). Printed:
 
 * throughput / ideal, where ideal = W / latency (every event waits one judge round trip, judges of

@@ -1,12 +1,12 @@
-"""Per-event cost of every metric evaluator on 300-token outputs, and ROUGE-L against seed 004's Python LCS.
+"""Per-event cost of every metric evaluator on 300-token outputs, and ROUGE-L against the agent-metrics spec's Python LCS.
 
     .venv/bin/python bench/metrics.py            # ~20 seconds
 
 Prints µs per event (median of repeats) for English words, Chinese characters and English prose (real
-sentences with punctuation), each with the speed-up over the code before issue 7's text-metric speed-ups
+sentences with punctuation), each with the speed-up over the code before the text-metric speed-ups
 (tests/metrics_baseline.py, patched in by bench/_baseline.py) measured in the same run on the same event;
-then the speed-up of our ROUGE-L (rapidfuzz LCSseq) over the seed's O(m·n) dynamic programme.
-bench/eval_profile.py measures the issue's whole rule-only suite the same way.
+then the speed-up of our ROUGE-L (rapidfuzz LCSseq) over the agent-metrics spec's O(m·n) dynamic programme.
+bench/eval_profile.py measures the whole rule-only benchmark suite the same way.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ ZH_VOCAB = list("模型回答正确因为数据图谱显示首都城市法国巴
 
 
 def _seed_lcs(text1: str, text2: str) -> int:
-    """Seed 004 ``calculate_rouge_l``'s LCS (the baseline)."""
+    """The agent-metrics spec's ``calculate_rouge_l``'s LCS (the baseline)."""
     words1, words2 = text1.lower().split(), text2.lower().split()
     m, n = len(words1), len(words2)
     if m == 0 or n == 0:
@@ -162,7 +162,7 @@ def main() -> int:
     ours_ws = _us(lambda: rouge_l(out, [ref], tokenize="whitespace"))
     ours_eval = _us(lambda: build_evaluator("rouge_l").evaluate(events["en"]))
     print()
-    print(f"ROUGE-L, {TOKENS} x {TOKENS} tokens: seed 004 Python LCS {seed:,.0f} µs")
+    print(f"ROUGE-L, {TOKENS} x {TOKENS} tokens: the agent-metrics spec's Python LCS {seed:,.0f} µs")
     print(f"  ours (same whitespace tokens)  {ours_ws:8.1f} µs   speed-up {seed / ours_ws:6.0f}x")
     print(
         f"  ours (rouge_l evaluator, CJK)  {ours_eval:8.1f} µs   speed-up {seed / ours_eval:6.0f}x  (target >= 100x)"

@@ -1,4 +1,4 @@
-"""Per-call latency of the `code` evaluator, warm, for both languages (issue 5 targets: Python
+"""Per-call latency of the `code` evaluator, warm, for both languages (targets: Python
 <= 5 ms, Node <= 3 ms at p50). Baseline measured in the same run: one fresh process per call
 (`python -I -c` / `node -e`, unconfined), i.e. what a non-pooled sandbox would cost at least.
 

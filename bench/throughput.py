@@ -8,9 +8,9 @@
      encode the result; no Faust, Redis, idempotency or windows): what a hand-written single-process
      evaluator does (only for suites without judges or async evaluators);
 (b) one ``streameval worker`` process per value of ``--eval-processes`` (STREAMEVAL_EVAL_PROCESSES).
-``--workload rules`` (default): the issue's rule-only suite (seed 001 presets + token_f1 + rouge_l +
-bleu) on 300-token outputs; ``demo``: examples/suites.yaml on the example events (or ``--config FILE``).
-(c) with ``--scaling``: one worker, then two workers, on a two-partition topic.
+``--workload rules`` (default): the rule-only benchmark suite (the evaluator-module spec's presets + token_f1
++ rouge_l + bleu) on 300-token outputs; ``demo``: examples/suites.yaml on the example events (or ``--config
+FILE``). (c) with ``--scaling``: one worker, then two workers, on a two-partition topic.
 With ``--redis-cluster`` each (b) run is made twice, same events: against a fresh ``redis-server`` node,
 then against a fresh 3-master Redis Cluster (``--cluster-first``: the other way round;
 ``redis+cluster://``; both on free loopback ports, no

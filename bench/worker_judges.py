@@ -3,7 +3,7 @@
     python bench/worker_judges.py [--concurrency 16,32,64,128] [--latency-ms 200] [--seconds 10]
                                   [--before DIR]
 
-Three simulated judges (seed 003 panel; one subprocess, ``streameval.judges.sim``) answer after
+Three simulated judges (the multi-judge spec's panel; one subprocess, ``streameval.judges.sim``) answer after
 ``--latency-ms``; each allows C requests in flight (``max_concurrency``). Every event calls all three
 at once, so no worker can beat ideal = C / latency events/s (Little's law: C in flight per judge,
 each held for one latency). Distinct outputs: no judge cache hits; sample_rate 1.

@@ -1,6 +1,6 @@
 """JSON Schemas (2020-12) of streameval's wire contracts, shipped with the package.
 
-Each schema has a pydantic model in ``streameval.models``; tests/test_contracts.py keeps them in step.
+Each schema has a pydantic model in ``streameval.models``; tests/schemas/test_contracts.py keeps them in step.
 """
 
 from __future__ import annotations
@@ -16,8 +16,11 @@ from streameval.outputs import OUTPUTS
 __all__ = ["NAMES", "load"]
 
 #: the inputs' schemas (request events; human labels, docs/feedback.md), then one per output topic (streameval.outputs)
-NAMES = {"request": "request-event.v1.json", "feedback": "feedback.v1.json",
-         **{output.kind: output.schema for output in OUTPUTS}}
+NAMES: dict[str, str] = {
+    "request": "request-event.v1.json",
+    "feedback": "feedback.v1.json",
+    **{output.kind: output.schema for output in OUTPUTS},
+}
 
 
 @cache

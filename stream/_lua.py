@@ -45,8 +45,14 @@ __all__ = [
 # Legacy marks (the layout before the buckets, kept for the replay horizon after an upgrade): one hash
 # per pair, generation and shard `mk:{gen}:{shard}` (shard: first 2 digest bytes, big-endian, mod 64),
 # field: the 8-byte digest. Read only; an event marked there counts as seen (streameval.store).
-# Then RECORD_EXAMPLES' own KEYS and ARGV (the drill-down block below, run in the writes section once
-# the batch is counted; it finds them from the end).
+# Then the drill-down block's own KEYS and ARGV: the window examples (streameval.drilldown), the last block
+# of the script, run in the writes section once the batch is counted. It owns the last KEYS and the last
+# ARGV entries, found from the end (the last ARGV says how many entries it owns), so it does not depend
+# on the layout above. Its KEYS: one example zset per entry below.
+# Its ARGV: 1 how many KEYS it owns, 2 examples kept per zset (the lowest zset scores), 3 their ttl; per
+#       example zset: c, c × (zset score, compact result); last: how many ARGV entries it owns.
+# The worker sends only candidates that can enter (streameval.drilldown.Candidates), so this is little
+# work per event: a ZADD member for the few candidates.
 # Returns {'ok'}; {'dup', e, stored pointer or '', ...} and changes nothing when any event is already
 # marked (the worker drops those and calls again with the rest: all or nothing, so every event is
 # counted once with its mark, also when a batch is partly redelivered); {'skew', now} and changes
@@ -176,18 +182,6 @@ for t = 1, ntargets do
 end
 local ttl = tonumber(ARGV[7])
 add(KEYS[1], ARGV[11], math.abs(ttl), ttl > 0)
-return {'ok'}
-"""
-
-# The drill-down block of RECORD (streameval.drilldown), the last of its writes, run once the batch is
-# counted: the window examples. It owns the last KEYS and the last ARGV entries, found from the end (the
-# last ARGV says how many entries it owns), so it does not depend on the layout above.
-# KEYS: one example zset per entry below.
-# ARGV: 1 how many KEYS it owns, 2 examples kept per zset (the lowest zset scores), 3 their ttl; per
-#       example zset: c, c × (zset score, compact result); last: how many ARGV entries it owns.
-# The worker sends only candidates that can enter (streameval.drilldown.Candidates), so this is little
-# work per event: a ZADD member for the few candidates.
-RECORD_EXAMPLES = """
 local xa = #ARGV - tonumber(ARGV[#ARGV])
 local xk = #KEYS - tonumber(ARGV[xa + 1])
 local keep = tonumber(ARGV[xa + 2])
@@ -199,10 +193,8 @@ while k <= #KEYS do
   redis.call('EXPIRE', KEYS[k], ARGV[xa + 3])
   a, k = a + 1 + 2 * c, k + 1
 end
+return {'ok'}
 """
-_head, _return, _tail = RECORD.rpartition("return {'ok'}")
-assert _return and not _tail.strip(), "RECORD must end with return {'ok'}"
-RECORD = _head + RECORD_EXAMPLES.lstrip("\n") + _return + _tail
 
 # The index slot, one batch. KEYS: per window w: its pairs set; per size: the unpublished windows
 # (zset) and every window with data (zset, for the dashboard); last the pairs zset (score: last seen).

@@ -1,7 +1,8 @@
-"""Typed context blocks of a request event: ``report`` (seed 000), ``retrieval`` (seed 002), ``agent``
-(seed 004). Mirrored by ``$defs`` in schemas/request-event.v1.json; a malformed block fails decoding
-(the event is dead-lettered with the field path). Every field is optional: an evaluator that needs a
-missing one fails that event with ``missing_field`` and says which.
+"""Typed context blocks of a request event: ``report`` (the report-quality spec), ``retrieval`` (the
+RAG-evaluation spec), ``agent`` (the agent-metrics spec). Mirrored by ``$defs`` in
+schemas/request-event.v1.json; a malformed block fails decoding (the event is dead-lettered with the field
+path). Every field is optional: an evaluator that needs a missing one fails that event with ``missing_field``
+and says which.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ __all__ = [
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
 
-#: seed 000's five report styles
+#: the report-quality spec's five report styles
 ReportStyle = Literal["academic", "strategic_investment", "popular_science", "news", "social_media"]
 REPORT_STYLES: tuple[str, ...] = ("academic", "strategic_investment", "popular_science", "news", "social_media")
 
@@ -76,7 +77,7 @@ class Community(BaseModel):
 
 
 class RetrievalBlock(BaseModel):
-    """What a RAG / GraphRAG system retrieved and cited for this answer (seed 002 §3-4)."""
+    """What a RAG / GraphRAG system retrieved and cited for this answer (the RAG-evaluation spec §3-4)."""
 
     model_config = _STRICT
 
@@ -99,7 +100,7 @@ class DomainScore(BaseModel):
 
 
 class AgentBlock(BaseModel):
-    """Seed 004's agent fields (same names as the seed's dataset requirements)."""
+    """The agent-metrics spec's agent fields (same names as the spec's dataset requirements)."""
 
     model_config = _STRICT
 

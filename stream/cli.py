@@ -15,7 +15,7 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, cast
 
 from rich.console import Console
 
@@ -283,7 +283,7 @@ async def _dead_letter_raw(args: argparse.Namespace, settings: Settings, console
     key = args.key if ":" in args.key else raw_key(settings.redis_prefix, args.key)
     client = aioredis.Redis.from_url(settings.redis_url)
     try:
-        raw = await client.get(key)
+        raw = cast("bytes | None", await client.get(key))  # a client that does not decode: bytes
     finally:
         await client.aclose()
     if raw is None:

@@ -6,7 +6,7 @@
       - name: qa
         match: {category: [qa_simple], model: ["gpt-4*"], tags: [prod]}   # all given keys must match
         threshold: 0.6            # pass when the weighted score >= threshold
-        grading: levels           # levels (seed 003) | letters (seed 000)
+        grading: levels           # levels (the multi-judge spec) | letters (the report-quality spec)
         evaluators:
           - {evaluator: exact_match, weight: 1}
           - {evaluator: similarity, params: {algorithm: levenshtein, threshold: 0.8}, weight: 2}
@@ -22,12 +22,12 @@ Routing: an event's explicit ``suite`` wins; otherwise the first suite whose ``m
 event; otherwise the ``default`` suite; otherwise the event is dead-lettered (kind ``no_suite``).
 Match values are shell-style globs (``gpt-4*``); within a key any value may match, across keys all must.
 
-LLM judges (issue 4, docs/judges.md): a top-level ``judges:`` list of :class:`~streameval.judges.JudgeConfig`
+LLM judges (docs/judges.md): a top-level ``judges:`` list of :class:`~streameval.judges.JudgeConfig`
 and, per suite, a ``judge:`` block (:class:`~streameval.judges.SuiteJudgeConfig`). Checked here: judge
 names are unique and exist, each suite panel's enabled weights sum to 1, fallback evaluators exist.
 
-Windows and alerts (issue 6, docs/statistics.md): an optional top-level ``windowing:`` block
-(:class:`~streameval.windows.WindowingConfig`) and a top-level ``alerts:`` list of
+Windows and alerts (docs/statistics.md): an optional top-level ``windowing:`` block
+(:class:`~streameval.windowing.WindowingConfig`) and a top-level ``alerts:`` list of
 :class:`~streameval.alerts.AlertRule`; names must be unique. Whether each rule's ``window`` is one of
 ``STREAMEVAL_WINDOWS`` is checked when the worker starts (the file does not know the settings).
 """
@@ -54,10 +54,10 @@ from .judges import PANEL_RESULT_NAME, JudgeConfig, SuiteJudgeConfig, check_pane
 from .labels import FeedbackInput, feedback_issues
 from .models import RequestEvent
 from .review import ReviewConfig
-from .windows import WindowingConfig
+from .windowing import WindowingConfig
 
 __all__ = [
-    "EvaluatorSpec", "Match", "StreamEvalConfig", "Suite", "SuiteConfig", "Suites",
+    "EvaluatorSpec", "LoadedConfig", "Match", "StreamEvalConfig", "Suite", "SuiteConfig", "Suites",
     "load_config", "parse_config", "parse_config_text", "read_config_text",
 ]  # fmt: skip
 
@@ -167,8 +167,9 @@ class Suite:
         return self.config.name
 
 
-class Suites:
-    """The routing table: explicit suite, first match, default."""
+class LoadedConfig:
+    """The loaded suite file: its suites with their evaluators bound (the routing table: explicit suite,
+    first match, default), and its judges, alerts, windowing and inputs."""
 
     def __init__(self, suites: Sequence[Suite], judges: Sequence[JudgeConfig] = (),
                  alerts: Sequence[AlertRule] = (), windowing: WindowingConfig | None = None,
@@ -261,7 +262,11 @@ def _text_line(root: yaml.Node | None, loc: Sequence[str | int], message: str) -
     return node.start_mark.line + 1 + int(found.group(1))
 
 
-def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = None) -> tuple[StreamEvalConfig, Suites]:
+#: the former name of :class:`LoadedConfig` (kept: ``streameval.Suites``)
+Suites = LoadedConfig
+
+
+def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = None) -> tuple[StreamEvalConfig, LoadedConfig]:
     """Validate a config document and build every evaluator. Raises :class:`ConfigError` with all issues."""
 
     def issue(loc: Sequence[str | int], message: str) -> ConfigIssue:
@@ -304,7 +309,7 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
         suites.append(Suite(suite_cfg, tuple(bound)))
     if issues:
         raise ConfigError(issues)
-    parsed = Suites(suites, config.judges, config.alerts, config.windowing, config.inputs)
+    parsed = LoadedConfig(suites, config.judges, config.alerts, config.windowing, config.inputs)
     parsed.feedback = config.feedback
     parsed.review = config.review
     return config, parsed
@@ -354,7 +359,7 @@ def _judge_issues(config: StreamEvalConfig, index: int, names: set[str]) -> list
     return out
 
 
-def load_config(path: str | Path) -> tuple[StreamEvalConfig, Suites]:
+def load_config(path: str | Path) -> tuple[StreamEvalConfig, LoadedConfig]:
     """Read and validate a YAML suite file. Raises :class:`ConfigError` naming the file and field."""
     return parse_config_text(read_config_text(path), file=str(path))
 
@@ -367,7 +372,7 @@ def read_config_text(path: str | Path) -> str:
         raise ConfigError([ConfigIssue(file=str(path), path="", message=f"cannot read: {exc.strerror}")]) from None
 
 
-def parse_config_text(text: str, *, file: str = "<config>") -> tuple[StreamEvalConfig, Suites]:
+def parse_config_text(text: str, *, file: str = "<config>") -> tuple[StreamEvalConfig, LoadedConfig]:
     """:func:`load_config` on the file's text (evaluation processes parse the text the worker read)."""
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)

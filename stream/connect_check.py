@@ -27,7 +27,8 @@ from .kafka_security import KafkaSecurity, bootstrap_hosts
 
 __all__ = ["check_kafka", "check_redis", "check_redis_settings", "kafka_metadata", "kafka_reason", "redis_reason"]
 
-Verdict = Literal["permanent", "closed", "transient"]
+#: how a failed connection attempt is treated: give up now, count towards the closed-connection limit, or retry
+FailureKind = Literal["permanent", "closed", "transient"]
 log = logging.getLogger(__name__)
 
 _RETRY_S = 0.5
@@ -48,7 +49,7 @@ def _tls_reason(exc: ssl.SSLError) -> str:
     return f"TLS handshake failed ({reason})"
 
 
-def kafka_reason(exc: BaseException, security: KafkaSecurity) -> tuple[str, Verdict]:
+def kafka_reason(exc: BaseException, security: KafkaSecurity) -> tuple[str, FailureKind]:
     """(why, verdict) for a failed Kafka connection: ``permanent`` failures are not retried, ``closed`` ones
     (the connection closed during the first request) ``_CLOSED_LIMIT`` times, ``transient`` ones until the timeout."""
     cause = exc.__cause__ or exc.__context__

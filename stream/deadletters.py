@@ -18,12 +18,12 @@ import time
 from dataclasses import dataclass
 
 from . import _lua
+from .envelope import DEFAULT_MAX_DEAD_LETTER_BYTES
 from .keyspace import Client, Keys, guard, run_scripts
 from .models import DeadLetter, DeadLetterTruncation, format_time
 
 __all__ = ["DEFAULT_MAX_DEAD_LETTER_BYTES", "DeadLetterPolicy", "RawStore", "fit", "raw_key"]
 
-DEFAULT_MAX_DEAD_LETTER_BYTES = 256 * 1024
 # the event id is at most 256 characters in a valid event, but a dead letter's id comes from bad input
 _MAX_ID_CHARS = 256
 # the smallest useful head/tail: below this the limit is too small to say anything (settings check it)

@@ -36,6 +36,7 @@ from .embedded import EmbeddedBroker, EmbeddedRedis, stop_process
 from .errors import StoreUnavailable
 from .judges.sim import demo_judges, start_judge_sim
 from .kafka_io import Record, collect, ensure_topics, produce
+from .models import PANEL_RESULT_NAME
 from .offline import iter_lines
 from .redis_security import redis_options
 from .settings import load_settings
@@ -43,6 +44,8 @@ from .store import ResultStore
 from .summary import Summary, render_summary
 
 __all__ = ["NEXT_STEPS", "bundled_file", "demo_events", "judged_config", "run_demo"]
+
+_PANEL_COUNTERS = f"ev:{PANEL_RESULT_NAME}:c:"  # the panel's window counters (streameval.windows)
 
 
 @contextlib.contextmanager
@@ -72,8 +75,8 @@ def demo_events(path: Path, count: int | None) -> list[bytes]:
     return out
 
 
-# Suites of the bundled config that the demo also sends to the SIMULATED judge panel (seed 003's
-# three judges, 0.30 / 0.30 / 0.40), blended with the rule score as seed 000 does (0.4 / 0.6).
+# Suites of the bundled config that the demo also sends to the SIMULATED judge panel (the multi-judge spec's
+# three judges, 0.30 / 0.30 / 0.40), blended with the rule score as the report-quality spec does (0.4 / 0.6).
 DEMO_JUDGED: dict[str, dict[str, Any]] = {
     "qa": {"sample_rate": 0.5},
     "translation": {"sample_rate": 1.0},
@@ -217,9 +220,9 @@ def render_judges(rows: list[tuple[str, str, dict[str, float]]], console: Consol
     totals: dict[str, dict[str, float]] = {}
     for _, _, fields in rows:
         for field, value in fields.items():
-            name = field[len("ev:judge_panel:c:"):]
+            name = field[len(_PANEL_COUNTERS):]
             # per-judge counters only: pair:/alpha:/repeat: agreement sums hold a ':' (docs/statistics.md)
-            if field.startswith("ev:judge_panel:c:") and ":" not in name:
+            if field.startswith(_PANEL_COUNTERS) and ":" not in name:
                 judge, _, what = name.rpartition(".")
                 totals.setdefault(judge, {}).setdefault(what, 0.0)
                 totals[judge][what] += value

@@ -1,6 +1,6 @@
 """Drill-down: a bounded sample of the worst and the failing results of every window, and results by id.
 
-For every model × suite × window the record script (streameval._lua.RECORD_EXAMPLES) keeps two sorted
+For every model × suite × window the record script (the drill-down block of streameval._lua.RECORD) keeps two sorted
 sets in the pair's slot (streameval.keyspace):
 
 * ``worst``: the ``examples`` lowest scores (zset score: the result's score);
@@ -141,7 +141,7 @@ class Candidates:
         self, pair: str, windows: Sequence[int], events: Sequence[tuple[GradedResult, float, bytes]],
         *, example_ttl_s: int,
     ) -> tuple[list[str], list[Any], list[tuple[tuple[str, int, int], str, float]]]:  # fmt: skip
-        """The KEYS and ARGV of RECORD_EXAMPLES for one pair's events ``(result, event time, digest)``.
+        """The KEYS and ARGV of RECORD's drill-down block for one pair's events ``(result, event time, digest)``.
 
         Also returns what to remember once the call succeeded (:meth:`commit`).
         """

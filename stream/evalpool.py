@@ -6,7 +6,7 @@ synchronous evaluators — runs in N processes instead, one batch per process at
 keeps several batches in flight, :mod:`streameval.inflight`). Events whose suite needs the event loop
 (:meth:`Pipeline.runs_sync` is false: a judge panel, sandboxed code, registered evaluators) come back
 as ``None`` and the worker evaluates them itself, as it does without processes. Results are the same
-either way (tests/test_evalpool.py). Messages of the suite file's decoded inputs (``json``, OTLP
+either way (tests/core/test_evalpool.py). Messages of the suite file's decoded inputs (``json``, OTLP
 exports: :mod:`streameval.inputs`) are decoded in the processes too (:meth:`EvalPool.expand_evaluate`).
 
 Processes are started with ``spawn`` (the worker has threads, e.g. Faust's consumer thread, and
@@ -32,17 +32,18 @@ import multiprocessing
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, cast
+from typing import Any
 
 from . import telemetry
 from .config import parse_config_text
+from .envelope import Outcome, Source
 from .inputs import Inputs
-from .pipeline import Outcome, Pipeline, Source
+from .pipeline import Pipeline
 
-__all__ = ["EvalPool", "Ready", "evaluate_batch", "finish_batch"]
+__all__ = ["EvalPool", "Expanded"]
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +168,7 @@ class EvalPool:
         telemetry.observe_latencies(latencies)
         for topic, llm, skipped in spans:
             telemetry.observe_spans(topic, llm=llm, skipped=skipped)
-        return cast(Expanded, found)
+        return found
 
     def _replace(self, broken: ProcessPoolExecutor, exc: BaseException) -> None:
         if self._executor is not broken:  # another batch of the same pool got here first
@@ -182,59 +183,3 @@ class EvalPool:
         """The processes' ids (for tests and diagnostics)."""
         processes: dict[Any, Any] = getattr(self._executor, "_processes", None) or {}
         return sorted(processes)
-
-
-Ready = Callable[[list[Outcome | None]], Awaitable[None]]
-"""Called with the outcomes known before any judge answers (``None`` for an event still being judged)."""
-
-
-async def evaluate_batch(
-    pipeline: Pipeline, batch: Sequence[tuple[bytes, Source]], pool: EvalPool | None = None, *,
-    ready: Ready | None = None,
-) -> list[Outcome]:  # fmt: skip
-    """One outcome per event, in order: the stream worker's and ``streameval evaluate``'s batch step.
-
-    Synchronous suites are evaluated in ``pool``'s processes when given, else right here without a task
-    per event; the rest (judge panels, sandboxed code, registered evaluators) concurrently on the loop.
-    With ``ready``, see :func:`finish_batch`.
-    """
-    received_at = pipeline.clock()
-    if pool is not None:
-        found = await pool.evaluate(batch, received_at)
-    else:
-        found = [pipeline.process_sync(raw, source, received_at) for raw, source in batch]
-    return await finish_batch(pipeline, batch, found, received_at, ready)
-
-
-async def finish_batch(
-    pipeline: Pipeline, batch: Sequence[tuple[bytes, Source]], found: list[Outcome | None], received_at: float,
-    ready: Ready | None = None,
-) -> list[Outcome]:  # fmt: skip
-    """Evaluate the events of ``batch`` whose outcome in ``found`` is ``None``, concurrently; all outcomes.
-
-    With ``ready``, it is awaited once every event that calls no judge (:meth:`Pipeline.may_judge`)
-    has its outcome, before the judged ones are awaited: the stream worker records and publishes those
-    at once, so a slow judge never delays a rule result.
-    """
-    rest = [i for i, outcome in enumerate(found) if outcome is None]
-    if ready is None:
-        if rest:
-            done = await asyncio.gather(*(pipeline.process(*batch[i], received_at=received_at) for i in rest))
-            for i, outcome in zip(rest, done, strict=True):
-                found[i] = outcome
-        return cast(list[Outcome], found)
-    quick: list[tuple[int, Awaitable[Outcome]]] = []
-    judged: list[tuple[int, Awaitable[Outcome]]] = []
-    for i in rest:
-        work, may_judge = pipeline.begin(*batch[i], received_at=received_at)
-        (judged if may_judge else quick).append((i, work))
-    later = asyncio.gather(*(work for _, work in judged))
-    try:
-        for (i, _), outcome in zip(quick, await asyncio.gather(*(work for _, work in quick)), strict=True):
-            found[i] = outcome
-        await ready(list(found))
-        for (i, _), outcome in zip(judged, await later, strict=True):
-            found[i] = outcome
-    finally:
-        later.cancel()  # only when something above raised or we were cancelled: done otherwise
-    return cast(list[Outcome], found)

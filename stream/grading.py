@@ -2,11 +2,11 @@
 
 Two scales, chosen per suite with ``grading``:
 
-* ``levels`` (seed 003, "评分等级"), on score × 10: >= 9.0 excellent, >= 7.5 good, >= 6.0 pass,
+* ``levels`` (the multi-judge spec, "评分等级"), on score × 10: >= 9.0 excellent, >= 7.5 good, >= 6.0 pass,
   >= 3.0 fail, otherwise severe_defect.
-* ``letters`` (seed 000, "等级对照表"), on score × 10: A+ >= 9.0, A >= 8.5, A- >= 8.0, B+ >= 7.5,
-  B >= 7.0, B- >= 6.5, C+ >= 6.0, C >= 5.5, C- >= 5.0, D >= 4.0, otherwise F. (Seed 000's worked
-  example, 8.94, is an A.)
+* ``letters`` (the report-quality spec, "等级对照表"), on score × 10: A+ >= 9.0, A >= 8.5, A- >= 8.0, B+ >= 7.5,
+  B >= 7.0, B- >= 6.5, C+ >= 6.0, C >= 5.5, C- >= 5.0, D >= 4.0, otherwise F. (The report-quality spec's
+  worked example, 8.94, is an A.)
 
 Hard gates (``gate: true`` on a suite's evaluator): :func:`apply_gates` fails a result whose gate did
 not pass, whatever the weighted mean, and gives it the scale's lowest grade.
@@ -23,9 +23,9 @@ __all__ = ["GRADE_SCALES", "GradeScale", "Verdict", "apply_gates", "combine", "g
 GradeScale = Literal["levels", "letters"]
 
 GRADE_SCALES: dict[str, list[tuple[float, str]]] = {
-    # seed 003: grade_score()
+    # the multi-judge spec: grade_score()
     "levels": [(9.0, "excellent"), (7.5, "good"), (6.0, "pass"), (3.0, "fail"), (float("-inf"), "severe_defect")],
-    # seed 000: letter grade table
+    # the report-quality spec: letter grade table
     "letters": [
         (9.0, "A+"), (8.5, "A"), (8.0, "A-"), (7.5, "B+"), (7.0, "B"), (6.5, "B-"),
         (6.0, "C+"), (5.5, "C"), (5.0, "C-"), (4.0, "D"), (float("-inf"), "F"),
@@ -34,7 +34,7 @@ GRADE_SCALES: dict[str, list[tuple[float, str]]] = {
 
 
 def grade(score: float, scale: GradeScale = "levels") -> str:
-    """The grade of a 0-1 score on ``scale`` (the seeds' tables are on 0-10)."""
+    """The grade of a 0-1 score on ``scale`` (the specs' tables are on 0-10)."""
     ten = round(score * 10, 9)  # 0.3 * 10 is 3.0000000000000004; grade boundaries are decimal
     for floor, name in GRADE_SCALES[scale]:
         if ten >= floor:

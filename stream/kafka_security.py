@@ -17,19 +17,50 @@ from __future__ import annotations
 import importlib
 import ssl
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import ConfigIssue
 from .secrets import read_secret
 
 if TYPE_CHECKING:
-    from .settings import Settings
+    from pydantic import SecretStr
 
-__all__ = ["PROTOCOLS", "SASL_MECHANISMS", "KafkaSecurity", "bootstrap_hosts", "kafka_security_issues"]
+__all__ = ["PROTOCOLS", "SASL_MECHANISMS", "KafkaSecurity", "KafkaSettings", "bootstrap_hosts", "kafka_security_issues"]
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 _ENV = "STREAMEVAL_"
+
+
+class KafkaSettings(Protocol):
+    """The Kafka fields of :class:`streameval.settings.Settings` (the settings import this module, not the reverse)."""
+
+    @property
+    def kafka_bootstrap_servers(self) -> str: ...
+    @property
+    def kafka_security_protocol(self) -> str: ...
+    @property
+    def kafka_sasl_mechanism(self) -> str: ...
+    @property
+    def kafka_sasl_username(self) -> str | None: ...
+    @property
+    def kafka_sasl_password(self) -> SecretStr | None: ...
+    @property
+    def kafka_sasl_password_file(self) -> str | None: ...
+    @property
+    def kafka_sasl_oauth_token_provider(self) -> str | None: ...
+    @property
+    def kafka_ssl_ca_file(self) -> str | None: ...
+    @property
+    def kafka_ssl_cert_file(self) -> str | None: ...
+    @property
+    def kafka_ssl_key_file(self) -> str | None: ...
+    @property
+    def kafka_ssl_key_password(self) -> SecretStr | None: ...
+    @property
+    def kafka_ssl_key_password_file(self) -> str | None: ...
+    @property
+    def kafka_ssl_check_hostname(self) -> bool: ...
 
 
 def bootstrap_hosts(bootstrap: str) -> list[str]:
@@ -58,7 +89,7 @@ class KafkaSecurity:
     check_hostname: bool = True
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> KafkaSecurity:
+    def from_settings(cls, settings: KafkaSettings) -> KafkaSecurity:
         """The settings' security; secret files are read now (a rotated file counts from the next start)."""
         return cls(
             protocol=settings.kafka_security_protocol,
@@ -131,22 +162,8 @@ class KafkaSecurity:
                 kwargs["sasl_plain_password"] = self.password
         return kwargs
 
-    def faust_credentials(self) -> Any:
-        """``broker_credentials`` for :class:`faust.App` (None for plaintext)."""
-        import faust
 
-        if self.protocol == "PLAINTEXT":
-            return None
-        context = self.ssl_context()
-        if self.protocol == "SSL":
-            return faust.SSLCredentials(context)
-        if self.mechanism == "OAUTHBEARER":
-            return faust.OAuthCredentials(oauth_cb=self.token_provider_instance(), ssl_context=context)
-        return faust.SASLCredentials(username=self.username, password=self.password, ssl_context=context,
-                                     mechanism=self.mechanism)  # fmt: skip
-
-
-def kafka_security_issues(settings: Settings) -> list[ConfigIssue]:
+def kafka_security_issues(settings: KafkaSettings) -> list[ConfigIssue]:
     """Settings that cannot work together, each with the variable to fix (checked at start)."""
     issues: list[ConfigIssue] = []
 

@@ -49,7 +49,15 @@ from .errors import EventError, SchemaViolation, UnmatchedLabel
 from .inputs._json_map import load_json
 from .inputs._path import MISSING, compile_path
 from .keyspace import Client, Keys, guard, run_scripts
-from .models import DeadLetter, DeadLetterSource, Feedback, GradedResult, HumanAgreement, format_time
+from .models import (
+    PANEL_RESULT_NAME,
+    DeadLetter,
+    DeadLetterSource,
+    Feedback,
+    GradedResult,
+    HumanAgreement,
+    format_time,
+)
 from .strictjson import DEFAULT_MAX_EVENT_DEPTH
 
 __all__ = [
@@ -74,7 +82,7 @@ log = logging.getLogger(__name__)
 
 #: hash tags the verdict buckets are spread over (Redis Cluster slots); the join runs one script per shard
 SHARDS = 16
-#: a verdict record is at most this long (the issue's bound for bytes kept per judged event)
+#: a verdict record is at most this long: the bound on the bytes kept per judged event for the join
 MAX_RECORD_BYTES = 64
 _HEAD = 7  # layout (4), flags (1), result score (2)
 #: names (judges and evaluators) a record keeps at most
@@ -278,7 +286,7 @@ def verdict_values(result: GradedResult) -> tuple[tuple[str, ...], list[float | 
                 verdict.score / 10 if verdict.status == "ok" and verdict.score is not None else None
             )
     for ev in result.evaluators:
-        names.append("panel" if ev.name == "judge_panel" else "evaluator:" + ev.name)
+        names.append("panel" if ev.name == PANEL_RESULT_NAME else "evaluator:" + ev.name)
         values.append(ev.score if ev.error is None else None)
     return tuple(names[:MAX_NAMES]), values[:MAX_NAMES]
 

@@ -1,6 +1,6 @@
 """Pydantic models of the wire contracts. Each mirrors a JSON Schema in ``schemas/``.
 
-A test (tests/test_contracts.py) keeps each pair in step: same properties, same required fields,
+A test (tests/schemas/test_contracts.py) keeps each pair in step: same properties, same required fields,
 same verdict on valid and invalid documents. Change both together.
 """
 
@@ -16,6 +16,7 @@ from .blocks import AgentBlock, ReportBlock, RetrievalBlock
 __all__ = [
     "CATEGORIES",
     "FEEDBACK_SCALES",
+    "PANEL_RESULT_NAME",
     "RFC3339",
     "Aggregate",
     "AggregateEvaluator",
@@ -37,7 +38,8 @@ __all__ = [
     "ReviewItem",
 ]
 
-#: seed 003: the ten task categories with their own rubrics. Any other non-empty name is a custom category.
+#: the multi-judge spec: the ten task categories with their own rubrics. Any other non-empty name is a custom
+#: category.
 CATEGORIES = (
     "qa_simple",
     "reasoning_complex",
@@ -52,6 +54,10 @@ CATEGORIES = (
 )
 
 #: RFC 3339 date-time (the contract's timestamp format); a missing offset is read as UTC.
+#: the judge panel's entry among a result's evaluator results, and the name its window counters sit under
+#: (``ev:judge_panel:c:<judge>.<counter>``, streameval.windows)
+PANEL_RESULT_NAME = "judge_panel"
+
 RFC3339 = r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})?$"
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
@@ -110,7 +116,7 @@ class RequestEvent(BaseModel):
 
 
 class EvaluatorResult(BaseModel):
-    """One evaluator's verdict: the shape every evaluator returns (seed 001 result shape + name)."""
+    """One evaluator's verdict: the shape every evaluator returns (the evaluator-module spec's result shape + name)."""
 
     model_config = _STRICT
 
@@ -125,7 +131,7 @@ class EvaluatorResult(BaseModel):
 
 
 class JudgeVerdict(BaseModel):
-    """One judge's answer about one event (issue 4). Scores on 0-10 except ``scores``/``overall``,
+    """One judge's answer about one event. Scores on 0-10 except ``scores``/``overall``,
     which are on the judge's own ``scale``."""
 
     model_config = _STRICT
@@ -155,7 +161,7 @@ class JudgeVerdict(BaseModel):
 
 
 class JudgeFallback(BaseModel):
-    """Seed 002 LLM fallback of one rule evaluator: final = max(rule, LLM), scores on 0-1."""
+    """The RAG-evaluation spec's LLM fallback of one rule evaluator: final = max(rule, LLM), scores on 0-1."""
 
     model_config = _STRICT
 
@@ -171,7 +177,7 @@ class JudgeFallback(BaseModel):
 
 
 class JudgeBlock(BaseModel):
-    """What the judge panel did for one event (issue 4). Panel/metrics/final scores on 0-10."""
+    """What the judge panel did for one event. Panel/metrics/final scores on 0-10."""
 
     model_config = _STRICT
 

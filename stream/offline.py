@@ -19,10 +19,12 @@ from itertools import islice
 from pathlib import Path
 from typing import BinaryIO
 
-from .evalpool import EvalPool, evaluate_batch
-from .inputs import Decoder, evaluate_items
+from .batch import evaluate_batch, evaluate_items
+from .envelope import Outcome, Source
+from .evalpool import EvalPool
+from .inputs import Decoder
 from .judges import prices_of
-from .pipeline import Outcome, Pipeline, Source
+from .pipeline import Pipeline
 from .summary import Summary
 
 __all__ = ["check_writable", "evaluate_file", "iter_lines"]

@@ -19,7 +19,6 @@ import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx
@@ -30,7 +29,8 @@ from pydantic import ValidationError
 from . import schemas, telemetry
 from ._util import clip, json_path
 from ._version import __version__
-from .config import BoundEvaluator, Suite, Suites
+from .config import BoundEvaluator, LoadedConfig, Suite
+from .envelope import DEFAULT_MAX_EVENT_BYTES, Outcome, Source
 from .errors import EvaluatorError, EventError, EventTooLarge, InvalidJSON, SchemaViolation
 from .evaluators import Score
 from .grading import apply_gates, combine
@@ -44,6 +44,7 @@ from .models import (
     RequestEvent,
     format_time,
 )
+from .signals import no_lag
 from .strictjson import DEFAULT_MAX_EVENT_DEPTH, check_depth, check_strict
 
 T = TypeVar("T")
@@ -52,41 +53,21 @@ __all__ = ["DEFAULT_MAX_EVENT_BYTES", "Outcome", "Pipeline", "Source"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_EVENT_BYTES = 1 << 20  # 1 MiB; larger events are dead-lettered as too_large
 _LISTED_ERRORS = 50  # a rejection lists pydantic's errors only when there are at most this many
 _EXPLAIN_MAX_BYTES = 64 * 1024  # larger events are explained in pydantic's words, not jsonschema's
-
-
-@dataclass(frozen=True, slots=True)
-class Source:
-    """Where a raw event came from (for dead letters); all None offline. ``item`` names one of several
-    events made from one message (an OTLP export's spans: trace id - span id)."""
-
-    topic: str | None = None
-    partition: int | None = None
-    offset: int | None = None
-    item: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """Exactly one of ``result`` / ``dead_letter`` is set. ``counters`` feed the window aggregates."""
-
-    result: GradedResult | None = None
-    dead_letter: DeadLetter | None = None
-    counters: dict[str, dict[str, float]] | None = None
 
 
 class Pipeline:
     def __init__(
         self,
-        suites: Suites,
+        suites: LoadedConfig,
         *,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         max_event_depth: int = DEFAULT_MAX_EVENT_DEPTH,
         clock: Callable[[], float] = time.time,
         judge_cache: JudgeCache | None = None,
         judge_transport: httpx.AsyncBaseTransport | None = None,
+        lag: Callable[[], int] = no_lag,
     ) -> None:
         self.suites = suites
         self.judges: JudgeHub | None = None
@@ -94,7 +75,7 @@ class Pipeline:
         if any(s.config.judge is not None for s in suites.all):
             self.judges = JudgeHub(suites.judges, cache=judge_cache, transport=judge_transport)
             self._suite_judges = {
-                s.name: SuiteJudge(s.config.judge, self.judges, threshold=s.config.threshold, suite=s.name)
+                s.name: SuiteJudge(s.config.judge, self.judges, threshold=s.config.threshold, suite=s.name, lag=lag)
                 for s in suites.all if s.config.judge is not None
             }  # fmt: skip
         self._sync_suites: dict[str, bool] = {}
@@ -131,7 +112,7 @@ class Pipeline:
         gc.disable()
         try:
             try:
-                # pydantic validation mirrors schemas/request-event.v1.json (tests/test_contracts.py)
+                # pydantic validation mirrors schemas/request-event.v1.json (tests/schemas/test_contracts.py)
                 event = RequestEvent.model_validate_json(raw)
             except ValidationError as exc:
                 raise self._explain(raw, exc) from None

@@ -18,14 +18,16 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import cast
 
 from . import telemetry
+from .batch import evaluate_messages
 from .deadletters import DeadLetterPolicy
+from .envelope import Outcome, Source
 from .errors import EventError
 from .evalpool import EvalPool
-from .inputs import Inputs, evaluate_messages
+from .inputs import Inputs
 from .labels import FeedbackDecoder, Label, LabelStore, decode_error_letter
 from .models import DeadLetter, parse_time
 from .outputs import Publish, Send
-from .pipeline import Outcome, Pipeline, Source
+from .pipeline import Pipeline
 from .review import ReviewQueue
 from .store import ResultStore, retry_forever
 from .windows import WindowCloser
@@ -83,7 +85,7 @@ class Processor:
             await self._on_close()
 
     async def evaluate_batch(self, batch: Sequence[tuple[bytes, Source]]) -> list[Outcome]:
-        """One outcome per request event, in order (:func:`streameval.evalpool.evaluate_batch`); a message of
+        """One outcome per request event, in order (:func:`streameval.batch.evaluate_batch`); a message of
         an OTLP input gives one per LLM span (:mod:`streameval.inputs`)."""
         return (await evaluate_messages(self.pipeline, self.inputs, batch, self.pool))[1]
 

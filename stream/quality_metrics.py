@@ -17,12 +17,10 @@ The Grafana dashboard in deploy/grafana/ uses exactly these.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from prometheus_client import Counter, Histogram
 
-if TYPE_CHECKING:
-    from .pipeline import Outcome
+from .envelope import Outcome
 
 __all__ = ["DEFAULT_MAX_MODELS", "OTHER_MODEL", "ModelLabels", "configure", "observe"]
 

@@ -9,7 +9,7 @@ again for every new connection, so a rotated secret is picked up) keep the passw
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from redis.credentials import CredentialProvider
@@ -18,9 +18,30 @@ from .errors import ConfigIssue
 from .secrets import read_secret
 
 if TYPE_CHECKING:
-    from .settings import Settings
+    from pydantic import SecretStr
 
-__all__ = ["FileCredentials", "redis_options", "redis_security_issues"]
+__all__ = ["FileCredentials", "RedisSettings", "redis_options", "redis_security_issues"]
+
+
+class RedisSettings(Protocol):
+    """The Redis fields of :class:`streameval.settings.Settings` (the settings import this module, not the reverse)."""
+
+    @property
+    def redis_url(self) -> str | None: ...
+    @property
+    def redis_username(self) -> str | None: ...
+    @property
+    def redis_password(self) -> SecretStr | None: ...
+    @property
+    def redis_password_file(self) -> str | None: ...
+    @property
+    def redis_ssl_ca_file(self) -> str | None: ...
+    @property
+    def redis_ssl_cert_file(self) -> str | None: ...
+    @property
+    def redis_ssl_key_file(self) -> str | None: ...
+    @property
+    def redis_ssl_check_hostname(self) -> bool: ...
 
 
 class FileCredentials(CredentialProvider):
@@ -40,7 +61,7 @@ class FileCredentials(CredentialProvider):
         return f"FileCredentials(username={self.username!r})"
 
 
-def redis_options(settings: Settings) -> dict[str, Any]:
+def redis_options(settings: RedisSettings) -> dict[str, Any]:
     """Extra keyword arguments for redis-py's ``from_url`` built from the Redis settings ({} when none)."""
     options: dict[str, Any] = {}
     if settings.redis_password_file:
@@ -64,7 +85,7 @@ def _tls(url: str | None) -> bool:
     return bool(url) and urlsplit(url or "").scheme in ("rediss", "rediss+cluster")  # TLS to a node or a cluster
 
 
-def redis_security_issues(settings: Settings) -> list[ConfigIssue]:
+def redis_security_issues(settings: RedisSettings) -> list[ConfigIssue]:
     """Redis settings that cannot work together, each with the variable to fix."""
     issues: list[ConfigIssue] = []
 

@@ -1,4 +1,4 @@
-"""Custom evaluators registered at run time (seed 001 §2, §5), stored in Redis, seen live by workers.
+"""Custom evaluators registered at run time (the evaluator-module spec §2, §5), stored in Redis, seen live by workers.
 
 A custom evaluator is a ``code`` evaluator (Python or Node.js, run by the sandbox) with a name, a
 description and a version that goes up by one on every update. The registry API writes them with
@@ -59,7 +59,7 @@ log = logging.getLogger(__name__)
 
 
 class CodeConfig(BaseModel):
-    """seed 001 §2 ``CodeConfig``; ``timeout`` in milliseconds (default 5000, seed 001 §4.3)."""
+    """The evaluator-module spec §2 ``CodeConfig``; ``timeout`` in milliseconds (default 5000, the evaluator-module spec §4.3)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -69,7 +69,7 @@ class CodeConfig(BaseModel):
 
 
 class EvaluatorRecord(BaseModel):
-    """A stored custom evaluator (the API's camelCase names, as seed 001 §5 returns them)."""
+    """A stored custom evaluator (the API's camelCase names, as the evaluator-module spec §5 returns them)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

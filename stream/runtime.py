@@ -35,7 +35,7 @@ from .api import (
     stall_check,
     start_web,
 )
-from .config import Suites, parse_config_text, read_config_text
+from .config import LoadedConfig, parse_config_text, read_config_text
 from .connect_check import check_redis_settings
 from .deadletters import DeadLetterPolicy, RawStore
 from .errors import ConfigError
@@ -53,10 +53,11 @@ from .redis_security import redis_options
 from .registry import LiveRegistry, RegistryStore, bind_live_registry
 from .review import ReviewQueue
 from .settings import Settings
+from .signals import ConsumerLag
 from .store import ResultStore, retry_forever
 from .windows import WindowCloser
 
-__all__ = ["REDIS_CONNECTIONS", "Runtime", "WebServer", "WorkerConfig", "load_worker_config", "prepare", "serve_web"]
+__all__ = ["REDIS_CONNECTIONS", "Runtime", "WebServer", "WorkerConfig", "load_worker_config", "open_store", "prepare", "serve_web"]
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ class WorkerConfig:
     settings: Settings
     config_file: str
     config_text: str
-    suites: Suites
+    suites: LoadedConfig
     inputs: Inputs
     input_topics: list[str]
     api: ApiSettings
@@ -112,12 +113,23 @@ async def prepare(config: WorkerConfig) -> None:
     await keyspace.preflight(config.redis_url, **redis_options(settings))  # a cluster behind redis:// fails here
 
 
+def open_store(client: Client, settings: Settings, *, allowed_lateness_s: float) -> ResultStore:
+    """The worker's :class:`ResultStore` on ``client``, as the settings say (was ``ResultStore.from_settings``)."""
+    return ResultStore(client, prefix=settings.redis_prefix, windows=settings.windows, window_ttl_s=settings.window_ttl_s,
+                       seen_ttl_s=settings.seen_ttl_s, redelivery_ttl_s=settings.redelivery_ttl_s,
+                       all_time_ttl_s=settings.all_time_ttl_s, max_pairs=settings.max_pairs,
+                       allowed_lateness_s=allowed_lateness_s, examples=settings.examples,
+                       example_ttl_s=settings.example_ttl_s, wait_replicas=settings.redis_wait_replicas,
+                       wait_timeout_ms=settings.redis_wait_timeout_ms)
+
+
 class Runtime:
     """A running worker's parts: the processor, the window closer and the alert side effects."""
 
-    def __init__(self, processor: Processor, closer: WindowCloser) -> None:
+    def __init__(self, processor: Processor, closer: WindowCloser, lag: ConsumerLag | None = None) -> None:
         self.processor = processor
         self.closer = closer
+        self.lag = lag if lag is not None else ConsumerLag()  # the agent updates it after each batch
 
     @classmethod
     async def build(cls, config: WorkerConfig) -> Runtime:
@@ -129,12 +141,14 @@ class Runtime:
         client = keyspace.connect(redis_url, max_connections=REDIS_CONNECTIONS, **redis_options(settings))  # or a cluster
 
         await retry_forever(lambda: keyspace.ping(client, redis_url), what="connecting to Redis")
-        store = ResultStore.from_settings(client, settings, allowed_lateness_s=suites.windowing.allowed_lateness_s)
+        lag = ConsumerLag()
+        store = open_store(client, settings, allowed_lateness_s=suites.windowing.allowed_lateness_s)
         pipeline = Pipeline(
             suites,
             max_event_bytes=settings.max_event_bytes,
             max_event_depth=settings.max_event_depth,
             judge_cache=JudgeCache(client, prefix=settings.redis_prefix),
+            lag=lag.total,  # judges' backpressure (the agent updates it)
         )
         # registered evaluators read this copy of the registry; it follows API changes live
         api = config.api
@@ -172,7 +186,7 @@ class Runtime:
         closer = WindowCloser(store, suites.alerts, allowed_lateness_s=windowing.allowed_lateness_s,
                               lease_s=windowing.lease_s, labels=labels)  # fmt: skip
         log.info("streameval worker ready: %d suite(s), Redis %s", len(suites.all), redact_url(redis_url))
-        return cls(processor, closer)
+        return cls(processor, closer, lag)
 
     async def close_windows(self, send: Send) -> int:
         """Publish due windows and their alerts through ``send``; keep each alert for the dashboard.

@@ -12,10 +12,11 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
-from .deadletters import DEFAULT_MAX_DEAD_LETTER_BYTES
+from .envelope import DEFAULT_MAX_DEAD_LETTER_BYTES, DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_EVENT_DEPTH
 from .errors import ConfigError, ConfigIssue
+from .kafka_security import kafka_security_issues
 from .outputs import OutputTopics
-from .pipeline import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_EVENT_DEPTH
+from .redis_security import redis_security_issues
 from .secrets import check_secret_file
 
 __all__ = ["Settings", "load_settings"]
@@ -259,9 +260,6 @@ def load_settings(**overrides: object) -> Settings:
         ) from None
     except SettingsError as exc:  # a value the environment source could not even parse
         raise ConfigError([ConfigIssue(file="<environment>", path="", message=str(exc))]) from None
-    from .kafka_security import kafka_security_issues
-    from .redis_security import redis_security_issues
-
     issues = kafka_security_issues(settings) + redis_security_issues(settings)
     if issues:
         raise ConfigError(issues)

@@ -3,13 +3,13 @@
 Every figure here is computed from sums that the store adds per event (count, Σx, Σx², Σxy, histogram
 cells), so a window of a million events costs the same to summarise as a window of ten, and two
 workers' increments simply add up. Each function is checked against a reference implementation
-(``statistics``, numpy, scipy, the ``krippendorff`` package) in tests/test_stats.py.
+(``statistics``, numpy, scipy, the ``krippendorff`` package) in tests/core/test_stats.py.
 
 * :func:`moments` -- mean and *sample* standard deviation (ddof 1, as ``statistics.stdev``).
-* :func:`confidence_interval` -- seed 003 置信区间 ``mean ± z·std/√n`` with z = 1.96; for small
+* :func:`confidence_interval` -- the multi-judge spec's 置信区间 ``mean ± z·std/√n`` with z = 1.96; for small
   samples (n ≤ :data:`T_MAX_N`) the Student t quantile t(0.975, n-1) replaces 1.96, because 1.96
   understates the interval badly there (t = 12.7 at n = 2).
-* :func:`pearson` -- seed 003 ``r = cov(X, Y) / (σX σY)`` from (n, Σx, Σy, Σx², Σy², Σxy).
+* :func:`pearson` -- the multi-judge spec's ``r = cov(X, Y) / (σX σY)`` from (n, Σx, Σy, Σx², Σy², Σxy).
 * :func:`alpha_unit` / :func:`krippendorff_alpha` -- Krippendorff's alpha, interval metric, in closed
   form: per unit (event) with m ≥ 2 values, Σ_{i≠j}(xᵢ-xⱼ)² = 2(mΣx² - (Σx)²), so
   D_o = (1/n) Σ_u 2(m_uΣx² - (Σx)²)/(m_u-1) and D_e = 2(nΣx² - (Σx)²)/(n(n-1)) over all n pairable
@@ -38,7 +38,7 @@ __all__ = [
     "t_quantile_975",
 ]
 
-#: seed 003: z_value = 1.96 at 95 %; used for n > T_MAX_N
+#: the multi-judge spec: z_value = 1.96 at 95 %; used for n > T_MAX_N
 Z_975 = 1.96
 #: up to this many observations the interval uses Student's t(0.975, n-1) instead of 1.96
 T_MAX_N = 30
@@ -85,7 +85,7 @@ def t_quantile_975(n: int) -> float:
 
 
 def confidence_interval(m: Moments, bounds: tuple[float, float] | None = None) -> tuple[float, float] | None:
-    """Seed 003: mean ± q·std/√n (q from :func:`t_quantile_975`); None for fewer than 2 values.
+    """The multi-judge spec: mean ± q·std/√n (q from :func:`t_quantile_975`); None for fewer than 2 values.
 
     With ``bounds`` (the values' range, e.g. (0, 1) for scores) the interval is clipped to it: a few
     spread-out scores must not read as [-0.55, 1.42].

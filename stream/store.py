@@ -35,22 +35,20 @@ import hashlib
 import logging
 import math
 import secrets
-import struct
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol, cast
 
 from . import _lua, telemetry
 from .drilldown import Candidates
 from .errors import StoreUnavailable
 from .keyspace import OVERFLOW_MODEL, Client, Keys, guard, is_cluster, retry_forever, run_scripts
 from .models import GradedResult, parse_time
+from .redelivery import stored_results
 from .stats import latency_bucket
-
-if TYPE_CHECKING:
-    from .settings import Settings
+from .store_codec import PACKED_FIELD, as_text, hash_fields, pack_increments, pointer
 
 __all__ = ["MARK_BUCKET_BYTES", "PACKED_FIELD", "PairAggregate", "ResultStore", "hash_fields", "pointer", "retry_forever",
            "stored_results"]
@@ -71,8 +69,6 @@ LEGACY_MARK_SHARDS = 64
 #: how long (s) a worker trusts that a pair has no marks of the previous layout before looking again
 #: (workers of the previous version may still be writing them during a rolling upgrade)
 _LEGACY_RECHECK_S = 60.0
-#: the field of an aggregate hash that holds its figures, packed (:func:`hash_fields` reads them)
-PACKED_FIELD = "~"
 #: how often (s) a worker renews the TTL of a pair's all-time hash (the TTL is ALL_TIME_TTL_S: days)
 _RENEW_S = 3600.0
 #: how far (s) the worker's guess of the Redis clock may be off before the script asks again
@@ -80,7 +76,7 @@ _CLOCK_MARGIN_S = 2.0
 #: agent domain (and similar) counter labels kept per pair and evaluator in one worker; beyond: "_other"
 MAX_COUNTER_LABELS = 64
 
-Item = tuple[GradedResult, bytes, dict[str, dict[str, float]] | None] | tuple[
+RecordEntry = tuple[GradedResult, bytes, dict[str, dict[str, float]] | None] | tuple[
     GradedResult, bytes, dict[str, dict[str, float]] | None, bytes
 ]
 
@@ -174,15 +170,6 @@ class ResultStore:
         # keeps each result's verdicts for the human-label join in the same pipeline (streameval.labels)
         self.verdicts: VerdictKeeper | None = None
 
-    @classmethod
-    def from_settings(cls, client: Client, settings: Settings, *, allowed_lateness_s: float) -> ResultStore:
-        return cls(client, prefix=settings.redis_prefix, windows=settings.windows, window_ttl_s=settings.window_ttl_s,
-                   seen_ttl_s=settings.seen_ttl_s, redelivery_ttl_s=settings.redelivery_ttl_s,
-                   all_time_ttl_s=settings.all_time_ttl_s, max_pairs=settings.max_pairs,
-                   allowed_lateness_s=allowed_lateness_s, examples=settings.examples,
-                   example_ttl_s=settings.example_ttl_s, wait_replicas=settings.redis_wait_replicas,
-                   wait_timeout_ms=settings.redis_wait_timeout_ms)  # fmt: skip
-
     # -- keys (for callers that address one pair) -----------------------------------------------
     def pair_id(self, model: str, suite: str) -> str:
         return self.keys.pair_id(model, suite)
@@ -198,7 +185,7 @@ class ResultStore:
         return self.clock() if self.clock is not None else time.time() + self._offset
 
     # -- writes -------------------------------------------------------------------------------
-    async def record_many(self, items: Sequence[Item], dead_letters: Sequence[tuple[str, str, float]] = ()) -> list[bytes | None]:
+    async def record_many(self, items: Sequence[RecordEntry], dead_letters: Sequence[tuple[str, str, float]] = ()) -> list[bytes | None]:
         """Record a batch: one script call per pair, one for the indexes, one for the dead letters.
 
         ``items`` are (result, encoded result, counters[, content]); ``content`` (the raw message) tells
@@ -270,7 +257,7 @@ class ResultStore:
             return
 
         async def look() -> list[int]:
-            async with self.client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
+            async with self.client.pipeline(transaction=False) as pipe:
                 for pair in todo:
                     pipe.execute_command("EXISTS", *(self.keys.legacy_marks(pair, g, shard)
                                                      for g in (generation, generation - 1)
@@ -295,9 +282,9 @@ class ResultStore:
         n, timeout = self.wait_replicas, self.wait_timeout_ms
 
         async def wait() -> list[int]:
-            async with self.client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
+            async with self.client.pipeline(transaction=False) as pipe:
                 if is_cluster(self.client):
-                    nodes = {}
+                    nodes: dict[str, str] = {}
                     for key in keys:
                         nodes.setdefault(self.client.get_node_from_key(key).name, key)  # type: ignore[union-attr]
                     for name, key in nodes.items():
@@ -352,7 +339,7 @@ class ResultStore:
                 out: list[bytes | None], dups: list[tuple[_Event, bytes]]) -> list[_Event]:  # fmt: skip
         """Apply one record reply; returns the events still to record. An event counted before publishes
         this evaluation unless :meth:`_republish` finds the first one (``dups``)."""
-        status = _text(reply[0])
+        status = as_text(reply[0])
         entry = self._examples_sent.pop(id(call[2]), None)
         if status == "ok" and entry is not None and entry[0] is call[2]:
             self._candidates_of.commit(entry[1])
@@ -364,7 +351,7 @@ class ResultStore:
             self._expiring.update((call[1][1], call[1][3]))  # these pointers and marks hashes have their TTL now
             return []
         if status == "skew":
-            self._offset = float(_text(reply[1])) - time.time()
+            self._offset = float(as_text(reply[1])) - time.time()
             return group
         dup = {int(reply[i]) - 1: reply[i + 1] for i in range(1, len(reply), 2)}
         for j, event in enumerate(group):
@@ -381,9 +368,9 @@ class ResultStore:
         call = self._dead_letter_call([(kind, source_key, event_time)])
         return bool((await guard(run_scripts(self.client, [call])))[0])
 
-    def _prepare(self, index: int, item: Item) -> _Event:
+    def _prepare(self, index: int, item: RecordEntry) -> _Event:
         result, encoded, counters = item[0], item[1], item[2]
-        content = item[3] if len(item) > 3 else (  # type: ignore[misc]
+        content = item[3] if len(item) > 3 else (
             f"{result.model}\0{result.suite}\0{result.event_time}\0{result.category}".encode())
         digest = hashlib.blake2b(result.id.encode() + b"\0" + content, digest_size=8).digest()
         pair = self.pair_id(result.model, result.suite)
@@ -466,7 +453,7 @@ class ResultStore:
                            "" if self.clock is None else repr(now), repr(float(self.allowed_lateness_s)),
                            self.window_ttl_s, self._all_time_ttl(pair),
                            0 if marks in self._expiring else _until((generation + 2) * self.seen_ttl_s + 60, now),
-                           self._pointers_ttl(pair, rgen, now), MARK_BUCKET_BYTES, _increments(total)]  # fmt: skip
+                           self._pointers_ttl(pair, rgen, now), MARK_BUCKET_BYTES, pack_increments(total)]  # fmt: skip
         legacy: dict[int, None] = {}
         if self._legacy.get((pair, generation), (True, 0.0))[0]:  # unknown: look as if they were there
             legacy = dict.fromkeys(int.from_bytes(e.digest[:2], "big") % LEGACY_MARK_SHARDS for e in group)
@@ -478,7 +465,7 @@ class ResultStore:
         for (s, start), (n, inc) in targets.items():
             size = self.windows[s]
             klist += [keys.window(pair, size, start), keys.closed(pair, size, start)]
-            args += [s + 1, start, n, b"" if n == len(group) else _increments(inc)]  # b"": the same as the total
+            args += [s + 1, start, n, b"" if n == len(group) else pack_increments(inc)]  # b"": the same as the total
         for shard in legacy:
             klist += [keys.legacy_marks(pair, generation, shard), keys.legacy_marks(pair, generation - 1, shard)]
         args += [*per_event, *legacy]
@@ -486,7 +473,7 @@ class ResultStore:
         return self._record, klist, args
 
     def _examples_part(self, pair: str, group: list[_Event], klist: list[str], args: list[Any]) -> None:
-        """Append RECORD_EXAMPLES' keys and args: the window examples' candidates."""
+        """Append the keys and args of RECORD's drill-down block: the window examples' candidates."""
         events = [(e.result, e.event_time, e.digest) for e in group if e.result is not None]
         xkeys, xargs, sent = self._candidates_of.part(pair, self.windows, events, example_ttl_s=self.example_ttl_s)
         klist += xkeys
@@ -561,8 +548,8 @@ class ResultStore:
     # -- reads --------------------------------------------------------------------------------
     async def pairs(self) -> list[tuple[str, str]]:
         """Every model × suite pair seen (at most ``max_pairs`` plus the overflow pairs)."""
-        members = await guard(self.client.zrange(self.keys.pairs, 0, -1))
-        return sorted(self.keys.split_pair(_text(m)) for m in members)
+        members = cast(list[bytes], await guard(self.client.zrange(self.keys.pairs, 0, -1)))
+        return sorted(self.keys.split_pair(as_text(m)) for m in members)
 
     async def all_time_fields(self, pairs: Sequence[tuple[str, str]]) -> list[dict[str, float]]:
         """The all-time hash of each pair, in order (one read per pair; on a cluster, per node)."""
@@ -586,7 +573,7 @@ class ResultStore:
 
     async def dead_letter_counts(self) -> dict[str, int]:
         raw = await guard(self.client.hgetall(self.keys.dead_letters_all))
-        return {_text(k): int(v) for k, v in raw.items()}
+        return {as_text(k): int(v) for k, v in raw.items()}
 
 
 def _is_overflow(pair: str) -> bool:
@@ -596,149 +583,6 @@ def _is_overflow(pair: str) -> bool:
 def _until(moment: float, now: float) -> int:
     """Seconds from ``now`` to ``moment`` (our clock, so an injected clock gives consistent TTLs)."""
     return max(1, math.ceil(moment - now))
-
-
-def _whole(name: str) -> bool:
-    """Fields that only ever count events (stored as integers); sums and evaluators' own counters are floats."""
-    if ":c:" in name:
-        return False
-    return name in ("count", "passes") or name.startswith(("grade:", "lat:", "gate:")) or name.endswith(
-        (":count", ":passes", ":errors"))
-
-
-def _increments(inc: dict[str, float]) -> bytes:
-    """A MessagePack map ``{field: value}`` (counts as integers, sums as 64-bit floats: both exact); zeros
-    left out. The record script unpacks it with ``cmsgpack`` (about twice as fast as ``cjson`` on JSON)."""
-    items = [(name, value) for name, value in inc.items() if value]
-    n = len(items)
-    out = bytearray(struct.pack(">BH", 0xDE, n) if n > 15 else bytes([0x80 | n]))
-    for name, value in items:
-        raw = name.encode()
-        size = len(raw)
-        out += bytes([0xA0 | size]) if size < 32 else struct.pack(">BB", 0xD9, size) if size < 256 else struct.pack(">BH", 0xDA, size)
-        out += raw
-        if _whole(name) and -(1 << 63) <= value < (1 << 63):
-            number = int(value)
-            out += bytes([number]) if 0 <= number <= 0x7F else struct.pack(">Bq", 0xD3, number)
-        else:
-            out += struct.pack(">Bd", 0xCB, float(value))
-    return bytes(out)
-
-
-def pointer(digest: bytes, offset: int, length: int, suffix: str) -> bytes:
-    """Where an event's encoded result is kept: its digest (8 bytes), offset and length (4 bytes each,
-    big-endian) in the string ``rb:{suffix}`` of its pair (streameval.keyspace), then ``suffix``."""
-    return digest + struct.pack(">II", offset, length) + suffix.encode()
-
-
-def _parse_pointer(value: bytes | None, digest: bytes | None) -> tuple[int, int, str] | None:
-    if not value or len(value) <= 16 or (digest is not None and value[:8] != digest):
-        return None
-    offset, length = struct.unpack(">II", value[8:16])
-    return offset, length, value[16:].decode()
-
-
-async def stored_results(client: Client, keys: Keys,
-                         wanted: Sequence[tuple[str, bytes | None, bytes | None, Sequence[int]]]) -> list[bytes | None]:  # fmt: skip
-    """The encoded results kept for the redelivery horizon, one per ``(pair, digest, value, generations)``.
-
-    ``value`` is the result id's entry in ``rid:{gen}`` (a :func:`pointer`), ``digest`` the event's (None:
-    the entry's own). An entry pointing at another event's result (its id was reused) finds nothing. Without
-    a pointer (the previous layout kept the id's digest there, or nothing), the previous layout's results
-    hashes ``res:{gen}`` of ``generations`` are read by digest. One round trip; None where nothing is kept.
-    """
-    plan: list[tuple[int, int]] = []  # (replies, expected length or -1)
-    async with client.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
-        for pair, digest, value, generations in wanted:
-            target = _parse_pointer(value, digest)
-            if target is not None:
-                offset, length, suffix = target
-                pipe.getrange(keys.result_blob(pair, suffix), offset, offset + length - 1)
-                plan.append((1, length))
-                continue
-            legacy = digest if digest is not None else (value if value is not None and len(value) == 8 else None)
-            for generation in generations if legacy is not None else ():
-                pipe.hget(keys.results(pair, generation), legacy)
-            plan.append((len(generations) if legacy is not None else 0, -1))
-        replies = list(await pipe.execute()) if any(n for n, _ in plan) else []
-    out: list[bytes | None] = []
-    i = 0
-    for n, length in plan:
-        got = [bytes(r) for r in replies[i : i + n] if r]
-        i += n
-        if length >= 0:  # the string expired (or was never written): nothing
-            out.append(got[0] if got and len(got[0]) == length else None)
-        else:
-            out.append(got[0] if got else None)
-    return out
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def hash_fields(raw: Mapping[Any, Any] | Sequence[Any]) -> dict[str, float]:
-    """An aggregate hash's figures, from HGETALL (a mapping, or a script's flat [field, value, ...]).
-
-    The record script keeps them packed in one field (:data:`PACKED_FIELD`, a MessagePack map of name
-    to number); fields of their own (hashes written before) are added to them.
-    """
-    if not isinstance(raw, Mapping):
-        raw = {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)}
-    out: dict[str, float] = {}
-    for key, value in raw.items():
-        name = _text(key)
-        if name == PACKED_FIELD:
-            for packed_name, number in _unpack_map(value).items():
-                out[packed_name] = out.get(packed_name, 0.0) + number
-        else:
-            out[name] = out.get(name, 0.0) + float(value)
-    return out
-
-
-_FIXED = {0xCA: ">f", 0xCB: ">d", 0xCC: ">B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q",
-          0xD0: ">b", 0xD1: ">h", 0xD2: ">i", 0xD3: ">q"}  # fmt: skip
-
-
-def _unpack_map(data: bytes | str) -> dict[str, float]:
-    """The MessagePack map (string -> number) that Redis's ``cmsgpack.pack`` makes of a Lua table."""
-    buf = data.encode() if isinstance(data, str) else bytes(data)
-    pos = 0
-
-    def take(n: int) -> bytes:
-        nonlocal pos
-        if pos + n > len(buf):
-            raise ValueError("truncated packed figures")
-        pos += n
-        return buf[pos - n : pos]
-
-    def item() -> Any:
-        tag = take(1)[0]
-        if tag <= 0x7F or tag >= 0xE0:  # fixint
-            return tag if tag <= 0x7F else tag - 0x100
-        if 0xA0 <= tag <= 0xBF:  # fixstr
-            return take(tag & 0x1F).decode()
-        if tag in (0xD9, 0xDA, 0xDB):  # str 8/16/32
-            return take(int.from_bytes(take(1 << (tag - 0xD9)), "big")).decode()
-        if tag in _FIXED:
-            fmt = _FIXED[tag]
-            return struct.unpack(fmt, take(struct.calcsize(fmt)))[0]
-        raise ValueError(f"unexpected MessagePack type 0x{tag:02x} in packed figures")
-
-    tag = take(1)[0]
-    if 0x80 <= tag <= 0x8F:
-        size = tag & 0x0F
-    elif tag in (0xDE, 0xDF):
-        size = int.from_bytes(take(2 if tag == 0xDE else 4), "big")
-    elif tag == 0x90:  # an empty Lua table packs as an empty array
-        size = 0
-    else:
-        raise ValueError(f"packed figures are not a map (0x{tag:02x})")
-    out: dict[str, float] = {}
-    for _ in range(size):
-        name = item()
-        out[str(name)] = float(item())
-    return out
 
 
 def _aggregate(model: str, suite: str, fields: dict[str, float]) -> PairAggregate:

@@ -8,7 +8,7 @@ fields such as ``metadata``, reads ``1e999`` as infinity and parses any nesting 
 ``check_strict`` runs after pydantic accepted the bytes: it only answers "is this strict JSON?".
 
 Every check is linear in the size of the input, with no backtracking regex: an event of up to the
-size limit costs at most ~0.1 s of CPU whatever its bytes (tests/test_hostile.py).
+size limit costs at most ~0.1 s of CPU whatever its bytes (tests/core/test_hostile.py).
 
 Cost (``bench/decode.py``, process CPU, 2-core box). The 220 valid example events (~205 bytes):
 pydantic alone 2.2 µs per event, the whole decode 9.0 µs, of which the duplicate-key/NaN/number pass

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -23,9 +23,8 @@ from prometheus_client import (
 )
 
 from . import quality_metrics
-
-if TYPE_CHECKING:
-    from .pipeline import Outcome
+from .envelope import Outcome
+from .models import PANEL_RESULT_NAME
 
 __all__ = [
     "CONSUMER_LAG",
@@ -49,7 +48,7 @@ __all__ = [
 ]
 
 # one series per counter is enough; the *_created companions would double the scrape for no use
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -69,8 +68,8 @@ JUDGE_RETRIES = Counter("streameval_judge_retries", "extra attempts after a fail
 JUDGE_TOKENS = Counter("streameval_judge_tokens", "tokens spent on judge calls", ["judge", "kind"])
 JUDGE_CACHE_HITS = Counter("streameval_judge_cache_hits", "judge answers served from the Redis cache", ["judge"])
 JUDGE_COST = Counter("streameval_judge_cost", "money spent on a judge's calls (its prices x tokens)", ["judge"])
-#: the Outcome.counters entry holding the judge panel's window counters (streameval.judges.PANEL_RESULT_NAME)
-PANEL_COUNTERS = "judge_panel"
+#: the Outcome.counters entry holding the judge panel's window counters
+PANEL_COUNTERS = PANEL_RESULT_NAME
 SPANS = Counter(
     "streameval_input_spans", "spans read from OTLP inputs, by topic and whether they were LLM spans "
     "(evaluated or dead-lettered) or skipped (any other span)", ["topic", "kind"],
@@ -251,9 +250,11 @@ def observe_outcomes(outcomes: Sequence[Outcome]) -> None:
 
 def observe_lag(
     positions: Iterable[tuple[str | None, int | None, int | None]], highwater: Callable[[str, int], int | None]
-) -> None:
+) -> dict[tuple[str, int], int]:
     """Set the lag of each (topic, partition, last offset processed) from ``highwater(topic, partition)``,
-    the offset the next produced message will get."""
+    the offset the next produced message will get; returns the lags set (the worker's
+    :class:`~streameval.signals.ConsumerLag` keeps them for backpressure: metrics are never read back)."""
+    lags: dict[tuple[str, int], int] = {}
     last: dict[tuple[str, int], int] = {}
     for topic, partition, offset in positions:
         if topic is None or partition is None or offset is None:
@@ -262,7 +263,9 @@ def observe_lag(
     for (topic, partition), offset in last.items():
         mark = highwater(topic, partition)
         if mark is not None and mark >= 0:
-            CONSUMER_LAG.labels(topic, str(partition)).set(max(0, mark - offset - 1))
+            lags[(topic, partition)] = lag = max(0, mark - offset - 1)
+            CONSUMER_LAG.labels(topic, str(partition)).set(lag)
+    return lags
 
 
 def render() -> bytes:

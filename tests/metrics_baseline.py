@@ -1,5 +1,5 @@
 """The text metrics as they were before the per-event speed-ups (main at 480d54d), kept as the reference
-the fast paths must equal exactly (tests/test_metrics_fastpath.py) and as the "before" of bench/metrics.py.
+the fast paths must equal exactly (tests/evaluators/test_metrics_fastpath.py) and as the "before" of bench/metrics.py.
 
 Only the parts that changed are copied (the zh tokeniser's character table is imported: it did not change).
 """

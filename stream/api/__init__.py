@@ -1,5 +1,5 @@
-"""The HTTP surface (docs/api.md): seed 001's evaluator registry API, the OpenAPI document, and the
-operations endpoints ``/health``, ``/ready`` and ``/metrics``, served by ``streameval api`` and by
+"""The HTTP surface (docs/api.md): the evaluator-module spec's evaluator registry API, the OpenAPI document,
+and the operations endpoints ``/health``, ``/ready`` and ``/metrics``, served by ``streameval api`` and by
 each stream worker's web server (the same aiohttp app)."""
 
 from __future__ import annotations

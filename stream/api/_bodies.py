@@ -1,5 +1,5 @@
-"""Request bodies of the evaluator API (seed 001 §5), validated with pydantic; the OpenAPI document
-is generated from the same models, so the two cannot drift."""
+"""Request bodies of the evaluator API (the evaluator-module spec §5), validated with pydantic; the OpenAPI
+document is generated from the same models, so the two cannot drift."""
 
 from __future__ import annotations
 

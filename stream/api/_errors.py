@@ -1,4 +1,4 @@
-"""Errors the API answers with, each an HTTP status plus the envelope ``code`` (seed 001 §9).
+"""Errors the API answers with, each an HTTP status plus the envelope ``code`` (the evaluator-module spec §9).
 
 ::
 
@@ -6,10 +6,10 @@
     ├── BadRequest           400 / 400      invalid input; ``data.errors`` lists [{path, message}]
     ├── Unauthorized         401 / 401      missing or wrong bearer token
     ├── Forbidden            403 / 403      presets are read-only; writes disabled without a token
-    ├── NotFound             404 / 503001   seed 001: 评估器不存在 (evaluator does not exist)
+    ├── NotFound             404 / 503001   the evaluator-module spec: 评估器不存在 (evaluator does not exist)
     ├── NotRetained          404 / 404      a result by id that is not (or no longer) kept in Redis
     ├── Conflict             409 / 409      the name is taken
-    ├── ExecutionFailed      422 / 503002   seed 001: 评估器执行失败 (evaluator execution failed)
+    ├── ExecutionFailed      422 / 503002   the evaluator-module spec: 评估器执行失败 (evaluator execution failed)
     └── Unavailable          503 / 503      Redis cannot be reached
 """
 
@@ -33,7 +33,7 @@ __all__ = [
     "Unavailable",
 ]
 
-#: seed 001 §9 error codes
+#: the evaluator-module spec §9 error codes
 NOT_FOUND = 503001
 EXECUTION_FAILED = 503002
 

@@ -1,4 +1,4 @@
-"""Handlers of /api/v1/evaluators (seed 001 §5): list, presets, create, get, update, delete, test run.
+"""Handlers of /api/v1/evaluators (the evaluator-module spec §5): list, presets, create, get, update, delete, test run.
 
 Presets are the built-in registry evaluators (every ``@register``-ed name except the engines
 ``code`` and ``registered``); their id is their name and they are read-only. Custom evaluators are
@@ -35,7 +35,7 @@ __all__ = ["ENGINES", "SEED_PRESETS", "STORE_KEY", "preset_names", "routes"]
 STORE_KEY: web.AppKey[RegistryStore] = web.AppKey("registry_store", RegistryStore)
 #: evaluators that run user definitions, not presets of their own
 ENGINES = frozenset({"code", "registered"})
-#: seed 001 §3: the five presets, listed first
+#: the evaluator-module spec §3: the five presets, listed first
 SEED_PRESETS = ("exact_match", "contains", "regex", "json_schema", "similarity")
 _TYPES = ("preset", "code", "llm", "composite")
 MAX_BODY = 512 * 1024
@@ -248,7 +248,7 @@ async def test_evaluator(request: web.Request) -> web.Response:
             score = await evaluator.aevaluate(event)
         finally:
             await evaluator.close()
-    except Exception as exc:  # any failure of the evaluator is seed 001's "execution failed"
+    except Exception as exc:  # any failure of the evaluator is the evaluator-module spec's "execution failed"
         latency = round((time.perf_counter() - started) * 1000, 3)
         code = exc.code if isinstance(exc, EvaluatorError) else "internal"
         reason = str(exc) if isinstance(exc, EvaluatorError) else f"{type(exc).__name__}: {exc}"

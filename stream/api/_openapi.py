@@ -1,7 +1,7 @@
 """The OpenAPI 3.1 document of the API (evaluators, dashboard reads), served at ``/api/v1/openapi.json``.
 
 Request bodies come from the pydantic models that validate them (``_bodies.py``), so the document
-and the validation agree; schemathesis checks the running server against it (tests/test_api_schemathesis.py).
+and the validation agree; schemathesis checks the running server against it (tests/api/test_api_schemathesis.py).
 """
 
 from __future__ import annotations

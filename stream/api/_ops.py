@@ -15,13 +15,13 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from urllib.parse import urlsplit
 
-import redis.asyncio as aioredis
 from aiohttp import web
 
 from .. import telemetry
 from ..connect_check import kafka_metadata
 from ..errors import StreamEvalError
 from ..kafka_security import KafkaSecurity, bootstrap_hosts
+from ..keyspace import Client
 from ._security import READY_DETAILS_KEY
 
 __all__ = ["CHECKS_KEY", "Check", "broker_check", "judge_checks", "redis_check", "routes", "stall_check", "tcp_check"]
@@ -43,7 +43,7 @@ def tcp_check(host: str, port: int) -> Callable[[], Awaitable[None]]:
     return check
 
 
-def redis_check(client: aioredis.Redis) -> Check:
+def redis_check(client: Client) -> Check:
     async def check() -> None:
         await client.ping()
 

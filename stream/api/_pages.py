@@ -1,19 +1,20 @@
 """The web pages (docs/api.md "Pages"): plain HTML, JavaScript and CSS shipped as package data, no build
-step and no third-party script. ``/evaluators`` (seed 001 §6 list), ``/evaluators/{id}`` (editor;
-``new`` creates), ``/dashboard`` (live figures); ``/static/*`` serves the assets."""
+step and no third-party script. ``/evaluators`` (the evaluator-module spec §6 list), ``/evaluators/{id}``
+(editor; ``new`` creates), ``/dashboard`` (live figures); ``/static/*`` serves the assets."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 __all__ = ["WEB_DIR", "routes"]
 
 WEB_DIR = Path(__file__).resolve().parent / "web"
 
 
-def _page(name: str) -> web.Handler:
+def _page(name: str) -> Handler:
     async def handler(request: web.Request) -> web.FileResponse:
         return web.FileResponse(WEB_DIR / name, headers={"Cache-Control": "no-cache"})
 
@@ -24,7 +25,7 @@ async def _home(request: web.Request) -> web.Response:
     raise web.HTTPFound("/evaluators")
 
 
-def routes() -> list[web.RouteDef]:
+def routes() -> list[web.AbstractRouteDef]:
     return [
         web.get("/", _home),
         web.get("/evaluators", _page("evaluators.html")),

@@ -13,7 +13,6 @@ import signal
 from collections.abc import Awaitable, Callable, Sequence
 
 import orjson
-import redis.asyncio as aioredis
 from aiohttp import web
 from redis import exceptions as redis_errors
 
@@ -80,7 +79,7 @@ async def _openapi(request: web.Request) -> web.Response:
 
 
 def create_web_app(
-    client: aioredis.Redis, *, prefix: str, token: str | None, checks: Sequence[_ops.Check] = (),
+    client: keyspace.Client, *, prefix: str, token: str | None, checks: Sequence[_ops.Check] = (),
     ready_timeout_s: float = 2.0, windows: Sequence[int] = (60,), access: Access = _OPEN_READS,
     registry_limits: RegistryLimits | None = None, redelivery_ttl_s: int = 3600,
 ) -> web.Application:

@@ -21,7 +21,7 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from aiohttp import web
@@ -29,7 +29,7 @@ from aiohttp import web
 from ..drilldown import KINDS, parse
 from ..keyspace import Client, Keys, guard
 from ..labels import LabelStore, calibration, human_agreement
-from ..models import parse_time
+from ..models import PANEL_RESULT_NAME, parse_time
 from ..stats import histogram_quantile, krippendorff_alpha, pearson
 from ..store import hash_fields, stored_results
 from ..windows import _panel, _sums
@@ -86,7 +86,7 @@ _MAX_POINTS = 6000
 #: waits for at most one chunk per concurrent reader (~1 ms each)
 _CHUNK = 25
 #: the judge panel's per-judge counters (streameval.judges._panel.judge_counters)
-_JUDGE_COUNTERS = "ev:judge_panel:c:"
+_JUDGE_COUNTERS = f"ev:{PANEL_RESULT_NAME}:c:"
 
 
 def _text(value: bytes | str) -> str:
@@ -205,7 +205,7 @@ async def pairs(request: web.Request) -> web.Response:
     """All-time figures per model × suite, ``limit`` pairs from ``offset`` (sorted by model, suite)."""
     config = request.app[STATS_KEY]
     offset, limit = _page(request, 100)
-    members = sorted(_text(m) for m in await guard(config.client.zrange(config.keys.pairs, 0, -1)))
+    members = sorted(_text(m) for m in await _zmembers(config.client, config.keys.pairs))
     page = members[offset : offset + limit]
     figures = await _figures_of(config, [config.keys.all_time(m) for m in page])
     out = []
@@ -215,8 +215,12 @@ async def pairs(request: web.Request) -> web.Response:
     return _ok(out, len(members))
 
 
+async def _zmembers(client: Client, key: str, start: int = 0, end: int = -1) -> list[bytes]:
+    """ZRANGE of a sorted set's members; redis-py types replies for decoding clients too, ours give bytes."""
+    return cast(list[bytes], await guard(client.zrange(key, start, end)))
+
 async def _latest(config: StatsConfig, index: str, last: int) -> list[int]:
-    raw = await guard(config.client.zrange(index, -last, -1))
+    raw = await _zmembers(config.client, index, -last, -1)
     return sorted(int(float(_text(s))) for s in raw)
 
 
@@ -240,7 +244,7 @@ async def windows(request: web.Request) -> web.Response:
     for (start, pair), fig in zip(points, figures, strict=True):
         if fig is not None:  # None: a pair indexed for a late event that counted in another window
             series[pair].append({"start": start, **fig})
-    out = []
+    out: list[dict[str, Any]] = []
     for pair, pts in sorted(series.items()):
         model, suite = Keys.split_pair(pair)
         out.append({"model": model, "suite": suite, "points": sorted(pts, key=lambda p: p["start"])})
@@ -327,7 +331,8 @@ async def examples(request: web.Request) -> web.Response:
     out: list[dict[str, Any]] = []
     if start is not None:
         key = config.keys.examples(pair, kind, size, start)
-        raw = await guard(config.client.zrange(key, 0, -1, withscores=True))
+        # a client that does not decode: (member bytes, score) pairs
+        raw = cast(list[tuple[bytes, float]], await guard(config.client.zrange(key, 0, -1, withscores=True)))
         out = [e.doc for e in (parse(member, score) for member, score in raw) if e is not None]
         if kind == "failing":  # a sample of the window's failures, listed latest first
             out.sort(key=_event_time, reverse=True)
@@ -342,7 +347,7 @@ async def result_by_id(request: web.Request) -> web.Response:
     if model and suite:
         members = [Keys.pair_id(model, suite)]
     else:
-        members = sorted(_text(m) for m in await guard(config.client.zrange(config.keys.pairs, 0, -1)))
+        members = sorted(_text(m) for m in await _zmembers(config.client, config.keys.pairs))
     ttl = config.redelivery_ttl_s
     if ttl:
         now = int(time.time() // ttl)

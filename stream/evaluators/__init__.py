@@ -6,7 +6,7 @@ Importing this package registers every built-in evaluator.
 from __future__ import annotations
 
 from ..sandbox import _evaluator as _sandbox  # noqa: F401  (registers the sandboxed `code` evaluator)
-from . import (  # noqa: F401  (seeds 000, 002, 004)
+from . import (  # noqa: F401  (report-quality, RAG-evaluation and agent-metrics specs)
     agent,
     answer,
     bleu,

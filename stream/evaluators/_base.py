@@ -2,8 +2,8 @@
 
 An evaluator is a class registered under a name, with a pydantic ``Params`` model. It is built once
 at config load (patterns compiled, schemas checked, clients created) and then called per event.
-Every evaluator returns the same shape (seed 001): ``passed``, ``score`` in [0, 1], ``reason``,
-optional ``details``. ``counters`` are numbers the store adds to this evaluator's window aggregate
+Every evaluator returns the same shape (the evaluator-module spec): ``passed``, ``score`` in [0, 1],
+``reason``, optional ``details``. ``counters`` are numbers the store adds to this evaluator's window aggregate
 (e.g. confusion-matrix cells), so evaluators can feed window statistics without knowing Redis.
 
 Sync evaluators (rules) implement :meth:`Evaluator.evaluate`; evaluators that wait on I/O (judges,
@@ -65,6 +65,10 @@ class MissingField(EvaluatorError):
     code = "missing_field"
 
 
+#: the params base class under another name: inside :class:`Evaluator`, ``Params`` is the class attribute
+_ParamsModel = Params
+
+
 class Evaluator:
     """Base class of every evaluator. Subclasses set ``name`` and ``Params`` and are ``@register``-ed."""
 
@@ -74,7 +78,7 @@ class Evaluator:
     #: a one-line description for docs, the CLI and the registry API
     summary: ClassVar[str] = ""
 
-    def __init__(self, params: Params) -> None:
+    def __init__(self, params: _ParamsModel) -> None:
         self.params = params
 
     def evaluate(self, event: RequestEvent) -> Score:

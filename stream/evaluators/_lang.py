@@ -138,7 +138,7 @@ def content_tokens(text: str) -> list[str]:
     character and stop words (stopwordsiso zh + en) dropped. Used by keyword_match and the RAG metrics."""
     lowered = normalize_answer(text)
     if has_cjk(lowered):
-        # rjieba may keep mixed runs; \w+ splits them like the seed's re.findall(r'\b\w+\b')
+        # rjieba may keep mixed runs; \w+ splits them like the spec's re.findall(r'\b\w+\b')
         words = [w for piece in segment(lowered) for w in (_WORD.findall(piece) if not piece.isalnum() else (piece,))]
     else:
         words = _WORD.findall(lowered)

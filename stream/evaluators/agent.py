@@ -1,13 +1,13 @@
-"""Seed 004's generalisation metrics for agents, from the event's ``agent`` block.
+"""The agent-metrics spec's generalisation metrics for agents, from the event's ``agent`` block.
 
 * ``collaboration_efficiency`` = task_quality / (communication_rounds × task_time + 1); a task_time of 0
-  scores 0 (the seed's ``if task_time == 0`` guard).
+  scores 0 (the spec's ``if task_time == 0`` guard).
 * ``portability`` = 1 − min(loss, 1) with loss = (original − transferred) / original; an original score
-  of 0 scores 0 (seed). A transfer that *improves* the score (negative loss) is clamped to 1 — the seed
+  of 0 scores 0 (the spec). A transfer that *improves* the score (negative loss) is clamped to 1 — the spec
   would return more than 1 although it says the result stays in [0, 1]; the raw loss is in ``details``.
 * ``adaptability`` = mean of per-domain scores. Per event: the mean over the domains of the event's
-  ``results`` (the seed's plain mean when each domain appears once). Over a window: every event adds ``domain:{name}:sum`` and
-  ``domain:{name}:n`` counters, and :func:`adaptability_from_counters` gives the mean over domains of
+  ``results`` (the spec's plain mean when each domain appears once). Over a window: every event adds
+  ``domain:{name}:sum`` and ``domain:{name}:n`` counters, and :func:`adaptability_from_counters` gives the mean over domains of
   each domain's mean — so a domain with many events does not outweigh one with few.
 """
 
@@ -50,7 +50,7 @@ class EfficiencyParams(Params):
 
 @register
 class CollaborationEfficiency(Evaluator):
-    """Seed 004: task_quality / (communication_rounds × task_time + 1)."""
+    """The agent-metrics spec: task_quality / (communication_rounds × task_time + 1)."""
 
     name = "collaboration_efficiency"
     summary = "quality / (rounds × time + 1)"
@@ -69,7 +69,7 @@ class CollaborationEfficiency(Evaluator):
 
 @register
 class Portability(Evaluator):
-    """Seed 004: 1 − min((original − transferred) / original, 1), clamped to [0, 1]."""
+    """The agent-metrics spec: 1 − min((original − transferred) / original, 1), clamped to [0, 1]."""
 
     name = "portability"
     summary = "performance kept after moving to another environment"
@@ -105,14 +105,15 @@ def domain_means(counters: Mapping[str, float], *, evaluator: str | None = None)
 
 
 def adaptability_from_counters(counters: Mapping[str, float], *, evaluator: str | None = None) -> float:
-    """Seed 004 adaptability over a window: the mean of the per-domain means (0.0 with no domain)."""
+    """The agent-metrics spec's adaptability over a window: the mean of the per-domain means (0.0 with no
+    domain)."""
     means = domain_means(counters, evaluator=evaluator)
     return sum(means.values()) / len(means) if means else 0.0
 
 
 @register
 class Adaptability(Evaluator):
-    """Seed 004: mean of per-domain scores; counters per domain feed the window figure."""
+    """The agent-metrics spec: mean of per-domain scores; counters per domain feed the window figure."""
 
     name = "adaptability"
     summary = "mean of per-domain scores; per-domain window counters"

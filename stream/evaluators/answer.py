@@ -1,4 +1,4 @@
-"""Answer metrics of seed 002 §2.1-2.2: ``exact_match_normalized`` and ``token_f1``.
+"""Answer metrics of the RAG-evaluation spec §2.1-2.2: ``exact_match_normalized`` and ``token_f1``.
 
 Both compare ``output`` with the event's targets (``expected``, else every reference; the best one
 counts) after :func:`~._lang.normalize_answer` (SQuAD normalisation + full-width forms + CJK punctuation).
@@ -20,8 +20,8 @@ __all__ = ["ExactMatchNormalized", "TokenF1", "partial_credit", "squad_f1", "tok
 
 
 def partial_credit(jaccard: float, partial_from: float) -> float:
-    """Seed 002 §2.1 "相似度高时给予0.7-1.0分": map a token-set Jaccard in ``[partial_from, 1]``
-    linearly onto ``[0.7, 1.0]``; below ``partial_from`` the rule gives 0 (the seed hands that band to
+    """The RAG-evaluation spec §2.1 "相似度高时给予0.7-1.0分": map a token-set Jaccard in ``[partial_from, 1]``
+    linearly onto ``[0.7, 1.0]``; below ``partial_from`` the rule gives 0 (the spec hands that band to
     the LLM). With the default ``partial_from = 0.7`` the mapping is the identity: the score *is* the
     Jaccard. A Jaccard of 1 without an exact match (same words, other order or repetition) scores 1.0.
     """
@@ -44,14 +44,14 @@ class ExactMatchParams(Params):
 
 @register
 class ExactMatchNormalized(Evaluator):
-    """1.0 when the normalised output equals a normalised target; otherwise seed 002's partial credit
-    from the Jaccard of the normalised token sets (see :func:`partial_credit`). Max over targets."""
+    """1.0 when the normalised output equals a normalised target; otherwise the RAG-evaluation spec's partial
+    credit from the Jaccard of the normalised token sets (see :func:`partial_credit`). Max over targets."""
 
     name = "exact_match_normalized"
     summary = "normalised exact match with Jaccard partial credit"
     Params = ExactMatchParams
     params: ExactMatchParams
-    # seed 002 table: "不完全匹配且内容相似度一般" — the LLM judges the band below partial credit.
+    # the RAG-evaluation spec's table: "不完全匹配且内容相似度一般" — the LLM judges the band below partial credit.
     llm_fallback: ClassVar[LLMFallback] = LLMFallback("below", 0.7, note="neither exact nor partial credit")
 
     def evaluate(self, event: RequestEvent) -> Score:
@@ -108,14 +108,15 @@ class TokenF1Params(Params):
 
 @register
 class TokenF1(Evaluator):
-    """Seed 002 §2.2: SQuAD token F1; Chinese segmented with rjieba and stop words (stopwordsiso) removed,
-    with a per-character fallback; English and mixed text as in SQuAD. Max over targets."""
+    """The RAG-evaluation spec §2.2: SQuAD token F1; Chinese segmented with rjieba and stop words
+    (stopwordsiso) removed, with a per-character fallback; English and mixed text as in SQuAD. Max over
+    targets."""
 
     name = "token_f1"
     summary = "SQuAD token F1, Chinese-aware"
     Params = TokenF1Params
     params: TokenF1Params
-    # seed 002 table: "无论F1分数如何" — the LLM is always asked; the final score is the max.
+    # the RAG-evaluation spec's table: "无论F1分数如何" — the LLM is always asked; the final score is the max.
     llm_fallback: ClassVar[LLMFallback] = LLMFallback("always")
 
     def evaluate(self, event: RequestEvent) -> Score:

@@ -1,10 +1,11 @@
-"""BLEU: ``bleu`` (sentence BLEU equal to sacrebleu's) and ``bleu_simple`` (seed 004's n-gram precision).
+"""BLEU: ``bleu`` (sentence BLEU equal to sacrebleu's) and ``bleu_simple`` (the agent-metrics spec's n-gram precision).
 
 ``bleu`` reproduces ``sacrebleu.sentence_bleu(hyp, refs, smooth_method="exp", tokenize=...,
 use_effective_order=True)`` divided by 100: the 13a (mteval-v13a) and zh tokenisers, clipped n-gram
 counts against the per-n-gram maximum over references, the closest reference length (ties: the
-shorter) for the brevity penalty, exp smoothing (= nltk method3) and effective order. tests/
-test_metrics_bleu.py checks it against sacrebleu to 1e-9. sacrebleu itself is only a test dependency.
+shorter) for the brevity penalty, exp smoothing (= nltk method3) and effective order.
+tests/evaluators/test_metrics_reference.py checks it against sacrebleu to 1e-9. sacrebleu itself is
+only a test dependency.
 
 The zh tokeniser reproduces a quirk of sacrebleu's range table: the entries written ``'\\u20000'`` and
 ``'\\u2f800'`` are two-character strings, so sacrebleu's string comparison treats U+2001-U+2A6D and
@@ -39,7 +40,7 @@ __all__ = ["Bleu", "BleuResult", "BleuSimple", "bleu_simple", "sentence_bleu", "
 # The symbols are padded with re.split + join (the same string as the sub, without a template expansion per
 # match); the other three passes walk the few "." "," "-" positions with the regexes' leftmost,
 # non-overlapping matching (the [^0-9] patterns otherwise try every character: ~3x slower on prose).
-# tests/test_metrics_fastpath.py checks each pass against its regex and the whole against sacrebleu.
+# tests/evaluators/test_metrics_fastpath.py checks each pass against its regex and the whole against sacrebleu.
 _SYMBOLS = re.compile(r"([\{-\~\[-\`!-\&\(-\+\:-\@\/])")
 _PERIOD_COMMA = re.compile(r"[.,]")
 _DIGITS = frozenset("0123456789")
@@ -288,13 +289,13 @@ class Bleu(Evaluator):
 def bleu_simple(
     references: Sequence[str], candidate: str, *, max_order: int = 4, tokenizer: Callable[[str], list[str]] | None = None
 ) -> float:
-    """Seed 004 ``calculate_bleu``: the 1..``max_order``-gram matches of the candidate (clipped by the
-    reference counts) over all candidate n-grams, taking the reference with the most matches. No brevity
-    penalty, no geometric mean. Empty candidate or no references: 0.0 (as the seed)."""
+    """The agent-metrics spec's ``calculate_bleu``: the 1..``max_order``-gram matches of the candidate
+    (clipped by the reference counts) over all candidate n-grams, taking the reference with the most matches.
+    No brevity penalty, no geometric mean. Empty candidate or no references: 0.0 (as the spec)."""
     split = tokenizer or (lambda text: text.lower().split())
     if not candidate or not references:
         return 0.0
-    # The seed joins n-grams with spaces; tokens hold no whitespace, so tuples compare the same way.
+    # The spec joins n-grams with spaces; tokens hold no whitespace, so tuples compare the same way.
     tokens = split(candidate)
     total = sum(max(0, len(tokens) - n) for n in range(max_order))  # every n-gram position, n = 1..max_order
     if total == 0:
@@ -311,14 +312,14 @@ class BleuSimpleParams(Params):
     max_order: int = Field(default=4, ge=1, le=8, description="n-grams of order 1..max_order (default: 4)")
     tokenize: Literal["whitespace", "cjk"] = Field(
         default="whitespace",
-        description="whitespace = the seed's lower().split(); cjk = one token per CJK character, words otherwise",
+        description="whitespace = lower().split() as in the agent-metrics spec; cjk = one token per CJK character, words otherwise",
     )
     threshold: float = Field(default=0.5, ge=0.0, le=1.0, description="pass at or above this precision")
 
 
 @register
 class BleuSimple(Evaluator):
-    """Seed 004's simplified BLEU: clipped n-gram precision (n = 1..4) against the best reference."""
+    """The agent-metrics spec's simplified BLEU: clipped n-gram precision (n = 1..4) against the best reference."""
 
     name = "bleu_simple"
     summary = "plain clipped n-gram precision (no brevity penalty), best reference"

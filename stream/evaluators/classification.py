@@ -1,15 +1,15 @@
-"""``keyword_match`` (seed 004 §准确率 data preparation) and window accuracy / precision / recall / F1.
+"""``keyword_match`` (the agent-metrics spec §准确率 data preparation) and window accuracy / precision / recall / F1.
 
-Seed 004 turns a text answer into a match label: the keyword sets of the output and of the expected
-answer (lower case, stop words and one-character words removed) have a Jaccard >= 0.3. That label is
-the *prediction*. The *truth* is the event's ``label`` (true: the output should match). The seed sets
-both from the same flag, so its accuracy is always 1; here they are separate (shared/seeds/README.md).
+The agent-metrics spec turns a text answer into a match label: the keyword sets of the output and of the
+expected answer (lower case, stop words and one-character words removed) have a Jaccard >= 0.3. That label is
+the *prediction*. The *truth* is the event's ``label`` (true: the output should match). The spec sets
+both from the same flag, so its accuracy is always 1; here they are separate (docs/glossary.md).
 
 Per event the evaluator reports one confusion-matrix cell as ``Score.counters`` (``tp``/``fp``/``fn``/
 ``tn``, value 1), which the Redis store adds into the window aggregate fields ``ev:{name}:c:{cell}``.
 :func:`classification_stats` turns those summed cells into the window figures, binary and macro.
 
-Keywords: the seed splits on ``\\b\\w+\\b``, which leaves a whole Chinese clause as one "word"; here CJK
+Keywords: the spec splits on ``\\b\\w+\\b``, which leaves a whole Chinese clause as one "word"; here CJK
 text is segmented with rjieba first (see ``_lang.content_tokens``), so Chinese answers get real keywords.
 """
 
@@ -31,7 +31,8 @@ CELLS = ("tp", "fp", "fn", "tn")
 
 
 def keyword_jaccard(a: str, b: str) -> float:
-    """Jaccard of the two texts' keyword sets; 0.0 when both are empty (seed 004: ``if union > 0 else 0``)."""
+    """Jaccard of the two texts' keyword sets; 0.0 when both are empty (the agent-metrics spec:
+    ``if union > 0 else 0``)."""
     sa, sb = set(content_tokens(a)), set(content_tokens(b))
     union = len(sa | sb)
     return len(sa & sb) / union if union else 0.0

@@ -1,7 +1,7 @@
-"""When a rule metric should ask an LLM judge (seed 002 "LLM回退触发条件").
+"""When a rule metric should ask an LLM judge (the RAG-evaluation spec's "LLM回退触发条件").
 
-Seed 002 scores every answer/RAG/graph metric by rule first and asks an LLM when the rule score is low;
-the final score is ``max(rule, llm)``. Each rule evaluator declares its trigger as the class attribute
+The RAG-evaluation spec scores every answer/RAG/graph metric by rule first and asks an LLM when the rule score
+is low; the final score is ``max(rule, llm)``. Each rule evaluator declares its trigger as the class attribute
 ``llm_fallback``; :func:`fallback_table` collects them by evaluator name for the judge stage. Nothing in
 this module calls a judge: it only says *when*.
 """
@@ -16,12 +16,12 @@ __all__ = ["LLMFallback", "fallback_table"]
 
 @dataclass(frozen=True, slots=True)
 class LLMFallback:
-    """One row of seed 002's trigger table.
+    """One row of the RAG-evaluation spec's trigger table.
 
     ``when``: ``always`` (ask whatever the rule says), ``at_most`` (rule score <= ``threshold``),
     ``below`` (rule score < ``threshold``), ``never``. ``on_missing``: also ask when the rule cannot score
     the event because its data is missing (the evaluator raised ``missing_field``), e.g. chunk_utilization
-    "或无法获取文本块内容". The combined score is ``max(rule, llm)`` (seed 002 §1).
+    "或无法获取文本块内容". The combined score is ``max(rule, llm)`` (the RAG-evaluation spec §1).
     """
 
     when: Literal["always", "at_most", "below", "never"]

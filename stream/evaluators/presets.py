@@ -1,4 +1,4 @@
-"""The five preset evaluators of seed 001: exact_match, contains, regex, json_schema, similarity.
+"""The five preset evaluators of the evaluator-module spec: exact_match, contains, regex, json_schema, similarity.
 
 All compare ``output`` with the event's targets: ``expected`` when present, otherwise each of the
 ``references`` (the best match counts). An event with neither fails the evaluator with
@@ -31,7 +31,7 @@ __all__ = ["Contains", "ExactMatch", "JsonSchema", "RegexMatch", "Similarity"]
 
 @register
 class ExactMatch(Evaluator):
-    """seed 001 §3.1: ``output === expected`` (no normalisation; see exact_match_normalized)."""
+    """The evaluator-module spec §3.1: ``output === expected`` (no normalisation; see exact_match_normalized)."""
 
     name = "exact_match"
     summary = "output is exactly the expected answer"
@@ -53,7 +53,7 @@ class ContainsParams(Params):
 
 @register
 class Contains(Evaluator):
-    """seed 001 §3.2: ``output.includes(expected)``."""
+    """The evaluator-module spec §3.2: ``output.includes(expected)``."""
 
     name = "contains"
     summary = "output contains the expected text"
@@ -70,7 +70,8 @@ class Contains(Evaluator):
         return Score(0.0, False, f"output does not contain {as_written(clip(needles[0], _SHOWN))}")
 
 
-# JavaScript RegExp flags (seed 001 uses `new RegExp(pattern, flags)`) mapped onto the regex module.
+# JavaScript RegExp flags (the evaluator-module spec uses `new RegExp(pattern, flags)`) mapped onto the regex
+# module.
 _REGEX_FLAGS = {
     "i": regex.IGNORECASE,
     "m": regex.MULTILINE,
@@ -111,7 +112,7 @@ class RegexParams(Params):
 
 @register
 class RegexMatch(Evaluator):
-    """seed 001 §3.3: ``new RegExp(pattern, flags).test(output)``, with a per-call timeout."""
+    """The evaluator-module spec §3.3: ``new RegExp(pattern, flags).test(output)``, with a per-call timeout."""
 
     name = "regex"
     summary = "output matches a regular expression"
@@ -149,8 +150,8 @@ class JsonSchemaParams(Params):
 
 @register
 class JsonSchema(Evaluator):
-    """seed 001 §3.4: output parsed as JSON must satisfy the schema. Parse failure and schema failure
-    both fail, with the reason (the first ``max_errors`` schema errors, by path)."""
+    """The evaluator-module spec §3.4: output parsed as JSON must satisfy the schema. Parse failure and schema
+    failure both fail, with the reason (the first ``max_errors`` schema errors, by path)."""
 
     name = "json_schema"
     summary = "output is JSON that satisfies a JSON Schema"
@@ -213,7 +214,7 @@ class SimilarityParams(Params):
 
 @register
 class Similarity(Evaluator):
-    """seed 001 §3.5: ``similarity(output, expected) >= threshold``; the score is the similarity."""
+    """The evaluator-module spec §3.5: ``similarity(output, expected) >= threshold``; the score is the similarity."""
 
     name = "similarity"
     summary = "text similarity to the expected answer is at least a threshold"

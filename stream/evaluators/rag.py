@@ -1,16 +1,16 @@
-"""Seed 002's retrieval and graph metrics, scored by rule from the event's ``retrieval`` block.
+"""The RAG-evaluation spec's retrieval and graph metrics, scored by rule from the event's ``retrieval`` block.
 
-Every metric is 0-1 (seed 002: 0-0.3 poor, 0.4-0.7 fair, 0.8-1.0 good). Each class declares its LLM
-fallback trigger from seed 002's table as ``llm_fallback`` (see ``fallback.py``); no judge is called
-here. Text matching is case-folded substring search; keywords are the block's ``keywords`` or the
+Every metric is 0-1 (the RAG-evaluation spec: 0-0.3 poor, 0.4-0.7 fair, 0.8-1.0 good). Each class declares its
+LLM fallback trigger from the RAG-evaluation spec's table as ``llm_fallback`` (see ``fallback.py``); no judge
+is called here. Text matching is case-folded substring search; keywords are the block's ``keywords`` or the
 content words of ``input`` (rjieba for Chinese, stop words removed).
 
-The seed describes the rules in words; the exact formulas below are ours where it gives none, and
+The spec describes the rules in words; the exact formulas below are ours where it gives none, and
 every constant is a parameter. Formulas (n_e entities, n_r relationships, kw = keyword match rate):
 
-* retrieval_precision: |cited ∩ retrieved| / |cited|  (seed: matched / 引用实体总数)
+* retrieval_precision: |cited ∩ retrieved| / |cited|  (spec: matched / 引用实体总数)
 * retrieval_utilization: mean over retrieved entities of 1 if cited or named in the answer, else the
-  best similarity to a cited entity when >= ``partial_from`` (seed: 部分匹配和相似性), else 0
+  best similarity to a cited entity when >= ``partial_from`` (spec: 部分匹配和相似性), else 0
 * retrieval_latency: raw seconds in ``details.latency_s`` and counter ``latency_s``; the score is
   ``min(1, budget_s / latency_s)`` — 1 within the latency budget, falling as the latency grows
 * chunk_utilization: mean over cited chunks with text of (key phrases found in the answer / key phrases);
@@ -23,7 +23,7 @@ every constant is a parameter. Formulas (n_e entities, n_r relationships, kw = k
   with a description and the share of distinct types) and relevance (share touching a cited entity)
 * subgraph_quality: 0.5 density (distinct edges / (n_e (n_e − 1) / 2)) + 0.5 connectivity
 * community_relevance: min(1, base + match_weight × kw(community summaries) × boost), base and boost by
-  ``agent_type`` (seed: 根据代理类型给予不同基础分和加成; defaults from the seed's implementation:
+  ``agent_type`` (spec: 根据代理类型给予不同基础分和加成; defaults from the spec's implementation:
   graph 0.4 / ×1.2, hybrid 0.35 / ×1.1, others 0.3 / ×1)
 """
 
@@ -101,7 +101,7 @@ class _Rag(Evaluator):
 
 @register
 class RetrievalPrecision(_Rag):
-    """Seed 002 §3.1: share of the cited entities that are among the retrieved ones."""
+    """The RAG-evaluation spec §3.1: share of the cited entities that are among the retrieved ones."""
 
     name = "retrieval_precision"
     summary = "cited entities found among retrieved entities / cited"
@@ -122,7 +122,7 @@ class UtilizationParams(_RagParams):
 
 @register
 class RetrievalUtilization(_Rag):
-    """Seed 002 §3.2: how much of what was retrieved the answer used (cited, named, or partially matched)."""
+    """The RAG-evaluation spec §3.2: how much of what was retrieved the answer used (cited, named, or partially matched)."""
 
     name = "retrieval_utilization"
     summary = "share of retrieved entities the answer uses"
@@ -154,8 +154,9 @@ class LatencyParams(_RagParams):
 
 @register
 class RetrievalLatency(_Rag):
-    """Seed 002 §3.3: the raw latency in seconds (``details.latency_s``, counter ``latency_s`` so the window
-    sums it); the 0-1 score is ``min(1, budget_s / latency_s)`` and passing means within the budget."""
+    """The RAG-evaluation spec §3.3: the raw latency in seconds (``details.latency_s``, counter ``latency_s``
+    so the window sums it); the 0-1 score is ``min(1, budget_s / latency_s)`` and passing means within the
+    budget."""
 
     name = "retrieval_latency"
     summary = "retrieval latency: raw seconds in details/counters, score against a latency budget"
@@ -184,7 +185,7 @@ class ChunkParams(_RagParams):
 
 @register
 class ChunkUtilization(_Rag):
-    """Seed 002 §3.4: mean share of each cited chunk's key phrases that appear in the answer."""
+    """The RAG-evaluation spec §3.4: mean share of each cited chunk's key phrases that appear in the answer."""
 
     name = "chunk_utilization"
     summary = "key phrases of cited chunks found in the answer"
@@ -212,8 +213,8 @@ class EntityCoverageParams(_RagParams):
 
 @register
 class EntityCoverage(_Rag):
-    """Seed 002 §4.1: question keywords found in the cited entities' names and descriptions, with a
-    smaller weight on how many entities there are."""
+    """The RAG-evaluation spec §4.1: question keywords found in the cited entities' names and descriptions,
+    with a smaller weight on how many entities there are."""
 
     name = "entity_coverage"
     summary = "question keywords matched in cited entity info"
@@ -248,7 +249,7 @@ class GraphCoverageParams(_RagParams):
 
 @register
 class GraphCoverage(_Rag):
-    """Seed 002 §4.2: weighted structure, relevance and connectivity of the cited graph data."""
+    """The RAG-evaluation spec §4.2: weighted structure, relevance and connectivity of the cited graph data."""
 
     name = "graph_coverage"
     summary = "structure, keyword relevance and connectivity of the cited graph"
@@ -277,8 +278,8 @@ class RelationshipParams(_RagParams):
 
 @register
 class RelationshipUtilization(_Rag):
-    """Seed 002 §4.3: mean of quantity, quality (described, diverse types) and relevance (touching a cited
-    entity) of the relationships."""
+    """The RAG-evaluation spec §4.3: mean of quantity, quality (described, diverse types) and relevance
+    (touching a cited entity) of the relationships."""
 
     name = "relationship_utilization"
     summary = "quantity, quality and relevance of the cited relationships"
@@ -304,7 +305,7 @@ class RelationshipUtilization(_Rag):
 
 @register
 class SubgraphQuality(_Rag):
-    """Seed 002 §4.4: 0.5 × density + 0.5 × connectivity of the cited subgraph."""
+    """The RAG-evaluation spec §4.4: 0.5 × density + 0.5 × connectivity of the cited subgraph."""
 
     name = "subgraph_quality"
     summary = "density and connectivity of the cited subgraph"
@@ -342,7 +343,7 @@ class CommunityParams(_RagParams):
 
 @register
 class CommunityRelevance(_Rag):
-    """Seed 002 §4.5: question keywords found in the communities' summaries, on a base by agent type."""
+    """The RAG-evaluation spec §4.5: question keywords found in the communities' summaries, on a base by agent type."""
 
     name = "community_relevance"
     summary = "question keywords matched in community summaries, by agent type"

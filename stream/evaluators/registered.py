@@ -9,8 +9,8 @@
 The definition is read from the worker's :class:`~streameval.registry.LiveRegistry` on every event,
 so an update through the API takes effect without a restart; each result records the version it
 used (``version`` = ``{id}@{n}``). A reference that is not (or no longer) registered fails the step
-with error ``not_found`` (seed 001 code 503001); the stream goes on. Offline runs (no Redis) cannot
-use it: ``start()`` raises :class:`~streameval.errors.ConfigError` (exit code 2).
+with error ``not_found`` (the evaluator-module spec's code 503001); the stream goes on. Offline runs (no
+Redis) cannot use it: ``start()`` raises :class:`~streameval.errors.ConfigError` (exit code 2).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ __all__ = ["RegisteredEvaluator", "RegisteredNotFound", "code_params"]
 
 
 class RegisteredNotFound(EvaluatorError):
-    """seed 001 §9: 503001 — the evaluator does not exist."""
+    """The evaluator-module spec §9: 503001 — the evaluator does not exist."""
 
     code = "not_found"
 

@@ -1,6 +1,6 @@
-"""Seed 000's automated report metrics: ``report_metrics`` and each part on its own.
+"""The report-quality spec's automated report metrics: ``report_metrics`` and each part on its own.
 
-Five parts, each on 0-10 (seed 000 "自动化指标评估"):
+Five parts, each on 0-10 (the report-quality spec's "自动化指标评估"):
 
 =================  ======  =================================================================
 part               weight  score (0-10)
@@ -13,19 +13,19 @@ sources            15 %    min(unique sources / 5, 1) × 10
 images             10 %    min(images / 3, 1) × 10
 =================  ======  =================================================================
 
-``report_metrics`` = Σ weight × part (0-10), graded with seed 000's letters (A+ >= 9.0 ... F < 4.0).
-An evaluator's score must be 0-1, so ``Score.score`` is the 0-10 figure / 10 and ``details`` carry
-``score_10`` and ``grade``. Seed 000's worked example (5/5 sections, 12 citations, 8,000 words academic,
-6 sources, 2 images) gives 9.67 (tests/test_metrics_report.py).
+``report_metrics`` = Σ weight × part (0-10), graded with the report-quality spec's letters (A+ >= 9.0 ... F <
+4.0). An evaluator's score must be 0-1, so ``Score.score`` is the 0-10 figure / 10 and ``details`` carry
+``score_10`` and ``grade``. The report-quality spec's worked example (5/5 sections, 12 citations, 8,000 words
+academic, 6 sources, 2 images) gives 9.67 (tests/evaluators/test_metrics_report.py).
 
 Facts come from the event's ``report`` block when given, else they are measured from ``output`` as
 Markdown: sections = headings (a required section is present when a heading contains its name, case
 folded); citations = links to http(s) URLs (images excluded); sources = distinct hosts of those URLs
 (``www.`` dropped); images = ``![..](..)`` and ``<img>``; words = word tokens with every CJK character
-counted as a word (seed 000: Chinese text counts characters).
+counted as a word (the report-quality spec: Chinese text counts characters).
 
-Seed ambiguity: the seed's word-count example says 20,000 words (academic, 33 % over) scores 6.67, but
-its formula gives 10 − 0.333 × 5 = 8.33. We follow the formula (the code the seed quotes).
+Spec ambiguity: the spec's word-count example says 20,000 words (academic, 33 % over) scores 6.67, but
+its formula gives 10 − 0.333 × 5 = 8.33. We follow the formula (the code the spec quotes).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ __all__ = [
     "word_count_score",
 ]
 
-#: seed 000: word-count range per report style
+#: the report-quality spec: word-count range per report style
 WORD_RANGES: dict[str, tuple[int, int]] = {
     "academic": (5_000, 15_000),
     "strategic_investment": (10_000, 20_000),
@@ -61,9 +61,9 @@ WORD_RANGES: dict[str, tuple[int, int]] = {
     "news": (1_000, 3_000),
     "social_media": (500, 1_500),
 }
-#: seed 000: part weights (sum 1)
+#: the report-quality spec: part weights (sum 1)
 PARTS: dict[str, float] = {"sections": 0.30, "citations": 0.25, "word_count": 0.20, "sources": 0.15, "images": 0.10}
-# DeerFlow's report template sections; five, as in the seed's "5/5" example.
+# DeerFlow's report template sections; five, as in the spec's "5/5" example.
 DEFAULT_SECTIONS = ("Key Points", "Overview", "Detailed Analysis", "Survey Note", "Key Citations")
 
 _HEADING = regex.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", regex.MULTILINE)
@@ -132,7 +132,7 @@ def measure_report(event: RequestEvent, params: ReportPartParams) -> ReportFacts
 
 
 def word_count_score(words: int, style: str) -> float:
-    """Seed 000 word-count compliance on 0-10 for ``style``."""
+    """The report-quality spec's word-count compliance on 0-10 for ``style``."""
     low, high = WORD_RANGES[style]
     if low <= words <= high:
         return 10.0
@@ -179,7 +179,7 @@ class ReportParams(ReportPartParams):
 
 @register
 class ReportMetrics(Evaluator):
-    """Seed 000's automated metrics: weighted parts on 0-10, letter grade; score = 0-10 figure / 10."""
+    """The report-quality spec's automated metrics: weighted parts on 0-10, letter grade; score = 0-10 figure / 10."""
 
     name = "report_metrics"
     summary = "report metrics (sections, citations, words, sources, images), 0-10 and letter grade"
@@ -198,7 +198,7 @@ class ReportMetrics(Evaluator):
 
 
 class _ReportPart(Evaluator):
-    """One part of seed 000's metrics on its own: score = part (0-10) / 10."""
+    """One part of the report-quality spec's metrics on its own: score = part (0-10) / 10."""
 
     part: ClassVar[str]
     Params = ReportPartParams

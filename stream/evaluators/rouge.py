@@ -1,14 +1,14 @@
-"""ROUGE-L (seed 004 §ROUGE-L): longest-common-subsequence precision, recall and F1 over word tokens.
+"""ROUGE-L (the agent-metrics spec §ROUGE-L): longest-common-subsequence precision, recall and F1 over word tokens.
 
-The LCS length comes from ``rapidfuzz.distance.LCSseq`` (C++, bit-parallel) instead of the seed's
+The LCS length comes from ``rapidfuzz.distance.LCSseq`` (C++, bit-parallel) instead of the spec's
 O(m·n) Python table; bench/metrics.py measures the difference. Tokens are CJK-aware by default (one
 token per CJK character, otherwise runs of letters and digits, case-folded); on ASCII text this is
-rouge-score's default tokenizer without stemming. ``tokenize: whitespace`` is the seed's
+rouge-score's default tokenizer without stemming. ``tokenize: whitespace`` is the spec's
 ``text.lower().split()``.
 
-Several references: seed 004 keeps the reference with the best *recall* (``select: recall``, default);
-rouge-score's ``score_multi`` keeps the best *F1* (``select: f1``). Ties keep the first reference, as both.
-An empty output or reference scores 0 against it (rouge-score and the seed agree).
+Several references: the agent-metrics spec keeps the reference with the best *recall* (``select: recall``,
+default); rouge-score's ``score_multi`` keeps the best *F1* (``select: f1``). Ties keep the first reference,
+as both. An empty output or reference scores 0 against it (rouge-score and the spec agree).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class RougeLParams(Params):
         default="recall", description="reference kept when there are several: best recall or best F1 (rouge-score)"
     )
     tokenize: Literal["cjk", "whitespace"] = Field(
-        default="cjk", description="cjk = one token per CJK character, letter/digit runs otherwise; whitespace = seed's split()"
+        default="cjk", description="cjk = one token per CJK character, letter/digit runs otherwise; whitespace = str.split() as in the agent-metrics spec"
     )
     threshold: float = Field(default=0.5, ge=0.0, le=1.0, description="pass at or above this F1")
 

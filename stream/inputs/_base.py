@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
+from ..envelope import Source
 from ..errors import EventTooLarge
-
-if TYPE_CHECKING:  # the pipeline imports the suite config, which imports this package
-    from ..pipeline import Source
 
 __all__ = ["Decoder", "Item", "NativeDecoder", "check_size"]
 

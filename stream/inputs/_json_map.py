@@ -14,19 +14,17 @@ event's type; the pipeline checks the event it is handed as it checks a native o
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
+from ..envelope import Source
 from ..errors import EventError, SchemaViolation
 from ..models import format_time
 from ..strictjson import DEFAULT_MAX_EVENT_DEPTH, loads_strict
 from ._base import Item, check_size
 from ._config import JsonInput
 from ._path import MISSING, compile_path
-
-if TYPE_CHECKING:
-    from ..pipeline import Source
 
 __all__ = ["JsonDecoder", "load_json"]
 

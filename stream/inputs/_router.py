@@ -1,15 +1,16 @@
-"""Which decoder reads which topic, and a batch of messages to outcomes through the shared pipeline."""
+"""Which decoder reads which topic (a batch of messages to outcomes is :mod:`streameval.batch`)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import orjson
 
 from .. import telemetry
+from ..envelope import Source
 from ..errors import ConfigError, ConfigIssue, EventError, SchemaViolation
 from ..outputs import OUTPUTS
 from ..strictjson import DEFAULT_MAX_EVENT_DEPTH
@@ -19,13 +20,9 @@ from ._genai import to_event
 from ._json_map import JsonDecoder
 from ._otlp import Span, spans_from_json, spans_from_proto
 
-if TYPE_CHECKING:  # the pipeline imports the suite config, which imports this package
-    from ..evalpool import EvalPool
-    from ..pipeline import Outcome, Pipeline, Source
-
 log = logging.getLogger(__name__)
 
-__all__ = ["Inputs", "OtlpDecoder", "build_decoder", "check_input_topics", "evaluate_items", "evaluate_messages"]
+__all__ = ["Inputs", "OtlpDecoder", "build_decoder", "check_input_topics"]
 
 
 class OtlpDecoder:
@@ -105,66 +102,6 @@ class Inputs:
                 log.exception("decoding a message from %s failed", source)
                 items.append(Item(raw, source, exc))
         return items
-
-
-async def evaluate_messages(
-    pipeline: Pipeline, inputs: Inputs, messages: Sequence[tuple[bytes, Source]], pool: EvalPool | None = None,
-    *, ready: Callable[[list[Source], list[Outcome | None]], Awaitable[None]] | None = None,
-) -> tuple[list[Source], list[Outcome]]:  # fmt: skip
-    """Decode a batch of messages and evaluate its request events: (source, outcome) of each, in order.
-
-    With ``pool`` and inputs that need decoding, the evaluation processes decode too (decoding an OTLP
-    export costs more than evaluating a simple suite); events whose suite needs the event loop come back
-    and are evaluated here, as in :func:`~streameval.evalpool.evaluate_batch`. ``ready(sources,
-    outcomes)``, when given, is awaited once every event that calls no judge has its outcome (the
-    judged ones are ``None`` there), before the judged ones are awaited
-    (:func:`~streameval.evalpool.finish_batch`).
-    """
-    from ..evalpool import finish_batch
-
-    if pool is not None and inputs.decodes:
-        received_at = pipeline.clock()
-        found = await pool.expand_evaluate(messages, received_at)
-        if found is not None:
-            sources = [source for _, source, _ in found]
-            quick = None if ready is None else (lambda outcomes: ready(sources, outcomes))
-            outcomes = await finish_batch(pipeline, [(raw, source) for raw, source, _ in found],
-                                          [outcome for _, _, outcome in found], received_at, quick)  # fmt: skip
-            return sources, outcomes
-    items = inputs.expand(messages)
-    sources = [item.source for item in items]
-    quick = None if ready is None else (lambda outcomes: ready(sources, outcomes))
-    return sources, await evaluate_items(pipeline, items, pool, ready=quick)
-
-
-async def evaluate_items(
-    pipeline: Pipeline, items: Sequence[Item], pool: EvalPool | None = None, *,
-    ready: Callable[[list[Outcome | None]], Awaitable[None]] | None = None,
-) -> list[Outcome]:  # fmt: skip
-    """One outcome per item, in order: decoded events through :func:`~streameval.evalpool.evaluate_batch`,
-    items that could not be decoded straight to their dead letters. ``ready``: as in that function, with
-    one outcome per item."""
-    from ..evalpool import evaluate_batch
-
-    good_at = [i for i, item in enumerate(items) if item.error is None]
-    out: list[Outcome | None] = [
-        None if item.error is None else pipeline.failed(item.raw, item.source, item.error) for item in items
-    ]
-
-    async def quick(found: list[Outcome | None]) -> None:
-        assert ready is not None
-        for i, outcome in zip(good_at, found, strict=True):
-            out[i] = outcome
-        await ready(list(out))
-
-    if good_at:
-        good = [(items[i].raw, items[i].source) for i in good_at]
-        done = await evaluate_batch(pipeline, good, pool, ready=None if ready is None else quick)
-        for i, outcome in zip(good_at, done, strict=True):
-            out[i] = outcome
-    elif ready is not None:
-        await ready(list(out))
-    return cast("list[Outcome]", out)
 
 
 def check_input_topics(specs: Sequence[InputConfig], settings: Any, *, file: str) -> None:

@@ -1,4 +1,4 @@
-"""LLM judge panel (issue 4): seed 003 multi-judge evaluation, seed 000 blend, seed 002 fallback.
+"""LLM judge panel: the multi-judge spec, the report-quality spec's blend, the RAG-evaluation spec's fallback.
 
 Configure judges in the suite file's top-level ``judges:`` list and a suite's ``judge:`` block
 (:mod:`streameval.config`); the pipeline runs the panel after the rule evaluators. See docs/judges.md.
@@ -22,20 +22,13 @@ from ._errors import (
     JudgeUnavailable,
     map_httpx_error,
 )
-from ._panel import (
-    Judge,
-    JudgeHub,
-    agreement_counters,
-    judge_counters,
-    panel_score,
-    repeat_counters,
-    zscore_panel_score,
-)
-from ._parse import Verdict, normalise, parse_answer
+from ._panel import Judge, JudgeHub
+from ._parse import ParsedAnswer, normalise, parse_answer
 from ._prompts import TEMPLATE_VERSION, Prompt, build_metric, build_report, build_rubric
 from ._protocols import PROTOCOLS, Protocol
 from ._ready import JudgeProbe, judge_ready_checks
 from ._rubrics import CRITERIA, METRIC_PROMPTS, REPORT_DIMENSIONS, RUBRICS
+from ._scoring import agreement_counters, judge_counters, panel_score, repeat_counters, zscore_panel_score
 from ._stats import JudgeTally, tally_verdict
 from ._suite import PANEL_RESULT_NAME, Judgement, SuiteJudge, rejudged, sampled
 
@@ -66,12 +59,12 @@ __all__ = [
     "JudgeTimeout",
     "JudgeUnavailable",
     "Judgement",
+    "ParsedAnswer",
     "Prompt",
     "Protocol",
     "SuiteJudge",
     "SuiteJudgeConfig",
     "TokenBudget",
-    "Verdict",
     "agreement_counters",
     "build_metric",
     "build_report",

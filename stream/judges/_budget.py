@@ -19,10 +19,9 @@ import logging
 import time
 from collections.abc import Callable
 
-import redis.asyncio as aioredis
 from redis import exceptions as redis_errors
 
-from ..keyspace import Keys
+from ..keyspace import Client, Keys
 
 __all__ = ["MoneyBudget"]
 
@@ -35,7 +34,7 @@ _KEY_TTL_S = 2 * _HOUR_S
 class MoneyBudget:
     """One judge's money budget per clock hour."""
 
-    def __init__(self, judge: str, per_hour: float, *, client: aioredis.Redis | None = None,
+    def __init__(self, judge: str, per_hour: float, *, client: Client | None = None,
                  prefix: str = "streameval:", clock: Callable[[], float] = time.time) -> None:  # fmt: skip
         self.judge = judge
         self.per_hour = per_hour

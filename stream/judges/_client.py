@@ -13,7 +13,7 @@ sends what httpx's client would: the merged ``base_url``, JSON body,
 connect/read/write/pool timeout. Every httpx exception is mapped to the :mod:`._errors` tree here, at
 the boundary (the default transport raises httpx exceptions for aiohttp's). Limits applied per
 attempt: a semaphore of ``max_concurrency`` requests, an optional ``requests_per_second`` start rate,
-and ``timeout_s``. Retries (seed 003: 3 attempts, 2 s apart) add uniform jitter and honour a 429's
+and ``timeout_s``. Retries (the multi-judge spec: 3 attempts, 2 s apart) add uniform jitter and honour a 429's
 Retry-After (capped at ``max_retry_after_s``); a waiting retry holds no concurrency slot. The API key
 is read from the environment at start and only ever placed in a request header.
 """

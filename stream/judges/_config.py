@@ -14,9 +14,9 @@
         evaluators: [{evaluator: exact_match}]
         judge: {sample_rate: 0.2, prompt: rubric, mode: blend}
 
-Defaults follow seed 003 (temperature 0.3, max_tokens 2048, blind evaluation, three attempts 2 s apart)
-and seed 000 (blend 0.4 × metrics + 0.6 × judges). The weights of the enabled judges of a panel must
-sum to 1 (seed 003); :func:`check_panel_weights` says by how much they miss.
+Defaults follow the multi-judge spec (temperature 0.3, max_tokens 2048, blind evaluation, three attempts 2 s
+apart) and the report-quality spec (blend 0.4 × metrics + 0.6 × judges). The weights of the enabled judges of
+a panel must sum to 1 (the multi-judge spec); :func:`check_panel_weights` says by how much they miss.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ._pressure import BackpressureConfig
 from ._protocols import PROTOCOLS
 from ._rubrics import METRIC_PROMPTS, MetricPrompt
+from ._urls import insecure_http_problem
 
 __all__ = [
     "Aggregation",
@@ -106,8 +107,6 @@ class JudgeConfig(_Strict):
 
     @model_validator(mode="after")
     def _no_key_over_plain_http(self) -> JudgeConfig:
-        from ._keys import insecure_http_problem
-
         problem = None if self.allow_insecure_http else insecure_http_problem(self.base_url)
         if problem:
             raise ValueError(f"base_url: {problem}")
@@ -121,7 +120,7 @@ class JudgeConfig(_Strict):
 
 
 class FallbackSpec(_Strict):
-    """Seed 002 LLM fallback for one rule evaluator of the suite."""
+    """The RAG-evaluation spec's LLM fallback for one rule evaluator of the suite."""
 
     evaluator: str = Field(description="result name of a rule evaluator in this suite")
     prompt: MetricPrompt = Field(description="which single-number metric prompt to ask")
@@ -201,7 +200,8 @@ def panel_judges(judges: Sequence[JudgeConfig], names: Sequence[str] | None) -> 
 
 
 def check_panel_weights(judges: Sequence[JudgeConfig]) -> str | None:
-    """None when the enabled judges' weights sum to 1, else the message showing the sum (seed 003)."""
+    """None when the enabled judges' weights sum to 1, else the message showing the sum (the multi-judge
+    spec)."""
     enabled = [j for j in judges if j.enabled]
     if not enabled:
         return "the panel has no enabled judge"

@@ -15,7 +15,7 @@
         │                          (bad URL, redirects, protocol misuse): a configuration problem
         └── JudgeBudgetExceeded    code "budget"; the judge's tokens-per-minute budget is spent
 
-:func:`map_httpx_error` translates every httpx exception into this tree (tests/test_judges_errors.py
+:func:`map_httpx_error` translates every httpx exception into this tree (tests/judges/test_judges_errors.py
 fails if an httpx exception class is not listed). Messages name the judge and what went wrong; they
 never contain the API key, request headers or whole provider payloads.
 """

@@ -2,37 +2,15 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 from ..errors import ConfigError, ConfigIssue
 from ..secrets import read_secret_file
-
-if TYPE_CHECKING:
-    from ._config import JudgeConfig
+from ._config import JudgeConfig
+from ._urls import insecure_http_problem
 
 __all__ = ["api_key", "insecure_http_problem"]
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def insecure_http_problem(base_url: str) -> str | None:
-    """Why ``base_url`` must not carry a key (plain http:// to a host other than loopback), or None."""
-    parts = urlsplit(base_url)
-    if parts.scheme != "http" or _loopback(parts.hostname or ""):
-        return None
-    return (f"plain http:// to {parts.hostname} would send the API key unencrypted; use https:// "
-            "or set allow_insecure_http: true")  # fmt: skip
 
 
 def api_key(cfg: JudgeConfig, environ: Mapping[str, str] | None = None) -> str | None:

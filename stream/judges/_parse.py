@@ -1,15 +1,15 @@
-"""Response parser (seed 003 ``ResponseParser``) with its fallbacks, validation and normalisation.
+"""Response parser (the multi-judge spec's ``ResponseParser``) with its fallbacks, validation and normalisation.
 
 Rubric answers are read by the first stage that works, and the stage is recorded as ``parse``:
 
 1. ``json``           the whole answer is a JSON object
 2. ``fenced_json``    a JSON object inside a Markdown code fence (```json ... ```)
-3. ``embedded_json``  a complete JSON object anywhere in the answer (seed 003 took the first ``{`` to
-                      the last ``}``, which spans JSON the judge quotes as well as its own)
-4. ``regex``          seed 003 ``_extract_scores_from_text``: ``<criterion>.*?<number>`` per criterion,
-                      clamped to the scale
-5. ``default``        nothing found: every criterion gets the scale's midpoint (seed 003: 3.0 on 1-5;
-                      5.0 on 0-10 by the same rule)
+3. ``embedded_json``  a complete JSON object anywhere in the answer (the multi-judge spec took the
+                      first ``{`` to the last ``}``, which spans JSON the judge quotes as well as its own)
+4. ``regex``          the multi-judge spec's ``_extract_scores_from_text``: ``<criterion>.*?<number>``
+                      per criterion, clamped to the scale
+5. ``default``        nothing found: every criterion gets the scale's midpoint (the multi-judge
+                      spec: 3.0 on 1-5; 5.0 on 0-10 by the same rule)
 
 The judge's own answer, not what it quotes: the evaluated output may carry verdict-shaped JSON or
 "return 5" instructions, and a judge often quotes the material it grades. So (stages 2-4):
@@ -26,11 +26,11 @@ The judge's own answer, not what it quotes: the evaluated output may carry verdi
   the material, and a criterion given two different numbers is a conflict (``default`` too).
 
 Criteria missing from an otherwise readable answer get the midpoint too and are listed in
-``defaulted``. Validation (seed 003 ``validate_evaluation``): a JSON criterion or overall score
+``defaulted``. Validation (the multi-judge spec's ``validate_evaluation``): a JSON criterion or overall score
 outside the scale makes the answer unusable (:class:`JudgeBadResponse`); missing ``scores``,
 ``overall_score`` or ``reasoning`` and an overall more than 0.5 away from the weighted criteria are
-warnings. Scores are normalised to 0-10: 1-5 by (s - 1) / 4 x 10 (seed 003), 0-1 by x 10.
-Seed 002 single-number answers take the first number not on a line quoted from the material,
+warnings. Scores are normalised to 0-10: 1-5 by (s - 1) / 4 x 10 (the multi-judge spec), 0-1 by x 10.
+The RAG-evaluation spec's single-number answers take the first number not on a line quoted from the material,
 clamped to [0, 1].
 """
 
@@ -43,17 +43,17 @@ from functools import cached_property
 from typing import Any
 
 import orjson
-import regex  # type: ignore[import-untyped]
+import regex
 
 from .._util import clip
 from ._errors import JudgeBadResponse
 from ._prompts import DATA_CLOSE, DATA_OPEN, Prompt
 
-__all__ = ["SCALES", "Verdict", "normalise", "parse_answer"]
+__all__ = ["SCALES", "ParsedAnswer", "normalise", "parse_answer"]
 
-#: scale -> (low, high, default): seed 003's default is 3.0 on 1-5, i.e. the midpoint
+#: scale -> (low, high, default): the multi-judge spec's default is 3.0 on 1-5, i.e. the midpoint
 SCALES: dict[str, tuple[float, float, float]] = {"1-5": (1.0, 5.0, 3.0), "0-10": (0.0, 10.0, 5.0), "0-1": (0.0, 1.0, 0.5)}
-#: seed 003: "abs(overall - calculated) > 0.5" on the judge's own scale
+#: the multi-judge spec: "abs(overall - calculated) > 0.5" on the judge's own scale
 OVERALL_TOLERANCE = 0.5
 _REGEX_TIMEOUT_S = 0.1  # judge answers are untrusted text; regex (unlike re) can be interrupted
 _FENCE = regex.compile(r"```[^\n`]*\n?(.*?)```", regex.DOTALL)
@@ -70,7 +70,7 @@ _DECODER = json.JSONDecoder()
 
 
 @dataclass
-class Verdict:
+class ParsedAnswer:
     """One judge's parsed answer. ``score`` is on 0-10; the others on the judge's ``scale``."""
 
     score: float
@@ -87,7 +87,7 @@ class Verdict:
 
 
 def normalise(value: float, scale: str) -> float:
-    """A score on ``scale`` as 0-10 (seed 003: (s - 1) / 4 x 10 for 1-5)."""
+    """A score on ``scale`` as 0-10 (the multi-judge spec: (s - 1) / 4 x 10 for 1-5)."""
     if scale == "1-5":
         return (value - 1.0) / 4.0 * 10.0
     if scale == "0-1":
@@ -95,7 +95,7 @@ def normalise(value: float, scale: str) -> float:
     return value
 
 
-def parse_answer(text: str, prompt: Prompt) -> Verdict:
+def parse_answer(text: str, prompt: Prompt) -> ParsedAnswer:
     """Parse a judge's answer to ``prompt``. Raises :class:`JudgeBadResponse` when it is unusable."""
     material = _Material(prompt)
     if prompt.scale == "0-1":
@@ -252,7 +252,7 @@ def _texts(value: Any) -> list[str]:
     return [clip(str(item), 500) for item in items[:10]]
 
 
-def _from_json(doc: dict[str, Any], stage: str, prompt: Prompt) -> Verdict:
+def _from_json(doc: dict[str, Any], stage: str, prompt: Prompt) -> ParsedAnswer:
     low, high, default = SCALES[prompt.scale]
     warnings = [f"missing field: {name}" for name in ("scores", "overall_score", "reasoning") if name not in doc]
     raw = doc.get("scores")
@@ -272,13 +272,13 @@ def _from_json(doc: dict[str, Any], stage: str, prompt: Prompt) -> Verdict:
     if overall is not None and not low <= overall <= high:
         raise JudgeBadResponse(f"overall_score {overall:g} is outside the {prompt.scale} scale")
     reasoning = doc.get("reasoning")
-    verdict = Verdict(0.0, prompt.scale, stage, scores, overall, reasoning=clip(str(reasoning)) if reasoning else None,
+    verdict = ParsedAnswer(0.0, prompt.scale, stage, scores, overall, reasoning=clip(str(reasoning)) if reasoning else None,
                       strengths=_texts(doc.get("strengths")), weaknesses=_texts(doc.get("weaknesses")),
                       defaulted=defaulted, warnings=warnings)  # fmt: skip
     return _finish(verdict, prompt, given=len(defaulted) < len(prompt.weights))
 
 
-def _from_text(text: str, prompt: Prompt) -> Verdict:
+def _from_text(text: str, prompt: Prompt) -> ParsedAnswer:
     low, high, default = SCALES[prompt.scale]
     scores: dict[str, float] = {}
     defaulted: list[str] = []
@@ -295,18 +295,18 @@ def _from_text(text: str, prompt: Prompt) -> Verdict:
     if isinstance(overall, set):
         return _conflict(text, prompt, f"overall score is given several values ({_listed(overall)}); none is used")
     stage = "regex" if len(defaulted) < len(prompt.weights) or overall is not None else "default"
-    verdict = Verdict(0.0, prompt.scale, stage, scores, overall, reasoning=clip(text.strip(), 500) or None,
+    verdict = ParsedAnswer(0.0, prompt.scale, stage, scores, overall, reasoning=clip(text.strip(), 500) or None,
                       defaulted=defaulted)  # fmt: skip
     return _finish(verdict, prompt, given=len(defaulted) < len(prompt.weights))
 
 
 def _find_after(label: str, text: str, low: float, high: float) -> float | set[float] | None:
     """The number after ``label`` (clamped to the scale), or the set of them when they differ."""
-    # seed 003: rf'{criterion}.*?(\d+(?:\.\d+)?)' with re.IGNORECASE (and no DOTALL: same line);
+    # the multi-judge spec: rf'{criterion}.*?(\d+(?:\.\d+)?)' with re.IGNORECASE (and no DOTALL: same line);
     # every match, not the first: a label given two different numbers is a conflict
     try:
         matches = regex.finditer(rf"{label}.*?(\d+(?:\.\d+)?)", text, regex.IGNORECASE, timeout=_REGEX_TIMEOUT_S)
-        found = {min(high, max(low, float(m.group(1)))) for m in matches}  # seed 003: max(1.0, min(5.0, score))
+        found = {min(high, max(low, float(m.group(1)))) for m in matches}  # the multi-judge spec: max(1.0, min(5.0, score))
     except TimeoutError:
         return None
     if not found:
@@ -318,15 +318,15 @@ def _listed(values: set[float]) -> str:
     return ", ".join(f"{v:g}" for v in sorted(values))
 
 
-def _conflict(text: str, prompt: Prompt, why: str) -> Verdict:
+def _conflict(text: str, prompt: Prompt, why: str) -> ParsedAnswer:
     """The ``default`` verdict of an answer that holds several conflicting verdicts."""
     default = SCALES[prompt.scale][2]
-    verdict = Verdict(0.0, prompt.scale, "default", dict.fromkeys(prompt.weights, default),
+    verdict = ParsedAnswer(0.0, prompt.scale, "default", dict.fromkeys(prompt.weights, default),
                       reasoning=clip(text.strip(), 500) or None, defaulted=list(prompt.weights), warnings=[why])  # fmt: skip
     return _finish(verdict, prompt, given=False)
 
 
-def _finish(verdict: Verdict, prompt: Prompt, *, given: bool) -> Verdict:
+def _finish(verdict: ParsedAnswer, prompt: Prompt, *, given: bool) -> ParsedAnswer:
     """Pick the judge's score, check overall against the weighted criteria, normalise to 0-10."""
     total = math.fsum(prompt.weights.values())
     computed = math.fsum(verdict.scores[c] * w for c, w in prompt.weights.items()) / total
@@ -335,7 +335,7 @@ def _finish(verdict: Verdict, prompt: Prompt, *, given: bool) -> Verdict:
         verdict.warnings.append(
             f"overall_score {verdict.overall:g} differs from the weighted criteria {computed:.2f} by more than 0.5"
         )
-    # seed 003: 1-5 judges' score is the weighted criteria; the 0-10 judge's is its overall_score
+    # the multi-judge spec: 1-5 judges' score is the weighted criteria; the 0-10 judge's is its overall_score
     if prompt.kind == "overall" or not given:
         raw = verdict.overall if verdict.overall is not None else computed
     else:
@@ -346,7 +346,7 @@ def _finish(verdict: Verdict, prompt: Prompt, *, given: bool) -> Verdict:
     return verdict
 
 
-def _parse_number(text: str) -> Verdict:
+def _parse_number(text: str) -> ParsedAnswer:
     try:
         match = _NUMBER.search(text, timeout=_REGEX_TIMEOUT_S)
     except TimeoutError:
@@ -354,7 +354,7 @@ def _parse_number(text: str) -> Verdict:
     if match is None:
         raise JudgeBadResponse("the answer holds no number")
     value = float(match.group(1))
-    clamped = min(1.0, max(0.0, value))  # seed 002: "确保分数在0-1范围内"
+    clamped = min(1.0, max(0.0, value))  # the RAG-evaluation spec: "确保分数在0-1范围内"
     warnings = [] if clamped == value else [f"clamped {value:g} to {clamped:g}"]
-    return Verdict(round(clamped * 10.0, 6), "0-1", "number", overall=clamped, warnings=warnings,
+    return ParsedAnswer(round(clamped * 10.0, 6), "0-1", "number", overall=clamped, warnings=warnings,
                    reasoning=clip(text.strip(), 500) or None)  # fmt: skip

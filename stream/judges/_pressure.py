@@ -14,6 +14,9 @@ replay at the same level makes the same choices. An event left out gets a judge 
 ``unsampled`` and a reason starting ``skipped: backpressure``; it is counted in
 ``streameval_judge_backpressure_skips_total{suite}`` and the window counter
 ``skip:backpressure``. The current share is the gauge ``streameval_judge_judged_share{suite}``.
+
+The consumer lag is the ``lag`` callable the worker passes in (:class:`streameval.signals.ConsumerLag`);
+without one (offline) it is 0.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ from collections.abc import Callable
 from prometheus_client import Counter, Gauge
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["BACKPRESSURE_SKIPS", "JUDGED_SHARE", "Backpressure", "BackpressureConfig", "consumer_lag"]
+from ..signals import no_lag
+
+__all__ = ["BACKPRESSURE_SKIPS", "JUDGED_SHARE", "Backpressure", "BackpressureConfig"]
 
 JUDGED_SHARE = Gauge("streameval_judge_judged_share",
                      "share of a suite's sampled events that are judged (1 unless backpressure lowered it)",
@@ -51,18 +56,11 @@ class BackpressureConfig(BaseModel):
         return self
 
 
-def consumer_lag() -> int:
-    """This worker's consumer lag: the sum of ``streameval_consumer_lag`` over its partitions (0 offline)."""
-    from .. import telemetry  # the pipeline imports the judges: import the metric late
-
-    return int(sum(sample.value for metric in telemetry.CONSUMER_LAG.collect() for sample in metric.samples))
-
-
 class Backpressure:
     """One suite's level; :meth:`share` is called per event and re-reads the signals once per interval."""
 
     def __init__(self, suite: str, config: BackpressureConfig, *, queued: Callable[[], int],
-                 lag: Callable[[], int] = consumer_lag, clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+                 lag: Callable[[], int] = no_lag, clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
         self.suite = suite
         self.config = config
         self.queued = queued

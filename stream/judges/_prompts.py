@@ -2,19 +2,20 @@
 
 Four kinds (``Prompt.kind``):
 
-* ``standard`` - seed 003 ``build_standard_evaluation``: the category's criteria, weights and 1-5
+* ``standard`` - the multi-judge spec's ``build_standard_evaluation``: the category's criteria, weights and
+* 1-5
   descriptions; JSON answer with per-criterion score and justification, overall_score, strengths,
   weaknesses, reasoning. Used by judges with ``scale: 1-5`` in ``rubric`` suites.
-* ``overall`` - seed 003 ``build_minimax_evaluation``: the same criteria scored 0-10 with a 0-10
+* ``overall`` - the multi-judge spec's ``build_minimax_evaluation``: the same criteria scored 0-10 with a 0-10
   ``overall_score``. Used by judges with ``scale: 0-10`` in ``rubric`` suites.
-* ``report`` - seed 000's six weighted dimensions (0-10) with 3-5 strengths and weaknesses.
-* ``metric:<name>`` - seed 002's single number in 0-1 for one metric's LLM fallback.
+* ``report`` - the report-quality spec's six weighted dimensions (0-10) with 3-5 strengths and weaknesses.
+* ``metric:<name>`` - the RAG-evaluation spec's single number in 0-1 for one metric's LLM fallback.
 
 Injection safety: the instructions live in the system message and depend only on the rubric, never
 on the event. The event's text goes into the user message as one JSON document between
 ``<evaluation_data>`` tags, with ``<``, ``>`` and ``&`` escaped, so an output cannot close the block or
 pose as instructions; the system message tells the judge that everything inside is data.
-Blind mode (seed 003 盲评): the model's name is never sent; the output is labelled "Model A".
+Blind mode (the multi-judge spec's 盲评): the model's name is never sent; the output is labelled "Model A".
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ __all__ = [
 
 #: bump when any template text changes: it is part of every cache key
 TEMPLATE_VERSION = "1"
-BLIND_LABEL = "Model A"  # seed 003: "模型 A"
+BLIND_LABEL = "Model A"  # the multi-judge spec: "模型 A"
 DATA_OPEN = "<evaluation_data>"
 DATA_CLOSE = "</evaluation_data>"
 
@@ -117,7 +118,7 @@ def _answer_shape(weights: dict[str, float], example: float, overall: float) -> 
 
 
 def build_rubric(event: RequestEvent, category: str, scale: str, *, blind: bool) -> Prompt:
-    """Seed 003 standard (1-5) or overall (0-10) prompt for one of the ten categories."""
+    """The multi-judge spec's standard (1-5) or overall (0-10) prompt for one of the ten categories."""
     kind, system = _rubric_system(category, scale)
     return Prompt(kind, system, data_block(event, blind=blind), "1-5" if scale == "1-5" else "0-10",
                   dict(RUBRICS[category]), category)  # fmt: skip
@@ -148,7 +149,8 @@ def _rubric_system(category: str, scale: str) -> tuple[str, str]:
 
 
 def build_report(event: RequestEvent, *, blind: bool) -> Prompt:
-    """Seed 000's report prompt: six weighted dimensions on 0-10, 3-5 strengths and weaknesses."""
+    """The report-quality spec's report prompt: six weighted dimensions on 0-10, 3-5 strengths and
+    weaknesses."""
     weights = {name: w for name, (w, _) in REPORT_DIMENSIONS.items()}
     dims = "\n".join(f"- {name} [weight {w:.2f}]: {what}" for name, (w, what) in REPORT_DIMENSIONS.items())
     body = (
@@ -163,7 +165,7 @@ def build_report(event: RequestEvent, *, blind: bool) -> Prompt:
 
 
 def build_metric(event: RequestEvent, metric: str, *, blind: bool) -> Prompt:
-    """Seed 002's single-number prompt (0-1) for one metric's LLM fallback."""
+    """The RAG-evaluation spec's single-number prompt (0-1) for one metric's LLM fallback."""
     spec = METRIC_PROMPTS[metric]
     # the retrieval block as the judge should see it: only what the producer set
     context = event.retrieval.model_dump(mode="json", exclude_defaults=True) if event.retrieval is not None else None

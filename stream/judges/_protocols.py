@@ -12,16 +12,28 @@ it from here; a new protocol is one more entry in :data:`PROTOCOLS` plus its doc
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 import orjson
 
 from ._structured import anthropic_fields, openai_fields, tool_input
 
-if TYPE_CHECKING:
-    from ._config import JudgeConfig
+
+class BodyConfig(typing.Protocol):
+    """What a request body needs of a judge's configuration (:class:`~._config.JudgeConfig` has it; the
+    configuration validates ``protocol`` against :data:`PROTOCOLS`, so it cannot be imported here)."""
+
+    @property
+    def protocol(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def temperature(self) -> float: ...
+    @property
+    def max_tokens(self) -> int: ...
 
 __all__ = ["ANTHROPIC_VERSION", "PROTOCOLS", "AnthropicMessages", "OpenAIChat", "Protocol", "endpoint", "protocol_of"]
 
@@ -57,7 +69,7 @@ class Protocol:
         """The protocol's own request headers: the API key (when there is one) and any version header."""
         raise NotImplementedError
 
-    def body(self, cfg: JudgeConfig, system: str, user: str, schema: dict[str, Any] | None) -> dict[str, Any]:
+    def body(self, cfg: BodyConfig, system: str, user: str, schema: dict[str, Any] | None) -> dict[str, Any]:
         """The request body asking ``cfg.model``; ``schema`` asks for a structured (JSON) answer."""
         raise NotImplementedError
 
@@ -95,7 +107,7 @@ class OpenAIChat(Protocol):
     def headers(self, key: str | None) -> dict[str, str]:
         return {} if key is None else {"authorization": f"Bearer {key}"}
 
-    def body(self, cfg: JudgeConfig, system: str, user: str, schema: dict[str, Any] | None) -> dict[str, Any]:
+    def body(self, cfg: BodyConfig, system: str, user: str, schema: dict[str, Any] | None) -> dict[str, Any]:
         body = {"model": cfg.model, "max_tokens": cfg.max_tokens, "temperature": cfg.temperature,
                 "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}  # fmt: skip
         if schema is not None:
@@ -143,7 +155,7 @@ class AnthropicMessages(Protocol):
         headers["anthropic-version"] = ANTHROPIC_VERSION
         return headers
 
-    def body(self, cfg: JudgeConfig, system: str, user: str, schema: dict[str, Any] | None) -> dict[str, Any]:
+    def body(self, cfg: BodyConfig, system: str, user: str, schema: dict[str, Any] | None) -> dict[str, Any]:
         body = {"model": cfg.model, "max_tokens": cfg.max_tokens, "temperature": cfg.temperature,
                 "system": system, "messages": [{"role": "user", "content": user}]}  # fmt: skip
         if schema is not None:
@@ -193,5 +205,5 @@ def _tool_call(body: Mapping[str, Any], text: str, n: int) -> dict[str, Any] | N
 PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (OpenAIChat(), AnthropicMessages())}
 
 
-def protocol_of(cfg: JudgeConfig) -> Protocol:
+def protocol_of(cfg: BodyConfig) -> Protocol:
     return PROTOCOLS[cfg.protocol]

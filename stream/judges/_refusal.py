@@ -1,10 +1,10 @@
 """Answers that carry no judgement: refusals, and answers only the parser's ``default`` stage read.
 
-Seed 003's parser gives every criterion the midpoint (3.0 on 1-5) when it finds no score. A judge
+The multi-judge spec's parser gives every criterion the midpoint (3.0 on 1-5) when it finds no score. A judge
 that refuses ("I am unable to evaluate this material") then looks like a lukewarm verdict inside a
 panel marked ``ok``. :func:`unscored_kind` tells the panel which answers are like that, so the panel
 is ``partial`` rather than ``ok``, and the suite's ``unscored`` option decides whether such an answer
-counts as the midpoint (seed 003's behaviour, the default) or is left out of the panel score.
+counts as the midpoint (the multi-judge spec's behaviour, the default) or is left out of the panel score.
 
 Refusals are recognised only in answers that were not read as JSON (stages ``regex``, ``default``
 and ``number``): a judge that filled in the JSON shape judged, whatever its reasoning says. The

@@ -1,7 +1,7 @@
-"""The seeds' rubrics as data: seed 003's ten categories, seed 000's six report dimensions, and
-seed 002's single-number metric prompts with their fallback triggers.
+"""The specs' rubrics as data: the multi-judge spec's ten categories, the report-quality spec's six report
+dimensions, and the RAG-evaluation spec's single-number metric prompts with their fallback triggers.
 
-Seed 003 gives 1-5 descriptions for accuracy, conciseness, clarity, reasoning_quality,
+The multi-judge spec gives 1-5 descriptions for accuracy, conciseness, clarity, reasoning_quality,
 code_correctness and structure; the other criteria's descriptions are written to the same pattern
 (5 = best, 1 = worst) and marked ``seed=False`` so the docs can say which are which.
 """
@@ -24,7 +24,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Criterion:
-    label: str  # seed 003's Chinese name, kept so Chinese-speaking judges see the seed's words
+    label: str  # the multi-judge spec's Chinese name, kept so Chinese-speaking judges see the spec's words
     meaning: str
     levels: tuple[str, str, str, str, str]  # descriptions of 5, 4, 3, 2, 1
     seed: bool = True
@@ -89,7 +89,7 @@ CRITERIA: dict[str, Criterion] = {
         seed=False),
 }
 
-#: seed 003 "评价标准": category -> criterion -> weight (each category's weights sum to 1)
+#: the multi-judge spec's "评价标准": category -> criterion -> weight (each category's weights sum to 1)
 RUBRICS: dict[str, dict[str, float]] = {
     "qa_simple": {"accuracy": 0.40, "conciseness": 0.30, "clarity": 0.30},
     "reasoning_complex": {"reasoning_quality": 0.40, "completeness": 0.30, "clarity": 0.30},
@@ -103,7 +103,7 @@ RUBRICS: dict[str, dict[str, float]] = {
     "multi_turn": {"context_retention": 0.40, "relevance": 0.30, "coherence": 0.30},
 }
 
-#: seed 000 "LLM 评判机制": dimension -> (weight, what it asks), each scored 0-10
+#: the report-quality spec's "LLM 评判机制": dimension -> (weight, what it asks), each scored 0-10
 REPORT_DIMENSIONS: dict[str, tuple[float, str]] = {
     "relevance": (0.20, "does the report answer the research question and stay on topic"),
     "depth": (0.20, "is the analysis deep, with detailed argument"),
@@ -123,10 +123,10 @@ MetricPrompt = Literal[
 @dataclass(frozen=True)
 class MetricPromptSpec:
     question: str
-    trigger: float | Literal["always", "never"]  # seed 002 "LLM回退触发条件": ask when rule <= trigger
+    trigger: float | Literal["always", "never"]  # the RAG-evaluation spec's "LLM回退触发条件": ask when rule <= trigger
 
 
-#: seed 002 "评估指标总结表": the LLM fallback question and default trigger of each metric
+#: the RAG-evaluation spec's "评估指标总结表": the LLM fallback question and default trigger of each metric
 METRIC_PROMPTS: dict[str, MetricPromptSpec] = {
     # "不完全匹配且内容相似度一般": below the 0.7-1.0 partial-credit band of the rule
     "equivalence": MetricPromptSpec("Is the answer equivalent in content to the reference answer, "

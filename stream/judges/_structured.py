@@ -6,8 +6,8 @@ With ``structured: true`` a judge's rubric and report prompts also carry the ans
 - Anthropic: one tool, ``submit_evaluation``, whose ``input_schema`` is the schema, and
   ``tool_choice: {"type": "tool", "name": "submit_evaluation"}``; the answer is the tool call's input.
 
-The answer then reaches the parser as a JSON document (stage ``json``). Seed 002's single-number
-metric prompts stay prompt-only. An endpoint that rejects the request (HTTP 400 or 422 when the
+The answer then reaches the parser as a JSON document (stage ``json``). The RAG-evaluation spec's
+single-number metric prompts stay prompt-only. An endpoint that rejects the request (HTTP 400 or 422 when the
 schema was sent) is asked again without it, and from then on the judge is prompt-only: the worker
 logs that once. The parser's fallback stages remain for everything else.
 """

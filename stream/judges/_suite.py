@@ -1,11 +1,11 @@
-"""A suite's judge step: sampling, the panel call and the seeds' blends.
+"""A suite's judge step: sampling, the panel call and the specs' blends.
 
-``mode: blend`` (seed 000 最终分数): final = (metrics_weight x metrics + panel_weight x panel) /
+``mode: blend`` (the report-quality spec's 最终分数): final = (metrics_weight x metrics + panel_weight x panel) /
 (metrics_weight + panel_weight), 0.4 / 0.6 by default; when the panel fails (fewer than
 ``min_judges`` answers) the final score is the metrics score alone and the reason says so.
 
-``mode: fallback`` (seed 002 LLM回退): for each listed rule evaluator whose score is at or under its
-trigger, the panel answers the metric's single-number prompt; the evaluator's score becomes
+``mode: fallback`` (the RAG-evaluation spec's LLM回退): for each listed rule evaluator whose score is at or
+under its trigger, the panel answers the metric's single-number prompt; the evaluator's score becomes
 max(rule, LLM); when no judge answers, max(rule, ``default_score``). The suite score is then the
 usual weighted mean of the (updated) evaluator scores.
 
@@ -13,11 +13,11 @@ Sampling: an event is judged when ``H(event id) < sample_rate``, with ``H`` the 
 id's SHA-256 as a fraction of 2^64, so a replay samples the same events. Unsampled events keep the
 rule scores and get a judge block with status ``unsampled``.
 
-Panel aggregation (blend): ``weighted`` is :func:`panel_score`; ``zscore`` is seed 003's Z-score
+Panel aggregation (blend): ``weighted`` is :func:`panel_score`; ``zscore`` is the multi-judge spec's Z-score
 standardisation (:func:`zscore_panel_score`) using the hub's running per-judge norms, falling back to
 the weighted mean (and saying so in the reason) until every answering judge has ``zscore_min_n`` scores.
 
-Consistency (seed 003 一致性检查): a judged event is asked a second time, bypassing the cache, when
+Consistency (the multi-judge spec's 一致性检查): a judged event is asked a second time, bypassing the cache, when
 ``H("consistency:" + id) < consistency_rate``; the (first, repeat) pairs go into the window counters
 (:func:`repeat_counters`), the repeat never changes the score.
 """
@@ -27,31 +27,24 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..agreement import IsotonicMap
 from ..grading import combine
-from ..models import EvaluatorResult, JudgeBlock, JudgeFallback, JudgeVerdict, RequestEvent
+from ..models import PANEL_RESULT_NAME, EvaluatorResult, JudgeBlock, JudgeFallback, JudgeVerdict, RequestEvent
+from ..signals import no_lag
 from ._config import FallbackSpec, SuiteJudgeConfig
 from ._cost import add_costs, prices_of
-from ._panel import (
-    Judge,
-    JudgeHub,
-    agreement_counters,
-    judge_counters,
-    panel_score,
-    repeat_counters,
-    zscore_panel_score,
-)
+from ._panel import Judge, JudgeHub
 from ._pressure import Backpressure
 from ._prompts import Prompt, build_metric, build_report, build_rubric, known_category
 from ._refusal import unscored_kind
+from ._scoring import agreement_counters, judge_counters, panel_score, repeat_counters, zscore_panel_score
 
 __all__ = ["PANEL_RESULT_NAME", "Judgement", "SuiteJudge", "apply_unscored", "rejudged", "sampled"]
 
 #: name of the weight-0 evaluator result that carries the panel score and judge counters
-PANEL_RESULT_NAME = "judge_panel"
 
 
 def sampled(event_id: str, rate: float) -> bool:
@@ -63,7 +56,8 @@ def sampled(event_id: str, rate: float) -> bool:
 
 
 def rejudged(event_id: str, rate: float) -> bool:
-    """Whether a judged event is asked twice (seed 003 一致性检查); a salted hash, independent of sampling."""
+    """Whether a judged event is asked twice (the multi-judge spec's 一致性检查); a salted hash, independent of
+    sampling."""
     return rate > 0 and sampled("consistency:" + event_id, rate)
 
 
@@ -82,13 +76,14 @@ class Judgement:
 
 
 class SuiteJudge:
-    def __init__(self, config: SuiteJudgeConfig, hub: JudgeHub, *, threshold: float, suite: str = "") -> None:
+    def __init__(self, config: SuiteJudgeConfig, hub: JudgeHub, *, threshold: float, suite: str = "",
+                 lag: Callable[[], int] = no_lag) -> None:
         self.config = config
         self.hub = hub
         self.judges: list[Judge] = hub.panel(config.judges)
         self.threshold = threshold
         self.pressure = None if config.backpressure is None else Backpressure(
-            suite, config.backpressure, queued=lambda: sum(j.client.queued for j in self.judges))
+            suite, config.backpressure, queued=lambda: sum(j.client.queued for j in self.judges), lag=lag)
         self.prices = prices_of({j.name: j.config for j in self.judges})
         # calibrate: each judge's map judge score -> human score (0-1), from the suite file
         self._maps = {name: IsotonicMap(tuple(p[0] for p in points), tuple(p[1] for p in points))
@@ -157,9 +152,10 @@ class SuiteJudge:
             return self._blend(event, results, metrics, verdicts, repeat)
         return await self._fallback(event, results, metrics)
 
-    # -- seed 000 blend ----------------------------------------------------------------------
+    # -- the report-quality spec's blend -----------------------------------------------------------
     def _category(self, event: RequestEvent) -> str | None:
-        """The seed 003 rubric for a rubric prompt: the event's category, or ``default_category``."""
+        """The multi-judge spec's rubric for a rubric prompt: the event's category, or
+        ``default_category``."""
         if self.config.prompt == "report":
             return None
         return event.category if known_category(event.category) else self.config.default_category
@@ -226,7 +222,7 @@ class SuiteJudge:
         return [v.model_copy(update={"score": round(maps[v.name](v.score / 10) * 10, 6)})
                 if v.status == "ok" and v.score is not None and v.name in maps else v for v in verdicts]  # fmt: skip
 
-    # -- seed 002 per-metric fallback --------------------------------------------------------
+    # -- the RAG-evaluation spec's per-metric fallback ---------------------------------------------
     async def _fallback(self, event: RequestEvent, results: list[EvaluatorResult], metrics: float) -> Judgement:
         by_name = {r.name: i for i, r in enumerate(results)}
         specs = [s for s in self.config.fallbacks if s.evaluator in by_name]
@@ -322,8 +318,8 @@ def _raised(result: EvaluatorResult, rule: float, final: float, source: str, thr
 
 def apply_unscored(verdicts: list[JudgeVerdict], policy: str) -> tuple[list[JudgeVerdict], dict[str, str]]:
     """The verdicts under the suite's ``unscored`` policy, and ``{judge: refusal|default}`` of those that
-    answered without judging. ``midpoint`` keeps them (seed 003: the default 3.0); ``exclude`` turns them
-    into errors ``judge_refused`` / ``judge_no_score``, so they leave the panel score."""
+    answered without judging. ``midpoint`` keeps them (the multi-judge spec: the default 3.0); ``exclude``
+    turns them into errors ``judge_refused`` / ``judge_no_score``, so they leave the panel score."""
     unscored: dict[str, str] = {}
     out = list(verdicts)
     for i, v in enumerate(verdicts):

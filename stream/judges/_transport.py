@@ -29,7 +29,7 @@ from yarl import URL
 __all__ = ["AIOHTTP_ERROR_MAP", "AiohttpTransport", "to_httpx_error"]
 
 #: every exception class aiohttp exports that a request can raise, most specific first, with the
-#: httpx exception raised in its place (tests/test_judges_errors.py fails if one is missing)
+#: httpx exception raised in its place (tests/judges/test_judges_errors.py fails if one is missing)
 AIOHTTP_ERROR_MAP: tuple[tuple[type[BaseException], type[httpx.HTTPError] | type[httpx.InvalidURL]], ...] = (
     (aiohttp.ConnectionTimeoutError, httpx.ConnectTimeout),  # includes waiting for a pooled connection
     (aiohttp.SocketTimeoutError, httpx.ReadTimeout),

@@ -2,9 +2,10 @@
 
 It is not an LLM. It reads the evaluation data block out of the prompt and scores the output by its
 closeness to the reference (rapidfuzz token-set ratio; without a reference, by length), then answers
-in the shape the prompt asks for: seed 003 standard (1-5) or overall (0-10) JSON, seed 000 report
-JSON, or seed 002's single number. Every reasoning text starts with ``[simulated judge]`` and every
-response carries the header ``X-Judge-Simulated: true``. The same input always gets the same scores.
+in the shape the prompt asks for: the multi-judge spec's standard (1-5) or overall (0-10) JSON, the
+report-quality spec's report JSON, or the RAG-evaluation spec's single number. Every reasoning text starts
+with ``[simulated judge]`` and every response carries the header ``X-Judge-Simulated: true``. The same input
+always gets the same scores.
 
 Endpoints: each protocol's path (:data:`~._protocols.PROTOCOLS`) with and without a ``/v1`` root:
 ``POST /v1/chat/completions`` and ``/chat/completions`` (OpenAI), ``POST /v1/messages`` and ``/messages``
@@ -243,9 +244,9 @@ async def start_judge_sim(host: str = "127.0.0.1", port: int = 0, **options: Any
 
 
 def demo_judges(base_url: str) -> list[dict[str, Any]]:
-    """The demo's three SIMULATED judges as a ``judges:`` config fragment (seed 003's panel shape).
+    """The demo's three SIMULATED judges as a ``judges:`` config fragment (the multi-judge spec's panel shape).
 
-    Weights 0.30 / 0.30 / 0.40 and protocols as seed 003's DeepSeek (OpenAI, 1-5), GLM (Anthropic,
+    Weights 0.30 / 0.30 / 0.40 and protocols as the multi-judge spec's DeepSeek (OpenAI, 1-5), GLM (Anthropic,
     1-5) and MiniMax (Anthropic, 0-10) judges; all three point at the simulated judge at ``base_url``
     (as yielded by :func:`start_judge_sim`) and are named ``sim-*`` so nobody mistakes them for models.
     """

@@ -1,4 +1,4 @@
-"""Sandboxed code evaluators (seed 001 §4): user code in Python or Node.js, confined by the kernel.
+"""Sandboxed code evaluators (the evaluator-module spec §4): user code in Python or Node.js, confined by the kernel.
 
 Importing this package registers the evaluator ``code``. See docs/sandbox.md.
 """

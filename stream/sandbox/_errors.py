@@ -3,7 +3,7 @@
 ::
 
     EvaluatorError (streameval.errors)
-    └── SandboxError           code "execution_failed" — seed 001 error 503002 (evaluator execution failed)
+    └── SandboxError           code "execution_failed" — evaluator-module spec error 503002 (execution failed)
         ├── SandboxTimeout     code "timeout" (also an EvaluatorTimeout)
         └── SandboxUnavailable code "sandbox_unavailable": a confinement mechanism is missing, or
                                the Node modules are not installed; raised by ``start()``, so the
@@ -16,7 +16,7 @@ from ..errors import EvaluatorError, EvaluatorTimeout
 
 __all__ = ["SEED_ERROR_CODE", "SandboxError", "SandboxTimeout", "SandboxUnavailable"]
 
-#: seed 001 §9: 503002 = 评估器执行失败 (evaluator execution failed)
+#: the evaluator-module spec §9: 503002 = 评估器执行失败 (evaluator execution failed)
 SEED_ERROR_CODE = 503002
 
 

@@ -1,19 +1,19 @@
-"""The ``code`` evaluator (seed 001 §4): user code in Python or Node.js, run confined per event.
+"""The ``code`` evaluator (the evaluator-module spec §4): user code in Python or Node.js, run confined per event.
 
 .. code-block:: yaml
 
     - evaluator: code
       params:
         language: nodejs          # python | nodejs
-        timeout_ms: 5000          # seed 001 §4.3: 5 s
-        memory_mb: 128            # seed 001 §4.3: 128 MB
+        timeout_ms: 5000          # the evaluator-module spec §4.3: 5 s
+        memory_mb: 128            # the evaluator-module spec §4.3: 128 MB
         code: |
           module.exports = async function evaluate(input, output, expected, metadata) {
             return { passed: output.length >= 100, score: Math.min(1, output.length / 100) };
           };
 
 Errors (exception, crash, memory, bad return) fail the evaluator with error ``execution_failed``
-(seed 001 code 503002) and the reason; a timeout with ``timeout``. ``start()`` raises
+(the evaluator-module spec's code 503002) and the reason; a timeout with ``timeout``. ``start()`` raises
 :class:`SandboxUnavailable` when the machine cannot confine code, unless the operator set
 ``STREAMEVAL_ALLOW_WEAKER_SANDBOX=1``: code never runs unconfined silently.
 """
@@ -38,7 +38,7 @@ from ._result import to_score
 
 __all__ = ["NODE_MODULES", "CodeEvaluator", "CodeParams", "allow_weaker_sandbox"]
 
-#: seed 001 §4.2: the modules Node.js code may require
+#: the evaluator-module spec §4.2: the modules Node.js code may require
 NODE_MODULES = ("lodash", "dayjs", "validator", "ajv")
 MAX_MEMORY_MB = 2048
 _NODE_RECYCLE_AFTER = 1000  # calls; bounds what a long-lived host can accumulate

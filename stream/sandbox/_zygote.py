@@ -34,7 +34,7 @@ from ._wire import read_frame, write_frame
 
 __all__ = ["ALLOWED_MODULES", "MAX_RESULT_BYTES", "main"]
 
-# seed 001 §4.2 names Node modules only; the Python list is the plus a short, pure-compute
+# the evaluator-module spec §4.2 names Node modules only; the Python list is ours: a short, pure-compute
 # extension (documented in docs/sandbox.md). Everything here is imported in the zygote.
 ALLOWED_MODULES = (
     "json", "math", "statistics", "re", "datetime", "collections", "itertools", "difflib", "string",
@@ -42,7 +42,8 @@ ALLOWED_MODULES = (
     "textwrap", "bisect", "heapq", "copy", "random", "hashlib", "base64", "time", "asyncio",
 )  # fmt: skip
 _SUBMODULES = ("collections.abc",)
-#: The child's serialised result may not exceed this (seed 001 results are a verdict, not a payload).
+#: The child's serialised result may not exceed this (the evaluator-module spec's results are a verdict, not a
+#: payload).
 MAX_RESULT_BYTES = 64 * 1024
 _CHILD_NOFILE = 16  # stdio, the result pipe, and asyncio's epoll + self-pipe
 _ZYGOTE_NOFILE = 64

@@ -18,7 +18,8 @@ __all__ = ["main", "sandbox_setup"]
 
 
 def sandbox_setup(npm: str | None = None) -> None:
-    """Install lodash, dayjs, validator and ajv (seed 001 §4.2) under ``streameval/sandbox/node``."""
+    """Install lodash, dayjs, validator and ajv (the evaluator-module spec §4.2) under
+    ``streameval/sandbox/node``."""
     npm = npm or shutil.which("npm")
     if npm is None:
         raise RuntimeError("npm is not on PATH; install Node.js 20 (with npm) first")

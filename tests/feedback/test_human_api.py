@@ -6,11 +6,10 @@ import random
 
 import pytest
 import redis.asyncio as aioredis
+from _feedback_helpers import JUDGES, NOW, label, record, result, stores
 from aiohttp.test_utils import TestClient, TestServer
 
 from streameval.api import create_web_app
-
-from .test_label_join import JUDGES, NOW, label, record, result, stores
 
 
 async def test_all_time_with_calibration_and_one_window(aredis: aioredis.Redis, prefix: str) -> None:

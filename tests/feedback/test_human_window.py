@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import orjson
 import redis.asyncio as aioredis
+from _feedback_helpers import NOW, label, record, result, stores
 from prometheus_client import REGISTRY
 
 from streameval.models import Aggregate
 from streameval.outputs import Publish
 from streameval.windows import WindowCloser
-
-from .test_label_join import NOW, label, record, result, stores
 
 
 async def test_the_window_aggregate_has_the_human_block_and_the_gauges(

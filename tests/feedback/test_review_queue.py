@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import redis.asyncio as aioredis
+from _feedback_helpers import result
 
 from streameval.keyspace import Keys
 from streameval.models import GradedResult
 from streameval.review import ReviewConfig, ReviewQueue, reasons
-
-from .test_label_join import result
 
 CONFIG = ReviewConfig(rate_per_min=5, spread=3.0, margin=0.05, control_rate=0.0)
 

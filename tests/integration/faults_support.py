@@ -1,5 +1,5 @@
-"""Helpers of the fault tests (issue 8): a mixed event stream, a live reader of the output topics and
-the exact accounting every fault test ends with.
+"""Helpers of the fault tests (docs/reliability.md): a mixed event stream, a live reader of the output topics
+and the exact accounting every fault test ends with.
 
 The accounting reads the output topics to quiescence (end offsets cannot be used on Tansu, see
 docs/api.md on consumer lag) and checks: every valid id has a result and all copies of it are byte-identical, every

@@ -115,7 +115,7 @@ async def test_worker_web_server_and_live_registered_evaluator(
         lags = re.findall(rf'^streameval_consumer_lag{{partition="\d",topic="{re.escape(topics["requests"])}"}} (\S+)$', text, flags=re.M)
         assert lags and all(float(v) == 0 for v in lags), text  # caught up after the last batch
 
-        # a deleted evaluator fails the step with not_found (seed 001: 503001); the stream goes on
+        # a deleted evaluator fails the step with not_found (the evaluator-module spec: 503001); the stream goes on
         assert (await http.delete(f"/api/v1/evaluators/{created['id']}", headers=AUTH)).status_code == 200
         deadline = time.monotonic() + 30
         while not any(r["evaluators"][0]["error"] == "not_found" for r in results):

@@ -73,7 +73,7 @@ def browser() -> Iterator[WebDriver]:
 
 @pytest.fixture
 def site(broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], tmp_path: Path) -> Iterator[str]:
-    """A worker serving the pages; its suite scores events with two seed 001 presets."""
+    """A worker serving the pages; its suite scores events with two the evaluator-module spec's presets."""
     config = tmp_path / "suites.yaml"
     config.write_text(yaml.safe_dump({
         "suites": [{"name": "qa", "default": True, "evaluators": [
@@ -122,7 +122,7 @@ def test_create_test_run_and_presets_read_only(browser: WebDriver, site: str) ->
     browser.get(f"{site}/evaluators")
     rows = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#presets-table tbody tr"), "the presets table")
     assert [r.get_attribute("data-id") for r in rows[:5]] == ["exact_match", "contains", "regex", "json_schema", "similarity"]
-    assert rows[0].find_element(By.TAG_NAME, "a").text.startswith("精确匹配")  # seed 001 §6 display name
+    assert rows[0].find_element(By.TAG_NAME, "a").text.startswith("精确匹配")  # the evaluator-module spec §6 display name
     browser.save_screenshot(str(ARTIFACTS / "01-presets.png"))
     set_token(browser)
 
@@ -130,7 +130,7 @@ def test_create_test_run_and_presets_read_only(browser: WebDriver, site: str) ->
     browser.find_element(By.ID, "new-evaluator").click()
     wait(browser, lambda d: d.find_element(By.ID, "title").text == "新建评估器", "the editor")
     browser.find_element(By.ID, "name").send_keys("min_length")
-    browser.find_element(By.ID, "description").send_keys("seed 001 §4.4 length check")
+    browser.find_element(By.ID, "description").send_keys("the evaluator-module spec §4.4 length check")
     code = browser.find_element(By.ID, "code")
     browser.execute_script("arguments[0].value = arguments[1]; arguments[0].dispatchEvent(new Event('input'))", code, NODE_CODE)
     keywords = browser.find_elements(By.CSS_SELECTOR, "#code-view .tok-kw")
@@ -150,7 +150,7 @@ def test_create_test_run_and_presets_read_only(browser: WebDriver, site: str) ->
     assert "✗ passed=false, score=0.75" in result and "reason: length 3" in result
     browser.save_screenshot(str(ARTIFACTS / "03-test-run.png"))
 
-    # the custom tab lists it with seed 001's columns
+    # the custom tab lists it with the evaluator-module spec's columns
     browser.get(f"{site}/evaluators#custom")
     row = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#custom-table tbody tr"), "the custom table")[0]
     cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]

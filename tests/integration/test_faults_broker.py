@@ -1,4 +1,4 @@
-"""Broker restart mid-stream on durable storage (issue 8): Tansu on S3 storage (local SeaweedFS).
+"""Broker restart mid-stream on durable storage (docs/reliability.md): Tansu on S3 storage (local SeaweedFS).
 
 A third of the way through 4,080 events the broker is killed (SIGKILL), left down for 5 s and started
 again on the same port and bucket. The worker, the producer and the reader reconnect by themselves; afterwards

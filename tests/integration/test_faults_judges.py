@@ -1,11 +1,11 @@
-"""Judges failing 30 % of the time (5xx, 429, timeouts, garbage) (issue 8): no stall, fallbacks shown.
+"""Judges failing 30 % of the time (5xx, 429, timeouts, garbage) (docs/reliability.md): no stall, fallbacks shown.
 
 Two simulated judges (streameval.judges.sim, labelled simulated) answer 10 % of requests with a 500,
 8 % with a 429, let 6 % hang past the judge timeout and give 6 % malformed bodies (prose, fences,
 broken JSON, garbage); sim-a retries once, sim-b not at all, so whole-panel failures happen too
 (~1.4 % of events). Every event must still get its result, and each result's ``judge`` block must
 say what was used: the panel (ok), the panel without the failed judges (partial, with their errors),
-or the rule metrics alone (failed: seed 000 fallback, final = metrics).
+or the rule metrics alone (failed: the report-quality spec's fallback, final = metrics).
 """
 
 from __future__ import annotations

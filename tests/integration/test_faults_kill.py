@@ -1,4 +1,4 @@
-"""kill -9 the worker at 5 random points while 20,400 events flow, restarting it each time (issue 8).
+"""kill -9 the worker at 5 random points while 20,400 events flow, restarting it each time (docs/reliability.md).
 
 Afterwards every valid id has a result on the results topic (all copies byte-identical), every
 invalid event a dead letter, and the Redis aggregates count each event exactly once. Duplicate

@@ -1,4 +1,4 @@
-"""Two workers and a rebalance in the middle (issue 8): one joins mid-stream, then the first leaves.
+"""Two workers and a rebalance in the middle (docs/reliability.md): one joins mid-stream, then the first leaves.
 
 Worker A starts alone; once a quarter of the results are out worker B joins the same consumer group
 (partitions are split between them); once half are out A is stopped (SIGTERM, a clean leave) and B

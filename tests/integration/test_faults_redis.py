@@ -1,4 +1,4 @@
-"""Redis unavailable for 10 s, then restarted (issue 8), on a private embedded Redis.
+"""Redis unavailable for 10 s, then restarted (docs/reliability.md), on a private embedded Redis.
 
 The worker's Redis is a valkey-server of its own (never the shared one at 127.0.0.1:6379) with an
 append-only file fsynced on every write, so a restart keeps what was acknowledged. Mid-stream the

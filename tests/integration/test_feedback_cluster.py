@@ -6,8 +6,8 @@ import random
 from collections.abc import AsyncIterator
 
 import pytest
+from _feedback_helpers import NOW, label, result
 from cluster_support import Cluster, redis_cluster  # noqa: F401
-from feedback.test_label_join import NOW, label, result
 
 from streameval import keyspace
 from streameval.labels import LabelStore

@@ -1,4 +1,5 @@
-/* /evaluators/{id}: seed 001 §6 editor — basic info, parameters, code with highlighting, test run.
+/* /evaluators/{id}: the evaluator-module spec §6 editor — basic info, parameters, code with highlighting,
+   test run.
    "new" creates a custom evaluator; a preset is shown read-only and can only be test-run. */
 "use strict";
 const TEMPLATES = {
@@ -28,7 +29,8 @@ function fill(evaluator) {
 }
 
 function showPreset(evaluator) {
-  // presets are read-only (seed 001 §5): every field disabled, no save; the server refuses writes too
+  // presets are read-only (the evaluator-module spec §5): every field disabled, no save; the server
+  // refuses writes too
   $("readonly-badge").hidden = false;
   $("save").hidden = true;
   $("code-section").hidden = true;

@@ -1,6 +1,7 @@
-/* /evaluators: seed 001 §6 list page — presets (read-only) and custom evaluators in two tabs. */
+/* /evaluators: the evaluator-module spec §6 list page — presets (read-only) and custom evaluators
+   in two tabs. */
 "use strict";
-// seed 001 §6: the display names of the five presets
+// the evaluator-module spec §6: the display names of the five presets
 const PRESET_LABELS = { exact_match: "精确匹配", contains: "包含匹配", regex: "正则匹配", json_schema: "JSON Schema", similarity: "相似度" };
 const LANGUAGES = { nodejs: "Node.js", python: "Python" };
 const message = document.getElementById("message");

@@ -9,17 +9,17 @@
 // microtaskMode "afterEvaluate" so promise jobs count against the timeout, no timers, no process,
 // no host objects. The event is passed as JSON text and parsed inside the context, and the result
 // is serialised inside it, so the code never holds an object of the host's realm (the classic
-// `x.constructor.constructor("return process")()` escape needs one). The allowed modules (seed 001
-// §4.2: lodash, dayjs, validator, ajv) are evaluated inside each fresh context from scripts compiled
-// once per host, so a polluted prototype dies with its context. ajv, which compiles schemas with
-// `new Function`, runs in a second fresh context and is reached through a JSON-only bridge.
+// `x.constructor.constructor("return process")()` escape needs one). The allowed modules (the
+// evaluator-module spec §4.2: lodash, dayjs, validator, ajv) are evaluated inside each fresh context from
+// scripts compiled once per host, so a polluted prototype dies with its context. ajv, which compiles
+// schemas with `new Function`, runs in a second fresh context and is reached through a JSON-only bridge.
 
 const vm = require('vm');
 const fs = require('fs');
 const path = require('path');
 const { types } = require('util');
 
-const MODULES = ['lodash', 'dayjs', 'validator', 'ajv']; // seed 001 §4.2
+const MODULES = ['lodash', 'dayjs', 'validator', 'ajv']; // the evaluator-module spec §4.2
 const NODE_MODULES = path.join(__dirname, 'node_modules');
 const MAX_RESULT_BYTES = 64 * 1024; // same cap as the Python sandbox
 const CODE_CACHE = 256;

@@ -1,0 +1,45 @@
+"""What travels with every event, whatever reads or evaluates it: where it came from (:class:`Source`),
+what became of it (:class:`Outcome`) and the size limits an event and its dead letter must keep.
+
+Ground floor (docs/architecture.md): decoders, telemetry, the pipeline and the worker all speak these
+types, so they import nothing above the data models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .models import DeadLetter, GradedResult
+from .strictjson import DEFAULT_MAX_EVENT_DEPTH
+
+__all__ = [
+    "DEFAULT_MAX_DEAD_LETTER_BYTES",
+    "DEFAULT_MAX_EVENT_BYTES",
+    "DEFAULT_MAX_EVENT_DEPTH",
+    "Outcome",
+    "Source",
+]
+
+DEFAULT_MAX_EVENT_BYTES = 1 << 20  # 1 MiB; larger events are dead-lettered as too_large
+#: an encoded dead letter above this is truncated (streameval.deadletters)
+DEFAULT_MAX_DEAD_LETTER_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a raw event came from (for dead letters); all None offline. ``item`` names one of several
+    events made from one message (an OTLP export's spans: trace id - span id)."""
+
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+    item: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """Exactly one of ``result`` / ``dead_letter`` is set. ``counters`` feed the window aggregates."""
+
+    result: GradedResult | None = None
+    dead_letter: DeadLetter | None = None
+    counters: dict[str, dict[str, float]] | None = None

@@ -1,0 +1,281 @@
+"""One-way layers (docs/architecture.md): no import cycle in the package, each module on its floor.
+
+Every import counts: at the top of a module, under ``if TYPE_CHECKING:`` and inside functions. A module
+imports only from its own floor or below. A new module goes on the lowest floor whose imports it needs:
+add it to :data:`FLOORS` below.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+#: source folder -> the package it is installed as (pyproject ``package-dir``)
+PACKAGES = {"stream": "streameval", "agents": "streameval.agents", "schemas": "streameval.schemas"}
+
+VOCABULARY, CLIENTS, COMPONENTS, CONFIGURATION, ENGINE, ORCHESTRATION, COMPOSITION, AGENTS = range(1, 9)
+FLOOR_NAMES = {
+    VOCABULARY: "vocabulary",
+    CLIENTS: "sinks and clients",
+    COMPONENTS: "components",
+    CONFIGURATION: "configuration",
+    ENGINE: "engine",
+    ORCHESTRATION: "orchestration",
+    COMPOSITION: "composition",
+    AGENTS: "agents and the command line",
+}
+
+#: module (without ``streameval.``; a package by its name) -> floor. A trailing ``.*`` covers a package and
+#: every module in it, unless a module is listed by itself.
+FLOORS: dict[str, int] = {
+    # 1. vocabulary: values and types every floor speaks
+    "errors": VOCABULARY,
+    "models": VOCABULARY,
+    "blocks": VOCABULARY,
+    "envelope": VOCABULARY,
+    "grading": VOCABULARY,
+    "stats": VOCABULARY,
+    "agreement": VOCABULARY,
+    "strictjson": VOCABULARY,
+    "outputs": VOCABULARY,
+    "signals": VOCABULARY,
+    "secrets": VOCABULARY,
+    "_util": VOCABULARY,
+    "_version": VOCABULARY,
+    "schemas": VOCABULARY,
+    # 2. sinks and clients: metrics, logs, Redis keys and scripts, broker and Redis security and connections
+    "telemetry": CLIENTS,
+    "quality_metrics": CLIENTS,
+    "_logs": CLIENTS,
+    "keyspace": CLIENTS,
+    "_lua": CLIENTS,
+    "redis_client": CLIENTS,
+    "kafka_security": CLIENTS,
+    "redis_security": CLIENTS,
+    "connect_check": CLIENTS,
+    "kafka_io": CLIENTS,
+    "embedded": CLIENTS,
+    # 3. components: evaluators, decoders, judges, alerts, the store, dead letters, windows
+    "evaluators.*": COMPONENTS,
+    "sandbox.*": COMPONENTS,
+    "inputs.*": COMPONENTS,
+    "judges.*": COMPONENTS,
+    "alerts": COMPONENTS,
+    "store": COMPONENTS,
+    "store_codec": COMPONENTS,
+    "redelivery": COMPONENTS,
+    "drilldown": COMPONENTS,
+    "deadletters": COMPONENTS,
+    "windows": COMPONENTS,
+    "windowing": COMPONENTS,
+    "registry": COMPONENTS,
+    "summary": COMPONENTS,
+    "labels": COMPONENTS,
+    "review": COMPONENTS,
+    # 4. configuration: the environment's settings and the suite file
+    "settings": CONFIGURATION,
+    "config": CONFIGURATION,
+    # 5. engine
+    "pipeline": ENGINE,
+    # 6. orchestration: a batch of messages to outcomes, the evaluation processes, the worker's batch loop
+    "batch": ORCHESTRATION,
+    "evalpool": ORCHESTRATION,
+    "processor": ORCHESTRATION,
+    "inflight": ORCHESTRATION,
+    # 7. composition: what builds the clients and wires the parts; programs
+    "runtime": COMPOSITION,
+    "offline": COMPOSITION,
+    "api.*": COMPOSITION,
+    "_cliargs": COMPOSITION,
+    "demo": COMPOSITION,
+    "up": COMPOSITION,
+    "judges.sim": COMPOSITION,  # a program: the scripted judge server
+    "": COMPOSITION,  # the package root re-exports the public API from every floor
+    # 8. the Faust wiring, and the command line that starts it (``streameval worker``) among the rest
+    "agents.*": AGENTS,
+    "cli": AGENTS,
+    "__main__": AGENTS,
+}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for folder, package in PACKAGES.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join([package, *parts])] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> dict[str, int]:
+    """The package's modules ``name`` imports (anywhere in it), each with the line of its first import."""
+    out: dict[str, int] = {}
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+    def known(target: str) -> str | None:
+        while target and target not in MODULES:
+            target = target.rpartition(".")[0]
+        return target or None
+
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            # `from package import module` imports that module; `from module import name` the module
+            targets = [
+                f"{module}.{a.name}" if f"{module}.{a.name}" in MODULES else module for a in node.names
+            ]
+        for target in targets:
+            found = known(target) if target.startswith("streameval") else None
+            if found is not None and found != name:
+                out.setdefault(found, node.lineno)
+    return out
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def floor_of(module: str) -> int | None:
+    short = module.removeprefix("streameval").removeprefix(".")
+    if short in FLOORS:
+        return FLOORS[short]
+    parts = short.split(".")
+    for i in range(len(parts), 0, -1):
+        key = ".".join(parts[:i]) + ".*"
+        if key in FLOORS:
+            return FLOORS[key]
+    return None
+
+
+def _where(module: str) -> str:
+    return str(MODULES[module].relative_to(ROOT))
+
+
+def test_the_scan_sees_the_package() -> None:
+    assert {"streameval.pipeline", "streameval.inputs._router", "streameval.agents.app"} <= set(MODULES)
+    # a function-level import and one under TYPE_CHECKING are both seen (in the pipeline's own module)
+    assert "streameval.envelope" in GRAPH["streameval.pipeline"]
+
+
+def test_every_module_has_a_floor() -> None:
+    missing = [f"{_where(m)} ({m})" for m in MODULES if floor_of(m) is None]
+    assert missing == [], (
+        f"modules without a floor: {missing}. Add each to FLOORS in tests/project/test_layers.py, on the lowest floor "
+        "whose imports it needs (docs/architecture.md, 'Layers')"
+    )
+
+
+def test_every_floor_entry_names_a_module() -> None:
+    short = {m.removeprefix("streameval").removeprefix(".") for m in MODULES}
+    stale = [key for key in FLOORS if key.removesuffix(".*") not in short]
+    assert stale == [], f"FLOORS in tests/project/test_layers.py names modules that no longer exist: {stale}"
+
+
+def test_no_import_cycle() -> None:
+    """Tarjan's strongly connected components over every import: each must be a single module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in GRAPH[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in GRAPH:
+        if module not in index:
+            visit(module)
+    described = [
+        "; ".join(f"{_where(a)}:{GRAPH[a][b]} imports {b}" for a in c for b in GRAPH[a] if b in c)
+        for c in cycles
+    ]
+    assert cycles == [], f"import cycles: {described}"
+
+
+def test_each_module_imports_only_from_its_floor_or_below() -> None:
+    upward = []
+    for module, imported in GRAPH.items():
+        floor = floor_of(module)
+        for target, line in imported.items():
+            target_floor = floor_of(target)
+            if floor is not None and target_floor is not None and target_floor > floor:
+                upward.append(
+                    f"{_where(module)}:{line} ({FLOOR_NAMES[floor]}) imports {target} ({FLOOR_NAMES[target_floor]})"
+                )
+    assert upward == [], "imports from a higher floor:\n" + "\n".join(upward)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("from ..pipeline import Source\n", {"streameval.pipeline"}),
+        ("def f():\n    from .. import telemetry\n", {"streameval.telemetry"}),
+        (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..settings import Settings\n",
+            {"streameval.settings"},
+        ),
+        ("import streameval.store\n", {"streameval.store"}),
+        ("from streameval import telemetry\n", {"streameval.telemetry"}),
+        ("from streameval import Pipeline\n", {"streameval"}),
+    ],
+)
+def test_the_scan_counts_every_kind_of_import(source: str, expected: set[str], tmp_path: Path) -> None:
+    path = tmp_path / "probe.py"
+    path.write_text(source)
+    assert set(_imports("streameval.judges.probe", path)) == expected
+
+
+def test_each_lua_script_is_the_literal_that_runs() -> None:
+    """No script is rebound after its literal (what a reader sees in stream/_lua.py is what Redis runs)."""
+    from streameval import _lua
+
+    tree = ast.parse((ROOT / "stream" / "_lua.py").read_text(encoding="utf-8"))
+    assigned = [
+        t.id
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    ]
+    scripts = [name for name in _lua.__all__]
+    assert sorted(n for n in assigned if n in scripts) == sorted(scripts)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id in scripts for t in node.targets
+        ):
+            assert isinstance(node.value, ast.Constant) and isinstance(node.value.value, str), ast.unparse(
+                node
+            )[:60]
