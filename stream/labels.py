@@ -41,7 +41,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from . import telemetry
+from . import _lua, telemetry
 from ._util import clip
 from ._version import __version__
 from .agreement import IsotonicMap, agreement, isotonic
@@ -95,90 +95,6 @@ _LAYOUT_REWRITE_S = 300.0
 #: labels one worker takes from the waiting list per periodic step
 _TAKE = 500
 _FEEDBACK_FIELDS = tuple(name for name in Feedback.model_fields if name != "schema_version")
-
-# One shard. KEYS: per label, its bucket key of this generation and of the previous one. ARGV: per label,
-# its field. Returns per label the verdict record, or '' when neither generation holds it.
-JOIN_READ = """
-local out = {}
-for i = 1, #ARGV do
-  local v = redis.call('HGET', KEYS[2 * i - 1], ARGV[i])
-  if not v then v = redis.call('HGET', KEYS[2 * i], ARGV[i]) end
-  out[i] = v or ''
-end
-return out
-"""
-
-# One shard, in the record pipeline. KEYS: bucket keys. ARGV: 1 ttl, 2 how many of the first KEYS are new to
-# this worker in this generation (they get the ttl), then (key index, field, verdict) per event.
-KEEP = """
-for i = 3, #ARGV, 3 do redis.call('HSET', KEYS[tonumber(ARGV[i])], ARGV[i + 1], ARGV[i + 2]) end
-for k = 1, tonumber(ARGV[2]) do redis.call('EXPIRE', KEYS[k], ARGV[1]) end
-return 1
-"""
-
-# One pair. KEYS: the all-time rows, then each window's rows. ARGV: 1 most bytes per key, 2 all-time ttl,
-# 3 window ttl, 4 the rows. Returns how many keys were full (their rows are not appended).
-LABEL_ROWS = """
-local full = 0
-for i = 1, #KEYS do
-  if redis.call('STRLEN', KEYS[i]) + #ARGV[4] <= tonumber(ARGV[1]) then
-    redis.call('APPEND', KEYS[i], ARGV[4])
-    redis.call('EXPIRE', KEYS[i], i == 1 and ARGV[2] or ARGV[3])
-  else
-    full = full + 1
-  end
-end
-return full
-"""
-
-# The waiting labels. KEYS 1 zset (member: event digest + annotator digest, score: next try), 2 hash (member
-# -> data). ARGV 1 most members, 2 ttl, then (member, next try, data) per label. The same member again
-# replaces its data (the same annotator: the last label wins). Returns the members refused (list full).
-PENDING_ADD = """
-local refused, most = {}, tonumber(ARGV[1])
-for i = 3, #ARGV, 3 do
-  local m = ARGV[i]
-  if redis.call('ZSCORE', KEYS[1], m) or redis.call('ZCARD', KEYS[1]) < most then
-    redis.call('ZADD', KEYS[1], ARGV[i + 1], m)
-    redis.call('HSET', KEYS[2], m, ARGV[i + 2])
-  else
-    refused[#refused + 1] = m
-  end
-end
-redis.call('EXPIRE', KEYS[1], ARGV[2])
-redis.call('EXPIRE', KEYS[2], ARGV[2])
-return refused
-"""
-
-# Take due waiting labels with a lease: their next try moves to ARGV 2, so another worker takes them only
-# if this one dies. ARGV 1 now, 2 lease end, 3 most to take. Returns member, data, ...
-PENDING_TAKE = """
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
-local out = {}
-for _, m in ipairs(due) do
-  redis.call('ZADD', KEYS[1], ARGV[2], m)
-  out[#out + 1] = m
-  out[#out + 1] = redis.call('HGET', KEYS[2], m) or ''
-end
-return out
-"""
-
-# Settle taken labels. ARGV: (member, data as taken, next try or '' when done) per label. A member whose
-# data changed since (a newer label of the same annotator came) is left to its new data.
-PENDING_SETTLE = """
-for i = 1, #ARGV, 3 do
-  local m = ARGV[i]
-  if (redis.call('HGET', KEYS[2], m) or '') == ARGV[i + 1] then
-    if ARGV[i + 2] == '' then
-      redis.call('ZREM', KEYS[1], m)
-      redis.call('HDEL', KEYS[2], m)
-    else
-      redis.call('ZADD', KEYS[1], ARGV[i + 2], m)
-    end
-  end
-end
-return 1
-"""
 
 
 # -- the feedback input --------------------------------------------------------------------------------
@@ -600,12 +516,12 @@ class LabelStore:
         self.window_ttl_s = window_ttl_s
         self.all_time_ttl_s = all_time_ttl_s
         self.clock = clock
-        self._read = client.register_script(JOIN_READ)
-        self._keep = client.register_script(KEEP)
-        self._rows = client.register_script(LABEL_ROWS)
-        self._pending_add = client.register_script(PENDING_ADD)
-        self._pending_take = client.register_script(PENDING_TAKE)
-        self._pending_settle = client.register_script(PENDING_SETTLE)
+        self._read = client.register_script(_lua.LABEL_JOIN_READ)
+        self._keep = client.register_script(_lua.LABEL_KEEP)
+        self._rows = client.register_script(_lua.LABEL_ROWS)
+        self._pending_add = client.register_script(_lua.LABEL_PENDING_ADD)
+        self._pending_take = client.register_script(_lua.LABEL_PENDING_TAKE)
+        self._pending_settle = client.register_script(_lua.LABEL_PENDING_SETTLE)
         self._layouts: dict[bytes, Layout] = {}  # read or written by this worker
         # layouts this worker wrote, and when (monotonic)
         self._layout_ids: dict[tuple[str, tuple[str, ...], float], tuple[bytes, float]] = {}
@@ -634,7 +550,7 @@ class LabelStore:
     def verdict_calls(
         self, events: Sequence[tuple[str, GradedResult]], now: float
     ) -> tuple[list[tuple[Any, list[str], list[Any]]], list[tuple[Any, ...]]]:
-        """What keeps the verdicts of ``(pair, result)`` in the record pipeline: one :data:`KEEP` script call
+        """What keeps the verdicts of ``(pair, result)`` in the record pipeline: one :data:`_lua.LABEL_KEEP` script call
         per shard touched (the HSETs of its events, the EXPIRE of buckets new to this worker in this
         generation), and a plain HSET of layouts this worker has not written yet."""
         if not self.join_ttl_s or not events:

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from . import telemetry
+from . import _lua, telemetry
 from ._util import clip
 from .keyspace import Client, Keys, guard, run_scripts
 from .models import GradedResult, ReviewItem, ReviewReason, format_time
@@ -34,18 +34,6 @@ __all__ = ["REASONS", "ReviewConfig", "ReviewQueue", "reasons"]
 REASONS: tuple[ReviewReason, ...] = ("gate_failed", "judges_disagree", "near_threshold", "control")
 Reason = ReviewReason
 _TEXT_CHARS = 4000
-
-# One pair. KEYS 1 the pair's counter of this minute. ARGV 1 most per minute, 2 wanted, 3 ttl. Returns how
-# many of the wanted may be published (the counter keeps only what was granted).
-REVIEW_TAKE = """
-local used = tonumber(redis.call('GET', KEYS[1]) or '0')
-local grant = math.max(0, math.min(tonumber(ARGV[2]), tonumber(ARGV[1]) - used))
-if grant > 0 then
-  redis.call('INCRBY', KEYS[1], grant)
-  redis.call('EXPIRE', KEYS[1], ARGV[3])
-end
-return grant
-"""
 
 
 class ReviewConfig(BaseModel):
@@ -139,7 +127,7 @@ class ReviewQueue:
         self.client = client
         self.keys = keys
         self.config = config
-        self._take = client.register_script(REVIEW_TAKE)
+        self._take = client.register_script(_lua.REVIEW_TAKE)
 
     def counter_key(self, pair: str, minute: int) -> str:
         return self.keys.pair(pair) + f"rv:{minute}"
