@@ -4,8 +4,9 @@ Three parts, all in Redis so that any worker can do any step and the figures sta
 
 * **The verdicts kept for the join.** Every recorded result leaves a packed verdict record (the result's
   pass and score, each judge's and each evaluator's score; at most :data:`MAX_RECORD_BYTES`) for
-  ``STREAMEVAL_LABEL_JOIN_TTL_S``. It is written by plain ``HSET`` commands in the record pipeline the
-  store already sends per batch (streameval.store: no extra round trip), into small hashes that Redis
+  ``STREAMEVAL_LABEL_JOIN_TTL_S``. It is written by one script call per shard (``_lua.LABEL_KEEP``) in
+  the record pipeline the store already sends per batch (streameval.store: no extra round trip), into
+  small hashes that Redis
   keeps as listpacks: key ``P{lj:S}:b:{bucket}:{generation}``, field the first 6 bytes of the event id's
   digest. ``S`` (one of :data:`SHARDS` hash tags) is ``bucket mod SHARDS``; a generation lasts the TTL and
   a key expires at the end of the next one, so a verdict lives between one and two TTLs. Names (which
@@ -16,13 +17,14 @@ Three parts, all in Redis so that any worker can do any step and the figures sta
   one script per pair). A label whose verdict is not there yet waits in ``P{lpend}:q`` (a zset: next try)
   and ``P{lpend}:d`` (its data), is tried again by every worker's periodic step with a lease, and after
   ``STREAMEVAL_LABEL_WAIT_S`` becomes a dead letter ``unmatched_label`` with its raw bytes and the reason.
-* **The figures.** Rows are appended, never updated; the reader keeps the last row per event × annotator
-  (the same annotator twice: the last wins, counted once) and computes every figure from the paired
-  values (streameval.agreement), so two workers' rows give exactly the figures of one.
+* **The figures.** Rows are appended, never updated; the reader keeps the latest row per event ×
+  annotator (the same annotator twice: the latest wins, counted once) and computes every figure from the
+  paired values (streameval.agreement), so two workers' rows give exactly the figures of one.
 
 Row (bytes): event digest (8), annotator digest (4), arrival (4, epoch seconds), human flags (1: has
-passed, passed, has score), human score (2, 1e-4 units), verdict length (1), verdict record. Verdict record: layout id (4), flags (1:
-passed), result score (2), then 2 bytes per name (0xFFFF: no value). Scores are kept on a 1e-4 grid.
+passed, passed, has score), human score (2, 1e-4 units), verdict length (1), verdict record. Verdict
+record: layout id (4), flags (1: passed), result score (2), then 2 bytes per name (0xFFFF: no value).
+Scores are kept on a 1e-4 grid.
 """
 
 from __future__ import annotations
@@ -550,7 +552,7 @@ class LabelStore:
     def verdict_calls(
         self, events: Sequence[tuple[str, GradedResult]], now: float
     ) -> tuple[list[tuple[Any, list[str], list[Any]]], list[tuple[Any, ...]]]:
-        """What keeps the verdicts of ``(pair, result)`` in the record pipeline: one :data:`_lua.LABEL_KEEP` script call
+        """What keeps the verdicts of ``(pair, result)`` in the record pipeline: one ``_lua.LABEL_KEEP`` script call
         per shard touched (the HSETs of its events, the EXPIRE of buckets new to this worker in this
         generation), and a plain HSET of layouts this worker has not written yet."""
         if not self.join_ttl_s or not events:
