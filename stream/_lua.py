@@ -363,11 +363,13 @@ end
 return out
 """
 
-# One shard, in the record pipeline. KEYS: bucket keys. ARGV: 1 ttl, 2 how many of the first KEYS are new to
-# this worker in this generation (they get the ttl), then (key index, field, verdict) per event.
+# One shard, in the record pipeline. KEYS: bucket keys. ARGV: 1 ttl, then (key index, field, verdict) per
+# event. A bucket without a TTL gets one (whatever a worker remembers or a failed call left behind).
 LABEL_KEEP = """
-for i = 3, #ARGV, 3 do redis.call('HSET', KEYS[tonumber(ARGV[i])], ARGV[i + 1], ARGV[i + 2]) end
-for k = 1, tonumber(ARGV[2]) do redis.call('EXPIRE', KEYS[k], ARGV[1]) end
+for i = 2, #ARGV, 3 do redis.call('HSET', KEYS[tonumber(ARGV[i])], ARGV[i + 1], ARGV[i + 2]) end
+for k = 1, #KEYS do
+  if redis.call('TTL', KEYS[k]) < 0 then redis.call('EXPIRE', KEYS[k], ARGV[1]) end
+end
 return 1
 """
 

@@ -527,7 +527,6 @@ class LabelStore:
         self._layouts: dict[bytes, Layout] = {}  # read or written by this worker
         # layouts this worker wrote, and when (monotonic)
         self._layout_ids: dict[tuple[str, tuple[str, ...], float], tuple[bytes, float]] = {}
-        self._expiring: set[str] = set()  # bucket keys this worker gave their TTL
 
     # -- keys ------------------------------------------------------------------------------------
     def bucket_key(self, bucket: int, generation: int) -> str:
@@ -553,8 +552,8 @@ class LabelStore:
         self, events: Sequence[tuple[str, GradedResult]], now: float
     ) -> tuple[list[tuple[Any, list[str], list[Any]]], list[tuple[Any, ...]]]:
         """What keeps the verdicts of ``(pair, result)`` in the record pipeline: one ``_lua.LABEL_KEEP`` script call
-        per shard touched (the HSETs of its events, the EXPIRE of buckets new to this worker in this
-        generation), and a plain HSET of layouts this worker has not written yet."""
+        per shard touched (the HSETs of its events; a bucket without a TTL gets one), and a plain HSET of
+        layouts this worker has not written lately."""
         if not self.join_ttl_s or not events:
             return [], []
         generation = int(now // self.join_ttl_s)
@@ -581,20 +580,14 @@ class LabelStore:
             shards[bucket % SHARDS].append(
                 (self.bucket_key(bucket, generation), name, pack_verdict(layout, result, values))
             )
-        if len(self._expiring) > 4 * self.buckets:
-            self._expiring.clear()
         calls = []
         for entries in shards.values():
-            # the keys new to this worker in this generation first: the script gives the first n their TTL
             keys = list(dict.fromkeys(k for k, _, _ in entries))
-            fresh = [k for k in keys if k not in self._expiring]
-            order = fresh + [k for k in keys if k in self._expiring]
-            self._expiring.update(fresh)
-            where = {k: i + 1 for i, k in enumerate(order)}
-            args: list[Any] = [ttl, len(fresh)]
+            where = {k: i + 1 for i, k in enumerate(keys)}
+            args: list[Any] = [ttl]
             for k, name, record in entries:
                 args += [where[k], name, record]
-            calls.append((self._keep, order, args))
+            calls.append((self._keep, keys, args))
         writes: list[tuple[Any, ...]] = []
         if new_layouts:
             writes.append(("HSET", self.layouts_key, *new_layouts))

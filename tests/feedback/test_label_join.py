@@ -253,3 +253,17 @@ async def test_a_newer_label_wins_over_an_older_one_that_waited(aredis: aioredis
     figures = (await labels.agreement([pair]))[pair]
     assert figures is not None and figures.labels == 1
     assert figures.raters["result"].mae == pytest.approx(1 - 0.7)  # score 0.7 against "passed": 1.0, not 0.0
+
+
+async def test_every_bucket_has_its_ttl_even_after_a_lost_call(aredis: aioredis.Redis, prefix: str) -> None:
+    """A bucket created by a call whose reply was lost, or by a worker that thought it had set the TTL,
+    still gets one: the script gives a TTL to any bucket without one."""
+    store, labels = stores(aredis, prefix, buckets=16)
+    await record(store, [result(f"t{i}", {"alpha": 1.0, "beta": 2.0, "gamma": 3.0}) for i in range(40)])
+    generation = int(NOW // labels.join_ttl_s)
+    keys = [labels.bucket_key(b, generation) for b in range(16)]
+    for key in keys:
+        await aredis.persist(key)  # as if the TTL had been lost
+    await record(store, [result(f"u{i}", {"alpha": 1.0, "beta": 2.0, "gamma": 3.0}) for i in range(40)])
+    ttls = [await aredis.ttl(key) for key in keys if await aredis.exists(key)]
+    assert ttls and all(0 < t <= 2 * labels.join_ttl_s for t in ttls)
