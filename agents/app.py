@@ -284,6 +284,29 @@ def create_app(
             log.warning("closing windows resumed after %d failed tick(s)", closer_failures[0])
             closer_failures[0] = 0
 
+    session_failures = [0]
+
+    @app.timer(close_interval_s)  # type: ignore[untyped-decorator]
+    async def close_sessions() -> None:
+        # every worker runs this; a lease per session makes each revision publish once (streameval.sessions)
+        try:
+            parts = await runtime()
+        except Exception as exc:
+            lifeline.fatal("starting the session closer failed", exc)
+            return
+        if parts.sessions is None:
+            return
+        try:  # recovered in place like the window closer: the next tick retries, leases hold
+            await asyncio.wait_for(parts.close_sessions(send), timeout=parts.closer.lease_ms / 1000)
+        except Exception as exc:
+            session_failures[0] += 1
+            log.error("closing sessions failed (%d in a row; retrying at the next tick): %r", session_failures[0], exc,
+                      exc_info=session_failures[0] == 1)  # fmt: skip
+            return
+        if session_failures[0]:
+            log.warning("closing sessions resumed after %d failed tick(s)", session_failures[0])
+            session_failures[0] = 0
+
     @app.on_before_shutdown.connect  # type: ignore[arg-type]  # mode's receiver type (NamedArg) matches no plain def
     async def _close(app: faust.App, **kwargs: Any) -> None:
         if "r" in state:

@@ -110,6 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--output", type=Path, required=True, metavar="FILE", help="graded results, JSONL (required)")
     evaluate.add_argument("--deadletter", type=Path, default=None, metavar="FILE",
                           help="events that could not be evaluated (default: OUTPUT with .deadletter.jsonl)")
+    evaluate.add_argument("--sessions", type=Path, default=None, metavar="FILE",
+                          help="session results, when the suite file has sessions: (default: OUTPUT with .sessions.jsonl)")
     evaluate.add_argument("--fail-under", type=float, default=None, metavar="X",
                           help="exit 1 when the mean score is below X, 0-1 (default: no gate)")
     evaluate.add_argument("--max-dead-letters", type=int, default=None, metavar="N",

@@ -137,12 +137,17 @@ def _check(path: Path, console: Console) -> int:
 
     _, suites = load_config(path)
     for suite in suites.all:
-        how = "default" if suite.config.default else (suite.config.match.model_dump(exclude_none=True) if suite.config.match else "explicit only")
+        how = "default" if suite.is_default else (suite.config.match.model_dump(exclude_none=True) if suite.config.match else "explicit only")
         names = ", ".join(f"{b.name}×{b.weight:g}" for b in suite.evaluators)
         console.print(f"{suite.name}: match {how}; threshold {suite.config.threshold:g}; {names}", highlight=False)
     for spec in suites.inputs:
         console.print(f"input {spec.topic}: {spec.format}", highlight=False)
-    console.print(f"{path}: OK ({len(suites.all)} suites)")
+    for session in suites.sessions:
+        c = session.config
+        names = ", ".join(f"{b.name}×{b.weight:g}" for b in session.suite.evaluators)
+        console.print(f"session {c.name}: key {c.key}; gap {c.gap_s:g} s; threshold {c.threshold:g}; {names}", highlight=False)
+    sessions = f", {len(suites.sessions)} sessions" if suites.sessions else ""
+    console.print(f"{path}: OK ({len(suites.all)} suites{sessions})")
     return EXIT_OK
 
 
@@ -173,7 +178,11 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
     if args.max_judge_error_rate is not None and not 0.0 <= args.max_judge_error_rate <= 1.0:
         raise UsageError(f"--max-judge-error-rate must be within [0, 1], got {args.max_judge_error_rate}")
     deadletter = args.deadletter or args.output.with_name(args.output.stem + ".deadletter.jsonl")
-    for option, path in (("--output", args.output), ("--deadletter", deadletter)):
+    sessions = None
+    if suites.sessions:
+        sessions = args.sessions or args.output.with_name(args.output.stem + ".sessions.jsonl")
+    for option, path in (("--output", args.output), ("--deadletter", deadletter),
+                         *((("--sessions", sessions),) if sessions is not None else ())):  # fmt: skip
         if (why := check_writable(path)) is not None:
             raise UsageError(f"{option} {path}: cannot write ({why})")
     decoder = None if args.input_topic is None else _line_decoder(suites.inputs, args.input_topic, settings)
@@ -187,11 +196,13 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
                 args.input, args.output, deadletter, concurrency=args.concurrency, processes=args.processes,
                 config_text=config_text, config_file=str(args.config),
                 on_progress=lambda done, read: progress.update(task, completed=read, done=done), decoder=decoder,
+                sessions_path=sessions,
             )
         )  # fmt: skip
     if not args.quiet:
         render_summary(summary, console, title=f"streameval evaluate {args.input.name}")
-    console.print(f"results: {args.output}  dead letters: {deadletter}", highlight=False)
+    console.print(f"results: {args.output}  dead letters: {deadletter}"
+                  + (f"  sessions: {sessions}" if sessions is not None else ""), highlight=False)  # fmt: skip
     failed = False
     if args.fail_under is not None and summary.mean < args.fail_under:
         console.print(f"[bold red]FAIL[/] mean score {summary.mean:.4f} is under {args.fail_under:g}")

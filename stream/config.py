@@ -39,10 +39,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ._util import unknown_name
 from .alerts import AlertRule
@@ -54,10 +54,12 @@ from .judges import PANEL_RESULT_NAME, JudgeConfig, SuiteJudgeConfig, check_pane
 from .labels import FeedbackInput, feedback_issues
 from .models import RequestEvent
 from .review import ReviewConfig
+from .sessions.paths import EventPath, compile_event_path
 from .windowing import WindowingConfig
 
 __all__ = [
-    "EvaluatorSpec", "LoadedConfig", "Match", "StreamEvalConfig", "Suite", "SuiteConfig", "Suites",
+    "DEFAULT_SESSION_EVALUATORS", "EvaluatorSpec", "LoadedConfig", "Match", "Session", "SessionConfig",
+    "StreamEvalConfig", "Suite", "SuiteConfig", "Suites",
     "load_config", "parse_config", "parse_config_text", "read_config_text",
 ]  # fmt: skip
 
@@ -104,14 +106,63 @@ class EvaluatorSpec(_Strict):
         return self.name or self.evaluator
 
 
-class SuiteConfig(_Strict):
-    name: str = Field(min_length=1, max_length=128)
-    match: Match | None = Field(default=None, description="which events this suite takes")
-    default: bool = Field(default=False, description="take events no other suite matches")
+class _Scoring(_Strict):
+    """How a result is scored and graded: what a suite and a session share."""
+
     threshold: float = Field(default=0.6, ge=0.0, le=1.0, description="pass at or above this score")
     grading: GradeScale = Field(default="levels", description="levels or letters")
     evaluators: list[EvaluatorSpec] = Field(min_length=1)
     judge: SuiteJudgeConfig | None = Field(default=None, description="LLM judge panel step (docs/judges.md)")
+
+
+class SuiteConfig(_Scoring):
+    name: str = Field(min_length=1, max_length=128)
+    match: Match | None = Field(default=None, description="which events this suite takes")
+    default: bool = Field(default=False, description="take events no other suite matches")
+
+
+#: a session's evaluators when its entry names none: the mean of its turns' own scores
+DEFAULT_SESSION_EVALUATORS = (EvaluatorSpec(evaluator="turn_scores"),)
+
+
+class SessionConfig(_Scoring):
+    """One ``sessions:`` entry: which turns form a conversation (or agent run) and how the whole thread is
+    judged (docs/sessions.md). Scoring options are the suites' own (:class:`_Scoring`)."""
+
+    name: str = Field(min_length=1, max_length=128, description="the session's name; shares one namespace with suites")
+    match: Match | None = Field(default=None, description="which turns belong (suite routing syntax); none: every event")
+    key: str = Field(min_length=1, description="path of the session key in the request event, e.g. metadata.conversation_id")
+    gap_s: float = Field(default=300.0, gt=0.0, description="idle gap that closes the session (event time, and wall time "
+                         "with no new turn)")
+    end: str | None = Field(default=None, description="path of a boolean field; a turn with it true closes the session at once")
+    grace_s: float | None = Field(default=None, ge=0.0, description="how long after closing a late turn still revises the "
+                                  "session (default: gap_s)")
+    max_turns: int = Field(default=500, ge=3, description="turns kept per session; beyond, middle turns are dropped")
+    max_bytes: int = Field(default=1 << 20, ge=4096, description="bytes of turns kept per session; beyond, middle turns are dropped")
+    category: str = Field(default="multi_turn", min_length=1, max_length=64,
+                          description="the thread's category: picks the judge rubric (default multi_turn)")
+    assemble: Literal["turns", "spans"] = Field(
+        default="turns", description="turns: each request event is a turn; spans: assemble OTLP spans of a trace (not built yet)")
+    evaluators: list[EvaluatorSpec] = Field(default_factory=lambda: list(DEFAULT_SESSION_EVALUATORS), min_length=1)
+
+    @field_validator("key", "end")
+    @classmethod
+    def _path(cls, value: str | None) -> str | None:
+        if value is not None:
+            compile_event_path(value)  # a ValueError names where the path stops making sense
+        return value
+
+    @field_validator("assemble")
+    @classmethod
+    def _built(cls, value: str) -> str:
+        if value == "spans":
+            raise ValueError("assembling agent runs from OTLP spans (tool spans included) is not built yet; "
+                             "use assemble: turns with key: metadata.trace_id to group a trace's LLM spans")
+        return value
+
+    @property
+    def grace(self) -> float:
+        return self.gap_s if self.grace_s is None else self.grace_s
 
 
 class StreamEvalConfig(_Strict):
@@ -125,6 +176,23 @@ class StreamEvalConfig(_Strict):
                                     description="how the feedback topic's messages become labels (docs/feedback.md)")
     review: ReviewConfig | None = Field(default=None,
                                         description="the review queue: what is sent for a person's look (docs/feedback.md)")
+    sessions: list[SessionConfig] = Field(default_factory=list,
+                                          description="conversations and agent runs judged as a whole (docs/sessions.md)")
+
+    @field_validator("sessions")
+    @classmethod
+    def _unique_sessions(cls, sessions: list[SessionConfig]) -> list[SessionConfig]:
+        _require_unique("session", [s.name for s in sessions])
+        return sessions
+
+    @model_validator(mode="after")
+    def _sessions_apart_from_suites(self) -> StreamEvalConfig:
+        # session results are recorded as pairs model x session name, next to suites' pairs: one namespace
+        clash = sorted({s.name for s in self.sessions} & {s.name for s in self.suites})
+        if clash:
+            raise ValueError(f"session names must differ from suite names (their figures share one namespace); "
+                             f"both: {', '.join(clash)}")
+        return self
 
     @field_validator("alerts")
     @classmethod
@@ -157,14 +225,37 @@ class BoundEvaluator:
 
 @dataclass(frozen=True)
 class Suite:
-    """A validated suite with its evaluators built."""
+    """A validated suite with its evaluators built (also a session's scoring: :class:`Session`)."""
 
-    config: SuiteConfig
+    config: SuiteConfig | SessionConfig
     evaluators: tuple[BoundEvaluator, ...]
 
     @property
     def name(self) -> str:
         return self.config.name
+
+    @property
+    def is_default(self) -> bool:
+        """The suite for events no other suite matches (never a session's scoring)."""
+        return isinstance(self.config, SuiteConfig) and self.config.default
+
+
+@dataclass(frozen=True)
+class Session:
+    """A validated ``sessions:`` entry: its paths compiled, its whole-thread scoring built as a suite
+    (never routed to: events reach it only as turns, streameval.sessions)."""
+
+    config: SessionConfig
+    suite: Suite
+    key: EventPath
+    end: EventPath | None
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def accepts(self, event: RequestEvent) -> bool:
+        return self.config.match is None or self.config.match.accepts(event)
 
 
 class LoadedConfig:
@@ -173,8 +264,9 @@ class LoadedConfig:
 
     def __init__(self, suites: Sequence[Suite], judges: Sequence[JudgeConfig] = (),
                  alerts: Sequence[AlertRule] = (), windowing: WindowingConfig | None = None,
-                 inputs: Sequence[InputConfig] = ()) -> None:  # fmt: skip
+                 inputs: Sequence[InputConfig] = (), sessions: Sequence[Session] = ()) -> None:  # fmt: skip
         self.all = tuple(suites)
+        self.sessions = tuple(sessions)  # conversations judged as a whole (streameval.sessions)
         self.inputs = tuple(inputs)  # the topics the worker reads and their formats (streameval.inputs)
         self.judges = tuple(judges)  # the config's judges; the pipeline opens their clients
         self.alerts = tuple(alerts)  # checked on each closed window (streameval.windows)
@@ -182,8 +274,8 @@ class LoadedConfig:
         self.feedback = FeedbackInput()  # the feedback topic's format (streameval.labels)
         self.review: ReviewConfig | None = None  # the review queue (streameval.review); None: off
         self.by_name = {s.name: s for s in suites}
-        self._matching = [s for s in suites if s.config.match is not None and not s.config.default]
-        self._default = next((s for s in suites if s.config.default), None)
+        self._matching = [s for s in suites if s.config.match is not None and not s.is_default]
+        self._default = next((s for s in suites if s.is_default), None)
 
     def route(self, event: RequestEvent) -> Suite:
         if event.suite is not None:
@@ -208,13 +300,18 @@ class LoadedConfig:
             event_id=event.id,
         )
 
+    @property
+    def scoring(self) -> tuple[Suite, ...]:
+        """Every suite and every session's scoring suite (what the pipeline can evaluate)."""
+        return self.all + tuple(s.suite for s in self.sessions)
+
     async def start(self) -> None:
-        for suite in self.all:
+        for suite in self.scoring:
             for bound in suite.evaluators:
                 await bound.evaluator.start()
 
     async def close(self) -> None:
-        for suite in self.all:
+        for suite in self.scoring:
             for bound in suite.evaluators:
                 await bound.evaluator.close()
 
@@ -283,15 +380,15 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
 
     issues: list[ConfigIssue] = [issue(loc, message) for loc, message in input_issues(config.inputs)]
     issues += [issue(("feedback", *loc), message) for loc, message in feedback_issues(config.feedback)]
-    suites: list[Suite] = []
-    for i, suite_cfg in enumerate(config.suites):
-        base: tuple[str | int, ...] = ("suites", i)
+
+    def build(scoring: SuiteConfig | SessionConfig, base: tuple[str | int, ...]) -> Suite:
+        """Build one suite's (or session's) evaluators, adding any problem to ``issues``."""
         bound: list[BoundEvaluator] = []
         names: set[str] = set()
-        for j, spec in enumerate(suite_cfg.evaluators):
+        for j, spec in enumerate(scoring.evaluators):
             loc = (*base, "evaluators", j)
             if spec.result_name in names:
-                issues.append(issue((*loc, "name"), f"evaluator name {spec.result_name!r} used twice in this suite; set a distinct 'name'"))
+                issues.append(issue((*loc, "name"), f"evaluator name {spec.result_name!r} used twice in this {_kind(base)}; set a distinct 'name'"))
             names.add(spec.result_name)
             try:
                 evaluator = build_evaluator(spec.evaluator, spec.params)
@@ -302,14 +399,21 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
                 issues.extend(issue((*loc, "params", *e["loc"]), e["msg"]) for e in exc.errors())
                 continue
             bound.append(BoundEvaluator(spec.result_name, spec.weight, evaluator, spec.gate))
-        if not any(spec.weight > 0 for spec in suite_cfg.evaluators):
+        if not any(spec.weight > 0 for spec in scoring.evaluators):
             issues.append(issue((*base, "evaluators"), "weights sum to 0; at least one evaluator needs a weight > 0"))
-        if suite_cfg.judge is not None:
-            issues.extend(issue(loc, message) for loc, message in _judge_issues(config, i, names))
-        suites.append(Suite(suite_cfg, tuple(bound)))
+        if scoring.judge is not None:
+            issues.extend(issue(loc, message) for loc, message in _judge_issues(config, scoring.judge, base, names))
+        return Suite(scoring, tuple(bound))
+
+    suites = [build(suite_cfg, ("suites", i)) for i, suite_cfg in enumerate(config.suites)]
+    sessions = [
+        Session(session_cfg, build(session_cfg, ("sessions", i)), compile_event_path(session_cfg.key),
+                None if session_cfg.end is None else compile_event_path(session_cfg.end))
+        for i, session_cfg in enumerate(config.sessions)
+    ]  # fmt: skip
     if issues:
         raise ConfigError(issues)
-    parsed = LoadedConfig(suites, config.judges, config.alerts, config.windowing, config.inputs)
+    parsed = LoadedConfig(suites, config.judges, config.alerts, config.windowing, config.inputs, sessions)
     parsed.feedback = config.feedback
     parsed.review = config.review
     return config, parsed
@@ -331,15 +435,19 @@ def _input_error(
     return loc, message
 
 
-def _judge_issues(config: StreamEvalConfig, index: int, names: set[str]) -> list[tuple[tuple[str | int, ...], str]]:
-    """Problems of suite ``index``'s judge block: unknown judges, weights, fallback evaluators."""
-    block = config.suites[index].judge
-    assert block is not None
-    base: tuple[str | int, ...] = ("suites", index, "judge")
+def _kind(at: tuple[str | int, ...]) -> str:
+    """``suite`` or ``session``: what the config entry at ``at`` is."""
+    return "session" if at[0] == "sessions" else "suite"
+
+
+def _judge_issues(config: StreamEvalConfig, block: SuiteJudgeConfig, at: tuple[str | int, ...],
+                  names: set[str]) -> list[tuple[tuple[str | int, ...], str]]:  # fmt: skip
+    """Problems of the judge block of the suite (or session) at ``at``: unknown judges, weights, fallback evaluators."""
+    base: tuple[str | int, ...] = (*at, "judge")
     out: list[tuple[tuple[str | int, ...], str]] = []
     known = {j.name for j in config.judges}
     if not config.judges:
-        out.append((base, "the suite has a judge block but the config has no top-level 'judges' list"))
+        out.append((base, f"the {_kind(at)} has a judge block but the config has no top-level 'judges' list"))
         return out
     for k, name in enumerate(block.judges or []):
         if name not in known:
@@ -355,7 +463,7 @@ def _judge_issues(config: StreamEvalConfig, index: int, names: set[str]) -> list
             out.append(((*base, "fallbacks", k, "evaluator"),
                         f"no evaluator named {spec.evaluator!r} in this suite; names: {', '.join(sorted(names))}"))
     if PANEL_RESULT_NAME in names:
-        out.append((("suites", index, "evaluators"), f"{PANEL_RESULT_NAME!r} is reserved for the judge panel's result"))
+        out.append(((*at, "evaluators"), f"{PANEL_RESULT_NAME!r} is reserved for the judge panel's result"))
     return out
 
 

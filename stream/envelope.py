@@ -18,6 +18,7 @@ __all__ = [
     "DEFAULT_MAX_EVENT_DEPTH",
     "Outcome",
     "Source",
+    "Turn",
 ]
 
 DEFAULT_MAX_EVENT_BYTES = 1 << 20  # 1 MiB; larger events are dead-lettered as too_large
@@ -37,9 +38,24 @@ class Source:
 
 
 @dataclass(frozen=True, slots=True)
+class Turn:
+    """One event's place in one session of the suite file (streameval.sessions). ``key`` None: the event
+    matched the session but carries no key there (counted as keyless, not appended)."""
+
+    session: str
+    key: str | None
+    id: str
+    time: float
+    end: bool = False
+    payload: bytes = b""  # the turn record, JSON (streameval.sessions.turns)
+
+
+@dataclass(frozen=True, slots=True)
 class Outcome:
-    """Exactly one of ``result`` / ``dead_letter`` is set. ``counters`` feed the window aggregates."""
+    """Exactly one of ``result`` / ``dead_letter`` is set. ``counters`` feed the window aggregates; ``turns``
+    are appended to their sessions once the result is recorded."""
 
     result: GradedResult | None = None
     dead_letter: DeadLetter | None = None
     counters: dict[str, dict[str, float]] | None = None
+    turns: tuple[Turn, ...] = ()

@@ -36,6 +36,8 @@ __all__ = [
     "JudgeVerdict",
     "RequestEvent",
     "ReviewItem",
+    "SessionMetrics",
+    "SessionResult",
 ]
 
 #: the multi-judge spec: the ten task categories with their own rubrics. Any other non-empty name is a custom
@@ -215,6 +217,61 @@ class GradedResult(BaseModel):
     judge: JudgeBlock | None = Field(default=None, description="the LLM judge panel; null when the suite has none")
     failed_gates: list[str] = Field(default_factory=list, description="gate evaluators that did not pass")
     reason: str | None = Field(default=None, description="why the result failed regardless of its score")
+
+
+class SessionMetrics(BaseModel):
+    """Rule metrics over a session's thread (streameval.sessions.thread)."""
+
+    model_config = _STRICT
+
+    turns: int = Field(ge=0, description="turns received (kept and dropped)")
+    kept: int = Field(ge=0, description="turns in the judged thread")
+    dropped: int = Field(ge=0, description="middle turns left out by the session's bounds")
+    duration_s: float = Field(ge=0.0, description="last minus first event time of the kept turns")
+    score_min: float = Field(ge=0.0, le=1.0)
+    score_mean: float = Field(ge=0.0, le=1.0)
+    score_last: float = Field(ge=0.0, le=1.0)
+    refusals: int = Field(ge=0, description="turns whose output is a refusal")
+    errors: int = Field(ge=0, description="turns with an evaluator error or an error flag")
+    gate_failures: int = Field(ge=0, description="turns that failed a gate of their own suite")
+    tool_errors: int = Field(ge=0, description="tool calls that failed")
+    unclean_turns: int = Field(ge=0, description="turns with any of the above")
+    collaboration_efficiency: float = Field(ge=0.0, description="agent spec: quality / (rounds x time + 1), rounds = turns")
+    adaptability: float = Field(ge=0.0, le=1.0, description="agent spec: mean of the per-domain mean turn scores")
+    domains: dict[str, float] = Field(description="mean turn score per domain")
+
+
+class SessionResult(BaseModel):
+    """The graded result of one session: a conversation or agent run judged as a whole (session result v1)."""
+
+    model_config = _STRICT
+
+    schema_version: SchemaVersion = 1
+    id: str = Field(description="session:key#revision")
+    session: str = Field(description="the session's name (suite file sessions:)")
+    key: str = Field(description="the session key")
+    model: str = Field(description="the model of the last turn: its figures are kept under this model")
+    models: list[str] = Field(description="every model of the kept turns, in order of first appearance")
+    category: str | None = None
+    turn_ids: list[str] = Field(description="ids of the judged turns, in thread order")
+    first_event_time: str = Field(pattern=RFC3339)
+    last_event_time: str = Field(pattern=RFC3339)
+    closed_by: Literal["end", "gap", "idle"]
+    closed_at: str = Field(pattern=RFC3339)
+    revision: int = Field(ge=0, description="0 first; +1 per late turn within grace_s")
+    truncated: bool
+    metrics: SessionMetrics
+    score: float = Field(ge=0.0, le=1.0)
+    passed: bool
+    threshold: float = Field(ge=0.0, le=1.0)
+    grade: str
+    evaluators: list[EvaluatorResult]
+    judge: JudgeBlock | None = None
+    failed_gates: list[str] = Field(default_factory=list)
+    reason: str | None = None
+    evaluated_at: str = Field(pattern=RFC3339)
+    latency_ms: float = Field(ge=0.0)
+    pipeline_version: str
 
 
 class DeadLetterSource(BaseModel):

@@ -25,6 +25,7 @@ from .evalpool import EvalPool
 from .inputs import Decoder
 from .judges import prices_of
 from .pipeline import Pipeline
+from .sessions.local import LocalSessions
 from .summary import Summary
 
 __all__ = ["check_writable", "evaluate_file", "iter_lines"]
@@ -63,6 +64,7 @@ async def evaluate_file(
     config_file: str = "<config>",
     on_progress: Callable[[int, int], None] | None = None,
     decoder: Decoder | None = None,
+    sessions_path: Path | None = None,
 ) -> Summary:
     """Evaluate ``input_path`` into ``output_path`` / ``deadletter_path``; returns the summary.
 
@@ -70,6 +72,9 @@ async def evaluate_file(
     input order. With ``processes`` > 0 (and the suites' ``config_text``), synchronous suites are
     evaluated in that many processes, one chunk of ``concurrency`` events each at a time
     (:mod:`streameval.evalpool`). ``on_progress(done, bytes_read)`` is called after each chunk.
+
+    When the suite file has ``sessions:``, every session is closed at the end of the file and its result
+    written to ``sessions_path`` (one session result per line; streameval.sessions.local).
     """
     pool = None
     if processes:
@@ -80,6 +85,7 @@ async def evaluate_file(
     hub = pipeline.judges
     summary = Summary(prices=prices_of({n: j.config for n, j in hub.judges.items()}) if hub else {})
     seen: dict[str, bytes] = {}
+    sessions = LocalSessions(pipeline.suites.sessions) if pipeline.suites.sessions else None
     source_name = f"file:{input_path.name}"
     # chunks in flight: one per evaluation process + 1 (so none waits for the next chunk), else one
     pending: deque[tuple[int, asyncio.Future[list[Outcome]]]] = deque()
@@ -98,6 +104,8 @@ async def evaluate_file(
                             continue
                         encoded = result.model_dump_json().encode()
                         seen[result.id] = encoded
+                        if sessions is not None:
+                            sessions.add(outcome.turns)
                         summary.add(result)
                         out.write(encoded + b"\n")
                     elif outcome.dead_letter is not None:
@@ -127,6 +135,14 @@ async def evaluate_file(
                     await write_oldest()
             while pending:
                 await write_oldest()
+        if sessions is not None:
+            closed = await sessions.close_all(pipeline)
+            for graded, _ in closed:
+                summary.add(graded)  # the summary and its gates count sessions as model x session name
+            if sessions_path is not None:
+                with sessions_path.open("wb") as handle:
+                    for _, session_result in closed:
+                        handle.write(session_result.model_dump_json().encode() + b"\n")
     finally:
         for _, future in pending:  # only after an error: do not leave chunks running behind us
             future.cancel()

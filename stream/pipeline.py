@@ -44,6 +44,7 @@ from .models import (
     RequestEvent,
     format_time,
 )
+from .sessions.turns import turns_of
 from .signals import no_lag
 from .strictjson import DEFAULT_MAX_EVENT_DEPTH, check_depth, check_strict
 
@@ -72,11 +73,11 @@ class Pipeline:
         self.suites = suites
         self.judges: JudgeHub | None = None
         self._suite_judges: dict[str, SuiteJudge] = {}
-        if any(s.config.judge is not None for s in suites.all):
+        if any(s.config.judge is not None for s in suites.scoring):
             self.judges = JudgeHub(suites.judges, cache=judge_cache, transport=judge_transport)
             self._suite_judges = {
                 s.name: SuiteJudge(s.config.judge, self.judges, threshold=s.config.threshold, suite=s.name, lag=lag)
-                for s in suites.all if s.config.judge is not None
+                for s in suites.scoring if s.config.judge is not None
             }  # fmt: skip
         self._sync_suites: dict[str, bool] = {}
         self.max_event_bytes = max_event_bytes
@@ -257,7 +258,7 @@ class Pipeline:
             result, counters = self.evaluate_sync(event, suite, received_at=received_at)
         except Exception as exc:
             return self._failed(raw, source, exc)
-        return Outcome(result=result, counters=counters)
+        return self._outcome(event, result, counters)
 
     async def process(self, raw: bytes, source: Source = Source(), *, received_at: float | None = None) -> Outcome:
         """Raw bytes to a result or a dead letter. Never raises for a bad event."""
@@ -269,7 +270,7 @@ class Pipeline:
             result, counters = await self.evaluate(event, suite, received_at=received_at)
         except Exception as exc:
             return self._failed(raw, source, exc)
-        return Outcome(result=result, counters=counters)
+        return self._outcome(event, result, counters)
 
     def may_judge(self, event: RequestEvent, suite: Suite) -> bool:
         """Whether evaluating ``event`` in ``suite`` may call a judge: false when the suite has no judge
@@ -302,7 +303,12 @@ class Pipeline:
             result, counters = await self.evaluate(event, suite, received_at=received_at)
         except Exception as exc:
             return self._failed(raw, source, exc)
-        return Outcome(result=result, counters=counters)
+        return self._outcome(event, result, counters)
+
+    def _outcome(self, event: RequestEvent, result: GradedResult, counters: dict[str, dict[str, float]]) -> Outcome:
+        sessions = self.suites.sessions
+        turns = turns_of(sessions, event, result) if sessions else ()
+        return Outcome(result=result, counters=counters, turns=turns)
 
     def failed(self, raw: bytes, source: Source, exc: Exception) -> Outcome:
         """The dead-letter outcome of ``raw`` for ``exc`` (input decoders use it for what they cannot read)."""

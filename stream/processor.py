@@ -20,7 +20,7 @@ from typing import cast
 from . import telemetry
 from .batch import evaluate_messages
 from .deadletters import DeadLetterPolicy
-from .envelope import Outcome, Source
+from .envelope import Outcome, Source, Turn
 from .errors import EventError
 from .evalpool import EvalPool
 from .inputs import Inputs
@@ -29,6 +29,7 @@ from .models import DeadLetter, parse_time
 from .outputs import Publish, Send
 from .pipeline import Pipeline
 from .review import ReviewQueue
+from .sessions.state import SessionStore
 from .store import ResultStore, retry_forever
 from .windows import WindowCloser
 
@@ -61,9 +62,11 @@ class Processor:
         labels: LabelStore | None = None,
         feedback: FeedbackDecoder | None = None,
         review: ReviewQueue | None = None,
+        sessions: SessionStore | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.store = store
+        self.sessions = sessions  # the suite file has sessions: turns are appended once their result is recorded
         self.pool = pool
         self.inputs = inputs or Inputs()  # none configured: every message is a native request event
         self.dead_letters = dead_letters if dead_letters is not None else DeadLetterPolicy()
@@ -133,6 +136,8 @@ class Processor:
             ),
             what="recording a batch in Redis",
         )
+        if self.sessions is not None:
+            await self._append_turns([turn for i, _, _ in results for turn in outcomes[i].turns])
         out: dict[int, Publish] = {}
         for (i, result, encoded), previous in zip(results, stored, strict=True):
             out[i] = Publish("result", result.id.encode(), previous if previous is not None else encoded)
@@ -206,6 +211,20 @@ class Processor:
                 await delivery  # delivered before the label leaves the waiting list
         await self.labels.settle_expired(report)
         return report.joined
+
+    async def _append_turns(self, turns: list[Turn]) -> None:
+        """Append the batch's turns to their sessions (after their own results are recorded: a turn carries
+        its final score); keyless turns are only counted."""
+        assert self.sessions is not None
+        for turn in turns:
+            if turn.key is None:
+                telemetry.SESSION_TURNS.labels(turn.session, "keyless").inc()
+        if not any(turn.key is not None for turn in turns):
+            return
+        store = self.sessions
+        report = await retry_forever(lambda: store.append(turns), what="appending turns to sessions in Redis")
+        for (session, outcome), n in report.counts.items():
+            telemetry.SESSION_TURNS.labels(session, outcome).inc(n)
 
     async def close_windows(self, closer: WindowCloser, send: Send) -> int:
         """The periodic step: publish due windows and their alerts, refresh the judges' z-score norms.

@@ -18,6 +18,8 @@ Then its consumer loop hands each batch to ``runtime.processor.process_batch`` a
 from __future__ import annotations
 
 import logging
+import os
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +54,8 @@ from .processor import Processor
 from .redis_security import redis_options
 from .registry import LiveRegistry, RegistryStore, bind_live_registry
 from .review import ReviewQueue
+from .sessions.closer import SessionCloser
+from .sessions.state import SessionStore, session_terms
 from .settings import Settings
 from .signals import ConsumerLag
 from .store import ResultStore, retry_forever
@@ -126,10 +130,12 @@ def open_store(client: Client, settings: Settings, *, allowed_lateness_s: float)
 class Runtime:
     """A running worker's parts: the processor, the window closer and the alert side effects."""
 
-    def __init__(self, processor: Processor, closer: WindowCloser, lag: ConsumerLag | None = None) -> None:
+    def __init__(self, processor: Processor, closer: WindowCloser, lag: ConsumerLag | None = None,
+                 sessions: SessionCloser | None = None) -> None:  # fmt: skip
         self.processor = processor
         self.closer = closer
         self.lag = lag if lag is not None else ConsumerLag()  # the agent updates it after each batch
+        self.sessions = sessions  # None when the suite file has no sessions
 
     @classmethod
     async def build(cls, config: WorkerConfig) -> Runtime:
@@ -177,16 +183,30 @@ class Runtime:
                                 windows=settings.windows, window_ttl_s=settings.window_ttl_s,
                                 all_time_ttl_s=settings.all_time_ttl_s, clock=store.now)  # fmt: skip
             store.verdicts = labels
+        windowing = suites.windowing
+        session_state = None
+        if suites.sessions:
+            terms = session_terms(suites.sessions, windowing.allowed_lateness_s)
+            session_state = SessionStore(client, terms, prefix=settings.redis_prefix, lease_s=windowing.lease_s,
+                                         worker_id=f"{os.getpid()}-{uuid.uuid4().hex[:8]}")  # fmt: skip
         processor = Processor(pipeline, store, on_close=close, pool=pool, inputs=config.inputs,
-                              dead_letters=dead_letters, labels=labels,
+                              dead_letters=dead_letters, sessions=session_state, labels=labels,
                               feedback=FeedbackDecoder(suites.feedback, max_depth=settings.max_event_depth),
                               review=ReviewQueue(client, store.keys, suites.review) if suites.review else None)  # fmt: skip
         await processor.start()
-        windowing = suites.windowing
         closer = WindowCloser(store, suites.alerts, allowed_lateness_s=windowing.allowed_lateness_s,
                               lease_s=windowing.lease_s, labels=labels)  # fmt: skip
-        log.info("streameval worker ready: %d suite(s), Redis %s", len(suites.all), redact_url(redis_url))
-        return cls(processor, closer, lag)
+        sessions = None if session_state is None else SessionCloser(session_state, store, pipeline, suites.sessions)
+        log.info("streameval worker ready: %d suite(s), %d session(s), Redis %s", len(suites.all),
+                 len(suites.sessions), redact_url(redis_url))  # fmt: skip
+        return cls(processor, closer, lag, sessions)
+
+    async def close_sessions(self, send: Send) -> int:
+        """Close due sessions and publish their results through ``send`` (streameval.sessions.closer).
+        Returns how many this worker published; errors propagate (the next tick retries; leases hold)."""
+        if self.sessions is None:
+            return 0
+        return await self.sessions.run_once(send)
 
     async def close_windows(self, send: Send) -> int:
         """Publish due windows and their alerts through ``send``; keep each alert for the dashboard.

@@ -110,6 +110,7 @@ class _Event:
     increments: dict[str, float] = field(default_factory=dict)
     result: GradedResult | None = None  # for the drill-down examples (streameval.drilldown)
     pointer: bytes = b""  # where its encoded result is kept (:func:`stored_results`), once its call is built
+    retract: bool = False  # takes an earlier result's figures back (record_many's retractions)
 
 
 class ResultStore:
@@ -185,8 +186,14 @@ class ResultStore:
         return self.clock() if self.clock is not None else time.time() + self._offset
 
     # -- writes -------------------------------------------------------------------------------
-    async def record_many(self, items: Sequence[RecordEntry], dead_letters: Sequence[tuple[str, str, float]] = ()) -> list[bytes | None]:
+    async def record_many(self, items: Sequence[RecordEntry], dead_letters: Sequence[tuple[str, str, float]] = (), *,
+                          retractions: Sequence[RecordEntry] = ()) -> list[bytes | None]:  # fmt: skip
         """Record a batch: one script call per pair, one for the indexes, one for the dead letters.
+
+        ``retractions`` take back an earlier result's contribution (a session's revision replaces the
+        previous one, streameval.sessions): each is counted once like an item, with every figure negated
+        and no drill-down example; give each its own id (e.g. the earlier id + ``~``). Their replies are
+        not returned.
 
         ``items`` are (result, encoded result, counters[, content]); ``content`` (the raw message) tells
         a redelivery from another event reusing its id (without it: id, model, suite, event time).
@@ -196,7 +203,10 @@ class ResultStore:
         """
         if not items and not dead_letters:
             return []
+        results = len(items)
         events = [self._prepare(i, item) for i, item in enumerate(items)]
+        events += [self._prepare(results + i, item, retract=True) for i, item in enumerate(retractions)]
+        items = [*items, *retractions]
         await self._admit(events)
         out: list[bytes | None] = [None] * len(items)
         # the same event twice in one batch (a redelivered copy next to the first): the copies publish
@@ -236,7 +246,7 @@ class ResultStore:
                     await self._wait_replicated([*(self.keys.pair(p) for p in {e.pair: 0 for e in events}),
                                                  self.keys.ix, self.keys.dl])
                 return [out[copies[i]] if copies[i] == i else out[copies[i]] or items[copies[i]][1]
-                        for i in range(len(out))]  # fmt: skip
+                        for i in range(results)]  # fmt: skip
         raise StoreUnavailable("recording a batch did not settle (the Redis clock keeps moving away?)")
 
     async def _look_for_legacy(self, pairs: list[str], now: float) -> None:
@@ -368,7 +378,7 @@ class ResultStore:
         call = self._dead_letter_call([(kind, source_key, event_time)])
         return bool((await guard(run_scripts(self.client, [call])))[0])
 
-    def _prepare(self, index: int, item: RecordEntry) -> _Event:
+    def _prepare(self, index: int, item: RecordEntry, *, retract: bool = False) -> _Event:
         result, encoded, counters = item[0], item[1], item[2]
         content = item[3] if len(item) > 3 else (
             f"{result.model}\0{result.suite}\0{result.event_time}\0{result.category}".encode())
@@ -392,7 +402,9 @@ class ResultStore:
             inc[base + "errors"] += int(ev.error is not None)
             for counter, value in ((counters or {}).get(ev.name) or {}).items():
                 inc[f"{base}c:{self._label(pair, ev.name, counter)}"] += value
-        return _Event(index, pair, digest, parse_time(result.event_time), encoded, inc, result)
+        if retract:
+            inc = defaultdict(float, {name: -value for name, value in inc.items()})
+        return _Event(index, pair, digest, parse_time(result.event_time), encoded, inc, result, retract=retract)
 
     def _label(self, pair: str, evaluator: str, counter: str) -> str:
         """``domain:{name}:{stat}`` counters (agent domains) beyond MAX_COUNTER_LABELS names fold into ``_other``."""
@@ -474,7 +486,7 @@ class ResultStore:
 
     def _examples_part(self, pair: str, group: list[_Event], klist: list[str], args: list[Any]) -> None:
         """Append the keys and args of RECORD's drill-down block: the window examples' candidates."""
-        events = [(e.result, e.event_time, e.digest) for e in group if e.result is not None]
+        events = [(e.result, e.event_time, e.digest) for e in group if e.result is not None and not e.retract]
         xkeys, xargs, sent = self._candidates_of.part(pair, self.windows, events, example_ttl_s=self.example_ttl_s)
         klist += xkeys
         args += xargs

@@ -302,3 +302,15 @@ REVIEW_SENT = Counter("streameval_review_sent", "results published to the review
 REVIEW_DROPPED = Counter(
     "streameval_review_dropped", "review candidates dropped by the rate bound (review.rate_per_min), by suite", ["suite"]
 )
+
+#: turns of sessions (streameval.sessions), by what became of them: appended, duplicate (a redelivered
+#: turn), revised (appended within grace_s of closing: a revision follows), late (after grace_s: evaluated
+#: as an event only), keyless (the event matched a session but has no key there)
+SESSION_TURNS = Counter("streameval_session_turns", "turns offered to sessions, by session and outcome",
+                        ["session", "outcome"])  # fmt: skip
+SESSIONS_CLOSED = Counter("streameval_sessions_closed", "session results published, by session and closed_by",
+                          ["session", "closed_by"])  # fmt: skip
+SESSION_CLOSE_DELAY = Histogram(
+    "streameval_session_close_delay_seconds", "from a session's close deadline to its result's publication",
+    buckets=(0.25, 0.5, 1, 2, 3, 5, 10, 30, 60, 300),
+)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from streameval.cli import _parser
-from streameval.config import EvaluatorSpec, Match, SuiteConfig
+from streameval.config import EvaluatorSpec, Match, SessionConfig, SuiteConfig
 from streameval.evaluators import evaluator_names
 from streameval.settings import Settings
 
@@ -77,6 +77,12 @@ def test_every_suite_key_is_documented(key: str) -> None:
     assert f"`{key}`" in README
     for field in Match.model_fields:
         assert f"`{field}`" in README
+
+
+@pytest.mark.parametrize("key", [f"sessions[].{k}" for k in SessionConfig.model_fields])
+def test_every_session_key_is_documented(key: str) -> None:
+    assert f"`{key}`" in README
+    assert f"`{key.removeprefix('sessions[].')}`" in (ROOT / "docs" / "sessions.md").read_text(encoding="utf-8")
 
 
 def input_keys() -> list[str]:

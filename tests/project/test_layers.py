@@ -52,6 +52,7 @@ FLOORS: dict[str, int] = {
     "_logs": CLIENTS,
     "keyspace": CLIENTS,
     "_lua": CLIENTS,
+    "sessions.scripts": CLIENTS,  # the sessions' Lua
     "redis_client": CLIENTS,
     "kafka_security": CLIENTS,
     "redis_security": CLIENTS,
@@ -70,6 +71,7 @@ FLOORS: dict[str, int] = {
     "drilldown": COMPONENTS,
     "deadletters": COMPONENTS,
     "windows": COMPONENTS,
+    "sessions.*": COMPONENTS,  # key paths, turns, the thread and its metrics, the Redis state
     "windowing": COMPONENTS,
     "registry": COMPONENTS,
     "summary": COMPONENTS,
@@ -84,6 +86,8 @@ FLOORS: dict[str, int] = {
     "batch": ORCHESTRATION,
     "evalpool": ORCHESTRATION,
     "processor": ORCHESTRATION,
+    "sessions.closer": ORCHESTRATION,  # judges a closed session's thread through the pipeline
+    "sessions.local": ORCHESTRATION,  # the offline twin of the state and the closer
     "inflight": ORCHESTRATION,
     # 7. composition: what builds the clients and wires the parts; programs
     "runtime": COMPOSITION,

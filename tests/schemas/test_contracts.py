@@ -85,7 +85,27 @@ def valid_documents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[
         "length": 900000, "sha256": "ab" * 32, "tail": "dGFpbA==", "stored_key": "streameval:dlraw:" + "ab" * 32,
         "stored_until": "2026-11-30T10:00:00Z"}})  # fmt: skip
     return {"request": requests, "result": load(tmp / "out.jsonl"), "deadletter": dead,
-            "alert": [ALERT, ALERT_FULL], "aggregate": [AGGREGATE, AGGREGATE_FULL], "review": [REVIEW, REVIEW_FULL]}  # fmt: skip
+            "alert": [ALERT, ALERT_FULL], "aggregate": [AGGREGATE, AGGREGATE_FULL],
+            "session": _session_results(tmp), "review": [REVIEW, REVIEW_FULL]}  # fmt: skip
+
+
+def _session_results(tmp: Path) -> list[dict[str, Any]]:
+    """Session results the offline pipeline makes of a short conversation (streameval.sessions)."""
+    config = tmp / "sessions.yaml"
+    config.write_text("suites: [{name: chat, default: true, evaluators: [{evaluator: exact_match}]}]\n"
+                      "sessions: [{name: conv, key: metadata.c, end: metadata.last, evaluators: "
+                      "[{evaluator: turn_scores}, {evaluator: thread_clean, weight: 0, gate: true}]}]\n")  # fmt: skip
+    turns = [{"id": f"t{i}", "model": "m", "input": "q", "output": "Paris" if i else "Rome", "expected": "Paris",
+              "timestamp": f"2026-11-21T10:00:0{i}Z", "metadata": {"c": f"c{i % 2}", "last": i == 3,
+              "tool_calls": [{"name": "f", "arguments": {"a": 1}, "error": "boom" if i == 2 else None}]}}
+             for i in range(4)]  # fmt: skip
+    (tmp / "turns.jsonl").write_bytes(b"\n".join(orjson.dumps(t) for t in turns))
+    _, suites = load_config(config)
+    asyncio.run(evaluate_file(Pipeline(suites), tmp / "turns.jsonl", tmp / "t.jsonl", tmp / "tdl.jsonl",
+                              sessions_path=tmp / "sessions.jsonl"))  # fmt: skip
+    found = [orjson.loads(x) for x in (tmp / "sessions.jsonl").read_bytes().splitlines()]
+    assert len(found) == 2
+    return found
 
 
 def _verdicts(name: str, model: type[BaseModel], document: Any) -> tuple[bool, bool]:

@@ -1,0 +1,174 @@
+"""Closing sessions: each session judged once per revision across every worker, then published.
+
+The worker calls :meth:`SessionCloser.run_once` every ``close_interval_s`` (the window closer's timer,
+``streameval.agents``). Each run:
+
+1. reads each due-index shard for sessions whose deadline passed on the Redis clock (``LIMIT``: the cost
+   of a run does not grow with the number of open sessions);
+2. claims each one (its lease, ``SET NX PX`` inside the claim script, streameval.sessions.scripts); only
+   the claimer goes on: a session is closed by one worker;
+3. builds the thread event (streameval.sessions.thread) and evaluates it with the session's scoring
+   through :meth:`streameval.pipeline.Pipeline.evaluate` (rules, judge panel, combine, gates, grades);
+4. records it through :meth:`streameval.store.ResultStore.record_many` as pair model x session name,
+   idempotent by its id (``session:key#revision``) and turn ids; a revision also retracts the previous
+   revision's figures in the same call, so the aggregates hold the latest revision only;
+5. publishes the :class:`~streameval.models.SessionResult` on ``evals.sessions`` (the stored one when a
+   crashed worker had recorded it already), then marks the session closed and drops its due entry.
+
+A worker killed between 2 and 5 leaves its lease to expire (``lease_s``): the next worker closes the
+session then, finds the result recorded and publishes the stored bytes again (at least once on the
+topic, once in the figures).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+
+from .. import telemetry
+from .._version import __version__
+from ..config import Session
+from ..envelope import Outcome
+from ..errors import StoreUnavailable
+from ..models import GradedResult, SessionMetrics, SessionResult, format_time
+from ..outputs import Publish, Send
+from ..pipeline import Pipeline
+from ..redis_client import retry_forever
+from ..store import ResultStore
+from .state import Claim, SessionStore
+from .thread import thread_event
+
+__all__ = ["SessionCloser", "build_result", "content_of", "evaluate_thread", "graded_of"]
+
+log = logging.getLogger(__name__)
+
+
+async def evaluate_thread(pipeline: Pipeline, session: Session, key: str, revision: int, turns: list[dict[str, Any]],
+                          received: int, closed_by: str, closed_at: float, *,
+                          received_at: float) -> tuple[GradedResult, SessionResult, dict[str, dict[str, float]]]:  # fmt: skip
+    """Judge one session's thread; the graded form (recorded), the session result (published), counters."""
+    event, metrics = thread_event(session.name, key, session.config.category, revision, turns, received)
+    graded, counters = await pipeline.evaluate(event, session.suite, received_at=received_at)
+    return (
+        graded,
+        build_result(graded, session.name, key, revision, turns, metrics, closed_by, closed_at),
+        counters,
+    )
+
+
+def build_result(graded: GradedResult, session: str, key: str, revision: int, turns: list[dict[str, Any]], metrics: dict[str, Any],
+                 closed_by: str, closed_at: float) -> SessionResult:  # fmt: skip
+    return SessionResult(
+        id=graded.id, session=session, key=key, model=graded.model,
+        models=list(dict.fromkeys(t["model"] for t in turns)), category=graded.category,
+        turn_ids=[t["id"] for t in turns], first_event_time=format_time(turns[0]["t"]),
+        last_event_time=format_time(turns[-1]["t"]), closed_by=closed_by,  # type: ignore[arg-type]
+        closed_at=format_time(closed_at), revision=revision, truncated=metrics["dropped"] > 0,
+        metrics=SessionMetrics(**metrics), score=graded.score, passed=graded.passed, threshold=graded.threshold,
+        grade=graded.grade, evaluators=graded.evaluators, judge=graded.judge, failed_gates=graded.failed_gates,
+        reason=graded.reason, evaluated_at=graded.evaluated_at, latency_ms=graded.latency_ms,
+        pipeline_version=__version__,
+    )  # fmt: skip
+
+
+def graded_of(result: SessionResult) -> GradedResult:
+    """The graded form a session result was recorded as (:meth:`SessionCloser.close`)."""
+    return GradedResult(id=result.id, model=result.model, suite=result.session, category=result.category,
+                        score=result.score, passed=result.passed, threshold=result.threshold, grade=result.grade,
+                        evaluators=result.evaluators, event_time=result.last_event_time,
+                        evaluated_at=result.evaluated_at, latency_ms=result.latency_ms,
+                        pipeline_version=result.pipeline_version, judge=result.judge,
+                        failed_gates=result.failed_gates, reason=result.reason)  # fmt: skip
+
+
+def content_of(turn_ids: Sequence[str], revision: int) -> bytes:
+    """What tells one closing of a session from another for the store's idempotency: the judged turns."""
+    return f"{revision}\0".encode() + "\0".join(turn_ids).encode()
+
+
+class SessionCloser:
+    """Closes due sessions exactly once across workers (module docstring)."""
+
+    def __init__(self, state: SessionStore, store: ResultStore, pipeline: Pipeline, sessions: Sequence[Session], *,
+                 limit: int = 256, concurrency: int = 32, clock: Callable[[], float] | None = None) -> None:  # fmt: skip
+        self.state = state
+        self.store = store
+        self.pipeline = pipeline
+        self.sessions = {s.name: s for s in sessions}
+        self.limit = limit
+        self._gate = asyncio.Semaphore(concurrency)
+        self._clock = clock
+
+    async def run_once(self, send: Send) -> int:
+        """Close every due session; returns how many results this worker published."""
+        seconds, micros = await self.state.client.time()
+        now = float(seconds) + float(micros) / 1e6
+        due = await self.state.due(now, self.limit)
+        if not due:
+            return 0
+        done = await asyncio.gather(*(self._guarded(tag, score, send) for tag, score in due))
+        return sum(done)
+
+    async def _guarded(self, tag: str, score: float, send: Send) -> int:
+        async with self._gate:
+            try:
+                return await self.close(tag, score, send)
+            except StoreUnavailable:
+                raise  # Redis is down: the tick fails and the next one tries again
+            except Exception:  # one session's failure costs only itself: tried again once its lease expires
+                log.exception("closing session %s failed; it is tried again once its lease expires", tag)
+                return 0
+
+    async def close(self, tag: str, score: float, send: Send) -> int:
+        claim = await self.state.claim(tag)
+        if not isinstance(claim, Claim):
+            status, deadline = claim
+            if status in ("gone", "closed"):
+                await self.state.move(tag, score, None)
+            elif status == "later" and deadline is not None:
+                await self.state.move(tag, score, deadline)
+            return 0
+        session = self.sessions.get(claim.session)
+        if session is None:  # a session removed from the suite file: forget its state's index entry
+            log.warning("session %r is no longer configured; dropping its due entry", claim.session)
+            await self.state.move(tag, score, None)
+            return 0
+        turns = [orjson.loads(t) for t in claim.turns]
+        closed_by = claim.closed_by
+        graded, result, counters = await evaluate_thread(
+            self.pipeline, session, claim.key, claim.revision, turns, claim.received, closed_by, claim.now,
+            received_at=self._clock() if self._clock else claim.now)  # fmt: skip
+        encoded = result.model_dump_json().encode()
+        retractions: list[tuple[GradedResult, bytes, dict[str, dict[str, float]] | None, bytes]] = []
+        if claim.revision > 0 and claim.previous:
+            previous = orjson.loads(claim.previous)
+            old = GradedResult.model_validate(previous["graded"])
+            retractions.append(
+                (old.model_copy(update={"id": old.id + "~"}), b"", previous["counters"], b"retract")
+            )
+        stored = await retry_forever(
+            lambda: self.store.record_many([(graded, encoded, counters, content_of(result.turn_ids, claim.revision))],
+                                           retractions=retractions),
+            what="recording a session result in Redis")  # fmt: skip
+        value = encoded
+        if stored[0] is not None:  # counted before (a worker died closing it): publish what was counted
+            value = stored[0]
+            graded = graded_of(SessionResult.model_validate_json(value))
+        else:  # /metrics: results, quality series and judge activity by model x session name, per revision
+            telemetry.observe_outcomes([Outcome(result=graded, counters=counters)])
+        await send(Publish("session", f"{claim.session}:{claim.key}".encode(), value))
+        telemetry.SESSIONS_CLOSED.labels(claim.session, closed_by).inc()
+        telemetry.SESSION_CLOSE_DELAY.observe(max(0.0, claim.now - score))
+        counted = orjson.dumps({"graded": graded.model_dump(mode="json"), "counters": counters})
+        status, deadline = await self.state.finish(claim, counted, closed_by)
+        if status == "lost":  # our lease ran out and another worker closes it: its entry is that worker's
+            log.warning("session %s:%s: the closing lease expired before the result was marked; another worker "
+                        "takes over", claim.session, claim.key)  # fmt: skip
+            return 1
+        # reopened: turns came in while closing (their own appends set the entry; else it moves to their deadline)
+        await self.state.move(tag, score, deadline if status == "reopened" else None)
+        return 1

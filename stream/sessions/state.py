@@ -1,0 +1,258 @@
+"""Session state in Redis, shared by every worker: the turns, the session's figures, its closing lease
+and the sharded index of close deadlines. No keyspace SCAN anywhere.
+
+``P`` is the prefix (``STREAMEVAL_REDIS_PREFIX``); a session's hash tag is ``ss:{name}:{key}`` (each
+URL-quoted), so its keys live in one slot:
+
+================================  ===================================================================
+``P{ss:name:key}:turns``          list of turns, each: event time (``%020.6f``) + 10-digit arrival
+                                  number + the turn (JSON, streameval.sessions.turns); sorted as
+                                  strings they are in event-time order, then arrival
+``P{ss:name:key}:meta``           hash: state (open, closing, closed), first / last event time, arrival
+                                  (Redis clock of the last turn), deadline, seq, n (turns received),
+                                  kept, bytes, dropped, end, rev (next revision), prev (the last
+                                  published result), closed_at, closed_by; ``i:{turn id}`` per turn
+                                  (a redelivered turn is appended once)
+``P{ss:name:key}:lease``          the closing lease (``SET NX PX``)
+``P{sx:N}:due``                   zset of sessions to close: member = the session's tag, score = its
+                                  close deadline (Redis clock); N in 0..15 by CRC-32 of the tag
+================================  ===================================================================
+
+Deadline: ``min(last event time, arrival) + gap_s``, but never sooner than ``settle_s`` after the last
+arrival (the suite file's ``windowing.allowed_lateness_s``, 5 s by default: turns of the same moment may
+still be on their way through other partitions and workers); ``settle_s`` after the arrival of a turn
+that carries the end marker. With event times close to the clock the first term closes the session (``closed_by: gap``:
+the clock, the watermark windows use too, passed the last event time + gap_s); when the event times
+are ahead of the clock (a producer's clock, future timestamps), a quiet session still closes gap_s
+after its last turn arrived (``idle``). Deadlines only grow, except when a session starts, reopens or
+meets its end marker: only those appends set the session's index entry (``ZADD``); otherwise the entry
+stays early and the closer's claim, which re-reads the deadline in the meta, moves it once
+(:data:`~streameval.sessions.scripts.DUE_SET`: only if it still holds the score it read), so an early
+entry costs one look, never an early close. (Two workers appending to one session at the same moment can
+leave the later of their two deadlines in the index: that session then closes up to gap_s late.)
+
+Lifetime: an open session's keys expire ``gap_s + grace_s + 1 h`` after its last turn (a safety net:
+the closer closes it long before); once closed, its turns stay ``grace_s`` (+1 min) for late turns to
+revise it, its meta ``grace_s`` + :data:`TOMBSTONE_S` to tell a late turn from a new session.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, unquote
+
+from ..redis_client import Client, guard, run_scripts
+from . import scripts
+from .turns import Turn
+
+__all__ = [
+    "DUE_SHARDS",
+    "TOMBSTONE_S",
+    "AppendReport",
+    "Claim",
+    "SessionKeys",
+    "SessionStore",
+    "SessionTerms",
+    "session_terms",
+]
+
+#: shards of the due index (one zset per shard, one hash tag each: spread over a cluster's slots)
+DUE_SHARDS = 16
+#: how long a closed session's meta outlives its grace (a turn of it after grace is late, not a new session)
+TOMBSTONE_S = 86400
+_OPEN_MARGIN_S = 3600
+_PREFIX = 30  # event time (20 characters) and arrival number (10 digits) in front of each turn
+
+
+class SessionKeys:
+    """Key names of sessions under one prefix (module docstring)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+
+    @staticmethod
+    def tag(session: str, key: str) -> str:
+        return f"ss:{quote(session, safe='')}:{quote(key, safe='')}"
+
+    @staticmethod
+    def split(tag: str) -> tuple[str, str]:
+        _, session, key = tag.split(":", 2)
+        return unquote(session), unquote(key)
+
+    def keys(self, tag: str) -> list[str]:
+        """turns, meta and lease of a session."""
+        base = f"{self.prefix}{{{tag}}}:"
+        return [base + "turns", base + "meta", base + "lease"]
+
+    @staticmethod
+    def shard(tag: str) -> int:
+        return zlib.crc32(tag.encode()) % DUE_SHARDS
+
+    def due(self, shard: int) -> str:
+        return f"{self.prefix}{{sx:{shard}}}:due"
+
+
+@dataclass(frozen=True)
+class SessionTerms:
+    """What the state needs of a session's config: its bounds and times."""
+
+    gap_s: float
+    grace_s: float
+    max_turns: int
+    max_bytes: int
+    settle_s: float = 5.0
+
+
+@dataclass
+class AppendReport:
+    """What became of the turns of one :meth:`SessionStore.append`, per session name and outcome."""
+
+    counts: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A session claimed for closing: its figures and its kept turns (decoded, in thread order)."""
+
+    tag: str
+    session: str
+    key: str
+    now: float
+    seq: int
+    revision: int
+    first: float
+    last: float
+    arrival: float
+    ended: bool
+    received: int
+    dropped: int
+    previous: bytes  # the last published result (GradedResult JSON), b"" before the first
+    turns: list[bytes]  # each turn's JSON
+
+    @property
+    def closed_by(self) -> str:
+        if self.ended:
+            return "end"
+        return "gap" if self.last <= self.arrival else "idle"
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class SessionStore:
+    """Appends turns and claims and finishes closings, for every session of the suite file."""
+
+    def __init__(self, client: Client, terms: dict[str, SessionTerms], *, prefix: str = "streameval:",
+                 lease_s: float = 30.0, worker_id: str = "worker") -> None:  # fmt: skip
+        self.client = client
+        self.terms = terms
+        self.keys = SessionKeys(prefix)
+        self.lease_ms = int(lease_s * 1000)
+        self.worker_id = worker_id
+        self._append = client.register_script(scripts.APPEND)
+        self._claim = client.register_script(scripts.CLAIM)
+        self._finish = client.register_script(scripts.FINISH)
+        self._due_set = client.register_script(scripts.DUE_SET)
+
+    async def append(self, turns: Sequence[Turn]) -> AppendReport:
+        """Append keyed turns: one script call per session, then one ``ZADD`` per due shard; all in
+        two round trips (one per node on a cluster). Idempotent per turn id."""
+        report = AppendReport()
+        groups: dict[str, list[Turn]] = defaultdict(list)
+        for turn in turns:
+            if turn.key is not None:
+                groups[self.keys.tag(turn.session, turn.key)].append(turn)
+        if not groups:
+            return report
+        calls = []
+        for tag, group in groups.items():
+            terms = self.terms[group[0].session]
+            args: list[Any] = [repr(terms.gap_s), repr(terms.grace_s), terms.max_turns, terms.max_bytes,
+                               int(terms.gap_s + terms.grace_s) + _OPEN_MARGIN_S, len(group), repr(terms.settle_s)]  # fmt: skip
+            for turn in group:
+                args += [turn.id, repr(turn.time), int(turn.end), turn.payload]
+            calls.append((self._append, self.keys.keys(tag)[:2], args))
+        replies = await guard(run_scripts(self.client, calls))
+        due: dict[int, list[Any]] = defaultdict(list)
+        names = {0: "duplicate", 1: "appended", 2: "late", 3: "revised"}
+        for (tag, group), reply in zip(groups.items(), replies, strict=True):
+            deadline = float(_text(reply[1]))
+            for turn, code in zip(group, reply[2:], strict=True):
+                report.counts[(turn.session, names[int(code)])] += 1
+            if deadline >= 0:
+                due[self.keys.shard(tag)] += [deadline, tag]
+        if due:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for shard, members in due.items():
+                    pipe.execute_command("ZADD", self.keys.due(shard), *members)
+                await guard(pipe.execute())
+        return report
+
+    async def due(self, now: float, limit: int) -> list[tuple[str, float]]:
+        """Up to ``limit`` sessions per shard whose deadline is at or before ``now``: (tag, deadline)."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            for shard in range(DUE_SHARDS):
+                pipe.zrangebyscore(
+                    self.keys.due(shard), "-inf", repr(now), start=0, num=limit, withscores=True
+                )
+            replies = await guard(pipe.execute())
+        return [(_text(member), float(score)) for reply in replies for member, score in reply]
+
+    async def claim(self, tag: str) -> Claim | tuple[str, float | None]:
+        """Take a due session for closing, or why not: ('gone' | 'closed' | 'busy' | 'later', deadline)."""
+        [reply] = await guard(
+            run_scripts(self.client, [(self._claim, self.keys.keys(tag), [self.worker_id, self.lease_ms])])
+        )
+        status = _text(reply[0])
+        if status != "ok":
+            return status, float(_text(reply[1])) if status == "later" else None
+        session, key = self.keys.split(tag)
+        r = reply
+        return Claim(tag, session, key, now=float(_text(r[1])), seq=int(r[2]), revision=int(r[3]), first=float(r[4]),
+                     last=float(r[5]), arrival=float(r[6]), ended=_text(r[7]) == "1", received=int(r[8]),
+                     dropped=int(r[9]), previous=bytes(r[10]) if r[10] else b"",
+                     turns=[m[_PREFIX:] for m in sorted(bytes(m) for m in r[12:])])  # fmt: skip
+
+    async def finish(self, claim: Claim, published: bytes, closed_by: str) -> tuple[str, float | None]:
+        """Mark ``claim`` closed (or reopened, when turns came in meanwhile): ('closed' | 'lost', None) or
+        ('reopened', deadline). ``published`` is the result the next revision corrects the aggregates for."""
+        terms = self.terms[claim.session]
+        args = [
+            self.worker_id,
+            claim.seq,
+            claim.revision + 1,
+            published,
+            repr(terms.grace_s),
+            TOMBSTONE_S,
+            closed_by,
+        ]
+        [reply] = await guard(run_scripts(self.client, [(self._finish, self.keys.keys(claim.tag), args)]))
+        status = _text(reply[0])
+        return status, float(_text(reply[1])) if status == "reopened" else None
+
+    async def move(self, tag: str, score: float, deadline: float | None) -> None:
+        """Set a due entry read with ``score`` to ``deadline`` (None: drop it), unless an append changed it."""
+        call = (
+            self._due_set,
+            [self.keys.due(self.keys.shard(tag))],
+            [tag, repr(score), "" if deadline is None else repr(deadline)],
+        )
+        await guard(run_scripts(self.client, [call]))
+
+    async def open_count(self) -> int:
+        """Sessions waiting in the due index (open, or closed within a tick)."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            for shard in range(DUE_SHARDS):
+                pipe.zcard(self.keys.due(shard))
+            return sum(int(n) for n in await guard(pipe.execute()))
+
+
+def session_terms(sessions: Sequence[Any], settle_s: float = 5.0) -> dict[str, SessionTerms]:
+    """Each configured session's :class:`SessionTerms` (``sessions``: :class:`streameval.config.Session`)."""
+    return {s.name: SessionTerms(s.config.gap_s, s.config.grace, s.config.max_turns, s.config.max_bytes, settle_s)
+            for s in sessions}  # fmt: skip

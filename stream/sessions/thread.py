@@ -1,0 +1,119 @@
+"""What a closed session is judged on: its thread as one request event, and its rule metrics.
+
+The thread event goes through the same :meth:`streameval.pipeline.Pipeline.evaluate` as any event, with
+the session's scoring suite: its rule evaluators, its judge panel, combine, gates and grades. It holds:
+
+* ``output``: the whole thread in order (:func:`render`): each turn's input (``user``) and reply (the
+  turn's role, ``assistant`` by default) and its tool calls; the judges see it as the text under
+  evaluation. The model's name is not in it (blind mode holds: the judges see it as "Model A").
+* ``input``: one line saying what the thread is (turn count, turns left out).
+* ``category``: the session's ``category`` (default ``multi_turn``: the multi-judge spec's rubric
+  context_retention 40 %, relevance 30 %, coherence 30 %).
+* ``metadata.session``: name, key, revision and the rule metrics (:func:`thread_metrics`);
+  ``metadata.transcript``: the turns themselves (code evaluators read them).
+* ``agent``: the agent spec's fields over the thread: rounds = turns, time = duration, quality = the
+  mean turn score, one domain score per turn (``collaboration_efficiency``, ``adaptability``).
+
+Truncation: a session keeps at most ``max_turns`` turns and ``max_bytes`` bytes; beyond, the turn in the
+middle of the thread is dropped, repeatedly, so the first and last turns stay. The thread says where
+and how many turns were left out, and the result says ``truncated``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+from ..blocks import AgentBlock, DomainScore
+from ..models import RequestEvent, format_time
+
+__all__ = ["render", "result_id", "thread_event", "thread_metrics"]
+
+
+def result_id(session: str, key: str, revision: int) -> str:
+    """The id of revision ``revision`` of a session's result."""
+    return f"{session}:{key}#{revision}"
+
+
+def thread_metrics(turns: list[dict[str, Any]], received: int) -> dict[str, Any]:
+    """Rule metrics over the kept ``turns`` (in order) of a session that received ``received`` turns."""
+    scores = [float(t["score"]) for t in turns]
+    first, last = turns[0]["t"], turns[-1]["t"]
+    duration = max(0.0, last - first)
+    tool_errors = sum(1 for t in turns for call in t.get("tools") or () if call.get("error"))
+    unclean = sum(1 for t in turns if t["refusal"] or t["error"] or t["gates"]
+                  or any(call.get("error") for call in t.get("tools") or ()))  # fmt: skip
+    mean = math.fsum(scores) / len(scores)
+    by_domain: dict[str, list[float]] = defaultdict(list)
+    for t in turns:
+        by_domain[t["domain"]].append(float(t["score"]))
+    domains = {d: math.fsum(v) / len(v) for d, v in sorted(by_domain.items())}
+    return {
+        "turns": received,
+        "kept": len(turns),
+        "dropped": received - len(turns),
+        "duration_s": round(duration, 3),
+        "score_min": min(scores),
+        "score_mean": mean,
+        "score_last": scores[-1],
+        "refusals": sum(1 for t in turns if t["refusal"]),
+        "errors": sum(1 for t in turns if t["error"]),
+        "gate_failures": sum(1 for t in turns if t["gates"]),
+        "tool_errors": tool_errors,
+        "unclean_turns": unclean,
+        # the agent spec: quality / (rounds x time + 1), rounds = turns, time = duration; 0 when time is 0
+        "collaboration_efficiency": 0.0 if duration == 0 else mean / (received * duration + 1),
+        # the agent spec: the mean of the per-domain means
+        "adaptability": math.fsum(domains.values()) / len(domains),
+        "domains": domains,
+    }
+
+
+def render(turns: list[dict[str, Any]], dropped: int) -> str:
+    """The thread as the judges read it: turns in order, roles, tool calls; dropped turns counted where
+    they were (the middle)."""
+    lines: list[str] = []
+    middle = len(turns) // 2 if dropped else -1
+    for n, turn in enumerate(turns):
+        if n == middle:
+            lines.append(
+                f"[... {dropped} turn(s) left out here: the thread is longer than the session keeps ...]"
+            )
+        number = n + 1 if not dropped or n < middle else n + 1 + dropped
+        if turn.get("input") is not None:
+            lines.append(f"### turn {number} - user\n{turn['input']}")
+        lines.append(f"### turn {number} - {turn['role']}\n{turn['output']}")
+        for call in turn.get("tools") or ():
+            text = f"- tool call {call['name']}"
+            if "arguments" in call:
+                text += f"({call['arguments']})"
+            if call.get("error"):
+                text += f" failed: {call['error']}"
+            elif "result" in call:
+                text += f" -> {call['result']}"
+            lines.append(text)
+    return "\n".join(lines)
+
+
+def thread_event(session: str, key: str, category: str, revision: int, turns: list[dict[str, Any]],
+                 received: int) -> tuple[RequestEvent, dict[str, Any]]:  # fmt: skip
+    """The request event a session is judged as, and its rule metrics (module docstring)."""
+    metrics = thread_metrics(turns, received)
+    dropped = received - len(turns)
+    left_out = f", {dropped} of them left out in the middle" if dropped else ""
+    event = RequestEvent(
+        id=result_id(session, key, revision),
+        model=turns[-1]["model"],
+        category=category,
+        input=f"A conversation of {received} turn(s){left_out}. Judge the replies over the whole thread, "
+              "in order: what was said earlier, tool calls and their results included.",
+        output=render(turns, dropped),
+        timestamp=format_time(turns[-1]["t"]),
+        metadata={"session": {"name": session, "key": key, "revision": revision, "metrics": metrics},
+                  "transcript": turns},
+        agent=AgentBlock(task_quality=min(1.0, max(0.0, metrics["score_mean"])), communication_rounds=received,
+                         task_time=metrics["duration_s"],
+                         results=[DomainScore(domain=t["domain"][:128], score=float(t["score"])) for t in turns]),
+    )  # fmt: skip
+    return event, metrics

@@ -1,0 +1,126 @@
+"""A session's turn: what a graded request event contributes to its conversation (or agent run).
+
+The pipeline makes the turns of an event once its own result is graded (:func:`turns_of`); the worker
+appends them to the session's state after that result is recorded (streameval.sessions.state). A turn
+keeps what the thread's judges and rule metrics need, and nothing else:
+
+``id`` (the event id: a redelivered turn is appended once), ``t`` (event time), ``role``, ``input``,
+``output`` (each clipped to :func:`text_limit` characters), ``model``, ``category``, ``domain``, ``suite``,
+the turn's own ``score`` / ``passed`` / ``gates`` (failed gates), ``refusal`` and ``error`` flags and
+``tools`` (tool calls, when the event carries ``metadata.tool_calls``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from .._util import clip
+from ..envelope import Turn
+from ..judges._refusal import find_refusal
+from ..models import GradedResult, RequestEvent, parse_time
+
+__all__ = ["MAX_KEY_CHARS", "MAX_TOOL_CALLS", "Turn", "session_key", "text_limit", "turns_of"]
+
+#: longer session keys are replaced by ``sha256:`` and their digest (ids and Redis keys stay bounded)
+MAX_KEY_CHARS = 96
+#: tool calls kept per turn; each one's arguments and result are clipped to TOOL_TEXT characters
+MAX_TOOL_CALLS = 20
+TOOL_TEXT = 500
+
+
+def text_limit(max_bytes: int) -> int:
+    """Characters kept of a turn's input and of its output: an eighth of the session's byte bound."""
+    return max(256, max_bytes // 8)
+
+
+def session_key(value: Any) -> str | None:
+    """The session key of a value found at the key path: strings and integers (not booleans), else None."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    text = str(value)
+    if not text:
+        return None
+    if len(text) > MAX_KEY_CHARS:
+        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    return text
+
+
+def _tools(metadata: dict[str, Any]) -> list[dict[str, Any]] | None:
+    calls = metadata.get("tool_calls")
+    if not isinstance(calls, list):
+        return None
+    out = []
+    for call in calls[:MAX_TOOL_CALLS]:
+        if not isinstance(call, dict):
+            continue
+        entry: dict[str, Any] = {"name": clip(str(call.get("name", "?")), 128)}
+        for field in ("arguments", "result"):
+            if field in call:
+                value = call[field]
+                text = (
+                    value
+                    if isinstance(value, str)
+                    else orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+                )
+                entry[field] = clip(text, TOOL_TEXT)
+        error = call.get("error")
+        entry["error"] = clip(str(error), TOOL_TEXT) if error not in (None, False, "") else None
+        out.append(entry)
+    return out
+
+
+def _record(event: RequestEvent, result: GradedResult, t: float, limit: int) -> dict[str, Any]:
+    metadata = event.metadata
+    role = metadata.get("role")
+    domain = metadata.get("domain")
+    refusal = metadata.get("refusal")
+    error = metadata.get("error")
+    record: dict[str, Any] = {
+        "id": event.id,
+        "t": t,  # the result's event time (the event's own, or when it was received)
+        "role": clip(role, 64) if isinstance(role, str) and role else "assistant",
+        "input": clip(event.input, limit) if event.input is not None else None,
+        "output": clip(event.output, limit),
+        "model": event.model,
+        "category": event.category,
+        "domain": clip(domain, 128) if isinstance(domain, str) and domain else (event.category or "default"),
+        "suite": result.suite,
+        "score": result.score,
+        "passed": result.passed,
+        "gates": list(result.failed_gates),
+        "refusal": refusal if isinstance(refusal, bool) else find_refusal(event.output) is not None,
+        "error": bool(error) or any(r.error is not None for r in result.evaluators),
+    }
+    tools = _tools(metadata)
+    if tools is not None:
+        record["tools"] = tools
+    return record
+
+
+def _result_time(result: GradedResult) -> float:
+    """Epoch seconds (ms), at least 0: the state orders turns by it as a fixed-width string."""
+    return max(0.0, round(parse_time(result.event_time), 3))
+
+
+def turns_of(sessions: Sequence[Any], event: RequestEvent, result: GradedResult) -> tuple[Turn, ...]:
+    """The turns ``event`` (graded as ``result``) adds to the sessions whose ``match`` accepts it
+    (``sessions``: :class:`streameval.config.Session`, not imported: this module sits below the config)."""
+    out = []
+    t = None
+    for session in sessions:
+        if not session.accepts(event):
+            continue
+        if t is None:
+            t = _result_time(result)
+        key = session_key(session.key.find(event))
+        if key is None:
+            out.append(Turn(session.name, None, event.id, t))
+            continue
+        end = session.end is not None and session.end.find(event) is True
+        record = _record(event, result, t, text_limit(session.config.max_bytes))
+        out.append(Turn(session.name, key, event.id, t, end, orjson.dumps(record)))
+    return tuple(out)
