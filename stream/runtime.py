@@ -195,7 +195,8 @@ class Runtime:
                               review=ReviewQueue(client, store.keys, suites.review) if suites.review else None)  # fmt: skip
         await processor.start()
         closer = WindowCloser(store, suites.alerts, allowed_lateness_s=windowing.allowed_lateness_s,
-                              lease_s=windowing.lease_s, labels=labels)  # fmt: skip
+                              lease_s=windowing.lease_s, score_shift=windowing.score_shift,
+                              labels=labels)  # fmt: skip
         sessions = None if session_state is None else SessionCloser(session_state, store, pipeline, suites.sessions)
         log.info("streameval worker ready: %d suite(s), %d session(s), Redis %s", len(suites.all),
                  len(suites.sessions), redact_url(redis_url))  # fmt: skip

@@ -60,6 +60,9 @@ REVIEW = {"id": "e1", "model": "gpt-4o", "suite": "qa", "reasons": ["judges_disa
           "selected_at": "2026-11-21T10:00:01.250Z"}  # fmt: skip
 REVIEW_FULL = {**REVIEW, "schema_version": 1, "reasons": ["gate_failed", "near_threshold"], "judges": {"a": 9.0, "b": None},
                "judge_spread": 0.0, "failed_gates": ["no_pii"], "input": "q", "output": None}  # fmt: skip
+ALERT_SHIFT = {**ALERT, "metric": "score_shift", "change": {
+    "series": "evaluator:similarity", "direction": "down", "start": "2026-11-21T10:00:00Z", "event_id": "ev-1",
+    "shift": -0.1, "reference_mean": 0.7, "reference_std": 0.15, "ewma": 0.62, "events_since": 80}}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +88,7 @@ def valid_documents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[
         "length": 900000, "sha256": "ab" * 32, "tail": "dGFpbA==", "stored_key": "streameval:dlraw:" + "ab" * 32,
         "stored_until": "2026-11-30T10:00:00Z"}})  # fmt: skip
     return {"request": requests, "result": load(tmp / "out.jsonl"), "deadletter": dead,
-            "alert": [ALERT, ALERT_FULL], "aggregate": [AGGREGATE, AGGREGATE_FULL],
+            "alert": [ALERT, ALERT_FULL, ALERT_SHIFT], "aggregate": [AGGREGATE, AGGREGATE_FULL],
             "session": _session_results(tmp), "review": [REVIEW, REVIEW_FULL]}  # fmt: skip
 
 
