@@ -233,6 +233,32 @@ def create_app(
             inflights.remove(inflight)
             await inflight.close()
 
+    if settings.label_join_ttl_s:  # human labels (docs/feedback.md): a second agent on the feedback topic
+        labels_topic = app.topic(settings.topic_feedback, **raw)
+
+        @app.agent(labels_topic, name="feedback")
+        async def feedback(stream: faust.StreamT[bytes]) -> None:
+            try:
+                await _feedback(stream)
+            except asyncio.CancelledError:
+                if app.should_stop or lifeline.stopping:
+                    raise
+                lifeline.fatal("the feedback agent was cancelled while the worker was running")
+            except BaseException as exc:
+                lifeline.fatal("the feedback agent failed", exc)
+
+        async def _feedback(stream: faust.StreamT[bytes]) -> None:
+            # Labels are few: one batch at a time. A batch is acked once its dead letters are delivered; its
+            # labels are in Redis by then (joined, or waiting for their results).
+            proc = (await runtime()).processor
+            async for events in stream.noack_take(settings.batch_max, within=settings.batch_wait_ms / 1000):  # type: ignore[attr-defined]
+                batch = [(bytes(e.message.value or b""), Source(e.message.topic, e.message.partition, e.message.offset))
+                         for e in events]  # fmt: skip
+                for delivery in [await send(m) for m in await proc.process_feedback(batch)]:
+                    await delivery
+                for event in events:
+                    await stream.ack(event)
+
     @app.timer(1.0)  # type: ignore[untyped-decorator]
     async def stall_watchdog() -> None:
         watchdog.check([batch for inflight in inflights for batch in inflight.pending()])

@@ -15,8 +15,12 @@ from streameval.outputs import OUTPUTS
 
 __all__ = ["NAMES", "load"]
 
-#: the input's schema, then one per output topic (streameval.outputs)
-NAMES: dict[str, str] = {"request": "request-event.v1.json", **{output.kind: output.schema for output in OUTPUTS}}
+#: the inputs' schemas (request events; human labels, docs/feedback.md), then one per output topic (streameval.outputs)
+NAMES: dict[str, str] = {
+    "request": "request-event.v1.json",
+    "feedback": "feedback.v1.json",
+    **{output.kind: output.schema for output in OUTPUTS},
+}
 
 
 @cache

@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = _sub(sub, "evaluate", "evaluate a JSONL file offline (no broker), e.g. to gate a release",
                     "The same pipeline over a JSONL file, with no broker and no Redis. Results in input order; "
-                    "exit 1 when a gate (--fail-under, --max-dead-letters, --max-judge-error-rate) fails.")  # fmt: skip
+                    "exit 1 when a gate (--fail-under, --max-dead-letters, --max-judge-error-rate, --min-human-kappa) fails.")  # fmt: skip
     evaluate.add_argument("--config", type=Path, required=True, metavar="FILE", help="suite YAML (required)")
     evaluate.add_argument("--input", type=Path, required=True, metavar="FILE",
                           help="request events, one JSON object per line (required)")
@@ -132,6 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--input-topic", default=None, metavar="TOPIC",
                           help="read each line as the suite file's input for TOPIC (json or otlp_json; default: "
                           "native request events)")
+    evaluate.add_argument("--labels", type=Path, default=None, metavar="FILE",
+                          help="human labels (feedback v1, or the suite file's feedback: map), one per line: print "
+                          "the agreement of judges, panel, result and evaluators with people (docs/feedback.md; default: none)")
+    evaluate.add_argument("--min-human-kappa", type=float, default=None, metavar="X",
+                          help="with --labels: exit 1 when a judge's, the panel's or the result's Cohen's kappa "
+                          "with people is below X (default: no gate)")
     evaluate.add_argument("--quiet", action="store_true", help="no progress bar or table")
 
     sim = sub.add_parser("judge-sim", add_help=False,

@@ -29,14 +29,28 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import ConfigError, ConfigIssue
+from .labels import lowest_kappa
 from .models import Aggregate, Alert
 
-__all__ = ["METRICS", "AlertRule", "Metric", "build_alert", "check_alert_windows", "figures", "fires", "metric_value"]
+__all__ = ["HUMAN_MIN_LABELS", "METRICS", "AlertRule", "Metric", "build_alert", "check_alert_windows", "figures", "fires",
+           "human_agreement", "metric_value"]
 
 Metric = Literal[
     "mean_score", "pass_rate", "alpha", "judge_drift", "dead_letter_rate", "judge_error_rate",
-    "p95_latency_ms", "consistency",
+    "p95_latency_ms", "consistency", "human_agreement",
 ]  # fmt: skip
+
+#: ``human_agreement`` reads a rater's kappa only with at least this many labels, unless the rule says
+#: otherwise (``min_labels``): fewer pass/fail pairs give a kappa too noisy to alert on
+HUMAN_MIN_LABELS = 30
+
+
+def human_agreement(aggregate: Aggregate, min_labels: int = HUMAN_MIN_LABELS) -> float | None:
+    """The lowest Cohen's kappa with people among the judges, the panel and the suite result of the window,
+    over those with at least ``min_labels`` labelled pass/fail pairs (docs/feedback.md)."""
+    if aggregate.human is None:
+        return None
+    return lowest_kappa(aggregate.human, min_labels)
 
 #: metric name -> how it is read off a window's aggregate (docs/statistics.md defines each figure)
 METRICS: dict[str, Callable[[Aggregate], float | None]] = {
@@ -48,6 +62,7 @@ METRICS: dict[str, Callable[[Aggregate], float | None]] = {
     "judge_error_rate": lambda a: a.judge_error_rate,
     "p95_latency_ms": lambda a: a.latency_p95_ms,
     "consistency": lambda a: a.consistency,
+    "human_agreement": human_agreement,
 }
 
 _COMPARE: dict[str, Callable[[float, float], bool]] = {
@@ -69,6 +84,8 @@ class AlertRule(BaseModel):
     cooldown_s: int = Field(default=0, ge=0, description="quiet time per model x suite after firing, seconds")
     suites: list[str] | None = Field(default=None, min_length=1, description="suite name globs; none: all")
     models: list[str] | None = Field(default=None, min_length=1, description="model name globs; none: all")
+    min_labels: int = Field(default=HUMAN_MIN_LABELS, ge=1,
+                            description="human_agreement: labels a rater needs in the window before its kappa counts")
 
     def applies(self, model: str, suite: str) -> bool:
         return _glob(suite, self.suites) and _glob(model, self.models)
@@ -100,7 +117,8 @@ def fires(rule: AlertRule, aggregate: Aggregate) -> float | None:
         return None
     if aggregate.count < rule.min_count:
         return None
-    value = metric_value(rule.metric, aggregate)
+    value = (human_agreement(aggregate, rule.min_labels) if rule.metric == "human_agreement"
+             else metric_value(rule.metric, aggregate))  # fmt: skip
     if value is None or not _COMPARE[rule.comparator](value, rule.threshold):
         return None
     return value

@@ -24,6 +24,7 @@ from ._logs import AIOKAFKA_LOGGERS, install_repeat_summary
 from .errors import BrokerUnavailable, ConfigError, ConnectFailed, StoreUnavailable, UsageError
 
 if TYPE_CHECKING:
+    from .config import Suites
     from .inputs import Decoder, InputConfig
     from .settings import Settings
 
@@ -285,6 +286,12 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
         raise UsageError("--processes must be 0 or more")
     config_text = read_config_text(args.config)
     _, suites = parse_config_text(config_text, file=str(args.config))
+    if args.labels is not None and not args.labels.is_file():
+        raise UsageError(f"--labels {args.labels}: no such file")
+    if args.min_human_kappa is not None and args.labels is None:
+        raise UsageError("--min-human-kappa needs --labels FILE")
+    if args.min_human_kappa is not None and not -1.0 <= args.min_human_kappa <= 1.0:
+        raise UsageError(f"--min-human-kappa must be within [-1, 1], got {args.min_human_kappa}")
     if not args.input.is_file():
         raise UsageError(f"--input {args.input}: no such file")
     if args.max_judge_error_rate is not None and not 0.0 <= args.max_judge_error_rate <= 1.0:
@@ -328,7 +335,58 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
             console.print(f"[bold red]FAIL[/] judge {name} failed {rate:.1%} of its answers, over "
                           f"--max-judge-error-rate {args.max_judge_error_rate:g}", highlight=False)  # fmt: skip
             failed = True
+    if args.labels is not None:
+        failed = _human_agreement(args, suites, settings, console) or failed
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _human_agreement(args: argparse.Namespace, suites: Suites, settings: Settings, console: Console) -> bool:
+    """``--labels``: join the labels to the results just written, print the table; True when the gate fails."""
+    from .errors import EventError
+    from .keyspace import Keys
+    from .labels import FeedbackDecoder, calibration, human_agreement, join_in_memory, lowest_kappa
+    from .models import GradedResult
+    from .summary import render_agreement
+
+    results = [GradedResult.model_validate_json(line) for line in args.output.read_bytes().splitlines() if line]
+    decoder = FeedbackDecoder(suites.feedback, max_depth=settings.max_event_depth)
+    labels, bad = [], 0
+    for n, line in enumerate(args.labels.read_bytes().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            labels.append(decoder.decode(line))
+        except EventError as exc:
+            bad += 1
+            console.print(f"{args.labels}:{n}: not a label ({exc.kind}): {exc.reason}", highlight=False)
+    rows, layouts, unmatched = join_in_memory(results, labels)
+    for _, why in unmatched[:20]:
+        console.print(f"unmatched label: {why}", highlight=False)
+    figures = {Keys.split_pair(pair)[:2]: human_agreement(pair_rows, layouts) for pair, pair_rows in rows.items()}
+    if not args.quiet:
+        render_agreement(figures, console, unmatched=len(unmatched) + bad)
+        for pair, pair_rows in sorted(rows.items()):
+            tuned = calibration(pair_rows, layouts)
+            if tuned.maps:  # what `judge: {calibrate: true, calibration: ...}` would take (docs/feedback.md)
+                model, suite = Keys.split_pair(pair)[:2]
+                console.print(f"calibration for {model} / {suite} (suggested weights, isotonic maps):", highlight=False)
+                for judge, entry in tuned.as_dict().items():
+                    weight = "-" if entry["weight"] is None else f"{entry['weight']:.3f}"
+                    points = ", ".join(f"[{x:.4g}, {y:.4g}]" for x, y in entry["map"])
+                    console.print(f"  {judge}: n {entry['n']}, weight {weight}, map [{points}]", highlight=False)
+    failed = False
+    if args.min_human_kappa is not None:
+        for (model, suite), human in sorted(figures.items()):
+            kappa = lowest_kappa(human) if human is not None else None
+            if kappa is not None and kappa < args.min_human_kappa:
+                console.print(f"[bold red]FAIL[/] {model} / {suite}: Cohen's kappa with people {kappa:.3f} is "
+                              f"under --min-human-kappa {args.min_human_kappa:g}", highlight=False)  # fmt: skip
+                failed = True
+        if not any(h is not None and lowest_kappa(h) is not None for h in figures.values()):
+            console.print("[bold red]FAIL[/] --min-human-kappa: no kappa could be computed from the labels "
+                          f"({len(labels)} read, {len(unmatched)} unmatched)", highlight=False)  # fmt: skip
+            failed = True
+    return failed
 
 
 def _line_decoder(inputs: Sequence[InputConfig], topic: str, settings: Settings) -> Decoder:

@@ -58,7 +58,9 @@ from .judges import (
     panel_judges,
     sampled,
 )
+from .labels import FeedbackInput, feedback_issues
 from .models import RequestEvent
+from .review import ReviewConfig
 from .sessions.paths import EventPath, compile_event_path
 from .versioning import definition_hash
 from .windowing import WindowingConfig
@@ -207,6 +209,10 @@ class StreamEvalConfig(_Strict):
     alerts: list[AlertRule] = Field(default_factory=list, description="alert rules (docs/statistics.md)")
     windowing: WindowingConfig = Field(default_factory=WindowingConfig,
                                        description="window closing: lateness, interval, lease (docs/statistics.md)")
+    feedback: FeedbackInput = Field(default_factory=FeedbackInput,
+                                    description="how the feedback topic's messages become labels (docs/feedback.md)")
+    review: ReviewConfig | None = Field(default=None,
+                                        description="the review queue: what is sent for a person's look (docs/feedback.md)")
     sessions: list[SessionConfig] = Field(default_factory=list,
                                           description="conversations and agent runs judged as a whole (docs/sessions.md)")
 
@@ -390,6 +396,8 @@ class LoadedConfig:
         self.alerts = tuple(alerts)  # checked on each closed window (streameval.windows)
         self.windowing = windowing or WindowingConfig()
         self.shadow_judges: tuple[JudgeConfig, ...] = ()  # judges only shadows use (add_shadow_file)
+        self.feedback = FeedbackInput()  # the feedback topic's format (streameval.labels)
+        self.review: ReviewConfig | None = None  # the review queue (streameval.review); None: off
         self.by_name = {s.name: s for s in suites}
         self._matching = [s for s in suites if s.config.match is not None and not s.is_default]
         self._default = next((s for s in suites if s.is_default), None)
@@ -575,6 +583,7 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
         raise ConfigError([issue(*_input_error(e["loc"], e["type"], e["msg"], e.get("ctx"))) for e in exc.errors()]) from None
 
     issues: list[ConfigIssue] = [issue(loc, message) for loc, message in input_issues(config.inputs)]
+    issues += [issue(("feedback", *loc), message) for loc, message in feedback_issues(config.feedback)]
 
     def build(scoring: SuiteConfig | SessionConfig, base: tuple[str | int, ...]) -> Suite:
         """Build one suite's (or session's) evaluators, adding any problem to ``issues``."""
@@ -629,7 +638,10 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
     ]  # fmt: skip
     if issues:
         raise ConfigError(issues)
-    return config, LoadedConfig(suites, config.judges, config.alerts, config.windowing, config.inputs, sessions)
+    parsed = LoadedConfig(suites, config.judges, config.alerts, config.windowing, config.inputs, sessions)
+    parsed.feedback = config.feedback
+    parsed.review = config.review
+    return config, parsed
 
 
 def _with_shadows(suite: Suite, shadows: Sequence[Shadow]) -> Suite:

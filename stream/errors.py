@@ -8,7 +8,8 @@
     │   ├── EventTooLarge          kind "too_large"
     │   ├── InvalidJSON            kind "invalid_json" (bad UTF-8, bad JSON, duplicate keys, NaN)
     │   ├── SchemaViolation        kind "schema"
-    │   └── UnroutableEvent        kind "no_suite" or "unknown_suite"
+    │   ├── UnroutableEvent        kind "no_suite" or "unknown_suite"
+    │   └── UnmatchedLabel         kind "unmatched_label": a human label whose result never came (streameval.labels)
     ├── EvaluatorError         raised by an evaluator; becomes a failed evaluator result, not a crash
     │   ├── EvaluatorTimeout
     │   ├── MissingField           the event lacks a field the evaluator needs (streameval.evaluators)
@@ -54,13 +55,14 @@ __all__ = [
     "SchemaViolation",
     "StoreUnavailable",
     "StreamEvalError",
+    "UnmatchedLabel",
     "UnroutableEvent",
     "UsageError",
 ]
 
 #: Every reason an event can end in the dead-letter topic (the dead letter schema's "kind" enum).
 DeadLetterKind = Literal[
-    "too_large", "invalid_json", "schema", "no_suite", "unknown_suite", "internal"
+    "too_large", "invalid_json", "schema", "no_suite", "unknown_suite", "internal", "unmatched_label"
 ]
 
 
@@ -114,6 +116,10 @@ class InvalidJSON(EventError):
 
 class SchemaViolation(EventError):
     kind: DeadLetterKind = "schema"
+
+
+class UnmatchedLabel(EventError):
+    kind: DeadLetterKind = "unmatched_label"
 
 
 class UnroutableEvent(EventError):

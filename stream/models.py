@@ -10,17 +10,26 @@ from datetime import UTC, datetime
 from math import isfinite, modf
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from .blocks import AgentBlock, ReportBlock, RetrievalBlock
 
 __all__ = [
     "CATEGORIES",
+    "FEEDBACK_SCALES",
     "PANEL_RESULT_NAME",
     "RFC3339",
     "Aggregate",
     "AggregateEvaluator",
     "AggregateJudge",
+    "Agreement",
     "Alert",
     "AlertChange",
     "AlertWindow",
@@ -28,11 +37,14 @@ __all__ = [
     "DeadLetterSource",
     "DeadLetterTruncation",
     "EvaluatorResult",
+    "Feedback",
     "GradedResult",
+    "HumanAgreement",
     "JudgeBlock",
     "JudgeFallback",
     "JudgeVerdict",
     "RequestEvent",
+    "ReviewItem",
     "SessionMetrics",
     "SessionResult",
 ]
@@ -357,7 +369,7 @@ class DeadLetter(BaseModel):
     schema_version: SchemaVersion = 1
     raw: str = Field(description="the event's raw bytes (its first bytes when truncated is set), base64")
     reason: str
-    kind: Literal["too_large", "invalid_json", "schema", "no_suite", "unknown_suite", "internal"]
+    kind: Literal["too_large", "invalid_json", "schema", "no_suite", "unknown_suite", "internal", "unmatched_label"]
     event_id: str | None = None
     source: DeadLetterSource
     failed_at: str = Field(pattern=RFC3339)
@@ -477,3 +489,108 @@ class Aggregate(_Versioned):
     judge_cost: float | None = Field(default=None, ge=0.0, description="money of the judges' calls (priced judges)")
     backpressure_skips: int = Field(default=0, ge=0, description="sampled events not judged because of backpressure")
     suite_version: str | None = Field(default=None, pattern=SUITE_VERSION, description=_VERSION_DOC)
+    human: HumanAgreement | None = Field(
+        default=None, description="agreement of the judges, the panel, the result and the rule evaluators with "
+        "human labels joined in the window (docs/feedback.md); null without labels")
+
+
+#: the scales a human score may be given on (``Feedback.scale``); each is normalised to 0-1
+FEEDBACK_SCALES: dict[str, tuple[float, float]] = {"0-1": (0.0, 1.0), "1-5": (1.0, 5.0), "0-10": (0.0, 10.0),
+                                                   "0-100": (0.0, 100.0)}  # fmt: skip
+
+
+class Feedback(BaseModel):
+    """A person's label of one evaluated event (feedback v1, topic ``evals.feedback``; docs/feedback.md).
+
+    ``passed`` and/or ``score``: a thumbs up/down is a bare ``passed``. ``score`` and ``criteria`` are on
+    ``scale`` (default 0-1); the join normalises them to 0-1.
+    """
+
+    model_config = _STRICT
+
+    schema_version: SchemaVersion = 1
+    id: str = Field(min_length=1, max_length=256, description="the labelled event's id")
+    model: str | None = Field(default=None, min_length=1, max_length=256)
+    suite: str | None = Field(default=None, min_length=1, max_length=128)
+    passed: bool | None = None
+    score: float | None = Field(default=None, ge=0.0, le=100.0)
+    scale: Literal["0-1", "1-5", "0-10", "0-100"] = "0-1"
+    criteria: dict[str, Annotated[float, Field(ge=0.0, le=100.0)]] = Field(default_factory=dict, max_length=64)
+    annotator: str | None = Field(default=None, min_length=1, max_length=128)
+    comment: str | None = Field(default=None, max_length=4096)
+    timestamp: str | None = Field(default=None, pattern=RFC3339)
+
+    @model_validator(mode="after")
+    def _label_and_range(self) -> Feedback:
+        if self.passed is None and self.score is None:
+            raise ValueError("a label needs passed and/or score")
+        low, high = FEEDBACK_SCALES[self.scale]
+        for name, value in [("score", self.score), *((f"criteria.{k}", v) for k, v in self.criteria.items())]:
+            if value is not None and not low <= value <= high:
+                raise ValueError(f"{name} {value:g} is outside the scale {self.scale}")
+        return self
+
+    def normalised(self, value: float) -> float:
+        """``value`` on this label's scale, as 0-1."""
+        low, high = FEEDBACK_SCALES[self.scale]
+        return (value - low) / (high - low)
+
+
+class Agreement(BaseModel):
+    """One rater (a judge, the panel, the result, a rule evaluator) against people, or people among themselves."""
+
+    model_config = _STRICT
+
+    n: int = Field(ge=0, description="labelled events with a value on both sides")
+    n_pass: int = Field(default=0, ge=0, description="of which with a pass/fail on both sides (kappa)")
+    kappa: float | None = Field(default=None, description="Cohen's kappa on pass/fail")
+    kappa_ci_low: float | None = None
+    kappa_ci_high: float | None = None
+    alpha: float | None = Field(default=None, description="Krippendorff's alpha (interval), the human as one more rater")
+    pearson: float | None = None
+    pearson_ci_low: float | None = None
+    pearson_ci_high: float | None = None
+    spearman: float | None = None
+    mae: float | None = Field(default=None, ge=0.0, description="mean |rater - human| on 0-1")
+    mae_ci_low: float | None = None
+    mae_ci_high: float | None = None
+    bias: float | None = Field(default=None, description="rater mean - human mean on 0-1")
+
+
+class HumanAgreement(BaseModel):
+    """Agreement with human labels of one window (or all time) of one model × suite."""
+
+    model_config = _STRICT
+
+    labels: int = Field(ge=0, description="labels joined (the last per event and annotator)")
+    events: int = Field(ge=0, description="distinct events labelled")
+    raters: dict[str, Agreement] = Field(
+        default_factory=dict, description="result, panel, judge:{name}, evaluator:{name} -> agreement with people")
+    annotators: Agreement | None = Field(
+        default=None, description="people among themselves: each pair of annotators of one event")
+
+
+ReviewReason = Literal["gate_failed", "judges_disagree", "near_threshold", "control"]
+
+
+class ReviewItem(BaseModel):
+    """One result selected for a person's look (review item v1, topic ``evals.review``; docs/feedback.md)."""
+
+    model_config = _STRICT
+
+    schema_version: SchemaVersion = 1
+    id: str = Field(description="the event id: label it with this id on the feedback topic")
+    model: str
+    suite: str
+    reasons: list[ReviewReason] = Field(min_length=1, description="why it was selected, most important first")
+    reason: str = Field(description="the same, in words")
+    score: float = Field(ge=0.0, le=1.0)
+    passed: bool
+    threshold: float = Field(ge=0.0, le=1.0)
+    judges: dict[str, float | None] = Field(default_factory=dict, description="each judge's score (0-10); null: no answer")
+    judge_spread: float | None = Field(default=None, ge=0.0, description="highest - lowest judge score")
+    failed_gates: list[str] = Field(default_factory=list)
+    input: str | None = Field(default=None, description="the event's input (first 4000 characters), when known")
+    output: str | None = Field(default=None, description="the event's output (first 4000 characters), when known")
+    event_time: str = Field(pattern=RFC3339)
+    selected_at: str = Field(pattern=RFC3339)

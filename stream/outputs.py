@@ -17,12 +17,12 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field
 
-from .models import Aggregate, Alert, DeadLetter, GradedResult, SessionResult
+from .models import Aggregate, Alert, DeadLetter, GradedResult, ReviewItem, SessionResult
 
 __all__ = ["OUTPUTS", "Kind", "Output", "OutputTopics", "Publish", "Send", "output_topics"]
 
 #: What a published message is; one per row of :data:`OUTPUTS`.
-Kind = Literal["result", "deadletter", "aggregate", "alert", "session"]
+Kind = Literal["result", "deadletter", "aggregate", "alert", "session", "review"]
 
 
 class OutputTopics(BaseModel):
@@ -33,6 +33,7 @@ class OutputTopics(BaseModel):
     topic_alerts: str = Field(default="evals.alerts", description="fired alert rules")
     topic_aggregates: str = Field(default="evals.aggregates", description="closed window aggregates")
     topic_sessions: str = Field(default="evals.sessions", description="graded sessions: conversations and agent runs")
+    topic_review: str = Field(default="evals.review", description="results worth a person's look (docs/feedback.md)")
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ OUTPUTS: tuple[Output, ...] = (
     Output("aggregate", "topic_aggregates", Aggregate, "aggregate.v1.json"),
     Output("alert", "topic_alerts", Alert, "alert.v1.json"),
     Output("session", "topic_sessions", SessionResult, "session-result.v1.json"),
+    Output("review", "topic_review", ReviewItem, "review-item.v1.json"),
 )
 assert tuple(o.kind for o in OUTPUTS) == get_args(Kind), "a kind without a row, or a row without a kind"
 

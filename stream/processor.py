@@ -22,11 +22,14 @@ from . import telemetry
 from .batch import evaluate_messages
 from .deadletters import DeadLetterPolicy
 from .envelope import Outcome, Source, Turn
+from .errors import EventError
 from .evalpool import EvalPool
 from .inputs import Inputs
-from .models import parse_time
+from .labels import FeedbackDecoder, Label, LabelStore, decode_error_letter
+from .models import DeadLetter, parse_time
 from .outputs import Publish, Send
 from .pipeline import Pipeline
+from .review import ReviewQueue
 from .sessions.state import SessionStore
 from .store import ResultStore, retry_forever
 from .windows import WindowCloser
@@ -57,6 +60,9 @@ class Processor:
         pool: EvalPool | None = None,
         inputs: Inputs | None = None,
         dead_letters: DeadLetterPolicy | None = None,
+        labels: LabelStore | None = None,
+        feedback: FeedbackDecoder | None = None,
+        review: ReviewQueue | None = None,
         sessions: SessionStore | None = None,
         shadows: Sequence[Pipeline] = (),
     ) -> None:
@@ -70,6 +76,9 @@ class Processor:
         self.inputs = inputs or Inputs()  # none configured: every message is a native request event
         self.dead_letters = dead_letters if dead_letters is not None else DeadLetterPolicy()
         self._on_close = on_close
+        self.labels = labels  # the human-label join (streameval.labels); None: the feedback topic is not read
+        self.feedback = feedback or FeedbackDecoder()
+        self.review = review  # the review queue (streameval.review); None: nothing is sent for review
 
     async def start(self) -> None:
         await self.pipeline.start()
@@ -147,10 +156,23 @@ class Processor:
             what="recording a batch in Redis",
         )
         if self.sessions is not None:
-            await self._append_turns([turn for i, _, _ in results for turn in outcomes[i].turns])
+            # a shadow's turns are the live evaluation's: only the live results are a session's turns
+            await self._append_turns([turn for i, r, _ in results if not r.shadow for turn in outcomes[i].turns])
         out: dict[int, Publish] = {}
         for (i, result, encoded), previous in zip(results, stored, strict=True):
             out[i] = Publish("result", result.id.encode(), previous if previous is not None else encoded)
+        if self.review is not None:  # new results worth a person's look, within each pair's rate
+            fresh = [(self.store.pair_id(r.model, r.suite, r.suite_version or ""), r, raw_of.get(_position(sources[i])))
+                     for (i, r, _), previous in zip(results, stored, strict=True)
+                     if previous is None and not r.shadow]  # fmt: skip
+            review = self.review
+            items = await retry_forever(lambda: review.select(fresh, self.store.now()), what="choosing results for review")
+            for item in items:
+                for reason in item.reasons:
+                    telemetry.REVIEW_SENT.labels(item.suite, reason).inc()
+            extra = [Publish("review", item.id.encode(), item.model_dump_json().encode()) for item in items]
+        else:
+            extra = []
         for i, letter in dead:
             # sized to fit the broker (streameval.deadletters); a huge event is kept whole in Redis; its
             # raw bytes are decoded only when the letter must be cut
@@ -160,7 +182,56 @@ class Processor:
             )
             key = letter.event_id.encode() if letter.event_id else None
             out[i] = Publish("deadletter", key, letter.model_dump_json().encode())
-        return [out[i] for i in sorted(out)]
+        return [out[i] for i in sorted(out)] + extra
+
+    async def process_feedback(self, messages: Sequence[tuple[bytes, Source]]) -> list[Publish]:
+        """Join a batch of the feedback topic's messages to their verdicts (streameval.labels).
+
+        Returns the dead letters to publish: messages that are not labels (with the reason), and labels
+        the waiting list refused. Labels whose results are not there yet wait in Redis; the periodic step
+        (:meth:`close_windows`) joins them or dead-letters them as unmatched. A join retried after an
+        outage may append a row twice: the reader keeps the last row per event × annotator.
+        """
+        if self.labels is None:
+            raise RuntimeError("the label join is off (STREAMEVAL_LABEL_JOIN_TTL_S=0): the feedback topic is not read")
+        labels, letters = [], []
+        now = self.store.now()
+        for raw, source in messages:
+            try:
+                feedback = self.feedback.decode(raw)
+            except EventError as exc:
+                telemetry.LABELS.labels("invalid").inc()
+                letters.append(decode_error_letter(raw, exc, source.topic, source.partition, source.offset, now))
+                continue
+            labels.append(Label(feedback, raw, source.topic, source.partition, source.offset))
+        if labels:
+            store = self.labels
+            report = await retry_forever(lambda: store.join(labels), what="joining human labels in Redis")
+            letters += report.dead_letters
+        return await self._label_letters(letters)
+
+    async def _label_letters(self, letters: Sequence[DeadLetter]) -> list[Publish]:
+        out = []
+        for letter in letters:
+            telemetry.DEAD_LETTERS.labels(letter.kind).inc()
+            fitted = await retry_forever(lambda letter=letter: self.dead_letters.apply(letter),  # type: ignore[misc]
+                                         what="keeping a dead letter's event in Redis")  # fmt: skip
+            key = fitted.event_id.encode() if fitted.event_id else None
+            out.append(Publish("deadletter", key, fitted.model_dump_json().encode()))
+        return out
+
+    async def retry_labels(self, send: Send) -> int:
+        """The periodic step of the join: waiting labels joined, or dead-lettered past the wait. Returns
+        how many joined."""
+        if self.labels is None:
+            return 0
+        report = await self.labels.retry_waiting()
+        for message in await self._label_letters(report.dead_letters):
+            delivery = await send(message)
+            if delivery is not None and hasattr(delivery, "__await__"):
+                await delivery  # delivered before the label leaves the waiting list
+        await self.labels.settle_expired(report)
+        return report.joined
 
     async def _append_turns(self, turns: list[Turn]) -> None:
         """Append the batch's turns to their sessions (after their own results are recorded: a turn carries
@@ -182,6 +253,7 @@ class Processor:
         Returns the number of windows this worker published. Redis errors propagate (the caller logs
         them and tries again at the next tick; a window's lease makes a half-done publish safe).
         """
+        await self.retry_labels(send)
         published = await closer.run_once(send)
         if self.pipeline.judges is not None:
             self.pipeline.judges.norms = await closer.refresh_norms()

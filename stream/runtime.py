@@ -23,6 +23,7 @@ import os
 import uuid
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 
@@ -48,11 +49,13 @@ from .judges import JudgeCache, judge_ready_checks
 from .kafka_io import ensure_topics
 from .kafka_security import KafkaSecurity
 from .keyspace import Client
+from .labels import FeedbackDecoder, LabelStore
 from .outputs import Publish, Send, output_topics
 from .pipeline import Pipeline
 from .processor import Processor
 from .redis_security import redis_options
 from .registry import LiveRegistry, RegistryStore, bind_live_registry
+from .review import ReviewQueue
 from .sessions.closer import SessionCloser
 from .sessions.state import SessionStore, session_terms
 from .settings import Settings
@@ -110,7 +113,8 @@ async def prepare(config: WorkerConfig) -> None:
     await check_redis_settings(config.redis_url, redis_options(settings))  # a wrong password: one line, exit
     await ensure_topics(
         settings.kafka_bootstrap_servers,
-        [*config.input_topics, *output_topics(settings).values()],
+        [*config.input_topics, *output_topics(settings).values(),
+         *([settings.topic_feedback] if settings.label_join_ttl_s else [])],
         partitions=settings.topic_partitions,
         replication=settings.topic_replication,
         security=KafkaSecurity.from_settings(settings),
@@ -207,6 +211,14 @@ class Runtime:
         raw_store = RawStore(client, prefix=settings.redis_prefix, ttl_s=settings.dead_letter_raw_ttl_s,
                              budget_bytes=settings.dead_letter_raw_budget_bytes)  # fmt: skip
         dead_letters = DeadLetterPolicy(max_bytes=settings.dead_letter_max_bytes, store=raw_store)
+        labels = None
+        if settings.label_join_ttl_s:  # human labels joined on the stream (docs/feedback.md)
+            labels = LabelStore(client, store.keys, join_ttl_s=settings.label_join_ttl_s,
+                                buckets=settings.label_join_buckets, wait_s=settings.label_wait_s,
+                                max_pending=settings.label_max_pending, max_rows=settings.label_max_rows,
+                                windows=settings.windows, window_ttl_s=settings.window_ttl_s,
+                                all_time_ttl_s=settings.all_time_ttl_s, clock=store.now)  # fmt: skip
+            store.verdicts = labels
         windowing = suites.windowing
         session_state = None
         if suites.sessions:
@@ -214,11 +226,13 @@ class Runtime:
             session_state = SessionStore(client, terms, prefix=settings.redis_prefix, lease_s=windowing.lease_s,
                                          worker_id=f"{os.getpid()}-{uuid.uuid4().hex[:8]}")  # fmt: skip
         processor = Processor(pipeline, store, on_close=close, pool=pool, inputs=config.inputs,
-                              dead_letters=dead_letters, sessions=session_state, shadows=shadows)  # fmt: skip
+                              dead_letters=dead_letters, sessions=session_state, shadows=shadows, labels=labels,
+                              feedback=FeedbackDecoder(suites.feedback, max_depth=settings.max_event_depth),
+                              review=ReviewQueue(client, store.keys, suites.review) if suites.review else None)  # fmt: skip
         await processor.start()
         closer = WindowCloser(store, suites.alerts, allowed_lateness_s=windowing.allowed_lateness_s,
                               lease_s=windowing.lease_s, score_shift=windowing.score_shift,
-                              live_versions=live_versions)  # fmt: skip
+                              live_versions=live_versions, labels=labels)  # fmt: skip
         sessions = None if session_state is None else SessionCloser(session_state, store, pipeline, suites.sessions)
         log.info("streameval worker ready: %d suite(s), %d session(s), Redis %s", len(suites.all),
                  len(suites.sessions), redact_url(redis_url))  # fmt: skip
@@ -239,10 +253,11 @@ class Runtime:
         """
         store = self.processor.store
 
-        async def publish(message: Publish) -> None:
-            await send(message)
+        async def publish(message: Publish) -> Any:
+            delivery = await send(message)
             if message.kind == "alert":  # the dashboard's recent alerts (docs/api.md)
                 await remember_alert(store.client, store.prefix, message.value)
+            return delivery  # a label's dead letter is awaited before the label leaves its waiting list
 
         return await self.processor.close_windows(self.closer, publish)
 

@@ -43,6 +43,9 @@ class Settings(BaseSettings, OutputTopics):  # the output topics' settings: stre
                                  description="share of events (by event-id hash) the --shadow file's candidates evaluate")
     app_id: str = Field(default="streameval", min_length=1, description="Faust app id = Kafka consumer group")
     topic_requests: str = Field(default="evals.requests", description="input topic of request events")
+    topic_feedback: str = Field(
+        default="evals.feedback", description="input topic of human labels (docs/feedback.md); the worker reads it too"
+    )
     topic_partitions: int = Field(default=4, ge=1, description="partitions of topics the worker creates")
     topic_replication: int = Field(default=1, ge=1, description="replication factor of created topics")
     redis_prefix: str = Field(default="streameval:", description="prefix of every Redis key")
@@ -62,6 +65,28 @@ class Settings(BaseSettings, OutputTopics):  # the output topics' settings: stre
         default=3 * 86400, ge=0,
         description="how long each version's compact per-event scores are kept for /api/v1/stats/compare (between "
         "this and twice this); 0 keeps none",
+    )
+    label_join_ttl_s: int = Field(
+        default=7 * 86400, ge=0,
+        description="how long each result's verdicts are kept to join human labels (docs/feedback.md); 0 keeps none "
+        "and turns the join off",
+    )
+    label_join_buckets: int = Field(
+        default=16384, ge=16, le=1 << 20,
+        description="hashes the kept verdicts are spread over; at most ~128 results per bucket and TTL keep them "
+        "compact (listpacks): buckets >= results per STREAMEVAL_LABEL_JOIN_TTL_S / 128",
+    )
+    label_wait_s: float = Field(
+        default=900.0, gt=0,
+        description="how long a label whose result is not there yet waits before it is dead-lettered as unmatched",
+    )
+    label_max_pending: int = Field(
+        default=100_000, ge=1, description="labels waiting for their results at most (beyond: dead-lettered)"
+    )
+    label_max_rows: int = Field(
+        default=100_000, ge=1,
+        description="joined labels kept per model x suite and window (and all time); beyond, new ones are counted "
+        "as full and not kept",
     )
     examples: int = Field(
         default=20, ge=0, le=200,

@@ -39,7 +39,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from . import _lua, telemetry
 from .compare import Compact, pack_chunk, unpack_chunks
@@ -80,6 +80,13 @@ MAX_COUNTER_LABELS = 64
 RecordEntry = tuple[GradedResult, bytes, dict[str, dict[str, float]] | None] | tuple[
     GradedResult, bytes, dict[str, dict[str, float]] | None, bytes
 ]
+
+
+class VerdictKeeper(Protocol):
+    """Adds commands to a batch's record pipeline (streameval.labels.LabelStore)."""
+
+    def verdict_calls(self, events: Sequence[tuple[str, GradedResult]],
+                      now: float) -> tuple[list[tuple[Any, list[str], list[Any]]], list[tuple[Any, ...]]]: ...
 
 
 @dataclass(frozen=True)
@@ -184,6 +191,8 @@ class ResultStore:
         self._renewed: dict[str, float] = {}  # pair -> when this worker last renewed its all-time TTL
         # (pair, generation) -> (has marks of the previous layout, when looked); True stays (they only expire)
         self._legacy: dict[tuple[str, int], tuple[bool, float]] = {}
+        # keeps each result's verdicts for the human-label join in the same pipeline (streameval.labels)
+        self.verdicts: VerdictKeeper | None = None
 
     # -- keys (for callers that address one pair) -----------------------------------------------
     def pair_id(self, model: str, suite: str, version: str = "") -> str:
@@ -229,6 +238,11 @@ class ResultStore:
         copies = {e.index: first.setdefault((e.pair, e.digest), e.index) for e in events}
         pending = [e for e in events if copies[e.index] == e.index]
         writes = self._result_strings(pending, self.now()) + self._compact_scores(pending, self.now())
+        keep: list[tuple[Any, list[str], list[Any]]] = []
+        if self.verdicts is not None:  # the verdicts kept for joining human labels (streameval.labels)
+            keep, layouts = self.verdicts.verdict_calls([(e.pair, e.result) for e in pending if e.result is not None],
+                                                        self.now())  # fmt: skip
+            writes += layouts
         dups: list[tuple[_Event, bytes]] = []  # events already counted, with the pointer to what they published
         dead_call = self._dead_letter_call(dead_letters) if dead_letters else None
         for _ in range(len(items) + 8):  # each round drops a duplicate or corrects the clock guess
@@ -242,9 +256,9 @@ class ResultStore:
             if is_cluster(self.client) and index:  # the closer must see a pair in a window's index first
                 await guard(run_scripts(self.client, index))
                 index = []
-            extra = [dead_call] if dead_call is not None else []
+            extra = ([dead_call] if dead_call is not None else []) + keep
             replies = await guard(run_scripts(self.client, [*index, *extra, *calls], writes=writes))
-            dead_call, writes = None, []
+            dead_call, writes, keep = None, [], []
             pending = []
             for call, group, reply in zip(calls, groups.values(), replies[len(index) + len(extra):], strict=True):
                 pending += self._settle(call, group, reply, out, dups)

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .judges import JudgeTally, tally_verdict, token_cost
-from .models import GradedResult
+from .models import GradedResult, HumanAgreement
 
 __all__ = ["PairSummary", "Summary", "render_summary"]
 
@@ -136,3 +136,32 @@ def render_judges(summary: Summary, console: Console) -> None:
         t = summary.judges[name]
         if t.error_count and not t.answered:
             console.print(f"[bold red]judge {name} never answered[/]: {t.last_error}", highlight=False)
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def render_agreement(figures: Mapping[tuple[str, str], HumanAgreement | None], console: Console, *,
+                     unmatched: int = 0, title: str = "agreement with people") -> None:  # fmt: skip
+    """The agreement table: per model × suite and rater, n, Cohen's kappa (95 % CI), Krippendorff's alpha,
+    Pearson, Spearman, MAE and bias; then people among themselves (docs/feedback.md)."""
+    table = Table(title=title, title_justify="left")
+    for name, justify in [("model", "left"), ("suite", "left"), ("rater", "left"), ("n", "right"),
+                          ("kappa", "right"), ("kappa 95% CI", "right"), ("alpha", "right"), ("pearson", "right"),
+                          ("spearman", "right"), ("MAE", "right"), ("bias", "right")]:  # fmt: skip
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for (model, suite), human in sorted(figures.items()):
+        if human is None:
+            continue
+        rows = sorted(human.raters.items())
+        if human.annotators is not None:
+            rows.append(("(annotators)", human.annotators))
+        for rater, a in rows:
+            ci = "-" if a.kappa_ci_low is None else f"[{a.kappa_ci_low:.2f}, {a.kappa_ci_high:.2f}]"
+            table.add_row(model, suite, rater, str(a.n), _fmt(a.kappa), ci, _fmt(a.alpha), _fmt(a.pearson),
+                          _fmt(a.spearman), _fmt(a.mae), _fmt(a.bias, 4))  # fmt: skip
+        table.add_section()
+    console.print(table)
+    labels = sum(h.labels for h in figures.values() if h is not None)
+    console.print(f"labels joined: {labels}; unmatched: {unmatched}")

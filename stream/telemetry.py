@@ -337,6 +337,31 @@ AGGREGATE_OVERFLOW = Counter(
     ["suite"],
 )
 
+LABELS = Counter(
+    "streameval_labels", "human labels from the feedback topic, by outcome: joined, unmatched, invalid, full",
+    ["outcome"],
+)
+HUMAN_AGREEMENT = Gauge(
+    "streameval_human_agreement",
+    "agreement with people in the last published window of a suite (any model): figure kappa, alpha, pearson, "
+    "spearman, mae, bias, n; rater result, panel, judge:{name}, evaluator:{name}",
+    ["suite", "rater", "figure"],
+)
+
+
+def observe_human_agreement(suite: str, raters: dict[str, dict[str, float | None]]) -> None:
+    """Set the gauges of a window's human agreement (``raters``: rater -> figure -> value)."""
+    for rater, figures in raters.items():
+        for figure, value in figures.items():
+            if value is not None:
+                HUMAN_AGREEMENT.labels(suite, rater, figure).set(value)
+
+REVIEW_SENT = Counter("streameval_review_sent", "results published to the review topic, by suite and reason",
+                      ["suite", "reason"])
+REVIEW_DROPPED = Counter(
+    "streameval_review_dropped", "review candidates dropped by the rate bound (review.rate_per_min), by suite", ["suite"]
+)
+
 #: turns of sessions (streameval.sessions), by what became of them: appended, duplicate (a redelivered
 #: turn), revised (appended within grace_s of closing: a revision follows), late (after grace_s: evaluated
 #: as an event only), keyless (the event matched a session but has no key there)

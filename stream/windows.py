@@ -41,12 +41,13 @@ from typing import Any, cast
 
 import orjson
 
-from . import _lua
+from . import _lua, telemetry
 from .alerts import AlertRule, build_alert, check_alert_windows, fires
 from .changes import Change, Detector, ScoreShiftConfig
 from .drilldown import example_ids
 from .errors import ConfigError, ConfigIssue
 from .keyspace import guard, is_cluster, run_scripts
+from .labels import LabelStore
 from .models import (
     PANEL_RESULT_NAME,
     Aggregate,
@@ -55,6 +56,7 @@ from .models import (
     Alert,
     AlertChange,
     AlertWindow,
+    HumanAgreement,
     format_time,
 )
 from .outputs import Publish, Send
@@ -121,7 +123,7 @@ def _judge_moments(counters: dict[str, float]) -> Moments:
 
 def build_aggregate(
     model: str, suite: str, size: int, start: int, fields: dict[str, float], all_time: dict[str, float], *,
-    dead_letters: int, window_events: int, published_at: str,
+    dead_letters: int, window_events: int, published_at: str, human: HumanAgreement | None = None,
 ) -> Aggregate:  # fmt: skip
     """The aggregate of one window hash (``fields``); ``all_time`` gives the judges' drift baseline.
 
@@ -181,6 +183,7 @@ def build_aggregate(
         judge_cost=round(sum(j.cost for j in judges.values() if j.cost is not None), 9)
         if any(j.cost is not None for j in judges.values()) else None,
         backpressure_skips=int(panel.skips.get("backpressure", 0.0)),
+        human=human,
     )  # fmt: skip
 
 
@@ -203,6 +206,7 @@ class WindowCloser:
         lease_s: float = 30.0, worker_id: str | None = None, clock: Callable[[], Awaitable[float]] | None = None,
         clock_margin_s: float | None = None, score_shift: ScoreShiftConfig | None = None,
         live_versions: Mapping[str, str] | None = None,
+        labels: LabelStore | None = None,
     ) -> None:  # fmt: skip
         check_alert_windows(rules, store.windows)
         if score_shift is not None and score_shift.window not in store.windows:
@@ -224,6 +228,7 @@ class WindowCloser:
         self.clock_margin_s = (CLUSTER_CLOCK_MARGIN_S if is_cluster(store.client) else 0.0) \
             if clock_margin_s is None else clock_margin_s
         self._clock = clock  # tests inject one; default: the Redis server's clock
+        self.labels = labels  # the human labels joined per window (streameval.labels); None: no agreement figures
         self._alert_claim = store.client.register_script(_lua.ALERT_CLAIM)
         self._close_read = store.client.register_script(_lua.CLOSE_READ)
 
@@ -267,19 +272,28 @@ class WindowCloser:
         replies = await guard(run_scripts(client, calls))
         dead_raw = await guard(client.hgetall(keys.dead_letters(size, start)))
         dead = int(sum(float(v) for v in dead_raw.values()))
-        data = [(keys.split_pair(m), _pairs_fields(w), _pairs_fields(a)) for m, (w, a) in zip(members, replies, strict=True)]
-        data = [d for d in data if d[1].get("count", 0.0) > 0]  # indexed in case it was late, but counted elsewhere
+        kept = [(m, _pairs_fields(w), _pairs_fields(a)) for m, (w, a) in zip(members, replies, strict=True)]
+        kept = [d for d in kept if d[1].get("count", 0.0) > 0]  # indexed in case it was late, but counted elsewhere
+        data = [(keys.split_pair(m), w, a) for m, w, a in kept]
         # the dead-letter rate's denominator: events of the live versions (each event once, not once per version)
         total = int(math.fsum(w.get("count", 0.0) for (_, suite, version), w, _ in data if self._live(suite, version)))
         if self.score_shift is not None and size == self.score_shift.window:  # folded in order by _detect_shifts
             await guard(client.zadd(keys.shift_queue(size), {str(start): start}))
             await guard(client.zremrangebyscore(keys.shift_queue(size), "-inf", start - store.window_ttl_s))
         stamp = format_time(now)
-        for (model, suite, version), window, all_time in data:
-            aggregate = build_aggregate(model, suite, size, start, window, all_time,
-                                        dead_letters=dead, window_events=total, published_at=stamp)  # fmt: skip
+        human: dict[str, HumanAgreement | None] = {}
+        if self.labels is not None and data:  # the labels joined in this window: one read for every pair
+            human = await self.labels.agreement([m for m, _, _ in kept], size, start)
+        for ((model, suite, version), window, all_time), (member, _, _) in zip(data, kept, strict=True):
+            agreement = human.get(member)
+            aggregate = build_aggregate(model, suite, size, start, window, all_time, dead_letters=dead,
+                                        window_events=total, published_at=stamp, human=agreement)  # fmt: skip
             if version:
                 aggregate = aggregate.model_copy(update={"suite_version": version})
+            if agreement is not None and self._live(suite, version):  # the gauges show the live versions
+                telemetry.observe_human_agreement(suite, {
+                    rater: {**{f: getattr(a, f) for f in ("kappa", "alpha", "pearson", "spearman", "mae", "bias")},
+                            "n": float(a.n)} for rater, a in agreement.raters.items()})  # fmt: skip
             for warning in aggregate.warnings:
                 log.warning("%s / %s, window %s: %s", model, suite, aggregate.window.start, warning)
             key = f"{model}:{suite}:{version}" if version else f"{model}:{suite}"

@@ -287,6 +287,24 @@ def openapi_document() -> dict[str, Any]:
                               "404": _error("503001: the suite never had this version; data.known lists the known ones"), **_UNAVAILABLE},
             },
         },
+        "/api/v1/stats/human": {
+            "get": {
+                "operationId": "statsHuman", "summary": "agreement of the judges, the panel, the result and the rule evaluators with human labels (docs/feedback.md)",
+                "parameters": [
+                    {"name": "model", "in": "query", "required": True, "schema": {"type": "string", "minLength": 1}},
+                    {"name": "suite", "in": "query", "required": True, "schema": {"type": "string", "minLength": 1}},
+                    _SIZE,
+                    {"name": "window", "in": "query", "required": False, "schema": {"type": "string"},
+                     "description": "a window's start, epoch seconds or RFC 3339 (default: all time, with calibration)"}],
+                "responses": {"200": _json(_envelope({"type": "object", "required": ["model", "suite", "size", "window", "agreement", "calibration"], "properties": {
+                    "model": {"type": "string"}, "suite": {"type": "string"},
+                    "size": _nullable("integer", description="null: all time"),
+                    "window": _nullable("integer", description="null: all time"),
+                    "agreement": {"type": ["object", "null"], "description": "the aggregate's human block (schemas/aggregate.v1.json); null without labels"},
+                    "calibration": {"type": ["object", "null"], "description": "all time: per judge {n, weight, map: [[judge score, human score], ...]}"}}}), "agreement"),
+                              "400": _error("missing model or suite, not a window start, or not a configured size"), **_UNAVAILABLE},
+            },
+        },
         "/api/v1/results/{id}": {
             "get": {
                 "operationId": "resultById", "summary": "one full graded result while it is retained (the redelivery horizon)",

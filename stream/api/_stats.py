@@ -29,6 +29,7 @@ from aiohttp import web
 from ..compare import compare
 from ..drilldown import KINDS, parse
 from ..keyspace import Client, Keys, guard
+from ..labels import LabelStore, calibration, human_agreement
 from ..models import PANEL_RESULT_NAME, parse_time
 from ..stats import histogram_quantile, krippendorff_alpha, pearson
 from ..store import compact_scores, hash_fields, stored_results
@@ -70,6 +71,13 @@ class StatsConfig:
         self.keys = Keys(prefix)
         # one stats read at a time: others queue here, not in the event loop ahead of /health
         self.gate = asyncio.Semaphore(1)
+        self._labels: LabelStore | None = None
+
+    def label_store(self) -> LabelStore:
+        """The joined human labels (streameval.labels), read only."""
+        if self._labels is None:
+            self._labels = LabelStore(self.client, self.keys, windows=self.windows)
+        return self._labels
 
 
 STATS_KEY: web.AppKey[StatsConfig] = web.AppKey("stats", StatsConfig)
@@ -464,6 +472,26 @@ async def compare_versions(request: web.Request) -> web.Response:
     if not config.compare_ttl_s:
         result["reason"] = "per-event scores are not kept (STREAMEVAL_COMPARE_TTL_S is 0)"
     return _ok({"model": model, "suite": suite, "size": size, "window": start, **result})
+async def human(request: web.Request) -> web.Response:
+    """Agreement with people of one model × suite (docs/feedback.md): all time with each judge's calibration
+    (isotonic map and suggested weight), or one window (``window``, with ``size``)."""
+    config = request.app[STATS_KEY]
+    model, suite = _text_param(request, "model"), _text_param(request, "suite")
+    size = _size(request)
+    start = _window_start(request, size)
+    pair = await _pair_of(config, model, suite, _version_param(request))  # the current version by default
+    labels = config.label_store()
+    if start is None:
+        rows = (await labels.rows([pair]))[pair]
+        agreement = human_agreement(rows, labels.layouts)
+        tuned = calibration(rows, labels.layouts).as_dict()
+    else:
+        rows = (await labels.rows([pair], size, start))[pair]
+        agreement, tuned = human_agreement(rows, labels.layouts), None
+    return _ok({"model": model, "suite": suite, "version": Keys.split_pair(pair)[2],
+                "size": size if start is not None else None, "window": start,
+                "agreement": agreement.model_dump(mode="json") if agreement is not None else None,
+                "calibration": tuned})  # fmt: skip
 
 
 def _gated(handler: Callable[[web.Request], Awaitable[web.Response]]) -> Callable[[web.Request], Awaitable[web.Response]]:
@@ -481,6 +509,7 @@ def routes() -> list[web.RouteDef]:
         web.get("/api/v1/stats/deadletters", _gated(dead_letters)),
         web.get("/api/v1/stats/examples", _gated(examples)),
         web.get("/api/v1/stats/compare", _gated(compare_versions)),
+        web.get("/api/v1/stats/human", _gated(human)),
         web.get("/api/v1/results/{id}", _gated(result_by_id)),
         web.get("/api/v1/alerts", alerts),
     ]

@@ -21,6 +21,7 @@ a panel must sum to 1 (the multi-judge spec); :func:`check_panel_weights` says b
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Literal
@@ -156,6 +157,11 @@ class SuiteJudgeConfig(_Strict):
         default="midpoint", description="a refusal or an answer with no score in it: midpoint (the multi-judge spec) or exclude")
     backpressure: BackpressureConfig | None = Field(
         default=None, description="judge a smaller share while consumer lag or the judge queue is over a bound")
+    calibrate: bool = Field(default=False, description="blend: map each judge's score through its calibration "
+                            "(fitted to human labels, docs/feedback.md) before the panel is computed")
+    calibration: dict[str, list[tuple[float, float]]] = Field(
+        default_factory=dict, description="per judge name: points [judge score, human score] (both 0-1), judge score "
+        "ascending, human score non-decreasing, as GET /api/v1/stats/human exports them")
 
     @field_validator("default_category")
     @classmethod
@@ -176,6 +182,14 @@ class SuiteJudgeConfig(_Strict):
             raise ValueError("'fallbacks' only applies to mode fallback")
         if self.mode == "fallback" and self.aggregation == "zscore":
             raise ValueError("aggregation zscore applies to mode blend (the norms are of rubric scores)")
+        if self.calibrate and (self.mode != "blend" or not self.calibration):
+            raise ValueError("calibrate: true needs mode blend and a calibration map for at least one judge")
+        for name, points in self.calibration.items():
+            xs, ys = [p[0] for p in points], [p[1] for p in points]
+            if not points or any(not 0.0 <= v <= 1.0 for v in xs + ys):
+                raise ValueError(f"calibration.{name}: points [judge score, human score] within 0-1, at least one")
+            if any(b <= a for a, b in itertools.pairwise(xs)) or any(b < a for a, b in itertools.pairwise(ys)):
+                raise ValueError(f"calibration.{name}: judge scores must ascend and human scores must not descend")
         return self
 
 

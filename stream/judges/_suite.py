@@ -30,6 +30,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ..agreement import IsotonicMap
 from ..grading import combine
 from ..models import PANEL_RESULT_NAME, EvaluatorResult, JudgeBlock, JudgeFallback, JudgeVerdict, RequestEvent
 from ..signals import no_lag
@@ -84,6 +85,9 @@ class SuiteJudge:
         self.pressure = None if config.backpressure is None else Backpressure(
             suite, config.backpressure, queued=lambda: sum(j.client.queued for j in self.judges), lag=lag)
         self.prices = prices_of({j.name: j.config for j in self.judges})
+        # calibrate: each judge's map judge score -> human score (0-1), from the suite file
+        self._maps = {name: IsotonicMap(tuple(p[0] for p in points), tuple(p[1] for p in points))
+                      for name, points in config.calibration.items()}  # fmt: skip
 
     def _left_out(self, event: RequestEvent) -> str | None:
         """Why ``event`` is not judged (``unsampled`` or ``backpressure``), or None: judge it."""
@@ -168,11 +172,16 @@ class SuiteJudge:
         category = self._category(event)
         verdicts, unscored = apply_unscored(verdicts, cfg.unscored)
         answered = sum(v.status == "ok" for v in verdicts)
-        panel = panel_score(verdicts) if answered >= cfg.min_judges else None
+        # calibrate: the panel is computed from each judge's calibrated score; the verdicts keep the raw scores
+        # (what the calibration is fitted on, docs/feedback.md)
+        scored = self._calibrated(verdicts) if cfg.calibrate else verdicts
+        panel = panel_score(scored) if answered >= cfg.min_judges else None
         note = "" if category is None or category == event.category else (
             f"; category {event.category!r} has no rubric, used {category}")
+        if cfg.calibrate and panel is not None:
+            note += f"; calibrated to human labels (uncalibrated panel {panel_score(verdicts):.2f})"
         if panel is not None and cfg.aggregation == "zscore":
-            z = zscore_panel_score(verdicts, self.hub.norms, cfg.zscore_min_n)
+            z = zscore_panel_score(scored, self.hub.norms, cfg.zscore_min_n)
             if z is None:
                 note += f"; z-score norms not ready (fewer than {cfg.zscore_min_n} scores per judge): weighted mean"
             else:
@@ -206,6 +215,12 @@ class SuiteJudge:
         if repeat:
             panel_result.details["repeat"] = {b.name: b.score for _, b in repeat}  # type: ignore[index]
         return Judgement(final, block, [*results, panel_result], counters)
+
+    def _calibrated(self, verdicts: list[JudgeVerdict]) -> list[JudgeVerdict]:
+        """Each answered verdict with its score mapped through its judge's calibration (0-10 in and out)."""
+        maps = self._maps
+        return [v.model_copy(update={"score": round(maps[v.name](v.score / 10) * 10, 6)})
+                if v.status == "ok" and v.score is not None and v.name in maps else v for v in verdicts]  # fmt: skip
 
     # -- the RAG-evaluation spec's per-metric fallback ---------------------------------------------
     async def _fallback(self, event: RequestEvent, results: list[EvaluatorResult], metrics: float) -> Judgement:

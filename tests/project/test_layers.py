@@ -38,6 +38,7 @@ FLOORS: dict[str, int] = {
     "envelope": VOCABULARY,
     "grading": VOCABULARY,
     "stats": VOCABULARY,
+    "agreement": VOCABULARY,
     "strictjson": VOCABULARY,
     "outputs": VOCABULARY,
     "signals": VOCABULARY,
@@ -80,6 +81,8 @@ FLOORS: dict[str, int] = {
     "windowing": COMPONENTS,
     "registry": COMPONENTS,
     "summary": COMPONENTS,
+    "labels": COMPONENTS,
+    "review": COMPONENTS,
     # 4. configuration: the environment's settings and the suite file
     "settings": CONFIGURATION,
     "config": CONFIGURATION,

@@ -55,6 +55,11 @@ AGGREGATE_FULL = {
     "consistency_n": 12, "late": 2, "late_redirected": 1, "warnings": ["consistency 0.75 < 0.8"],
 }  # fmt: skip
 ALERT_FULL = {**ALERT, "min_count": 20, "cooldown_s": 300, "figures": {"mean": 0.41, "alpha": None}}
+REVIEW = {"id": "e1", "model": "gpt-4o", "suite": "qa", "reasons": ["judges_disagree"], "reason": "spread 4 >= 3",
+          "score": 0.58, "passed": False, "threshold": 0.6, "event_time": "2026-11-21T10:00:00Z",
+          "selected_at": "2026-11-21T10:00:01.250Z"}  # fmt: skip
+REVIEW_FULL = {**REVIEW, "schema_version": 1, "reasons": ["gate_failed", "near_threshold"], "judges": {"a": 9.0, "b": None},
+               "judge_spread": 0.0, "failed_gates": ["no_pii"], "input": "q", "output": None}  # fmt: skip
 ALERT_SHIFT = {**ALERT, "metric": "score_shift", "change": {
     "series": "evaluator:similarity", "direction": "down", "start": "2026-11-21T10:00:00Z", "event_id": "ev-1",
     "shift": -0.1, "reference_mean": 0.7, "reference_std": 0.15, "ewma": 0.62, "events_since": 80}}  # fmt: skip
@@ -84,7 +89,7 @@ def valid_documents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[
         "stored_until": "2026-11-30T10:00:00Z"}})  # fmt: skip
     return {"request": requests, "result": load(tmp / "out.jsonl"), "deadletter": dead,
             "alert": [ALERT, ALERT_FULL, ALERT_SHIFT], "aggregate": [AGGREGATE, AGGREGATE_FULL],
-            "session": _session_results(tmp)}  # fmt: skip
+            "session": _session_results(tmp), "review": [REVIEW, REVIEW_FULL]}  # fmt: skip
 
 
 def _session_results(tmp: Path) -> list[dict[str, Any]]:

@@ -166,6 +166,22 @@ async function refresh() {
   }
   $("judges-table").querySelector("tbody").replaceChildren(...judgeRows);
   $("agreement-table").querySelector("tbody").replaceChildren(...agreementRows);
+  // agreement with people: one read per pair (the first 20 pairs shown), all time
+  const humanRows = [];
+  for (const p of all.slice(0, 20)) {
+    const h = await SE.api("GET", `/api/v1/stats/human?model=${q(p.model)}&suite=${q(p.suite)}`);
+    const a = h.ok ? h.payload.data.agreement : null;
+    if (!a) continue;
+    const raters = Object.entries(a.raters);
+    if (a.annotators) raters.push(["(annotators)", a.annotators]);
+    for (const [rater, f] of raters) {
+      humanRows.push(SE.el("tr", {}, cell(p.model, "wrap"), cell(p.suite, "wrap"), cell(rater, "wrap"), cell(f.n),
+        cell(fixed(f.kappa, 3)), cell(fixed(f.alpha, 3)), cell(fixed(f.pearson, 3)), cell(fixed(f.spearman, 3)),
+        cell(fixed(f.mae, 3)), cell(fixed(f.bias, 3))));
+    }
+  }
+  $("human-table").querySelector("tbody").replaceChildren(...humanRows);
+  $("no-human").hidden = humanRows.length > 0;
   $("no-judges").hidden = judgeRows.length > 0;
   const lag = await consumerLag();
   $("consumer-lag").textContent = lag === null ? "—" : lag.toLocaleString();
