@@ -13,8 +13,10 @@ The retained requests on Kafka are replayed through a suite file's version (docs
 * results are published marked ``backfill: true`` (to ``--output-topic``, default the results topic) and
   recorded under the version's own pairs by event time (an event without a timestamp: its record's
   timestamp). The backfill's windows are not handed to the window closer (no aggregates, no alerts are
-  published for them); the API and dashboard read their figures. Requests that cannot be evaluated or
-  are outside ``--sample`` are dropped: the live worker has dead-lettered bad ones already;
+  published for them); the API and dashboard read their figures. Each topic is decoded by its format of
+  the suite file's ``inputs:`` (native, json with a field map, OTLP spans), as the worker does. Requests
+  that cannot be decoded or evaluated, or are outside ``--sample``, are counted and dropped: the live worker
+  has dead-lettered the bad ones already;
 * it refuses a version that live workers run (its marks and figures are the live version's);
 * judges have a budget of their own (scope ``~backfill``); ``--max-cost`` stops the run (resumable) once
   the judge cost so far reaches it;
@@ -35,12 +37,15 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from .config import LoadedConfig, Suite
 from .errors import ConfigError, EventError, UnroutableEvent
+from .inputs import Inputs
 from .judges import JudgeCache, sampled
 from .kafka_io import _servers, _start
 from .kafka_security import KafkaSecurity
 from .keyspace import Client, guard
 from .models import RequestEvent
 from .pipeline import Pipeline, Source
+from .redis_client import connect
+from .redis_security import redis_options
 from .runtime import open_store
 from .settings import Settings
 from .store import ResultStore
@@ -204,17 +209,14 @@ async def run_backfill(
     ``on_progress(offsets read, offsets planned, cost so far)`` after each batch; ``stop_after`` stops
     after that many offsets (tests use it to interrupt a run between batches).
     """
-    from . import keyspace
-    from .inputs import Inputs
-    from .redis_security import redis_options
-
     began = time.monotonic()
     security = KafkaSecurity.from_settings(settings)
-    topics = Inputs(suites.inputs, max_depth=settings.max_event_depth).topics(settings.topic_requests)
+    inputs = Inputs(suites.inputs, max_depth=settings.max_event_depth)
+    topics = inputs.topics(settings.topic_requests)
     group = backfill_group(settings.app_id, suites, since_ms, until_ms, sample)
     report = BackfillReport(group=group, versions={s.name: s.version for s in suites.all})
     assert settings.redis_url is not None
-    client = keyspace.connect(settings.redis_url, max_connections=16, **redis_options(settings))
+    client = connect(settings.redis_url, max_connections=16, **redis_options(settings))
     store = open_store(client, settings, allowed_lateness_s=_NO_LATENESS_LIMIT_S)
     store.publish_windows = False
     current = {as_text(k): as_text(v) for k, v in (await guard(client.hgetall(store.keys.current_versions))).items()}
@@ -270,6 +272,7 @@ async def run_backfill(
                                      record.timestamp / 1000))  # fmt: skip
                 if commits.get(tp, plan.start[tp]) >= plan.end[tp]:
                     todo.discard(tp)
+            messages = native_events(inputs, messages, report)
             for tp in list(todo):  # a partition whose end is past what the broker returns (compacted, aborted)
                 if await consumer.position(tp) >= plan.end[tp]:
                     todo.discard(tp)
@@ -315,6 +318,21 @@ async def run_backfill(
         await client.aclose()
     report.seconds = time.monotonic() - began
     return report
+
+
+def native_events(inputs: Inputs, messages: Sequence[tuple[bytes, Source, float]],
+                  report: BackfillReport) -> list[tuple[bytes, Source, float]]:
+    """The request events of ``messages`` (raw, source, record time), decoded by each topic's input format
+    (an OTLP export holds several; a json message is mapped), each with its record's time. A message that
+    cannot be decoded counts as dropped."""
+    times = {(source.topic, source.partition, source.offset): at for _, source, at in messages}
+    out = []
+    for item in inputs.expand([(raw, source) for raw, source, _ in messages]):
+        if item.error is not None:
+            report.dropped += 1
+            continue
+        out.append((item.raw, item.source, times[(item.source.topic, item.source.partition, item.source.offset)]))
+    return out
 
 
 async def _evaluate_and_publish(pipeline: Pipeline, store: ResultStore, producer: AIOKafkaProducer, topic: str,
