@@ -66,7 +66,7 @@ def _init(parent: int, config_text: str, config_file: str, max_event_bytes: int,
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the worker shuts us down
     _, suites = parse_config_text(config_text, file=config_file)
     _pipeline = Pipeline(suites, max_event_bytes=max_event_bytes, max_event_depth=max_event_depth)
-    _inputs = Inputs(suites.inputs, max_depth=max_event_depth)
+    _inputs = Inputs(suites.inputs, max_depth=max_event_depth, steps=suites.assembles_spans)
     telemetry.capture_latencies()
 
 
@@ -89,6 +89,8 @@ def _expand_evaluate(messages: Sequence[tuple[bytes, Source]], received_at: floa
     for item in _inputs.expand(messages):
         if item.error is not None:
             out.append((item.raw, item.source, _pipeline.failed(item.raw, item.source, item.error)))
+        elif item.step:
+            out.append((item.raw, item.source, _pipeline.step(item.raw, item.source)))
         else:
             out.append((item.raw, item.source, _pipeline.process_sync(item.raw, item.source, received_at)))
     return out, telemetry.take_captured(), telemetry.take_captured_spans()

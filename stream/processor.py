@@ -118,7 +118,11 @@ class Processor:
         """Record the outcomes at ``indexes`` in Redis (one call per batch phase), then encode them in order."""
         results = [(i, r, r.model_dump_json().encode()) for i in indexes if (r := outcomes[i].result) is not None]
         dead = [(i, d) for i in indexes if (d := outcomes[i].dead_letter) is not None]
+        # steps of agent runs (tool and root spans): nothing to record or publish, only turns to append
+        steps = [i for i in indexes if outcomes[i].result is None and outcomes[i].dead_letter is None]
         if not results and not dead:
+            if steps and self.sessions is not None:
+                await self._append_turns([turn for i in steps for turn in outcomes[i].turns])
             return []
         stored = await retry_forever(
             lambda: self.store.record_many(
@@ -128,7 +132,8 @@ class Processor:
             what="recording a batch in Redis",
         )
         if self.sessions is not None:
-            await self._append_turns([turn for i, _, _ in results for turn in outcomes[i].turns])
+            await self._append_turns([turn for i in sorted([i for i, _, _ in results] + steps)
+                                      for turn in outcomes[i].turns])  # fmt: skip
         out: dict[int, Publish] = {}
         for (i, result, encoded), previous in zip(results, stored, strict=True):
             out[i] = Publish("result", result.id.encode(), previous if previous is not None else encoded)

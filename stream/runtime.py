@@ -93,7 +93,7 @@ def load_worker_config(settings: Settings) -> WorkerConfig:
     config_text = read_config_text(config_file)
     _, suites = parse_config_text(config_text, file=config_file)  # fail fast, with file and field path
     check_alert_windows(suites.alerts, settings.windows, file=config_file)
-    inputs = Inputs(suites.inputs, max_depth=settings.max_event_depth)
+    inputs = Inputs(suites.inputs, max_depth=settings.max_event_depth, steps=suites.assembles_spans)
     input_topics = inputs.topics(settings.topic_requests)
     check_input_topics(suites.inputs, settings, file=config_file)
     return WorkerConfig(settings, config_file, config_text, suites, inputs, input_topics, load_api_settings())

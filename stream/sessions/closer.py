@@ -64,7 +64,7 @@ def build_result(graded: GradedResult, session: str, key: str, revision: int, tu
                  closed_by: str, closed_at: float) -> SessionResult:  # fmt: skip
     return SessionResult(
         id=graded.id, session=session, key=key, model=graded.model,
-        models=list(dict.fromkeys(t["model"] for t in turns)), category=graded.category,
+        models=list(dict.fromkeys(t["model"] for t in turns if t.get("model"))), category=graded.category,
         turn_ids=[t["id"] for t in turns], first_event_time=format_time(turns[0]["t"]),
         last_event_time=format_time(turns[-1]["t"]), closed_by=closed_by,  # type: ignore[arg-type]
         closed_at=format_time(closed_at), revision=revision, truncated=metrics["dropped"] > 0,
