@@ -39,7 +39,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -49,7 +49,7 @@ from .alerts import AlertRule
 from .errors import ConfigError, ConfigIssue, UnroutableEvent
 from .evaluators import Evaluator, build_evaluator
 from .grading import GradeScale
-from .inputs import FORMATS, InputConfig, input_issues
+from .inputs import FORMATS, InputConfig, OtlpInput, input_issues
 from .judges import PANEL_RESULT_NAME, JudgeConfig, SuiteJudgeConfig, check_panel_weights, panel_judges
 from .models import RequestEvent
 from .sessions.paths import EventPath, compile_event_path
@@ -355,13 +355,14 @@ TRACE_KEY = ("metadata", "trace_id")
 
 def _run_issues(config: StreamEvalConfig) -> Iterator[tuple[tuple[str | int, ...], str]]:
     """Agent runs (``assemble: spans``) need an OTLP input, and are keyed by trace id."""
-    otlp = any(spec.format in ("otlp_proto", "otlp_json") for spec in config.inputs)
+    otlp = any(isinstance(spec, OtlpInput) for spec in config.inputs)
+    formats = " or ".join(get_args(OtlpInput.model_fields["format"].annotation))
     for i, session in enumerate(config.sessions):
         if session.assemble != "spans":
             continue
         if not otlp:
             yield ("sessions", i, "assemble"), ("spans assembles agent runs from OTLP trace exports; the suite file "
-                                                "has no otlp_proto or otlp_json input")  # fmt: skip
+                                                f"has no {formats} input")  # fmt: skip
         if compile_event_path(session.key).steps != TRACE_KEY:
             yield ("sessions", i, "key"), (f"an agent run (assemble: spans) is keyed by its trace: key: metadata.trace_id, "
                                            f"not {session.key!r}")  # fmt: skip
