@@ -6,14 +6,12 @@ metrics count the failure, and the root span's end closes the run."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from _otel import export_json, export_proto, gen_ai_span, record
-from opentelemetry.trace import Status, StatusCode, Tracer
+from _otel import LONG_ARGUMENT, agent_trace, export_json, export_proto, record
 
 from streameval.batch import evaluate_items
 from streameval.cli import main
@@ -23,41 +21,6 @@ from streameval.inputs import Inputs
 from streameval.pipeline import Pipeline
 from streameval.sessions.thread import thread_event
 from streameval.sessions.turns import TOOL_TEXT
-
-LONG = "x" * (TOOL_TEXT + 300)
-
-
-def _pause() -> None:
-    time.sleep(0.003)  # spans end in distinct milliseconds (turns are ordered by event time in ms)
-
-
-def agent_trace(tracer: Tracer, *, model: str = "gpt-4o") -> None:
-    """An agent run: plan (LLM), a tool that answers, a tool that fails, the answer (LLM), under a root span."""
-    with tracer.start_as_current_span("invoke_agent travel", attributes={
-        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "travel",
-    }):  # fmt: skip
-        gen_ai_span(tracer, prompt="明天巴黎天气如何?顺便订酒店。", answer="我先查天气,再订酒店。", model=model)
-        _pause()
-        with tracer.start_as_current_span("execute_tool get_weather", attributes={
-            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather",
-            "gen_ai.tool.call.arguments": json.dumps({"city": "Paris", "note": LONG}),
-            "gen_ai.tool.call.result": "晴, 21°C",
-        }):  # fmt: skip
-            pass
-        _pause()
-        with tracer.start_as_current_span("execute_tool book_hotel", attributes={
-            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "book_hotel",
-            "gen_ai.tool.call.arguments": '{"city": "Paris"}',
-        }) as span:  # fmt: skip
-            try:
-                raise RuntimeError("no rooms left")
-            except RuntimeError as exc:
-                span.record_exception(exc)
-                span.set_status(Status(StatusCode.ERROR))
-        _pause()
-        gen_ai_span(tracer, prompt="结果?", answer="明天巴黎晴, 21°C;酒店没有空房,预订失败。", model=model)
-        _pause()
-
 
 SUITES: dict[str, Any] = {
     "inputs": [{"topic": "spans", "format": "otlp_proto"}, {"topic": "spans.json", "format": "otlp_json"}],
@@ -90,7 +53,7 @@ def test_tool_and_root_spans_are_steps_only_with_a_spans_session(fmt: str) -> No
         (True, "root", "travel"),
     ]  # fmt: skip
     weather, hotel, root = docs[1], docs[2], docs[4]
-    assert weather["error"] is None and weather["result"] == "晴, 21°C" and LONG in weather["arguments"]
+    assert weather["error"] is None and weather["result"] == "晴, 21°C" and LONG_ARGUMENT in weather["arguments"]
     assert hotel["error"] == "no rooms left" and hotel["result"] is None  # the exception event's message
     assert root["root"] is True and root["error"] is None
     assert all(d["metadata"]["trace_id"] == trace_id for d in docs)
