@@ -112,3 +112,27 @@ def test_streameval_evaluate_closes_the_run_on_its_root_span(tmp_path: Path) -> 
         assert (metrics["tool_calls"], metrics["tool_errors"], metrics["steps"]) == (2, 1, 3)
         clean = next(e for e in run["evaluators"] if e["name"] == "thread_clean")
         assert clean["score"] == pytest.approx(4 / 5) and run["score"] == 0.5  # one answer lacks 巴黎
+
+
+async def test_evaluation_processes_decode_the_steps_the_same_way() -> None:
+    """With evaluation processes (they decode OTLP exports too) a run's steps give the same turns."""
+    import yaml
+
+    from streameval.batch import evaluate_messages
+    from streameval.config import parse_config_text
+    from streameval.evalpool import EvalPool
+
+    raw, _ = _export("proto")
+    text = yaml.safe_dump(SUITES, allow_unicode=True)
+    _, suites = parse_config_text(text)
+    inputs, pipeline = Inputs(suites.inputs, steps=True), Pipeline(suites)
+    batch = [(raw, Source("spans", 0, 0))]
+    _, here = await evaluate_messages(pipeline, inputs, batch)
+    pool = EvalPool(text, "<test>", 1, max_event_bytes=1 << 20, max_event_depth=64)
+    await pool.start()
+    try:
+        _, there = await evaluate_messages(pipeline, inputs, batch, pool)
+    finally:
+        await pool.close()
+    assert [t for o in there for t in o.turns] == [t for o in here for t in o.turns]
+    assert [o.result is None for o in there] == [False, True, True, False, True]
