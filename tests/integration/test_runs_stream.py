@@ -1,6 +1,7 @@
 """Agent runs (``assemble: spans``) through a worker on the real broker (Tansu) and Redis: one trace made by
 the real OpenTelemetry SDK, its spans split over two exports on two partitions (as a batching span
-processor sends them), becomes one run that closes on its root span's end, long before its gap."""
+processor sends them), becomes one run that closes on its root span's end, long before its gap; a
+trace with no LLM span closes without a result."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ GAP = 120.0  # far longer than the test waits: only the root span's end can clos
 
 async def test_a_trace_split_over_two_exports_is_one_run_closed_on_its_root_span(
     broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], aredis: aioredis.Redis,
-    tmp_path: Path,
+    prefix: str, tmp_path: Path,
 ) -> None:  # fmt: skip
     config = tmp_path / "suites.yaml"
     config.write_text(f"""
@@ -54,13 +55,21 @@ sessions:
     ids = [f"{trace_id}-{s.context.span_id:016x}" for s in spans]  # type: ignore[union-attr]
     # the first LLM call and both tools in one export, the answer and the root span in the next
     exports = [export_proto(spans[:3]), export_proto(spans[3:])]
-    partitions = iter([b"export-0", b"export-1"])  # murmur2: partitions 0 and 1 of two
+    with record() as (tracer, finished):  # a trace with no LLM span: nothing to judge, no run result
+        with tracer.start_as_current_span("GET /health"):
+            with tracer.start_as_current_span("execute_tool ping", attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "ping"}):  # fmt: skip
+                pass
+        quiet = list(finished())
+        exports.append(export_proto(quiet))
+    partitions = iter([b"export-0", b"export-1", b"export-0"])  # murmur2: partitions 0, 1, 0 of two
     await produce(broker.bootstrap, topics["requests"], exports, key=lambda _: next(partitions))
     start = time.monotonic()
     records = await collect(broker.bootstrap, [topics["sessions"]], until=lambda r: len(r) >= 1, timeout=90)
     waited = time.monotonic() - start
     assert worker.proc.poll() is None, worker.log()[-3000:]
     assert {r.partition for r in await read_all(broker.bootstrap, [topics["requests"]])} == {0, 1}
+    records = await read_all(broker.bootstrap, [topics["sessions"]], idle=8.0)  # the quiet trace closes too
     [run] = [SessionResult.model_validate_json(r.value) for r in records]
     assert waited < GAP and run.closed_by == "end" and run.key == trace_id and run.revision == 0
     assert run.turn_ids == ids  # time order: plan, weather, hotel (failed), answer, the root's end
@@ -70,3 +79,6 @@ sessions:
     results = await read_all(broker.bootstrap, [topics["results"]])
     assert sorted(orjson.loads(r.value)["id"] for r in results) == sorted([ids[0], ids[3]])
     assert not await read_all(broker.bootstrap, [topics["deadletter"]])
+    # the quiet trace's run was closed (its root span's end), without a result
+    meta = f"{prefix}{{ss:runs:{quiet[0].context.trace_id:032x}}}:meta"  # type: ignore[union-attr]
+    assert (await aredis.hget(meta, "state")) in (b"closed", "closed")

@@ -136,3 +136,23 @@ async def test_evaluation_processes_decode_the_steps_the_same_way() -> None:
         await pool.close()
     assert [t for o in there for t in o.turns] == [t for o in here for t in o.turns]
     assert [o.result is None for o in there] == [False, True, True, False, True]
+
+
+def test_a_trace_without_llm_spans_gives_no_run_result(tmp_path: Path) -> None:
+    """A trace of a root span and a tool span only (no LLM call) has nothing to judge: no run result."""
+    config = tmp_path / "suites.yaml"
+    config.write_text(json.dumps(SUITES, ensure_ascii=False), encoding="utf-8")
+    with record() as (tracer, finished):
+        with tracer.start_as_current_span("GET /health"):
+            with tracer.start_as_current_span("execute_tool ping", attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "ping"}):  # fmt: skip
+                pass
+        quiet = export_json(finished())
+    raw, trace_id = _export("json")
+    source = tmp_path / "spans.jsonl"
+    source.write_bytes(quiet + b"\n" + raw + b"\n")
+    out = tmp_path / "out.jsonl"
+    assert main(["evaluate", "--config", str(config), "--input", str(source), "--output", str(out),
+                 "--input-topic", "spans.json", "--quiet"]) == 0  # fmt: skip
+    runs = [orjson.loads(line) for line in (tmp_path / "out.sessions.jsonl").read_bytes().splitlines()]
+    assert [r["key"] for r in runs] == [trace_id]
