@@ -315,7 +315,7 @@ class Pipeline:
         turns only, no result; never evaluated. Never raises for a bad step (a dead letter)."""
         try:
             document = orjson.loads(raw)
-            return Outcome(turns=step_turns(self.suites.sessions, document))
+            return Outcome(turns=step_turns(self.suites.sessions, document, self.clock()))
         except Exception as exc:
             return self._failed(raw, source, exc)
 

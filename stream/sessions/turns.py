@@ -131,11 +131,12 @@ def turns_of(sessions: Sequence[Any], event: RequestEvent, result: GradedResult)
     return tuple(out)
 
 
-def step_turns(sessions: Sequence[Any], step: dict[str, Any]) -> tuple[Turn, ...]:
+def step_turns(sessions: Sequence[Any], step: dict[str, Any], received_at: float) -> tuple[Turn, ...]:
     """The turns a step of an agent run (a tool or root span: :func:`streameval.inputs._genai.to_step`)
-    adds to the ``assemble: spans`` sessions; the root span's step ends the run (the end marker)."""
+    adds to the ``assemble: spans`` sessions; the root span's step ends the run (the end marker). A span
+    without an end time is placed when it was received (as an event without a timestamp)."""
     out = []
-    t = max(0.0, round(float(step["t"]), 3))
+    t = max(0.0, round(float(step["t"]) or received_at, 3))
     for session in sessions:
         if session.config.assemble != "spans":
             continue

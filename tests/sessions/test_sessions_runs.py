@@ -156,3 +156,13 @@ def test_a_trace_without_llm_spans_gives_no_run_result(tmp_path: Path) -> None:
                  "--input-topic", "spans.json", "--quiet"]) == 0  # fmt: skip
     runs = [orjson.loads(line) for line in (tmp_path / "out.sessions.jsonl").read_bytes().splitlines()]
     assert [r["key"] for r in runs] == [trace_id]
+
+
+def test_a_step_without_an_end_time_is_placed_when_it_arrived() -> None:
+    _, suites = parse_config(SUITES)
+    pipeline = Pipeline(suites, clock=lambda: 1_800_000_000.25)
+    step = {"id": "t-s", "kind": "tool", "name": "ping", "t": 0.0, "root": False, "error": None,
+            "metadata": {"trace_id": "ab" * 16}, "arguments": None, "result": "pong"}  # fmt: skip
+    [turn] = pipeline.step(orjson.dumps(step), Source()).turns
+    assert (turn.key, turn.time, turn.end) == ("ab" * 16, 1_800_000_000.25, False)
+    assert orjson.loads(turn.payload)["tools"] == [{"name": "ping", "result": "pong", "error": None}]
