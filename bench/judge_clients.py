@@ -11,7 +11,9 @@ rate / (N / latency) shows what each variant loses at that concurrency.
 Variants: ``httpx`` (one ``httpx.AsyncClient``, pool of N: what the judges used before),
 ``httpx-shards`` (N / 16 clients of 16 connections, round robin), ``judgeclient`` (streameval's
 ``JudgeClient`` with its default aiohttp transport, max_concurrency N: what the judges use now) and
-``aiohttp`` (a bare ``aiohttp.ClientSession`` loop: the floor).
+``aiohttp`` (a bare ``aiohttp.ClientSession`` loop: the floor), ``aiohttp-tuned`` (the same loop with
+``skip_auto_headers``, no cookie jar, ``auto_decompress=False`` and a prebuilt header dict) and
+``pyreqwest`` (the Rust reqwest client, only when the package is installed: it is not a dependency).
 """
 
 from __future__ import annotations
@@ -94,6 +96,35 @@ async def _aiohttp(url: str, bodies: Bodies, in_flight: int) -> tuple[Call, Clos
     return call, session.close
 
 
+async def _aiohttp_tuned(url: str, bodies: Bodies, in_flight: int) -> tuple[Call, Close]:
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=in_flight), cookie_jar=aiohttp.DummyCookieJar(),
+                                    auto_decompress=False, skip_auto_headers=("User-Agent", "Accept-Encoding"))  # fmt: skip
+    headers = {"content-type": "application/json"}
+    urls = [(url + path, body) for path, body in bodies]
+
+    async def call(n: int) -> None:
+        target, body = urls[n % len(urls)]
+        async with session.post(target, data=body, headers=headers) as answer:
+            orjson.loads(await answer.read())
+
+    return call, session.close
+
+
+async def _pyreqwest(url: str, bodies: Bodies, in_flight: int) -> tuple[Call, Close]:
+    from pyreqwest.client import ClientBuilder  # not a dependency: pip install pyreqwest to measure it
+
+    client = ClientBuilder().max_connections(in_flight).build()
+    urls = [(url + path, body) for path, body in bodies]
+
+    async def call(n: int) -> None:
+        target, body = urls[n % len(urls)]
+        request = client.post(target).header("content-type", "application/json").body_bytes(body).build()
+        answer = await request.send()
+        orjson.loads(bytes(await answer.bytes()))
+
+    return call, client.close
+
+
 async def _measure(sim: Sim, call: Call, in_flight: int, seconds: float) -> tuple[float, float, float]:
     await _loop(call, in_flight, 0.5)  # connections up
     cpu, sim_cpu, began = time.process_time(), sim.cpu_s(), time.perf_counter()
@@ -120,6 +151,10 @@ async def main() -> None:
                     call, close = await _httpx(sim.url, bodies, n, 16 if variant == "httpx-shards" else None)
                 elif variant == "judgeclient":
                     call, close = await _judgeclient(sim.url, bodies, n)
+                elif variant == "aiohttp-tuned":
+                    call, close = await _aiohttp_tuned(sim.url, bodies, n)
+                elif variant == "pyreqwest":
+                    call, close = await _pyreqwest(sim.url, bodies, n)
                 else:
                     call, close = await _aiohttp(sim.url, bodies, n)
                 try:

@@ -97,7 +97,7 @@ async def evaluate_batch(
     if pool is not None:
         found = await pool.evaluate(batch, received_at)
     else:
-        found = [pipeline.process_sync(raw, source, received_at) for raw, source in batch]
+        found = pipeline.process_sync_batch(batch, received_at)
     return await finish_batch(pipeline, batch, found, received_at, ready)
 
 

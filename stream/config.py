@@ -262,6 +262,15 @@ class LoadedConfig:
         self.by_name = {s.name: s for s in suites}
         self._matching = [s for s in suites if s.config.match is not None and not s.is_default]
         self._default = next((s for s in suites if s.is_default), None)
+        # the suite of each (category, model, tags) seen: the globs are matched once, not per event (~2 % of
+        # a demo worker); bounded, as models and tags come from producers
+        self._routes: dict[tuple[str | None, str, tuple[str, ...]], Suite] = {}
+
+    def _remember(self, key: tuple[str | None, str, tuple[str, ...]], suite: Suite) -> Suite:
+        if len(self._routes) >= 4096:
+            self._routes.clear()
+        self._routes[key] = suite
+        return suite
 
     def route(self, event: RequestEvent) -> Suite:
         if event.suite is not None:
@@ -273,12 +282,16 @@ class LoadedConfig:
                     kind="unknown_suite",
                     event_id=event.id,
                 ) from None
+        key = (event.category, event.model, tuple(event.tags))
+        found = self._routes.get(key)
+        if found is not None:
+            return found
         for suite in self._matching:
             assert suite.config.match is not None
             if suite.config.match.accepts(event):
-                return suite
+                return self._remember(key, suite)
         if self._default is not None:
-            return self._default
+            return self._remember(key, self._default)
         raise UnroutableEvent(
             f"no suite matches model={event.model!r} category={event.category!r} tags={event.tags!r} "
             "and no default suite is configured",

@@ -20,6 +20,7 @@
     ├── BrokerUnavailable      no Kafka broker answered within the wait (the CLI exits 3)
     ├── UsageError             a command lacks something it needs (e.g. no Redis URL); exit 2
     ├── PublishFailed          the broker did not take a batch's messages (streameval.inflight; the worker exits)
+    ├── MissingExtra           the semantic extra or a model package is missing (streameval.embedding)
     ├── NameTaken              a custom evaluator's name is in use (streameval.registry)
     ├── RegistryFull           the evaluator registry holds its maximum (streameval.registry)
     ├── Stalled                the /ready check: a batch waits too long for publication (streameval.api)

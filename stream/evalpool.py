@@ -76,7 +76,7 @@ def _ready() -> bool:
 
 def _evaluate(batch: Sequence[tuple[bytes, Source]], received_at: float) -> tuple[list[Outcome | None], list[tuple[str, float]]]:
     assert _pipeline is not None, "evaluation process not initialised"
-    outcomes = [_pipeline.process_sync(raw, source, received_at) for raw, source in batch]
+    outcomes = _pipeline.process_sync_batch(batch, received_at)
     return outcomes, telemetry.take_captured()
 
 
@@ -85,14 +85,16 @@ Expanded = list[tuple[bytes, Source, Outcome | None]]
 
 def _expand_evaluate(messages: Sequence[tuple[bytes, Source]], received_at: float) -> tuple[Expanded, Any, Any]:
     assert _pipeline is not None and _inputs is not None, "evaluation process not initialised"
-    out: Expanded = []
-    for item in _inputs.expand(messages):
-        if item.error is not None:
-            out.append((item.raw, item.source, _pipeline.failed(item.raw, item.source, item.error)))
-        elif item.step:
-            out.append((item.raw, item.source, _pipeline.step(item.raw, item.source)))
-        else:
-            out.append((item.raw, item.source, _pipeline.process_sync(item.raw, item.source, received_at)))
+    items = list(_inputs.expand(messages))
+    good = [(item.raw, item.source) for item in items if item.error is None and not item.step]
+    evaluated = iter(_pipeline.process_sync_batch(good, received_at))
+    out: Expanded = [
+        (item.raw, item.source,
+         _pipeline.failed(item.raw, item.source, item.error) if item.error is not None
+         else _pipeline.step(item.raw, item.source) if item.step  # an agent run's step: turns only
+         else next(evaluated))
+        for item in items
+    ]  # fmt: skip
     return out, telemetry.take_captured(), telemetry.take_captured_spans()
 
 

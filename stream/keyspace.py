@@ -13,6 +13,7 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{T}:rb:{gen}:{token}``           the encoded results of one record call, concatenated (redelivery horizon)
 ``P{T}:res:{gen}``                  encoded results by digest (the previous layout; read only)
 ``P{T}:alert:{rule}:{size}:{start}``  an alert's claim; ``P{T}:cool:{rule}`` its cooldown
+``P{T}:shift:{size}``                the score-shift detector's state of the pair (JSON, streameval.changes)
 ``P{T}:ex:{kind}:{size}:{start}``   a window's examples: zset of compact results, ``worst`` (score: the
                                     result's score) or ``failing`` (score: event time); bounded, TTL
                                     ``example_ttl_s`` (at most ``window_ttl_s``)
@@ -22,6 +23,8 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{ix}:open:{size}``               zset of windows with data not yet published
 ``P{ix}:win:{size}``                zset of windows with data (the dashboard's index)
 ``P{ix}:lease:{size}:{start}``      a window's publishing lease
+``P{ix}:shiftq:{size}``             published windows the score-shift detector has not folded (zset)
+``P{ix}:shiftlease:{size}``         the score-shift detector's lease (streameval.windows)
 ``P{ix}:alerts:recent``             list of the last alerts published (bounded)
 ``P{dl}:all`` / ``P{dl}:w:{size}:{start}``  dead-letter counts by kind; ``P{dl}:win:{size}`` index
 ``P{dl}:seen:{gen}:{topic}:{part}``  offsets of dead letters already counted
@@ -134,6 +137,9 @@ class Keys:
     def cooldown(self, pair: str, rule: str) -> str:
         return f"{self.pair(pair)}cool:{quote(rule, safe='')}"
 
+    def score_shift(self, pair: str, size: int) -> str:
+        return f"{self.pair(pair)}shift:{size}"
+
     def examples(self, pair: str, kind: str, size: int, start: int) -> str:
         """A window's examples, ``kind`` ``worst`` or ``failing`` (streameval.drilldown)."""
         return f"{self.pair(pair)}ex:{kind}:{size}:{start}"
@@ -158,6 +164,12 @@ class Keys:
 
     def lease(self, size: int, start: int) -> str:
         return f"{self.ix}lease:{size}:{start}"
+
+    def shift_queue(self, size: int) -> str:
+        return f"{self.ix}shiftq:{size}"
+
+    def shift_lease(self, size: int) -> str:
+        return f"{self.ix}shiftlease:{size}"
 
     @property
     def recent_alerts(self) -> str:

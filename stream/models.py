@@ -7,6 +7,7 @@ same verdict on valid and invalid documents. Change both together.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from math import isfinite, modf
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -21,6 +22,7 @@ __all__ = [
     "AggregateEvaluator",
     "AggregateJudge",
     "Alert",
+    "AlertChange",
     "AlertWindow",
     "DeadLetter",
     "DeadLetterSource",
@@ -72,10 +74,36 @@ def parse_time(value: str) -> float:
 
 
 def format_time(epoch: float) -> str:
-    """RFC 3339 UTC with milliseconds, e.g. ``2026-11-21T10:00:00.123Z``."""
-    return datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z"
-    )
+    """RFC 3339 UTC with milliseconds, e.g. ``2026-11-21T10:00:00.123Z``.
+
+    The same text as ``datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds")`` with ``Z``
+    (tests/core/test_result_fastpath.py compares them), ~3x cheaper: the date and time of day are formatted
+    once per second; the fraction is rounded to microseconds as datetime rounds it (half to even, a
+    carry into the next second included), then cut to milliseconds as isoformat cuts it."""
+    if not isfinite(epoch):
+        return _format_time(epoch)  # raises as datetime does
+    fraction, whole = modf(epoch)
+    micros = round(fraction * 1e6)
+    if micros >= 1_000_000:
+        micros -= 1_000_000
+        whole += 1.0
+    elif micros < 0:
+        micros += 1_000_000
+        whole -= 1.0
+    prefix = _seconds.get(whole)
+    if prefix is None:
+        if len(_seconds) >= 256:
+            _seconds.clear()
+        prefix = _seconds[whole] = datetime.fromtimestamp(whole, tz=UTC).isoformat(timespec="seconds")[:-6]
+    return f"{prefix}.{micros // 1000:03d}Z"
+
+
+def _format_time(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# ``YYYY-MM-DDTHH:MM:SS`` of the last whole seconds formatted (a batch's events share a few)
+_seconds: dict[float, str] = {}
 
 
 class RequestEvent(BaseModel):
@@ -320,6 +348,22 @@ class AlertWindow(BaseModel):
     end: str = Field(pattern=RFC3339)
 
 
+class AlertChange(BaseModel):
+    """A score shift's estimated change point and size (``metric: score_shift``, docs/drift.md)."""
+
+    model_config = _STRICT
+
+    series: str = Field(description="overall, evaluator:{name} or judge:{name} (0-10 scores)")
+    direction: Literal["up", "down"]
+    start: str = Field(pattern=RFC3339, description="event time of the change point: the start of its window")
+    event_id: str | None = Field(default=None, description="a result of that window (its lowest-scored)")
+    shift: float = Field(description="mean since the change point minus the reference mean")
+    reference_mean: float
+    reference_std: float
+    ewma: float
+    events_since: int = Field(ge=0)
+
+
 class Alert(BaseModel):
     """A rule that fired on a window (alert v1). ``figures`` are the window's figures (docs/statistics.md)."""
 
@@ -346,6 +390,7 @@ class Alert(BaseModel):
         default_factory=list, max_length=3,
         description="ids of up to 3 of the lowest-scored results of the window (the drill-down examples)",
     )
+    change: AlertChange | None = Field(default=None, description="score_shift alerts: the change point")
 
 
 class AggregateEvaluator(BaseModel):

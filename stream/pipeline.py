@@ -18,7 +18,7 @@ import gc
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import httpx
@@ -32,8 +32,8 @@ from ._version import __version__
 from .config import BoundEvaluator, LoadedConfig, Suite
 from .envelope import DEFAULT_MAX_EVENT_BYTES, Outcome, Source
 from .errors import EvaluatorError, EventError, EventTooLarge, InvalidJSON, SchemaViolation
-from .evaluators import Score
-from .grading import apply_gates, combine
+from .evaluators import Evaluator, Score
+from .grading import Verdict, apply_gates, combine, grade
 from .judges import PANEL_RESULT_NAME, JudgeCache, JudgeHub, SuiteJudge, sampled
 from .models import (
     DeadLetter,
@@ -47,8 +47,10 @@ from .models import (
 from .sessions.turns import step_turns, turns_of
 from .signals import no_lag
 from .strictjson import DEFAULT_MAX_EVENT_DEPTH, check_depth, check_strict
+from .telemetry import note_latency
 
 T = TypeVar("T")
+perf_counter = time.perf_counter
 
 __all__ = ["DEFAULT_MAX_EVENT_BYTES", "Outcome", "Pipeline", "Source"]
 
@@ -80,6 +82,7 @@ class Pipeline:
                 for s in suites.scoring if s.config.judge is not None
             }  # fmt: skip
         self._sync_suites: dict[str, bool] = {}
+        self._gated: dict[str, frozenset[str]] = {}  # per suite: the names of its gate evaluators
         self.max_event_bytes = max_event_bytes
         self.max_event_depth = max_event_depth
         self.clock = clock
@@ -193,6 +196,8 @@ class Pipeline:
         """Evaluate the suite's synchronous evaluators into ``results`` / ``counters``, in suite order; each
         async one is started as a task into ``pending`` (its placeholder in ``results``)."""
         for bound in suite.evaluators:
+            if not bound.evaluator.wants(event):
+                continue
             if bound.evaluator.is_async:
                 if pending is None:
                     raise RuntimeError(f"evaluator {bound.name!r} is asynchronous: await evaluate()")
@@ -200,11 +205,14 @@ class Pipeline:
                 pending.append((len(results), bound, task))
                 results.append(_placeholder(bound))
                 continue
+            started = perf_counter()
             try:
-                score = telemetry.timed_call(bound.name, bound.evaluator.evaluate, event)
+                score = bound.evaluator.evaluate(event)
             except Exception as exc:  # an evaluator failing on one event never stops the stream
+                note_latency(bound.name, perf_counter() - started)
                 results.append(_error_result(bound, exc, event))
                 continue
+            note_latency(bound.name, perf_counter() - started)  # observed once per batch (telemetry)
             results.append(_to_result(bound, score))
             if score.counters:
                 counters[bound.name] = score.counters
@@ -212,30 +220,38 @@ class Pipeline:
     def _graded(self, event: RequestEvent, suite: Suite, results: list[EvaluatorResult], overall: float,
                 judge_block: JudgeBlock | None, received_at: float) -> GradedResult:  # fmt: skip
         """The graded result: gates applied to the overall score."""
-        gated = {bound.name for bound in suite.evaluators if bound.gate}
-        verdict = apply_gates(
-            overall, suite.config.threshold, suite.config.grading,
-            ((r.name, r.passed and r.error is None, r.reason) for r in results if r.name in gated),
-        )  # fmt: skip
+        gated = self._gated.get(suite.name)
+        if gated is None:
+            gated = self._gated[suite.name] = frozenset(bound.name for bound in suite.evaluators if bound.gate)
+        if gated:
+            verdict = apply_gates(
+                overall, suite.config.threshold, suite.config.grading,
+                ((r.name, r.passed and r.error is None, r.reason) for r in results if r.name in gated),
+            )  # fmt: skip
+        else:  # what apply_gates gives without gates
+            verdict = Verdict(overall >= suite.config.threshold, grade(overall, suite.config.grading))
         now = self.clock()
-        return GradedResult(
-            id=event.id,
-            model=event.model,
-            suite=suite.name,
-            category=event.category,
-            score=overall,
-            passed=verdict.passed,
-            threshold=suite.config.threshold,
-            grade=verdict.grade,
-            failed_gates=list(verdict.failed_gates),
-            reason=clip(verdict.reason) if verdict.reason else None,
-            evaluators=results,
-            event_time=format_time(event.event_time(received_at)),
-            evaluated_at=format_time(now),
-            latency_ms=round(max(0.0, now - received_at) * 1000, 3),
-            pipeline_version=__version__,
-            judge=judge_block,
-        )
+        values: dict[str, Any] = {
+            "id": event.id,
+            "model": event.model,
+            "suite": suite.name,
+            "category": event.category,
+            "score": overall,
+            "passed": verdict.passed,
+            "threshold": suite.config.threshold,
+            "grade": verdict.grade,
+            "evaluators": results,
+            "event_time": format_time(event.event_time(received_at)),
+            "evaluated_at": format_time(now),
+            "latency_ms": round(max(0.0, now - received_at) * 1000, 3),
+            "pipeline_version": __version__,
+            "judge": judge_block,
+            "failed_gates": list(verdict.failed_gates),
+            "reason": clip(verdict.reason) if verdict.reason else None,
+        }
+        if judge_block is None and _plain_graded(values):
+            return _built_graded(values)
+        return GradedResult(**values)
 
     def runs_sync(self, suite: Suite) -> bool:
         """True when ``suite`` needs no event loop: no judge panel and no async evaluator (sandboxed code,
@@ -259,6 +275,45 @@ class Pipeline:
         except Exception as exc:
             return self._failed(raw, source, exc)
         return self._outcome(event, result, counters)
+
+    def process_sync_batch(self, batch: Sequence[tuple[bytes, Source]], received_at: float) -> list[Outcome | None]:
+        """:meth:`process_sync` of each event of ``batch``, in order, with each suite's evaluators
+        :meth:`~streameval.evaluators.Evaluator.prepare`-d once on the batch's events of that suite
+        (semantic similarity embeds a whole batch in one pass). Never raises for a bad event."""
+        found: list[Outcome | None] = [None] * len(batch)
+        routed: list[tuple[int, RequestEvent, Suite]] = []
+        for i, (raw, source) in enumerate(batch):
+            try:
+                event = self.decode(raw)
+                suite = self.suites.route(event)
+            except Exception as exc:
+                found[i] = self._failed(raw, source, exc)
+                continue
+            if self.runs_sync(suite):
+                routed.append((i, event, suite))
+        by_suite: dict[str, list[RequestEvent]] = {}
+        for _, event, suite in routed:
+            by_suite.setdefault(suite.name, []).append(event)
+        for name, events in by_suite.items():
+            suite = self.suites.by_name[name]
+            for bound in suite.evaluators:
+                if type(bound.evaluator).prepare is Evaluator.prepare:
+                    continue  # nothing to do per batch (every rule but semantic similarity)
+                wanted = [e for e in events if bound.evaluator.wants(e)]
+                if wanted:
+                    try:
+                        bound.evaluator.prepare(wanted)
+                    except Exception:  # evaluate() then meets the same problem per event, as a result
+                        log.warning("evaluator %s could not prepare a batch", bound.name, exc_info=True)
+        for i, event, suite in routed:
+            raw, source = batch[i]
+            try:
+                result, counters = self.evaluate_sync(event, suite, received_at=received_at)
+            except Exception as exc:
+                found[i] = self._failed(raw, source, exc)
+                continue
+            found[i] = self._outcome(event, result, counters)  # with the session turns, as process_sync
+        return found
 
     async def process(self, raw: bytes, source: Source = Source(), *, received_at: float | None = None) -> Outcome:
         """Raw bytes to a result or a dead letter. Never raises for a bad event."""
@@ -359,10 +414,68 @@ def _to_result(bound: BoundEvaluator, score: Score) -> EvaluatorResult:
             name=bound.name, score=0.0, passed=False, weight=bound.weight,
             reason=f"evaluator returned score {value!r} outside [0, 1]", error="bad_score",
         )  # fmt: skip
+    reason, details, version = score.reason, score.details, score.version
+    if (
+        type(value) is float and type(score.passed) is bool and type(bound.weight) is float and bound.weight >= 0.0
+        and (reason is None or type(reason) is str) and (version is None or type(version) is str)
+        and (details is None or (type(details) is dict and all(type(k) is str for k in details)))
+    ):  # fmt: skip
+        # exactly what validation would store (the same values, details copied as pydantic copies a
+        # dict), without pydantic's ~1.3 µs per result; any other type goes through validation below
+        return _built_result(bound.name, value, score.passed, bound.weight, reason,
+                             None if details is None else dict(details), version)  # fmt: skip
     return EvaluatorResult(
         name=bound.name, score=value, passed=score.passed, weight=bound.weight,
-        reason=score.reason, details=score.details, version=score.version,
+        reason=reason, details=details, version=version,
     )  # fmt: skip
+
+
+def _plain_graded(values: dict[str, Any]) -> bool:
+    """Whether ``values`` (the fields :meth:`Pipeline._graded` made, without a judge block) already have the
+    types and ranges :class:`GradedResult` validates: then validation would store them as they are."""
+    score, threshold, latency, reason, category = (values["score"], values["threshold"], values["latency_ms"],
+                                                   values["reason"], values["category"])  # fmt: skip
+    return (
+        type(score) is float and 0.0 <= score <= 1.0 and type(threshold) is float and 0.0 <= threshold <= 1.0
+        and type(latency) is float and latency >= 0.0 and type(values["passed"]) is bool
+        and type(values["grade"]) is str and (reason is None or type(reason) is str)
+        and (category is None or type(category) is str) and type(values["id"]) is str and type(values["model"]) is str
+        and type(values["suite"]) is str and all(type(name) is str for name in values["failed_gates"])
+        and all(type(result) is EvaluatorResult for result in values["evaluators"])
+    )  # fmt: skip  # event_time and evaluated_at are format_time's: RFC 3339 by construction
+_new_graded = GradedResult.__new__
+
+
+def _built_graded(values: dict[str, Any]) -> GradedResult:
+    """The :class:`GradedResult` ``GradedResult(**values)`` builds when :func:`_plain_graded` holds, without
+    validating the values again (the lists are copied, as validation copies them)."""
+    graded = _new_graded(GradedResult)
+    fields = {"schema_version": 1, **values}  # values come in the model's field order
+    fields["evaluators"] = list(values["evaluators"])
+    fields["failed_gates"] = list(values["failed_gates"])
+    _set(graded, "__dict__", fields)
+    _set(graded, "__pydantic_fields_set__", set(values))
+    _set(graded, "__pydantic_extra__", None)
+    _set(graded, "__pydantic_private__", None)
+    return graded
+
+_new_result = EvaluatorResult.__new__
+_set = object.__setattr__
+_RESULT_FIELDS_SET = frozenset({"name", "score", "passed", "weight", "reason", "details", "version"})
+
+
+def _built_result(name: str, score: float, passed: bool, weight: float, reason: str | None,
+                  details: dict[str, Any] | None, version: str | None) -> EvaluatorResult:  # fmt: skip
+    """The :class:`EvaluatorResult` ``EvaluatorResult(name=..., ..., version=...)`` builds from values
+    that already have the field types (checked by the caller; ``score`` within [0, 1], ``weight`` >= 0
+    as the suite's config guarantees), without validating them again."""
+    result = _new_result(EvaluatorResult)
+    _set(result, "__dict__", {"name": name, "score": score, "passed": passed, "weight": weight, "reason": reason,
+                              "details": details, "error": None, "version": version})  # fmt: skip
+    _set(result, "__pydantic_fields_set__", set(_RESULT_FIELDS_SET))
+    _set(result, "__pydantic_extra__", None)
+    _set(result, "__pydantic_private__", None)
+    return result
 
 
 def _error_result(bound: BoundEvaluator, exc: Exception, event: RequestEvent) -> EvaluatorResult:

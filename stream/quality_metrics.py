@@ -16,13 +16,16 @@ The Grafana dashboard in deploy/grafana/ uses exactly these.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections import Counter as Tally
 from collections.abc import Sequence
 
 from prometheus_client import Counter, Histogram
+from prometheus_client.values import MutexValue
 
 from .envelope import Outcome
 
-__all__ = ["DEFAULT_MAX_MODELS", "OTHER_MODEL", "ModelLabels", "configure", "observe"]
+__all__ = ["DEFAULT_MAX_MODELS", "OTHER_MODEL", "ModelLabels", "configure", "observe", "observe_many"]
 
 DEFAULT_MAX_MODELS = 50
 OTHER_MODEL = "other"
@@ -64,15 +67,54 @@ def configure(*, max_models: int) -> None:
 
 
 def observe(outcomes: Sequence[Outcome]) -> None:
-    """Count the graded results of one batch."""
+    """Count the graded results of one batch: one increment per series (one ``labels`` lookup, one
+    lock) per batch instead of four per result; the exported values are the same."""
+    scores: dict[tuple[str, str], list[float]] = {}
+    passed: Tally[tuple[str, str]] = Tally()
+    grades: Tally[tuple[str, str, str]] = Tally()
+    gates: Tally[tuple[str, str]] = Tally()
     for outcome in outcomes:
         result = outcome.result
         if result is None:
             continue
-        model = _labels(result.model)
-        RESULT_SCORE.labels(model, result.suite).observe(result.score)
+        pair = (_labels(result.model), result.suite)
+        found = scores.get(pair)
+        if found is None:
+            scores[pair] = [result.score]
+        else:
+            found.append(result.score)
         if result.passed:
-            RESULT_PASSED.labels(model, result.suite).inc()
-        RESULT_GRADES.labels(model, result.suite, result.grade).inc()
+            passed[pair] += 1
+        grades[(*pair, result.grade)] += 1
         for gate in result.failed_gates:
-            GATE_FAILURES.labels(result.suite, gate).inc()
+            gates[(result.suite, gate)] += 1
+    for pair, values in scores.items():
+        observe_many(RESULT_SCORE.labels(*pair), values)
+    for pair, count in passed.items():
+        RESULT_PASSED.labels(*pair).inc(count)
+    for key, count in grades.items():
+        RESULT_GRADES.labels(*key).inc(count)
+    for (suite, gate), count in gates.items():
+        GATE_FAILURES.labels(suite, gate).inc(count)
+
+
+def observe_many(child: Histogram, amounts: list[float]) -> None:
+    """``child.observe(a)`` for each of ``amounts``, with one increment per bucket touched. The sum is
+    added in the same order as one observe at a time would (the same float, bit for bit)."""
+    total = getattr(child, "_sum", None)
+    bounds = getattr(child, "_upper_bounds", None)
+    buckets = getattr(child, "_buckets", None)
+    if not isinstance(total, MutexValue) or bounds is None or buckets is None:  # multiprocess mode, another version
+        for amount in amounts:
+            child.observe(amount)
+        return
+    counts: dict[int, int] = {}
+    with total._lock:
+        value = total._value
+        for amount in amounts:
+            value += amount
+            i = bisect_left(bounds, amount)  # observe(): the first bucket whose bound is >= amount
+            counts[i] = counts.get(i, 0) + 1
+        total._value = value
+    for i, count in counts.items():
+        buckets[i].inc(count)

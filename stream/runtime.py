@@ -181,7 +181,7 @@ class Runtime:
                               dead_letters=dead_letters, sessions=session_state)  # fmt: skip
         await processor.start()
         closer = WindowCloser(store, suites.alerts, allowed_lateness_s=windowing.allowed_lateness_s,
-                              lease_s=windowing.lease_s)  # fmt: skip
+                              lease_s=windowing.lease_s, score_shift=windowing.score_shift)  # fmt: skip
         sessions = None if session_state is None else SessionCloser(session_state, store, pipeline, suites.sessions)
         log.info("streameval worker ready: %d suite(s), %d session(s), Redis %s", len(suites.all),
                  len(suites.sessions), redact_url(redis_url))  # fmt: skip

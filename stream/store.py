@@ -106,6 +106,19 @@ class _Event:
     retract: bool = False  # takes an earlier result's figures back (record_many's retractions)
 
 
+#: per evaluator result name: its aggregate fields (``ev:{name}:`` and count, sum, sumsq, passes, errors),
+#: built once instead of five string concatenations per evaluator per event
+_EV_FIELDS: dict[str, tuple[str, str, str, str, str, str]] = {}
+
+
+def _ev_fields(name: str) -> tuple[str, str, str, str, str, str]:
+    base = f"ev:{name}:"
+    fields = (base, base + "count", base + "sum", base + "sumsq", base + "passes", base + "errors")
+    if len(_EV_FIELDS) < 10_000:  # names come from suite files (and registered evaluators): few
+        _EV_FIELDS[name] = fields
+    return fields
+
+
 class ResultStore:
     def __init__(
         self,
@@ -145,6 +158,8 @@ class ResultStore:
         self._dead = client.register_script(_lua.DEAD_LETTERS)
         self._admitted: dict[str, bool] = {}  # pair -> within max_pairs (this worker's cache)
         self._labels: dict[tuple[str, str], set[str]] = {}  # (pair, evaluator) -> counter labels kept
+        self._pair_of: dict[tuple[str, str], str] = {}  # (model, suite) -> pair id, computed once
+        self._event_times: dict[str, float] = {}  # RFC 3339 text -> epoch seconds, parsed once
         # marks hashes this worker has seen given their TTL: a hash never loses it within its generation
         # (the script writes marks only when it counts), so the EXPIRE is sent once
         self._expiring: set[str] = set()
@@ -369,7 +384,11 @@ class ResultStore:
         content = item[3] if len(item) > 3 else (
             f"{result.model}\0{result.suite}\0{result.event_time}\0{result.category}".encode())
         digest = hashlib.blake2b(result.id.encode() + b"\0" + content, digest_size=8).digest()
-        pair = self.pair_id(result.model, result.suite)
+        pair = self._pair_of.get((result.model, result.suite))
+        if pair is None:
+            if len(self._pair_of) > 10_000:  # forget, do not grow without bound
+                self._pair_of.clear()
+            pair = self._pair_of[(result.model, result.suite)] = self.pair_id(result.model, result.suite)
         inc: dict[str, float] = defaultdict(float)
         inc["count"] += 1
         inc["sum"] += result.score
@@ -380,17 +399,25 @@ class ResultStore:
         for gate in result.failed_gates:  # the dashboard's gate failures
             inc[f"gate:{gate}"] += 1
         for ev in result.evaluators:
-            base = f"ev:{ev.name}:"
-            inc[base + "count"] += 1
-            inc[base + "sum"] += ev.score
-            inc[base + "sumsq"] += ev.score * ev.score
-            inc[base + "passes"] += int(ev.passed)
-            inc[base + "errors"] += int(ev.error is not None)
+            names = _EV_FIELDS.get(ev.name)
+            if names is None:
+                names = _ev_fields(ev.name)
+            base, count, total, sumsq, passes, errors = names
+            inc[count] += 1
+            inc[total] += ev.score
+            inc[sumsq] += ev.score * ev.score
+            inc[passes] += int(ev.passed)
+            inc[errors] += int(ev.error is not None)
             for counter, value in ((counters or {}).get(ev.name) or {}).items():
                 inc[f"{base}c:{self._label(pair, ev.name, counter)}"] += value
+        event_time = self._event_times.get(result.event_time)  # a batch's events mostly share one
+        if event_time is None:
+            if len(self._event_times) > 1024:
+                self._event_times.clear()
+            event_time = self._event_times[result.event_time] = parse_time(result.event_time)
         if retract:
             inc = defaultdict(float, {name: -value for name, value in inc.items()})
-        return _Event(index, pair, digest, parse_time(result.event_time), encoded, inc, result, retract=retract)
+        return _Event(index, pair, digest, event_time, encoded, inc, result, retract=retract)
 
     def _label(self, pair: str, evaluator: str, counter: str) -> str:
         """``domain:{name}:{stat}`` counters (agent domains) beyond MAX_COUNTER_LABELS names fold into ``_other``."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .changes import ScoreShiftConfig
+
 __all__ = ["WindowingConfig"]
 
 
@@ -26,4 +28,7 @@ class WindowingConfig(BaseModel):
         default=30.0,
         gt=0.0,
         description="a window's publisher has this long before another worker may take over",
+    )
+    score_shift: ScoreShiftConfig | None = Field(
+        default=None, description="change detection on every score series (docs/drift.md); none: off"
     )

@@ -39,11 +39,24 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+import orjson
+
 from . import _lua
 from .alerts import AlertRule, build_alert, check_alert_windows, fires
+from .changes import Change, Detector, ScoreShiftConfig
 from .drilldown import example_ids
+from .errors import ConfigError, ConfigIssue
 from .keyspace import guard, is_cluster, run_scripts
-from .models import PANEL_RESULT_NAME, Aggregate, AggregateEvaluator, AggregateJudge, AlertWindow, format_time
+from .models import (
+    PANEL_RESULT_NAME,
+    Aggregate,
+    AggregateEvaluator,
+    AggregateJudge,
+    Alert,
+    AlertChange,
+    AlertWindow,
+    format_time,
+)
 from .outputs import Publish, Send
 from .stats import Moments, confidence_interval, histogram_quantile, krippendorff_alpha, moments, pearson
 from .store import ResultStore, hash_fields
@@ -56,6 +69,9 @@ log = logging.getLogger(__name__)
 #: the multi-judge spec's 一致性检查: repeat-vs-first correlation below this warns
 CONSISTENCY_WARN_BELOW = 0.8
 _PANEL = f"ev:{PANEL_RESULT_NAME}:c:"
+
+#: a pair's score-shift state outlives 30 days without events
+_SHIFT_STATE_TTL_S = 30 * 86400
 
 #: how much later than the allowed lateness a window closes on a Redis Cluster (node clocks differ)
 CLUSTER_CLOCK_MARGIN_S = 1.0
@@ -185,9 +201,15 @@ class WindowCloser:
     def __init__(
         self, store: ResultStore, rules: Sequence[AlertRule] = (), *, allowed_lateness_s: float = 5.0,
         lease_s: float = 30.0, worker_id: str | None = None, clock: Callable[[], Awaitable[float]] | None = None,
-        clock_margin_s: float | None = None,
+        clock_margin_s: float | None = None, score_shift: ScoreShiftConfig | None = None,
     ) -> None:  # fmt: skip
         check_alert_windows(rules, store.windows)
+        if score_shift is not None and score_shift.window not in store.windows:
+            kept = ", ".join(map(str, store.windows))
+            raise ConfigError([ConfigIssue(file="<config>", path="windowing.score_shift.window",
+                                           message=f"window {score_shift.window} is not one of the kept "
+                                                   f"windows (STREAMEVAL_WINDOWS={kept})")])  # fmt: skip
+        self.score_shift = score_shift
         self.store = store
         self.rules = tuple(rules)
         self.allowed_lateness_s = allowed_lateness_s
@@ -228,6 +250,8 @@ class WindowCloser:
                 await guard(client.set(lease, "done", ex=self.store.window_ttl_s))
                 await guard(client.zrem(index, raw_start))
                 published += sent > 0
+        if self.score_shift is not None:
+            await self._detect_shifts(self.score_shift, now, send)
         return published
 
     async def _publish(self, size: int, start: int, now: float, send: Send) -> int:
@@ -242,6 +266,9 @@ class WindowCloser:
         data = [(keys.split_pair(m), _pairs_fields(w), _pairs_fields(a)) for m, (w, a) in zip(members, replies, strict=True)]
         data = [d for d in data if d[1].get("count", 0.0) > 0]  # indexed in case it was late, but counted elsewhere
         total = int(math.fsum(w.get("count", 0.0) for _, w, _ in data))
+        if self.score_shift is not None and size == self.score_shift.window:  # folded in order by _detect_shifts
+            await guard(client.zadd(keys.shift_queue(size), {str(start): start}))
+            await guard(client.zremrangebyscore(keys.shift_queue(size), "-inf", start - store.window_ttl_s))
         stamp = format_time(now)
         for (model, suite), window, all_time in data:
             aggregate = build_aggregate(model, suite, size, start, window, all_time,
@@ -257,6 +284,74 @@ class WindowCloser:
                                     examples=await self._worst_ids(model, suite, size, start))
                 await send(Publish("alert", alert.id.encode(), alert.model_dump_json().encode()))
         return len(data)
+
+    async def _detect_shifts(self, cfg: ScoreShiftConfig, now: float, send: Send) -> None:
+        """Fold published windows into each pair's detector, in window order, under one lease (docs/drift.md).
+
+        A window is folded only once every earlier window of its size is published (none is left in the
+        open-window index before it), so the detector sees the same sequence of window sums whichever
+        worker published which window. Order of steps for a crash: alerts are claimed (``SET NX`` on
+        their id) and sent before the state is saved, so a fold repeated after a crash sends nothing twice.
+        """
+        client, keys, size = self.store.client, self.store.keys, cfg.window
+        lease = keys.shift_lease(size)
+        if not await guard(client.set(lease, self.worker_id, nx=True, px=self.lease_ms)):
+            return
+        try:
+            queued = [int(float(_text(m))) for m in cast(list[bytes], await guard(client.zrange(keys.shift_queue(size), 0, -1)))]
+            oldest_open = await guard(client.zrange(keys.open_windows(size), 0, 0, withscores=True))
+            for start in queued:
+                if oldest_open and float(oldest_open[0][1]) < start:
+                    break  # an earlier window is not published yet: fold it first, next time
+                members = sorted(_text(m) for m in await guard(client.smembers(keys.window_pairs(size, start))))
+                for pair in members:
+                    await self._fold_pair(cfg, pair, start, now, send)
+                await guard(client.zrem(keys.shift_queue(size), str(start)))
+        finally:
+            await guard(client.delete(lease))
+
+    async def _fold_pair(self, cfg: ScoreShiftConfig, pair: str, start: int, now: float, send: Send) -> None:
+        store, client, keys, size = self.store, self.store.client, self.store.keys, cfg.window
+        state_key = keys.score_shift(pair, size)
+        raw = await guard(client.get(state_key))
+        detector = Detector.from_json(cfg, orjson.loads(raw) if raw else None)
+        fields = hash_fields(await guard(client.hgetall(keys.window(pair, size, start))))
+        if fields.get("count", 0.0) <= 0:
+            return
+        model, suite = keys.split_pair(pair)[:2]
+        for change in detector.fold_window(start, fields):
+            alert = await self._shift_alert(cfg, pair, model, suite, start, change, fields, now)
+            claim = keys.alert_claim(pair, f"score_shift:{change.series}", size, format_time(start))
+            if await guard(client.set(claim, self.worker_id, nx=True, ex=store.window_ttl_s)):
+                await send(Publish("alert", alert.id.encode(), alert.model_dump_json().encode()))
+        await guard(client.set(state_key, orjson.dumps(detector.to_json()), ex=_SHIFT_STATE_TTL_S))
+
+    async def _shift_alert(self, cfg: ScoreShiftConfig, pair: str, model: str, suite: str, start: int,
+                           change: Change, fields: dict[str, float], now: float) -> Alert:  # fmt: skip
+        size = cfg.window
+        examples = self.store.keys.examples(pair, "worst", size, change.change_start)
+        first_ids = example_ids(cast(list[bytes], await guard(self.store.client.zrange(examples, 0, 0))), 1)
+        window = AlertWindow(size_s=size, start=format_time(start), end=format_time(start + size))
+        alert_id = f"score_shift:{change.series}:{size}:{window.start}:{model}:{suite}"
+        message = (f"{change.series} of {model} / {suite} shifted {change.direction} by {change.shift:+.3g} "
+                   f"(reference {change.reference_mean:.3g} ± {change.reference_std:.2g}) since "
+                   f"{format_time(change.change_start)}, {change.events_since} events; CUSUM "
+                   f"{change.statistic:.1f} > {change.threshold:.1f}")  # fmt: skip
+        return Alert(
+            id=alert_id, rule="score_shift", severity=cfg.severity, metric="score_shift", comparator=">",
+            threshold=change.threshold, value=change.statistic, count=change.events_since, model=model,
+            suite=suite, window=window, message=message, fired_at=format_time(now),
+            figures={"shift": change.shift, "reference_mean": change.reference_mean,
+                     "reference_std": change.reference_std, "ewma": change.ewma,
+                     "window_mean": change.current_mean, "count": fields.get("count", 0.0)},
+            examples=example_ids(cast(list[bytes], await guard(self.store.client.zrange(
+                self.store.keys.examples(pair, "worst", size, start), 0, 2)))),
+            change=AlertChange(series=change.series, direction=change.direction,
+                               start=format_time(change.change_start), event_id=first_ids[0] if first_ids else None,
+                               shift=change.shift, reference_mean=change.reference_mean,
+                               reference_std=change.reference_std, ewma=change.ewma,
+                               events_since=change.events_since),
+        )  # fmt: skip
 
     async def _worst_ids(self, model: str, suite: str, size: int, start: int) -> list[str]:
         """Ids of up to 3 of the window's lowest-scored results (streameval.drilldown), for its alerts."""

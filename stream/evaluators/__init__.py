@@ -16,6 +16,7 @@ from . import (  # noqa: F401  (report-quality, RAG-evaluation and agent-metrics
     registered,
     report,
     rouge,
+    semantic,
     session,
 )
 from ._base import (

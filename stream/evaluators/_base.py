@@ -6,13 +6,17 @@ Every evaluator returns the same shape (the evaluator-module spec): ``passed``, 
 ``reason``, optional ``details``. ``counters`` are numbers the store adds to this evaluator's window aggregate
 (e.g. confusion-matrix cells), so evaluators can feed window statistics without knowing Redis.
 
-Sync evaluators (rules) implement :meth:`Evaluator.evaluate`; evaluators that wait on I/O (judges,
+Sync evaluators (rules) implement :meth:`Evaluator.evaluate`; one that is cheaper per batch than per
+event (embeddings) also implements :meth:`Evaluator.prepare`, which the pipeline calls with a batch's
+events of the suite before it evaluates each. :meth:`Evaluator.wants` lets an evaluator sample events:
+an event it does not want gets no result from it (not a failing one). Evaluators that wait on I/O (judges,
 sandboxes) set ``is_async = True`` and implement :meth:`Evaluator.aevaluate`, and may hold resources
 opened in :meth:`start` and released in :meth:`close`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -80,6 +84,13 @@ class Evaluator:
 
     def __init__(self, params: _ParamsModel) -> None:
         self.params = params
+
+    def prepare(self, events: Sequence[RequestEvent]) -> None:
+        """Work for a batch at once, before :meth:`evaluate` is called on each of ``events`` (optional)."""
+
+    def wants(self, event: RequestEvent) -> bool:
+        """False to leave ``event`` out (sampling); the result then has no entry for this evaluator."""
+        return True
 
     def evaluate(self, event: RequestEvent) -> Score:
         raise NotImplementedError(f"{type(self).__name__} is async; call aevaluate()")

@@ -119,16 +119,23 @@ class RegexMatch(Evaluator):
     Params = RegexParams
     params: RegexParams
 
+    def __init__(self, params: RegexParams) -> None:
+        super().__init__(params)
+        # read once: a pydantic private attribute costs ~1 µs per access, the quoted pattern ~1 µs to build
+        self._search = params._compiled.search
+        self._timeout_s = params.timeout_ms / 1000
+        self._shown = as_written(clip(params.pattern, _SHOWN))
+
     def evaluate(self, event: RequestEvent) -> Score:
         try:
-            match = self.params._compiled.search(event.output, timeout=self.params.timeout_ms / 1000)
+            match = self._search(event.output, timeout=self._timeout_s)
         except TimeoutError:
             raise EvaluatorTimeout(
-                f"regex {as_written(clip(self.params.pattern, _SHOWN))} timed out after {self.params.timeout_ms:g} ms"
+                f"regex {self._shown} timed out after {self.params.timeout_ms:g} ms"
             ) from None
         if match is None:
-            return Score(0.0, False, f"output does not match {as_written(clip(self.params.pattern, _SHOWN))}")
-        return Score(1.0, True, f"output matches {as_written(clip(self.params.pattern, _SHOWN))}", {"span": list(match.span())})
+            return Score(0.0, False, f"output does not match {self._shown}")
+        return Score(1.0, True, f"output matches {self._shown}", {"span": list(match.span())})
 
 
 class JsonSchemaParams(Params):

@@ -45,6 +45,9 @@ FLOORS: dict[str, int] = {
     "_util": VOCABULARY,
     "_version": VOCABULARY,
     "schemas": VOCABULARY,
+    "changes": VOCABULARY,  # the score-shift detector's logic and settings (pydantic only)
+    "wordpiece": VOCABULARY,
+    "embedding": VOCABULARY,  # the sentence encoder (numpy, errors, wordpiece)
     # 2. sinks and clients: metrics, logs, Redis keys and scripts, broker and Redis security and connections
     "telemetry": CLIENTS,
     "quality_metrics": CLIENTS,

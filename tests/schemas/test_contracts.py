@@ -55,6 +55,9 @@ AGGREGATE_FULL = {
     "consistency_n": 12, "late": 2, "late_redirected": 1, "warnings": ["consistency 0.75 < 0.8"],
 }  # fmt: skip
 ALERT_FULL = {**ALERT, "min_count": 20, "cooldown_s": 300, "figures": {"mean": 0.41, "alpha": None}}
+ALERT_SHIFT = {**ALERT, "metric": "score_shift", "change": {
+    "series": "evaluator:similarity", "direction": "down", "start": "2026-11-21T10:00:00Z", "event_id": "ev-1",
+    "shift": -0.1, "reference_mean": 0.7, "reference_std": 0.15, "ewma": 0.62, "events_since": 80}}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +83,7 @@ def valid_documents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[
         "length": 900000, "sha256": "ab" * 32, "tail": "dGFpbA==", "stored_key": "streameval:dlraw:" + "ab" * 32,
         "stored_until": "2026-11-30T10:00:00Z"}})  # fmt: skip
     return {"request": requests, "result": load(tmp / "out.jsonl"), "deadletter": dead,
-            "alert": [ALERT, ALERT_FULL], "aggregate": [AGGREGATE, AGGREGATE_FULL],
+            "alert": [ALERT, ALERT_FULL, ALERT_SHIFT], "aggregate": [AGGREGATE, AGGREGATE_FULL],
             "session": _session_results(tmp)}  # fmt: skip
 
 

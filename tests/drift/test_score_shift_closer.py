@@ -1,0 +1,119 @@
+"""Score-shift alerts from the window closer on the real Redis server: one worker and two racing
+workers (events split between their stores, windows published by either closer, a backlog of due
+windows closed at once) give the same alerts, with the change point, shift and examples."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import orjson
+import pytest
+import redis.asyncio as aioredis
+
+from streameval.changes import ScoreShiftConfig
+from streameval.config import parse_config
+from streameval.errors import ConfigError
+from streameval.models import Alert, GradedResult, format_time, parse_time
+from streameval.outputs import Publish
+from streameval.pipeline import Pipeline
+from streameval.store import ResultStore
+from streameval.windows import WindowCloser
+
+SIZE, LATENESS, T0 = 10, 2.0, 1_800_000_000
+PER_WINDOW, WINDOWS, SHIFT_AT = 25, 40, 24  # the mean drops from 0.7 to 0.5 at window 24
+CFG = ScoreShiftConfig(window=SIZE, reference_events=200, arl=100_000, series=["overall", "evaluators"])
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = float(T0)
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def redis(self) -> float:
+        return self.now
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.alerts: list[Alert] = []
+
+    async def __call__(self, message: Publish) -> None:
+        await asyncio.sleep(0)  # the other closer runs in between
+        if message.kind == "alert":
+            self.alerts.append(Alert.model_validate_json(message.value))
+
+
+async def _results() -> list[GradedResult]:
+    """Seeded results whose overall score (and similarity's) is a number drawn around the window's mean."""
+    _, suites = parse_config({"suites": [{"name": "qa", "default": True, "evaluators": [{"evaluator": "similarity"}]}]})
+    pipeline, rng, out = Pipeline(suites), random.Random(11), []
+    for w in range(WINDOWS):
+        mean = 0.7 if w < SHIFT_AT else 0.5
+        for i in range(PER_WINDOW):
+            correct = sum(rng.random() < mean for _ in range(10))  # 0..10 letters right of 10: score k/10
+            output = "a" * correct + "b" * (10 - correct)
+            raw = orjson.dumps({"id": f"w{w}-{i}", "model": "m", "output": output, "expected": "a" * 10,
+                                "timestamp": format_time(T0 + w * SIZE + i * SIZE / PER_WINDOW)})  # fmt: skip
+            outcome = await pipeline.process(raw)
+            assert outcome.result is not None
+            out.append(outcome.result)
+    return out
+
+
+async def _run(aredis: aioredis.Redis, prefix: str, results: list[GradedResult], workers: int) -> list[Alert]:
+    clock, sink = Clock(), Sink()
+    stores = [ResultStore(aredis, prefix=prefix, windows=(SIZE,), allowed_lateness_s=LATENESS, clock=clock)
+              for _ in range(workers)]  # fmt: skip
+    closers = [WindowCloser(s, allowed_lateness_s=LATENESS, worker_id=f"w{i}", clock=clock.redis, score_shift=CFG)
+               for i, s in enumerate(stores)]  # fmt: skip
+    by_window: dict[int, list[GradedResult]] = {}
+    for r in results:
+        by_window.setdefault(int(r.id.split("-")[0][1:]), []).append(r)
+    for w in range(WINDOWS):
+        clock.now = T0 + w * SIZE + 1
+        for i, r in enumerate(by_window[w]):  # events split between the workers' stores
+            await stores[i % workers].record(r, r.model_dump_json().encode())
+        if w % 7 == 6:  # a backlog: several due windows closed by racing closers at once
+            clock.now = T0 + (w + 1) * SIZE + LATENESS
+            await asyncio.gather(*(c.run_once(sink) for c in closers))
+    clock.now = T0 + (WINDOWS + 1) * SIZE + LATENESS
+    for _ in range(3):
+        await asyncio.gather(*(c.run_once(sink) for c in closers))
+    return sink.alerts
+
+
+def _comparable(alert: Alert) -> dict[str, object]:
+    doc = orjson.loads(alert.model_dump_json())
+    doc.pop("fired_at")
+    return doc
+
+
+async def test_two_workers_give_the_alerts_of_one(aredis: aioredis.Redis, prefix: str) -> None:
+    results = await _results()
+    one = await _run(aredis, prefix + "one:", results, 1)
+    two = await _run(aredis, prefix + "two:", results, 2)
+    assert sorted(map(orjson.dumps, map(_comparable, one))) == sorted(map(orjson.dumps, map(_comparable, two)))
+    series = {a.change.series for a in one if a.change}
+    assert series == {"overall", "evaluator:similarity"}, [a.message for a in one]
+    for alert in one:
+        assert alert.metric == "score_shift" and alert.change is not None
+        assert alert.change.direction == "down"
+        assert alert.change.shift == pytest.approx(-0.2, abs=0.08)
+        change_window = int(parse_time(alert.change.start) - T0) // SIZE
+        assert SHIFT_AT - 3 <= change_window <= SHIFT_AT + 3
+        assert alert.change.event_id is not None and alert.change.event_id.startswith(f"w{change_window}-")
+        assert alert.examples and all(e.startswith("w") for e in alert.examples)
+        assert alert.window.start >= alert.change.start
+        assert alert.value > alert.threshold
+    # one alert per series: the reference is learnt again after it
+    assert len(one) == len(series)
+    print(one[0].message)
+
+
+async def test_the_window_must_be_kept(aredis: aioredis.Redis, prefix: str) -> None:
+    store = ResultStore(aredis, prefix=prefix, windows=(SIZE,))
+    with pytest.raises(ConfigError, match=r"windowing\.score_shift\.window"):
+        WindowCloser(store, score_shift=ScoreShiftConfig(window=60))
