@@ -125,8 +125,11 @@ def thread_event(session: str, key: str, category: str, revision: int, turns: li
         id=result_id(session, key, revision),
         model=next((t["model"] for t in reversed(turns) if t.get("model")), "unknown"),
         category=category,
-        input=f"A conversation of {received} turn(s){left_out}. Judge the replies over the whole thread, "
-              "in order: what was said earlier, tool calls and their results included.",
+        input=(f"An agent run of {received} step(s){left_out}: LLM calls, tool calls and their results or errors, "
+               "in time order. Judge the trajectory as a whole: planning, tool use, recovery from errors, the "
+               "final answer." if metrics["steps"] else
+               f"A conversation of {received} turn(s){left_out}. Judge the replies over the whole thread, "
+               "in order: what was said earlier, tool calls and their results included."),
         output=render(turns, dropped),
         timestamp=format_time(turns[-1]["t"]),
         metadata={"session": {"name": session, "key": key, "revision": revision, "metrics": metrics},

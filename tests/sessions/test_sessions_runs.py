@@ -82,6 +82,7 @@ async def test_the_run_holds_its_steps_in_time_order_with_the_failed_tool(fmt: s
     assert lines[3] == '### turn 3 - tool call book_hotel({"city": "Paris"}) failed: no rooms left'
     assert lines[4:] == ["### turn 4 - user", "### turn 4 - assistant", "### turn 5 - the run ended (travel)"]
     assert "gpt-4o" not in event.output  # blind mode: the judges never read the model's name
+    assert event.input is not None and event.input.startswith("An agent run of 5 step(s)")
     assert event.model == "gpt-4o-2024-08-06"
     assert (metrics["tool_calls"], metrics["tool_errors"], metrics["steps"], metrics["unclean_turns"]) == (2, 1, 3, 1)
     assert (metrics["turns"], metrics["score_mean"], metrics["errors"]) == (5, 0.5, 0)
