@@ -86,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--bootstrap", metavar="HOSTS", help=BOOTSTRAP_HELP)
     worker.add_argument("--redis-url", metavar="URL", help=REDIS_HELP)
     worker.add_argument("--app-id", metavar="ID", help="Faust app id = consumer group (default: STREAMEVAL_APP_ID, else streameval)")
+    worker.add_argument("--shadow", type=Path, metavar="FILE", default=None,
+                        help="suite YAML whose suites run as shadow candidates of the live suites of the same names: "
+                             "same events, results marked shadow: true, own version, never alert (docs/versions.md; default: "
+                             "STREAMEVAL_SHADOW, else none)")
+    worker.add_argument("--shadow-sample", type=float, metavar="R", default=None,
+                        help="share of events the --shadow candidates evaluate, by event-id hash (default 1)")
 
     produce = _sub(sub, "produce", "send each line of a file (or stdin) as one message",
                    "Send each non-blank line as one message. With '-' lines are read from stdin and each is sent "
@@ -149,4 +155,38 @@ def build_parser() -> argparse.ArgumentParser:
     check = _sub(sub, "check", "validate a suite YAML and list its suites",
                  "Validate a suite file (every problem with file, line and field) and list its suites.")
     check.add_argument("config", type=Path, help="suite YAML to check")
+
+    bf = _sub(sub, "backfill", "re-read the request topics from a time and evaluate with a suite version",
+              "Replays the retained requests of the suite file's input topics (its own consumer group: the same "
+              "command resumes after Ctrl-C or a crash) through the file's suite versions. Results are published "
+              "marked backfill: true and recorded under their version by event time; it stops at --to or at the "
+              "end offsets of its first start. Refuses a version live workers run (docs/versions.md).")  # fmt: skip
+    bf.add_argument("--config", type=Path, required=True, metavar="FILE", help="suite YAML: the version to backfill (required)")
+    bf.add_argument("--from", dest="since", required=True, metavar="TIME",
+                    help="first record time: RFC 3339 or epoch seconds (required)")
+    bf.add_argument("--to", dest="until", default=None, metavar="TIME",
+                    help="records at or after this time are skipped (default: up to the end offsets at the first start)")
+    bf.add_argument("--sample", type=float, default=1.0, metavar="R", help="share of events, by event-id hash (default 1)")
+    bf.add_argument("--max-cost", type=float, default=None, metavar="USD",
+                    help="stop (resumably) once the judges' cost reaches this (priced judges; default: no limit)")
+    bf.add_argument("--output-topic", default=None, metavar="T",
+                    help="topic of the results (default: STREAMEVAL_TOPIC_RESULTS, else evals.results)")
+    bf.add_argument("--dry-run", action="store_true", help="print the events in range and the estimated judge cost; change nothing")
+    bf.add_argument("--batch", type=int, default=256, metavar="N", help="records per batch (default 256)")
+    bf.add_argument("--bootstrap", metavar="HOSTS", help=BOOTSTRAP_HELP)
+    bf.add_argument("--redis-url", metavar="URL", help=REDIS_HELP)
+    bf.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    cmp = _sub(sub, "compare", "compare two suite versions on the same events, offline",
+               "With --input: A and B are suite files, each evaluates every event of the JSONL file, and suites of "
+               "the same name are compared. Without: A and B are result files (JSONL graded results), joined by id "
+               "within each model x suite. Reports b against a: n, mean difference with a paired 95 % CI, "
+               "pass->fail and fail->pass flips with example ids, Cohen's kappa, Pearson and Spearman, "
+               "per-evaluator deltas (docs/versions.md).")  # fmt: skip
+    cmp.add_argument("a", type=Path, help="version a: a suite file (with --input) or a result file")
+    cmp.add_argument("b", type=Path, help="version b: a suite file (with --input) or a result file")
+    cmp.add_argument("--input", type=Path, default=None, metavar="FILE",
+                     help="request events, JSONL: A and B are then suite files (default: none, A and B are result files)")
+    cmp.add_argument("--json", action="store_true", help="print the comparisons as one JSON document")
+    cmp.add_argument("--concurrency", type=int, default=64, metavar="N", help="events evaluated at once (with --input)")
     return parser

@@ -348,3 +348,32 @@ redis.call('EXPIRE', KEYS[1], ttl)
 redis.call('EXPIRE', KEYS[2], ttl)
 return 1
 """
+
+# The suite-versions slot (streameval.versionstore), once per worker or backfill start. KEYS: 1 labels
+# hash, 2 current hash, 3 definitions hash, 4 runs hash. ARGV: 1 run kind (live, shadow, backfill), 2 n,
+# then per version: suite, version, label field ("" without a label), definition field, definition.
+# All or nothing: when a label already names another version, writes nothing and returns the clashes
+# as a flat list {suite, label, the other version}; else an empty list.
+VERSIONS_REGISTER = """
+local n, clashes = tonumber(ARGV[2]), {}
+for i = 0, n - 1 do
+  local a = 3 + 5 * i
+  local field = ARGV[a + 2]
+  if field ~= '' then
+    local known = redis.call('HGET', KEYS[1], field)
+    if known and known ~= ARGV[a + 1] then
+      local label = string.sub(field, string.find(field, ':', 1, true) + 1)
+      table.insert(clashes, ARGV[a]); table.insert(clashes, label); table.insert(clashes, known)
+    end
+  end
+end
+if #clashes > 0 then return clashes end
+for i = 0, n - 1 do
+  local a = 3 + 5 * i
+  if ARGV[a + 2] ~= '' then redis.call('HSET', KEYS[1], ARGV[a + 2], ARGV[a + 1]) end
+  if ARGV[1] == 'live' then redis.call('HSET', KEYS[2], ARGV[a], ARGV[a + 1]) end
+  redis.call('HSET', KEYS[3], ARGV[a + 3], ARGV[a + 4])
+  redis.call('HSET', KEYS[4], ARGV[a + 3], ARGV[1])
+end
+return clashes
+"""

@@ -121,6 +121,8 @@ def build_alert(
     ``examples``: ids of the window's lowest-scored results (the first 3 are kept).
     """
     alert_id = f"{rule.name}:{aggregate.window.size_s}:{aggregate.window.start}:{aggregate.model}:{aggregate.suite}"
+    if aggregate.suite_version:  # one alert per version of the suite (docs/versions.md)
+        alert_id += f":{aggregate.suite_version}"
     message = (f"{rule.metric} {value:.4g} {rule.comparator} {rule.threshold:g} for {aggregate.model} / "
                f"{aggregate.suite} in the {rule.window}s window from {aggregate.window.start} "
                f"({aggregate.count} events)")  # fmt: skip
@@ -129,5 +131,5 @@ def build_alert(
         threshold=rule.threshold, value=value, count=aggregate.count, model=aggregate.model,
         suite=aggregate.suite, window=aggregate.window, message=message, fired_at=fired_at,
         min_count=rule.min_count, cooldown_s=rule.cooldown_s, figures=figures(aggregate),
-        examples=list(examples)[:3],
+        examples=list(examples)[:3], suite_version=aggregate.suite_version,
     )  # fmt: skip

@@ -73,7 +73,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
 
     if args.command == "worker":
         overrides = {k: v for k, v in {"config": args.config and str(args.config), "kafka_bootstrap_servers": args.bootstrap,
-                                        "redis_url": args.redis_url, "app_id": args.app_id}.items() if v}  # fmt: skip
+                                        "redis_url": args.redis_url, "app_id": args.app_id,
+                                        "shadow": args.shadow and str(args.shadow)}.items() if v}  # fmt: skip
+        if args.shadow_sample is not None:
+            overrides["shadow_sample"] = args.shadow_sample
         settings = load_settings(**overrides)
         if not settings.config:
             raise UsageError("no suite config: pass --config FILE or set STREAMEVAL_CONFIG")
@@ -102,6 +105,11 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return _evaluate(args, load_settings(**limit), console)
     if args.command == "check":
         return _check(args.config, console)
+    if args.command == "compare":
+        return _compare(args, console)
+    if args.command == "backfill":
+        overrides = {k: v for k, v in {"kafka_bootstrap_servers": args.bootstrap, "redis_url": args.redis_url}.items() if v}
+        return _backfill(args, load_settings(**overrides), console)
     if args.command == "dead-letter-raw":
         return asyncio.run(_dead_letter_raw(args, load_settings(**({"redis_url": args.redis_url} if args.redis_url else {})), console))
     settings = load_settings(**({"kafka_bootstrap_servers": args.bootstrap} if args.bootstrap else {}))
@@ -138,7 +146,9 @@ def _check(path: Path, console: Console) -> int:
     for suite in suites.all:
         how = "default" if suite.is_default else (suite.config.match.model_dump(exclude_none=True) if suite.config.match else "explicit only")
         names = ", ".join(f"{b.name}×{b.weight:g}" for b in suite.evaluators)
-        console.print(f"{suite.name}: match {how}; threshold {suite.config.threshold:g}; {names}", highlight=False)
+        label = f" ({suite.label})" if suite.label else ""
+        console.print(f"{suite.name}: version {suite.version}{label}; match {how}; threshold {suite.config.threshold:g}; "
+                      f"{names}", highlight=False)  # fmt: skip
     for spec in suites.inputs:
         console.print(f"input {spec.topic}: {spec.format}", highlight=False)
     for session in suites.sessions:
@@ -147,6 +157,115 @@ def _check(path: Path, console: Console) -> int:
         console.print(f"session {c.name}: key {c.key}; gap {c.gap_s:g} s; threshold {c.threshold:g}; {names}", highlight=False)
     sessions = f", {len(suites.sessions)} sessions" if suites.sessions else ""
     console.print(f"{path}: OK ({len(suites.all)} suites{sessions})")
+    return EXIT_OK
+
+
+def _backfill_time(option: str, raw: str | None) -> int | None:
+    """A --from / --to value (RFC 3339 or epoch seconds) as epoch milliseconds."""
+    from .models import parse_time
+
+    if raw is None:
+        return None
+    try:
+        seconds = float(raw) if raw.replace(".", "", 1).isdigit() else parse_time(raw)
+    except ValueError:
+        raise UsageError(f"{option} {raw!r}: not RFC 3339 (2026-11-25T10:00:00Z) or epoch seconds") from None
+    return int(seconds * 1000)
+
+
+def _backfill(args: argparse.Namespace, settings: Settings, console: Console) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from .backfill import run_backfill
+    from .config import load_config
+
+    since, until = _backfill_time("--from", args.since), _backfill_time("--to", args.until)
+    assert since is not None
+    if until is not None and until <= since:
+        raise UsageError("--to must be after --from")
+    if not 0.0 < args.sample <= 1.0:
+        raise UsageError(f"--sample must be within (0, 1], got {args.sample}")
+    if args.max_cost is not None and args.max_cost <= 0:
+        raise UsageError("--max-cost must be positive")
+    if args.batch < 1:
+        raise UsageError("--batch must be at least 1")
+    if not settings.redis_url:
+        raise UsageError("no Redis: set REDIS_URL or pass --redis-url (a backfill records its figures there)")
+    _, suites = load_config(args.config)
+    with Progress(TextColumn("backfill"), BarColumn(), MofNCompleteColumn(), TextColumn("offsets"),
+                  TimeRemainingColumn(), TextColumn("cost {task.fields[cost]}"), console=console,
+                  disable=args.quiet or args.dry_run, transient=True) as progress:  # fmt: skip
+        task = progress.add_task("backfill", total=None, cost="0")
+
+        def advance(done: int, total: int, cost: float) -> None:
+            progress.update(task, completed=done, total=total, cost=f"{cost:.4f}")
+
+        report = asyncio.run(run_backfill(settings, suites, since_ms=since, until_ms=until, sample=args.sample,
+                                          max_cost=args.max_cost, output_topic=args.output_topic,
+                                          dry_run=args.dry_run, batch=args.batch, config_file=str(args.config),
+                                          on_progress=advance))  # fmt: skip
+    versions = ", ".join(f"{name} {version}" for name, version in sorted(report.versions.items()))
+    if args.dry_run:
+        cost = "no priced judges" if report.estimated_cost is None else f"{report.estimated_cost:.4f}"
+        console.print(f"dry run, {versions}: {report.results} events to evaluate ({report.in_range} in range, "
+                      f"{report.unsampled} outside the sample, {report.dropped} not evaluable) of {report.offsets} "
+                      f"offsets read; estimated judge cost {cost}", highlight=False)  # fmt: skip
+    else:
+        console.print(f"backfill {report.group}, {versions}: {report.results} results published "
+                      f"({report.counted} counted now), {report.in_range} events in range, {report.unsampled} outside "
+                      f"the sample, {report.dropped} not evaluable, {report.offsets} offsets read in "
+                      f"{report.seconds:.1f} s; judge cost {report.cost:.4f}", highlight=False)  # fmt: skip
+        if report.stopped == "max_cost":
+            console.print(f"stopped: the judge cost reached --max-cost {args.max_cost:g}; run again with a higher "
+                          "--max-cost to go on", highlight=False)  # fmt: skip
+    if report.lost:
+        console.print(f"[yellow]{report.lost} offsets were removed by the topic's retention before they were read[/]")
+    return EXIT_OK
+
+
+def _compare(args: argparse.Namespace, console: Console) -> int:
+    import orjson
+    from rich.table import Table
+
+    from .compare_offline import compare_result_files, compare_suite_files
+
+    if args.concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    for path in (args.a, args.b, *((args.input,) if args.input else ())):
+        if not path.is_file():
+            raise UsageError(f"{path}: no such file")
+    if args.input is not None:
+        reports = compare_suite_files(args.a, args.b, args.input, concurrency=args.concurrency)
+    else:
+        reports = compare_result_files(args.a, args.b)
+    if args.json:
+        sys.stdout.write(orjson.dumps(reports, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return EXIT_OK
+
+    def num(value: float | None, spec: str = ".4f") -> str:
+        return "-" if value is None else format(value, spec)
+
+    table = Table(title=f"{args.b.name} against {args.a.name}")
+    for column in ("model", "suite", "versions a→b", "n", "mean a", "mean b", "diff [95 % CI]", "pass→fail",
+                   "fail→pass", "κ", "Pearson", "Spearman"):  # fmt: skip
+        table.add_column(column)
+    for r in reports:
+        diff = "-" if r["empty"] else f"{num(r['mean_diff'], '+.4f')} [{num(r['ci_low'], '+.4f')}, {num(r['ci_high'], '+.4f')}]"
+        table.add_row(r["model"], r["suite"], f"{r['a'] or '-'}→{r['b'] or '-'}", str(r["n"]), num(r.get("mean_a")),
+                      num(r.get("mean_b")), diff, str(r["pass_to_fail"]), str(r["fail_to_pass"]), num(r["kappa"], ".3f"),
+                      num(r["pearson"], ".3f"), num(r["spearman"], ".3f"))  # fmt: skip
+    console.print(table)
+    for r in reports:
+        where = f"{r['model']} / {r['suite']}"
+        if r["empty"]:
+            console.print(f"{where}: empty comparison: {r['reason']}", highlight=False)
+        for kind in ("pass_to_fail", "fail_to_pass"):
+            if r[kind + "_ids"]:
+                console.print(f"{where} {kind.replace('_to_', '→')}: {', '.join(r[kind + '_ids'])}", highlight=False)
+        for name, d in sorted(r["evaluators"].items()):
+            if d.get("n"):
+                console.print(f"{where} evaluator {name}: {d['mean_a']:.4f} → {d['mean_b']:.4f} "
+                              f"({d['mean_diff']:+.4f}, n {d['n']})", highlight=False)  # fmt: skip
     return EXIT_OK
 
 

@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -48,17 +48,26 @@ from ._util import unknown_name
 from .alerts import AlertRule
 from .errors import ConfigError, ConfigIssue, UnroutableEvent
 from .evaluators import Evaluator, build_evaluator
-from .grading import GradeScale
+from .grading import GRADE_SCALES, GradeScale
 from .inputs import FORMATS, InputConfig, OtlpInput, input_issues
-from .judges import PANEL_RESULT_NAME, JudgeConfig, SuiteJudgeConfig, check_panel_weights, panel_judges
+from .judges import (
+    PANEL_RESULT_NAME,
+    JudgeConfig,
+    SuiteJudgeConfig,
+    check_panel_weights,
+    panel_judges,
+    sampled,
+)
 from .models import RequestEvent
 from .sessions.paths import EventPath, compile_event_path
+from .versioning import definition_hash
 from .windowing import WindowingConfig
 
 __all__ = [
     "DEFAULT_SESSION_EVALUATORS", "EvaluatorSpec", "LoadedConfig", "Match", "Session", "SessionConfig",
-    "StreamEvalConfig", "Suite", "SuiteConfig", "Suites",
-    "load_config", "parse_config", "parse_config_text", "read_config_text",
+    "Shadow", "ShadowConfig", "ShadowRouting", "StreamEvalConfig", "Suite", "SuiteConfig", "Suites",
+    "add_shadow_file", "load_config", "parse_config", "parse_config_text", "read_config_text", "shadow_routings",
+    "suite_definition", "suite_version",
 ]  # fmt: skip
 
 
@@ -113,10 +122,38 @@ class _Scoring(_Strict):
     judge: SuiteJudgeConfig | None = Field(default=None, description="LLM judge panel step (docs/judges.md)")
 
 
+_LABEL = r"^[A-Za-z0-9_.@+-]+$"
+
+
+class ShadowConfig(_Strict):
+    """A shadow candidate of a suite (docs/versions.md): the live suite with these fields replaced, evaluated
+    on the same events (``sample_rate`` of them, by event-id hash); its results are published with
+    ``shadow: true`` under its own version and never alert."""
+
+    label: str | None = Field(default=None, min_length=1, max_length=64, pattern=_LABEL,
+                              description="a name for people of the candidate's version")
+    sample_rate: float = Field(default=1.0, ge=0.0, le=1.0, description="share of the suite's events (by event-id hash)")
+    threshold: float | None = Field(default=None, ge=0.0, le=1.0, description="default: the live suite's")
+    grading: GradeScale | None = Field(default=None, description="default: the live suite's")
+    evaluators: list[EvaluatorSpec] | None = Field(default=None, min_length=1, description="default: the live suite's")
+    judge: SuiteJudgeConfig | None = Field(default=None, description="default: the live suite's (absent key)")
+
+    def applied_to(self, live: SuiteConfig) -> dict[str, Any]:
+        """The candidate's whole suite definition: the live suite's, with the fields this candidate sets."""
+        data = live.model_dump(mode="json", exclude={"shadow", "label"})
+        data.update(self.model_dump(mode="json", include=self.model_fields_set - {"sample_rate"}))
+        return data
+
+
 class SuiteConfig(_Scoring):
     name: str = Field(min_length=1, max_length=128)
     match: Match | None = Field(default=None, description="which events this suite takes")
     default: bool = Field(default=False, description="take events no other suite matches")
+    label: str | None = Field(default=None, min_length=1, max_length=64, pattern=_LABEL,
+                              description="a name for people of this suite's version (docs/versions.md); "
+                              "reused with a different definition, the worker refuses to start")
+    shadow: list[ShadowConfig] = Field(default_factory=list, max_length=8,
+                                       description="shadow candidates evaluated on the same events (docs/versions.md)")
 
 
 #: a session's evaluators when its entry names none: the mean of its turns' own scores
@@ -211,10 +248,14 @@ class BoundEvaluator:
 
 @dataclass(frozen=True)
 class Suite:
-    """A validated suite with its evaluators built (also a session's scoring: :class:`Session`)."""
+    """A validated suite with its evaluators built (also a session's scoring: :class:`Session`); ``version``
+    is its definition's hash (docs/versions.md)."""
 
     config: SuiteConfig | SessionConfig
     evaluators: tuple[BoundEvaluator, ...]
+    version: str = ""
+    definition: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    shadows: tuple[Shadow, ...] = ()
 
     @property
     def name(self) -> str:
@@ -224,6 +265,89 @@ class Suite:
     def is_default(self) -> bool:
         """The suite for events no other suite matches (never a session's scoring)."""
         return isinstance(self.config, SuiteConfig) and self.config.default
+
+    @property
+    def label(self) -> str | None:
+        return self.config.label if isinstance(self.config, SuiteConfig) else None
+
+
+@dataclass(frozen=True)
+class Shadow:
+    """A shadow candidate, built: its suite (the live suite's name, its own version) and its sample rate."""
+
+    suite: Suite
+    sample_rate: float = 1.0
+
+
+# what does not change a result's meaning: routing, names for people, and the judges' transport
+_ROUTING_FIELDS = frozenset({"name", "match", "default", "label", "shadow"})
+_JUDGE_MEANING = ("protocol", "model", "temperature", "max_tokens", "weight", "scale", "blind", "enabled", "structured")
+
+
+def judge_prompts_definition() -> dict[str, Any]:
+    """The built-in rubrics and prompt templates the judges are asked with (their text is part of a
+    judged suite's meaning: a new template is a new version). Computed once per process."""
+    global _PROMPTS
+    if _PROMPTS is None:
+        from dataclasses import asdict
+
+        from .judges import _prompts, _rubrics
+
+        def plain(value: Any) -> Any:
+            if hasattr(value, "__dataclass_fields__"):
+                return asdict(value)
+            if isinstance(value, dict):
+                return {k: plain(v) for k, v in value.items()}
+            if isinstance(value, (list, tuple)):
+                return [plain(v) for v in value]
+            return value
+
+        tables = {name: plain(getattr(_rubrics, name)) for name in _rubrics.__all__
+                  if isinstance(getattr(_rubrics, name), dict)}  # fmt: skip
+        texts = {name: value for name, value in vars(_prompts).items()
+                 if isinstance(value, str) and name.lstrip("_").isupper()}  # fmt: skip
+        _PROMPTS = {"templates": definition_hash(texts), "rubrics": definition_hash(tables)}
+    return _PROMPTS
+
+
+_PROMPTS: dict[str, Any] | None = None
+
+
+def suite_definition(suite: SuiteConfig | SessionConfig, bound: Sequence[BoundEvaluator], judges: Sequence[JudgeConfig],
+                     registry: Mapping[str, str | None] | None = None) -> dict[str, Any]:  # fmt: skip
+    """A suite's resolved definition, the input of its version: every field of its config except routing
+    and labels, each evaluator's validated params (defaults filled in, a code evaluator's source), the
+    judge models and settings that change an answer, the prompt templates and rubrics, and the version of
+    each registered evaluator (``registry``: reference -> ``id@n``, when the worker knows them)."""
+    # a session's match and key say which turns form it: part of its meaning; only its name is not
+    data = suite.model_dump(mode="json", exclude=set(_ROUTING_FIELDS) if isinstance(suite, SuiteConfig) else {"name"})
+    by_name = {b.name: b for b in bound}
+    steps = []
+    for spec in suite.evaluators:
+        step = spec.model_dump(mode="json")
+        step["name"] = spec.result_name
+        built = by_name.get(spec.result_name)
+        if built is not None:
+            step["params"] = built.evaluator.params.model_dump(mode="json")
+        if spec.evaluator == "registered" and registry is not None:
+            ref = str(spec.params.get("id") or spec.params.get("name") or "")
+            step["registered_version"] = registry.get(ref)
+        steps.append(step)
+    data["evaluators"] = steps
+    if suite.judge is not None:
+        data["judge"] = suite.judge.model_dump(mode="json", exclude={"backpressure"})
+        chosen = [j for j in judges if suite.judge.judges is None or j.name in suite.judge.judges]
+        data["judges"] = {j.name: {k: getattr(j, k) for k in _JUDGE_MEANING} for j in chosen}
+        data["prompts"] = judge_prompts_definition()
+    data["grade_scale"] = [[floor if floor != float("-inf") else None, name]
+                           for floor, name in GRADE_SCALES[suite.grading]]  # fmt: skip
+    return data
+
+
+def suite_version(suite: SuiteConfig | SessionConfig, bound: Sequence[BoundEvaluator], judges: Sequence[JudgeConfig],
+                  registry: Mapping[str, str | None] | None = None) -> str:  # fmt: skip
+    """The suite's version: :func:`~streameval.versioning.definition_hash` of :func:`suite_definition`."""
+    return definition_hash(suite_definition(suite, bound, judges, registry))
 
 
 @dataclass(frozen=True)
@@ -259,6 +383,7 @@ class LoadedConfig:
         self.judges = tuple(judges)  # the config's judges; the pipeline opens their clients
         self.alerts = tuple(alerts)  # checked on each closed window (streameval.windows)
         self.windowing = windowing or WindowingConfig()
+        self.shadow_judges: tuple[JudgeConfig, ...] = ()  # judges only shadows use (add_shadow_file)
         self.by_name = {s.name: s for s in suites}
         self._matching = [s for s in suites if s.config.match is not None and not s.is_default]
         self._default = next((s for s in suites if s.is_default), None)
@@ -271,6 +396,22 @@ class LoadedConfig:
             self._routes.clear()
         self._routes[key] = suite
         return suite
+
+    def resolve_registry(self, versions: Mapping[str, str | None]) -> list[str]:
+        """Put the registered evaluators' versions (reference, an id or name -> ``id@n``) into the versions of
+        the suites that use them; returns the names of the suites whose version changed. Called when the
+        worker's registry loads and after each registry change (never per event)."""
+        changed = []
+        for suite in self.scoring:
+            if not any(spec.evaluator == "registered" for spec in suite.config.evaluators):
+                continue
+            definition = suite_definition(suite.config, suite.evaluators, self.judges, versions)
+            version = definition_hash(definition)
+            if version != suite.version:
+                object.__setattr__(suite, "version", version)  # the one place a Suite changes: its registry
+                object.__setattr__(suite, "definition", definition)
+                changed.append(suite.name)
+        return changed
 
     def route(self, event: RequestEvent) -> Suite:
         if event.suite is not None:
@@ -313,6 +454,56 @@ class LoadedConfig:
         for suite in self.scoring:
             for bound in suite.evaluators:
                 await bound.evaluator.close()
+
+
+class ShadowRouting(LoadedConfig):
+    """The ``index``-th shadow candidate of each suite, routed as the live suites route (docs/versions.md).
+
+    ``route`` raises :class:`UnroutableEvent` for an event whose live suite has no such candidate or whose
+    id is outside the candidate's sample: the shadow pipeline's dead letters are dropped, never published.
+    """
+
+    def __init__(self, live: LoadedConfig, index: int) -> None:
+        chosen = [s.shadows[index].suite for s in live.all if len(s.shadows) > index]
+        judges = {j.name: j for j in (*live.judges, *live.shadow_judges)}
+        super().__init__(chosen, tuple(judges.values()), (), live.windowing, live.inputs)
+        self.live = live
+        self.index = index
+
+    def route(self, event: RequestEvent) -> Suite:
+        suite = self.live.route(event)
+        if len(suite.shadows) <= self.index:
+            raise UnroutableEvent(f"suite {suite.name!r} has no shadow {self.index}", kind="no_suite", event_id=event.id)
+        shadow = suite.shadows[self.index]
+        if not sampled("shadow:" + event.id, shadow.sample_rate):
+            raise UnroutableEvent("not in the shadow's sample", kind="no_suite", event_id=event.id)
+        return shadow.suite
+
+
+def shadow_routings(suites: LoadedConfig) -> list[ShadowRouting]:
+    """One routing per candidate position (the first candidates of every suite, the second ones, ...)."""
+    return [ShadowRouting(suites, k) for k in range(max((len(s.shadows) for s in suites.all), default=0))]
+
+
+def add_shadow_file(suites: LoadedConfig, path: str | Path, *, sample_rate: float = 1.0) -> None:
+    """``streameval worker --shadow FILE``: each suite of FILE becomes a shadow candidate of the live suite of
+    the same name (sampled at ``sample_rate``); FILE's judges join the live ones for the shadows. Raises
+    :class:`ConfigError` for a suite FILE names that the live config lacks, or a candidate identical to it."""
+    _, extra = load_config(path)
+    problems = []
+    for k, candidate in enumerate(extra.all):
+        live = suites.by_name.get(candidate.name)
+        if live is None:
+            problems.append(ConfigIssue(file=str(path), path=f"suites[{k}].name",
+                                        message=unknown_name("live suite", candidate.name, suites.by_name)))  # fmt: skip
+        elif candidate.version == live.version or candidate.version in {s.suite.version for s in live.shadows}:
+            problems.append(ConfigIssue(file=str(path), path=f"suites[{k}]", message=f"version {candidate.version} "
+                                        f"is already the live suite's or one of its shadows"))  # fmt: skip
+        else:
+            _with_shadows(live, (*live.shadows, Shadow(candidate, sample_rate)))
+    if problems:
+        raise ConfigError(problems)
+    suites.shadow_judges = tuple(j for j in extra.judges if j.name not in {x.name for x in suites.judges})
 
 
 def _loc_to_path(loc: Sequence[str | int]) -> str:
@@ -421,9 +612,30 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
             issues.append(issue((*base, "evaluators"), "weights sum to 0; at least one evaluator needs a weight > 0"))
         if scoring.judge is not None:
             issues.extend(issue(loc, message) for loc, message in _judge_issues(config, scoring.judge, base, names))
-        return Suite(scoring, tuple(bound))
+        definition = suite_definition(scoring, bound, config.judges)
+        return Suite(scoring, tuple(bound), definition_hash(definition), definition)
 
-    suites = [build(suite_cfg, ("suites", i)) for i, suite_cfg in enumerate(config.suites)]
+    def with_shadows(suite: Suite, suite_cfg: SuiteConfig, base: tuple[str | int, ...]) -> Suite:
+        """The suite with its ``shadow:`` candidates built (docs/versions.md)."""
+        shadows: list[Shadow] = []
+        for k, candidate in enumerate(suite_cfg.shadow):
+            where: tuple[str | int, ...] = (*base, "shadow", k)
+            try:
+                shadow_cfg = SuiteConfig.model_validate({**candidate.applied_to(suite_cfg), "label": candidate.label})
+            except ValidationError as exc:
+                issues.extend(issue((*where, *e["loc"]), e["msg"]) for e in exc.errors())
+                continue
+            built = build(shadow_cfg, where)
+            if built.version == suite.version:
+                issues.append(issue(where, f"the candidate's definition is the live suite's (version {suite.version}); "
+                                    "a shadow must change something"))  # fmt: skip
+            elif built.version in {s.suite.version for s in shadows}:
+                issues.append(issue(where, f"the same definition as an earlier candidate (version {built.version})"))
+            shadows.append(Shadow(built, candidate.sample_rate))
+        return _with_shadows(suite, shadows)
+
+    suites = [with_shadows(build(suite_cfg, ("suites", i)), suite_cfg, ("suites", i))
+              for i, suite_cfg in enumerate(config.suites)]  # fmt: skip
     sessions = [
         Session(session_cfg, build(session_cfg, ("sessions", i)), compile_event_path(session_cfg.key),
                 None if session_cfg.end is None else compile_event_path(session_cfg.end))
@@ -432,6 +644,11 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
     if issues:
         raise ConfigError(issues)
     return config, LoadedConfig(suites, config.judges, config.alerts, config.windowing, config.inputs, sessions)
+
+
+def _with_shadows(suite: Suite, shadows: Sequence[Shadow]) -> Suite:
+    object.__setattr__(suite, "shadows", tuple(shadows))
+    return suite
 
 
 def _input_error(

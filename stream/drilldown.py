@@ -72,6 +72,11 @@ def compact(result: GradedResult) -> bytes:
         "evaluators": [{"name": e.name, "score": e.score, "passed": e.passed, "weight": e.weight,
                         "reason": _cut(e.reason), "error": _cut(e.error)} for e in result.evaluators],
     }  # fmt: skip
+    if result.suite_version:  # docs/versions.md; absent on results without a version
+        doc["suite_version"] = result.suite_version
+    for mark in ("shadow", "backfill"):
+        if getattr(result, mark):
+            doc[mark] = True
     if result.failed_gates:
         doc["failed_gates"] = result.failed_gates
     if result.reason:

@@ -19,6 +19,8 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
                                     ``example_ttl_s`` (at most ``window_ttl_s``)
 ``P{T}:rid:{gen}``                  result id -> pointer: digest, offset, length, ``rb`` key (redelivery horizon)
 ``P{ix}:pairs``                     zset of pairs (score: last seen); at most ``max_pairs``
+                                    (``T`` is ``{model:suite:version}``; a pair of two parts is the layout
+                                    before versions, read as version "")
 ``P{ix}:wp:{size}:{start}``         set of pairs with data in a window (the closer's index)
 ``P{ix}:open:{size}``               zset of windows with data not yet published
 ``P{ix}:win:{size}``                zset of windows with data (the dashboard's index)
@@ -30,6 +32,12 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{dl}:seen:{gen}:{topic}:{part}``  offsets of dead letters already counted
 ``P{dlraw}:{sha256}`` ``:index`` ``:bytes``  whole events of truncated dead letters, within a budget
 ``P{registry}:ev:{id}`` ``:names`` ``:rev``  custom evaluators; channel ``P{registry}:changes``
+``P{versions}:labels``              hash ``suite:label`` -> version (a label names one version for ever)
+``P{versions}:current``             hash suite -> the version live workers run (the API's default)
+``P{versions}:defs``                hash ``suite:version`` -> the resolved definition, canonical JSON
+``P{versions}:runs``                hash ``suite:version`` -> how it ran last: live, shadow or backfill
+``P{T}:sc:{gen}`` ``P{T}:scn``      compact per-event scores of a version, appended per batch, and the
+                                    evaluator names (streameval.compare; TTL ``compare_ttl_s``)
 ``P judge:...``                     judge answers (streameval.judges._cache), one slot per key
 ``P judge_spend:{judge}:{hour}``    a judge's money spent in one UTC clock hour (one key per command)
 ==================================  ================================================================
@@ -92,17 +100,22 @@ class Keys:
         self.ix = f"{prefix}{{ix}}:"
         self.dl = f"{prefix}{{dl}}:"
         self.registry = f"{prefix}{{registry}}:"
+        self.versions = f"{prefix}{{versions}}:"
 
     # -- a model × suite pair (one slot each) -------------------------------------------------------
     @staticmethod
-    def pair_id(model: str, suite: str) -> str:
-        """``model:suite``, each URL-quoted (no ``{``, ``}`` or ``:`` inside): the pair's hash tag."""
-        return f"{quote(model, safe='')}:{quote(suite, safe='')}"
+    def pair_id(model: str, suite: str, version: str = "") -> str:
+        """``model:suite:version``, model and suite URL-quoted (no ``{``, ``}`` or ``:`` inside): the pair's
+        hash tag. Without a version, ``model:suite``: the layout before versions (docs/versions.md)."""
+        base = f"{quote(model, safe='')}:{quote(suite, safe='')}"
+        return f"{base}:{quote(version, safe='')}" if version else base
 
     @staticmethod
-    def split_pair(pair: str) -> tuple[str, str]:
-        model, _, suite = pair.partition(":")
-        return unquote(model), unquote(suite)
+    def split_pair(pair: str) -> tuple[str, str, str]:
+        """``(model, suite, version)`` of a pair id; a pair of two parts has version ``""``."""
+        model, _, rest = pair.partition(":")
+        suite, _, version = rest.partition(":")
+        return unquote(model), unquote(suite), unquote(version)
 
     def pair(self, pair: str) -> str:
         return f"{self.prefix}{{{pair}}}:"
@@ -216,6 +229,31 @@ class Keys:
     @property
     def registry_channel(self) -> str:
         return self.registry + "changes"
+
+    def compact_scores(self, pair: str, generation: int) -> str:
+        """Per-event compact scores of a pair (streameval.compare), generation ``generation``."""
+        return f"{self.pair(pair)}sc:{generation}"
+
+    def compact_names(self, pair: str) -> str:
+        """The evaluator names of a pair's compact scores, NUL-separated (streameval.compare)."""
+        return f"{self.pair(pair)}scn"
+
+    # -- suite versions (one slot; streameval.versionstore) --------------------------------------------
+    @property
+    def version_labels(self) -> str:
+        return self.versions + "labels"
+
+    @property
+    def current_versions(self) -> str:
+        return self.versions + "current"
+
+    @property
+    def version_definitions(self) -> str:
+        return self.versions + "defs"
+
+    @property
+    def version_runs(self) -> str:
+        return self.versions + "runs"
 
     # -- judge cache and budgets (spread over slots) ------------------------------------------------
     def judge(self, judge: str, model: str, version: str, digest: str) -> str:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from math import isfinite, modf
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from .blocks import AgentBlock, ReportBlock, RetrievalBlock
 
@@ -60,6 +60,26 @@ PANEL_RESULT_NAME = "judge_panel"
 RFC3339 = r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})?$"
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
+
+#: the suite version (docs/versions.md): a definition's short content hash, 12 hex digits
+SUITE_VERSION = r"^[0-9a-f]{12}$"
+_VERSION_DOC = "the suite's version: short content hash of its resolved definition (docs/versions.md)"
+
+
+class _Versioned(BaseModel):
+    """Leaves out the optional version fields while they are unset, so a document without them is
+    byte-identical to what the worker wrote before versions (and ``null`` never appears for them)."""
+
+    omitted_when_unset: ClassVar[tuple[str, ...]] = ("suite_version",)
+
+    @model_serializer(mode="wrap")
+    def _omit_unset(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for name in self.omitted_when_unset:
+                if data.get(name, 0) is None:
+                    del data[name]
+        return data
 
 #: contract version 1. Not ``Literal[1]``: pydantic lets ``true`` (== 1 in Python) through a Literal.
 SchemaVersion = Annotated[int, Field(strict=True, ge=1, le=1)]
@@ -218,7 +238,7 @@ class JudgeBlock(BaseModel):
     fallbacks: list[JudgeFallback]
 
 
-class GradedResult(BaseModel):
+class GradedResult(_Versioned):
     """The graded result of one event (graded result v1)."""
 
     model_config = _STRICT
@@ -240,6 +260,13 @@ class GradedResult(BaseModel):
     judge: JudgeBlock | None = Field(default=None, description="the LLM judge panel; null when the suite has none")
     failed_gates: list[str] = Field(default_factory=list, description="gate evaluators that did not pass")
     reason: str | None = Field(default=None, description="why the result failed regardless of its score")
+    suite_version: str | None = Field(default=None, pattern=SUITE_VERSION, description=_VERSION_DOC)
+    shadow: bool | None = Field(default=None, description="true: a shadow version's result (never alerts, "
+                                "never in the live version's figures); absent otherwise")
+    backfill: bool | None = Field(default=None, description="true: made by `streameval backfill` from the "
+                                  "retained request topic; absent otherwise")
+
+    omitted_when_unset: ClassVar[tuple[str, ...]] = ("suite_version", "shadow", "backfill")
 
 
 class SessionMetrics(BaseModel):
@@ -364,7 +391,7 @@ class AlertChange(BaseModel):
     events_since: int = Field(ge=0)
 
 
-class Alert(BaseModel):
+class Alert(_Versioned):
     """A rule that fired on a window (alert v1). ``figures`` are the window's figures (docs/statistics.md)."""
 
     model_config = _STRICT
@@ -391,6 +418,7 @@ class Alert(BaseModel):
         description="ids of up to 3 of the lowest-scored results of the window (the drill-down examples)",
     )
     change: AlertChange | None = Field(default=None, description="score_shift alerts: the change point")
+    suite_version: str | None = Field(default=None, pattern=SUITE_VERSION, description=_VERSION_DOC)
 
 
 class AggregateEvaluator(BaseModel):
@@ -417,7 +445,7 @@ class AggregateJudge(BaseModel):
     cost: float | None = Field(default=None, ge=0.0, description="money of the calls; null without prices")
 
 
-class Aggregate(BaseModel):
+class Aggregate(_Versioned):
     """Figures of one closed window for one model × suite (aggregate v1); docs/statistics.md."""
 
     model_config = _STRICT
@@ -450,3 +478,4 @@ class Aggregate(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     judge_cost: float | None = Field(default=None, ge=0.0, description="money of the judges' calls (priced judges)")
     backpressure_skips: int = Field(default=0, ge=0, description="sampled events not judged because of backpressure")
+    suite_version: str | None = Field(default=None, pattern=SUITE_VERSION, description=_VERSION_DOC)

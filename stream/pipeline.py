@@ -18,7 +18,7 @@ import gc
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import httpx
@@ -71,12 +71,17 @@ class Pipeline:
         judge_cache: JudgeCache | None = None,
         judge_transport: httpx.AsyncBaseTransport | None = None,
         lag: Callable[[], int] = no_lag,
+        result_marks: Mapping[str, Any] | None = None,
+        judge_budget_scope: str = "",
     ) -> None:
         self.suites = suites
+        # fields set on every result: {"shadow": True} for shadows, {"backfill": True} for backfills
+        self.result_marks = dict(result_marks or {})
         self.judges: JudgeHub | None = None
         self._suite_judges: dict[str, SuiteJudge] = {}
         if any(s.config.judge is not None for s in suites.scoring):
-            self.judges = JudgeHub(suites.judges, cache=judge_cache, transport=judge_transport)
+            self.judges = JudgeHub(suites.judges, cache=judge_cache, transport=judge_transport,
+                                   budget_scope=judge_budget_scope)
             self._suite_judges = {
                 s.name: SuiteJudge(s.config.judge, self.judges, threshold=s.config.threshold, suite=s.name, lag=lag)
                 for s in suites.scoring if s.config.judge is not None
@@ -248,6 +253,9 @@ class Pipeline:
             "judge": judge_block,
             "failed_gates": list(verdict.failed_gates),
             "reason": clip(verdict.reason) if verdict.reason else None,
+            "suite_version": suite.version or None,  # docs/versions.md
+            "shadow": self.result_marks.get("shadow"),
+            "backfill": self.result_marks.get("backfill"),
         }
         if judge_block is None and _plain_graded(values):
             return _built_graded(values)

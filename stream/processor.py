@@ -14,6 +14,7 @@ panels end (:meth:`Processor.process_batch`).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import cast
 
@@ -57,8 +58,12 @@ class Processor:
         inputs: Inputs | None = None,
         dead_letters: DeadLetterPolicy | None = None,
         sessions: SessionStore | None = None,
+        shadows: Sequence[Pipeline] = (),
     ) -> None:
         self.pipeline = pipeline
+        # shadow candidates (docs/versions.md): evaluated on the same events in this process, recorded under
+        # their own versions, published marked shadow: true; their dead letters are dropped (the live one is kept)
+        self.shadows = tuple(shadows)
         self.store = store
         self.sessions = sessions  # the suite file has sessions: turns are appended once their result is recorded
         self.pool = pool
@@ -68,6 +73,8 @@ class Processor:
 
     async def start(self) -> None:
         await self.pipeline.start()
+        for shadow in self.shadows:
+            await shadow.start()
         if self.pool is not None:
             await self.pool.start()
 
@@ -75,6 +82,8 @@ class Processor:
         if self.pool is not None:
             await self.pool.close()
         await self.pipeline.close()
+        for shadow in self.shadows:
+            await shadow.close()
         if self._on_close is not None:
             await self._on_close()
 
@@ -108,10 +117,20 @@ class Processor:
             early.update(now)
             await emit(await self._record(sources, cast("list[Outcome]", found), now, raw_of))
 
-        sources, outcomes = await evaluate_messages(self.pipeline, self.inputs, messages, self.pool,
-                                                    ready=None if emit is None else ready)  # fmt: skip
+        shadowed = [asyncio.ensure_future(evaluate_messages(shadow, self.inputs, messages)) for shadow in self.shadows]
+        try:
+            sources, outcomes = await evaluate_messages(self.pipeline, self.inputs, messages, self.pool,
+                                                        ready=None if emit is None else ready)  # fmt: skip
+        except BaseException:
+            for task in shadowed:
+                task.cancel()
+            raise
         telemetry.observe_outcomes(outcomes)
-        return await self._record(sources, outcomes, [i for i in range(len(outcomes)) if i not in early], raw_of)
+        out = await self._record(sources, outcomes, [i for i in range(len(outcomes)) if i not in early], raw_of)
+        for shadow_sources, shadow_outcomes in await asyncio.gather(*shadowed):
+            scored = [i for i, outcome in enumerate(shadow_outcomes) if outcome.result is not None]
+            out += await self._record(shadow_sources, shadow_outcomes, scored, raw_of)
+        return out
 
     async def _record(self, sources: Sequence[Source], outcomes: Sequence[Outcome], indexes: Sequence[int],
                       raw_of: dict[tuple[str | None, int | None, int | None], bytes]) -> list[Publish]:  # fmt: skip

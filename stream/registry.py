@@ -33,6 +33,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -201,6 +202,8 @@ class LiveRegistry:
         self._revision = -1
         self._task: asyncio.Task[None] | None = None
         self.changed = asyncio.Event()  # set after each reload (tests wait on it)
+        # called after each reload (the worker recomputes the versions of suites with registered steps)
+        self.listeners: list[Callable[[LiveRegistry], None]] = []
 
     def get(self, *, evaluator_id: str | None = None, name: str | None = None) -> EvaluatorRecord | None:
         return self._by_id.get(evaluator_id) if evaluator_id is not None else self._by_name.get(name or "")
@@ -211,7 +214,15 @@ class LiveRegistry:
         self._by_id = {r.id: r for r in records}
         self._by_name = {r.name: r for r in records}
         self._revision = revision
+        for listener in self.listeners:
+            listener(self)
         self.changed.set()
+
+    def versions(self) -> dict[str, str]:
+        """Each record's reference (its id and its name) -> its version tag ``id@n`` (suite versions)."""
+        out = {r.id: r.version_tag for r in self._by_id.values()}
+        out.update({r.name: r.version_tag for r in self._by_name.values()})
+        return out
 
     async def start(self) -> None:
         await self.reload()

@@ -17,9 +17,11 @@ Then its consumer loop hands each batch to ``runtime.processor.process_batch`` a
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -36,7 +38,7 @@ from .api import (
     stall_check,
     start_web,
 )
-from .config import LoadedConfig, parse_config_text, read_config_text
+from .config import LoadedConfig, add_shadow_file, parse_config_text, read_config_text, shadow_routings
 from .connect_check import check_redis_settings
 from .deadletters import DeadLetterPolicy, RawStore
 from .errors import ConfigError
@@ -56,6 +58,7 @@ from .sessions.state import SessionStore, session_terms
 from .settings import Settings
 from .signals import ConsumerLag
 from .store import ResultStore, retry_forever
+from .versionstore import VersionInfo, register_versions
 from .windows import WindowCloser
 
 __all__ = ["REDIS_CONNECTIONS", "Runtime", "WebServer", "WorkerConfig", "load_worker_config", "open_store", "prepare", "serve_web"]
@@ -92,6 +95,8 @@ def load_worker_config(settings: Settings) -> WorkerConfig:
     config_file = settings.config
     config_text = read_config_text(config_file)
     _, suites = parse_config_text(config_text, file=config_file)  # fail fast, with file and field path
+    if settings.shadow:
+        add_shadow_file(suites, settings.shadow, sample_rate=settings.shadow_sample)
     check_alert_windows(suites.alerts, settings.windows, file=config_file)
     inputs = Inputs(suites.inputs, max_depth=settings.max_event_depth, steps=suites.assembles_spans)
     input_topics = inputs.topics(settings.topic_requests)
@@ -120,7 +125,7 @@ def open_store(client: Client, settings: Settings, *, allowed_lateness_s: float)
                        all_time_ttl_s=settings.all_time_ttl_s, max_pairs=settings.max_pairs,
                        allowed_lateness_s=allowed_lateness_s, examples=settings.examples,
                        example_ttl_s=settings.example_ttl_s, wait_replicas=settings.redis_wait_replicas,
-                       wait_timeout_ms=settings.redis_wait_timeout_ms)
+                       wait_timeout_ms=settings.redis_wait_timeout_ms, compare_ttl_s=settings.compare_ttl_s)
 
 
 class Runtime:
@@ -156,8 +161,39 @@ class Runtime:
         api = config.api
         registry = LiveRegistry(RegistryStore(client, prefix=settings.redis_prefix, limits=api.registry_limits()),
                                 resync_s=api.registry_resync_s)  # fmt: skip
+        live_versions: dict[str, str] = {}
+
+        def follow_registry(current: LiveRegistry) -> None:  # a registered step's new version: a new suite version
+            changed = suites.resolve_registry(current.versions())
+            live_versions.update({s.name: s.version for s in suites.all})
+            if changed and registered_once:
+                log.info("registry change: new versions of %s", ", ".join(f"{n} {suites.by_name[n].version}" for n in changed))
+                task = asyncio.ensure_future(register_versions(client, store.keys, version_infos(suites, changed),
+                                                               run="live", file=config.config_file))  # fmt: skip
+                task.add_done_callback(_log_failure)
+
+        registered_once = False
+        registry.listeners.append(follow_registry)
         await retry_forever(registry.start, what="loading the evaluator registry")
         bind_live_registry(registry)
+        # labels and current versions (a label reused with another definition: ConfigError, exit 2)
+        await retry_forever(lambda: register_versions(client, store.keys, version_infos(suites), run="live",
+                                                      file=config.config_file), what="recording suite versions")  # fmt: skip
+        shadow_infos = [VersionInfo(s.suite.name, s.suite.version, s.suite.label, s.suite.definition)
+                        for suite in suites.all for s in suite.shadows]  # fmt: skip
+        await retry_forever(lambda: register_versions(client, store.keys, shadow_infos, run="shadow",
+                                                      file=settings.shadow or config.config_file),
+                            what="recording shadow versions")  # fmt: skip
+        # shadows: same events, own versions and figures, results marked shadow: true, a judge budget of their own
+        shadows = [Pipeline(routing, max_event_bytes=settings.max_event_bytes, max_event_depth=settings.max_event_depth,
+                            judge_cache=JudgeCache(client, prefix=settings.redis_prefix),
+                            result_marks={"shadow": True}, judge_budget_scope="~shadow")
+                   for routing in shadow_routings(suites)]  # fmt: skip
+        registered_once = True
+        for suite in suites.all:
+            log.info("suite %s: version %s%s", suite.name, suite.version, f" ({suite.label})" if suite.label else "")
+            for shadow in suite.shadows:
+                log.info("suite %s: shadow version %s, sample %g", suite.name, shadow.suite.version, shadow.sample_rate)
 
         async def close() -> None:
             bind_live_registry(None)
@@ -178,10 +214,11 @@ class Runtime:
             session_state = SessionStore(client, terms, prefix=settings.redis_prefix, lease_s=windowing.lease_s,
                                          worker_id=f"{os.getpid()}-{uuid.uuid4().hex[:8]}")  # fmt: skip
         processor = Processor(pipeline, store, on_close=close, pool=pool, inputs=config.inputs,
-                              dead_letters=dead_letters, sessions=session_state)  # fmt: skip
+                              dead_letters=dead_letters, sessions=session_state, shadows=shadows)  # fmt: skip
         await processor.start()
         closer = WindowCloser(store, suites.alerts, allowed_lateness_s=windowing.allowed_lateness_s,
-                              lease_s=windowing.lease_s, score_shift=windowing.score_shift)  # fmt: skip
+                              lease_s=windowing.lease_s, score_shift=windowing.score_shift,
+                              live_versions=live_versions)  # fmt: skip
         sessions = None if session_state is None else SessionCloser(session_state, store, pipeline, suites.sessions)
         log.info("streameval worker ready: %d suite(s), %d session(s), Redis %s", len(suites.all),
                  len(suites.sessions), redact_url(redis_url))  # fmt: skip
@@ -213,6 +250,17 @@ class Runtime:
         await self.processor.close()
 
 
+def version_infos(suites: LoadedConfig, names: Collection[str] | None = None) -> list[VersionInfo]:
+    """The versions of the suites and sessions (those named in ``names``, else all) as :func:`register_versions`
+    takes them."""
+    return [VersionInfo(s.name, s.version, s.label, s.definition) for s in suites.scoring if names is None or s.name in names]
+
+
+def _log_failure(task: asyncio.Future[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("recording new suite versions failed: %s", task.exception())
+
+
 @dataclass
 class WebServer:
     """The worker's web server (/health, /ready, /metrics and the API); ``await close()`` stops it."""
@@ -237,7 +285,7 @@ async def serve_web(config: WorkerConfig) -> WebServer:
     web_app = create_web_app(client, prefix=settings.redis_prefix, token=api.token(), checks=checks,
                              ready_timeout_s=api.ready_timeout_s, windows=settings.windows,
                              access=api.access(), registry_limits=api.registry_limits(),
-                             redelivery_ttl_s=settings.redelivery_ttl_s)  # fmt: skip
+                             redelivery_ttl_s=settings.redelivery_ttl_s, compare_ttl_s=settings.compare_ttl_s)  # fmt: skip
     runner = await start_web(web_app, api.web_host, api.web_port)
     log.info("worker web server on http://%s:%d", api.web_host, api.web_port)
     return WebServer(runner, client)

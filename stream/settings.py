@@ -37,6 +37,10 @@ class Settings(BaseSettings, OutputTopics):  # the output topics' settings: stre
         "unset: the demo starts an embedded server",
     )
     config: str | None = Field(default=None, description="path of the suites YAML file")
+    shadow: str | None = Field(default=None, description="a suites YAML whose suites run as shadow candidates of "
+                               "the live suites of the same names (docs/versions.md)")
+    shadow_sample: float = Field(default=1.0, ge=0.0, le=1.0,
+                                 description="share of events (by event-id hash) the --shadow file's candidates evaluate")
     app_id: str = Field(default="streameval", min_length=1, description="Faust app id = Kafka consumer group")
     topic_requests: str = Field(default="evals.requests", description="input topic of request events")
     topic_partitions: int = Field(default=4, ge=1, description="partitions of topics the worker creates")
@@ -53,6 +57,11 @@ class Settings(BaseSettings, OutputTopics):  # the output topics' settings: stre
     redelivery_ttl_s: int = Field(
         default=3600, ge=0,
         description="redelivery horizon: how long an event's encoded result is kept to publish again on redelivery",
+    )
+    compare_ttl_s: int = Field(
+        default=3 * 86400, ge=0,
+        description="how long each version's compact per-event scores are kept for /api/v1/stats/compare (between "
+        "this and twice this); 0 keeps none",
     )
     examples: int = Field(
         default=20, ge=0, le=200,

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from . import _lua, telemetry
+from .compare import Compact, pack_chunk, unpack_chunks
 from .drilldown import Candidates
 from .errors import StoreUnavailable
 from .keyspace import OVERFLOW_MODEL, Client, Keys, guard, is_cluster, retry_forever, run_scripts
@@ -50,8 +51,8 @@ from .redelivery import stored_results
 from .stats import latency_bucket
 from .store_codec import PACKED_FIELD, as_text, hash_fields, pack_increments, pointer
 
-__all__ = ["MARK_BUCKET_BYTES", "PACKED_FIELD", "PairAggregate", "ResultStore", "hash_fields", "pointer", "retry_forever",
-           "stored_results"]
+__all__ = ["MARK_BUCKET_BYTES", "PACKED_FIELD", "PairAggregate", "ResultStore", "compact_scores", "hash_fields", "pointer",
+           "retry_forever", "stored_results"]
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,7 @@ class PairAggregate:
     mean: float
     pass_rate: float
     fields: dict[str, float]
+    version: str = ""  # the suite version ("": figures of the layout before versions)
 
 
 @dataclass
@@ -137,6 +139,7 @@ class ResultStore:
         example_ttl_s: int = 86400,
         wait_replicas: int = 0,
         wait_timeout_ms: int = 1000,
+        compare_ttl_s: int = 3 * 86400,
     ) -> None:
         self.client = client
         self.keys = Keys(prefix)
@@ -151,6 +154,11 @@ class ResultStore:
         self.clock = clock  # tests inject one; None: the Redis server's clock (the watermark's clock)
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = wait_timeout_ms
+        self.compare_ttl_s = compare_ttl_s  # per-version compact scores (streameval.compare); 0: none kept
+        # False (backfills): windows are indexed for the API but not handed to the window closer, which would
+        # close (and redirect) the old windows a backfill is still filling
+        self.publish_windows = True
+        self._compact_keys: dict[str, tuple[str, ...]] = {}  # key -> names sent (scn) / TTL given (sc), this worker
         self._offset = 0.0  # Redis clock minus ours, learnt when the record script says we guessed wrong
         self._record = client.register_script(_lua.RECORD)
         self._index = client.register_script(_lua.INDEX)
@@ -158,7 +166,7 @@ class ResultStore:
         self._dead = client.register_script(_lua.DEAD_LETTERS)
         self._admitted: dict[str, bool] = {}  # pair -> within max_pairs (this worker's cache)
         self._labels: dict[tuple[str, str], set[str]] = {}  # (pair, evaluator) -> counter labels kept
-        self._pair_of: dict[tuple[str, str], str] = {}  # (model, suite) -> pair id, computed once
+        self._pair_of: dict[tuple[str, str, str], str] = {}  # (model, suite, version) -> pair id, computed once
         self._event_times: dict[str, float] = {}  # RFC 3339 text -> epoch seconds, parsed once
         # marks hashes this worker has seen given their TTL: a hash never loses it within its generation
         # (the script writes marks only when it counts), so the EXPIRE is sent once
@@ -178,14 +186,14 @@ class ResultStore:
         self._legacy: dict[tuple[str, int], tuple[bool, float]] = {}
 
     # -- keys (for callers that address one pair) -----------------------------------------------
-    def pair_id(self, model: str, suite: str) -> str:
-        return self.keys.pair_id(model, suite)
+    def pair_id(self, model: str, suite: str, version: str = "") -> str:
+        return self.keys.pair_id(model, suite, version)
 
-    def window_key(self, size: int, start: int, model: str, suite: str) -> str:
-        return self.keys.window(self.pair_id(model, suite), size, start)
+    def window_key(self, size: int, start: int, model: str, suite: str, version: str = "") -> str:
+        return self.keys.window(self.pair_id(model, suite, version), size, start)
 
-    def all_time_key(self, model: str, suite: str) -> str:
-        return self.keys.all_time(self.pair_id(model, suite))
+    def all_time_key(self, model: str, suite: str, version: str = "") -> str:
+        return self.keys.all_time(self.pair_id(model, suite, version))
 
     def now(self) -> float:
         """Our best guess at the Redis clock (or the injected clock)."""
@@ -220,7 +228,7 @@ class ResultStore:
         first: dict[tuple[str, bytes], int] = {}
         copies = {e.index: first.setdefault((e.pair, e.digest), e.index) for e in events}
         pending = [e for e in events if copies[e.index] == e.index]
-        writes = self._result_strings(pending, self.now())
+        writes = self._result_strings(pending, self.now()) + self._compact_scores(pending, self.now())
         dups: list[tuple[_Event, bytes]] = []  # events already counted, with the pointer to what they published
         dead_call = self._dead_letter_call(dead_letters) if dead_letters else None
         for _ in range(len(items) + 8):  # each round drops a duplicate or corrects the clock guess
@@ -336,6 +344,37 @@ class ResultStore:
             writes.append(("SET", self.keys.result_blob(pair, suffix), b"".join(e.encoded for e in group), "EX", ttl))
         return writes
 
+    def _compact_scores(self, events: Sequence[_Event], now: float) -> list[tuple[Any, ...]]:
+        """APPENDs of the batch's compact per-event scores, one per versioned pair (streameval.compare), with
+        the TTL and the evaluator names the first time this worker writes each key. An event whose record
+        call finds it counted before was appended before too: readers keep an id's first record."""
+        if not self.compare_ttl_s:
+            return []
+        gen = int(now // self.compare_ttl_s)
+        by_pair: dict[str, list[_Event]] = defaultdict(list)
+        for event in events:
+            if event.result is not None and event.result.suite_version:
+                by_pair[event.pair].append(event)
+        writes: list[tuple[Any, ...]] = []
+        if len(self._compact_keys) > 10 * self.max_pairs:
+            self._compact_keys.clear()
+        for pair, group in by_pair.items():
+            key = self.keys.compact_scores(pair, gen)
+            data = pack_chunk([(r.id, e.event_time, r.score, r.passed, [(x.score, x.passed) for x in r.evaluators])
+                               for e in group if (r := e.result) is not None])  # fmt: skip
+            writes.append(("APPEND", key, data))
+            if key not in self._compact_keys:
+                writes.append(("EXPIRE", key, _until((gen + 2) * self.compare_ttl_s, now)))
+                self._compact_keys[key] = ()
+            # the longest list of the batch (an unsampled event's result lacks the judge panel's, at the end)
+            names = max((tuple(x.name for x in e.result.evaluators) for e in group if e.result is not None), key=len)
+            names_key = self.keys.compact_names(pair)
+            known = self._compact_keys.get(names_key)
+            if known is None or (names != known and known[: len(names)] != names):  # never shrink to a prefix
+                writes.append(("SET", names_key, "\0".join(names), "EX", 2 * self.compare_ttl_s))
+                self._compact_keys[names_key] = names
+        return writes
+
     async def _republish(self, dups: list[tuple[_Event, bytes]], out: list[bytes | None]) -> None:
         """For events counted before: the result their first counted copy published, while it is kept."""
         gen = int(self.now() // self.redelivery_ttl_s) if self.redelivery_ttl_s else None
@@ -384,11 +423,12 @@ class ResultStore:
         content = item[3] if len(item) > 3 else (
             f"{result.model}\0{result.suite}\0{result.event_time}\0{result.category}".encode())
         digest = hashlib.blake2b(result.id.encode() + b"\0" + content, digest_size=8).digest()
-        pair = self._pair_of.get((result.model, result.suite))
+        version = result.suite_version or ""  # figures per version (docs/versions.md)
+        pair = self._pair_of.get((result.model, result.suite, version))
         if pair is None:
             if len(self._pair_of) > 10_000:  # forget, do not grow without bound
                 self._pair_of.clear()
-            pair = self._pair_of[(result.model, result.suite)] = self.pair_id(result.model, result.suite)
+            pair = self._pair_of[(result.model, result.suite, version)] = self.pair_id(result.model, result.suite, version)
         inc: dict[str, float] = defaultdict(float)
         inc["count"] += 1
         inc["sum"] += result.score
@@ -442,8 +482,8 @@ class ResultStore:
             self._admitted.update(zip(unknown, (bool(f) for f in flags[0]), strict=True))
         for event in events:
             if not self._admitted.get(event.pair, True):
-                suite = self.keys.split_pair(event.pair)[1]
-                event.pair = self.pair_id(OVERFLOW_MODEL, suite)
+                _, suite, version = self.keys.split_pair(event.pair)
+                event.pair = self.pair_id(OVERFLOW_MODEL, suite, version)
                 telemetry.AGGREGATE_OVERFLOW.labels(suite).inc()
 
     def _candidates(self, size: int, now: float) -> tuple[int, int]:
@@ -541,7 +581,8 @@ class ResultStore:
                             windows[(s, candidate)].add(pair)
         klist = [self.keys.window_pairs(self.windows[s], start) for s, start in windows]
         for size in self.windows:
-            klist += [self.keys.open_windows(size), self.keys.windows(size)]
+            unpublished = self.keys.open_windows(size) if self.publish_windows else f"{self.keys.ix}bf-open:{size}"
+            klist += [unpublished, self.keys.windows(size)]
         klist.append(self.keys.pairs)
         args: list[Any] = [len(windows), len(self.windows), self.window_ttl_s, int(now - self.window_ttl_s),
                            repr(now), self.all_time_ttl_s]  # fmt: skip
@@ -571,18 +612,20 @@ class ResultStore:
         return self._dead, klist, args
 
     # -- reads --------------------------------------------------------------------------------
-    async def pairs(self) -> list[tuple[str, str]]:
-        """Every model × suite pair seen (at most ``max_pairs`` plus the overflow pairs)."""
+    async def pairs(self) -> list[tuple[str, str, str]]:
+        """Every model × suite × version seen (at most ``max_pairs`` plus the overflow pairs); version ""
+        is the layout before versions."""
         members = cast(list[bytes], await guard(self.client.zrange(self.keys.pairs, 0, -1)))
         return sorted(self.keys.split_pair(as_text(m)) for m in members)
 
-    async def all_time_fields(self, pairs: Sequence[tuple[str, str]]) -> list[dict[str, float]]:
-        """The all-time hash of each pair, in order (one read per pair; on a cluster, per node)."""
+    async def all_time_fields(self, pairs: Sequence[tuple[str, str] | tuple[str, str, str]]) -> list[dict[str, float]]:
+        """The all-time hash of each pair (model, suite[, version]), in order (one read per pair; on a
+        cluster, per node)."""
 
         async def read() -> list[Any]:
             async with self.client.pipeline(transaction=False) as pipe:
-                for model, suite in pairs:
-                    pipe.hgetall(self.all_time_key(model, suite))
+                for pair in pairs:
+                    pipe.hgetall(self.all_time_key(*pair))
                 return list(await pipe.execute())
 
         return [hash_fields(raw) for raw in await guard(read())] if pairs else []
@@ -590,11 +633,11 @@ class ResultStore:
     async def all_time(self) -> list[PairAggregate]:
         pairs = await self.pairs()
         hashes = await self.all_time_fields(pairs)
-        return [_aggregate(model, suite, raw) for (model, suite), raw in zip(pairs, hashes, strict=True)]
+        return [_aggregate(model, suite, raw, version) for (model, suite, version), raw in zip(pairs, hashes, strict=True)]
 
-    async def window(self, size: int, start: int, model: str, suite: str) -> PairAggregate:
-        raw = await guard(self.client.hgetall(self.window_key(size, start, model, suite)))
-        return _aggregate(model, suite, hash_fields(raw))
+    async def window(self, size: int, start: int, model: str, suite: str, version: str = "") -> PairAggregate:
+        raw = await guard(self.client.hgetall(self.window_key(size, start, model, suite, version)))
+        return _aggregate(model, suite, hash_fields(raw), version)
 
     async def dead_letter_counts(self) -> dict[str, int]:
         raw = await guard(self.client.hgetall(self.keys.dead_letters_all))
@@ -610,9 +653,25 @@ def _until(moment: float, now: float) -> int:
     return max(1, math.ceil(moment - now))
 
 
-def _aggregate(model: str, suite: str, fields: dict[str, float]) -> PairAggregate:
+async def compact_scores(client: Client, keys: Keys, pair: str, *, ttl_s: int, now: float,
+                         since: float | None = None, until: float | None = None) -> tuple[dict[str, Compact], list[str]]:  # fmt: skip
+    """A pair's retained compact scores (both live generations; an id's first record) and its evaluator
+    names (streameval.compare); events whose time is outside [since, until) are left out."""
+    if not ttl_s:
+        return {}, []
+    gen = int(now // ttl_s)
+    async with client.pipeline(transaction=False) as pipe:
+        for g in (gen - 1, gen, gen + 1):  # +1: this clock may be behind the workers'
+            pipe.get(keys.compact_scores(pair, g))
+        pipe.get(keys.compact_names(pair))
+        *parts, names = await guard(pipe.execute())
+    data = b"".join(bytes(p) for p in parts if p)
+    return unpack_chunks(data, since=since, until=until), [n for n in as_text(names or b"").split("\0") if n]
+
+
+def _aggregate(model: str, suite: str, fields: dict[str, float], version: str = "") -> PairAggregate:
     count = int(fields.get("count", 0))
     mean = fields.get("sum", 0.0) / count if count else 0.0
     pass_rate = fields.get("passes", 0.0) / count if count else 0.0
-    return PairAggregate(model, suite, count, mean, pass_rate, fields)
+    return PairAggregate(model, suite, count, mean, pass_rate, fields, version)
 

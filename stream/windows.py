@@ -35,7 +35,7 @@ import logging
 import math
 import os
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -202,6 +202,7 @@ class WindowCloser:
         self, store: ResultStore, rules: Sequence[AlertRule] = (), *, allowed_lateness_s: float = 5.0,
         lease_s: float = 30.0, worker_id: str | None = None, clock: Callable[[], Awaitable[float]] | None = None,
         clock_margin_s: float | None = None, score_shift: ScoreShiftConfig | None = None,
+        live_versions: Mapping[str, str] | None = None,
     ) -> None:  # fmt: skip
         check_alert_windows(rules, store.windows)
         if score_shift is not None and score_shift.window not in store.windows:
@@ -211,6 +212,9 @@ class WindowCloser:
                                                    f"windows (STREAMEVAL_WINDOWS={kept})")])  # fmt: skip
         self.score_shift = score_shift
         self.store = store
+        # suite -> the version this worker runs live (docs/versions.md): alert rules fire only on those
+        # (and on figures of the layout before versions); None: on every pair (no versions known)
+        self.live_versions = live_versions  # the runtime updates it when a registry change moves a version
         self.rules = tuple(rules)
         self.allowed_lateness_s = allowed_lateness_s
         self.lease_ms = int(lease_s * 1000)
@@ -265,23 +269,29 @@ class WindowCloser:
         dead = int(sum(float(v) for v in dead_raw.values()))
         data = [(keys.split_pair(m), _pairs_fields(w), _pairs_fields(a)) for m, (w, a) in zip(members, replies, strict=True)]
         data = [d for d in data if d[1].get("count", 0.0) > 0]  # indexed in case it was late, but counted elsewhere
-        total = int(math.fsum(w.get("count", 0.0) for _, w, _ in data))
+        # the dead-letter rate's denominator: events of the live versions (each event once, not once per version)
+        total = int(math.fsum(w.get("count", 0.0) for (_, suite, version), w, _ in data if self._live(suite, version)))
         if self.score_shift is not None and size == self.score_shift.window:  # folded in order by _detect_shifts
             await guard(client.zadd(keys.shift_queue(size), {str(start): start}))
             await guard(client.zremrangebyscore(keys.shift_queue(size), "-inf", start - store.window_ttl_s))
         stamp = format_time(now)
-        for (model, suite), window, all_time in data:
+        for (model, suite, version), window, all_time in data:
             aggregate = build_aggregate(model, suite, size, start, window, all_time,
                                         dead_letters=dead, window_events=total, published_at=stamp)  # fmt: skip
+            if version:
+                aggregate = aggregate.model_copy(update={"suite_version": version})
             for warning in aggregate.warnings:
                 log.warning("%s / %s, window %s: %s", model, suite, aggregate.window.start, warning)
-            await send(Publish("aggregate", f"{model}:{suite}".encode(), aggregate.model_dump_json().encode()))
+            key = f"{model}:{suite}:{version}" if version else f"{model}:{suite}"
+            await send(Publish("aggregate", key.encode(), aggregate.model_dump_json().encode()))
+            if not self._live(suite, version):  # shadow and backfill versions never alert
+                continue
             for rule in self.rules:
                 value = fires(rule, aggregate)
                 if value is None or not await self._claim(rule, aggregate, now):
                     continue
                 alert = build_alert(rule, aggregate, value, fired_at=stamp,
-                                    examples=await self._worst_ids(model, suite, size, start))
+                                    examples=await self._worst_ids(model, suite, size, start, version))
                 await send(Publish("alert", alert.id.encode(), alert.model_dump_json().encode()))
         return len(data)
 
@@ -318,9 +328,13 @@ class WindowCloser:
         fields = hash_fields(await guard(client.hgetall(keys.window(pair, size, start))))
         if fields.get("count", 0.0) <= 0:
             return
-        model, suite = keys.split_pair(pair)[:2]
+        model, suite, version = keys.split_pair(pair)
+        if not self._live(suite, version):  # shadow and backfill versions never alert
+            return
         for change in detector.fold_window(start, fields):
             alert = await self._shift_alert(cfg, pair, model, suite, start, change, fields, now)
+            if version:
+                alert = alert.model_copy(update={"suite_version": version, "id": f"{alert.id}:{version}"})
             claim = keys.alert_claim(pair, f"score_shift:{change.series}", size, format_time(start))
             if await guard(client.set(claim, self.worker_id, nx=True, ex=store.window_ttl_s)):
                 await send(Publish("alert", alert.id.encode(), alert.model_dump_json().encode()))
@@ -353,14 +367,19 @@ class WindowCloser:
                                events_since=change.events_since),
         )  # fmt: skip
 
-    async def _worst_ids(self, model: str, suite: str, size: int, start: int) -> list[str]:
+    def _live(self, suite: str, version: str) -> bool:
+        """Whether figures of ``suite`` at ``version`` are a live version's (alerts fire on them)."""
+        return self.live_versions is None or not version or self.live_versions.get(suite) == version
+
+    async def _worst_ids(self, model: str, suite: str, size: int, start: int, version: str = "") -> list[str]:
         """Ids of up to 3 of the window's lowest-scored results (streameval.drilldown), for its alerts."""
-        key = self.store.keys.examples(self.store.pair_id(model, suite), "worst", size, start)
+        key = self.store.keys.examples(self.store.pair_id(model, suite, version), "worst", size, start)
         return example_ids(cast(list[bytes], await guard(self.store.client.zrange(key, 0, 2))))
 
     async def _claim(self, rule: AlertRule, aggregate: Aggregate, now: float) -> bool:
-        """Exactly once per rule × window × pair, then not again within the rule's cooldown."""
-        keys, pair = self.store.keys, self.store.pair_id(aggregate.model, aggregate.suite)
+        """Exactly once per rule × window × pair (a version's pair), then not again within the rule's cooldown."""
+        keys = self.store.keys
+        pair = self.store.pair_id(aggregate.model, aggregate.suite, aggregate.suite_version or "")
         claim = [keys.alert_claim(pair, rule.name, aggregate.window.size_s, aggregate.window.start),
                  keys.cooldown(pair, rule.name)]  # fmt: skip
         args = [self.worker_id, self.store.window_ttl_s, repr(now), rule.cooldown_s]

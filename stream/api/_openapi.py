@@ -102,6 +102,9 @@ _EXAMPLE: dict[str, Any] = {
         "reason": {"type": "string"}, "judge": {"type": "object"},
     },
 }  # fmt: skip
+_VERSION = {"name": "version", "in": "query", "required": False, "schema": {"type": "string", "pattern": "^([0-9a-f]{12}|all|legacy)$"},
+            "description": "a suite version (docs/versions.md), all, or legacy (figures from before versions); "
+                           "default: each suite's current version"}
 _SIZE = {"name": "size", "in": "query", "required": False, "description": "a configured window size, s (default: the first)",
          "schema": {"type": "integer", "minimum": 1}}  # fmt: skip
 _PAGE = [{"name": "offset", "in": "query", "required": False, "description": "pairs to skip (default 0)",
@@ -206,24 +209,27 @@ def openapi_document() -> dict[str, Any]:
         },
         "/api/v1/stats/pairs": {
             "get": {
-                "operationId": "statsPairs", "summary": "all-time figures per model × suite, one page",
-                "parameters": _PAGE,
+                "operationId": "statsPairs", "summary": "all-time figures per model × suite × version, one page",
+                "parameters": [*_PAGE, _VERSION],
                 "responses": {"200": _json(_envelope({"type": "array", "items": _ref("PairFigures")}), "figures"),
-                              "400": _error("offset or limit out of range"), **_UNAVAILABLE},
+                              "400": _error("offset or limit out of range, or a malformed version"),
+                              "404": _error("503001: no pair has this version; data.known lists the known ones"), **_UNAVAILABLE},
             },
         },
         "/api/v1/stats/windows": {
             "get": {
                 "operationId": "statsWindows", "summary": "the latest windows holding data, per model × suite (a page of pairs)",
-                "parameters": [_SIZE, _LAST, *_PAGE],
+                "parameters": [_SIZE, _LAST, *_PAGE, _VERSION],
                 "responses": {"200": _json(_envelope({"type": "object", "required": ["size", "starts", "series"], "properties": {
                     "size": {"type": "integer"}, "sizes": {"type": "array", "items": {"type": "integer"}},
                     "starts": {"type": "array", "items": {"type": "integer"}},
                     "series": {"type": "array", "items": {"type": "object", "required": ["model", "suite", "points"], "properties": {
-                        "model": {"type": "string"}, "suite": {"type": "string"},
+                        "model": {"type": "string"}, "suite": {"type": "string"}, "version": {"type": "string"},
+                        "current": {"type": "boolean"},
                         "points": {"type": "array", "items": {"allOf": [_ref("Figures")], "required": ["start"],
                                                               "properties": {"start": {"type": "integer"}}}}}}}}}), "series"),
-                              "400": _error("size is not a configured window size, last or limit out of range, or last × limit over 6000"), **_UNAVAILABLE},
+                              "400": _error("size is not a configured window size, last or limit out of range, or last × limit over 6000"),
+                              "404": _error("503001: no pair has this version; data.known lists the known ones"), **_UNAVAILABLE},
             },
         },
         "/api/v1/stats/deadletters": {
@@ -247,13 +253,38 @@ def openapi_document() -> dict[str, Any]:
                     {"name": "window", "in": "query", "required": False, "schema": {"type": "string"},
                      "description": "the window's start, epoch seconds or RFC 3339 (default: the pair's latest window with examples)"},
                     {"name": "kind", "in": "query", "required": False, "schema": {"type": "string", "enum": ["worst", "failing"]},
-                     "description": "worst: lowest score first (default); failing: a sample of the failed results, latest first"}],
+                     "description": "worst: lowest score first (default); failing: a sample of the failed results, latest first"},
+                    _VERSION],
                 "responses": {"200": _json(_envelope({"type": "object", "required": ["model", "suite", "size", "window", "kind", "examples"], "properties": {
                     "model": {"type": "string"}, "suite": {"type": "string"}, "size": {"type": "integer"},
-                    "window": _nullable("integer", description="null when the pair has no examples"),
+                    "version": {"type": "string"}, "window": _nullable("integer", description="null when the pair has no examples"),
                     "kind": {"type": "string", "enum": ["worst", "failing"]},
                     "examples": {"type": "array", "items": _EXAMPLE}}}), "examples"),
-                              "400": _error("missing model or suite, unknown kind, not a window start, or not a configured size"), **_UNAVAILABLE},
+                              "400": _error("missing model or suite, unknown kind, not a window start, not a configured size, or a malformed version"),
+                              "404": _error("503001: the suite never had this version; data.known lists the known ones"), **_UNAVAILABLE},
+            },
+        },
+        "/api/v1/stats/compare": {
+            "get": {
+                "operationId": "statsCompare", "summary": "version b against version a of one model × suite, on the events both scored (docs/versions.md)",
+                "parameters": [
+                    {"name": "model", "in": "query", "required": True, "schema": {"type": "string", "minLength": 1}},
+                    {"name": "suite", "in": "query", "required": True, "schema": {"type": "string", "minLength": 1}},
+                    {"name": "a", "in": "query", "required": True, "schema": {"type": "string", "pattern": "^([0-9a-f]{12}|legacy)$"}},
+                    {"name": "b", "in": "query", "required": True, "schema": {"type": "string", "pattern": "^([0-9a-f]{12}|legacy)$"}},
+                    _SIZE,
+                    {"name": "window", "in": "query", "required": False, "schema": {"type": "string"},
+                     "description": "a window start (epoch seconds or RFC 3339): only events of that window (default: every retained event)"}],
+                "responses": {"200": _json(_envelope({"type": "object", "required": ["n", "empty", "reason"], "properties": {
+                    "n": {"type": "integer"}, "empty": {"type": "boolean"}, "reason": _nullable("string", description="why the comparison is empty"),
+                    "mean_diff": _nullable("number"), "ci_low": _nullable("number"), "ci_high": _nullable("number"),
+                    "pass_to_fail": {"type": "integer"}, "fail_to_pass": {"type": "integer"},
+                    "pass_to_fail_ids": {"type": "array", "items": {"type": "string"}},
+                    "fail_to_pass_ids": {"type": "array", "items": {"type": "string"}},
+                    "kappa": _nullable("number"), "pearson": _nullable("number"), "spearman": _nullable("number"),
+                    "evaluators": {"type": "object"}}}), "the comparison"),
+                              "400": _error("missing model, suite, a or b; a malformed version, window or size"),
+                              "404": _error("503001: the suite never had this version; data.known lists the known ones"), **_UNAVAILABLE},
             },
         },
         "/api/v1/results/{id}": {
@@ -279,7 +310,9 @@ def openapi_document() -> dict[str, Any]:
     components.update({
         "Figures": _FIGURES,
         "PairFigures": {"allOf": [_ref("Figures")], "required": ["model", "suite"],
-                        "properties": {"model": {"type": "string"}, "suite": {"type": "string"}}},
+                        "properties": {"model": {"type": "string"}, "suite": {"type": "string"},
+                                       "version": {"type": "string", "description": "the suite version; empty: figures from before versions"},
+                                       "current": {"type": "boolean", "description": "the version live workers run"}}},
         "EvaluatorSummary": _SUMMARY,
         "Evaluator": _FULL,
         "TestResult": _TEST_RESULT,

@@ -81,7 +81,7 @@ async def _openapi(request: web.Request) -> web.Response:
 def create_web_app(
     client: keyspace.Client, *, prefix: str, token: str | None, checks: Sequence[_ops.Check] = (),
     ready_timeout_s: float = 2.0, windows: Sequence[int] = (60,), access: Access = _OPEN_READS,
-    registry_limits: RegistryLimits | None = None, redelivery_ttl_s: int = 3600,
+    registry_limits: RegistryLimits | None = None, redelivery_ttl_s: int = 3600, compare_ttl_s: int = 3 * 86400,
 ) -> web.Application:
     """The whole HTTP surface on ``client`` (keys under ``prefix``); ``checks`` feed ``/ready``;
     ``windows`` are the configured window sizes the dashboard may ask for; ``access`` says which
@@ -94,7 +94,7 @@ def create_web_app(
     app[_evaluators.STORE_KEY] = RegistryStore(client, prefix=prefix, limits=registry_limits)
     app[_ops.CHECKS_KEY] = [_ops.redis_check(client), *checks]
     app[_ops.TIMEOUT_KEY] = ready_timeout_s
-    app[_stats.STATS_KEY] = _stats.StatsConfig(client, prefix, tuple(windows), redelivery_ttl_s)
+    app[_stats.STATS_KEY] = _stats.StatsConfig(client, prefix, tuple(windows), redelivery_ttl_s, compare_ttl_s)
     app.add_routes([*_ops.routes(), web.get("/api/v1/openapi.json", _openapi), *_evaluators.routes(),
                     *_stats.routes(), *_pages.routes()])  # fmt: skip
     return app
@@ -115,7 +115,7 @@ async def serve_api(settings: Settings, api: ApiSettings, *, host: str, port: in
     token = api.token()
     app = create_web_app(client, prefix=settings.redis_prefix, token=token, ready_timeout_s=api.ready_timeout_s,
                          windows=settings.windows, access=api.access(), registry_limits=api.registry_limits(),
-                         redelivery_ttl_s=settings.redelivery_ttl_s)
+                         redelivery_ttl_s=settings.redelivery_ttl_s, compare_ttl_s=settings.compare_ttl_s)
     runner = await start_web(app, host, port)
     log.warning("streameval api on http://%s:%d (Redis %s; writes %s)", host, port, redact_url(settings.redis_url),
                 "need the bearer token" if token else "disabled: no STREAMEVAL_API_TOKEN")  # fmt: skip

@@ -26,13 +26,14 @@ from typing import Any, cast
 import orjson
 from aiohttp import web
 
+from ..compare import compare
 from ..drilldown import KINDS, parse
 from ..keyspace import Client, Keys, guard
 from ..models import PANEL_RESULT_NAME, parse_time
 from ..stats import histogram_quantile, krippendorff_alpha, pearson
-from ..store import hash_fields, stored_results
+from ..store import compact_scores, hash_fields, stored_results
 from ..windows import _panel, _sums
-from ._errors import BadRequest, NotRetained
+from ._errors import BadRequest, NotFound, NotRetained
 
 __all__ = ["RECENT_ALERTS", "STATS_KEY", "StatsConfig", "recent_alerts_key", "remember_alert", "routes"]
 
@@ -61,9 +62,11 @@ async def remember_alert(client: Client, prefix: str, encoded: bytes) -> None:
 class StatsConfig:
     """Where the aggregates live: the Redis client, key prefix and the configured window sizes."""
 
-    def __init__(self, client: Client, prefix: str, windows: tuple[int, ...], redelivery_ttl_s: int = 3600) -> None:
+    def __init__(self, client: Client, prefix: str, windows: tuple[int, ...], redelivery_ttl_s: int = 3600,
+                 compare_ttl_s: int = 3 * 86400) -> None:  # fmt: skip
         self.client, self.prefix, self.windows = client, prefix, windows
         self.redelivery_ttl_s = redelivery_ttl_s  # how long full results are kept (GET /api/v1/results/{id})
+        self.compare_ttl_s = compare_ttl_s  # how long per-version compact scores are kept (compare)
         self.keys = Keys(prefix)
         # one stats read at a time: others queue here, not in the event loop ahead of /health
         self.gate = asyncio.Semaphore(1)
@@ -193,17 +196,69 @@ def _ok(data: Any, total: int | None = None) -> web.Response:
     return web.Response(body=orjson.dumps({"code": 200, "data": data}), content_type="application/json", headers=headers)
 
 
+#: ``version=`` values besides a version hash: every version, and the figures from before versions
+ALL_VERSIONS, LEGACY_VERSION = "all", "legacy"
+
+
+async def current_versions(config: StatsConfig) -> dict[str, str]:
+    """suite -> the version the live workers run (they write it at start: streameval.versionstore)."""
+    raw = await guard(config.client.hgetall(config.keys.current_versions))
+    return {_text(k): _text(v) for k, v in raw.items()}
+
+
+def _version_param(request: web.Request) -> str | None:
+    """``version``: None (each suite's current version), ``all``, ``legacy`` ("") or a version hash."""
+    raw = request.query.get("version")
+    if raw is None:
+        return None
+    if raw == LEGACY_VERSION:
+        return ""
+    if raw != ALL_VERSIONS and not (len(raw) == 12 and all(c in "0123456789abcdef" for c in raw)):
+        raise BadRequest(f"version must be a 12-digit hex version, {ALL_VERSIONS!r} or {LEGACY_VERSION!r}; got {raw!r}",
+                         [{"path": "$.query.version", "message": "a version, all or legacy"}])  # fmt: skip
+    return raw
+
+
+def select_versions(members: Sequence[str], wanted: str | None, current: dict[str, str],
+                    suite: str | None = None) -> list[str]:  # fmt: skip
+    """The pairs of ``members`` to show: ``wanted`` None keeps each suite's current version (every version
+    of a suite without one), ``all`` everything, else that version. A version no pair has (of ``suite``,
+    when given) raises :class:`NotFound` naming the known ones."""
+    split = [(m, Keys.split_pair(m)) for m in members]
+    if suite is not None:
+        split = [(m, p) for m, p in split if p[1] == suite]
+    if wanted == ALL_VERSIONS:
+        return [m for m, _ in split]
+    if wanted is None:
+        return [m for m, (_, s, v) in split if s not in current or v == current[s]]
+    chosen = [m for m, (_, _, v) in split if v == wanted]
+    if not chosen:
+        known = sorted({v or LEGACY_VERSION for _, (_, _, v) in split})
+        where = f" of suite {suite!r}" if suite is not None else ""
+        raise NotFound(f"unknown version {wanted or LEGACY_VERSION!r}{where}; known: {', '.join(known) or 'none'}",
+                       {"known": known})  # fmt: skip
+    return chosen
+
+
+def _pair_doc(member: str, current: dict[str, str]) -> dict[str, Any]:
+    model, suite, version = Keys.split_pair(member)
+    return {"model": model, "suite": suite, "version": version, "current": current.get(suite) == version}
+
+
 async def pairs(request: web.Request) -> web.Response:
-    """All-time figures per model × suite, ``limit`` pairs from ``offset`` (sorted by model, suite)."""
+    """All-time figures per model × suite × version, ``limit`` pairs from ``offset`` (sorted by model,
+    suite, version); each suite's current version unless ``version`` says otherwise (docs/versions.md)."""
     config = request.app[STATS_KEY]
     offset, limit = _page(request, 100)
+    wanted = _version_param(request)
     members = sorted(_text(m) for m in await _zmembers(config.client, config.keys.pairs))
+    current = await current_versions(config)
+    members = select_versions(members, wanted, current)
     page = members[offset : offset + limit]
     figures = await _figures_of(config, [config.keys.all_time(m) for m in page])
     out = []
     for member, fig in zip(page, figures, strict=True):
-        model, suite = Keys.split_pair(member)
-        out.append({"model": model, "suite": suite, **(fig or _figures({}))})
+        out.append({**_pair_doc(member, current), **(fig or _figures({}))})
     return _ok(out, len(members))
 
 
@@ -225,10 +280,13 @@ async def windows(request: web.Request) -> web.Response:
     if last * limit > _MAX_POINTS:
         raise BadRequest(f"last × limit must be at most {_MAX_POINTS}; got {last} × {limit}",
                          [{"path": "$.query.limit", "message": f"last × limit ≤ {_MAX_POINTS}"}])  # fmt: skip
+    wanted = _version_param(request)
     starts = await _latest(config, config.keys.windows(size), last)
+    current = await current_versions(config)
 
     per_start = [{_text(m) for m in await guard(config.client.smembers(config.keys.window_pairs(size, s)))} for s in starts]
     everyone = sorted(set().union(*per_start)) if per_start else []
+    everyone = select_versions(everyone, wanted, current) if everyone or wanted not in (None, ALL_VERSIONS) else []
     chosen = set(everyone[offset : offset + limit])
     points = [(start, pair) for start, ms in zip(starts, per_start, strict=True) for pair in sorted(ms & chosen)]
     figures = await _figures_of(config, [config.keys.window(pair, size, start) for start, pair in points])
@@ -238,8 +296,7 @@ async def windows(request: web.Request) -> web.Response:
             series[pair].append({"start": start, **fig})
     out: list[dict[str, Any]] = []
     for pair, pts in sorted(series.items()):
-        model, suite = Keys.split_pair(pair)
-        out.append({"model": model, "suite": suite, "points": sorted(pts, key=lambda p: p["start"])})
+        out.append({**_pair_doc(pair, current), "points": sorted(pts, key=lambda p: p["start"])})
     return _ok({"size": size, "sizes": list(config.windows), "starts": starts, "series": out}, len(everyone))
 
 
@@ -308,7 +365,7 @@ async def examples(request: web.Request) -> web.Response:
                          [{"path": "$.query.kind", "message": "worst or failing"}])  # fmt: skip
     size = _size(request)
     start = _window_start(request, size)
-    pair = Keys.pair_id(model, suite)
+    pair = await _pair_of(config, model, suite, _version_param(request))
     if start is None:  # the latest window of this pair that has examples (one pipelined read)
         starts = await _latest(config, config.keys.windows(size), _MAX_WINDOWS)
 
@@ -328,7 +385,22 @@ async def examples(request: web.Request) -> web.Response:
         out = [e.doc for e in (parse(member, score) for member, score in raw) if e is not None]
         if kind == "failing":  # a sample of the window's failures, listed latest first
             out.sort(key=_event_time, reverse=True)
-    return _ok({"model": model, "suite": suite, "size": size, "window": start, "kind": kind, "examples": out})
+    version = Keys.split_pair(pair)[2]
+    return _ok({"model": model, "suite": suite, "version": version, "size": size, "window": start, "kind": kind,
+                "examples": out})  # fmt: skip
+
+
+async def _pair_of(config: StatsConfig, model: str, suite: str, wanted: str | None) -> str:
+    """The pair of ``model`` × ``suite`` at ``wanted`` (None: the suite's current version, else the version
+    before versions); a version the suite never had raises :class:`NotFound` naming the known ones."""
+    if wanted is None:
+        return Keys.pair_id(model, suite, (await current_versions(config)).get(suite, ""))
+    if wanted == ALL_VERSIONS:
+        raise BadRequest("version=all needs one version here",
+                         [{"path": "$.query.version", "message": "one version"}])  # fmt: skip
+    members = [_text(m) for m in await _zmembers(config.client, config.keys.pairs)]
+    select_versions(members, wanted, {}, suite)  # NotFound for a version the suite never had
+    return Keys.pair_id(model, suite, wanted)
 
 
 async def result_by_id(request: web.Request) -> web.Response:
@@ -336,10 +408,9 @@ async def result_by_id(request: web.Request) -> web.Response:
     config = request.app[STATS_KEY]
     result_id = request.match_info["id"]
     model, suite = request.query.get("model"), request.query.get("suite")
-    if model and suite:
-        members = [Keys.pair_id(model, suite)]
-    else:
-        members = sorted(_text(m) for m in await _zmembers(config.client, config.keys.pairs))
+    members = sorted(_text(m) for m in await _zmembers(config.client, config.keys.pairs))
+    if model and suite:  # every version of the pair, and its figures from before versions
+        members = [m for m in members if Keys.split_pair(m)[:2] == (model, suite)] or [Keys.pair_id(model, suite)]
     ttl = config.redelivery_ttl_s
     if ttl:
         now = int(time.time() // ttl)
@@ -364,6 +435,37 @@ async def result_by_id(request: web.Request) -> web.Response:
                    "failing results of each window are kept longer, see /api/v1/stats/examples")
 
 
+async def compare_versions(request: web.Request) -> web.Response:
+    """Version ``b`` against version ``a`` of one model × suite on the events both scored (docs/versions.md);
+    ``window`` (a window start, ``size`` seconds) narrows it to events of that window."""
+    config = request.app[STATS_KEY]
+    model, suite = _text_param(request, "model"), _text_param(request, "suite")
+    chosen = []
+    for side in ("a", "b"):
+        raw = _text_param(request, side)
+        chosen.append("" if raw == LEGACY_VERSION else raw)
+        if raw != LEGACY_VERSION and not (len(raw) == 12 and all(c in "0123456789abcdef" for c in raw)):
+            raise BadRequest(f"{side} must be a 12-digit hex version or {LEGACY_VERSION!r}; got {raw!r}",
+                             [{"path": f"$.query.{side}", "message": "a version"}])  # fmt: skip
+    size = _size(request)
+    start = _window_start(request, size)
+    members = [_text(m) for m in await _zmembers(config.client, config.keys.pairs)]
+    mine = [m for m in members if Keys.split_pair(m)[:2] == (model, suite)]
+    for version in chosen:
+        select_versions(mine, version, {}, suite)  # NotFound naming the known versions
+    now = time.time()
+    since, until = (None, None) if start is None else (start, start + size)
+    (a, names_a), (b, names_b) = [
+        await compact_scores(config.client, config.keys, Keys.pair_id(model, suite, v), ttl_s=config.compare_ttl_s,
+                             now=now, since=since, until=until) for v in chosen]  # fmt: skip
+    loop = asyncio.get_running_loop()  # 100 k events a side: ~0.3 s of CPU, off the event loop's thread
+    result = await loop.run_in_executor(None, lambda: compare(a, b, names_a=names_a, names_b=names_b,
+                                                              labels=(chosen[0], chosen[1])))  # fmt: skip
+    if not config.compare_ttl_s:
+        result["reason"] = "per-event scores are not kept (STREAMEVAL_COMPARE_TTL_S is 0)"
+    return _ok({"model": model, "suite": suite, "size": size, "window": start, **result})
+
+
 def _gated(handler: Callable[[web.Request], Awaitable[web.Response]]) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def gated(request: web.Request) -> web.Response:
         async with request.app[STATS_KEY].gate:
@@ -378,6 +480,7 @@ def routes() -> list[web.RouteDef]:
         web.get("/api/v1/stats/windows", _gated(windows)),
         web.get("/api/v1/stats/deadletters", _gated(dead_letters)),
         web.get("/api/v1/stats/examples", _gated(examples)),
+        web.get("/api/v1/stats/compare", _gated(compare_versions)),
         web.get("/api/v1/results/{id}", _gated(result_by_id)),
         web.get("/api/v1/alerts", alerts),
     ]

@@ -62,13 +62,14 @@ class JudgeHub:
         environ: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
         log_interval_s: float | None = 60.0,
+        budget_scope: str = "",
     ) -> None:
         self.cache = cache
         self.log_interval_s = log_interval_s
         self._logger: asyncio.Future[None] | None = None
         self.judges: dict[str, Judge] = {
             cfg.name: Judge(cfg, JudgeClient(cfg, transport=transport, environ=environ, clock=clock),
-                            TokenBudget(cfg.tokens_per_minute, clock), _money(cfg, cache))
+                            TokenBudget(cfg.tokens_per_minute, clock), _money(cfg, cache, budget_scope))
             for cfg in judges if cfg.enabled
         }  # fmt: skip
         self.prices = prices_of({name: j.config for name, j in self.judges.items()})
@@ -205,13 +206,14 @@ class _Fetched:
                         latency_ms=self.latency_ms, attempts=self.attempts, cached=self.cached)  # fmt: skip
 
 
-def _money(cfg: JudgeConfig, cache: JudgeCache | None) -> MoneyBudget | None:
-    """The judge's shared money budget (on the cache's Redis and prefix; per process without one)."""
+def _money(cfg: JudgeConfig, cache: JudgeCache | None, scope: str = "") -> MoneyBudget | None:
+    """The judge's shared money budget (on the cache's Redis and prefix; per process without one). A
+    ``scope`` (shadows: ``~shadow``, backfills: ``~backfill``) gives the judge a budget of its own there."""
     if cfg.budget_per_hour is None:
         return None
     if cache is None:
-        return MoneyBudget(cfg.name, cfg.budget_per_hour)
-    return MoneyBudget(cfg.name, cfg.budget_per_hour, client=cache.client, prefix=cache.prefix)
+        return MoneyBudget(cfg.name + scope, cfg.budget_per_hour)
+    return MoneyBudget(cfg.name + scope, cfg.budget_per_hour, client=cache.client, prefix=cache.prefix)
 
 
 def _read(text: str, prompt: Prompt) -> ParsedAnswer:

@@ -170,7 +170,9 @@ class SessionCloser:
         value = encoded
         if stored[0] is not None:  # counted before (a worker died closing it): publish what was counted
             value = stored[0]
-            graded = graded_of(SessionResult.model_validate_json(value))
+            # the version of the pair it was counted under (docs/versions.md): a later retraction goes there too
+            graded = graded_of(SessionResult.model_validate_json(value)).model_copy(
+                update={"suite_version": session.suite.version or None})
         else:  # /metrics: results, quality series and judge activity by model x session name, per revision
             telemetry.observe_outcomes([Outcome(result=graded, counters=counters)])
         await send(Publish("session", f"{claim.session}:{claim.key}".encode(), value))

@@ -100,7 +100,10 @@ def test_pair_tags_quote_what_would_break_them() -> None:
     keys = keyspace.Keys("p:")
     pair = keys.pair_id("m{1}", "s:u")
     assert keys.all_time(pair) == "p:{m%7B1%7D:s%3Au}:all"
-    assert keys.split_pair(pair) == ("m{1}", "s:u")
+    assert keys.split_pair(pair) == ("m{1}", "s:u", "")
+    versioned = keys.pair_id("m{1}", "s:u", "0123456789ab")
+    assert keys.all_time(versioned) == "p:{m%7B1%7D:s%3Au:0123456789ab}:all"
+    assert keys.split_pair(versioned) == ("m{1}", "s:u", "0123456789ab")
 
 
 def test_urls_pick_the_client() -> None:

@@ -26,7 +26,9 @@ async def make_result(event_id: str, output: str, *, model: str = "gpt:4/o", ts:
     raw = f'{{"id": "{event_id}", "model": "{model}", "output": "{output}", "expected": "Paris", "timestamp": "{ts}"}}'
     outcome = await Pipeline(suites).process(raw.encode())
     assert outcome.result is not None
-    return outcome.result
+    # the pre-versioning layout (two-part pairs): these tests are about the record path's mechanics;
+    # per-version figures are tested in tests/versions/
+    return outcome.result.model_copy(update={"suite_version": None})
 
 
 @pytest.fixture

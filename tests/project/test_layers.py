@@ -48,6 +48,8 @@ FLOORS: dict[str, int] = {
     "changes": VOCABULARY,  # the score-shift detector's logic and settings (pydantic only)
     "wordpiece": VOCABULARY,
     "embedding": VOCABULARY,  # the sentence encoder (numpy, errors, wordpiece)
+    "versioning": VOCABULARY,
+    "compare": VOCABULARY,
     # 2. sinks and clients: metrics, logs, Redis keys and scripts, broker and Redis security and connections
     "telemetry": CLIENTS,
     "quality_metrics": CLIENTS,
@@ -61,6 +63,7 @@ FLOORS: dict[str, int] = {
     "connect_check": CLIENTS,
     "kafka_io": CLIENTS,
     "embedded": CLIENTS,
+    "versionstore": CLIENTS,
     # 3. components: evaluators, decoders, judges, alerts, the store, dead letters, windows
     "evaluators.*": COMPONENTS,
     "sandbox.*": COMPONENTS,
@@ -92,6 +95,8 @@ FLOORS: dict[str, int] = {
     # 7. composition: what builds the clients and wires the parts; programs
     "runtime": COMPOSITION,
     "offline": COMPOSITION,
+    "compare_offline": COMPOSITION,
+    "backfill": COMPOSITION,
     "api.*": COMPOSITION,
     "_cliargs": COMPOSITION,
     "demo": COMPOSITION,

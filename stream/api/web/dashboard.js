@@ -9,7 +9,9 @@ const ms = (v) => (v === null || v === undefined ? "—" : `${v < 10 ? v.toFixed
 const GRADE_ORDER = ["excellent", "good", "pass", "fail", "severe_defect", "A+", "A", "A-", "B+", "B", "B-", "C+", "C", "C-", "D", "F"];
 const q = encodeURIComponent;
 
-const state = { model: "", suite: "", size: null, range: "", examples: null };
+const state = { model: "", suite: "", size: null, range: "", examples: null, version: "" };
+const versionArg = () => (state.version ? `&version=${q(state.version)}` : "");
+const pairName = (p) => `${p.model} × ${p.suite}${p.version && !p.current ? ` @${p.version}` : ""}`;
 const wanted = (p) => (!state.model || p.model === state.model) && (!state.suite || p.suite === state.suite);
 const cell = (text, cls) => SE.el("td", { class: cls, title: String(text) }, String(text));
 
@@ -44,12 +46,13 @@ async function refresh() {
   const size = state.size ? `&size=${state.size}` : "";
   const last = state.range && state.size ? Math.min(240, Math.ceil(Number(state.range) / state.size)) : 30;
   const [pairs, windows, dead, alerts] = await Promise.all([
-    SE.api("GET", "/api/v1/stats/pairs?limit=500"), SE.api("GET", `/api/v1/stats/windows?last=${last}${size}&limit=${Math.min(500, Math.floor(6000 / last))}`),
+    SE.api("GET", `/api/v1/stats/pairs?limit=500${versionArg()}`), SE.api("GET", `/api/v1/stats/windows?last=${last}${size}&limit=${Math.min(500, Math.floor(6000 / last))}${versionArg()}`),
     SE.api("GET", `/api/v1/stats/deadletters?last=${last}${size}`), SE.api("GET", "/api/v1/alerts?limit=20"),
   ]);
   const failed = [pairs, windows, dead, alerts].find((r) => !r.ok);
   if (failed) { $("message").className = "message error"; $("message").textContent = SE.errorText(failed); return; }
   $("message").textContent = "";
+  listVersions();
   const everyPair = pairs.payload.data;
   options($("filter-model"), [...new Set(everyPair.map((p) => p.model))].sort(), "all models");
   options($("filter-suite"), [...new Set(everyPair.map((p) => p.suite))].sort(), "all suites");
@@ -78,11 +81,11 @@ async function refresh() {
   $("window-size").textContent = `· ${w.size}-second windows`;
   const since = state.range ? Date.now() / 1000 - Number(state.range) : -Infinity;
   const shown = w.series.filter(wanted).map((s) => ({ ...s, points: s.points.filter((p) => p.start >= since) }));
-  const series = shown.map((s) => ({ name: `${s.model} × ${s.suite}`, model: s.model, suite: s.suite, points: s.points.map((p) => ({ x: p.start, y: p.mean })) }));
-  const colors = Charts.line($("score-chart"), series, { onPoint: (s, p) => openExamples(s.model, s.suite, w.size, p.x, "worst") });
+  const series = shown.map((s) => ({ name: pairName(s), model: s.model, suite: s.suite, version: s.current ? "" : s.version || "legacy", points: s.points.map((p) => ({ x: p.start, y: p.mean })) }));
+  const colors = Charts.line($("score-chart"), series, { onPoint: (s, p) => openExamples(s.model, s.suite, w.size, p.x, "worst", [], s.version) });
   $("score-legend").replaceChildren(...series.map((s, i) => SE.el("span", {}, SE.swatch(colors[i % colors.length]), s.name)));
-  Charts.line($("pass-chart"), shown.map((s) => ({ name: `${s.model} × ${s.suite}`, model: s.model, suite: s.suite, points: s.points.map((p) => ({ x: p.start, y: p.passRate })) })),
-    { width: 540, height: 200, percent: true, onPoint: (s, p) => openExamples(s.model, s.suite, w.size, p.x, "failing") });
+  Charts.line($("pass-chart"), shown.map((s) => ({ name: pairName(s), model: s.model, suite: s.suite, version: s.current ? "" : s.version || "legacy", points: s.points.map((p) => ({ x: p.start, y: p.passRate })) })),
+    { width: 540, height: 200, percent: true, onPoint: (s, p) => openExamples(s.model, s.suite, w.size, p.x, "failing", [], s.version) });
 
   // throughput: events of the shown pairs per window, per second
   const perWindow = new Map();
@@ -130,15 +133,15 @@ async function refresh() {
   // alert v1 (schemas/alert.v1.json): rule, severity, model, suite, window, message, fired_at, examples
   $("alerts").replaceChildren(...list.map((a) => SE.el("li", {
     class: `alert clickable ${a.severity || ""}`, title: "show the results behind this alert",
-    onclick: () => a.window && openExamples(a.model, a.suite, a.window.size_s, Date.parse(a.window.start) / 1000, "worst", a.examples || []),
+    onclick: () => a.window && openExamples(a.model, a.suite, a.window.size_s, Date.parse(a.window.start) / 1000, "worst", a.examples || [], a.suite_version || ""),
   }, SE.el("span", { class: "badge" }, a.severity || "alert"), " ", SE.time(a.fired_at), " ",
   SE.el("b", {}, a.rule || "?"), ` · ${a.model || ""} × ${a.suite || ""}: ${a.message || ""}`,
   (a.examples || []).length ? SE.el("span", { class: "muted" }, ` · examples: ${a.examples.join(", ")}`) : "")));
 
   $("pairs-table").querySelector("tbody").replaceChildren(...all.map((p) => SE.el("tr", {
     class: "clickable", "data-model": p.model, "data-suite": p.suite, title: "show the latest window's worst results",
-    onclick: () => openExamples(p.model, p.suite, w.size, null, "worst"),
-  }, cell(p.model, "wrap"), cell(p.suite, "wrap"), cell(p.count), cell(p.mean === null ? "—" : p.mean.toFixed(3)), cell(pct(p.passRate)),
+    onclick: () => openExamples(p.model, p.suite, w.size, null, "worst", [], p.current ? "" : p.version || "legacy"),
+  }, cell(p.model, "wrap"), cell(p.version && !p.current ? `${p.suite} @${p.version}` : p.suite, "wrap"), cell(p.count), cell(p.mean === null ? "—" : p.mean.toFixed(3)), cell(pct(p.passRate)),
   cell(ms(p.latencyP50Ms)), cell(ms(p.latencyP95Ms)),
   cell(Object.entries(p.gateFailures || {}).map(([g, n]) => `${g} ${n}`).join(", ") || "0", "wrap"),
   cell(Object.values(p.evaluators).reduce((n, e) => n + e.errors, 0)))));
@@ -170,13 +173,13 @@ async function refresh() {
 }
 
 /* The drill-down: the worst or failing results kept for one window (null: the pair's latest). */
-async function openExamples(model, suite, size, start, kind, highlight = []) {
-  state.examples = { model, suite, size, start, kind, highlight };
+async function openExamples(model, suite, size, start, kind, highlight = [], version = "") {
+  state.examples = { model, suite, size, start, kind, highlight, version };
   $("examples-panel").hidden = false;
   $("result-detail").hidden = true;
   for (const b of $("examples-kind").querySelectorAll("button")) b.classList.toggle("active", b.dataset.kind === kind);
   const windowArg = start === null ? "" : `&window=${start}`;
-  const r = await SE.api("GET", `/api/v1/stats/examples?model=${q(model)}&suite=${q(suite)}&size=${size}&kind=${kind}${windowArg}`);
+  const r = await SE.api("GET", `/api/v1/stats/examples?model=${q(model)}&suite=${q(suite)}&size=${size}&kind=${kind}${windowArg}${version ? `&version=${q(version)}` : ""}`);
   const body = $("examples-table").querySelector("tbody");
   if (!r.ok) { $("examples-note").textContent = SE.errorText(r); body.replaceChildren(); return; }
   const d = r.payload.data;
@@ -224,12 +227,14 @@ function bindFilters() {
   $("filter-model").addEventListener("change", (e) => { state.model = e.target.value; rerun(); });
   $("filter-suite").addEventListener("change", (e) => { state.suite = e.target.value; rerun(); });
   $("filter-size").addEventListener("change", (e) => { state.size = Number(e.target.value); rerun(); });
+  $("filter-version").addEventListener("change", (e) => { state.version = e.target.value; rerun(); });
+  $("compare-run").addEventListener("click", compareVersions);
   $("filter-range").addEventListener("change", (e) => { state.range = e.target.value; rerun(); });
   $("examples-close").addEventListener("click", () => { $("examples-panel").hidden = true; state.examples = null; });
   for (const b of $("examples-kind").querySelectorAll("button")) {
     b.addEventListener("click", () => {
       const x = state.examples;
-      if (x) openExamples(x.model, x.suite, x.size, x.start, b.dataset.kind, x.highlight);
+      if (x) openExamples(x.model, x.suite, x.size, x.start, b.dataset.kind, x.highlight, x.version);
     });
   }
 }
@@ -238,3 +243,49 @@ SE.header("dashboard");
 bindFilters();
 refresh();
 setInterval(refresh, 2000);
+
+/* Versions of the chosen model × suite (docs/versions.md) for the version filter and the compare view. */
+async function listVersions() {
+  const r = await SE.api("GET", "/api/v1/stats/pairs?limit=500&version=all");
+  if (!r.ok) return;
+  const mine = r.payload.data.filter(wanted);
+  const versions = [...new Set(mine.map((p) => p.version || "legacy"))].sort();
+  const current = mine.filter((p) => p.current).map((p) => p.version);
+  const label = (v) => (current.includes(v) ? `${v} (current)` : v);
+  const select = $("filter-version");
+  const have = [...select.options].map((o) => o.value).slice(2);
+  if (have.join(",") !== versions.join(",")) {
+    const chosen = select.value;
+    select.replaceChildren(SE.el("option", { value: "" }, "current"), SE.el("option", { value: "all" }, "all versions"),
+      ...versions.map((v) => SE.el("option", { value: v }, label(v))));
+    select.value = ["", "all", ...versions].includes(chosen) ? chosen : "";
+    for (const [id, pick] of [["compare-a", 0], ["compare-b", versions.length - 1]]) {
+      const keep = $(id).value;
+      $(id).replaceChildren(...versions.map((v) => SE.el("option", { value: v }, label(v))));
+      $(id).value = versions.includes(keep) ? keep : versions[Math.max(0, pick)] || "";
+    }
+  }
+}
+
+async function compareVersions() {
+  const note = $("compare-note");
+  if (!state.model || !state.suite) { note.textContent = "pick one model and one suite first"; return; }
+  const a = $("compare-a").value, b = $("compare-b").value;
+  const r = await SE.api("GET", `/api/v1/stats/compare?model=${q(state.model)}&suite=${q(state.suite)}&a=${q(a)}&b=${q(b)}`);
+  if (!r.ok) { note.textContent = SE.errorText(r); $("compare-table").hidden = true; return; }
+  const d = r.payload.data;
+  note.textContent = d.empty ? `empty comparison: ${d.reason}` : `${d.n} events scored by both (${d.n_a} by a, ${d.n_b} by b)`;
+  $("compare-table").hidden = d.empty;
+  $("compare-table").querySelector("tbody").replaceChildren(SE.el("tr", {},
+    cell(d.n), cell(`${fixed(d.mean_a, 3)} → ${fixed(d.mean_b, 3)}`),
+    cell(`${fixed(d.mean_diff, 4)} [${fixed(d.ci_low, 4)}, ${fixed(d.ci_high, 4)}]`), cell(d.pass_to_fail), cell(d.fail_to_pass),
+    cell(fixed(d.kappa, 3)), cell(fixed(d.pearson, 3)), cell(fixed(d.spearman, 3))));
+  const lines = [];
+  for (const [kind, ids] of [["pass→fail", d.pass_to_fail_ids], ["fail→pass", d.fail_to_pass_ids]]) {
+    if (ids && ids.length) lines.push(SE.el("li", {}, `${kind}: ${ids.join(", ")}`));
+  }
+  for (const [name, e] of Object.entries(d.evaluators || {})) {
+    lines.push(SE.el("li", {}, e.n ? `${name}: ${fixed(e.mean_a, 3)} → ${fixed(e.mean_b, 3)} (${fixed(e.mean_diff, 4)}, n ${e.n})` : `${name}: only in ${e.only_in}`));
+  }
+  $("compare-details").replaceChildren(...lines);
+}

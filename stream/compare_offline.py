@@ -1,0 +1,110 @@
+"""``streameval compare``: two suite versions side by side, offline (docs/versions.md).
+
+Two ways in:
+
+* two suite files and one JSONL of request events: each file's suites evaluate every event (the same
+  pipeline as ``streameval evaluate``), and suites of the same name are compared;
+* two result files (JSONL of graded results, e.g. two ``streameval evaluate`` outputs, or results
+  tailed from the topic): results are joined by id within each model × suite.
+
+Either way :func:`streameval.compare.compare` reports, per model × suite, version b against version a.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .compare import Compact, compact, compare
+from .config import load_config
+from .errors import ConfigError
+from .models import GradedResult, parse_time
+from .offline import iter_lines
+from .pipeline import Pipeline
+
+__all__ = ["compare_result_files", "compare_results", "compare_suite_files"]
+
+Key = tuple[str, str]  # model, suite
+
+
+def _compact(result: GradedResult) -> Compact:
+    return compact(parse_time(result.event_time), result.score, result.passed, [(e.score, e.passed) for e in result.evaluators])
+
+
+def compare_results(a: Iterable[GradedResult], b: Iterable[GradedResult]) -> list[dict[str, Any]]:
+    """One comparison per model × suite present on either side (first result of an id kept)."""
+    sides: list[dict[Key, dict[str, Compact]]] = [defaultdict(dict), defaultdict(dict)]
+    names: list[dict[Key, list[str]]] = [{}, {}]
+    versions: list[dict[Key, str]] = [{}, {}]
+    for side, results in enumerate((a, b)):
+        for result in results:
+            key = (result.model, result.suite)
+            sides[side][key].setdefault(result.id, _compact(result))
+            evaluators = [e.name for e in result.evaluators]
+            if len(evaluators) > len(names[side].get(key, [])):
+                names[side][key] = evaluators
+            versions[side].setdefault(key, result.suite_version or "")
+    out = []
+    for key in sorted(set(sides[0]) | set(sides[1])):
+        labels = (versions[0].get(key, ""), versions[1].get(key, ""))
+        report = compare(sides[0].get(key, {}), sides[1].get(key, {}), names_a=names[0].get(key, []),
+                         names_b=names[1].get(key, []), labels=labels)  # fmt: skip
+        out.append({"model": key[0], "suite": key[1], **report})
+    return out
+
+
+def read_results(path: Path) -> list[GradedResult]:
+    """The graded results of a JSONL file. Raises :class:`ConfigError` naming the file and line of a bad one."""
+    out = []
+    try:
+        with path.open("rb") as handle:
+            for number, raw in iter_lines(handle):
+                try:
+                    out.append(GradedResult.model_validate_json(raw))
+                except ValidationError as exc:
+                    raise ConfigError(f"{path}:{number}: not a graded result: {exc.errors()[0]['msg']}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    return out
+
+
+def compare_result_files(a: Path, b: Path) -> list[dict[str, Any]]:
+    return compare_results(read_results(a), read_results(b))
+
+
+async def _evaluate(pipeline: Pipeline, lines: Sequence[bytes], concurrency: int) -> list[GradedResult]:
+    await pipeline.start()
+    try:
+        out: list[GradedResult] = []
+        for i in range(0, len(lines), concurrency):
+            outcomes = await asyncio.gather(*(pipeline.process(raw) for raw in lines[i : i + concurrency]))
+            out += [o.result for o in outcomes if o.result is not None]
+        return out
+    finally:
+        await pipeline.close()
+
+
+def compare_suite_files(a: Path, b: Path, events: Path, *, concurrency: int = 64) -> list[dict[str, Any]]:
+    """Evaluate ``events`` with the suites of ``a`` and of ``b``; compare suites of the same name."""
+    _, suites_a = load_config(a)
+    _, suites_b = load_config(b)
+    if not set(suites_a.by_name) & set(suites_b.by_name):
+        raise ConfigError(f"{a} and {b} have no suite name in common: nothing to compare")
+    try:
+        with events.open("rb") as handle:
+            lines = [raw for _, raw in iter_lines(handle)]
+    except OSError as exc:
+        raise ConfigError(f"{events}: cannot read: {exc.strerror}") from None
+
+    async def both() -> tuple[list[GradedResult], list[GradedResult]]:
+        return (await _evaluate(Pipeline(suites_a), lines, concurrency),
+                await _evaluate(Pipeline(suites_b), lines, concurrency))  # fmt: skip
+
+    results_a, results_b = asyncio.run(both())
+    common = set(suites_a.by_name) & set(suites_b.by_name)
+    return compare_results([r for r in results_a if r.suite in common], [r for r in results_b if r.suite in common])

@@ -1,0 +1,75 @@
+"""``streameval compare`` offline: two suite files on one JSONL, and two result files."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import orjson
+import pytest
+
+from streameval.cli import main
+from streameval.config import load_config
+from streameval.models import GradedResult
+from streameval.offline import evaluate_file
+from streameval.pipeline import Pipeline
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SOFTER = """
+suites:
+  - name: qa
+    match: {category: [qa_simple, factual_accuracy]}
+    threshold: 0.5
+    evaluators:
+      - {evaluator: similarity, params: {algorithm: levenshtein, threshold: 0.8}, weight: 1}
+"""
+
+
+def results_of(config: Path, out: Path) -> list[GradedResult]:
+    _, suites = load_config(config)
+    asyncio.run(evaluate_file(Pipeline(suites), EXAMPLES / "events.jsonl", out, out.with_suffix(".dl")))
+    return [GradedResult.model_validate_json(line) for line in out.read_bytes().splitlines()]
+
+
+def flips(a: list[GradedResult], b: list[GradedResult]) -> dict[tuple[str, str], tuple[set[str], set[str]]]:
+    by_a = {(r.model, r.suite, r.id): r for r in a}
+    out: dict[tuple[str, str], tuple[set[str], set[str]]] = {}
+    for r in b:
+        first = by_a.get((r.model, r.suite, r.id))
+        if first is None:
+            continue
+        to_fail, to_pass = out.setdefault((r.model, r.suite), (set(), set()))
+        if first.passed and not r.passed:
+            to_fail.add(r.id)
+        if r.passed and not first.passed:
+            to_pass.add(r.id)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["suites", "results"])
+def test_offline_compare_flips_equal_the_results(mode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    softer = tmp_path / "softer.yaml"
+    softer.write_text(SOFTER)
+    a = results_of(EXAMPLES / "suites.yaml", tmp_path / "a.jsonl")
+    b = results_of(softer, tmp_path / "b.jsonl")
+    if mode == "suites":
+        argv = ["compare", str(EXAMPLES / "suites.yaml"), str(softer), "--input", str(EXAMPLES / "events.jsonl"), "--json"]
+    else:
+        argv = ["compare", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"), "--json"]
+    assert main(argv) == 0
+    reports = orjson.loads(capsys.readouterr().out)
+    expected = flips(a, b)
+    qa = [r for r in reports if r["suite"] == "qa"]
+    assert qa and all(r["n"] > 0 for r in qa)
+    for r in qa:
+        to_fail, to_pass = expected[(r["model"], r["suite"])]
+        assert r["pass_to_fail"] == len(to_fail) and set(r["pass_to_fail_ids"]) <= to_fail
+        assert r["fail_to_pass"] == len(to_pass) and set(r["fail_to_pass_ids"]) <= to_pass
+    assert sum(r["fail_to_pass"] + r["pass_to_fail"] for r in qa) > 0
+    if mode == "results":  # suites only in a: compared with nothing, said so
+        others = [r for r in reports if r["suite"] != "qa"]
+        assert others and all(r["empty"] and r["reason"] == "version b has no retained scores" for r in others)
+
+
+def test_offline_compare_of_a_missing_file_is_a_usage_error(tmp_path: Path) -> None:
+    assert main(["compare", str(tmp_path / "nope.jsonl"), str(tmp_path / "nope2.jsonl")]) == 2
