@@ -304,7 +304,9 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
                          *((("--sessions", sessions),) if sessions is not None else ())):  # fmt: skip
         if (why := check_writable(path)) is not None:
             raise UsageError(f"{option} {path}: cannot write ({why})")
-    decoder = None if args.input_topic is None else _line_decoder(suites.inputs, args.input_topic, settings)
+    decoder = None
+    if args.input_topic is not None:
+        decoder = _line_decoder(suites.inputs, args.input_topic, settings, steps=suites.assembles_spans)
     size = args.input.stat().st_size
     with Progress(TextColumn("evaluating {task.fields[done]} events"), BarColumn(), DownloadColumn(),
                   TimeRemainingColumn(), console=console, disable=args.quiet, transient=True) as progress:  # fmt: skip
@@ -389,7 +391,7 @@ def _human_agreement(args: argparse.Namespace, suites: Suites, settings: Setting
     return failed
 
 
-def _line_decoder(inputs: Sequence[InputConfig], topic: str, settings: Settings) -> Decoder:
+def _line_decoder(inputs: Sequence[InputConfig], topic: str, settings: Settings, *, steps: bool = False) -> Decoder:
     """The decoder of the suite file's input for ``topic``, for a file with one message per line."""
     from .inputs import build_decoder
 
@@ -400,7 +402,7 @@ def _line_decoder(inputs: Sequence[InputConfig], topic: str, settings: Settings)
     if spec.format == "otlp_proto":
         raise ConfigError(f"--input-topic {topic}: otlp_proto is binary and has no line form; "
                           "give a file of OTLP/JSON exports, one per line, under an otlp_json input")  # fmt: skip
-    return build_decoder(spec, max_depth=settings.max_event_depth)
+    return build_decoder(spec, max_depth=settings.max_event_depth, steps=steps)
 
 
 async def _dead_letter_raw(args: argparse.Namespace, settings: Settings, console: Console) -> int:

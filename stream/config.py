@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -49,7 +49,7 @@ from .alerts import AlertRule
 from .errors import ConfigError, ConfigIssue, UnroutableEvent
 from .evaluators import Evaluator, build_evaluator
 from .grading import GRADE_SCALES, GradeScale
-from .inputs import FORMATS, InputConfig, input_issues
+from .inputs import FORMATS, InputConfig, OtlpInput, input_issues
 from .judges import (
     PANEL_RESULT_NAME,
     JudgeConfig,
@@ -179,7 +179,7 @@ class SessionConfig(_Scoring):
     category: str = Field(default="multi_turn", min_length=1, max_length=64,
                           description="the thread's category: picks the judge rubric (default multi_turn)")
     assemble: Literal["turns", "spans"] = Field(
-        default="turns", description="turns: each request event is a turn; spans: assemble OTLP spans of a trace (not built yet)")
+        default="turns", description="turns: each request event is a turn; spans: an agent run from the spans of an OTLP trace, tool and root spans included")
     evaluators: list[EvaluatorSpec] = Field(default_factory=lambda: list(DEFAULT_SESSION_EVALUATORS), min_length=1)
 
     @field_validator("key", "end")
@@ -187,14 +187,6 @@ class SessionConfig(_Scoring):
     def _path(cls, value: str | None) -> str | None:
         if value is not None:
             compile_event_path(value)  # a ValueError names where the path stops making sense
-        return value
-
-    @field_validator("assemble")
-    @classmethod
-    def _built(cls, value: str) -> str:
-        if value == "spans":
-            raise ValueError("assembling agent runs from OTLP spans (tool spans included) is not built yet; "
-                             "use assemble: turns with key: metadata.trace_id to group a trace's LLM spans")
         return value
 
     @property
@@ -391,6 +383,8 @@ class LoadedConfig:
                  inputs: Sequence[InputConfig] = (), sessions: Sequence[Session] = ()) -> None:  # fmt: skip
         self.all = tuple(suites)
         self.sessions = tuple(sessions)  # conversations judged as a whole (streameval.sessions)
+        #: some session assembles agent runs from spans: OTLP decoders hand on tool and root spans as steps
+        self.assembles_spans = any(s.config.assemble == "spans" for s in self.sessions)
         self.inputs = tuple(inputs)  # the topics the worker reads and their formats (streameval.inputs)
         self.judges = tuple(judges)  # the config's judges; the pipeline opens their clients
         self.alerts = tuple(alerts)  # checked on each closed window (streameval.windows)
@@ -567,6 +561,25 @@ def _text_line(root: yaml.Node | None, loc: Sequence[str | int], message: str) -
 Suites = LoadedConfig
 
 
+#: the key of an ``assemble: spans`` session: a run is one trace (its tool and root spans carry no other key)
+TRACE_KEY = ("metadata", "trace_id")
+
+
+def _run_issues(config: StreamEvalConfig) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """Agent runs (``assemble: spans``) need an OTLP input, and are keyed by trace id."""
+    otlp = any(isinstance(spec, OtlpInput) for spec in config.inputs)
+    formats = " or ".join(get_args(OtlpInput.model_fields["format"].annotation))
+    for i, session in enumerate(config.sessions):
+        if session.assemble != "spans":
+            continue
+        if not otlp:
+            yield ("sessions", i, "assemble"), ("spans assembles agent runs from OTLP trace exports; the suite file "
+                                                f"has no {formats} input")  # fmt: skip
+        if compile_event_path(session.key).steps != TRACE_KEY:
+            yield ("sessions", i, "key"), (f"an agent run (assemble: spans) is keyed by its trace: key: metadata.trace_id, "
+                                           f"not {session.key!r}")  # fmt: skip
+
+
 def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = None) -> tuple[StreamEvalConfig, LoadedConfig]:
     """Validate a config document and build every evaluator. Raises :class:`ConfigError` with all issues."""
 
@@ -584,6 +597,7 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
 
     issues: list[ConfigIssue] = [issue(loc, message) for loc, message in input_issues(config.inputs)]
     issues += [issue(("feedback", *loc), message) for loc, message in feedback_issues(config.feedback)]
+    issues += [issue(loc, message) for loc, message in _run_issues(config)]
 
     def build(scoring: SuiteConfig | SessionConfig, base: tuple[str | int, ...]) -> Suite:
         """Build one suite's (or session's) evaluators, adding any problem to ``issues``."""

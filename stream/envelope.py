@@ -52,8 +52,9 @@ class Turn:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """Exactly one of ``result`` / ``dead_letter`` is set. ``counters`` feed the window aggregates; ``turns``
-    are appended to their sessions once the result is recorded."""
+    """At most one of ``result`` / ``dead_letter`` is set. ``counters`` feed the window aggregates; ``turns``
+    are appended to their sessions once the result is recorded. Neither set: a step of an agent run (a
+    tool or root span), never evaluated: only its ``turns`` are appended (docs/sessions.md)."""
 
     result: GradedResult | None = None
     dead_letter: DeadLetter | None = None

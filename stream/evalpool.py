@@ -66,7 +66,7 @@ def _init(parent: int, config_text: str, config_file: str, max_event_bytes: int,
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the worker shuts us down
     _, suites = parse_config_text(config_text, file=config_file)
     _pipeline = Pipeline(suites, max_event_bytes=max_event_bytes, max_event_depth=max_event_depth)
-    _inputs = Inputs(suites.inputs, max_depth=max_event_depth)
+    _inputs = Inputs(suites.inputs, max_depth=max_event_depth, steps=suites.assembles_spans)
     telemetry.capture_latencies()
 
 
@@ -86,10 +86,12 @@ Expanded = list[tuple[bytes, Source, Outcome | None]]
 def _expand_evaluate(messages: Sequence[tuple[bytes, Source]], received_at: float) -> tuple[Expanded, Any, Any]:
     assert _pipeline is not None and _inputs is not None, "evaluation process not initialised"
     items = list(_inputs.expand(messages))
-    good = [(item.raw, item.source) for item in items if item.error is None]
+    good = [(item.raw, item.source) for item in items if item.error is None and not item.step]
     evaluated = iter(_pipeline.process_sync_batch(good, received_at))
     out: Expanded = [
-        (item.raw, item.source, _pipeline.failed(item.raw, item.source, item.error) if item.error is not None
+        (item.raw, item.source,
+         _pipeline.failed(item.raw, item.source, item.error) if item.error is not None
+         else _pipeline.step(item.raw, item.source) if item.step  # an agent run's step: turns only
          else next(evaluated))
         for item in items
     ]  # fmt: skip

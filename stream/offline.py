@@ -111,6 +111,8 @@ async def evaluate_file(
                     elif outcome.dead_letter is not None:
                         summary.dead_letters[outcome.dead_letter.kind] += 1
                         dead.write(outcome.dead_letter.model_dump_json().encode() + b"\n")
+                    elif sessions is not None:  # a step of an agent run: turns only
+                        sessions.add(outcome.turns)
 
             lines = iter_lines(src)
             done = 0

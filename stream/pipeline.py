@@ -44,7 +44,7 @@ from .models import (
     RequestEvent,
     format_time,
 )
-from .sessions.turns import turns_of
+from .sessions.turns import step_turns, turns_of
 from .signals import no_lag
 from .strictjson import DEFAULT_MAX_EVENT_DEPTH, check_depth, check_strict
 from .telemetry import note_latency
@@ -372,6 +372,15 @@ class Pipeline:
         sessions = self.suites.sessions
         turns = turns_of(sessions, event, result) if sessions else ()
         return Outcome(result=result, counters=counters, turns=turns)
+
+    def step(self, raw: bytes, source: Source) -> Outcome:
+        """The outcome of an agent run's step (an input's step item: a tool or root span's document): its
+        turns only, no result; never evaluated. Never raises for a bad step (a dead letter)."""
+        try:
+            document = orjson.loads(raw)
+            return Outcome(turns=step_turns(self.suites.sessions, document, self.clock()))
+        except Exception as exc:
+            return self._failed(raw, source, exc)
 
     def failed(self, raw: bytes, source: Source, exc: Exception) -> Outcome:
         """The dead-letter outcome of ``raw`` for ``exc`` (input decoders use it for what they cannot read)."""

@@ -146,7 +146,11 @@ class Processor:
         """Record the outcomes at ``indexes`` in Redis (one call per batch phase), then encode them in order."""
         results = [(i, r, r.model_dump_json().encode()) for i in indexes if (r := outcomes[i].result) is not None]
         dead = [(i, d) for i in indexes if (d := outcomes[i].dead_letter) is not None]
+        # steps of agent runs (tool and root spans): nothing to record or publish, only turns to append
+        steps = [i for i in indexes if outcomes[i].result is None and outcomes[i].dead_letter is None]
         if not results and not dead:
+            if steps and self.sessions is not None:
+                await self._append_turns([turn for i in steps for turn in outcomes[i].turns])
             return []
         stored = await retry_forever(
             lambda: self.store.record_many(
@@ -156,8 +160,9 @@ class Processor:
             what="recording a batch in Redis",
         )
         if self.sessions is not None:
-            # a shadow's turns are the live evaluation's: only the live results are a session's turns
-            await self._append_turns([turn for i, r, _ in results if not r.shadow for turn in outcomes[i].turns])
+            # a shadow's turns are the live evaluation's: only the live results (and the steps) are turns
+            await self._append_turns([turn for i in sorted([i for i, r, _ in results if not r.shadow] + steps)
+                                      for turn in outcomes[i].turns])  # fmt: skip
         out: dict[int, Publish] = {}
         for (i, result, encoded), previous in zip(results, stored, strict=True):
             out[i] = Publish("result", result.id.encode(), previous if previous is not None else encoded)

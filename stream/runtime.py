@@ -101,7 +101,7 @@ def load_worker_config(settings: Settings) -> WorkerConfig:
     if settings.shadow:
         add_shadow_file(suites, settings.shadow, sample_rate=settings.shadow_sample)
     check_alert_windows(suites.alerts, settings.windows, file=config_file)
-    inputs = Inputs(suites.inputs, max_depth=settings.max_event_depth)
+    inputs = Inputs(suites.inputs, max_depth=settings.max_event_depth, steps=suites.assembles_spans)
     input_topics = inputs.topics(settings.topic_requests)
     check_input_topics(suites.inputs, settings, file=config_file)
     return WorkerConfig(settings, config_file, config_text, suites, inputs, input_topics, load_api_settings())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -20,10 +21,10 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import Tracer
+from opentelemetry.trace import Status, StatusCode, Tracer
 
 __all__ = [
-    "export_json", "export_proto", "gen_ai_span", "http_span", "openinference_span", "openllmetry_span",
+    "LONG_ARGUMENT", "agent_trace", "export_json", "export_proto", "gen_ai_span", "http_span", "openinference_span", "openllmetry_span",
     "record", "span_event_span",
 ]  # fmt: skip
 
@@ -124,3 +125,39 @@ def http_span(tracer: Tracer, name: str = "GET /health") -> None:
     """Not an LLM span."""
     with tracer.start_as_current_span(name, attributes={"http.request.method": "GET", "http.response.status_code": 200}):
         pass
+
+
+#: longer than a session keeps of a tool call's arguments (streameval.sessions.turns.TOOL_TEXT)
+LONG_ARGUMENT = "x" * 800
+
+
+def _pause() -> None:
+    time.sleep(0.003)  # spans end in distinct milliseconds (turns are ordered by event time in ms)
+
+
+def agent_trace(tracer: Tracer, *, model: str = "gpt-4o") -> None:
+    """An agent run: plan (LLM), a tool that answers, a tool that fails, the answer (LLM), under a root span."""
+    with tracer.start_as_current_span("invoke_agent travel", attributes={
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "travel",
+    }):  # fmt: skip
+        gen_ai_span(tracer, prompt="明天巴黎天气如何?顺便订酒店。", answer="我先查天气,再订酒店。", model=model)
+        _pause()
+        with tracer.start_as_current_span("execute_tool get_weather", attributes={
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather",
+            "gen_ai.tool.call.arguments": json.dumps({"city": "Paris", "note": LONG_ARGUMENT}),
+            "gen_ai.tool.call.result": "晴, 21°C",
+        }):  # fmt: skip
+            pass
+        _pause()
+        with tracer.start_as_current_span("execute_tool book_hotel", attributes={
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "book_hotel",
+            "gen_ai.tool.call.arguments": '{"city": "Paris"}',
+        }) as span:  # fmt: skip
+            try:
+                raise RuntimeError("no rooms left")
+            except RuntimeError as exc:
+                span.record_exception(exc)
+                span.set_status(Status(StatusCode.ERROR))
+        _pause()
+        gen_ai_span(tracer, prompt="结果?", answer="明天巴黎晴, 21°C;酒店没有空房,预订失败。", model=model)
+        _pause()

@@ -32,7 +32,7 @@ from ..errors import SchemaViolation
 from ..models import format_time
 from ._otlp import Span
 
-__all__ = ["convention", "to_event"]
+__all__ = ["STEP_TEXT", "convention", "to_event", "to_step"]
 
 _OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 _REQUEST_TYPES = frozenset({"chat", "completion"})
@@ -290,3 +290,74 @@ def to_event(span: Span, *, category_attribute: str | None = None, tag_attribute
         if tags:
             event["tags"] = tags
     return event
+
+
+# -- steps of an agent run (sessions with ``assemble: spans``) ---------------------------------------
+#: span kinds that are tool executions: GenAI ``gen_ai.operation.name``, OpenInference, OpenLLMetry
+_TOOL_MARKERS = (("gen_ai.operation.name", "execute_tool"), ("openinference.span.kind", "TOOL"),
+                 ("traceloop.span.kind", "tool"))  # fmt: skip
+#: characters kept of a step's text (a tool call's arguments and result, an error): what the session's
+#: turn keeps of a tool call (streameval.sessions.turns.TOOL_TEXT clips again to its own bound)
+STEP_TEXT = 2000
+
+
+def _is_tool(attrs: dict[str, Any]) -> bool:
+    return any(attrs.get(key) == value for key, value in _TOOL_MARKERS)
+
+
+def _step_text(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    text = value if isinstance(value, str) else orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    return text[:STEP_TEXT]
+
+
+def _span_error(span: Span) -> str | None:
+    """Why a span failed: status error (its message, else the ``exception`` event's message or
+    ``error.type``), None when it did not."""
+    if span.status_code != 2:
+        return None
+    exception = next((a for n, a in span.events if n == "exception"), {})
+    reason = (span.status_message or _text(exception.get("exception.message"))
+              or _text(span.attributes.get("error.type")) or _text(exception.get("exception.type")) or "error")
+    return reason[:STEP_TEXT]
+
+
+def _tool_texts(span: Span) -> tuple[str | None, str | None]:
+    """A tool call's (arguments, result): GenAI attributes, else the span events the GenAI conventions
+    define (``gen_ai.tool.message`` content), else OpenInference ``input.value`` / ``output.value``."""
+    attrs = span.attributes
+    arguments = _pick(attrs, "gen_ai.tool.call.arguments", "tool.parameters", "input.value",
+                      "traceloop.entity.input")  # fmt: skip
+    result = _pick(attrs, "gen_ai.tool.call.result", "output.value", "traceloop.entity.output")
+    if result is None:
+        for name, event_attrs in span.events:
+            if name == "gen_ai.tool.message":
+                result = event_attrs.get("content") or _event_content(event_attrs).get("content")
+    return _step_text(arguments), _step_text(result)
+
+
+def to_step(span: Span) -> dict[str, Any] | None:
+    """The step document of a tool span or of a trace's root span (an agent run's own steps, which are
+    not evaluated as events); None for any other span. Raises :class:`SchemaViolation` when the span
+    has no valid trace and span id."""
+    attrs = span.attributes
+    tool = _is_tool(attrs)
+    if not tool and not span.is_root:
+        return None
+    if len(span.trace_id) != 32 or len(span.span_id) != 16 or span.span_id == _MISSING_ID:
+        raise SchemaViolation(f"span {span.name!r} has no valid trace and span id "
+                              f"(traceId {span.trace_id[:64]!r}, spanId {span.span_id[:64]!r})")  # fmt: skip
+    step: dict[str, Any] = {
+        "id": f"{span.trace_id}-{span.span_id}",
+        "kind": "tool" if tool else "root",
+        "name": str(_pick(attrs, "gen_ai.tool.name", "tool.name", "gen_ai.agent.name") or span.name)[:128],
+        "t": span.end_ns / 1e9,
+        "root": span.is_root,
+        "error": _span_error(span),
+        "metadata": {"trace_id": span.trace_id, "span_id": span.span_id, "span_name": span.name,
+                     "service.name": span.resource.get("service.name")},
+    }  # fmt: skip
+    if tool:
+        step["arguments"], step["result"] = _tool_texts(span)
+    return step

@@ -44,13 +44,22 @@ class Span:
     attributes: dict[str, Any]
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     resource: dict[str, Any] = field(default_factory=dict)
+    parent_span_id: str = ""  # lowercase hex; "" (or all zeros) for a trace's root span
+    status_code: int = 0  # OTLP StatusCode: 0 unset, 1 ok, 2 error
+    status_message: str = ""
+
+    @property
+    def is_root(self) -> bool:
+        """No parent span: the trace's root (an agent run's outermost span)."""
+        return not self.parent_span_id.strip("0")
 
     def document(self) -> dict[str, Any]:
         """The span as a JSON-ready dict (what a dead letter about this span carries)."""
         return {
             "traceId": self.trace_id, "spanId": self.span_id, "name": self.name, "endTimeUnixNano": str(self.end_ns),
             "attributes": self.attributes, "events": [{"name": n, "attributes": a} for n, a in self.events],
-            "resource": self.resource,
+            "resource": self.resource, "parentSpanId": self.parent_span_id,
+            "status": {"code": self.status_code, "message": self.status_message},
         }  # fmt: skip
 
 
@@ -96,7 +105,7 @@ def spans_from_proto(raw: bytes) -> list[Span]:
                     span.trace_id.hex(), span.span_id.hex(), span.name, span.end_time_unix_nano,
                     _proto_attributes(span.attributes),
                     [(e.name, _proto_attributes(e.attributes)) for e in span.events],
-                    resource,
+                    resource, span.parent_span_id.hex(), span.status.code, span.status.message,
                 ))  # fmt: skip
     return out
 
@@ -283,4 +292,27 @@ def _json_span(span: dict[str, Any], resource: dict[str, Any]) -> Span:
         _json_attributes(_list(span, "attributes", "attributes")),
         events,
         resource,
+        _hex_id(_get(span, "parentSpanId", "parent_span_id"), ".parentSpanId"),
+        *_json_status(span.get("status")),
     )
+
+
+_STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
+
+
+def _json_status(status: Any) -> tuple[int, str]:
+    """(code, message) of a span's ``status`` (the code as a number or its enum name)."""
+    if status is None:
+        return 0, ""
+    try:
+        status = _object(status)
+    except _Shape as exc:
+        raise exc.under(".status") from None
+    code, message = status.get("code", 0), status.get("message") or ""
+    if isinstance(code, str) and code in _STATUS_CODES:
+        code = _STATUS_CODES[code]
+    elif code is not None:
+        code = _int(code, ".status.code")
+    if not isinstance(message, str):
+        raise _Shape("expected a string", ".status.message")
+    return code or 0, message

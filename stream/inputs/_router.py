@@ -16,7 +16,7 @@ from ..outputs import OUTPUTS
 from ..strictjson import DEFAULT_MAX_EVENT_DEPTH
 from ._base import Decoder, Item, NativeDecoder, check_size
 from ._config import InputConfig, JsonInput, NativeInput, OtlpInput
-from ._genai import to_event
+from ._genai import to_event, to_step
 from ._json_map import JsonDecoder
 from ._otlp import Span, spans_from_json, spans_from_proto
 
@@ -26,10 +26,16 @@ __all__ = ["Inputs", "OtlpDecoder", "build_decoder", "check_input_topics"]
 
 
 class OtlpDecoder:
-    """One request event per LLM span of an OTLP trace export; other spans are skipped and counted."""
+    """One request event per LLM span of an OTLP trace export; other spans are skipped and counted.
 
-    def __init__(self, spec: OtlpInput, *, max_depth: int = DEFAULT_MAX_EVENT_DEPTH) -> None:
+    With ``steps`` (the suite file has an ``assemble: spans`` session), tool spans and each trace's root
+    span are also handed on, as step items (:attr:`Item.step`): steps of the trace's agent run, never
+    evaluated as events. A root span that is also an LLM span gives both (the step's id ends in ``:end``).
+    """
+
+    def __init__(self, spec: OtlpInput, *, max_depth: int = DEFAULT_MAX_EVENT_DEPTH, steps: bool = False) -> None:
         self.spec = spec
+        self.steps = steps
         self.format: str = spec.format
         self.max_depth = max_depth
         self._tags = tuple(spec.tag_attributes)
@@ -47,25 +53,33 @@ class OtlpDecoder:
             return [Item(raw, source, exc)]
         items: list[Item] = []
         skipped = 0
+        llm = 0
         for span in spans:
             try:
                 event = to_event(span, category_attribute=self.spec.category_attribute, tag_attributes=self._tags)
+                step = to_step(span) if self.steps else None
             except SchemaViolation as exc:
                 items.append(Item(orjson.dumps(span.document()), replace(source, item=f"{span.trace_id}-{span.span_id}"), exc))
                 continue
-            if event is None:
+            if event is not None:
+                llm += 1
+                items.append(Item(orjson.dumps(event), replace(source, item=event["id"])))
+            if step is not None:
+                if event is not None:
+                    step["id"] += ":end"
+                items.append(Item(orjson.dumps(step), replace(source, item=step["id"]), step=True))
+            elif event is None:
                 skipped += 1
-                continue
-            items.append(Item(orjson.dumps(event), replace(source, item=event["id"])))
-        telemetry.observe_spans(self.spec.topic, llm=len(items), skipped=skipped)
+        telemetry.observe_spans(self.spec.topic, llm=llm, skipped=skipped)
         return items
 
 
-def build_decoder(spec: InputConfig, *, max_depth: int = DEFAULT_MAX_EVENT_DEPTH) -> Decoder:
+def build_decoder(spec: InputConfig, *, max_depth: int = DEFAULT_MAX_EVENT_DEPTH, steps: bool = False) -> Decoder:
+    """The decoder of one input; ``steps``: OTLP inputs also hand on agent-run steps (:class:`OtlpDecoder`)."""
     if isinstance(spec, JsonInput):
         return JsonDecoder(spec, max_depth=max_depth)
     if isinstance(spec, OtlpInput):
-        return OtlpDecoder(spec, max_depth=max_depth)
+        return OtlpDecoder(spec, max_depth=max_depth, steps=steps)
     assert isinstance(spec, NativeInput)
     return NativeDecoder()
 
@@ -73,9 +87,12 @@ def build_decoder(spec: InputConfig, *, max_depth: int = DEFAULT_MAX_EVENT_DEPTH
 class Inputs:
     """The decoder of each input topic; messages from any other topic are read as native events."""
 
-    def __init__(self, specs: Sequence[InputConfig] = (), *, max_depth: int = DEFAULT_MAX_EVENT_DEPTH) -> None:
+    def __init__(self, specs: Sequence[InputConfig] = (), *, max_depth: int = DEFAULT_MAX_EVENT_DEPTH,
+                 steps: bool = False) -> None:  # fmt: skip
         self.specs = tuple(specs)
-        self._decoders: dict[str | None, Decoder] = {s.topic: build_decoder(s, max_depth=max_depth) for s in specs}
+        self._decoders: dict[str | None, Decoder] = {
+            s.topic: build_decoder(s, max_depth=max_depth, steps=steps) for s in specs
+        }
         self._native = NativeDecoder()
 
     def topics(self, default: str) -> list[str]:

@@ -42,7 +42,7 @@ from ..store import ResultStore
 from .state import Claim, SessionStore
 from .thread import thread_event
 
-__all__ = ["SessionCloser", "build_result", "content_of", "evaluate_thread", "graded_of"]
+__all__ = ["SessionCloser", "build_result", "content_of", "evaluate_thread", "graded_of", "judged"]
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +60,18 @@ async def evaluate_thread(pipeline: Pipeline, session: Session, key: str, revisi
     )
 
 
+def judged(turns: Sequence[dict[str, Any]]) -> bool:
+    """Whether a closed session has something to judge: at least one scored turn (an LLM call). An agent
+    run (``assemble: spans``) of a trace with no LLM span, only tool or root spans, has none: it closes
+    without a result."""
+    return any(t.get("score") is not None for t in turns)
+
+
 def build_result(graded: GradedResult, session: str, key: str, revision: int, turns: list[dict[str, Any]], metrics: dict[str, Any],
                  closed_by: str, closed_at: float) -> SessionResult:  # fmt: skip
     return SessionResult(
         id=graded.id, session=session, key=key, model=graded.model,
-        models=list(dict.fromkeys(t["model"] for t in turns)), category=graded.category,
+        models=list(dict.fromkeys(t["model"] for t in turns if t.get("model"))), category=graded.category,
         turn_ids=[t["id"] for t in turns], first_event_time=format_time(turns[0]["t"]),
         last_event_time=format_time(turns[-1]["t"]), closed_by=closed_by,  # type: ignore[arg-type]
         closed_at=format_time(closed_at), revision=revision, truncated=metrics["dropped"] > 0,
@@ -139,6 +146,12 @@ class SessionCloser:
             return 0
         turns = [orjson.loads(t) for t in claim.turns]
         closed_by = claim.closed_by
+        if not judged(turns):  # an agent run of steps only (a trace with no LLM span): nothing to judge
+            telemetry.SESSIONS_CLOSED.labels(claim.session, "unjudged").inc()
+            status, deadline = await self.state.finish(claim, claim.previous or b"", closed_by)
+            if status != "lost":
+                await self.state.move(tag, score, deadline if status == "reopened" else None)
+            return 0
         graded, result, counters = await evaluate_thread(
             self.pipeline, session, claim.key, claim.revision, turns, claim.received, closed_by, claim.now,
             received_at=self._clock() if self._clock else claim.now)  # fmt: skip

@@ -19,7 +19,7 @@ import orjson
 from ..config import Session
 from ..models import GradedResult, SessionResult
 from ..pipeline import Pipeline
-from .closer import evaluate_thread
+from .closer import evaluate_thread, judged
 from .turns import Turn
 
 __all__ = ["LocalSessions"]
@@ -74,6 +74,8 @@ class LocalSessions:
         ordered = sorted(self._open.items(), key=lambda item: (item[0][0], item[1].order[0][0], item[0][1]))
         for (name, key), state in ordered:
             turns = [orjson.loads(state.payloads[slot]) for slot in state.order]
+            if not judged(turns):  # an agent run of steps only: closes without a result, as online
+                continue
             now = time.time()
             graded, result, _ = await evaluate_thread(pipeline, self.sessions[name], key, 0, turns, state.seq,
                                                       "end" if state.ended else "gap", now, received_at=now)  # fmt: skip

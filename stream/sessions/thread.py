@@ -4,7 +4,8 @@ The thread event goes through the same :meth:`streameval.pipeline.Pipeline.evalu
 the session's scoring suite: its rule evaluators, its judge panel, combine, gates and grades. It holds:
 
 * ``output``: the whole thread in order (:func:`render`): each turn's input (``user``) and reply (the
-  turn's role, ``assistant`` by default) and its tool calls; the judges see it as the text under
+  turn's role, ``assistant`` by default) and its tool calls; an agent run's steps (tool spans: the call,
+  its clipped arguments and result or its error; the root span's end) in their place in time; the judges see it as the text under
   evaluation. The model's name is not in it (blind mode holds: the judges see it as "Model A").
 * ``input``: one line saying what the thread is (turn count, turns left out).
 * ``category``: the session's ``category`` (default ``multi_turn``: the multi-judge spec's rubric
@@ -37,16 +38,21 @@ def result_id(session: str, key: str, revision: int) -> str:
 
 
 def thread_metrics(turns: list[dict[str, Any]], received: int) -> dict[str, Any]:
-    """Rule metrics over the kept ``turns`` (in order) of a session that received ``received`` turns."""
-    scores = [float(t["score"]) for t in turns]
+    """Rule metrics over the kept ``turns`` (in order) of a session that received ``received`` turns.
+
+    Scores, domains and the agent figures read the scored turns (an agent run's tool and end steps
+    have no score); a run with no scored turn kept scores 0."""
+    scored = [t for t in turns if t.get("score") is not None]
+    scores = [float(t["score"]) for t in scored] or [0.0]
     first, last = turns[0]["t"], turns[-1]["t"]
     duration = max(0.0, last - first)
-    tool_errors = sum(1 for t in turns for call in t.get("tools") or () if call.get("error"))
+    calls = [call for t in turns for call in t.get("tools") or ()]
+    tool_errors = sum(1 for call in calls if call.get("error"))
     unclean = sum(1 for t in turns if t["refusal"] or t["error"] or t["gates"]
                   or any(call.get("error") for call in t.get("tools") or ()))  # fmt: skip
     mean = math.fsum(scores) / len(scores)
     by_domain: dict[str, list[float]] = defaultdict(list)
-    for t in turns:
+    for t in scored:
         by_domain[t["domain"]].append(float(t["score"]))
     domains = {d: math.fsum(v) / len(v) for d, v in sorted(by_domain.items())}
     return {
@@ -60,14 +66,27 @@ def thread_metrics(turns: list[dict[str, Any]], received: int) -> dict[str, Any]
         "refusals": sum(1 for t in turns if t["refusal"]),
         "errors": sum(1 for t in turns if t["error"]),
         "gate_failures": sum(1 for t in turns if t["gates"]),
+        "tool_calls": len(calls),
         "tool_errors": tool_errors,
+        "steps": sum(1 for t in turns if t.get("step")),
         "unclean_turns": unclean,
         # the agent spec: quality / (rounds x time + 1), rounds = turns, time = duration; 0 when time is 0
         "collaboration_efficiency": 0.0 if duration == 0 else mean / (received * duration + 1),
         # the agent spec: the mean of the per-domain means
-        "adaptability": math.fsum(domains.values()) / len(domains),
+        "adaptability": math.fsum(domains.values()) / len(domains) if domains else 0.0,
         "domains": domains,
     }
+
+
+def _call(call: dict[str, Any]) -> str:
+    text = f"tool call {call['name']}"
+    if "arguments" in call:
+        text += f"({call['arguments']})"
+    if call.get("error"):
+        text += f" failed: {call['error']}"
+    elif "result" in call:
+        text += f" -> {call['result']}"
+    return text
 
 
 def render(turns: list[dict[str, Any]], dropped: int) -> str:
@@ -81,18 +100,18 @@ def render(turns: list[dict[str, Any]], dropped: int) -> str:
                 f"[... {dropped} turn(s) left out here: the thread is longer than the session keeps ...]"
             )
         number = n + 1 if not dropped or n < middle else n + 1 + dropped
+        step = turn.get("step")
+        if step == "tool":  # an agent run's tool span: the call, its arguments, result or error
+            lines.extend(f"### turn {number} - {_call(call)}" for call in turn.get("tools") or ())
+            continue
+        if step == "end":  # the run's root span ended
+            failed = f" failed: {turn['output']}" if turn.get("error") else ""
+            lines.append(f"### turn {number} - the run ended ({turn.get('name', '?')}){failed}")
+            continue
         if turn.get("input") is not None:
             lines.append(f"### turn {number} - user\n{turn['input']}")
         lines.append(f"### turn {number} - {turn['role']}\n{turn['output']}")
-        for call in turn.get("tools") or ():
-            text = f"- tool call {call['name']}"
-            if "arguments" in call:
-                text += f"({call['arguments']})"
-            if call.get("error"):
-                text += f" failed: {call['error']}"
-            elif "result" in call:
-                text += f" -> {call['result']}"
-            lines.append(text)
+        lines.extend(f"- {_call(call)}" for call in turn.get("tools") or ())
     return "\n".join(lines)
 
 
@@ -104,16 +123,20 @@ def thread_event(session: str, key: str, category: str, revision: int, turns: li
     left_out = f", {dropped} of them left out in the middle" if dropped else ""
     event = RequestEvent(
         id=result_id(session, key, revision),
-        model=turns[-1]["model"],
+        model=next((t["model"] for t in reversed(turns) if t.get("model")), "unknown"),
         category=category,
-        input=f"A conversation of {received} turn(s){left_out}. Judge the replies over the whole thread, "
-              "in order: what was said earlier, tool calls and their results included.",
+        input=(f"An agent run of {received} step(s){left_out}: LLM calls, tool calls and their results or errors, "
+               "in time order. Judge the trajectory as a whole: planning, tool use, recovery from errors, the "
+               "final answer." if metrics["steps"] else
+               f"A conversation of {received} turn(s){left_out}. Judge the replies over the whole thread, "
+               "in order: what was said earlier, tool calls and their results included."),
         output=render(turns, dropped),
         timestamp=format_time(turns[-1]["t"]),
         metadata={"session": {"name": session, "key": key, "revision": revision, "metrics": metrics},
                   "transcript": turns},
         agent=AgentBlock(task_quality=min(1.0, max(0.0, metrics["score_mean"])), communication_rounds=received,
                          task_time=metrics["duration_s"],
-                         results=[DomainScore(domain=t["domain"][:128], score=float(t["score"])) for t in turns]),
+                         results=[DomainScore(domain=t["domain"][:128], score=float(t["score"]))
+                                  for t in turns if t.get("score") is not None]),
     )  # fmt: skip
     return event, metrics

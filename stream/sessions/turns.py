@@ -8,6 +8,11 @@ keeps what the thread's judges and rule metrics need, and nothing else:
 ``output`` (each clipped to :func:`text_limit` characters), ``model``, ``category``, ``domain``, ``suite``,
 the turn's own ``score`` / ``passed`` / ``gates`` (failed gates), ``refusal`` and ``error`` flags and
 ``tools`` (tool calls, when the event carries ``metadata.tool_calls``).
+
+An agent run (a session with ``assemble: spans``) also has steps that are not request events: the
+trace's tool spans and its root span (:func:`step_turns`). A step's turn has ``step`` (``tool`` or
+``end``), no score (``score`` None: the rule metrics and the agent figures read the scored turns only),
+and for a tool span one tool call in ``tools``; the root span's step carries the run's end marker.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from ..envelope import Turn
 from ..judges._refusal import find_refusal
 from ..models import GradedResult, RequestEvent, parse_time
 
-__all__ = ["MAX_KEY_CHARS", "MAX_TOOL_CALLS", "Turn", "session_key", "text_limit", "turns_of"]
+__all__ = ["MAX_KEY_CHARS", "MAX_TOOL_CALLS", "TOOL_TEXT", "Turn", "session_key", "step_turns", "text_limit", "turns_of"]
 
 #: longer session keys are replaced by ``sha256:`` and their digest (ids and Redis keys stay bounded)
 MAX_KEY_CHARS = 96
@@ -123,4 +128,40 @@ def turns_of(sessions: Sequence[Any], event: RequestEvent, result: GradedResult)
         end = session.end is not None and session.end.find(event) is True
         record = _record(event, result, t, text_limit(session.config.max_bytes))
         out.append(Turn(session.name, key, event.id, t, end, orjson.dumps(record)))
+    return tuple(out)
+
+
+def step_turns(sessions: Sequence[Any], step: dict[str, Any], received_at: float) -> tuple[Turn, ...]:
+    """The turns a step of an agent run (a tool or root span: :func:`streameval.inputs._genai.to_step`)
+    adds to the ``assemble: spans`` sessions; the root span's step ends the run (the end marker). A span
+    without an end time is placed when it was received (as an event without a timestamp)."""
+    out = []
+    t = max(0.0, round(float(step["t"]) or received_at, 3))
+    for session in sessions:
+        if session.config.assemble != "spans":
+            continue
+        key = session_key(session.key.find(step))
+        if key is None:
+            out.append(Turn(session.name, None, step["id"], t))
+            continue
+        error = step.get("error")
+        tool = step["kind"] == "tool"
+        record: dict[str, Any] = {
+            "id": step["id"], "t": t, "step": "tool" if tool else "end", "role": "tool" if tool else "agent",
+            "name": clip(str(step.get("name") or "?"), 128), "input": None, "output": "", "model": None,
+            "category": None, "domain": None, "suite": None, "score": None, "passed": None, "gates": [],
+            "refusal": False,
+            # a failed tool call counts as a tool error (below), a failed run as an error of the run
+            "error": not tool and bool(error),
+        }  # fmt: skip
+        if tool:
+            call: dict[str, Any] = {"name": record["name"]}
+            for field in ("arguments", "result"):
+                if step.get(field) is not None:
+                    call[field] = clip(str(step[field]), TOOL_TEXT)
+            call["error"] = clip(str(error), TOOL_TEXT) if error else None
+            record["tools"] = [call]
+        elif error:
+            record["output"] = clip(str(error), TOOL_TEXT)
+        out.append(Turn(session.name, key, step["id"], t, bool(step.get("root")), orjson.dumps(record)))
     return tuple(out)

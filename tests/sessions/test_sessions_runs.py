@@ -1,0 +1,169 @@
+"""Agent runs (``assemble: spans``): the spans of one trace, made by the real OpenTelemetry SDK, become one
+run: its LLM spans are evaluated as events and are the run's scored turns, its tool spans and its root
+span are steps (never evaluated), the thread holds them in time order with a failing tool call, the rule
+metrics count the failure, and the root span's end closes the run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from _otel import LONG_ARGUMENT, agent_trace, export_json, export_proto, record
+
+from streameval.batch import evaluate_items
+from streameval.cli import main
+from streameval.config import parse_config
+from streameval.envelope import Source
+from streameval.inputs import Inputs
+from streameval.pipeline import Pipeline
+from streameval.sessions.thread import thread_event
+from streameval.sessions.turns import TOOL_TEXT
+
+SUITES: dict[str, Any] = {
+    "inputs": [{"topic": "spans", "format": "otlp_proto"}, {"topic": "spans.json", "format": "otlp_json"}],
+    "suites": [{"name": "llm", "default": True, "evaluators": [{"evaluator": "contains", "params": {"value": "巴黎"}}]}],
+    "sessions": [{"name": "runs", "key": "metadata.trace_id", "assemble": "spans", "category": "agent",
+                  "evaluators": [{"evaluator": "turn_scores"}, {"evaluator": "thread_clean", "weight": 0}]}],
+}  # fmt: skip
+
+
+def _export(fmt: str) -> tuple[bytes, str]:
+    with record() as (tracer, finished):
+        agent_trace(tracer)
+        spans = finished()
+    trace_id = f"{spans[0].context.trace_id:032x}"
+    return (export_proto(spans) if fmt == "proto" else export_json(spans)), trace_id
+
+
+@pytest.mark.parametrize("fmt", ["proto", "json"])
+def test_tool_and_root_spans_are_steps_only_with_a_spans_session(fmt: str) -> None:
+    raw, trace_id = _export(fmt)
+    _, suites = parse_config(SUITES)
+    topic = "spans" if fmt == "proto" else "spans.json"
+    plain = Inputs(suites.inputs).expand([(raw, Source(topic, 0, 0))])
+    assert [item.step for item in plain] == [False, False]  # without steps: the LLM spans only, as before
+    items = Inputs(suites.inputs, steps=suites.assembles_spans).expand([(raw, Source(topic, 0, 0))])
+    assert all(item.error is None for item in items)
+    docs = [orjson.loads(item.raw) for item in items]
+    assert [(item.step, d.get("kind"), d.get("name")) for item, d in zip(items, docs, strict=True)] == [
+        (False, None, None), (True, "tool", "get_weather"), (True, "tool", "book_hotel"), (False, None, None),
+        (True, "root", "travel"),
+    ]  # fmt: skip
+    weather, hotel, root = docs[1], docs[2], docs[4]
+    assert weather["error"] is None and weather["result"] == "晴, 21°C" and LONG_ARGUMENT in weather["arguments"]
+    assert hotel["error"] == "no rooms left" and hotel["result"] is None  # the exception event's message
+    assert root["root"] is True and root["error"] is None
+    assert all(d["metadata"]["trace_id"] == trace_id for d in docs)
+
+
+@pytest.mark.parametrize("fmt", ["proto", "json"])
+async def test_the_run_holds_its_steps_in_time_order_with_the_failed_tool(fmt: str) -> None:
+    raw, trace_id = _export(fmt)
+    _, suites = parse_config(SUITES)
+    pipeline = Pipeline(suites)
+    items = Inputs(suites.inputs, steps=True).expand([(raw, Source("spans" if fmt == "proto" else "spans.json", 0, 0))])
+    outcomes = await evaluate_items(pipeline, items)
+    # the LLM spans are evaluated as events; the steps are not (no result, no dead letter), only turns
+    assert [o.result is not None for o in outcomes] == [True, False, False, True, False]
+    assert all(o.dead_letter is None for o in outcomes)
+    turns = [t for o in outcomes for t in o.turns]
+    assert {t.key for t in turns} == {trace_id} and [t.end for t in turns] == [False, False, False, False, True]
+    records = [orjson.loads(t.payload) for t in sorted(turns, key=lambda t: t.time)]
+    assert [r.get("step") for r in records] == [None, "tool", "tool", None, "end"]
+    event, metrics = thread_event("runs", trace_id, "agent", 0, records, len(records))
+    lines = [line for line in event.output.splitlines() if line.startswith("### turn")]
+    assert lines[0] == "### turn 1 - user" and lines[1] == "### turn 1 - assistant"
+    assert lines[2].startswith('### turn 2 - tool call get_weather({"city": "Paris", "note": "xxx')
+    assert lines[2].endswith("…) -> 晴, 21°C")  # arguments clipped to TOOL_TEXT characters
+    assert len(records[1]["tools"][0]["arguments"]) == TOOL_TEXT
+    assert lines[3] == '### turn 3 - tool call book_hotel({"city": "Paris"}) failed: no rooms left'
+    assert lines[4:] == ["### turn 4 - user", "### turn 4 - assistant", "### turn 5 - the run ended (travel)"]
+    assert "gpt-4o" not in event.output  # blind mode: the judges never read the model's name
+    assert event.input is not None and event.input.startswith("An agent run of 5 step(s)")
+    assert event.model == "gpt-4o-2024-08-06"
+    assert (metrics["tool_calls"], metrics["tool_errors"], metrics["steps"], metrics["unclean_turns"]) == (2, 1, 3, 1)
+    assert (metrics["turns"], metrics["score_mean"], metrics["errors"]) == (5, 0.5, 0)
+    assert len(event.agent.results) == 2  # type: ignore[union-attr]  # the scored turns: the two LLM calls
+
+
+def test_streameval_evaluate_closes_the_run_on_its_root_span(tmp_path: Path) -> None:
+    config = tmp_path / "suites.yaml"
+    config.write_text(json.dumps(SUITES, ensure_ascii=False), encoding="utf-8")
+    lines, traces = [], []
+    for _ in range(2):
+        raw, trace_id = _export("json")
+        lines.append(raw)
+        traces.append(trace_id)
+    source = tmp_path / "spans.jsonl"
+    source.write_bytes(b"\n".join(lines) + b"\n")
+    out = tmp_path / "out.jsonl"
+    assert main(["evaluate", "--config", str(config), "--input", str(source), "--output", str(out),
+                 "--input-topic", "spans.json", "--quiet"]) == 0  # fmt: skip
+    results = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert len(results) == 4 and {r["suite"] for r in results} == {"llm"}  # steps are never evaluated events
+    runs = [orjson.loads(line) for line in (tmp_path / "out.sessions.jsonl").read_bytes().splitlines()]
+    assert sorted(r["key"] for r in runs) == sorted(traces)
+    for run in runs:
+        assert run["closed_by"] == "end" and run["models"] == ["gpt-4o-2024-08-06"]
+        assert len(run["turn_ids"]) == 5 and run["turn_ids"][-1] == f"{run['key']}-{run['turn_ids'][-1][33:]}"
+        metrics = run["metrics"]
+        assert (metrics["tool_calls"], metrics["tool_errors"], metrics["steps"]) == (2, 1, 3)
+        clean = next(e for e in run["evaluators"] if e["name"] == "thread_clean")
+        assert clean["score"] == pytest.approx(4 / 5) and run["score"] == 0.5  # one answer lacks 巴黎
+
+
+async def test_evaluation_processes_decode_the_steps_the_same_way() -> None:
+    """With evaluation processes (they decode OTLP exports too) a run's steps give the same turns."""
+    import yaml
+
+    from streameval.batch import evaluate_messages
+    from streameval.config import parse_config_text
+    from streameval.evalpool import EvalPool
+
+    raw, _ = _export("proto")
+    text = yaml.safe_dump(SUITES, allow_unicode=True)
+    _, suites = parse_config_text(text)
+    inputs, pipeline = Inputs(suites.inputs, steps=True), Pipeline(suites)
+    batch = [(raw, Source("spans", 0, 0))]
+    _, here = await evaluate_messages(pipeline, inputs, batch)
+    pool = EvalPool(text, "<test>", 1, max_event_bytes=1 << 20, max_event_depth=64)
+    await pool.start()
+    try:
+        _, there = await evaluate_messages(pipeline, inputs, batch, pool)
+    finally:
+        await pool.close()
+    assert [t for o in there for t in o.turns] == [t for o in here for t in o.turns]
+    assert [o.result is None for o in there] == [False, True, True, False, True]
+
+
+def test_a_trace_without_llm_spans_gives_no_run_result(tmp_path: Path) -> None:
+    """A trace of a root span and a tool span only (no LLM call) has nothing to judge: no run result."""
+    config = tmp_path / "suites.yaml"
+    config.write_text(json.dumps(SUITES, ensure_ascii=False), encoding="utf-8")
+    with record() as (tracer, finished):
+        with tracer.start_as_current_span("GET /health"):
+            with tracer.start_as_current_span("execute_tool ping", attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "ping"}):  # fmt: skip
+                pass
+        quiet = export_json(finished())
+    raw, trace_id = _export("json")
+    source = tmp_path / "spans.jsonl"
+    source.write_bytes(quiet + b"\n" + raw + b"\n")
+    out = tmp_path / "out.jsonl"
+    assert main(["evaluate", "--config", str(config), "--input", str(source), "--output", str(out),
+                 "--input-topic", "spans.json", "--quiet"]) == 0  # fmt: skip
+    runs = [orjson.loads(line) for line in (tmp_path / "out.sessions.jsonl").read_bytes().splitlines()]
+    assert [r["key"] for r in runs] == [trace_id]
+
+
+def test_a_step_without_an_end_time_is_placed_when_it_arrived() -> None:
+    _, suites = parse_config(SUITES)
+    pipeline = Pipeline(suites, clock=lambda: 1_800_000_000.25)
+    step = {"id": "t-s", "kind": "tool", "name": "ping", "t": 0.0, "root": False, "error": None,
+            "metadata": {"trace_id": "ab" * 16}, "arguments": None, "result": "pong"}  # fmt: skip
+    [turn] = pipeline.step(orjson.dumps(step), Source()).turns
+    assert (turn.key, turn.time, turn.end) == ("ab" * 16, 1_800_000_000.25, False)
+    assert orjson.loads(turn.payload)["tools"] == [{"name": "ping", "result": "pong", "error": None}]
