@@ -53,8 +53,12 @@ def faust_credentials(security: KafkaSecurity) -> Any:
         return faust.SSLCredentials(context)
     if security.mechanism == "OAUTHBEARER":
         return faust.OAuthCredentials(oauth_cb=security.token_provider_instance(), ssl_context=context)
-    return faust.SASLCredentials(username=security.username, password=security.password, ssl_context=context,
-                                 mechanism=security.mechanism)
+    return faust.SASLCredentials(
+        username=security.username,
+        password=security.password,
+        ssl_context=context,
+        mechanism=security.mechanism,
+    )
 
 
 def _consumer_class(fetch_max_wait_ms: int) -> type[AIOKafkaConsumer]:
@@ -100,7 +104,6 @@ class QuietMonitor(Monitor):
         pass
 
 
-
 def _process(proc: Processor, batch: list[tuple[bytes, Source]], emit: Emit) -> Awaitable[list[Publish]]:
     """A taken batch's work for :meth:`InFlight.submit`: the batch is bound when taken, ``emit`` given later."""
     return proc.process_batch(batch, emit=emit)
@@ -130,7 +133,9 @@ def create_app(
     app = faust.App(
         settings.app_id,
         broker=[f"kafka://{host}" for host in bootstrap_hosts(settings.kafka_bootstrap_servers)],
-        broker_credentials=faust_credentials(KafkaSecurity.from_settings(settings)),  # TLS, SASL (docs/security.md)
+        broker_credentials=faust_credentials(
+            KafkaSecurity.from_settings(settings)
+        ),  # TLS, SASL (docs/security.md)
         store="memory://",
         value_serializer="raw",
         key_serializer="raw",
@@ -153,7 +158,12 @@ def create_app(
     # Faust hard-codes the consumer's fetch_max_wait_ms to 1500, and Tansu holds a caught-up fetch for the
     # whole wait instead of answering when a record arrives: up to 1.5 s added to an idle-then-busy partition
     app.transport.Consumer = _consumer_class(settings.fetch_wait_ms)  # type: ignore[misc]  # faust types it a ClassVar
-    raw: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
+    raw: dict[str, Any] = {
+        "key_type": bytes,
+        "value_type": bytes,
+        "key_serializer": "raw",
+        "value_serializer": "raw",
+    }
     requests = app.topic(*(input_topics or [settings.topic_requests]), **raw)
     names = output_topics(settings)  # the topics exist (streameval.runtime.prepare)
     state: dict[str, Runtime] = {}
@@ -210,25 +220,36 @@ def create_app(
 
         # bounded by events, not batches: a stream of small batches keeps its rule results flowing while
         # the judges of older batches answer (README "Delivery guarantees")
-        inflight: InFlight[EventT[bytes]] = InFlight(send, ack, max_events=settings.batches_in_flight * settings.batch_max,
-                                                     on_failure=failed)  # fmt: skip
+        inflight: InFlight[EventT[bytes]] = InFlight(
+            send, ack, max_events=settings.batches_in_flight * settings.batch_max, on_failure=failed
+        )
         inflights.append(inflight)
         try:
             # faust.Stream has noack_take; faust's StreamT does not declare it
             async for events in stream.noack_take(  # type: ignore[attr-defined]
-                    settings.batch_max, within=settings.batch_wait_ms / 1000):
+                settings.batch_max, within=settings.batch_wait_ms / 1000
+            ):
                 taken_at = time.monotonic()
                 batch = [
-                    (bytes(e.message.value or b""), Source(e.message.topic, e.message.partition, e.message.offset))
+                    (
+                        bytes(e.message.value or b""),
+                        Source(e.message.topic, e.message.partition, e.message.offset),
+                    )
                     for e in events
                 ]
                 # process_batch never raises for a bad event (dead letters); it waits out Redis outages.
                 # A batch that fails to evaluate, record or deliver calls `failed` (the process exits at once):
                 # neither it nor any batch after it is acked.
                 # results that need no judge go out as soon as they are recorded (emit); acks stay in order
-                await inflight.submit(list(events), functools.partial(_process, proc, batch),
-                                      label=batch_positions(batch), taken_at=taken_at)  # fmt: skip
-                lag.update(telemetry.observe_lag(((s.topic, s.partition, s.offset) for _, s in batch), _highwater))
+                await inflight.submit(
+                    list(events),
+                    functools.partial(_process, proc, batch),
+                    label=batch_positions(batch),
+                    taken_at=taken_at,
+                )
+                lag.update(
+                    telemetry.observe_lag(((s.topic, s.partition, s.offset) for _, s in batch), _highwater)
+                )
         finally:
             inflights.remove(inflight)
             await inflight.close()
@@ -252,8 +273,13 @@ def create_app(
             # labels are in Redis by then (joined, or waiting for their results).
             proc = (await runtime()).processor
             async for events in stream.noack_take(settings.batch_max, within=settings.batch_wait_ms / 1000):  # type: ignore[attr-defined]
-                batch = [(bytes(e.message.value or b""), Source(e.message.topic, e.message.partition, e.message.offset))
-                         for e in events]  # fmt: skip
+                batch = [
+                    (
+                        bytes(e.message.value or b""),
+                        Source(e.message.topic, e.message.partition, e.message.offset),
+                    )
+                    for e in events
+                ]
                 for delivery in [await send(m) for m in await proc.process_feedback(batch)]:
                     await delivery
                 for event in events:
@@ -277,8 +303,12 @@ def create_app(
             await asyncio.wait_for(parts.close_windows(send), timeout=parts.closer.lease_ms / 1000)
         except Exception as exc:
             closer_failures[0] += 1
-            log.error("closing windows failed (%d in a row; retrying at the next tick): %r", closer_failures[0], exc,
-                      exc_info=closer_failures[0] == 1)  # fmt: skip
+            log.error(
+                "closing windows failed (%d in a row; retrying at the next tick): %r",
+                closer_failures[0],
+                exc,
+                exc_info=closer_failures[0] == 1,
+            )
             return
         if closer_failures[0]:
             log.warning("closing windows resumed after %d failed tick(s)", closer_failures[0])
@@ -300,8 +330,12 @@ def create_app(
             await asyncio.wait_for(parts.close_sessions(send), timeout=parts.closer.lease_ms / 1000)
         except Exception as exc:
             session_failures[0] += 1
-            log.error("closing sessions failed (%d in a row; retrying at the next tick): %r", session_failures[0], exc,
-                      exc_info=session_failures[0] == 1)  # fmt: skip
+            log.error(
+                "closing sessions failed (%d in a row; retrying at the next tick): %r",
+                session_failures[0],
+                exc,
+                exc_info=session_failures[0] == 1,
+            )
             return
         if session_failures[0]:
             log.warning("closing sessions resumed after %d failed tick(s)", session_failures[0])
@@ -313,4 +347,3 @@ def create_app(
             await state.pop("r").close()
 
     return app
-

@@ -66,7 +66,9 @@ class Lifeline:
             self._timer.start()
 
     def _expire(self, code: int) -> None:
-        log.critical("worker did not stop within %.0f s of the signal; exiting now (exit %d)", self.grace_s, code)
+        log.critical(
+            "worker did not stop within %.0f s of the signal; exiting now (exit %d)", self.grace_s, code
+        )
         _flush()
         self._exit(code)
 

@@ -34,8 +34,13 @@ def run_worker(settings: Settings) -> None:
     asyncio.set_event_loop(asyncio.new_event_loop())  # asyncio.run closed its loop; Faust needs one
 
     lifeline = Lifeline(settings.shutdown_grace_s)
-    app = create_app(settings, lambda: Runtime.build(config), close_interval_s=config.suites.windowing.close_interval_s,
-                     input_topics=config.input_topics, lifeline=lifeline)  # fmt: skip
+    app = create_app(
+        settings,
+        lambda: Runtime.build(config),
+        close_interval_s=config.suites.windowing.close_interval_s,
+        input_topics=config.input_topics,
+        lifeline=lifeline,
+    )
     if config.api.web_port is not None:
         _serve_web(app, config)
     make_faust_worker(app, settings, lifeline).execute_from_commandline()

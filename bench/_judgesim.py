@@ -28,6 +28,7 @@ from streameval.pipeline import Pipeline
 
 __all__ = ["Sim", "bare_ceiling", "panel_bodies", "start_sim"]
 
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -52,9 +53,22 @@ class Sim:
 async def start_sim(latency_ms: float, dist: str = "fixed", spread_ms: float = 0.0) -> Sim:
     """One simulator process serving the three demo judges, answering after ``latency_ms``."""
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "streameval.judges.sim", "--port", str(port),
-                             "--latency-ms", str(latency_ms), "--latency-dist", dist,
-                             "--latency-spread-ms", str(spread_ms)], stdout=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streameval.judges.sim",
+            "--port",
+            str(port),
+            "--latency-ms",
+            str(latency_ms),
+            "--latency-dist",
+            dist,
+            "--latency-spread-ms",
+            str(spread_ms),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
     sim = Sim(proc, f"http://127.0.0.1:{port}")
     for _ in range(200):
         try:
@@ -71,22 +85,40 @@ async def panel_bodies() -> list[tuple[str, bytes]]:
     requests: list[dict[str, Any]] = []
     async with start_judge_sim(requests=requests) as url:
         judges = demo_judges(url)
-        _, suites = parse_config({"judges": judges, "suites": [
-            {"name": "judged", "evaluators": [{"evaluator": "exact_match"}], "judge": {}}]})  # fmt: skip
+        _, suites = parse_config(
+            {
+                "judges": judges,
+                "suites": [{"name": "judged", "evaluators": [{"evaluator": "exact_match"}], "judge": {}}],
+            }
+        )
         pipeline = Pipeline(suites)
         await pipeline.start()
         try:
-            await pipeline.process(orjson.dumps({"id": "b", "model": "m", "input": "What is the capital of France?",
-                                                 "output": "The capital of France is Paris.", "expected": "Paris",
-                                                 "category": "qa_simple", "suite": "judged"}))  # fmt: skip
+            await pipeline.process(
+                orjson.dumps(
+                    {
+                        "id": "b",
+                        "model": "m",
+                        "input": "What is the capital of France?",
+                        "output": "The capital of France is Paris.",
+                        "expected": "Paris",
+                        "category": "qa_simple",
+                        "suite": "judged",
+                    }
+                )
+            )
         finally:
             await pipeline.close()
     # each judge's endpoint below the simulator's root, as its protocol builds it
-    path = {j["model"]: endpoint(j["base_url"], PROTOCOLS[j["protocol"]].path).raw_path.decode() for j in judges}
+    path = {
+        j["model"]: endpoint(j["base_url"], PROTOCOLS[j["protocol"]].path).raw_path.decode() for j in judges
+    }
     return [(path[body["model"]], orjson.dumps(body)) for body in requests]
 
 
-async def bare_ceiling(url: str, bodies: list[tuple[str, bytes]], in_flight: int, seconds: float) -> tuple[float, float]:
+async def bare_ceiling(
+    url: str, bodies: list[tuple[str, bytes]], in_flight: int, seconds: float
+) -> tuple[float, float]:
     """(requests/s, this process's CPU seconds per request) of a bare aiohttp loop keeping ``in_flight``
     requests (cycling over ``bodies``) in flight: the floor of any aiohttp-based judge client's CPU."""
     done = 0

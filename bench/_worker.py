@@ -31,31 +31,50 @@ from streameval.kafka_io import Record, collect
 from streameval.models import RequestEvent
 from streameval.store import hash_fields
 
-__all__ = ["ROOT", "RULE_SUITE", "WorkerRun", "demo_events", "pick_redis", "raw_eval_loop", "raw_loop", "rule_events",
-           "run_workers", "slope_kb_per_100k", "step", "topic_names", "write_config"]  # fmt: skip
+__all__ = [
+    "ROOT",
+    "RULE_SUITE",
+    "WorkerRun",
+    "demo_events",
+    "pick_redis",
+    "raw_eval_loop",
+    "raw_loop",
+    "rule_events",
+    "run_workers",
+    "slope_kb_per_100k",
+    "step",
+    "topic_names",
+    "write_config",
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 
 # the rule-only benchmark suite: the evaluator-module spec's presets + token_f1 + rouge_l + bleu
 # (300-token outputs)
 RULE_SUITE = {
-    "suites": [{
-        "name": "rules", "default": True, "threshold": 0.5,
-        "evaluators": [
-            {"evaluator": "exact_match"},
-            {"evaluator": "contains"},
-            {"evaluator": "regex", "params": {"pattern": r"answer\s*(is|:)", "flags": "i"}},
-            {"evaluator": "json_schema", "params": {"schema": {"type": "object"}}},
-            {"evaluator": "similarity", "params": {"algorithm": "levenshtein"}},
-            {"evaluator": "token_f1"},
-            {"evaluator": "rouge_l"},
-            {"evaluator": "bleu"},
-        ],
-    }],
-}  # fmt: skip
+    "suites": [
+        {
+            "name": "rules",
+            "default": True,
+            "threshold": 0.5,
+            "evaluators": [
+                {"evaluator": "exact_match"},
+                {"evaluator": "contains"},
+                {"evaluator": "regex", "params": {"pattern": r"answer\s*(is|:)", "flags": "i"}},
+                {"evaluator": "json_schema", "params": {"schema": {"type": "object"}}},
+                {"evaluator": "similarity", "params": {"algorithm": "levenshtein"}},
+                {"evaluator": "token_f1"},
+                {"evaluator": "rouge_l"},
+                {"evaluator": "bleu"},
+            ],
+        }
+    ],
+}
 
-_WORDS = ("the model answers that a river flows north through the valley and the city grows along "
-          "its banks while farmers plant wheat in spring and harvest it late in the summer").split()  # fmt: skip
+_WORDS = (
+    "the model answers that a river flows north through the valley and the city grows along "
+    "its banks while farmers plant wheat in spring and harvest it late in the summer"
+).split()
 
 
 def step(message: str) -> None:
@@ -82,8 +101,17 @@ def rule_events(count: int, tokens: int = 300, seed: int = 7) -> list[bytes]:
     for i in range(count):
         output = [rng.choice(_WORDS) for _ in range(tokens)]
         expected = [w if rng.random() < 0.8 else rng.choice(_WORDS) for w in output]
-        out.append(orjson.dumps({"id": f"bench-{i}", "model": "bench-model", "input": "Describe the valley.",
-                                 "output": " ".join(output), "expected": " ".join(expected)}))  # fmt: skip
+        out.append(
+            orjson.dumps(
+                {
+                    "id": f"bench-{i}",
+                    "model": "bench-model",
+                    "input": "Describe the valley.",
+                    "output": " ".join(output),
+                    "expected": " ".join(expected),
+                }
+            )
+        )
     return out
 
 
@@ -120,8 +148,13 @@ async def raw_loop(
     bootstrap: str, source: str, sink: str, count: int, *, transform: Callable[[bytes], bytes] = _add_field
 ) -> float:
     """Events/s of consume -> transform (default: parse, add a field, serialise) -> produce with plain aiokafka."""
-    consumer = AIOKafkaConsumer(source, bootstrap_servers=bootstrap, group_id=f"raw-{uuid.uuid4().hex[:6]}",
-                                auto_offset_reset="earliest", enable_auto_commit=True)  # fmt: skip
+    consumer = AIOKafkaConsumer(
+        source,
+        bootstrap_servers=bootstrap,
+        group_id=f"raw-{uuid.uuid4().hex[:6]}",
+        auto_offset_reset="earliest",
+        enable_auto_commit=True,
+    )
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
     await consumer.start()
     await producer.start()
@@ -202,10 +235,18 @@ class WorkerRun:
     stamps: list[float] = field(default_factory=list)
     rss: list[tuple[float, int, list[int]]] = field(default_factory=list)
     cpu: list[tuple[int, float]] = field(default_factory=list)  # (results so far, CPU s of all workers)
-    counted: list[tuple[float, int]] = field(default_factory=list)  # progress="redis": (time, events recorded)
-    redis_cpu: list[tuple[int, float]] = field(default_factory=list)  # (results so far, CPU s of the Redis nodes)
-    redis_cpu_whole_s: float = float("nan")  # CPU s of the Redis nodes from before the workers started to their stop
-    redis_cpu_nodes_s: list[float] = field(default_factory=list)  # the same, of each node (redis_ports' order)
+    counted: list[tuple[float, int]] = field(
+        default_factory=list
+    )  # progress="redis": (time, events recorded)
+    redis_cpu: list[tuple[int, float]] = field(
+        default_factory=list
+    )  # (results so far, CPU s of the Redis nodes)
+    redis_cpu_whole_s: float = float(
+        "nan"
+    )  # CPU s of the Redis nodes from before the workers started to their stop
+    redis_cpu_nodes_s: list[float] = field(
+        default_factory=list
+    )  # the same, of each node (redis_ports' order)
     tally: tuple[int, int, int] | None = None  # tally=True: (events in all-time counts, pairs, dead letters)
 
     @property
@@ -269,14 +310,24 @@ async def run_workers(
     """
     prefix = f"streameval-bench:{uuid.uuid4().hex[:8]}:"
     app_id = f"bench-{uuid.uuid4().hex[:6]}"
-    base = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "REDIS_URL": redis_url,
-            "STREAMEVAL_CONFIG": str(config), "STREAMEVAL_APP_ID": app_id, "STREAMEVAL_REDIS_PREFIX": prefix,
-            "STREAMEVAL_LOG_LEVEL": "warn", "STREAMEVAL_TOPIC_PARTITIONS": str(partitions),
-            **{f"STREAMEVAL_TOPIC_{k.upper()}": v for k, v in topics.items()}, **(env or {})}  # fmt: skip
+    base = {
+        **os.environ,
+        "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        "REDIS_URL": redis_url,
+        "STREAMEVAL_CONFIG": str(config),
+        "STREAMEVAL_APP_ID": app_id,
+        "STREAMEVAL_REDIS_PREFIX": prefix,
+        "STREAMEVAL_LOG_LEVEL": "warn",
+        "STREAMEVAL_TOPIC_PARTITIONS": str(partitions),
+        **{f"STREAMEVAL_TOPIC_{k.upper()}": v for k, v in topics.items()},
+        **(env or {}),
+    }
     nodes = [redis.Redis(port=port) for port in redis_ports]
 
     def redis_cpu_each() -> list[float]:
-        return [float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]) for cpu in (n.info("cpu") for n in nodes)]
+        return [
+            float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]) for cpu in (n.info("cpu") for n in nodes)
+        ]
 
     def redis_cpu_s() -> float:
         return sum(redis_cpu_each())
@@ -287,9 +338,14 @@ async def run_workers(
     for n in range(workers):
         log = tempfile.NamedTemporaryFile(prefix=f"bench-worker{n}-", suffix=".log", delete=False)
         logs.append(log.name)
-        procs.append(subprocess.Popen([sys.executable, "-m", "streameval", "worker"],
-                                      env={**base, "STREAMEVAL_DATA_DIR": tempfile.mkdtemp(prefix="bench-faust-")},
-                                      stdout=log, stderr=subprocess.STDOUT))  # fmt: skip
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "streameval", "worker"],
+                env={**base, "STREAMEVAL_DATA_DIR": tempfile.mkdtemp(prefix="bench-faust-")},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
     run = WorkerRun()
 
     def record(r: Record) -> None:
@@ -311,7 +367,9 @@ async def run_workers(
         try:
             while True:
                 total = 0
-                async for key in client.scan_iter(match=f"{prefix}{{*}}:all", count=1000):  # streameval.keyspace
+                async for key in client.scan_iter(
+                    match=f"{prefix}{{*}}:all", count=1000
+                ):  # streameval.keyspace
                     if not key.endswith(b"{dl}:all"):
                         total += int(hash_fields(await client.hgetall(key)).get("count", 0))  # packed figures
                 run.counted.append((time.perf_counter(), total))
@@ -325,8 +383,14 @@ async def run_workers(
         reading = asyncio.ensure_future(asyncio.wait_for(count_in_redis(), 3600))
     else:
         reading = asyncio.ensure_future(
-            collect(bootstrap, [topics["results"]], until=lambda r: len(r) >= count, timeout=1800, on_record=record,
-                    fetch_max_wait_ms=5)  # the reader must not add latency of its own (Tansu holds a waiting fetch)
+            collect(
+                bootstrap,
+                [topics["results"]],
+                until=lambda r: len(r) >= count,
+                timeout=1800,
+                on_record=record,
+                fetch_max_wait_ms=5,
+            )  # the reader must not add latency of its own (Tansu holds a waiting fetch)
         )
     watcher = asyncio.ensure_future(watch())
     try:
@@ -373,8 +437,12 @@ async def _tally(redis_url: str, prefix: str) -> tuple[int, int, int]:
 
 
 def _delete_prefix(redis_url: str, prefix: str) -> None:
-    if redis_url.startswith(("redis+cluster://", "rediss+cluster://")):  # scans every master, deletes slot by slot
-        client: redis.Redis | redis.RedisCluster = redis.RedisCluster.from_url(redis_url.replace("+cluster", "", 1))
+    if redis_url.startswith(
+        ("redis+cluster://", "rediss+cluster://")
+    ):  # scans every master, deletes slot by slot
+        client: redis.Redis | redis.RedisCluster = redis.RedisCluster.from_url(
+            redis_url.replace("+cluster", "", 1)
+        )
     else:
         client = redis.Redis.from_url(redis_url)
     try:

@@ -33,17 +33,30 @@ SIZE = 60
 def _result(i: int, pair: int, at: float) -> GradedResult:
     evaluators = [EvaluatorResult(name=f"ev{k}", score=(i % 7) / 6, passed=True, weight=1) for k in range(5)]
     return GradedResult(
-        id=f"e{i}", model=f"model-{pair}", suite="qa", score=(i % 7) / 6, passed=True, threshold=0.5, grade="good",
-        evaluators=evaluators, event_time=format_time(at), evaluated_at=format_time(at), latency_ms=3.0,
+        id=f"e{i}",
+        model=f"model-{pair}",
+        suite="qa",
+        score=(i % 7) / 6,
+        passed=True,
+        threshold=0.5,
+        grade="good",
+        evaluators=evaluators,
+        event_time=format_time(at),
+        evaluated_at=format_time(at),
+        latency_ms=3.0,
         pipeline_version="bench",
-    )  # fmt: skip
+    )
 
 
 async def _fill(client: aioredis.Redis, prefix: str, pairs: int) -> None:
     now = time.time()
     start = now - now % SIZE - 29 * SIZE
     store = ResultStore(client, prefix=prefix, windows=(SIZE,), max_pairs=pairs + 1, clock=lambda: now)
-    items = [(r, b"x", None) for i in range(pairs * 4) for r in [_result(i, i % pairs, start + (i // pairs) * 8 * SIZE)]]
+    items = [
+        (r, b"x", None)
+        for i in range(pairs * 4)
+        for r in [_result(i, i % pairs, start + (i // pairs) * 8 * SIZE)]
+    ]
     for i in range(0, len(items), 1024):
         await store.record_many(items[i : i + 1024])
 
@@ -84,7 +97,9 @@ async def main() -> None:
     if args.read:
         stop, sizes = asyncio.Event(), []
         async with aiohttp.ClientSession() as session:
-            tasks = [asyncio.create_task(_reader(session, args.read, stop, sizes)) for _ in range(args.readers)]
+            tasks = [
+                asyncio.create_task(_reader(session, args.read, stop, sizes)) for _ in range(args.readers)
+            ]
             await asyncio.sleep(args.seconds)
             stop.set()
             await asyncio.gather(*tasks)
@@ -94,7 +109,9 @@ async def main() -> None:
     prefix = f"bench-api:{uuid.uuid4().hex[:8]}:"
     try:
         await _fill(client, prefix, args.pairs)
-        runner = await start_web(create_web_app(client, prefix=prefix, token=None, windows=(SIZE,)), "127.0.0.1", 0)
+        runner = await start_web(
+            create_web_app(client, prefix=prefix, token=None, windows=(SIZE,)), "127.0.0.1", 0
+        )
         port = runner.addresses[0][1]
         base = f"http://127.0.0.1:{port}"
         async with aiohttp.ClientSession() as session:
@@ -102,8 +119,16 @@ async def main() -> None:
             cpu0 = time.process_time()
             # the readers are other clients: their own process, as a dashboard's browser would be
             readers = await asyncio.create_subprocess_exec(
-                sys.executable, __file__, "--read", base, "--readers", str(args.readers), "--seconds", str(args.seconds),
-                stdout=asyncio.subprocess.PIPE)  # fmt: skip
+                sys.executable,
+                __file__,
+                "--read",
+                base,
+                "--readers",
+                str(args.readers),
+                "--seconds",
+                str(args.seconds),
+                stdout=asyncio.subprocess.PIPE,
+            )
             busy = await _probe(session, base, args.seconds)
             out, _ = await readers.communicate()
             sizes = [int(x) for x in out.split()]
@@ -112,9 +137,13 @@ async def main() -> None:
         print(f"{args.pairs} pairs x 30 windows, {args.readers} concurrent readers")
         print(_summary("idle", idle))
         print(_summary("reading", busy))
-        print(f"{'readers':>10}: {len(sizes) / args.seconds:.1f} responses/s, mean {statistics.fmean(sizes) / 1e3:.1f} kB, "
-              f"max {max(sizes) / 1e3:.1f} kB; server process CPU {cpu * 1e3 / max(1, len(sizes)):.1f} ms per response")  # fmt: skip
-        print(f"{'ratio':>10}: p99 reading / idle = {statistics.quantiles(busy, n=100)[98] / statistics.quantiles(idle, n=100)[98]:.1f}x")
+        print(
+            f"{'readers':>10}: {len(sizes) / args.seconds:.1f} responses/s, mean {statistics.fmean(sizes) / 1e3:.1f} kB, "
+            f"max {max(sizes) / 1e3:.1f} kB; server process CPU {cpu * 1e3 / max(1, len(sizes)):.1f} ms per response"
+        )
+        print(
+            f"{'ratio':>10}: p99 reading / idle = {statistics.quantiles(busy, n=100)[98] / statistics.quantiles(idle, n=100)[98]:.1f}x"
+        )
     finally:
         keys = [k async for k in client.scan_iter(match=f"{prefix}*", count=10_000)]
         for i in range(0, len(keys), 1000):

@@ -69,9 +69,14 @@ async def main() -> None:
         since = time.time() - 1
         await produce(broker.bootstrap, fill_topics["requests"], events)
         prefix = f"streameval-bench:{uuid.uuid4().hex[:8]}:"
-        settings = load_settings(kafka_bootstrap_servers=broker.bootstrap, redis_url=redis_url, redis_prefix=prefix,
-                                 app_id=f"bench-{uuid.uuid4().hex[:6]}", topic_requests=fill_topics["requests"],
-                                 topic_results=fill_topics["results"])  # fmt: skip
+        settings = load_settings(
+            kafka_bootstrap_servers=broker.bootstrap,
+            redis_url=redis_url,
+            redis_prefix=prefix,
+            app_id=f"bench-{uuid.uuid4().hex[:6]}",
+            topic_requests=fill_topics["requests"],
+            topic_results=fill_topics["results"],
+        )
         step(f"(b) streameval backfill over the same {len(events)} events")
         cpu0, wall0 = _cpu_s(), time.perf_counter()
         report = await run_backfill(settings, suites, since_ms=int(since * 1000), batch=args.batch)
@@ -89,9 +94,13 @@ async def main() -> None:
     cpu_us = cpu / max(1, report.results) * 1e6
     print(f"events: {len(events)} ({args.workload}), Redis {redis_url.split('@')[-1]}")
     print(f"(a) live worker: {live.rate:8.0f} events/s, {live.cpu_us_per_event:7.0f} µs CPU/event")
-    print(f"(b) backfill:    {rate:8.0f} events/s, {cpu_us:7.0f} µs CPU/event ({report.results} results, "
-          f"{report.counted} counted, {wall:.1f} s)")  # fmt: skip
-    print(f"ratio (b)/(a): throughput {rate / live.rate:.2f}x, CPU per event {cpu_us / live.cpu_us_per_event:.2f}x")
+    print(
+        f"(b) backfill:    {rate:8.0f} events/s, {cpu_us:7.0f} µs CPU/event ({report.results} results, "
+        f"{report.counted} counted, {wall:.1f} s)"
+    )
+    print(
+        f"ratio (b)/(a): throughput {rate / live.rate:.2f}x, CPU per event {cpu_us / live.cpu_us_per_event:.2f}x"
+    )
 
 
 if __name__ == "__main__":

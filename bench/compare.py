@@ -39,8 +39,9 @@ suites:
       - {evaluator: token_f1, weight: 1}
       - {evaluator: contains, params: {ignore_case: true}, weight: 1}
 """
-B = A.replace("exact_match_normalized, weight: 2", "similarity, params: {algorithm: levenshtein}, weight: 2").replace(
-    "threshold: 0.6", "threshold: 0.45")
+B = A.replace(
+    "exact_match_normalized, weight: 2", "similarity, params: {algorithm: levenshtein}, weight: 2"
+).replace("threshold: 0.6", "threshold: 0.45")
 
 
 async def run(events: int, batch: int, port: int) -> None:
@@ -87,18 +88,29 @@ async def run(events: int, batch: int, port: int) -> None:
     sizes = []
     for version in versions:
         pair = keys.pair_id("m", "qa", version)
-        found = [k async for k in client.scan_iter(match=keys.pair(pair).replace("{", "\\{").replace("}", "\\}") + "sc:*")]
+        found = [
+            k
+            async for k in client.scan_iter(
+                match=keys.pair(pair).replace("{", "\\{").replace("}", "\\}") + "sc:*"
+            )
+        ]
         sizes.append(sum([await client.memory_usage(k) or 0 for k in found]))
     print(f"{events} events per version, suite qa, {len(versions)} versions")
-    print(f"compact scores: {sizes[0] / events:.1f} and {sizes[1] / events:.1f} bytes/event in Redis "
-          f"(MEMORY USAGE of the sc strings)")  # fmt: skip
+    print(
+        f"compact scores: {sizes[0] / events:.1f} and {sizes[1] / events:.1f} bytes/event in Redis "
+        f"(MEMORY USAGE of the sc strings)"
+    )
 
     walls, cpus, stats_cpu = [], [], []
     result = {}
     for _ in range(5):
         wall, cpu = time.perf_counter(), time.process_time()
-        loaded = [await compact_scores(client, keys, keys.pair_id("m", "qa", v), ttl_s=store.compare_ttl_s, now=time.time())
-                  for v in versions]  # fmt: skip
+        loaded = [
+            await compact_scores(
+                client, keys, keys.pair_id("m", "qa", v), ttl_s=store.compare_ttl_s, now=time.time()
+            )
+            for v in versions
+        ]
         mid = time.process_time()
         result = compare(loaded[0][0], loaded[1][0], names_a=loaded[0][1], names_b=loaded[1][1])
         stats_cpu.append(time.process_time() - mid)
@@ -109,17 +121,25 @@ async def run(events: int, batch: int, port: int) -> None:
         wall = time.perf_counter()
         await client.hgetall(keys.all_time(keys.pair_id("m", "qa", versions[0])))
         base.append(time.perf_counter() - wall)
-    print(f"pass rates {result['pass_rate_a']:.3f} -> {result['pass_rate_b']:.3f}; mean {result['mean_a']:.3f} -> {result['mean_b']:.3f}")
-    print(f"compare query: n {result['n']}, flips {result['pass_to_fail']}/{result['fail_to_pass']}, "
-          f"wall {statistics.median(walls) * 1000:.0f} ms (median of 5), CPU {statistics.median(cpus) * 1000:.0f} ms "
-          f"of which statistics {statistics.median(stats_cpu) * 1000:.0f} ms")  # fmt: skip
-    print(f"baseline (one all-time hash read): {statistics.median(base) * 1000:.2f} ms; "
-          f"ratio {statistics.median(walls) / statistics.median(base):.0f}x")  # fmt: skip
+    print(
+        f"pass rates {result['pass_rate_a']:.3f} -> {result['pass_rate_b']:.3f}; mean {result['mean_a']:.3f} -> {result['mean_b']:.3f}"
+    )
+    print(
+        f"compare query: n {result['n']}, flips {result['pass_to_fail']}/{result['fail_to_pass']}, "
+        f"wall {statistics.median(walls) * 1000:.0f} ms (median of 5), CPU {statistics.median(cpus) * 1000:.0f} ms "
+        f"of which statistics {statistics.median(stats_cpu) * 1000:.0f} ms"
+    )
+    print(
+        f"baseline (one all-time hash read): {statistics.median(base) * 1000:.2f} ms; "
+        f"ratio {statistics.median(walls) / statistics.median(base):.0f}x"
+    )
     await client.aclose()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=256)
     args = parser.parse_args()

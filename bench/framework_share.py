@@ -52,29 +52,52 @@ from rapidfuzz.distance import Levenshtein
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _worker
-_WORDS = ("the model answers that a river flows north through the valley and the city grows along "
-          "its banks while farmers plant wheat in spring and harvest it late in the summer").split()  # fmt: skip
+_WORDS = (
+    "the model answers that a river flows north through the valley and the city grows along "
+    "its banks while farmers plant wheat in spring and harvest it late in the summer"
+).split()
 
-ANSWER_SCHEMA = {"type": "object", "required": ["answer"],
-                 "properties": {"answer": {"type": "string"}, "confidence": {"type": "number"}}}  # fmt: skip
+ANSWER_SCHEMA = {
+    "type": "object",
+    "required": ["answer"],
+    "properties": {"answer": {"type": "string"}, "confidence": {"type": "number"}},
+}
 STATES = r'"answer"\s*:'
 LENGTH = r"^[\s\S]{1,2000}$"
 
 SUITES: dict[str, dict[str, Any]] = {
-    "six": {"suites": [{"name": "six", "default": True, "threshold": 0.5, "evaluators": [
-        {"evaluator": "exact_match"},
-        {"evaluator": "contains"},
-        {"evaluator": "regex", "params": {"pattern": STATES}},
-        {"evaluator": "json_schema", "params": {"schema": ANSWER_SCHEMA}},
-        {"evaluator": "similarity", "params": {"algorithm": "levenshtein"}},
-        {"evaluator": "regex", "name": "length", "params": {"pattern": LENGTH}},
-    ]}]},
-    "small": {"suites": [{"name": "small", "default": True, "threshold": 0.5, "evaluators": [
-        {"evaluator": "exact_match"},
-        {"evaluator": "contains"},
-        {"evaluator": "regex", "params": {"pattern": r"answer\s*(is|:)", "flags": "i"}},
-    ]}]},
-}  # fmt: skip
+    "six": {
+        "suites": [
+            {
+                "name": "six",
+                "default": True,
+                "threshold": 0.5,
+                "evaluators": [
+                    {"evaluator": "exact_match"},
+                    {"evaluator": "contains"},
+                    {"evaluator": "regex", "params": {"pattern": STATES}},
+                    {"evaluator": "json_schema", "params": {"schema": ANSWER_SCHEMA}},
+                    {"evaluator": "similarity", "params": {"algorithm": "levenshtein"}},
+                    {"evaluator": "regex", "name": "length", "params": {"pattern": LENGTH}},
+                ],
+            }
+        ]
+    },
+    "small": {
+        "suites": [
+            {
+                "name": "small",
+                "default": True,
+                "threshold": 0.5,
+                "evaluators": [
+                    {"evaluator": "exact_match"},
+                    {"evaluator": "contains"},
+                    {"evaluator": "regex", "params": {"pattern": r"answer\s*(is|:)", "flags": "i"}},
+                ],
+            }
+        ]
+    },
+}
 
 
 def events(workload: str, count: int, seed: int = 11) -> list[bytes]:
@@ -93,8 +116,13 @@ def events(workload: str, count: int, seed: int = 11) -> list[bytes]:
             words = [rng.choice(_WORDS) for _ in range(8)]
             output = "The answer is " + " ".join(words)
             expected = words[0] if i % 3 else "nowhere"
-        event = {"id": f"out-{i}", "model": f"model-{i % 3}", "input": "Describe the valley.",
-                 "output": output, "expected": expected}  # fmt: skip
+        event = {
+            "id": f"out-{i}",
+            "model": f"model-{i % 3}",
+            "input": "Describe the valley.",
+            "output": output,
+            "expected": expected,
+        }
         out.append(orjson.dumps(event))
     return out
 
@@ -143,8 +171,18 @@ def run_bare(workload: str, src: Path, dst: Path) -> None:
             event = orjson.loads(line)
             scores = check(event)
             score = sum(scores) / len(scores)
-            out.write(orjson.dumps({"id": event["id"], "model": event["model"], "score": score,
-                                    "passed": score >= 0.5, "scores": scores}) + b"\n")  # fmt: skip
+            out.write(
+                orjson.dumps(
+                    {
+                        "id": event["id"],
+                        "model": event["model"],
+                        "score": score,
+                        "passed": score >= 0.5,
+                        "scores": scores,
+                    }
+                )
+                + b"\n"
+            )
 
 
 # -- evaluate --------------------------------------------------------------------------------------
@@ -332,10 +370,21 @@ _COLLECTED = stdlib_re.compile(rb"Collected : (\d+)")
 
 def instructions(workload: str, mode: str, count: int) -> int:
     proc = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
-         "--child", workload, mode, str(count)],
-        capture_output=True, check=True, env={**os.environ, "PYTHONHASHSEED": "0"},  # the same dict layouts each run
-    )  # fmt: skip
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            __file__,
+            "--child",
+            workload,
+            mode,
+            str(count),
+        ],
+        capture_output=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"},  # the same dict layouts each run
+    )
     found = _COLLECTED.search(proc.stderr)
     if found is None:
         raise RuntimeError(f"no instruction count in callgrind's output: {proc.stderr[-500:]!r}")
@@ -370,9 +419,12 @@ def main() -> int:
         for workload in workloads:
             bare, framework = measure(workload, args.events, args.rounds, Path(tmp))
             ratio = statistics.median(framework) / statistics.median(bare)
-            print(f"{workload:6} bare {statistics.median(bare):7.1f} ({min(bare):.1f})   evaluate "
-                  f"{statistics.median(framework):7.1f} ({min(framework):.1f})   ratio {ratio:.3f} "
-                  f"(fastest {min(framework) / min(bare):.3f})", flush=True)  # fmt: skip
+            print(
+                f"{workload:6} bare {statistics.median(bare):7.1f} ({min(bare):.1f})   evaluate "
+                f"{statistics.median(framework):7.1f} ({min(framework):.1f})   ratio {ratio:.3f} "
+                f"(fastest {min(framework) / min(bare):.3f})",
+                flush=True,
+            )
     for workload in workloads if args.breakdown else []:
         print(
             f"{workload}: where the CPU goes, µs per output (fastest of {args.rounds} rounds, {args.events} outputs)"
@@ -381,15 +433,21 @@ def main() -> int:
             print(f"  {name:70} {us:7.1f}")
     for workload in args.processor.split(",") if args.processor else []:
         worker, raw = asyncio.run(processor_share(workload, args.events, args.rounds))
-        print(f"{workload:6} worker batch step (Processor.process_batch, Redis, no Kafka) {statistics.median(worker):7.1f} "
-              f"({min(worker):.1f})   raw evaluation {statistics.median(raw):7.1f} ({min(raw):.1f})   raw / worker "
-              f"{statistics.median(raw) / statistics.median(worker):.3f}", flush=True)  # fmt: skip
+        print(
+            f"{workload:6} worker batch step (Processor.process_batch, Redis, no Kafka) {statistics.median(worker):7.1f} "
+            f"({min(worker):.1f})   raw evaluation {statistics.median(raw):7.1f} ({min(raw):.1f})   raw / worker "
+            f"{statistics.median(raw) / statistics.median(worker):.3f}",
+            flush=True,
+        )
     for workload in workloads if args.callgrind else []:
         base = instructions(workload, "none", args.callgrind)
         bare_i = (instructions(workload, "bare", args.callgrind) - base) / args.callgrind
         eval_i = (instructions(workload, "evaluate", args.callgrind) - base) / args.callgrind
-        print(f"{workload:6} instructions per output (callgrind, {args.callgrind} outputs): bare {bare_i:,.0f}   "
-              f"evaluate {eval_i:,.0f}   ratio {eval_i / bare_i:.3f}", flush=True)  # fmt: skip
+        print(
+            f"{workload:6} instructions per output (callgrind, {args.callgrind} outputs): bare {bare_i:,.0f}   "
+            f"evaluate {eval_i:,.0f}   ratio {eval_i / bare_i:.3f}",
+            flush=True,
+        )
     return 0
 
 

@@ -46,9 +46,15 @@ from streameval.store import ResultStore
 
 ROOT = Path(__file__).resolve().parent.parent
 TOPICS = {"native": "evals.requests", "otlp_proto": "spans.proto", "otlp_json": "spans.json"}
-INPUTS = Inputs([OtlpInput(topic=TOPICS["otlp_proto"], format="otlp_proto"),
-                 OtlpInput(topic=TOPICS["otlp_json"], format="otlp_json")])  # fmt: skip
-PROMPT = "请用三句话解释为什么天空是蓝色的，并给出一个日常生活中的例子。Explain it to a ten-year-old, briefly. "
+INPUTS = Inputs(
+    [
+        OtlpInput(topic=TOPICS["otlp_proto"], format="otlp_proto"),
+        OtlpInput(topic=TOPICS["otlp_json"], format="otlp_json"),
+    ]
+)
+PROMPT = (
+    "请用三句话解释为什么天空是蓝色的，并给出一个日常生活中的例子。Explain it to a ten-year-old, briefly. "
+)
 ANSWER = "Sunlight is scattered by the air's molecules, and blue light scatters most (Rayleigh scattering). 天空因此呈蓝色。"
 
 
@@ -90,11 +96,17 @@ async def redis_cpu(client: aioredis.Redis) -> float:
 
 
 def row(label: str, cells: dict[str, float]) -> str:
-    return f"{label:20s}" + "".join(f"{cells[f]:10.1f} µs ({cells[f] / cells['native']:4.2f}x)" for f in TOPICS)
+    return f"{label:20s}" + "".join(
+        f"{cells[f]:10.1f} µs ({cells[f] / cells['native']:4.2f}x)" for f in TOPICS
+    )
 
 
-async def run_suite(name: str, pipeline: Pipeline, fresh: Callable[[str], list[list[tuple[bytes, Source]]]],
-                    client: aioredis.Redis | None) -> None:  # fmt: skip
+async def run_suite(
+    name: str,
+    pipeline: Pipeline,
+    fresh: Callable[[str], list[list[tuple[bytes, Source]]]],
+    client: aioredis.Redis | None,
+) -> None:
     async def decode_only(batch: list[tuple[bytes, Source]]) -> int:
         items = INPUTS.expand(batch)
         for item in items:
@@ -141,13 +153,28 @@ async def main() -> None:
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     args = parser.parse_args()
 
-    minimal = {"suites": [{"name": "minimal", "default": True, "evaluators": [{"evaluator": "regex", "params": {"pattern": r"\S"}}]}]}
-    suites = {"minimal": parse_config(minimal)[1], "general": load_config(ROOT / "examples" / "suites.yaml")[1]}
-    print(f"{args.spans} spans per export, {args.rounds} rounds per cell; µs of process CPU per evaluated event")
+    minimal = {
+        "suites": [
+            {
+                "name": "minimal",
+                "default": True,
+                "evaluators": [{"evaluator": "regex", "params": {"pattern": r"\S"}}],
+            }
+        ]
+    }
+    suites = {
+        "minimal": parse_config(minimal)[1],
+        "general": load_config(ROOT / "examples" / "suites.yaml")[1],
+    }
+    print(
+        f"{args.spans} spans per export, {args.rounds} rounds per cell; µs of process CPU per evaluated event"
+    )
     spans = export(args.spans, 0)
     native = messages("native", spans)
-    print(f"export size: otlp_proto {len(messages('otlp_proto', spans)[0][0]) / 1024:.0f} KiB, otlp_json "
-          f"{len(messages('otlp_json', spans)[0][0]) / 1024:.0f} KiB; native event {statistics.mean(len(r) for r, _ in native):.0f} bytes")  # fmt: skip
+    print(
+        f"export size: otlp_proto {len(messages('otlp_proto', spans)[0][0]) / 1024:.0f} KiB, otlp_json "
+        f"{len(messages('otlp_json', spans)[0][0]) / 1024:.0f} KiB; native event {statistics.mean(len(r) for r, _ in native):.0f} bytes"
+    )
     counter = iter(range(1, 10**9))
 
     def fresh(fmt: str) -> list[list[tuple[bytes, Source]]]:

@@ -71,8 +71,14 @@ async def _httpx(url: str, bodies: Bodies, in_flight: int, shard: int | None) ->
 
 
 async def _judgeclient(url: str, bodies: Bodies, in_flight: int) -> tuple[Call, Close]:
-    config = JudgeConfig(name="bench", protocol="openai", base_url=f"{url}/v1", model="simulated-deepseek-chat",
-                         weight=1, max_concurrency=in_flight)  # fmt: skip
+    config = JudgeConfig(
+        name="bench",
+        protocol="openai",
+        base_url=f"{url}/v1",
+        model="simulated-deepseek-chat",
+        weight=1,
+        max_concurrency=in_flight,
+    )
     client = JudgeClient(config)
     await client.start()
     messages = orjson.loads(bodies[0][1])["messages"]
@@ -97,8 +103,12 @@ async def _aiohttp(url: str, bodies: Bodies, in_flight: int) -> tuple[Call, Clos
 
 
 async def _aiohttp_tuned(url: str, bodies: Bodies, in_flight: int) -> tuple[Call, Close]:
-    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=in_flight), cookie_jar=aiohttp.DummyCookieJar(),
-                                    auto_decompress=False, skip_auto_headers=("User-Agent", "Accept-Encoding"))  # fmt: skip
+    session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=in_flight),
+        cookie_jar=aiohttp.DummyCookieJar(),
+        auto_decompress=False,
+        skip_auto_headers=("User-Agent", "Accept-Encoding"),
+    )
     headers = {"content-type": "application/json"}
     urls = [(url + path, body) for path, body in bodies]
 
@@ -162,8 +172,10 @@ async def main() -> None:
                 finally:
                     await close()
                 ideal = f"{rate / (n / (args.latency_ms / 1000)):10.3f}" if args.latency_ms else f"{'-':>10}"
-                print(f"{variant:14s} {n:9d} {rate:12.0f}   {ideal} {client_cpu * 1e6:15.0f} {sim_cpu * 1e6:12.0f}",
-                      flush=True)  # fmt: skip
+                print(
+                    f"{variant:14s} {n:9d} {rate:12.0f}   {ideal} {client_cpu * 1e6:15.0f} {sim_cpu * 1e6:12.0f}",
+                    flush=True,
+                )
     finally:
         sim.stop()
 

@@ -41,9 +41,17 @@ from streameval.pipeline import Pipeline
 
 
 def _event(n: int, suite: str, output: int | None = None) -> bytes:
-    return orjson.dumps({"id": f"{suite}-{n}", "model": "bench-model", "input": "What is the capital of France?",
-                         "output": f"The capital of France is Paris ({n if output is None else output}).",
-                         "expected": "Paris", "category": "qa_simple", "suite": suite})  # fmt: skip
+    return orjson.dumps(
+        {
+            "id": f"{suite}-{n}",
+            "model": "bench-model",
+            "input": "What is the capital of France?",
+            "output": f"The capital of France is Paris ({n if output is None else output}).",
+            "expected": "Paris",
+            "category": "qa_simple",
+            "suite": suite,
+        }
+    )
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -65,33 +73,55 @@ async def _rule_latencies(pipeline: Pipeline, count: int, stop: asyncio.Event | 
     return out
 
 
-async def run(windows: list[int], per_window: int, latency_ms: float, consistency: float | None,
-              duplicates: float) -> None:  # fmt: skip
+async def run(
+    windows: list[int], per_window: int, latency_ms: float, consistency: float | None, duplicates: float
+) -> None:
     bodies = await panel_bodies()
     sim = await start_sim(latency_ms)
     try:
         print(f"3 simulated judges at {latency_ms:g} ms (sim in a subprocess), {os.cpu_count()} cores")
         for window in windows:
             rate, bare_cpu = await bare_ceiling(sim.url, bodies, 3 * window, 4.0)
-            await _one(sim, window * per_window, window, latency_ms, (rate / 3, bare_cpu), consistency, duplicates)
+            await _one(
+                sim, window * per_window, window, latency_ms, (rate / 3, bare_cpu), consistency, duplicates
+            )
     finally:
         sim.stop()
 
 
-async def _one(sim: Sim, events: int, window: int, latency_ms: float, bare: tuple[float, float],
-               consistency: float | None, duplicates: float) -> None:  # fmt: skip
+async def _one(
+    sim: Sim,
+    events: int,
+    window: int,
+    latency_ms: float,
+    bare: tuple[float, float],
+    consistency: float | None,
+    duplicates: float,
+) -> None:
     ceiling, bare_cpu = bare
     judges = [{**j, "max_concurrency": window} for j in demo_judges(sim.url)]
     judge_block = {} if consistency is None else {"consistency_rate": consistency}
-    _, suites = parse_config({"judges": judges, "suites": [
-        {"name": "judged", "evaluators": [{"evaluator": "exact_match"}], "judge": judge_block},
-        {"name": "rules", "evaluators": [{"evaluator": "exact_match"}, {"evaluator": "contains",
-                                                                        "params": {"value": "Paris"}}]},
-    ]})  # fmt: skip
+    _, suites = parse_config(
+        {
+            "judges": judges,
+            "suites": [
+                {"name": "judged", "evaluators": [{"evaluator": "exact_match"}], "judge": judge_block},
+                {
+                    "name": "rules",
+                    "evaluators": [
+                        {"evaluator": "exact_match"},
+                        {"evaluator": "contains", "params": {"value": "Paris"}},
+                    ],
+                },
+            ],
+        }
+    )
     pipeline = Pipeline(suites)
     await pipeline.start()
     try:
-        await asyncio.gather(*(pipeline.process(_event(-n, "judged")) for n in range(1, window + 1)))  # warm pools
+        await asyncio.gather(
+            *(pipeline.process(_event(-n, "judged")) for n in range(1, window + 1))
+        )  # warm pools
         idle = await _rule_latencies(pipeline, 300)
 
         slots = asyncio.Semaphore(window)
@@ -107,7 +137,11 @@ async def _one(sim: Sim, events: int, window: int, latency_ms: float, bare: tupl
             async with slots:
                 output = n - 1 if every and n % every == 0 else n
                 outcome = await pipeline.process(_event(n, "judged", output))
-                if outcome.result is None or outcome.result.judge is None or outcome.result.judge.status != "ok":
+                if (
+                    outcome.result is None
+                    or outcome.result.judge is None
+                    or outcome.result.judge.status != "ok"
+                ):
                     failed += 1
                 # the window counters' rules: calls made (repeats included) and cache hits
                 for name, value in outcome.counters.get("judge_panel", {}).items():
@@ -131,19 +165,31 @@ async def _one(sim: Sim, events: int, window: int, latency_ms: float, bare: tupl
     ideal = window / (latency_ms / 1000.0)
     measured = events / elapsed
     print(f"\nwindow {window}: {events} judged events, failures {failed}, elapsed {elapsed:.2f} s")
-    print(f"  throughput {measured:.1f} events/s ({3 * measured:.0f} judge calls/s); ideal {ideal:.1f}; "
-          f"ratio {measured / ideal:.3f} (target >= 0.9)")
-    print(f"  ceiling (bare aiohttp loop, {3 * window} in flight) {ceiling:.1f} events/s = {ceiling / ideal:.3f} x ideal; "
-          f"throughput / ceiling {measured / ceiling:.3f}")
-    print(f"  worker CPU {cpu:.2f} s for {calls} judge calls (+{hits} served by single-flight/cache): "
-          f"{cpu / max(1, calls) * 1e6:.0f} us per call (target <= 150 us); {cpu / elapsed:.2f} cores")
-    print(f"  floor: the bare aiohttp loop's own CPU {bare_cpu * 1e6:.0f} us per request "
-          f"(worker / bare {cpu / max(1, calls) / bare_cpu:.2f}); the simulator {sim_cpu / max(1, calls) * 1e6:.0f} us "
-          f"per call, {sim_cpu / elapsed:.2f} cores; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(
+        f"  throughput {measured:.1f} events/s ({3 * measured:.0f} judge calls/s); ideal {ideal:.1f}; "
+        f"ratio {measured / ideal:.3f} (target >= 0.9)"
+    )
+    print(
+        f"  ceiling (bare aiohttp loop, {3 * window} in flight) {ceiling:.1f} events/s = {ceiling / ideal:.3f} x ideal; "
+        f"throughput / ceiling {measured / ceiling:.3f}"
+    )
+    print(
+        f"  worker CPU {cpu:.2f} s for {calls} judge calls (+{hits} served by single-flight/cache): "
+        f"{cpu / max(1, calls) * 1e6:.0f} us per call (target <= 150 us); {cpu / elapsed:.2f} cores"
+    )
+    print(
+        f"  floor: the bare aiohttp loop's own CPU {bare_cpu * 1e6:.0f} us per request "
+        f"(worker / bare {cpu / max(1, calls) / bare_cpu:.2f}); the simulator {sim_cpu / max(1, calls) * 1e6:.0f} us "
+        f"per call, {sim_cpu / elapsed:.2f} cores; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
     for label, values in (("idle", idle), ("busy", busy)):
-        print(f"  rule-only latency {label}: n={len(values)} p50 {_pct(values, .5):.3f} ms  "
-              f"p99 {_pct(values, .99):.3f} ms  mean {statistics.fmean(values):.3f} ms")
-    print(f"  rule-only busy/idle: p50 x{_pct(busy, .5) / _pct(idle, .5):.2f}, p99 x{_pct(busy, .99) / _pct(idle, .99):.2f}")
+        print(
+            f"  rule-only latency {label}: n={len(values)} p50 {_pct(values, 0.5):.3f} ms  "
+            f"p99 {_pct(values, 0.99):.3f} ms  mean {statistics.fmean(values):.3f} ms"
+        )
+    print(
+        f"  rule-only busy/idle: p50 x{_pct(busy, 0.5) / _pct(idle, 0.5):.2f}, p99 x{_pct(busy, 0.99) / _pct(idle, 0.99):.2f}"
+    )
 
 
 def main() -> None:
@@ -151,11 +197,22 @@ def main() -> None:
     parser.add_argument("--windows", default="16,32,64,128", help="events in flight, comma-separated")
     parser.add_argument("--per-window", type=int, default=30, help="events per run = this x window")
     parser.add_argument("--latency-ms", type=float, default=200.0)
-    parser.add_argument("--consistency-rate", type=float, default=None, help="the suite's consistency_rate (default 0.1)")
-    parser.add_argument("--duplicates", type=float, default=0.0, help="share of events repeating an earlier output")
+    parser.add_argument(
+        "--consistency-rate", type=float, default=None, help="the suite's consistency_rate (default 0.1)"
+    )
+    parser.add_argument(
+        "--duplicates", type=float, default=0.0, help="share of events repeating an earlier output"
+    )
     args = parser.parse_args()
-    asyncio.run(run([int(w) for w in args.windows.split(",")], args.per_window, args.latency_ms,
-                    args.consistency_rate, args.duplicates))
+    asyncio.run(
+        run(
+            [int(w) for w in args.windows.split(",")],
+            args.per_window,
+            args.latency_ms,
+            args.consistency_rate,
+            args.duplicates,
+        )
+    )
 
 
 if __name__ == "__main__":

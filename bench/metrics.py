@@ -27,7 +27,34 @@ from streameval.evaluators.rouge import rouge_l
 from streameval.models import RequestEvent
 
 TOKENS = 300
-EN_VOCAB = ["the", "model", "answer", "is", "correct", "because", "data", "graph", "shows", "capital", "city", "France", "Paris", "river", "Seine", "retrieval", "latency", "report", "citation", "source", "image", "metric", "score", "window", "event", "stream"]  # fmt: skip
+EN_VOCAB = [
+    "the",
+    "model",
+    "answer",
+    "is",
+    "correct",
+    "because",
+    "data",
+    "graph",
+    "shows",
+    "capital",
+    "city",
+    "France",
+    "Paris",
+    "river",
+    "Seine",
+    "retrieval",
+    "latency",
+    "report",
+    "citation",
+    "source",
+    "image",
+    "metric",
+    "score",
+    "window",
+    "event",
+    "stream",
+]
 ZH_VOCAB = list("模型回答正确因为数据图谱显示首都城市法国巴黎河流检索延迟报告引用来源图片指标分数窗口事件流")
 
 
@@ -75,21 +102,52 @@ def _events(rng: random.Random) -> dict[str, RequestEvent]:
     zh = _text(rng, ZH_VOCAB, "")
     prose, prose_ref = _prose(rng)
     report = "\n".join(
-        ["# Report", "## Key Points", en[:400], "## Overview", "[a](https://a.org/1) [b](https://b.org/2)",
-         "![c](c.png)", "## Detailed Analysis", en[400:], "## Key Citations", "[d](https://d.org/)"]
-    )  # fmt: skip
+        [
+            "# Report",
+            "## Key Points",
+            en[:400],
+            "## Overview",
+            "[a](https://a.org/1) [b](https://b.org/2)",
+            "![c](c.png)",
+            "## Detailed Analysis",
+            en[400:],
+            "## Key Citations",
+            "[d](https://d.org/)",
+        ]
+    )
     retrieval = {
-        "retrieved_entities": [f"e{i}" for i in range(20)], "cited_entities": [f"e{i}" for i in range(0, 30, 2)],
-        "latency_s": 1.2, "keywords": ["capital", "france", "river"],
-        "entities": [{"id": f"e{i}", "name": f"Entity {i}", "description": "capital city on a river"} for i in range(15)],
-        "relationships": [{"source": f"e{i}", "target": f"e{i + 1}", "type": f"t{i % 3}", "description": "d"} for i in range(14)],
+        "retrieved_entities": [f"e{i}" for i in range(20)],
+        "cited_entities": [f"e{i}" for i in range(0, 30, 2)],
+        "latency_s": 1.2,
+        "keywords": ["capital", "france", "river"],
+        "entities": [
+            {"id": f"e{i}", "name": f"Entity {i}", "description": "capital city on a river"}
+            for i in range(15)
+        ],
+        "relationships": [
+            {"source": f"e{i}", "target": f"e{i + 1}", "type": f"t{i % 3}", "description": "d"}
+            for i in range(14)
+        ],
         "chunks": [{"id": f"c{i}", "text": en[i * 100 : i * 100 + 600]} for i in range(3)],
-        "communities": [{"id": "c", "summary": en[:300]}], "agent_type": "graph",
-    }  # fmt: skip
-    agent = {"task_quality": 0.9, "communication_rounds": 3, "task_time": 10.0, "original_score": 0.9,
-             "transferred_score": 0.8, "results": [{"domain": "qa", "score": 0.8}, {"domain": "code", "score": 0.7}]}  # fmt: skip
-    common: dict[str, Any] = {"id": "b", "model": "m", "input": "What is the capital of France?", "label": True,
-                              "retrieval": retrieval, "agent": agent}  # fmt: skip
+        "communities": [{"id": "c", "summary": en[:300]}],
+        "agent_type": "graph",
+    }
+    agent = {
+        "task_quality": 0.9,
+        "communication_rounds": 3,
+        "task_time": 10.0,
+        "original_score": 0.9,
+        "transferred_score": 0.8,
+        "results": [{"domain": "qa", "score": 0.8}, {"domain": "code", "score": 0.7}],
+    }
+    common: dict[str, Any] = {
+        "id": "b",
+        "model": "m",
+        "input": "What is the capital of France?",
+        "label": True,
+        "retrieval": retrieval,
+        "agent": agent,
+    }
     return {
         "en": RequestEvent.model_validate(
             {**common, "output": en, "expected": _perturbed(rng, en, EN_VOCAB, " ")}
@@ -131,11 +189,29 @@ def _before_after(fn: Callable[[], Any], rounds: int = 7) -> tuple[float, float]
 
 TEXT = ["exact_match_normalized", "token_f1", "bleu", "bleu_simple", "rouge_l", "keyword_match", "similarity"]
 OTHER = {
-    "report": ["report_metrics", "report_sections", "report_citations", "report_word_count", "report_sources", "report_images"],
-    "en": ["retrieval_precision", "retrieval_utilization", "retrieval_latency", "chunk_utilization", "entity_coverage",
-           "graph_coverage", "relationship_utilization", "subgraph_quality", "community_relevance",
-           "collaboration_efficiency", "portability", "adaptability"],
-}  # fmt: skip
+    "report": [
+        "report_metrics",
+        "report_sections",
+        "report_citations",
+        "report_word_count",
+        "report_sources",
+        "report_images",
+    ],
+    "en": [
+        "retrieval_precision",
+        "retrieval_utilization",
+        "retrieval_latency",
+        "chunk_utilization",
+        "entity_coverage",
+        "graph_coverage",
+        "relationship_utilization",
+        "subgraph_quality",
+        "community_relevance",
+        "collaboration_efficiency",
+        "portability",
+        "adaptability",
+    ],
+}
 
 
 def main() -> int:

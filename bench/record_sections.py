@@ -56,7 +56,10 @@ def instrumented(record: str, index: str) -> tuple[str, str]:
         out = out.replace(marker, f"__step({name!r})\n{marker}", 1)
     head, ret, tail = out.rpartition("return {'ok'}")
     head_i, ret_i, tail_i = index.rpartition("return 1")
-    return head + f"__step({_LAST!r})\n" + ret + tail, _PROBE + head_i + "__step('index script')\n" + ret_i + tail_i
+    return (
+        head + f"__step({_LAST!r})\n" + ret + tail,
+        _PROBE + head_i + "__step('index script')\n" + ret_i + tail_i,
+    )
 
 
 async def _run(args: argparse.Namespace, port: int) -> None:
@@ -79,7 +82,9 @@ async def _run(args: argparse.Namespace, port: int) -> None:
     record, index = _lua.RECORD, _lua.INDEX
     _lua.RECORD, _lua.INDEX = instrumented(record, index)
     try:  # the store registers its scripts when it is built
-        store = ResultStore(aioredis.Redis(port=port), prefix="bench:", windows=WINDOWS, examples=args.examples)
+        store = ResultStore(
+            aioredis.Redis(port=port), prefix="bench:", windows=WINDOWS, examples=args.examples
+        )
     finally:
         _lua.RECORD, _lua.INDEX = record, index
     await store.record_many([(items[0][0].model_copy(update={"id": "warm-up"}), b"x", None)])
@@ -93,12 +98,16 @@ async def _run(args: argparse.Namespace, port: int) -> None:
     cpu = sum(float(cpu1[k]) - float(cpu0[k]) for k in ("used_cpu_user", "used_cpu_sys")) * 1e6 / n
     scripts = sync.info("commandstats").get("cmdstat_evalsha", {})
     steps = {k.decode(): int(v) / n for k, v in sync.hgetall("__sections").items()}
-    print(f"{args.events:,} events, demo suites, windows 60,3600, batches of {args.batch}, spread over {args.spread_s:g} s, "
-          f"{scripts.get('calls', 0) / n * args.batch:.1f} script calls per batch")  # fmt: skip
+    print(
+        f"{args.events:,} events, demo suites, windows 60,3600, batches of {args.batch}, spread over {args.spread_s:g} s, "
+        f"{scripts.get('calls', 0) / n * args.batch:.1f} script calls per batch"
+    )
     for name, _ in [*((name, 0) for _, name in STEPS), (_LAST, 0), ("index script", 0)]:
         print(f"  {steps.get(name, 0.0):6.2f} µs/event  {name}")
     print(f"  {sum(steps.values()):6.2f} µs/event  sum of the steps (with ~1 µs per probe and call)")
-    print(f"  {scripts.get('usec', 0) / n:6.2f} µs/event  the scripts' own time (INFO commandstats, with their invocation)")
+    print(
+        f"  {scripts.get('usec', 0) / n:6.2f} µs/event  the scripts' own time (INFO commandstats, with their invocation)"
+    )
     print(f"  {cpu:6.2f} µs/event  Redis CPU (INFO cpu: also the network and the plain commands)")
 
 
@@ -106,8 +115,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--spread-s", type=float, default=0.0, help="spread the events' times over this many seconds")
-    parser.add_argument("--examples", type=int, default=20, help="drill-down examples kept per window (0: none)")
+    parser.add_argument(
+        "--spread-s", type=float, default=0.0, help="spread the events' times over this many seconds"
+    )
+    parser.add_argument(
+        "--examples", type=int, default=20, help="drill-down examples kept per window (0: none)"
+    )
     args = parser.parse_args()
     directory = tempfile.mkdtemp(prefix="record-sections-")
     port, proc = _start_node(directory)

@@ -64,7 +64,9 @@ def _free_port() -> int:
 
 def _load_code(code: Path) -> None:
     """Import ``streameval`` from ``code`` (a ``stream/`` directory) instead of the installed one."""
-    spec = importlib.util.spec_from_file_location("streameval", code / "__init__.py", submodule_search_locations=[str(code)])
+    spec = importlib.util.spec_from_file_location(
+        "streameval", code / "__init__.py", submodule_search_locations=[str(code)]
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["streameval"] = module
@@ -89,7 +91,10 @@ def _events(n: int, spread_s: float = 0.0) -> list[bytes]:
         at = now - spread_s + spread_s * i / n if spread_s else now
         return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)) + f".{int(at * 1000) % 1000:03d}Z"
 
-    return [orjson.dumps({**templates[i % len(templates)], "id": f"bench-{i:07d}", "timestamp": stamp(i)}) for i in range(n)]
+    return [
+        orjson.dumps({**templates[i % len(templates)], "id": f"bench-{i:07d}", "timestamp": stamp(i)})
+        for i in range(n)
+    ]
 
 
 def _wait_for(port: int, timeout_s: float = 10.0) -> None:
@@ -111,12 +116,19 @@ def _info(client: Any) -> dict[str, float]:
     cpu = client.info("cpu")
     stats = client.info("commandstats")
     memory = client.info("memory")
-    return {"cpu": float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]),
-            "calls": float(sum(v["calls"] for v in stats.values())), "memory": float(memory["used_memory"]),
-            "by_command": {k.removeprefix("cmdstat_"): (float(v["calls"]), float(v["usec"])) for k, v in stats.items()}}  # fmt: skip
+    return {
+        "cpu": float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]),
+        "calls": float(sum(v["calls"] for v in stats.values())),
+        "memory": float(memory["used_memory"]),
+        "by_command": {
+            k.removeprefix("cmdstat_"): (float(v["calls"]), float(v["usec"])) for k, v in stats.items()
+        },
+    }
 
 
-async def _measure(events: int, batch: int, port: int, spread_s: float = 0.0, split: float = 0.0) -> dict[str, float]:
+async def _measure(
+    events: int, batch: int, port: int, spread_s: float = 0.0, split: float = 0.0
+) -> dict[str, float]:
     import redis
     import redis.asyncio as aioredis
 
@@ -134,9 +146,13 @@ async def _measure(events: int, batch: int, port: int, spread_s: float = 0.0, sp
         items.append((outcome.result, outcome.result.model_dump_json().encode(), outcome.counters, raw))
     client = aioredis.Redis(port=port)
     sync = redis.Redis(port=port)
-    store = ResultStore(client, prefix="bench:", windows=WINDOWS, **json.loads(os.environ.get("BENCH_STORE_KW", "{}")))
+    store = ResultStore(
+        client, prefix="bench:", windows=WINDOWS, **json.loads(os.environ.get("BENCH_STORE_KW", "{}"))
+    )
     new_api = hasattr(store, "keys")
-    await store.record_many([(items[0][0].model_copy(update={"id": "warm-up"}), b"x", None)])  # load the scripts
+    await store.record_many(
+        [(items[0][0].model_copy(update={"id": "warm-up"}), b"x", None)]
+    )  # load the scripts
     sync.config_resetstat()
     before = _info(sync)
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -152,7 +168,11 @@ async def _measure(events: int, batch: int, port: int, spread_s: float = 0.0, sp
     after = _info(sync)
     marks = 0
     if new_api:  # the results' TTL has passed: drop them as Redis would, then weigh the marks
-        for pattern in ("bench:*:res:*", "bench:*:rid:*", "bench:*:rb:*"):  # results and their id index: same horizon
+        for pattern in (
+            "bench:*:res:*",
+            "bench:*:rid:*",
+            "bench:*:rb:*",
+        ):  # results and their id index: same horizon
             for key in sync.scan_iter(match=pattern, count=10_000):
                 sync.delete(key)
         for key in sync.scan_iter(match="bench:*:mk:*", count=10_000):
@@ -161,11 +181,18 @@ async def _measure(events: int, batch: int, port: int, spread_s: float = 0.0, sp
     await client.aclose()
     n = float(events)
     cpu_us = (after["cpu"] - before["cpu"]) * 1e6 / n
-    return {"events": n, "redis_cpu_us": cpu_us, "events_per_core": 1e6 / cpu_us if cpu_us else float("inf"),
-            "commands": (after["calls"] - before["calls"]) / n, "bytes": (after["memory"] - before["memory"]) / n,
-            "bytes_after_horizon": (horizon["memory"] - before["memory"]) / n, "mark_bytes": marks / n,
-            "worker_cpu_us": worker_cpu * 1e6 / n, "record_rate": n / wall,
-            "by_command": {name: (calls / n, usec / n) for name, (calls, usec) in after["by_command"].items()}}  # fmt: skip
+    return {
+        "events": n,
+        "redis_cpu_us": cpu_us,
+        "events_per_core": 1e6 / cpu_us if cpu_us else float("inf"),
+        "commands": (after["calls"] - before["calls"]) / n,
+        "bytes": (after["memory"] - before["memory"]) / n,
+        "bytes_after_horizon": (horizon["memory"] - before["memory"]) / n,
+        "mark_bytes": marks / n,
+        "worker_cpu_us": worker_cpu * 1e6 / n,
+        "record_rate": n / wall,
+        "by_command": {name: (calls / n, usec / n) for name, (calls, usec) in after["by_command"].items()},
+    }
 
 
 async def _evaluated(events: int) -> list[Any]:
@@ -193,7 +220,9 @@ async def _measure_cluster(events: int, batch: int, ports: list[int], wait: int 
     client = connect(f"redis+cluster://127.0.0.1:{ports[0]}")
     nodes = [redis.Redis(port=p) for p in ports]
     store = ResultStore(client, prefix="bench:", windows=WINDOWS, wait_replicas=wait)
-    await store.record_many([(items[0][0].model_copy(update={"id": "warm-up"}), b"x", None)])  # load the scripts
+    await store.record_many(
+        [(items[0][0].model_copy(update={"id": "warm-up"}), b"x", None)]
+    )  # load the scripts
     before = [_info(node)["cpu"] for node in nodes]
     cpu0, wall0 = time.process_time(), time.perf_counter()
     for i in range(0, len(items), batch):
@@ -203,16 +232,36 @@ async def _measure_cluster(events: int, batch: int, ports: list[int], wait: int 
     counted = sum(a.count for a in await store.all_time())
     await client.aclose()
     n = float(events)
-    return {"events": n, "redis_cpu_us": sum(per_node), "busiest_node_us": max(per_node),
-            "worker_cpu_us": worker_cpu * 1e6 / n, "record_rate": n / wall, "counted": counted - 1.0}  # fmt: skip
+    return {
+        "events": n,
+        "redis_cpu_us": sum(per_node),
+        "busiest_node_us": max(per_node),
+        "worker_cpu_us": worker_cpu * 1e6 / n,
+        "record_rate": n / wall,
+        "counted": counted - 1.0,
+    }
 
 
 def _start_node(directory: str) -> tuple[int, subprocess.Popen[bytes]]:
     """One ``redis-server`` on a free loopback port, no persistence, answering PING once this returns."""
     server = shutil.which("redis-server") or "redis-server"
     port = _free_port()
-    proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", directory], stdout=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            server,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            directory,
+        ],
+        stdout=subprocess.DEVNULL,
+    )
     try:
         _wait_for(port)
     except BaseException:
@@ -222,7 +271,9 @@ def _start_node(directory: str) -> tuple[int, subprocess.Popen[bytes]]:
     return port, proc
 
 
-def _start_cluster(directory: str, masters: int = 3, replicas: int = 0) -> tuple[list[int], list[subprocess.Popen[bytes]]]:
+def _start_cluster(
+    directory: str, masters: int = 3, replicas: int = 0
+) -> tuple[list[int], list[subprocess.Popen[bytes]]]:
     """``masters`` cluster nodes with ``replicas`` each, no persistence (tests/cluster_support.py adds it)."""
     import redis
 
@@ -234,19 +285,52 @@ def _start_cluster(directory: str, masters: int = 3, replicas: int = 0) -> tuple
     procs = []
     for port in ports:
         os.makedirs(f"{directory}/{port}", exist_ok=True)
-        procs.append(subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled",
-                                       "yes", "--cluster-config-file", "nodes.conf", "--save", "", "--appendonly", "no",
-                                       "--dir", f"{directory}/{port}"], stdout=subprocess.DEVNULL))  # fmt: skip
+        procs.append(
+            subprocess.Popen(
+                [
+                    "redis-server",
+                    "--port",
+                    str(port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    f"{directory}/{port}",
+                ],
+                stdout=subprocess.DEVNULL,
+            )
+        )
     for port in ports:
         _wait_for(port)
-    subprocess.run(["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports), "--cluster-replicas", str(replicas),
-                    "--cluster-yes"], check=True, capture_output=True, timeout=60)  # fmt: skip
+    subprocess.run(
+        [
+            "redis-cli",
+            "--cluster",
+            "create",
+            *(f"127.0.0.1:{p}" for p in ports),
+            "--cluster-replicas",
+            str(replicas),
+            "--cluster-yes",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     deadline = time.monotonic() + 30
 
     def ready(port: int) -> bool:
         node = redis.Redis(port=port)
         role = node.info("replication")
-        return bool(node.cluster("info").get("cluster_state") == "ok" and role.get("master_link_status", "up") == "up")
+        return bool(
+            node.cluster("info").get("cluster_state") == "ok" and role.get("master_link_status", "up") == "up"
+        )
 
     while not all(ready(p) for p in ports):
         if time.monotonic() > deadline:
@@ -268,15 +352,31 @@ async def _measure_marks(events: int, port: int) -> dict[str, float]:
     store = ResultStore(client, prefix="bench:", windows=WINDOWS, redelivery_ttl_s=0)
     new_api = hasattr(store, "keys")
     stamp = format_time(time.time())
-    template = GradedResult(id="x", model="m", suite="s", score=0.5, passed=True, threshold=0.5, grade="pass",
-                            evaluators=[EvaluatorResult(name="ev", score=0.5, passed=True, weight=1)],
-                            event_time=stamp, evaluated_at=stamp, latency_ms=1.0, pipeline_version="bench")  # fmt: skip
+    template = GradedResult(
+        id="x",
+        model="m",
+        suite="s",
+        score=0.5,
+        passed=True,
+        threshold=0.5,
+        grade="pass",
+        evaluators=[EvaluatorResult(name="ev", score=0.5, passed=True, weight=1)],
+        event_time=stamp,
+        evaluated_at=stamp,
+        latency_ms=1.0,
+        pipeline_version="bench",
+    )
     cpu0 = float(sync.info("cpu")["used_cpu_user"]) + float(sync.info("cpu")["used_cpu_sys"])
     for first in range(0, events, 4096):
-        chunk = [(template.model_copy(update={"id": f"m{i}"}), b"", None) for i in range(first, min(events, first + 4096))]
+        chunk = [
+            (template.model_copy(update={"id": f"m{i}"}), b"", None)
+            for i in range(first, min(events, first + 4096))
+        ]
         await store.record_many([c if new_api else c[:3] for c in chunk])  # type: ignore[misc]
     cpu = float(sync.info("cpu")["used_cpu_user"]) + float(sync.info("cpu")["used_cpu_sys"]) - cpu0
-    marks = sum(int(sync.memory_usage(k, samples=0) or 0) for k in sync.scan_iter(match="bench:*:mk:*", count=10_000))
+    marks = sum(
+        int(sync.memory_usage(k, samples=0) or 0) for k in sync.scan_iter(match="bench:*:mk:*", count=10_000)
+    )
     await client.aclose()
     return {"events": float(events), "mark_bytes": marks / events, "redis_cpu_us": cpu * 1e6 / events}
 
@@ -318,26 +418,50 @@ def _child(args: argparse.Namespace) -> None:
 
 
 def _run(label: str, args: argparse.Namespace, code: Path | None, split: float = 0.0) -> dict[str, float]:
-    cmd = [sys.executable, __file__, "--child", "--events", str(args.events), "--batch", str(args.batch),
-           "--spread-s", str(args.spread_s), "--marks", str(args.marks), "--split", str(split)] + (
-           ["--cluster"] if "cluster" in label else []) + (["--wait", "1"] if "WAIT" in label else [])
+    cmd = (
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            "--events",
+            str(args.events),
+            "--batch",
+            str(args.batch),
+            "--spread-s",
+            str(args.spread_s),
+            "--marks",
+            str(args.marks),
+            "--split",
+            str(split),
+        ]
+        + (["--cluster"] if "cluster" in label else [])
+        + (["--wait", "1"] if "WAIT" in label else [])
+    )
     if code is not None:
         cmd += ["--code", str(code)]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"})
+    out = subprocess.run(
+        cmd, check=True, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"}
+    )
     figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     if "counted" in figures:
-        print(f"{label:>12}: recorded {figures['record_rate']:8,.0f} events/s, worker CPU {figures['worker_cpu_us']:6.1f} "
-              f"µs/event, Redis CPU {figures['redis_cpu_us']:5.1f} µs/event over the masters (busiest "
-              f"{figures['busiest_node_us']:.1f}), {figures['counted']:,.0f} of {figures['events']:,.0f} events counted")  # fmt: skip
+        print(
+            f"{label:>12}: recorded {figures['record_rate']:8,.0f} events/s, worker CPU {figures['worker_cpu_us']:6.1f} "
+            f"µs/event, Redis CPU {figures['redis_cpu_us']:5.1f} µs/event over the masters (busiest "
+            f"{figures['busiest_node_us']:.1f}), {figures['counted']:,.0f} of {figures['events']:,.0f} events counted"
+        )
         return figures
     if args.marks:
-        print(f"{label:>12}: marks {figures['mark_bytes']:5.1f} B/event for {args.marks:,} events of one pair "
-              f"(Redis CPU {figures['redis_cpu_us']:.1f} µs/event, batches of 4,096)")  # fmt: skip
+        print(
+            f"{label:>12}: marks {figures['mark_bytes']:5.1f} B/event for {args.marks:,} events of one pair "
+            f"(Redis CPU {figures['redis_cpu_us']:.1f} µs/event, batches of 4,096)"
+        )
         return figures
-    print(f"{label:>12}: Redis CPU {figures['redis_cpu_us']:7.1f} µs/event ({figures['events_per_core']:9,.0f} events/s per core), "
-          f"{figures['commands']:5.1f} commands/event, retained {figures['bytes']:7.0f} B/event, "
-          f"{figures['bytes_after_horizon']:6.0f} B/event after the redelivery horizon (marks {figures['mark_bytes']:.0f}), "
-          f"worker CPU {figures['worker_cpu_us']:6.1f} µs/event, recorded {figures.get('record_rate', 0):,.0f} events/s")  # fmt: skip
+    print(
+        f"{label:>12}: Redis CPU {figures['redis_cpu_us']:7.1f} µs/event ({figures['events_per_core']:9,.0f} events/s per core), "
+        f"{figures['commands']:5.1f} commands/event, retained {figures['bytes']:7.0f} B/event, "
+        f"{figures['bytes_after_horizon']:6.0f} B/event after the redelivery horizon (marks {figures['mark_bytes']:.0f}), "
+        f"worker CPU {figures['worker_cpu_us']:6.1f} µs/event, recorded {figures.get('record_rate', 0):,.0f} events/s"
+    )
     if args.profile:  # INFO commandstats: a script's time includes its inner commands' own
         for name, (calls, usec) in sorted(figures.get("by_command", {}).items(), key=lambda c: -c[1][1])[:12]:
             print(f"{'':>14}{name:<14} {calls:6.2f} calls/event {usec:6.2f} µs/event")
@@ -348,20 +472,41 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--spread-s", type=float, default=0.0,
-                        help="spread the event times over this many seconds before now (default 0: all now)")
-    parser.add_argument("--baseline", default="merge-base",
-                        help="git ref of the baseline (its stream/ directory); default: where this branch left main")
+    parser.add_argument(
+        "--spread-s",
+        type=float,
+        default=0.0,
+        help="spread the event times over this many seconds before now (default 0: all now)",
+    )
+    parser.add_argument(
+        "--baseline",
+        default="merge-base",
+        help="git ref of the baseline (its stream/ directory); default: where this branch left main",
+    )
     parser.add_argument("--no-baseline", action="store_true")
-    parser.add_argument("--split", type=float, default=0.0,
-                        help="also record each batch in two phases with this judged share (e.g. 0.25)")
-    parser.add_argument("--profile", action="store_true", help="also print each command's calls and time per event")
-    parser.add_argument("--cluster", action="store_true",
-                        help="instead: recording rate and CPU on one node against a 3-master Redis Cluster, and "
-                             "on 3 masters with a replica each, waiting for it (STREAMEVAL_REDIS_WAIT_REPLICAS=1)")
+    parser.add_argument(
+        "--split",
+        type=float,
+        default=0.0,
+        help="also record each batch in two phases with this judged share (e.g. 0.25)",
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="also print each command's calls and time per event"
+    )
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="instead: recording rate and CPU on one node against a 3-master Redis Cluster, and "
+        "on 3 masters with a replica each, waiting for it (STREAMEVAL_REDIS_WAIT_REPLICAS=1)",
+    )
     parser.add_argument("--wait", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--marks", type=int, default=0, metavar="N",
-                        help="instead: the idempotency marks' bytes per event for N events of one pair")
+    parser.add_argument(
+        "--marks",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: the idempotency marks' bytes per event for N events of one pair",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--code", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -369,40 +514,54 @@ def main() -> None:
         _child(args)
         return
     if args.cluster and not args.child:
-        print(f"{args.events} events, demo suites, windows {','.join(map(str, WINDOWS))}, batches of {args.batch}")
+        print(
+            f"{args.events} events, demo suites, windows {','.join(map(str, WINDOWS))}, batches of {args.batch}"
+        )
         one = _run("one node", args, None)
         three = _run("3-master cluster", args, None)
         waiting = _run("cluster with replicas, WAIT 1", args, None)
-        print(f"{'ratio':>12}: recording rate {three['record_rate'] / one['record_rate']:.3f}x, "
-              f"worker CPU {three['worker_cpu_us'] / one['worker_cpu_us']:.3f}x; with replicas and WAIT 1 "
-              f"against the cluster without: recording rate {waiting['record_rate'] / three['record_rate']:.3f}x, "
-              f"worker CPU {waiting['worker_cpu_us'] / three['worker_cpu_us']:.3f}x")
+        print(
+            f"{'ratio':>12}: recording rate {three['record_rate'] / one['record_rate']:.3f}x, "
+            f"worker CPU {three['worker_cpu_us'] / one['worker_cpu_us']:.3f}x; with replicas and WAIT 1 "
+            f"against the cluster without: recording rate {waiting['record_rate'] / three['record_rate']:.3f}x, "
+            f"worker CPU {waiting['worker_cpu_us'] / three['worker_cpu_us']:.3f}x"
+        )
         return
     if not args.marks:
-        print(f"{args.events} events, demo suites, windows {','.join(map(str, WINDOWS))}, batches of {args.batch}"
-              + (f", event times over {args.spread_s:g} s" if args.spread_s else ""))
+        print(
+            f"{args.events} events, demo suites, windows {','.join(map(str, WINDOWS))}, batches of {args.batch}"
+            + (f", event times over {args.spread_s:g} s" if args.spread_s else "")
+        )
     base = None
     if args.baseline == "merge-base":
-        merge_base = subprocess.run(["git", "-C", str(ROOT), "merge-base", "HEAD", "main"], capture_output=True, text=True)
+        merge_base = subprocess.run(
+            ["git", "-C", str(ROOT), "merge-base", "HEAD", "main"], capture_output=True, text=True
+        )
         args.baseline = merge_base.stdout.strip()[:12] or "main"
     if not args.no_baseline:
         with tempfile.TemporaryDirectory(prefix="redis-cost-base-") as tmp:
-            archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline, "stream"], check=True, capture_output=True)
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", args.baseline, "stream"], check=True, capture_output=True
+            )
             subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
             base = _run(f"{args.baseline}", args, Path(tmp) / "stream")
     ours = _run("this", args, None)
     if base is not None and args.marks:
         print(f"{'ratio':>12}: marks {ours['mark_bytes'] / base['mark_bytes']:.3f}x")
     elif base is not None:
-        print(f"{'ratio':>12}: Redis CPU {ours['redis_cpu_us'] / base['redis_cpu_us']:.3f}x, "
-              f"commands {ours['commands'] / base['commands']:.3f}x, "
-              f"retained after the horizon {ours['bytes_after_horizon'] / base['bytes_after_horizon']:.3f}x, "
-              f"worker CPU {ours['worker_cpu_us'] / base['worker_cpu_us']:.3f}x")  # fmt: skip
+        print(
+            f"{'ratio':>12}: Redis CPU {ours['redis_cpu_us'] / base['redis_cpu_us']:.3f}x, "
+            f"commands {ours['commands'] / base['commands']:.3f}x, "
+            f"retained after the horizon {ours['bytes_after_horizon'] / base['bytes_after_horizon']:.3f}x, "
+            f"worker CPU {ours['worker_cpu_us'] / base['worker_cpu_us']:.3f}x"
+        )
     if args.split:
         two = _run(f"2 phases {args.split:g}", args, None, args.split)
-        print(f"{'ratio':>12}: two phases / one call per batch: Redis CPU {two['redis_cpu_us'] / ours['redis_cpu_us']:.3f}x, "
-              f"commands {two['commands'] / ours['commands']:.3f}x, "
-              f"worker CPU {two['worker_cpu_us'] / ours['worker_cpu_us']:.3f}x")  # fmt: skip
+        print(
+            f"{'ratio':>12}: two phases / one call per batch: Redis CPU {two['redis_cpu_us'] / ours['redis_cpu_us']:.3f}x, "
+            f"commands {two['commands'] / ours['commands']:.3f}x, "
+            f"worker CPU {two['worker_cpu_us'] / ours['worker_cpu_us']:.3f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -20,10 +20,12 @@ from streameval.models import RequestEvent
 
 PY = "def evaluate(input, output, expected, metadata):\n    return {'passed': len(output) > 3, 'score': min(1.0, len(output) / 100)}\n"
 JS = "module.exports = async function (input, output) { return { passed: output.length > 3, score: Math.min(1, output.length / 100) }; };"
-JS_LODASH = ("const _ = require('lodash');\nmodule.exports = async function (input, output, expected, metadata) {\n"
-             "  const found = metadata.keywords.filter((k) => output.includes(k));\n"
-             "  return { passed: true, score: found.length / metadata.keywords.length,"
-             " details: { missing: _.difference(metadata.keywords, found) } };\n};")  # fmt: skip
+JS_LODASH = (
+    "const _ = require('lodash');\nmodule.exports = async function (input, output, expected, metadata) {\n"
+    "  const found = metadata.keywords.filter((k) => output.includes(k));\n"
+    "  return { passed: true, score: found.length / metadata.keywords.length,"
+    " details: { missing: _.difference(metadata.keywords, found) } };\n};"
+)
 
 JS_AJV = (
     "const Ajv = require('ajv');\nconst ajv = new Ajv();\n"
@@ -84,7 +86,11 @@ def main() -> None:
     print(f"baseline: fresh `node -e 0` per call p50 {node_base:.1f} ms")
     report("nodejs warm (fresh vm context)", asyncio.run(warm("nodejs", JS, calls)), node_base)
     report("nodejs warm + require('lodash')", asyncio.run(warm("nodejs", JS_LODASH, calls)), node_base)
-    report("nodejs warm + ajv (separate realm)", asyncio.run(warm("nodejs", JS_AJV, max(20, calls // 10))), node_base)
+    report(
+        "nodejs warm + ajv (separate realm)",
+        asyncio.run(warm("nodejs", JS_AJV, max(20, calls // 10))),
+        node_base,
+    )
 
 
 if __name__ == "__main__":

@@ -35,7 +35,9 @@ def false_alarms(cfg: ScoreShiftConfig, kind: str, events: int, per_window: int,
     return alarms
 
 
-def delays(cfg: ScoreShiftConfig, kind: str, shift: float, per_window: int, runs: int, seed: int) -> list[int]:
+def delays(
+    cfg: ScoreShiftConfig, kind: str, shift: float, per_window: int, runs: int, seed: int
+) -> list[int]:
     """Events from the shift to the alarm, over ``runs`` runs; a run with a false alarm before its shift
     (the reference is then learnt again, from the shifted data) is replaced by the next seed."""
     out: list[int] = []
@@ -66,15 +68,19 @@ def main() -> None:
     parser.add_argument("--per-window", type=int, default=20, help="events per window")
     parser.add_argument("--runs", type=int, default=200, help="shifted runs per delay row")
     args = parser.parse_args()
-    print(f"{'scores':>9} {'arl':>9} {'shift':>5} {'h (σ0=0.15)':>11} {'false alarms':>13} {'delay median':>12} {'p95':>6} {'max':>6}")
+    print(
+        f"{'scores':>9} {'arl':>9} {'shift':>5} {'h (σ0=0.15)':>11} {'false alarms':>13} {'delay median':>12} {'p95':>6} {'max':>6}"
+    )
     for kind in ("beta", "bernoulli"):
         for arl in (10_000, 1_000_000):
             cfg = ScoreShiftConfig(window=60, arl=arl)
             alarms = false_alarms(cfg, kind, args.events, args.per_window, seed=1)
             got = sorted(delays(cfg, kind, 0.1, args.per_window, args.runs, seed=2))
             h = cusum_h(0.1 / (2 * 0.15), float(arl))
-            print(f"{kind:>9} {arl:>9} {0.1:>5} {h:>11.2f} {alarms:>6} / {args.events / 1e6:g}M "
-                  f"{statistics.median(got):>12.0f} {got[int(0.95 * len(got)) - 1]:>6} {got[-1]:>6}")
+            print(
+                f"{kind:>9} {arl:>9} {0.1:>5} {h:>11.2f} {alarms:>6} / {args.events / 1e6:g}M "
+                f"{statistics.median(got):>12.0f} {got[int(0.95 * len(got)) - 1]:>6} {got[-1]:>6}"
+            )
 
 
 if __name__ == "__main__":

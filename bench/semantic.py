@@ -62,11 +62,15 @@ def _text(rng: random.Random, sentences: list[str], tokens: int, count_tokens: o
 
 
 def _suite(evaluator: str) -> Pipeline:
-    text = yaml.safe_dump({"suites": [{"name": "s", "default": True, "evaluators": [{"evaluator": evaluator}]}]})
+    text = yaml.safe_dump(
+        {"suites": [{"name": "s", "default": True, "evaluators": [{"evaluator": evaluator}]}]}
+    )
     return Pipeline(parse_config_text(text)[1])
 
 
-def _rate(pipeline: Pipeline, batches: list[list[tuple[bytes, Source]]], min_cpu_s: float) -> tuple[float, float]:
+def _rate(
+    pipeline: Pipeline, batches: list[list[tuple[bytes, Source]]], min_cpu_s: float
+) -> tuple[float, float]:
     """(events per CPU second, events per wall second) over whole passes of ``batches``, at least ``min_cpu_s``."""
     events = 0
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -97,8 +101,10 @@ def main() -> None:
 
     rng = random.Random(7)
     sentences = _sentences()
-    print(f"model load: {load_wall * 1000:.0f} ms wall, {load_cpu * 1000:.0f} ms CPU "
-          f"(config parse + tokenizer + memory-mapped weights); first pass {first_wall * 1000:.0f} ms")  # fmt: skip
+    print(
+        f"model load: {load_wall * 1000:.0f} ms wall, {load_cpu * 1000:.0f} ms CPU "
+        f"(config parse + tokenizer + memory-mapped weights); first pass {first_wall * 1000:.0f} ms"
+    )
     print(f"{'tokens':>6} {'semantic/s/core':>16} {'wall/s':>8} {'levenshtein/s/core':>19} {'ratio':>7}")
     peak = loaded
     for tokens in (32, 128, 256):
@@ -108,17 +114,25 @@ def main() -> None:
             for i in range(args.batch):
                 output = _text(rng, sentences, tokens, lambda t: len(encoder.tokens(t)))
                 expected = _text(rng, sentences, tokens, lambda t: len(encoder.tokens(t)))
-                doc = {"id": f"{tokens}-{b}-{i}", "model": "m", "input": "q", "output": output, "expected": expected}
+                doc = {
+                    "id": f"{tokens}-{b}-{i}",
+                    "model": "m",
+                    "input": "q",
+                    "output": output,
+                    "expected": expected,
+                }
                 batch.append((orjson.dumps(doc), Source()))
             batches.append(batch)
         sem_cpu, sem_wall = _rate(semantic, batches, args.cpu_s)
         lev_cpu, _ = _rate(levenshtein, batches, min(1.0, args.cpu_s))
         peak = max(peak, _rss_kb(), key=lambda r: r["VmRSS"])
         print(f"{tokens:>6} {sem_cpu:>16.1f} {sem_wall:>8.1f} {lev_cpu:>19.0f} {lev_cpu / sem_cpu:>6.0f}x")
-    print(f"RSS: {before['VmRSS'] / 1024:.0f} MB before the model; +{(loaded['VmRSS'] - before['VmRSS']) / 1024:.0f} MB "
-          f"after loading; peak +{(peak['VmRSS'] - before['VmRSS']) / 1024:.0f} MB "
-          f"(of which file-backed, shared between processes: {(peak['RssFile'] - before['RssFile']) / 1024:.0f} MB; "
-          f"anonymous: {(peak['RssAnon'] - before['RssAnon']) / 1024:.0f} MB), batches of {args.batch}")  # fmt: skip
+    print(
+        f"RSS: {before['VmRSS'] / 1024:.0f} MB before the model; +{(loaded['VmRSS'] - before['VmRSS']) / 1024:.0f} MB "
+        f"after loading; peak +{(peak['VmRSS'] - before['VmRSS']) / 1024:.0f} MB "
+        f"(of which file-backed, shared between processes: {(peak['RssFile'] - before['RssFile']) / 1024:.0f} MB; "
+        f"anonymous: {(peak['RssAnon'] - before['RssAnon']) / 1024:.0f} MB), batches of {args.batch}"
+    )
 
 
 if __name__ == "__main__":

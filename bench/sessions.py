@@ -77,9 +77,16 @@ def conversations(n: int, gap: float, seed: int) -> tuple[list[tuple[float, byte
         for i in range(rng.randint(5, 20)):
             t += rng.uniform(0.1, gap / 2)
             answer = rng.choice(["Paris", "Paris.", "Lyon", "paris"])
-            event = {"id": f"c{c}-t{i}", "model": f"m{c % 3}", "input": f"question {i} of conversation {c}",
-                     "output": answer, "expected": "Paris", "timestamp": format_time(t), "category": "qa_simple",
-                     "metadata": {"conversation_id": f"conv-{c}", "domain": rng.choice(["geo", "history"])}}  # fmt: skip
+            event = {
+                "id": f"c{c}-t{i}",
+                "model": f"m{c % 3}",
+                "input": f"question {i} of conversation {c}",
+                "output": answer,
+                "expected": "Paris",
+                "timestamp": format_time(t),
+                "category": "qa_simple",
+                "metadata": {"conversation_id": f"conv-{c}", "domain": rng.choice(["geo", "history"])},
+            }
             out.append((t + rng.uniform(0, gap / 2), orjson.dumps(event), f"conv-{c}"))
     out.sort(key=lambda x: x[0])
     return out, len(out)
@@ -108,8 +115,13 @@ async def used_memory(client: aioredis.Redis) -> int:
     return int((await client.info("memory"))["used_memory"])
 
 
-async def run_events(client: aioredis.Redis, text: str, prefix: str, batches: list[list[tuple[bytes, Source]]],
-                     with_sessions: bool) -> tuple[float, float, int, Any]:  # fmt: skip
+async def run_events(
+    client: aioredis.Redis,
+    text: str,
+    prefix: str,
+    batches: list[list[tuple[bytes, Source]]],
+    with_sessions: bool,
+) -> tuple[float, float, int, Any]:
     """Worker CPU s, Redis CPU s and memory delta of processing every batch; and the parts for closing."""
     _, suites = parse_config_text(text)
     pipeline = Pipeline(suites)
@@ -130,9 +142,14 @@ async def run_events(client: aioredis.Redis, text: str, prefix: str, batches: li
     if PROFILE:
         events = sum(len(b) for b in batches)
         stats = await client.info("commandstats")
-        print(("sessions" if with_sessions else "plain") + ": " + ", ".join(
-            f"{k[8:]} {v['calls'] / events:.2f}/event {v['usec'] / events:.1f} µs"
-            for k, v in sorted(stats.items(), key=lambda kv: -kv[1]["usec"])[:6]))  # fmt: skip
+        print(
+            ("sessions" if with_sessions else "plain")
+            + ": "
+            + ", ".join(
+                f"{k[8:]} {v['calls'] / events:.2f}/event {v['usec'] / events:.1f} µs"
+                for k, v in sorted(stats.items(), key=lambda kv: -kv[1]["usec"])[:6]
+            )
+        )
     return worker, redis, await used_memory(client) - memory, (pipeline, store, state, suites)
 
 
@@ -161,9 +178,15 @@ async def close_all(
     delay = sorted(at - deadlines[r.key] for at, r in published)
     since_last = sorted(at - arrivals[r.key] for at, r in published)
     q = lambda xs, p: xs[min(len(xs) - 1, int(p * len(xs)))]  # noqa: E731
-    return {"closed": len(published), "delay_p50": q(delay, 0.5), "delay_p99": q(delay, 0.99),
-            "since_last_p50": q(since_last, 0.5), "since_last_p99": q(since_last, 0.99),
-            "worker_us": worker / max(1, len(published)) * 1e6, "redis_us": redis / max(1, len(published)) * 1e6}  # fmt: skip
+    return {
+        "closed": len(published),
+        "delay_p50": q(delay, 0.5),
+        "delay_p99": q(delay, 0.99),
+        "since_last_p50": q(since_last, 0.5),
+        "since_last_p99": q(since_last, 0.99),
+        "worker_us": worker / max(1, len(published)) * 1e6,
+        "redis_us": redis / max(1, len(published)) * 1e6,
+    }
 
 
 async def closer_with_open(client: aioredis.Redis, parts: Any, prefix: str, n: int) -> dict[str, float]:
@@ -180,8 +203,11 @@ async def closer_with_open(client: aioredis.Redis, parts: Any, prefix: str, n: i
         cpu, redis0, wall = time.process_time(), await redis_cpu(client), time.perf_counter()
         for _ in range(runs):
             await closer.run_once(send)
-        return ((time.process_time() - cpu) / runs * 1e6, (await redis_cpu(client) - redis0) / runs * 1e6,
-                (time.perf_counter() - wall) / runs * 1e3)  # fmt: skip
+        return (
+            (time.process_time() - cpu) / runs * 1e6,
+            (await redis_cpu(client) - redis0) / runs * 1e6,
+            (time.perf_counter() - wall) / runs * 1e3,
+        )
 
     empty = await one_run()
     future = time.time() + 86400
@@ -196,8 +222,15 @@ async def closer_with_open(client: aioredis.Redis, parts: Any, prefix: str, n: i
                 pipe.execute_command("ZADD", state.keys.due(shard), *values)
             await pipe.execute()
     full = await one_run()
-    return {"open": n, "empty_worker_us": empty[0], "empty_redis_us": empty[1], "empty_ms": empty[2],
-            "full_worker_us": full[0], "full_redis_us": full[1], "full_ms": full[2]}  # fmt: skip
+    return {
+        "open": n,
+        "empty_worker_us": empty[0],
+        "empty_redis_us": empty[1],
+        "empty_ms": empty[2],
+        "full_worker_us": full[0],
+        "full_redis_us": full[1],
+        "full_ms": full[2],
+    }
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -222,26 +255,34 @@ async def main_async(args: argparse.Namespace) -> None:
                 for conv, value in zip(keys, await pipe.execute(), strict=True):
                     arrivals[conv] = float(value)
             n = args.conversations
-            print(f"{n} conversations, {turns} turns ({turns / n:.1f} per conversation), {args.partitions} partitions, "
-                  f"batches of {args.batch}, gap_s {args.gap_s}, out of order by up to gap_s/2")  # fmt: skip
+            print(
+                f"{n} conversations, {turns} turns ({turns / n:.1f} per conversation), {args.partitions} partitions, "
+                f"batches of {args.batch}, gap_s {args.gap_s}, out of order by up to gap_s/2"
+            )
             pw, pr = plain[0] / turns * 1e6, plain[1] / turns * 1e6
             sw, sr = sess[0] / turns * 1e6, sess[1] / turns * 1e6
             print(f"Redis CPU per event:  plain {pr:7.1f} µs   turn {sr:7.1f} µs   ratio {sr / pr:.2f}x")
             print(f"worker CPU per event: plain {pw:7.1f} µs   turn {sw:7.1f} µs   ratio {sw / pw:.2f}x")
-            print(f"bytes per open session: {(sess[2] - plain[2]) / n:.0f} "
-                  f"(sessions run {sess[2] / n:.0f} per conversation, plain run {plain[2] / n:.0f})")  # fmt: skip
+            print(
+                f"bytes per open session: {(sess[2] - plain[2]) / n:.0f} "
+                f"(sessions run {sess[2] / n:.0f} per conversation, plain run {plain[2] / n:.0f})"
+            )
             closing = await close_all(client, sess[3], n, arrivals)
-            print(f"closing {closing['closed']} sessions: deadline -> published p50 {closing['delay_p50']:.2f} s, "
-                  f"p99 {closing['delay_p99']:.2f} s; last turn -> published p50 {closing['since_last_p50']:.2f} s, "
-                  f"p99 {closing['since_last_p99']:.2f} s; closer CPU per session: worker {closing['worker_us']:.0f} µs, "
-                  f"Redis {closing['redis_us']:.0f} µs")  # fmt: skip
+            print(
+                f"closing {closing['closed']} sessions: deadline -> published p50 {closing['delay_p50']:.2f} s, "
+                f"p99 {closing['delay_p99']:.2f} s; last turn -> published p50 {closing['since_last_p50']:.2f} s, "
+                f"p99 {closing['since_last_p99']:.2f} s; closer CPU per session: worker {closing['worker_us']:.0f} µs, "
+                f"Redis {closing['redis_us']:.0f} µs"
+            )
             if args.open:
                 o = await closer_with_open(client, sess[3], "sess:", args.open)
-                print(f"closer run, nothing due: empty index {o['empty_ms']:.2f} ms (worker {o['empty_worker_us']:.0f} µs, "
-                      f"Redis {o['empty_redis_us']:.0f} µs); {o['open']} open sessions {o['full_ms']:.2f} ms "
-                      f"(worker {o['full_worker_us']:.0f} µs, Redis {o['full_redis_us']:.0f} µs); "
-                      f"ratio {o['full_ms'] / o['empty_ms']:.2f}x wall, "
-                      f"{o['full_redis_us'] / max(o['empty_redis_us'], 1e-9):.2f}x Redis CPU")  # fmt: skip
+                print(
+                    f"closer run, nothing due: empty index {o['empty_ms']:.2f} ms (worker {o['empty_worker_us']:.0f} µs, "
+                    f"Redis {o['empty_redis_us']:.0f} µs); {o['open']} open sessions {o['full_ms']:.2f} ms "
+                    f"(worker {o['full_worker_us']:.0f} µs, Redis {o['full_redis_us']:.0f} µs); "
+                    f"ratio {o['full_ms'] / o['empty_ms']:.2f}x wall, "
+                    f"{o['full_redis_us'] / max(o['empty_redis_us'], 1e-9):.2f}x Redis CPU"
+                )
         finally:
             await client.aclose()
             proc.terminate()

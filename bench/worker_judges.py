@@ -43,17 +43,33 @@ from streameval.kafka_io import Record, ensure_topics, produce
 
 
 def _events(count: int, tag: str) -> list[bytes]:
-    return [orjson.dumps({"id": f"{tag}-{n}", "model": "bench-model", "input": "What is the capital of France?",
-                          "output": f"The capital of France is Paris ({tag} {n}).", "expected": "Paris",
-                          "category": "qa_simple"}) for n in range(count)]  # fmt: skip
+    return [
+        orjson.dumps(
+            {
+                "id": f"{tag}-{n}",
+                "model": "bench-model",
+                "input": "What is the capital of France?",
+                "output": f"The capital of France is Paris ({tag} {n}).",
+                "expected": "Paris",
+                "category": "qa_simple",
+            }
+        )
+        for n in range(count)
+    ]
 
 
-async def _worker_rate(bootstrap: str, redis_url: str, sim: Sim, c: int, count: int, pythonpath: str | None) -> tuple[float, float]:
+async def _worker_rate(
+    bootstrap: str, redis_url: str, sim: Sim, c: int, count: int, pythonpath: str | None
+) -> tuple[float, float]:
     """(events/s, simulator CPU seconds per request) of one worker at max_concurrency ``c``."""
-    config = write_config({
-        "judges": [{**j, "max_concurrency": c} for j in demo_judges(sim.url)],
-        "suites": [{"name": "judged", "default": True, "evaluators": [{"evaluator": "exact_match"}], "judge": {}}],
-    })  # fmt: skip
+    config = write_config(
+        {
+            "judges": [{**j, "max_concurrency": c} for j in demo_judges(sim.url)],
+            "suites": [
+                {"name": "judged", "default": True, "evaluators": [{"evaluator": "exact_match"}], "judge": {}}
+            ],
+        }
+    )
     run_id = uuid.uuid4().hex[:6]
     topics = topic_names(run_id)
     await ensure_topics(bootstrap, topics.values(), partitions=1)
@@ -73,15 +89,18 @@ async def _worker_rate(bootstrap: str, redis_url: str, sim: Sim, c: int, count: 
         await produce(bootstrap, topics["requests"], measured)
 
     env = {"PYTHONPATH": pythonpath} if pythonpath else None
-    await run_workers(bootstrap, redis_url, topics, len(warm) + count, config, on_record=record, started=started,
-                      env=env)  # fmt: skip
+    await run_workers(
+        bootstrap, redis_url, topics, len(warm) + count, config, on_record=record, started=started, env=env
+    )
     sim_cpu = sim.cpu_s() - clock["cpu"]
     return count / (max(evaluated) - clock["t0"]), sim_cpu / (3 * count)
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--concurrency", default="16,32,64,128", help="max_concurrency of each judge, comma-separated")
+    parser.add_argument(
+        "--concurrency", default="16,32,64,128", help="max_concurrency of each judge, comma-separated"
+    )
     parser.add_argument("--latency-ms", type=float, default=200.0)
     parser.add_argument("--latency-dist", choices=["fixed", "uniform", "exponential"], default="fixed")
     parser.add_argument("--latency-spread-ms", type=float, default=0.0, help="for --latency-dist uniform")
@@ -105,21 +124,31 @@ async def main() -> None:
                 measured = []
                 for label, path in variants:
                     step(f"C={c}: {label} worker, {count} events")
-                    measured.append((label, *await _worker_rate(broker.bootstrap, redis_url, sim, c, count, path)))
+                    measured.append(
+                        (label, *await _worker_rate(broker.bootstrap, redis_url, sim, c, count, path))
+                    )
                 step(f"C={c}: ceiling again")
                 ceilings.append((await bare_ceiling(sim.url, bodies, 3 * c, args.ceiling_seconds))[0] / 3)
-                step(f"C={c}: ceilings {', '.join(f'{v:.0f}' for v in ceilings)} events/s; the higher is used")
+                step(
+                    f"C={c}: ceilings {', '.join(f'{v:.0f}' for v in ceilings)} events/s; the higher is used"
+                )
                 rows += [(c, label, ideal, max(ceilings), rate, sim_cpu) for label, rate, sim_cpu in measured]
     finally:
         sim.stop()
         if embedded:
             embedded.stop()
-    print(f"3 simulated judges, latency {args.latency_ms:g} ms ({args.latency_dist}"
-          f"{f' +/- {args.latency_spread_ms:g}' if args.latency_dist == 'uniform' else ''}), one simulator process")
-    print("   C  code     ideal/s  ceiling/s  worker/s  worker/ideal  worker/ceiling  ceiling/ideal  sim us/req  sim core")
+    print(
+        f"3 simulated judges, latency {args.latency_ms:g} ms ({args.latency_dist}"
+        f"{f' +/- {args.latency_spread_ms:g}' if args.latency_dist == 'uniform' else ''}), one simulator process"
+    )
+    print(
+        "   C  code     ideal/s  ceiling/s  worker/s  worker/ideal  worker/ceiling  ceiling/ideal  sim us/req  sim core"
+    )
     for c, label, ideal, ceiling, rate, sim_cpu in rows:
-        print(f"{c:4d}  {label:7s} {ideal:8.0f} {ceiling:10.0f} {rate:9.0f} {rate / ideal:13.3f} {rate / ceiling:15.3f} "
-              f"{ceiling / ideal:14.3f} {sim_cpu * 1e6:11.0f} {sim_cpu * 3 * rate:9.2f}")
+        print(
+            f"{c:4d}  {label:7s} {ideal:8.0f} {ceiling:10.0f} {rate:9.0f} {rate / ideal:13.3f} {rate / ceiling:15.3f} "
+            f"{ceiling / ideal:14.3f} {sim_cpu * 1e6:11.0f} {sim_cpu * 3 * rate:9.2f}"
+        )
     print("target: worker/ideal >= 0.9; the simulator alone serves ~1 / (sim us/req) requests/s per core")
 
 

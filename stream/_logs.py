@@ -19,7 +19,9 @@ SUMMARY_INTERVAL_S = 30.0
 class RepeatSummary(logging.Filter):
     """Rate-limit records with the same message template (``record.msg``) at WARNING and above."""
 
-    def __init__(self, interval_s: float = SUMMARY_INTERVAL_S, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, interval_s: float = SUMMARY_INTERVAL_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         super().__init__()
         self.interval_s = interval_s
         self.clock = clock
@@ -47,13 +49,22 @@ class RepeatSummary(logging.Filter):
 #: aiokafka's modules that log per failed attempt while a broker is away (a logger's filter does not
 #: see its children's records, so each is named)
 AIOKAFKA_LOGGERS = (
-    "aiokafka", "aiokafka.conn", "aiokafka.cluster", "aiokafka.consumer.fetcher",
-    "aiokafka.consumer.group_coordinator", "aiokafka.consumer.consumer", "aiokafka.producer.sender",
-    "aiokafka.producer.producer", "aiokafka.admin.client", "faust.transport.drivers.aiokafka",
-)  # fmt: skip
+    "aiokafka",
+    "aiokafka.conn",
+    "aiokafka.cluster",
+    "aiokafka.consumer.fetcher",
+    "aiokafka.consumer.group_coordinator",
+    "aiokafka.consumer.consumer",
+    "aiokafka.producer.sender",
+    "aiokafka.producer.producer",
+    "aiokafka.admin.client",
+    "faust.transport.drivers.aiokafka",
+)
 
 
-def install_repeat_summary(names: tuple[str, ...] = AIOKAFKA_LOGGERS, interval_s: float = SUMMARY_INTERVAL_S) -> None:
+def install_repeat_summary(
+    names: tuple[str, ...] = AIOKAFKA_LOGGERS, interval_s: float = SUMMARY_INTERVAL_S
+) -> None:
     """Add one :class:`RepeatSummary` to each named logger (idempotent)."""
     for name in names:
         logger = logging.getLogger(name)

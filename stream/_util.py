@@ -52,7 +52,7 @@ def redact_url(url: str) -> str:
 
 
 def unknown_name(kind: str, name: str, known: Iterable[str]) -> str:
-    """"unknown <kind> 'x'; did you mean 'y'?" when a known name is close, else the list of known names."""
+    """ "unknown <kind> 'x'; did you mean 'y'?" when a known name is close, else the list of known names."""
     names = sorted(set(known))
     close = difflib.get_close_matches(name, names, n=2, cutoff=0.6)
     if close:

@@ -32,13 +32,30 @@ from .errors import ConfigError, ConfigIssue
 from .labels import lowest_kappa
 from .models import Aggregate, Alert
 
-__all__ = ["HUMAN_MIN_LABELS", "METRICS", "AlertRule", "Metric", "build_alert", "check_alert_windows", "figures", "fires",
-           "human_agreement", "metric_value"]
+__all__ = [
+    "HUMAN_MIN_LABELS",
+    "METRICS",
+    "AlertRule",
+    "Metric",
+    "build_alert",
+    "check_alert_windows",
+    "figures",
+    "fires",
+    "human_agreement",
+    "metric_value",
+]
 
 Metric = Literal[
-    "mean_score", "pass_rate", "alpha", "judge_drift", "dead_letter_rate", "judge_error_rate",
-    "p95_latency_ms", "consistency", "human_agreement",
-]  # fmt: skip
+    "mean_score",
+    "pass_rate",
+    "alpha",
+    "judge_drift",
+    "dead_letter_rate",
+    "judge_error_rate",
+    "p95_latency_ms",
+    "consistency",
+    "human_agreement",
+]
 
 #: ``human_agreement`` reads a rater's kappa only with at least this many labels, unless the rule says
 #: otherwise (``min_labels``): fewer pass/fail pairs give a kappa too noisy to alert on
@@ -51,6 +68,7 @@ def human_agreement(aggregate: Aggregate, min_labels: int = HUMAN_MIN_LABELS) ->
     if aggregate.human is None:
         return None
     return lowest_kappa(aggregate.human, min_labels)
+
 
 #: metric name -> how it is read off a window's aggregate (docs/statistics.md defines each figure)
 METRICS: dict[str, Callable[[Aggregate], float | None]] = {
@@ -66,26 +84,38 @@ METRICS: dict[str, Callable[[Aggregate], float | None]] = {
 }
 
 _COMPARE: dict[str, Callable[[float, float], bool]] = {
-    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-}  # fmt: skip
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
 
 
 class AlertRule(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$",
-                      description="unique rule name (in alerts and Redis keys)")
+    name: str = Field(
+        min_length=1,
+        max_length=128,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="unique rule name (in alerts and Redis keys)",
+    )
     metric: Metric = Field(description="what to watch: " + ", ".join(METRICS))
     comparator: Literal["<", "<=", ">", ">="] = Field(description="fire when value <comparator> threshold")
     threshold: float
     window: int = Field(gt=0, description="window size in seconds; must be one of STREAMEVAL_WINDOWS")
-    min_count: int = Field(default=1, ge=0, description="events the window needs before the rule is evaluated")
+    min_count: int = Field(
+        default=1, ge=0, description="events the window needs before the rule is evaluated"
+    )
     severity: Literal["info", "warning", "critical"] = "warning"
     cooldown_s: int = Field(default=0, ge=0, description="quiet time per model x suite after firing, seconds")
     suites: list[str] | None = Field(default=None, min_length=1, description="suite name globs; none: all")
     models: list[str] | None = Field(default=None, min_length=1, description="model name globs; none: all")
-    min_labels: int = Field(default=HUMAN_MIN_LABELS, ge=1,
-                            description="human_agreement: labels a rater needs in the window before its kappa counts")
+    min_labels: int = Field(
+        default=HUMAN_MIN_LABELS,
+        ge=1,
+        description="human_agreement: labels a rater needs in the window before its kappa counts",
+    )
 
     def applies(self, model: str, suite: str) -> bool:
         return _glob(suite, self.suites) and _glob(model, self.models)
@@ -95,14 +125,20 @@ def _glob(value: str, patterns: list[str] | None) -> bool:
     return patterns is None or any(fnmatch.fnmatchcase(value, p) for p in patterns)
 
 
-def check_alert_windows(rules: Sequence[AlertRule], windows: Sequence[int], *, file: str = "<config>") -> None:
+def check_alert_windows(
+    rules: Sequence[AlertRule], windows: Sequence[int], *, file: str = "<config>"
+) -> None:
     """Raise :class:`ConfigError` (path ``alerts[i].window``) for each rule whose window is not kept."""
     kept = ", ".join(map(str, windows))
     issues = [
-        ConfigIssue(file=file, path=f"alerts[{i}].window",
-                    message=f"window {r.window} is not one of the kept windows (STREAMEVAL_WINDOWS={kept})")
-        for i, r in enumerate(rules) if r.window not in windows
-    ]  # fmt: skip
+        ConfigIssue(
+            file=file,
+            path=f"alerts[{i}].window",
+            message=f"window {r.window} is not one of the kept windows (STREAMEVAL_WINDOWS={kept})",
+        )
+        for i, r in enumerate(rules)
+        if r.window not in windows
+    ]
     if issues:
         raise ConfigError(issues)
 
@@ -117,8 +153,11 @@ def fires(rule: AlertRule, aggregate: Aggregate) -> float | None:
         return None
     if aggregate.count < rule.min_count:
         return None
-    value = (human_agreement(aggregate, rule.min_labels) if rule.metric == "human_agreement"
-             else metric_value(rule.metric, aggregate))  # fmt: skip
+    value = (
+        human_agreement(aggregate, rule.min_labels)
+        if rule.metric == "human_agreement"
+        else metric_value(rule.metric, aggregate)
+    )
     if value is None or not _COMPARE[rule.comparator](value, rule.threshold):
         return None
     return value
@@ -138,16 +177,33 @@ def build_alert(
 
     ``examples``: ids of the window's lowest-scored results (the first 3 are kept).
     """
-    alert_id = f"{rule.name}:{aggregate.window.size_s}:{aggregate.window.start}:{aggregate.model}:{aggregate.suite}"
+    alert_id = (
+        f"{rule.name}:{aggregate.window.size_s}:{aggregate.window.start}:{aggregate.model}:{aggregate.suite}"
+    )
     if aggregate.suite_version:  # one alert per version of the suite (docs/versions.md)
         alert_id += f":{aggregate.suite_version}"
-    message = (f"{rule.metric} {value:.4g} {rule.comparator} {rule.threshold:g} for {aggregate.model} / "
-               f"{aggregate.suite} in the {rule.window}s window from {aggregate.window.start} "
-               f"({aggregate.count} events)")  # fmt: skip
+    message = (
+        f"{rule.metric} {value:.4g} {rule.comparator} {rule.threshold:g} for {aggregate.model} / "
+        f"{aggregate.suite} in the {rule.window}s window from {aggregate.window.start} "
+        f"({aggregate.count} events)"
+    )
     return Alert(
-        id=alert_id, rule=rule.name, severity=rule.severity, metric=rule.metric, comparator=rule.comparator,
-        threshold=rule.threshold, value=value, count=aggregate.count, model=aggregate.model,
-        suite=aggregate.suite, window=aggregate.window, message=message, fired_at=fired_at,
-        min_count=rule.min_count, cooldown_s=rule.cooldown_s, figures=figures(aggregate),
-        examples=list(examples)[:3], suite_version=aggregate.suite_version,
-    )  # fmt: skip
+        id=alert_id,
+        rule=rule.name,
+        severity=rule.severity,
+        metric=rule.metric,
+        comparator=rule.comparator,
+        threshold=rule.threshold,
+        value=value,
+        count=aggregate.count,
+        model=aggregate.model,
+        suite=aggregate.suite,
+        window=aggregate.window,
+        message=message,
+        fired_at=fired_at,
+        min_count=rule.min_count,
+        cooldown_s=rule.cooldown_s,
+        figures=figures(aggregate),
+        examples=list(examples)[:3],
+        suite_version=aggregate.suite_version,
+    )

@@ -75,7 +75,9 @@ class SampledSuites(LoadedConfig):
         return self.inner.route(event)
 
 
-def backfill_group(app_id: str, suites: LoadedConfig, since_ms: int, until_ms: int | None, sample: float) -> str:
+def backfill_group(
+    app_id: str, suites: LoadedConfig, since_ms: int, until_ms: int | None, sample: float
+) -> str:
     """The consumer group of a backfill: the same command (same versions, range, sample) resumes it."""
     versions = sorted((s.name, s.version) for s in suites.all)
     key = definition_hash({"versions": versions, "from": since_ms, "to": until_ms, "sample": sample})
@@ -117,8 +119,14 @@ class BackfillReport:
     versions: dict[str, str] = field(default_factory=dict)
 
 
-async def plan_backfill(consumer: AIOKafkaConsumer, client: Client, keys_prefix: str, group: str,
-                        topics: Sequence[str], since_ms: int) -> BackfillPlan:  # fmt: skip
+async def plan_backfill(
+    consumer: AIOKafkaConsumer,
+    client: Client,
+    keys_prefix: str,
+    group: str,
+    topics: Sequence[str],
+    since_ms: int,
+) -> BackfillPlan:
     """Assign every partition of ``topics``; the end offsets of the first start (kept in Redis), and the
     start: the committed offset (a resumed run) or ``offsets_for_times`` as a lower bound."""
     partitions: list[TopicPartition] = []
@@ -139,7 +147,9 @@ async def plan_backfill(consumer: AIOKafkaConsumer, client: Client, keys_prefix:
         consumer.seek(tp, beginnings[tp])
     deadline = time.monotonic() + 10.0
     while time.monotonic() < deadline and any(consumer.highwater(tp) is None for tp in partitions):
-        await consumer.getmany(*(tp for tp in partitions if consumer.highwater(tp) is None), timeout_ms=500, max_records=1)
+        await consumer.getmany(
+            *(tp for tp in partitions if consumer.highwater(tp) is None), timeout_ms=500, max_records=1
+        )
     ends_now = {tp: max(ends_now[tp], consumer.highwater(tp) or 0) for tp in partitions}
     ends_key = f"{keys_prefix}{{versions}}:bf:{group}"
     async with client.pipeline(transaction=False) as pipe:
@@ -219,15 +229,25 @@ async def run_backfill(
     client = connect(settings.redis_url, max_connections=16, **redis_options(settings))
     store = open_store(client, settings, allowed_lateness_s=_NO_LATENESS_LIMIT_S)
     store.publish_windows = False
-    current = {as_text(k): as_text(v) for k, v in (await guard(client.hgetall(store.keys.current_versions))).items()}
+    current = {
+        as_text(k): as_text(v) for k, v in (await guard(client.hgetall(store.keys.current_versions))).items()
+    }
     live = [f"{s.name} {s.version}" for s in suites.all if current.get(s.name) == s.version]
     if live:
         await client.aclose()
-        raise ConfigError(f"{config_file}: live workers run this version ({', '.join(live)}); a backfill must not "
-                          "touch a live version's marks and figures: backfill a changed suite (a new version)")  # fmt: skip
-    consumer = AIOKafkaConsumer(bootstrap_servers=_servers(settings.kafka_bootstrap_servers), group_id=group,
-                                enable_auto_commit=False, auto_offset_reset="earliest", max_poll_records=batch,
-                                metadata_max_age_ms=5_000, **security.aiokafka_kwargs())  # fmt: skip
+        raise ConfigError(
+            f"{config_file}: live workers run this version ({', '.join(live)}); a backfill must not "
+            "touch a live version's marks and figures: backfill a changed suite (a new version)"
+        )
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=_servers(settings.kafka_bootstrap_servers),
+        group_id=group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_poll_records=batch,
+        metadata_max_age_ms=5_000,
+        **security.aiokafka_kwargs(),
+    )
     producer: AIOKafkaProducer | None = None
     pipeline: Pipeline | None = None
     try:
@@ -235,18 +255,33 @@ async def run_backfill(
         plan = await plan_backfill(consumer, client, settings.redis_prefix, group, topics, since_ms)
         report.lost = plan.lost
         if plan.lost:
-            log.warning("backfill %s: %d offsets were removed by retention before they were read", group, plan.lost)
+            log.warning(
+                "backfill %s: %d offsets were removed by retention before they were read", group, plan.lost
+            )
         if not dry_run:
-            await register_versions(client, store.keys, [VersionInfo(s.name, s.version, s.label, s.definition)
-                                                         for s in suites.all], run="backfill", file=config_file)  # fmt: skip
-            producer = AIOKafkaProducer(bootstrap_servers=_servers(settings.kafka_bootstrap_servers), acks="all",
-                                        linger_ms=5, **security.aiokafka_kwargs())  # fmt: skip
+            await register_versions(
+                client,
+                store.keys,
+                [VersionInfo(s.name, s.version, s.label, s.definition) for s in suites.all],
+                run="backfill",
+                file=config_file,
+            )
+            producer = AIOKafkaProducer(
+                bootstrap_servers=_servers(settings.kafka_bootstrap_servers),
+                acks="all",
+                linger_ms=5,
+                **security.aiokafka_kwargs(),
+            )
             await _start(producer, settings.kafka_bootstrap_servers)
-            pipeline = Pipeline(SampledSuites(suites, sample), max_event_bytes=settings.max_event_bytes,
-                                max_event_depth=settings.max_event_depth,
-                                judge_cache=JudgeCache(client, prefix=settings.redis_prefix),
-                                result_marks={"backfill": True}, judge_budget_scope="~backfill",
-                                judge_transport=judge_transport)  # fmt: skip
+            pipeline = Pipeline(
+                SampledSuites(suites, sample),
+                max_event_bytes=settings.max_event_bytes,
+                max_event_depth=settings.max_event_depth,
+                judge_cache=JudgeCache(client, prefix=settings.redis_prefix),
+                result_marks={"backfill": True},
+                judge_budget_scope="~backfill",
+                judge_transport=judge_transport,
+            )
             await pipeline.start()
         for tp in plan.partitions:
             consumer.seek(tp, plan.start[tp])
@@ -268,17 +303,25 @@ async def run_backfill(
                     if record.timestamp < since_ms or (until_ms is not None and record.timestamp >= until_ms):
                         continue
                     report.in_range += 1
-                    messages.append((record.value or b"", Source(tp.topic, tp.partition, record.offset),
-                                     record.timestamp / 1000))  # fmt: skip
+                    messages.append(
+                        (
+                            record.value or b"",
+                            Source(tp.topic, tp.partition, record.offset),
+                            record.timestamp / 1000,
+                        )
+                    )
                 if commits.get(tp, plan.start[tp]) >= plan.end[tp]:
                     todo.discard(tp)
             messages = native_events(inputs, messages, report)
-            for tp in list(todo):  # a partition whose end is past what the broker returns (compacted, aborted)
+            for tp in list(
+                todo
+            ):  # a partition whose end is past what the broker returns (compacted, aborted)
                 if await consumer.position(tp) >= plan.end[tp]:
                     todo.discard(tp)
             if dry_run:
-                decoder = decoder or Pipeline(suites, max_event_bytes=settings.max_event_bytes,
-                                              max_event_depth=settings.max_event_depth)  # fmt: skip
+                decoder = decoder or Pipeline(
+                    suites, max_event_bytes=settings.max_event_bytes, max_event_depth=settings.max_event_depth
+                )
                 for raw, _, _ in messages:
                     try:
                         event = decoder.decode(raw)
@@ -294,8 +337,9 @@ async def run_backfill(
                         report.dropped += 1
             elif messages:
                 assert pipeline is not None and producer is not None
-                await _evaluate_and_publish(pipeline, store, producer, output_topic or settings.topic_results,
-                                            messages, report)  # fmt: skip
+                await _evaluate_and_publish(
+                    pipeline, store, producer, output_topic or settings.topic_results, messages, report
+                )
             if commits and not dry_run:
                 await consumer.commit(commits)
             if on_progress is not None:
@@ -320,8 +364,9 @@ async def run_backfill(
     return report
 
 
-def native_events(inputs: Inputs, messages: Sequence[tuple[bytes, Source, float]],
-                  report: BackfillReport) -> list[tuple[bytes, Source, float]]:
+def native_events(
+    inputs: Inputs, messages: Sequence[tuple[bytes, Source, float]], report: BackfillReport
+) -> list[tuple[bytes, Source, float]]:
     """The request events of ``messages`` (raw, source, record time), decoded by each topic's input format
     (an OTLP export holds several; a json message is mapped), each with its record's time. A message that
     cannot be decoded counts as dropped."""
@@ -331,14 +376,24 @@ def native_events(inputs: Inputs, messages: Sequence[tuple[bytes, Source, float]
         if item.error is not None:
             report.dropped += 1
             continue
-        out.append((item.raw, item.source, times[(item.source.topic, item.source.partition, item.source.offset)]))
+        out.append(
+            (item.raw, item.source, times[(item.source.topic, item.source.partition, item.source.offset)])
+        )
     return out
 
 
-async def _evaluate_and_publish(pipeline: Pipeline, store: ResultStore, producer: AIOKafkaProducer, topic: str,
-                                messages: Sequence[tuple[bytes, Source, float]], report: BackfillReport) -> None:  # fmt: skip
+async def _evaluate_and_publish(
+    pipeline: Pipeline,
+    store: ResultStore,
+    producer: AIOKafkaProducer,
+    topic: str,
+    messages: Sequence[tuple[bytes, Source, float]],
+    report: BackfillReport,
+) -> None:
     """Evaluate a batch (each event's time defaults to its record's), record it, publish the results."""
-    outcomes = await asyncio.gather(*(pipeline.process(raw, source, received_at=at) for raw, source, at in messages))
+    outcomes = await asyncio.gather(
+        *(pipeline.process(raw, source, received_at=at) for raw, source, at in messages)
+    )
     items = []
     for (raw, _, _), outcome in zip(messages, outcomes, strict=True):
         if outcome.result is None:

@@ -21,9 +21,13 @@ __all__ = ["Ready", "evaluate_batch", "evaluate_items", "evaluate_messages", "fi
 
 
 async def evaluate_messages(
-    pipeline: Pipeline, inputs: Inputs, messages: Sequence[tuple[bytes, Source]], pool: EvalPool | None = None,
-    *, ready: Callable[[list[Source], list[Outcome | None]], Awaitable[None]] | None = None,
-) -> tuple[list[Source], list[Outcome]]:  # fmt: skip
+    pipeline: Pipeline,
+    inputs: Inputs,
+    messages: Sequence[tuple[bytes, Source]],
+    pool: EvalPool | None = None,
+    *,
+    ready: Callable[[list[Source], list[Outcome | None]], Awaitable[None]] | None = None,
+) -> tuple[list[Source], list[Outcome]]:
     """Decode a batch of messages and evaluate its request events: (source, outcome) of each, in order.
 
     With ``pool`` and inputs that need decoding, the evaluation processes decode too (decoding an OTLP
@@ -39,8 +43,13 @@ async def evaluate_messages(
         if found is not None:
             sources = [source for _, source, _ in found]
             quick = None if ready is None else (lambda outcomes: ready(sources, outcomes))
-            outcomes = await finish_batch(pipeline, [(raw, source) for raw, source, _ in found],
-                                          [outcome for _, _, outcome in found], received_at, quick)  # fmt: skip
+            outcomes = await finish_batch(
+                pipeline,
+                [(raw, source) for raw, source, _ in found],
+                [outcome for _, _, outcome in found],
+                received_at,
+                quick,
+            )
             return sources, outcomes
     items = inputs.expand(messages)
     sources = [item.source for item in items]
@@ -49,19 +58,24 @@ async def evaluate_messages(
 
 
 async def evaluate_items(
-    pipeline: Pipeline, items: Sequence[Item], pool: EvalPool | None = None, *,
+    pipeline: Pipeline,
+    items: Sequence[Item],
+    pool: EvalPool | None = None,
+    *,
     ready: Callable[[list[Outcome | None]], Awaitable[None]] | None = None,
-) -> list[Outcome]:  # fmt: skip
+) -> list[Outcome]:
     """One outcome per item, in order: decoded events through :func:`evaluate_batch`,
     items that could not be decoded straight to their dead letters, steps of agent runs to their turns. ``ready``: as in that function, with
     one outcome per item."""
     good_at = [i for i, item in enumerate(items) if item.error is None and not item.step]
     out: list[Outcome | None] = [
-        pipeline.failed(item.raw, item.source, item.error) if item.error is not None
-        else pipeline.step(item.raw, item.source) if item.step  # an agent run's step: turns only
+        pipeline.failed(item.raw, item.source, item.error)
+        if item.error is not None
+        else pipeline.step(item.raw, item.source)
+        if item.step  # an agent run's step: turns only
         else None
         for item in items
-    ]  # fmt: skip
+    ]
 
     async def quick(found: list[Outcome | None]) -> None:
         assert ready is not None
@@ -84,9 +98,12 @@ Ready = Callable[[list[Outcome | None]], Awaitable[None]]
 
 
 async def evaluate_batch(
-    pipeline: Pipeline, batch: Sequence[tuple[bytes, Source]], pool: EvalPool | None = None, *,
+    pipeline: Pipeline,
+    batch: Sequence[tuple[bytes, Source]],
+    pool: EvalPool | None = None,
+    *,
     ready: Ready | None = None,
-) -> list[Outcome]:  # fmt: skip
+) -> list[Outcome]:
     """One outcome per event, in order: the stream worker's and ``streameval evaluate``'s batch step.
 
     Synchronous suites are evaluated in ``pool``'s processes when given, else right here without a task
@@ -102,9 +119,12 @@ async def evaluate_batch(
 
 
 async def finish_batch(
-    pipeline: Pipeline, batch: Sequence[tuple[bytes, Source]], found: list[Outcome | None], received_at: float,
+    pipeline: Pipeline,
+    batch: Sequence[tuple[bytes, Source]],
+    found: list[Outcome | None],
+    received_at: float,
     ready: Ready | None = None,
-) -> list[Outcome]:  # fmt: skip
+) -> list[Outcome]:
     """Evaluate the events of ``batch`` whose outcome in ``found`` is ``None``, concurrently; all outcomes.
 
     With ``ready``, it is awaited once every event that calls no judge (:meth:`Pipeline.may_judge`)

@@ -28,7 +28,13 @@ _STRICT = ConfigDict(extra="forbid", strict=True)
 
 #: the report-quality spec's five report styles
 ReportStyle = Literal["academic", "strategic_investment", "popular_science", "news", "social_media"]
-REPORT_STYLES: tuple[str, ...] = ("academic", "strategic_investment", "popular_science", "news", "social_media")
+REPORT_STYLES: tuple[str, ...] = (
+    "academic",
+    "strategic_investment",
+    "popular_science",
+    "news",
+    "social_media",
+)
 
 
 class ReportBlock(BaseModel):

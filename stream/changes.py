@@ -59,19 +59,33 @@ class ScoreShiftConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     window: int = Field(gt=0, description="window size folded, seconds; one of STREAMEVAL_WINDOWS")
-    shift: float = Field(default=0.1, gt=0.0, le=1.0,
-                         description="smallest mean shift worth catching, in score units (sets k)")
-    arl: float = Field(default=1_000_000, ge=100,
-                       description="average run length, in events, between false alarms on a stable stream (sets h)")
+    shift: float = Field(
+        default=0.1, gt=0.0, le=1.0, description="smallest mean shift worth catching, in score units (sets k)"
+    )
+    arl: float = Field(
+        default=1_000_000,
+        ge=100,
+        description="average run length, in events, between false alarms on a stable stream (sets h)",
+    )
     reference: Literal["pinned", "trailing"] = Field(
-        default="pinned", description="pinned: the first reference_events events; trailing: the latest in-control ones")
-    reference_events: int = Field(default=1000, ge=10, description="events the reference needs before detecting")
-    reference_cap: float = Field(default=10.0, ge=1.0,
-                                 description="pinned: in-control events refine the reference up to this many times reference_events")
+        default="pinned",
+        description="pinned: the first reference_events events; trailing: the latest in-control ones",
+    )
+    reference_events: int = Field(
+        default=1000, ge=10, description="events the reference needs before detecting"
+    )
+    reference_cap: float = Field(
+        default=10.0,
+        ge=1.0,
+        description="pinned: in-control events refine the reference up to this many times reference_events",
+    )
     min_std: float = Field(default=0.02, gt=0.0, description="floor of the reference standard deviation")
     ewma_lambda: float = Field(default=0.05, gt=0.0, le=1.0, description="EWMA weight of one event")
-    series: list[Series] = Field(default=["overall", "evaluators", "judges"], min_length=1,
-                                 description="which scores: the overall score, each evaluator's, each judge's")
+    series: list[Series] = Field(
+        default=["overall", "evaluators", "judges"],
+        min_length=1,
+        description="which scores: the overall score, each evaluator's, each judge's",
+    )
     severity: Literal["info", "warning", "critical"] = "warning"
 
 
@@ -158,8 +172,15 @@ def _learn(state: SeriesState, cfg: ScoreShiftConfig, n: float, s: float, ss: fl
         state.trail.pop(0)
 
 
-def fold(state: SeriesState, cfg: ScoreShiftConfig, series: str, start: int, n: float, s: float, ss: float,
-         ) -> Change | None:  # fmt: skip
+def fold(
+    state: SeriesState,
+    cfg: ScoreShiftConfig,
+    series: str,
+    start: int,
+    n: float,
+    s: float,
+    ss: float,
+) -> Change | None:
     """Fold one closed window's (n, Σx, Σx²) of ``series`` into ``state``; the change it reveals, if any."""
     if n <= 0:
         return None
@@ -191,16 +212,23 @@ def fold(state: SeriesState, cfg: ScoreShiftConfig, series: str, start: int, n: 
             settled = state.pending if state.up == 0.0 and state.down == 0.0 else state.pending[:1]
             for window in settled:
                 _learn(state, cfg, *window)
-            state.pending = state.pending[len(settled):]
+            state.pending = state.pending[len(settled) :]
         return None
     run_n, run_s = state.up_run if side == "up" else state.down_run
     since = state.up_since if side == "up" else state.down_since
     change = Change(
-        series=series, direction=side, statistic=state.up if side == "up" else state.down, threshold=h,
-        change_start=since if since is not None else start, events_since=int(run_n),
-        shift=run_s / run_n - mu, reference_mean=mu, reference_std=sigma, current_mean=mean,
+        series=series,
+        direction=side,
+        statistic=state.up if side == "up" else state.down,
+        threshold=h,
+        change_start=since if since is not None else start,
+        events_since=int(run_n),
+        shift=run_s / run_n - mu,
+        reference_mean=mu,
+        reference_std=sigma,
+        current_mean=mean,
         ewma=state.ewma if state.ewma is not None else mean,
-    )  # fmt: skip
+    )
     # re-learn the reference from the new regime: one alarm per shift, not one per window after it
     fresh = SeriesState(ewma=state.ewma, events=state.events)
     for name, value in asdict(fresh).items():
@@ -216,22 +244,37 @@ def window_series(fields: dict[str, float], chosen: Iterable[str]) -> dict[str, 
     if "overall" in chosen and fields.get("count", 0.0) > 0:
         out["overall"] = (fields["count"], fields.get("sum", 0.0), fields.get("sumsq", 0.0))
     for name, value in fields.items():
-        if "evaluators" in chosen and name.startswith("ev:") and name.endswith(":count") and ":c:" not in name:
+        if (
+            "evaluators" in chosen
+            and name.startswith("ev:")
+            and name.endswith(":count")
+            and ":c:" not in name
+        ):
             ev = name[3:-6]
             if value > 0:
-                out[f"evaluator:{ev}"] = (value, fields.get(f"ev:{ev}:sum", 0.0), fields.get(f"ev:{ev}:sumsq", 0.0))
+                out[f"evaluator:{ev}"] = (
+                    value,
+                    fields.get(f"ev:{ev}:sum", 0.0),
+                    fields.get(f"ev:{ev}:sumsq", 0.0),
+                )
         if "judges" in chosen and name.startswith("ev:judge_panel:c:") and name.endswith(".n"):
-            judge = name[len("ev:judge_panel:c:"):-2]
+            judge = name[len("ev:judge_panel:c:") : -2]
             if ":" not in judge and value > 0:
                 base = f"ev:judge_panel:c:{judge}."
-                out[f"judge:{judge}"] = (value, fields.get(base + "score_sum", 0.0), fields.get(base + "score_sumsq", 0.0))
+                out[f"judge:{judge}"] = (
+                    value,
+                    fields.get(base + "score_sum", 0.0),
+                    fields.get(base + "score_sumsq", 0.0),
+                )
     return out
 
 
 class Detector:
     """Every series' state of one model × suite; ``to_json``/``from_json`` for Redis."""
 
-    def __init__(self, cfg: ScoreShiftConfig, states: dict[str, SeriesState] | None = None, last: int | None = None) -> None:
+    def __init__(
+        self, cfg: ScoreShiftConfig, states: dict[str, SeriesState] | None = None, last: int | None = None
+    ) -> None:
         self.cfg = cfg
         self.states = states or {}
         self.last = last  # the last window start folded: a window is folded once, in order

@@ -47,7 +47,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     console = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 120)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    install_repeat_summary((*AIOKAFKA_LOGGERS, "streameval.store"))  # an outage: one line, then a summary every 30 s, not an ERROR per attempt
+    install_repeat_summary(
+        (*AIOKAFKA_LOGGERS, "streameval.store")
+    )  # an outage: one line, then a summary every 30 s, not an ERROR per attempt
     try:
         return _run(args, console)
     except (ConfigError, UsageError) as exc:
@@ -73,17 +75,27 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     from .settings import load_settings
 
     if args.command == "worker":
-        overrides = {k: v for k, v in {"config": args.config and str(args.config), "kafka_bootstrap_servers": args.bootstrap,
-                                        "redis_url": args.redis_url, "app_id": args.app_id,
-                                        "shadow": args.shadow and str(args.shadow)}.items() if v}  # fmt: skip
+        overrides = {
+            k: v
+            for k, v in {
+                "config": args.config and str(args.config),
+                "kafka_bootstrap_servers": args.bootstrap,
+                "redis_url": args.redis_url,
+                "app_id": args.app_id,
+                "shadow": args.shadow and str(args.shadow),
+            }.items()
+            if v
+        }
         if args.shadow_sample is not None:
             overrides["shadow_sample"] = args.shadow_sample
         settings = load_settings(**overrides)
         if not settings.config:
             raise UsageError("no suite config: pass --config FILE or set STREAMEVAL_CONFIG")
         if not settings.redis_url:
-            raise UsageError("no Redis: set REDIS_URL or pass --redis-url (the worker keeps idempotency and "
-                             "aggregates there); `streameval up` starts one for you")  # fmt: skip
+            raise UsageError(
+                "no Redis: set REDIS_URL or pass --redis-url (the worker keeps idempotency and "
+                "aggregates there); `streameval up` starts one for you"
+            )
         from streameval.agents.worker import run_worker
 
         from . import quality_metrics
@@ -109,10 +121,18 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if args.command == "compare":
         return _compare(args, console)
     if args.command == "backfill":
-        overrides = {k: v for k, v in {"kafka_bootstrap_servers": args.bootstrap, "redis_url": args.redis_url}.items() if v}
+        overrides = {
+            k: v
+            for k, v in {"kafka_bootstrap_servers": args.bootstrap, "redis_url": args.redis_url}.items()
+            if v
+        }
         return _backfill(args, load_settings(**overrides), console)
     if args.command == "dead-letter-raw":
-        return asyncio.run(_dead_letter_raw(args, load_settings(**({"redis_url": args.redis_url} if args.redis_url else {})), console))
+        return asyncio.run(
+            _dead_letter_raw(
+                args, load_settings(**({"redis_url": args.redis_url} if args.redis_url else {})), console
+            )
+        )
     settings = load_settings(**({"kafka_bootstrap_servers": args.bootstrap} if args.bootstrap else {}))
     # produce and tail say in one line when the broker is not there; aiokafka's per-attempt errors add nothing
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
@@ -133,7 +153,11 @@ def _api(args: argparse.Namespace, settings: Settings) -> int:
 
     api = load_api_settings()
     asyncio.run(check_redis_settings(settings.redis_url, redis_options(settings)))  # wrong password: one line
-    port = args.port if args.port is not None else (api.web_port if api.web_port is not None else DEFAULT_API_PORT)
+    port = (
+        args.port
+        if args.port is not None
+        else (api.web_port if api.web_port is not None else DEFAULT_API_PORT)
+    )
     if not 0 <= port <= 65535:
         raise UsageError(f"--port must be within 0..65535, got {port}")
     asyncio.run(serve_api(settings, api, host=args.host or api.web_host, port=port))
@@ -145,17 +169,27 @@ def _check(path: Path, console: Console) -> int:
 
     _, suites = load_config(path)
     for suite in suites.all:
-        how = "default" if suite.is_default else (suite.config.match.model_dump(exclude_none=True) if suite.config.match else "explicit only")
+        how = (
+            "default"
+            if suite.is_default
+            else (suite.config.match.model_dump(exclude_none=True) if suite.config.match else "explicit only")
+        )
         names = ", ".join(f"{b.name}×{b.weight:g}" for b in suite.evaluators)
         label = f" ({suite.label})" if suite.label else ""
-        console.print(f"{suite.name}: version {suite.version}{label}; match {how}; threshold {suite.config.threshold:g}; "
-                      f"{names}", highlight=False)  # fmt: skip
+        console.print(
+            f"{suite.name}: version {suite.version}{label}; match {how}; threshold {suite.config.threshold:g}; "
+            f"{names}",
+            highlight=False,
+        )
     for spec in suites.inputs:
         console.print(f"input {spec.topic}: {spec.format}", highlight=False)
     for session in suites.sessions:
         c = session.config
         names = ", ".join(f"{b.name}×{b.weight:g}" for b in session.suite.evaluators)
-        console.print(f"session {c.name}: key {c.key}; gap {c.gap_s:g} s; threshold {c.threshold:g}; {names}", highlight=False)
+        console.print(
+            f"session {c.name}: key {c.key}; gap {c.gap_s:g} s; threshold {c.threshold:g}; {names}",
+            highlight=False,
+        )
     sessions = f", {len(suites.sessions)} sessions" if suites.sessions else ""
     console.print(f"{path}: OK ({len(suites.all)} suites{sessions})")
     return EXIT_OK
@@ -193,34 +227,64 @@ def _backfill(args: argparse.Namespace, settings: Settings, console: Console) ->
     if not settings.redis_url:
         raise UsageError("no Redis: set REDIS_URL or pass --redis-url (a backfill records its figures there)")
     _, suites = load_config(args.config)
-    with Progress(TextColumn("backfill"), BarColumn(), MofNCompleteColumn(), TextColumn("offsets"),
-                  TimeRemainingColumn(), TextColumn("cost {task.fields[cost]}"), console=console,
-                  disable=args.quiet or args.dry_run, transient=True) as progress:  # fmt: skip
+    with Progress(
+        TextColumn("backfill"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("offsets"),
+        TimeRemainingColumn(),
+        TextColumn("cost {task.fields[cost]}"),
+        console=console,
+        disable=args.quiet or args.dry_run,
+        transient=True,
+    ) as progress:
         task = progress.add_task("backfill", total=None, cost="0")
 
         def advance(done: int, total: int, cost: float) -> None:
             progress.update(task, completed=done, total=total, cost=f"{cost:.4f}")
 
-        report = asyncio.run(run_backfill(settings, suites, since_ms=since, until_ms=until, sample=args.sample,
-                                          max_cost=args.max_cost, output_topic=args.output_topic,
-                                          dry_run=args.dry_run, batch=args.batch, config_file=str(args.config),
-                                          on_progress=advance))  # fmt: skip
+        report = asyncio.run(
+            run_backfill(
+                settings,
+                suites,
+                since_ms=since,
+                until_ms=until,
+                sample=args.sample,
+                max_cost=args.max_cost,
+                output_topic=args.output_topic,
+                dry_run=args.dry_run,
+                batch=args.batch,
+                config_file=str(args.config),
+                on_progress=advance,
+            )
+        )
     versions = ", ".join(f"{name} {version}" for name, version in sorted(report.versions.items()))
     if args.dry_run:
         cost = "no priced judges" if report.estimated_cost is None else f"{report.estimated_cost:.4f}"
-        console.print(f"dry run, {versions}: {report.results} events to evaluate ({report.in_range} in range, "
-                      f"{report.unsampled} outside the sample, {report.dropped} not evaluable) of {report.offsets} "
-                      f"offsets read; estimated judge cost {cost}", highlight=False)  # fmt: skip
+        console.print(
+            f"dry run, {versions}: {report.results} events to evaluate ({report.in_range} in range, "
+            f"{report.unsampled} outside the sample, {report.dropped} not evaluable) of {report.offsets} "
+            f"offsets read; estimated judge cost {cost}",
+            highlight=False,
+        )
     else:
-        console.print(f"backfill {report.group}, {versions}: {report.results} results published "
-                      f"({report.counted} counted now), {report.in_range} events in range, {report.unsampled} outside "
-                      f"the sample, {report.dropped} not evaluable, {report.offsets} offsets read in "
-                      f"{report.seconds:.1f} s; judge cost {report.cost:.4f}", highlight=False)  # fmt: skip
+        console.print(
+            f"backfill {report.group}, {versions}: {report.results} results published "
+            f"({report.counted} counted now), {report.in_range} events in range, {report.unsampled} outside "
+            f"the sample, {report.dropped} not evaluable, {report.offsets} offsets read in "
+            f"{report.seconds:.1f} s; judge cost {report.cost:.4f}",
+            highlight=False,
+        )
         if report.stopped == "max_cost":
-            console.print(f"stopped: the judge cost reached --max-cost {args.max_cost:g}; run again with a higher "
-                          "--max-cost to go on", highlight=False)  # fmt: skip
+            console.print(
+                f"stopped: the judge cost reached --max-cost {args.max_cost:g}; run again with a higher "
+                "--max-cost to go on",
+                highlight=False,
+            )
     if report.lost:
-        console.print(f"[yellow]{report.lost} offsets were removed by the topic's retention before they were read[/]")
+        console.print(
+            f"[yellow]{report.lost} offsets were removed by the topic's retention before they were read[/]"
+        )
     return EXIT_OK
 
 
@@ -247,14 +311,41 @@ def _compare(args: argparse.Namespace, console: Console) -> int:
         return "-" if value is None else format(value, spec)
 
     table = Table(title=f"{args.b.name} against {args.a.name}")
-    for column in ("model", "suite", "versions a→b", "n", "mean a", "mean b", "diff [95 % CI]", "pass→fail",
-                   "fail→pass", "κ", "Pearson", "Spearman"):  # fmt: skip
+    for column in (
+        "model",
+        "suite",
+        "versions a→b",
+        "n",
+        "mean a",
+        "mean b",
+        "diff [95 % CI]",
+        "pass→fail",
+        "fail→pass",
+        "κ",
+        "Pearson",
+        "Spearman",
+    ):
         table.add_column(column)
     for r in reports:
-        diff = "-" if r["empty"] else f"{num(r['mean_diff'], '+.4f')} [{num(r['ci_low'], '+.4f')}, {num(r['ci_high'], '+.4f')}]"
-        table.add_row(r["model"], r["suite"], f"{r['a'] or '-'}→{r['b'] or '-'}", str(r["n"]), num(r.get("mean_a")),
-                      num(r.get("mean_b")), diff, str(r["pass_to_fail"]), str(r["fail_to_pass"]), num(r["kappa"], ".3f"),
-                      num(r["pearson"], ".3f"), num(r["spearman"], ".3f"))  # fmt: skip
+        diff = (
+            "-"
+            if r["empty"]
+            else f"{num(r['mean_diff'], '+.4f')} [{num(r['ci_low'], '+.4f')}, {num(r['ci_high'], '+.4f')}]"
+        )
+        table.add_row(
+            r["model"],
+            r["suite"],
+            f"{r['a'] or '-'}→{r['b'] or '-'}",
+            str(r["n"]),
+            num(r.get("mean_a")),
+            num(r.get("mean_b")),
+            diff,
+            str(r["pass_to_fail"]),
+            str(r["fail_to_pass"]),
+            num(r["kappa"], ".3f"),
+            num(r["pearson"], ".3f"),
+            num(r["spearman"], ".3f"),
+        )
     console.print(table)
     for r in reports:
         where = f"{r['model']} / {r['suite']}"
@@ -262,11 +353,16 @@ def _compare(args: argparse.Namespace, console: Console) -> int:
             console.print(f"{where}: empty comparison: {r['reason']}", highlight=False)
         for kind in ("pass_to_fail", "fail_to_pass"):
             if r[kind + "_ids"]:
-                console.print(f"{where} {kind.replace('_to_', '→')}: {', '.join(r[kind + '_ids'])}", highlight=False)
+                console.print(
+                    f"{where} {kind.replace('_to_', '→')}: {', '.join(r[kind + '_ids'])}", highlight=False
+                )
         for name, d in sorted(r["evaluators"].items()):
             if d.get("n"):
-                console.print(f"{where} evaluator {name}: {d['mean_a']:.4f} → {d['mean_b']:.4f} "
-                              f"({d['mean_diff']:+.4f}, n {d['n']})", highlight=False)  # fmt: skip
+                console.print(
+                    f"{where} evaluator {name}: {d['mean_a']:.4f} → {d['mean_b']:.4f} "
+                    f"({d['mean_diff']:+.4f}, n {d['n']})",
+                    highlight=False,
+                )
     return EXIT_OK
 
 
@@ -300,42 +396,68 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
     sessions = None
     if suites.sessions:
         sessions = args.sessions or args.output.with_name(args.output.stem + ".sessions.jsonl")
-    for option, path in (("--output", args.output), ("--deadletter", deadletter),
-                         *((("--sessions", sessions),) if sessions is not None else ())):  # fmt: skip
+    for option, path in (
+        ("--output", args.output),
+        ("--deadletter", deadletter),
+        *((("--sessions", sessions),) if sessions is not None else ()),
+    ):
         if (why := check_writable(path)) is not None:
             raise UsageError(f"{option} {path}: cannot write ({why})")
     decoder = None
     if args.input_topic is not None:
         decoder = _line_decoder(suites.inputs, args.input_topic, settings, steps=suites.assembles_spans)
     size = args.input.stat().st_size
-    with Progress(TextColumn("evaluating {task.fields[done]} events"), BarColumn(), DownloadColumn(),
-                  TimeRemainingColumn(), console=console, disable=args.quiet, transient=True) as progress:  # fmt: skip
+    with Progress(
+        TextColumn("evaluating {task.fields[done]} events"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        disable=args.quiet,
+        transient=True,
+    ) as progress:
         task = progress.add_task("evaluate", total=size, done=0)
         summary = asyncio.run(
             evaluate_file(
-                Pipeline(suites, max_event_bytes=settings.max_event_bytes, max_event_depth=settings.max_event_depth),
-                args.input, args.output, deadletter, concurrency=args.concurrency, processes=args.processes,
-                config_text=config_text, config_file=str(args.config),
-                on_progress=lambda done, read: progress.update(task, completed=read, done=done), decoder=decoder,
+                Pipeline(
+                    suites, max_event_bytes=settings.max_event_bytes, max_event_depth=settings.max_event_depth
+                ),
+                args.input,
+                args.output,
+                deadletter,
+                concurrency=args.concurrency,
+                processes=args.processes,
+                config_text=config_text,
+                config_file=str(args.config),
+                on_progress=lambda done, read: progress.update(task, completed=read, done=done),
+                decoder=decoder,
                 sessions_path=sessions,
             )
-        )  # fmt: skip
+        )
     if not args.quiet:
         render_summary(summary, console, title=f"streameval evaluate {args.input.name}")
-    console.print(f"results: {args.output}  dead letters: {deadletter}"
-                  + (f"  sessions: {sessions}" if sessions is not None else ""), highlight=False)  # fmt: skip
+    console.print(
+        f"results: {args.output}  dead letters: {deadletter}"
+        + (f"  sessions: {sessions}" if sessions is not None else ""),
+        highlight=False,
+    )
     failed = False
     if args.fail_under is not None and summary.mean < args.fail_under:
         console.print(f"[bold red]FAIL[/] mean score {summary.mean:.4f} is under {args.fail_under:g}")
         failed = True
     dead = sum(summary.dead_letters.values())
     if args.max_dead_letters is not None and dead > args.max_dead_letters:
-        console.print(f"[bold red]FAIL[/] {dead} dead letters exceed --max-dead-letters {args.max_dead_letters}")
+        console.print(
+            f"[bold red]FAIL[/] {dead} dead letters exceed --max-dead-letters {args.max_dead_letters}"
+        )
         failed = True
     for name, rate in sorted(summary.judge_error_rates().items()):
         if args.max_judge_error_rate is not None and rate > args.max_judge_error_rate:
-            console.print(f"[bold red]FAIL[/] judge {name} failed {rate:.1%} of its answers, over "
-                          f"--max-judge-error-rate {args.max_judge_error_rate:g}", highlight=False)  # fmt: skip
+            console.print(
+                f"[bold red]FAIL[/] judge {name} failed {rate:.1%} of its answers, over "
+                f"--max-judge-error-rate {args.max_judge_error_rate:g}",
+                highlight=False,
+            )
             failed = True
     if args.labels is not None:
         failed = _human_agreement(args, suites, settings, console) or failed
@@ -350,7 +472,9 @@ def _human_agreement(args: argparse.Namespace, suites: Suites, settings: Setting
     from .models import GradedResult
     from .summary import render_agreement
 
-    results = [GradedResult.model_validate_json(line) for line in args.output.read_bytes().splitlines() if line]
+    results = [
+        GradedResult.model_validate_json(line) for line in args.output.read_bytes().splitlines() if line
+    ]
     decoder = FeedbackDecoder(suites.feedback, max_depth=settings.max_event_depth)
     labels, bad = [], 0
     for n, line in enumerate(args.labels.read_bytes().splitlines(), 1):
@@ -364,44 +488,62 @@ def _human_agreement(args: argparse.Namespace, suites: Suites, settings: Setting
     rows, layouts, unmatched = join_in_memory(results, labels)
     for _, why in unmatched[:20]:
         console.print(f"unmatched label: {why}", highlight=False)
-    figures = {Keys.split_pair(pair)[:2]: human_agreement(pair_rows, layouts) for pair, pair_rows in rows.items()}
+    figures = {
+        Keys.split_pair(pair)[:2]: human_agreement(pair_rows, layouts) for pair, pair_rows in rows.items()
+    }
     if not args.quiet:
         render_agreement(figures, console, unmatched=len(unmatched) + bad)
         for pair, pair_rows in sorted(rows.items()):
             tuned = calibration(pair_rows, layouts)
             if tuned.maps:  # what `judge: {calibrate: true, calibration: ...}` would take (docs/feedback.md)
                 model, suite = Keys.split_pair(pair)[:2]
-                console.print(f"calibration for {model} / {suite} (suggested weights, isotonic maps):", highlight=False)
+                console.print(
+                    f"calibration for {model} / {suite} (suggested weights, isotonic maps):", highlight=False
+                )
                 for judge, entry in tuned.as_dict().items():
                     weight = "-" if entry["weight"] is None else f"{entry['weight']:.3f}"
                     points = ", ".join(f"[{x:.4g}, {y:.4g}]" for x, y in entry["map"])
-                    console.print(f"  {judge}: n {entry['n']}, weight {weight}, map [{points}]", highlight=False)
+                    console.print(
+                        f"  {judge}: n {entry['n']}, weight {weight}, map [{points}]", highlight=False
+                    )
     failed = False
     if args.min_human_kappa is not None:
         for (model, suite), human in sorted(figures.items()):
             kappa = lowest_kappa(human) if human is not None else None
             if kappa is not None and kappa < args.min_human_kappa:
-                console.print(f"[bold red]FAIL[/] {model} / {suite}: Cohen's kappa with people {kappa:.3f} is "
-                              f"under --min-human-kappa {args.min_human_kappa:g}", highlight=False)  # fmt: skip
+                console.print(
+                    f"[bold red]FAIL[/] {model} / {suite}: Cohen's kappa with people {kappa:.3f} is "
+                    f"under --min-human-kappa {args.min_human_kappa:g}",
+                    highlight=False,
+                )
                 failed = True
         if not any(h is not None and lowest_kappa(h) is not None for h in figures.values()):
-            console.print("[bold red]FAIL[/] --min-human-kappa: no kappa could be computed from the labels "
-                          f"({len(labels)} read, {len(unmatched)} unmatched)", highlight=False)  # fmt: skip
+            console.print(
+                "[bold red]FAIL[/] --min-human-kappa: no kappa could be computed from the labels "
+                f"({len(labels)} read, {len(unmatched)} unmatched)",
+                highlight=False,
+            )
             failed = True
     return failed
 
 
-def _line_decoder(inputs: Sequence[InputConfig], topic: str, settings: Settings, *, steps: bool = False) -> Decoder:
+def _line_decoder(
+    inputs: Sequence[InputConfig], topic: str, settings: Settings, *, steps: bool = False
+) -> Decoder:
     """The decoder of the suite file's input for ``topic``, for a file with one message per line."""
     from .inputs import build_decoder
 
     spec = next((s for s in inputs if s.topic == topic), None)
     if spec is None:
         known = ", ".join(s.topic for s in inputs) or "none"
-        raise ConfigError(f"--input-topic {topic}: the suite file has no input for that topic (inputs: {known})")
+        raise ConfigError(
+            f"--input-topic {topic}: the suite file has no input for that topic (inputs: {known})"
+        )
     if spec.format == "otlp_proto":
-        raise ConfigError(f"--input-topic {topic}: otlp_proto is binary and has no line form; "
-                          "give a file of OTLP/JSON exports, one per line, under an otlp_json input")  # fmt: skip
+        raise ConfigError(
+            f"--input-topic {topic}: otlp_proto is binary and has no line form; "
+            "give a file of OTLP/JSON exports, one per line, under an otlp_json input"
+        )
     return build_decoder(spec, max_depth=settings.max_event_depth, steps=steps)
 
 
@@ -482,8 +624,9 @@ async def _tail(args: argparse.Namespace, settings: Settings) -> int:
     out = sys.stdout.buffer
     security = KafkaSecurity.from_settings(settings)
     await check_kafka(settings.kafka_bootstrap_servers, security, timeout=CLI_CONNECT_TIMEOUT_S)
-    async for record in tail(settings.kafka_bootstrap_servers, [args.topic], from_beginning=not args.latest,
-                             security=security):  # fmt: skip
+    async for record in tail(
+        settings.kafka_bootstrap_servers, [args.topic], from_beginning=not args.latest, security=security
+    ):
         out.write(record.value + b"\n")
         out.flush()
         count += 1

@@ -31,8 +31,17 @@ from typing import Any
 
 from .stats import moments, t_quantile_975
 
-__all__ = ["ABSENT", "MAX_FLIP_EXAMPLES", "Compact", "compact", "compare", "kappa", "pack_chunk", "rank",
-           "unpack_chunks"]  # fmt: skip
+__all__ = [
+    "ABSENT",
+    "MAX_FLIP_EXAMPLES",
+    "Compact",
+    "compact",
+    "compare",
+    "kappa",
+    "pack_chunk",
+    "rank",
+    "unpack_chunks",
+]
 
 #: one event in one version: (event time s, score, passed, evaluator scores as packed uint16 ...)
 Compact = tuple[Any, ...]
@@ -48,10 +57,16 @@ def _ev(score: float, passed: bool) -> int:
     return (0x8000 if passed else 0) | round(min(1.0, max(0.0, score)) * _SCALE)
 
 
-def compact(event_time: float, score: float, passed: bool, evaluators: Sequence[tuple[float, bool]]) -> Compact:
+def compact(
+    event_time: float, score: float, passed: bool, evaluators: Sequence[tuple[float, bool]]
+) -> Compact:
     """One event's record as :func:`unpack_chunks` returns it (the offline comparison builds them so)."""
-    return (max(0, min(int(event_time), 0xFFFFFFFF)), float(struct.unpack(">f", struct.pack(">f", score))[0]),
-            1 if passed else 0, *(_ev(s, p) for s, p in evaluators))  # fmt: skip
+    return (
+        max(0, min(int(event_time), 0xFFFFFFFF)),
+        float(struct.unpack(">f", struct.pack(">f", score))[0]),
+        1 if passed else 0,
+        *(_ev(s, p) for s, p in evaluators),
+    )
 
 
 def pack_chunk(rows: Sequence[tuple[str, float, float, bool, Sequence[tuple[float, bool]]]]) -> bytes:
@@ -65,21 +80,28 @@ def pack_chunk(rows: Sequence[tuple[str, float, float, bool, Sequence[tuple[floa
         for j in range(k):
             if j < len(evaluators):
                 score, passed = evaluators[j]
-                columns[j].append((0x8000 if passed else 0) | round((0.0 if score < 0 else 1.0 if score > 1 else score) * scale))
+                columns[j].append(
+                    (0x8000 if passed else 0)
+                    | round((0.0 if score < 0 else 1.0 if score > 1 else score) * scale)
+                )
             else:
                 columns[j].append(ABSENT)
     ids = b"\0".join(r[0].encode().replace(b"\0", b"\1") for r in rows)
-    return b"".join((
-        _HEAD.pack(n, k, len(ids)),
-        struct.pack(f">{n}I", *(max(0, min(int(r[1]), 0xFFFFFFFF)) for r in rows)),
-        struct.pack(f">{n}f", *(r[2] for r in rows)),
-        bytes(1 if r[3] else 0 for r in rows),
-        *(struct.pack(f">{n}H", *column) for column in columns),
-        ids,
-    ))  # fmt: skip
+    return b"".join(
+        (
+            _HEAD.pack(n, k, len(ids)),
+            struct.pack(f">{n}I", *(max(0, min(int(r[1]), 0xFFFFFFFF)) for r in rows)),
+            struct.pack(f">{n}f", *(r[2] for r in rows)),
+            bytes(1 if r[3] else 0 for r in rows),
+            *(struct.pack(f">{n}H", *column) for column in columns),
+            ids,
+        )
+    )
 
 
-def unpack_chunks(data: bytes, *, since: float | None = None, until: float | None = None) -> dict[str, Compact]:
+def unpack_chunks(
+    data: bytes, *, since: float | None = None, until: float | None = None
+) -> dict[str, Compact]:
     """Every record of a string of chunks, an id's first record kept; with ``since``/``until``, only
     events whose time is in [since, until). A chunk that does not add up ends the reading."""
     chunks: list[dict[str, Compact]] = []
@@ -98,7 +120,9 @@ def unpack_chunks(data: bytes, *, since: float | None = None, until: float | Non
         if len(ids) != n:
             break
         rows = zip(times, scores, flags, *evs, strict=True)
-        chunk = dict(zip(reversed(ids), reversed(list(rows)), strict=True))  # an id twice in a chunk: its first record
+        chunk = dict(
+            zip(reversed(ids), reversed(list(rows)), strict=True)
+        )  # an id twice in a chunk: its first record
         if since is not None or until is not None:
             low, high = -math.inf if since is None else since, math.inf if until is None else until
             chunk = {i: r for i, r in chunk.items() if low <= r[0] < high}
@@ -116,7 +140,9 @@ def rank(values: Sequence[float]) -> list[float]:
     distinct = sorted(counts)
     sizes = [counts[v] for v in distinct]
     before = accumulate(sizes, initial=0)
-    mean_rank = {v: start + (size + 1) / 2 for v, start, size in zip(distinct, before, sizes, strict=False)}  # before: one longer
+    mean_rank = {
+        v: start + (size + 1) / 2 for v, start, size in zip(distinct, before, sizes, strict=False)
+    }  # before: one longer
     return list(map(mean_rank.__getitem__, values))
 
 
@@ -147,19 +173,46 @@ def kappa(a: Sequence[bool], b: Sequence[bool]) -> float | None:
     return (agree - chance) / (1 - chance)
 
 
-def compare(a: Mapping[str, Compact], b: Mapping[str, Compact], *, names_a: Sequence[str] = (),
-            names_b: Sequence[str] = (), labels: tuple[str, str] = ("a", "b")) -> dict[str, Any]:  # fmt: skip
+def compare(
+    a: Mapping[str, Compact],
+    b: Mapping[str, Compact],
+    *,
+    names_a: Sequence[str] = (),
+    names_b: Sequence[str] = (),
+    labels: tuple[str, str] = ("a", "b"),
+) -> dict[str, Any]:
     """Version ``b`` against version ``a`` on the ids both scored (module docstring). Differences are b - a."""
     shared = list(a.keys() & b.keys())
     n = len(shared)
     out: dict[str, Any] = {"a": labels[0], "b": labels[1], "n": n, "n_a": len(a), "n_b": len(b)}
     if n == 0:
-        reason = ("version a has no retained scores" if not a else "version b has no retained scores" if not b
-                  else "the two versions scored no event in common")  # fmt: skip
-        return {**out, "empty": True, "reason": reason, "mean_a": None, "mean_b": None, "mean_diff": None,
-                "ci_low": None, "ci_high": None, "pass_rate_a": None, "pass_rate_b": None,
-                "pass_to_fail": 0, "fail_to_pass": 0, "pass_to_fail_ids": [], "fail_to_pass_ids": [],
-                "kappa": None, "pearson": None, "spearman": None, "evaluators": {}}  # fmt: skip
+        reason = (
+            "version a has no retained scores"
+            if not a
+            else "version b has no retained scores"
+            if not b
+            else "the two versions scored no event in common"
+        )
+        return {
+            **out,
+            "empty": True,
+            "reason": reason,
+            "mean_a": None,
+            "mean_b": None,
+            "mean_diff": None,
+            "ci_low": None,
+            "ci_high": None,
+            "pass_rate_a": None,
+            "pass_rate_b": None,
+            "pass_to_fail": 0,
+            "fail_to_pass": 0,
+            "pass_to_fail_ids": [],
+            "fail_to_pass_ids": [],
+            "kappa": None,
+            "pearson": None,
+            "spearman": None,
+            "evaluators": {},
+        }
     ra = list(map(a.__getitem__, shared))
     rb = list(map(b.__getitem__, shared))
     xs = list(map(itemgetter(1), ra))
@@ -172,15 +225,25 @@ def compare(a: Mapping[str, Compact], b: Mapping[str, Compact], *, names_a: Sequ
     to_fail = sorted(i for i, x, y in zip(shared, pa, pb, strict=True) if x and not y)
     to_pass = sorted(i for i, x, y in zip(shared, pa, pb, strict=True) if y and not x)
     return {
-        **out, "empty": False, "reason": None,
-        "mean_a": math.fsum(xs) / n, "mean_b": math.fsum(ys) / n, "mean_diff": m.mean,
-        "ci_low": None if half is None else m.mean - half, "ci_high": None if half is None else m.mean + half,
-        "pass_rate_a": sum(pa) / n, "pass_rate_b": sum(pb) / n,
-        "pass_to_fail": len(to_fail), "fail_to_pass": len(to_pass),
-        "pass_to_fail_ids": to_fail[:MAX_FLIP_EXAMPLES], "fail_to_pass_ids": to_pass[:MAX_FLIP_EXAMPLES],
-        "kappa": kappa(pa, pb), "pearson": _pearson(xs, ys), "spearman": _pearson(rank(xs), rank(ys)),
+        **out,
+        "empty": False,
+        "reason": None,
+        "mean_a": math.fsum(xs) / n,
+        "mean_b": math.fsum(ys) / n,
+        "mean_diff": m.mean,
+        "ci_low": None if half is None else m.mean - half,
+        "ci_high": None if half is None else m.mean + half,
+        "pass_rate_a": sum(pa) / n,
+        "pass_rate_b": sum(pb) / n,
+        "pass_to_fail": len(to_fail),
+        "fail_to_pass": len(to_pass),
+        "pass_to_fail_ids": to_fail[:MAX_FLIP_EXAMPLES],
+        "fail_to_pass_ids": to_pass[:MAX_FLIP_EXAMPLES],
+        "kappa": kappa(pa, pb),
+        "pearson": _pearson(xs, ys),
+        "spearman": _pearson(rank(xs), rank(ys)),
         "evaluators": _evaluator_deltas(ra, rb, names_a, names_b),
-    }  # fmt: skip
+    }
 
 
 _PASSED = 0x8000
@@ -193,8 +256,9 @@ def _column(rows: Sequence[Compact], index: int, uniform: bool) -> list[Any]:
     return [r[index] if len(r) > index else ABSENT for r in rows]
 
 
-def _evaluator_deltas(ra: Sequence[Compact], rb: Sequence[Compact], names_a: Sequence[str],
-                      names_b: Sequence[str]) -> dict[str, dict[str, Any]]:  # fmt: skip
+def _evaluator_deltas(
+    ra: Sequence[Compact], rb: Sequence[Compact], names_a: Sequence[str], names_b: Sequence[str]
+) -> dict[str, dict[str, Any]]:
     """Per evaluator both versions have (by name), on the events where both have its score: n, the means,
     their difference, the pass rates; evaluators of one side only are named as such."""
     index_b = {name: j for j, name in enumerate(names_b)}
@@ -216,8 +280,14 @@ def _evaluator_deltas(ra: Sequence[Compact], rb: Sequence[Compact], names_a: Seq
         passes_a, passes_b = sum(map(_PASSED.__and__, xs)) >> 15, sum(map(_PASSED.__and__, ys)) >> 15
         sa = (sum(xs) - (passes_a << 15)) / _SCALE
         sb = (sum(ys) - (passes_b << 15)) / _SCALE
-        out[name] = {"n": count, "mean_a": sa / count, "mean_b": sb / count, "mean_diff": (sb - sa) / count,
-                     "pass_rate_a": passes_a / count, "pass_rate_b": passes_b / count}  # fmt: skip
+        out[name] = {
+            "n": count,
+            "mean_a": sa / count,
+            "mean_b": sb / count,
+            "mean_diff": (sb - sa) / count,
+            "pass_rate_a": passes_a / count,
+            "pass_rate_b": passes_b / count,
+        }
     known_a = set(names_a)
     for name in names_a:
         if name not in index_b:

@@ -33,7 +33,12 @@ Key = tuple[str, str]  # model, suite
 
 
 def _compact(result: GradedResult) -> Compact:
-    return compact(parse_time(result.event_time), result.score, result.passed, [(e.score, e.passed) for e in result.evaluators])
+    return compact(
+        parse_time(result.event_time),
+        result.score,
+        result.passed,
+        [(e.score, e.passed) for e in result.evaluators],
+    )
 
 
 def compare_results(a: Iterable[GradedResult], b: Iterable[GradedResult]) -> list[dict[str, Any]]:
@@ -52,8 +57,13 @@ def compare_results(a: Iterable[GradedResult], b: Iterable[GradedResult]) -> lis
     out = []
     for key in sorted(set(sides[0]) | set(sides[1])):
         labels = (versions[0].get(key, ""), versions[1].get(key, ""))
-        report = compare(sides[0].get(key, {}), sides[1].get(key, {}), names_a=names[0].get(key, []),
-                         names_b=names[1].get(key, []), labels=labels)  # fmt: skip
+        report = compare(
+            sides[0].get(key, {}),
+            sides[1].get(key, {}),
+            names_a=names[0].get(key, []),
+            names_b=names[1].get(key, []),
+            labels=labels,
+        )
         out.append({"model": key[0], "suite": key[1], **report})
     return out
 
@@ -67,7 +77,9 @@ def read_results(path: Path) -> list[GradedResult]:
                 try:
                     out.append(GradedResult.model_validate_json(raw))
                 except ValidationError as exc:
-                    raise ConfigError(f"{path}:{number}: not a graded result: {exc.errors()[0]['msg']}") from None
+                    raise ConfigError(
+                        f"{path}:{number}: not a graded result: {exc.errors()[0]['msg']}"
+                    ) from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     return out
@@ -102,9 +114,13 @@ def compare_suite_files(a: Path, b: Path, events: Path, *, concurrency: int = 64
         raise ConfigError(f"{events}: cannot read: {exc.strerror}") from None
 
     async def both() -> tuple[list[GradedResult], list[GradedResult]]:
-        return (await _evaluate(Pipeline(suites_a), lines, concurrency),
-                await _evaluate(Pipeline(suites_b), lines, concurrency))  # fmt: skip
+        return (
+            await _evaluate(Pipeline(suites_a), lines, concurrency),
+            await _evaluate(Pipeline(suites_b), lines, concurrency),
+        )
 
     results_a, results_b = asyncio.run(both())
     common = set(suites_a.by_name) & set(suites_b.by_name)
-    return compare_results([r for r in results_a if r.suite in common], [r for r in results_b if r.suite in common])
+    return compare_results(
+        [r for r in results_a if r.suite in common], [r for r in results_b if r.suite in common]
+    )

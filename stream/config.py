@@ -66,11 +66,28 @@ from .versioning import definition_hash
 from .windowing import WindowingConfig
 
 __all__ = [
-    "DEFAULT_SESSION_EVALUATORS", "EvaluatorSpec", "LoadedConfig", "Match", "Session", "SessionConfig",
-    "Shadow", "ShadowConfig", "ShadowRouting", "StreamEvalConfig", "Suite", "SuiteConfig", "Suites",
-    "add_shadow_file", "load_config", "parse_config", "parse_config_text", "read_config_text", "shadow_routings",
-    "suite_definition", "suite_version",
-]  # fmt: skip
+    "DEFAULT_SESSION_EVALUATORS",
+    "EvaluatorSpec",
+    "LoadedConfig",
+    "Match",
+    "Session",
+    "SessionConfig",
+    "Shadow",
+    "ShadowConfig",
+    "ShadowRouting",
+    "StreamEvalConfig",
+    "Suite",
+    "SuiteConfig",
+    "Suites",
+    "add_shadow_file",
+    "load_config",
+    "parse_config",
+    "parse_config_text",
+    "read_config_text",
+    "shadow_routings",
+    "suite_definition",
+    "suite_version",
+]
 
 
 def _require_unique(kind: str, names: list[str]) -> None:
@@ -107,8 +124,11 @@ class EvaluatorSpec(_Strict):
     name: str | None = Field(default=None, description="result name; defaults to the evaluator name")
     weight: float = Field(default=1.0, ge=0.0, description="weight in the suite's weighted mean")
     params: dict[str, Any] = Field(default_factory=dict, description="the evaluator's own parameters")
-    gate: bool = Field(default=False, description="a hard gate: when it does not pass, the result fails "
-                       "whatever the weighted mean, with the scale's lowest grade")
+    gate: bool = Field(
+        default=False,
+        description="a hard gate: when it does not pass, the result fails "
+        "whatever the weighted mean, with the scale's lowest grade",
+    )
 
     @property
     def result_name(self) -> str:
@@ -132,12 +152,21 @@ class ShadowConfig(_Strict):
     on the same events (``sample_rate`` of them, by event-id hash); its results are published with
     ``shadow: true`` under its own version and never alert."""
 
-    label: str | None = Field(default=None, min_length=1, max_length=64, pattern=_LABEL,
-                              description="a name for people of the candidate's version")
-    sample_rate: float = Field(default=1.0, ge=0.0, le=1.0, description="share of the suite's events (by event-id hash)")
+    label: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        pattern=_LABEL,
+        description="a name for people of the candidate's version",
+    )
+    sample_rate: float = Field(
+        default=1.0, ge=0.0, le=1.0, description="share of the suite's events (by event-id hash)"
+    )
     threshold: float | None = Field(default=None, ge=0.0, le=1.0, description="default: the live suite's")
     grading: GradeScale | None = Field(default=None, description="default: the live suite's")
-    evaluators: list[EvaluatorSpec] | None = Field(default=None, min_length=1, description="default: the live suite's")
+    evaluators: list[EvaluatorSpec] | None = Field(
+        default=None, min_length=1, description="default: the live suite's"
+    )
     judge: SuiteJudgeConfig | None = Field(default=None, description="default: the live suite's (absent key)")
 
     def applied_to(self, live: SuiteConfig) -> dict[str, Any]:
@@ -151,11 +180,19 @@ class SuiteConfig(_Scoring):
     name: str = Field(min_length=1, max_length=128)
     match: Match | None = Field(default=None, description="which events this suite takes")
     default: bool = Field(default=False, description="take events no other suite matches")
-    label: str | None = Field(default=None, min_length=1, max_length=64, pattern=_LABEL,
-                              description="a name for people of this suite's version (docs/versions.md); "
-                              "reused with a different definition, the worker refuses to start")
-    shadow: list[ShadowConfig] = Field(default_factory=list, max_length=8,
-                                       description="shadow candidates evaluated on the same events (docs/versions.md)")
+    label: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        pattern=_LABEL,
+        description="a name for people of this suite's version (docs/versions.md); "
+        "reused with a different definition, the worker refuses to start",
+    )
+    shadow: list[ShadowConfig] = Field(
+        default_factory=list,
+        max_length=8,
+        description="shadow candidates evaluated on the same events (docs/versions.md)",
+    )
 
 
 #: a session's evaluators when its entry names none: the mean of its turns' own scores
@@ -166,21 +203,50 @@ class SessionConfig(_Scoring):
     """One ``sessions:`` entry: which turns form a conversation (or agent run) and how the whole thread is
     judged (docs/sessions.md). Scoring options are the suites' own (:class:`_Scoring`)."""
 
-    name: str = Field(min_length=1, max_length=128, description="the session's name; shares one namespace with suites")
-    match: Match | None = Field(default=None, description="which turns belong (suite routing syntax); none: every event")
-    key: str = Field(min_length=1, description="path of the session key in the request event, e.g. metadata.conversation_id")
-    gap_s: float = Field(default=300.0, gt=0.0, description="idle gap that closes the session (event time, and wall time "
-                         "with no new turn)")
-    end: str | None = Field(default=None, description="path of a boolean field; a turn with it true closes the session at once")
-    grace_s: float | None = Field(default=None, ge=0.0, description="how long after closing a late turn still revises the "
-                                  "session (default: gap_s)")
-    max_turns: int = Field(default=500, ge=3, description="turns kept per session; beyond, middle turns are dropped")
-    max_bytes: int = Field(default=1 << 20, ge=4096, description="bytes of turns kept per session; beyond, middle turns are dropped")
-    category: str = Field(default="multi_turn", min_length=1, max_length=64,
-                          description="the thread's category: picks the judge rubric (default multi_turn)")
+    name: str = Field(
+        min_length=1, max_length=128, description="the session's name; shares one namespace with suites"
+    )
+    match: Match | None = Field(
+        default=None, description="which turns belong (suite routing syntax); none: every event"
+    )
+    key: str = Field(
+        min_length=1,
+        description="path of the session key in the request event, e.g. metadata.conversation_id",
+    )
+    gap_s: float = Field(
+        default=300.0,
+        gt=0.0,
+        description="idle gap that closes the session (event time, and wall time with no new turn)",
+    )
+    end: str | None = Field(
+        default=None, description="path of a boolean field; a turn with it true closes the session at once"
+    )
+    grace_s: float | None = Field(
+        default=None,
+        ge=0.0,
+        description="how long after closing a late turn still revises the session (default: gap_s)",
+    )
+    max_turns: int = Field(
+        default=500, ge=3, description="turns kept per session; beyond, middle turns are dropped"
+    )
+    max_bytes: int = Field(
+        default=1 << 20,
+        ge=4096,
+        description="bytes of turns kept per session; beyond, middle turns are dropped",
+    )
+    category: str = Field(
+        default="multi_turn",
+        min_length=1,
+        max_length=64,
+        description="the thread's category: picks the judge rubric (default multi_turn)",
+    )
     assemble: Literal["turns", "spans"] = Field(
-        default="turns", description="turns: each request event is a turn; spans: an agent run from the spans of an OTLP trace, tool and root spans included")
-    evaluators: list[EvaluatorSpec] = Field(default_factory=lambda: list(DEFAULT_SESSION_EVALUATORS), min_length=1)
+        default="turns",
+        description="turns: each request event is a turn; spans: an agent run from the spans of an OTLP trace, tool and root spans included",
+    )
+    evaluators: list[EvaluatorSpec] = Field(
+        default_factory=lambda: list(DEFAULT_SESSION_EVALUATORS), min_length=1
+    )
 
     @field_validator("key", "end")
     @classmethod
@@ -195,18 +261,26 @@ class SessionConfig(_Scoring):
 
 
 class StreamEvalConfig(_Strict):
-    inputs: list[InputConfig] = Field(default_factory=list, description="input topics and formats (docs/inputs.md)")
+    inputs: list[InputConfig] = Field(
+        default_factory=list, description="input topics and formats (docs/inputs.md)"
+    )
     judges: list[JudgeConfig] = Field(default_factory=list, description="LLM judges (docs/judges.md)")
     suites: list[SuiteConfig] = Field(min_length=1)
     alerts: list[AlertRule] = Field(default_factory=list, description="alert rules (docs/statistics.md)")
-    windowing: WindowingConfig = Field(default_factory=WindowingConfig,
-                                       description="window closing: lateness, interval, lease (docs/statistics.md)")
-    feedback: FeedbackInput = Field(default_factory=FeedbackInput,
-                                    description="how the feedback topic's messages become labels (docs/feedback.md)")
-    review: ReviewConfig | None = Field(default=None,
-                                        description="the review queue: what is sent for a person's look (docs/feedback.md)")
-    sessions: list[SessionConfig] = Field(default_factory=list,
-                                          description="conversations and agent runs judged as a whole (docs/sessions.md)")
+    windowing: WindowingConfig = Field(
+        default_factory=WindowingConfig,
+        description="window closing: lateness, interval, lease (docs/statistics.md)",
+    )
+    feedback: FeedbackInput = Field(
+        default_factory=FeedbackInput,
+        description="how the feedback topic's messages become labels (docs/feedback.md)",
+    )
+    review: ReviewConfig | None = Field(
+        default=None, description="the review queue: what is sent for a person's look (docs/feedback.md)"
+    )
+    sessions: list[SessionConfig] = Field(
+        default_factory=list, description="conversations and agent runs judged as a whole (docs/sessions.md)"
+    )
 
     @field_validator("sessions")
     @classmethod
@@ -219,8 +293,10 @@ class StreamEvalConfig(_Strict):
         # session results are recorded as pairs model x session name, next to suites' pairs: one namespace
         clash = sorted({s.name for s in self.sessions} & {s.name for s in self.suites})
         if clash:
-            raise ValueError(f"session names must differ from suite names (their figures share one namespace); "
-                             f"both: {', '.join(clash)}")
+            raise ValueError(
+                f"session names must differ from suite names (their figures share one namespace); "
+                f"both: {', '.join(clash)}"
+            )
         return self
 
     @field_validator("alerts")
@@ -287,7 +363,17 @@ class Shadow:
 
 # what does not change a result's meaning: routing, names for people, and the judges' transport
 _ROUTING_FIELDS = frozenset({"name", "match", "default", "label", "shadow"})
-_JUDGE_MEANING = ("protocol", "model", "temperature", "max_tokens", "weight", "scale", "blind", "enabled", "structured")
+_JUDGE_MEANING = (
+    "protocol",
+    "model",
+    "temperature",
+    "max_tokens",
+    "weight",
+    "scale",
+    "blind",
+    "enabled",
+    "structured",
+)
 
 
 def judge_prompts_definition() -> dict[str, Any]:
@@ -308,10 +394,16 @@ def judge_prompts_definition() -> dict[str, Any]:
                 return [plain(v) for v in value]
             return value
 
-        tables = {name: plain(getattr(_rubrics, name)) for name in _rubrics.__all__
-                  if isinstance(getattr(_rubrics, name), dict)}  # fmt: skip
-        texts = {name: value for name, value in vars(_prompts).items()
-                 if isinstance(value, str) and name.lstrip("_").isupper()}  # fmt: skip
+        tables = {
+            name: plain(getattr(_rubrics, name))
+            for name in _rubrics.__all__
+            if isinstance(getattr(_rubrics, name), dict)
+        }
+        texts = {
+            name: value
+            for name, value in vars(_prompts).items()
+            if isinstance(value, str) and name.lstrip("_").isupper()
+        }
         _PROMPTS = {"templates": definition_hash(texts), "rubrics": definition_hash(tables)}
     return _PROMPTS
 
@@ -319,14 +411,20 @@ def judge_prompts_definition() -> dict[str, Any]:
 _PROMPTS: dict[str, Any] | None = None
 
 
-def suite_definition(suite: SuiteConfig | SessionConfig, bound: Sequence[BoundEvaluator], judges: Sequence[JudgeConfig],
-                     registry: Mapping[str, str | None] | None = None) -> dict[str, Any]:  # fmt: skip
+def suite_definition(
+    suite: SuiteConfig | SessionConfig,
+    bound: Sequence[BoundEvaluator],
+    judges: Sequence[JudgeConfig],
+    registry: Mapping[str, str | None] | None = None,
+) -> dict[str, Any]:
     """A suite's resolved definition, the input of its version: every field of its config except routing
     and labels, each evaluator's validated params (defaults filled in, a code evaluator's source), the
     judge models and settings that change an answer, the prompt templates and rubrics, and the version of
     each registered evaluator (``registry``: reference -> ``id@n``, when the worker knows them)."""
     # a session's match and key say which turns form it: part of its meaning; only its name is not
-    data = suite.model_dump(mode="json", exclude=set(_ROUTING_FIELDS) if isinstance(suite, SuiteConfig) else {"name"})
+    data = suite.model_dump(
+        mode="json", exclude=set(_ROUTING_FIELDS) if isinstance(suite, SuiteConfig) else {"name"}
+    )
     by_name = {b.name: b for b in bound}
     steps = []
     for spec in suite.evaluators:
@@ -345,13 +443,18 @@ def suite_definition(suite: SuiteConfig | SessionConfig, bound: Sequence[BoundEv
         chosen = [j for j in judges if suite.judge.judges is None or j.name in suite.judge.judges]
         data["judges"] = {j.name: {k: getattr(j, k) for k in _JUDGE_MEANING} for j in chosen}
         data["prompts"] = judge_prompts_definition()
-    data["grade_scale"] = [[floor if floor != float("-inf") else None, name]
-                           for floor, name in GRADE_SCALES[suite.grading]]  # fmt: skip
+    data["grade_scale"] = [
+        [floor if floor != float("-inf") else None, name] for floor, name in GRADE_SCALES[suite.grading]
+    ]
     return data
 
 
-def suite_version(suite: SuiteConfig | SessionConfig, bound: Sequence[BoundEvaluator], judges: Sequence[JudgeConfig],
-                  registry: Mapping[str, str | None] | None = None) -> str:  # fmt: skip
+def suite_version(
+    suite: SuiteConfig | SessionConfig,
+    bound: Sequence[BoundEvaluator],
+    judges: Sequence[JudgeConfig],
+    registry: Mapping[str, str | None] | None = None,
+) -> str:
     """The suite's version: :func:`~streameval.versioning.definition_hash` of :func:`suite_definition`."""
     return definition_hash(suite_definition(suite, bound, judges, registry))
 
@@ -378,9 +481,15 @@ class LoadedConfig:
     """The loaded suite file: its suites with their evaluators bound (the routing table: explicit suite,
     first match, default), and its judges, alerts, windowing and inputs."""
 
-    def __init__(self, suites: Sequence[Suite], judges: Sequence[JudgeConfig] = (),
-                 alerts: Sequence[AlertRule] = (), windowing: WindowingConfig | None = None,
-                 inputs: Sequence[InputConfig] = (), sessions: Sequence[Session] = ()) -> None:  # fmt: skip
+    def __init__(
+        self,
+        suites: Sequence[Suite],
+        judges: Sequence[JudgeConfig] = (),
+        alerts: Sequence[AlertRule] = (),
+        windowing: WindowingConfig | None = None,
+        inputs: Sequence[InputConfig] = (),
+        sessions: Sequence[Session] = (),
+    ) -> None:
         self.all = tuple(suites)
         self.sessions = tuple(sessions)  # conversations judged as a whole (streameval.sessions)
         #: some session assembles agent runs from spans: OTLP decoders hand on tool and root spans as steps
@@ -481,7 +590,9 @@ class ShadowRouting(LoadedConfig):
     def route(self, event: RequestEvent) -> Suite:
         suite = self.live.route(event)
         if len(suite.shadows) <= self.index:
-            raise UnroutableEvent(f"suite {suite.name!r} has no shadow {self.index}", kind="no_suite", event_id=event.id)
+            raise UnroutableEvent(
+                f"suite {suite.name!r} has no shadow {self.index}", kind="no_suite", event_id=event.id
+            )
         shadow = suite.shadows[self.index]
         if not sampled("shadow:" + event.id, shadow.sample_rate):
             raise UnroutableEvent("not in the shadow's sample", kind="no_suite", event_id=event.id)
@@ -502,11 +613,23 @@ def add_shadow_file(suites: LoadedConfig, path: str | Path, *, sample_rate: floa
     for k, candidate in enumerate(extra.all):
         live = suites.by_name.get(candidate.name)
         if live is None:
-            problems.append(ConfigIssue(file=str(path), path=f"suites[{k}].name",
-                                        message=unknown_name("live suite", candidate.name, suites.by_name)))  # fmt: skip
-        elif candidate.version == live.version or candidate.version in {s.suite.version for s in live.shadows}:
-            problems.append(ConfigIssue(file=str(path), path=f"suites[{k}]", message=f"version {candidate.version} "
-                                        f"is already the live suite's or one of its shadows"))  # fmt: skip
+            problems.append(
+                ConfigIssue(
+                    file=str(path),
+                    path=f"suites[{k}].name",
+                    message=unknown_name("live suite", candidate.name, suites.by_name),
+                )
+            )
+        elif candidate.version == live.version or candidate.version in {
+            s.suite.version for s in live.shadows
+        }:
+            problems.append(
+                ConfigIssue(
+                    file=str(path),
+                    path=f"suites[{k}]",
+                    message=f"version {candidate.version} is already the live suite's or one of its shadows",
+                )
+            )
         else:
             _with_shadows(live, (*live.shadows, Shadow(candidate, sample_rate)))
     if problems:
@@ -573,14 +696,26 @@ def _run_issues(config: StreamEvalConfig) -> Iterator[tuple[tuple[str | int, ...
         if session.assemble != "spans":
             continue
         if not otlp:
-            yield ("sessions", i, "assemble"), ("spans assembles agent runs from OTLP trace exports; the suite file "
-                                                f"has no {formats} input")  # fmt: skip
+            yield (
+                ("sessions", i, "assemble"),
+                (
+                    "spans assembles agent runs from OTLP trace exports; the suite file "
+                    f"has no {formats} input"
+                ),
+            )
         if compile_event_path(session.key).steps != TRACE_KEY:
-            yield ("sessions", i, "key"), (f"an agent run (assemble: spans) is keyed by its trace: key: metadata.trace_id, "
-                                           f"not {session.key!r}")  # fmt: skip
+            yield (
+                ("sessions", i, "key"),
+                (
+                    f"an agent run (assemble: spans) is keyed by its trace: key: metadata.trace_id, "
+                    f"not {session.key!r}"
+                ),
+            )
 
 
-def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = None) -> tuple[StreamEvalConfig, LoadedConfig]:
+def parse_config(
+    data: Any, *, file: str = "<config>", node: yaml.Node | None = None
+) -> tuple[StreamEvalConfig, LoadedConfig]:
     """Validate a config document and build every evaluator. Raises :class:`ConfigError` with all issues."""
 
     def issue(loc: Sequence[str | int], message: str) -> ConfigIssue:
@@ -588,12 +723,16 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
         line = _text_line(node, loc, message)
         if line is not None:
             message = _CODE_LINE.sub(lambda m: f"(line {m.group(1)} of the code)", message, count=1)
-        return ConfigIssue(file=file, path=_loc_to_path(loc), message=message, line=line or _line_of(node, loc))
+        return ConfigIssue(
+            file=file, path=_loc_to_path(loc), message=message, line=line or _line_of(node, loc)
+        )
 
     try:
         config = StreamEvalConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError([issue(*_input_error(e["loc"], e["type"], e["msg"], e.get("ctx"))) for e in exc.errors()]) from None
+        raise ConfigError(
+            [issue(*_input_error(e["loc"], e["type"], e["msg"], e.get("ctx"))) for e in exc.errors()]
+        ) from None
 
     issues: list[ConfigIssue] = [issue(loc, message) for loc, message in input_issues(config.inputs)]
     issues += [issue(("feedback", *loc), message) for loc, message in feedback_issues(config.feedback)]
@@ -606,7 +745,12 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
         for j, spec in enumerate(scoring.evaluators):
             loc = (*base, "evaluators", j)
             if spec.result_name in names:
-                issues.append(issue((*loc, "name"), f"evaluator name {spec.result_name!r} used twice in this {_kind(base)}; set a distinct 'name'"))
+                issues.append(
+                    issue(
+                        (*loc, "name"),
+                        f"evaluator name {spec.result_name!r} used twice in this {_kind(base)}; set a distinct 'name'",
+                    )
+                )
             names.add(spec.result_name)
             try:
                 evaluator = build_evaluator(spec.evaluator, spec.params)
@@ -618,9 +762,13 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
                 continue
             bound.append(BoundEvaluator(spec.result_name, spec.weight, evaluator, spec.gate))
         if not any(spec.weight > 0 for spec in scoring.evaluators):
-            issues.append(issue((*base, "evaluators"), "weights sum to 0; at least one evaluator needs a weight > 0"))
+            issues.append(
+                issue((*base, "evaluators"), "weights sum to 0; at least one evaluator needs a weight > 0")
+            )
         if scoring.judge is not None:
-            issues.extend(issue(loc, message) for loc, message in _judge_issues(config, scoring.judge, base, names))
+            issues.extend(
+                issue(loc, message) for loc, message in _judge_issues(config, scoring.judge, base, names)
+            )
         definition = suite_definition(scoring, bound, config.judges)
         return Suite(scoring, tuple(bound), definition_hash(definition), definition)
 
@@ -630,26 +778,41 @@ def parse_config(data: Any, *, file: str = "<config>", node: yaml.Node | None = 
         for k, candidate in enumerate(suite_cfg.shadow):
             where: tuple[str | int, ...] = (*base, "shadow", k)
             try:
-                shadow_cfg = SuiteConfig.model_validate({**candidate.applied_to(suite_cfg), "label": candidate.label})
+                shadow_cfg = SuiteConfig.model_validate(
+                    {**candidate.applied_to(suite_cfg), "label": candidate.label}
+                )
             except ValidationError as exc:
                 issues.extend(issue((*where, *e["loc"]), e["msg"]) for e in exc.errors())
                 continue
             built = build(shadow_cfg, where)
             if built.version == suite.version:
-                issues.append(issue(where, f"the candidate's definition is the live suite's (version {suite.version}); "
-                                    "a shadow must change something"))  # fmt: skip
+                issues.append(
+                    issue(
+                        where,
+                        f"the candidate's definition is the live suite's (version {suite.version}); "
+                        "a shadow must change something",
+                    )
+                )
             elif built.version in {s.suite.version for s in shadows}:
-                issues.append(issue(where, f"the same definition as an earlier candidate (version {built.version})"))
+                issues.append(
+                    issue(where, f"the same definition as an earlier candidate (version {built.version})")
+                )
             shadows.append(Shadow(built, candidate.sample_rate))
         return _with_shadows(suite, shadows)
 
-    suites = [with_shadows(build(suite_cfg, ("suites", i)), suite_cfg, ("suites", i))
-              for i, suite_cfg in enumerate(config.suites)]  # fmt: skip
+    suites = [
+        with_shadows(build(suite_cfg, ("suites", i)), suite_cfg, ("suites", i))
+        for i, suite_cfg in enumerate(config.suites)
+    ]
     sessions = [
-        Session(session_cfg, build(session_cfg, ("sessions", i)), compile_event_path(session_cfg.key),
-                None if session_cfg.end is None else compile_event_path(session_cfg.end))
+        Session(
+            session_cfg,
+            build(session_cfg, ("sessions", i)),
+            compile_event_path(session_cfg.key),
+            None if session_cfg.end is None else compile_event_path(session_cfg.end),
+        )
         for i, session_cfg in enumerate(config.sessions)
-    ]  # fmt: skip
+    ]
     if issues:
         raise ConfigError(issues)
     parsed = LoadedConfig(suites, config.judges, config.alerts, config.windowing, config.inputs, sessions)
@@ -671,7 +834,10 @@ def _input_error(
     if len(loc) < 2 or loc[0] != "inputs":
         return loc, message
     if kind == "union_tag_invalid":
-        return (*loc[:2], "format"), f"unknown input format {(ctx or {}).get('tag')!r}; valid formats: {', '.join(FORMATS)}"
+        return (
+            *loc[:2],
+            "format",
+        ), f"unknown input format {(ctx or {}).get('tag')!r}; valid formats: {', '.join(FORMATS)}"
     if kind == "union_tag_not_found":
         return (*loc[:2], "format"), f"missing; valid formats: {', '.join(FORMATS)}"
     if len(loc) > 2 and loc[2] in FORMATS:
@@ -684,8 +850,9 @@ def _kind(at: tuple[str | int, ...]) -> str:
     return "session" if at[0] == "sessions" else "suite"
 
 
-def _judge_issues(config: StreamEvalConfig, block: SuiteJudgeConfig, at: tuple[str | int, ...],
-                  names: set[str]) -> list[tuple[tuple[str | int, ...], str]]:  # fmt: skip
+def _judge_issues(
+    config: StreamEvalConfig, block: SuiteJudgeConfig, at: tuple[str | int, ...], names: set[str]
+) -> list[tuple[tuple[str | int, ...], str]]:
     """Problems of the judge block of the suite (or session) at ``at``: unknown judges, weights, fallback evaluators."""
     base: tuple[str | int, ...] = (*at, "judge")
     out: list[tuple[tuple[str | int, ...], str]] = []
@@ -701,11 +868,17 @@ def _judge_issues(config: StreamEvalConfig, block: SuiteJudgeConfig, at: tuple[s
     if problem is not None:
         out.append(((*base, "judges") if block.judges is not None else ("judges",), problem))
     if len(panel_judges(config.judges, block.judges)) < block.min_judges:
-        out.append(((*base, "min_judges"), f"min_judges {block.min_judges} is more than the panel's enabled judges"))
+        out.append(
+            ((*base, "min_judges"), f"min_judges {block.min_judges} is more than the panel's enabled judges")
+        )
     for k, spec in enumerate(block.fallbacks):
         if spec.evaluator not in names:
-            out.append(((*base, "fallbacks", k, "evaluator"),
-                        f"no evaluator named {spec.evaluator!r} in this suite; names: {', '.join(sorted(names))}"))
+            out.append(
+                (
+                    (*base, "fallbacks", k, "evaluator"),
+                    f"no evaluator named {spec.evaluator!r} in this suite; names: {', '.join(sorted(names))}",
+                )
+            )
     if PANEL_RESULT_NAME in names:
         out.append(((*at, "evaluators"), f"{PANEL_RESULT_NAME!r} is reserved for the judge panel's result"))
     return out
@@ -721,7 +894,9 @@ def read_config_text(path: str | Path) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError([ConfigIssue(file=str(path), path="", message=f"cannot read: {exc.strerror}")]) from None
+        raise ConfigError(
+            [ConfigIssue(file=str(path), path="", message=f"cannot read: {exc.strerror}")]
+        ) from None
 
 
 def parse_config_text(text: str, *, file: str = "<config>") -> tuple[StreamEvalConfig, LoadedConfig]:
@@ -732,5 +907,7 @@ def parse_config_text(text: str, *, file: str = "<config>") -> tuple[StreamEvalC
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
-        raise ConfigError([ConfigIssue(file=file, path="", message=f"not valid YAML: {exc}", line=line)]) from None
+        raise ConfigError(
+            [ConfigIssue(file=file, path="", message=f"not valid YAML: {exc}", line=line)]
+        ) from None
     return parse_config(data, file=file, node=node)

@@ -25,7 +25,14 @@ from ._util import redact_url
 from .errors import BrokerUnavailable, ConnectFailed
 from .kafka_security import KafkaSecurity, bootstrap_hosts
 
-__all__ = ["check_kafka", "check_redis", "check_redis_settings", "kafka_metadata", "kafka_reason", "redis_reason"]
+__all__ = [
+    "check_kafka",
+    "check_redis",
+    "check_redis_settings",
+    "kafka_metadata",
+    "kafka_reason",
+    "redis_reason",
+]
 
 #: how a failed connection attempt is treated: give up now, count towards the closed-connection limit, or retry
 FailureKind = Literal["permanent", "closed", "transient"]
@@ -63,12 +70,22 @@ def kafka_reason(exc: BaseException, security: KafkaSecurity) -> tuple[str, Fail
         return f"the broker does not offer this SASL mechanism: {exc}", "permanent"
     if isinstance(exc, ConnectionRefusedError):
         return "connection refused", "transient"
-    if isinstance(exc, kafka_errors.KafkaConnectionError | ConnectionResetError | asyncio.IncompleteReadError):
+    if isinstance(
+        exc, kafka_errors.KafkaConnectionError | ConnectionResetError | asyncio.IncompleteReadError
+    ):
         if not security.tls:
-            return ("connection closed during the first request: is this a TLS listener? "
-                    "(set STREAMEVAL_KAFKA_SECURITY_PROTOCOL to SSL or SASL_SSL)"), "closed"  # fmt: skip
-        hints = [h for h, missing in (("a client certificate (STREAMEVAL_KAFKA_SSL_CERT_FILE)", not security.cert_file),
-                                      ("SASL (SASL_SSL)", not security.sasl)) if missing]  # fmt: skip
+            return (
+                "connection closed during the first request: is this a TLS listener? "
+                "(set STREAMEVAL_KAFKA_SECURITY_PROTOCOL to SSL or SASL_SSL)"
+            ), "closed"
+        hints = [
+            h
+            for h, missing in (
+                ("a client certificate (STREAMEVAL_KAFKA_SSL_CERT_FILE)", not security.cert_file),
+                ("SASL (SASL_SSL)", not security.sasl),
+            )
+            if missing
+        ]
         hint = f": does the listener require {' or '.join(hints)}?" if hints else ""
         return f"connection closed by the server during the first request{hint}", "closed"
     if isinstance(exc, TimeoutError | kafka_errors.KafkaTimeoutError | kafka_errors.RequestTimedOutError):
@@ -83,7 +100,9 @@ async def kafka_metadata(host: str, port: int, security: KafkaSecurity, *, timeo
     """Connect to one broker as every client does (TLS, SASL) and ask for metadata; returns the broker count."""
     kwargs = security.aiokafka_kwargs()
     conn = await asyncio.wait_for(
-        create_conn(host, port, request_timeout_ms=int(timeout * 1000), client_id="streameval-check", **kwargs),
+        create_conn(
+            host, port, request_timeout_ms=int(timeout * 1000), client_id="streameval-check", **kwargs
+        ),
         timeout,
     )
     try:
@@ -93,7 +112,9 @@ async def kafka_metadata(host: str, port: int, security: KafkaSecurity, *, timeo
         conn.close()
 
 
-async def check_kafka(bootstrap: str, security: KafkaSecurity, *, timeout: float = 30.0, attempt_s: float = 10.0) -> None:
+async def check_kafka(
+    bootstrap: str, security: KafkaSecurity, *, timeout: float = 30.0, attempt_s: float = 10.0
+) -> None:
     """Return once a bootstrap server answers an authenticated metadata request.
 
     Raises :class:`ConnectFailed` at once when the broker refuses us (credentials, TLS), and
@@ -124,8 +145,13 @@ async def check_kafka(bootstrap: str, security: KafkaSecurity, *, timeout: float
                 f"{'; '.join(failures)}; is it running? (set KAFKA_BOOTSTRAP_SERVERS or pass --bootstrap)"
             )
         if now >= next_summary:
-            log.warning("still waiting for a Kafka broker at %s: %d attempts in %.0f s, giving up after %.0f s",
-                        bootstrap, rounds, now - started, timeout)  # fmt: skip
+            log.warning(
+                "still waiting for a Kafka broker at %s: %d attempts in %.0f s, giving up after %.0f s",
+                bootstrap,
+                rounds,
+                now - started,
+                timeout,
+            )
             next_summary = now + _WAIT_SUMMARY_S
         await asyncio.sleep(_RETRY_S)
 
@@ -144,8 +170,14 @@ def redis_reason(exc: BaseException, url: str) -> tuple[str, bool]:
         return "the server requires a password (NOAUTH); set STREAMEVAL_REDIS_PASSWORD(_FILE)", True
     if isinstance(exc, redis_errors.NoPermissionError):
         return f"the ACL user may not run this command ({exc})", True
-    closed = isinstance(cause, ConnectionResetError | BrokenPipeError) or "closed by server" in str(exc)  # redis-py has no type for the latter
-    if isinstance(exc, redis_errors.ConnectionError) and closed and not url.startswith(("rediss:", "rediss+")):
+    closed = isinstance(cause, ConnectionResetError | BrokenPipeError) or "closed by server" in str(
+        exc
+    )  # redis-py has no type for the latter
+    if (
+        isinstance(exc, redis_errors.ConnectionError)
+        and closed
+        and not url.startswith(("rediss:", "rediss+"))
+    ):
         return "connection closed during the first command: is this a TLS port? (use a rediss:// URL)", True
     if isinstance(exc, redis_errors.ConnectionError | redis_errors.TimeoutError | OSError):
         return f"{type(exc).__name__}: {exc}", False
@@ -165,7 +197,9 @@ async def check_redis(client: keyspace.Client, url: str) -> None:
 
 async def check_redis_settings(url: str, options: dict[str, object], *, timeout: float = 5.0) -> None:
     """:func:`check_redis` on a short-lived client for ``url`` with ``options`` (streameval.redis_security)."""
-    client = keyspace.connect(url, max_connections=2, socket_timeout=timeout, connect_timeout=timeout, **options)
+    client = keyspace.connect(
+        url, max_connections=2, socket_timeout=timeout, connect_timeout=timeout, **options
+    )
     try:
         await check_redis(client, url)
     except ConnectFailed:

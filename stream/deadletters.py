@@ -39,8 +39,14 @@ def _encoded_size(letter: DeadLetter) -> int:
     return len(letter.model_dump_json())
 
 
-def fit(letter: DeadLetter, raw: bytes | None, *, max_bytes: int, stored_key: str | None = None,
-        stored_until: float | None = None) -> DeadLetter:  # fmt: skip
+def fit(
+    letter: DeadLetter,
+    raw: bytes | None,
+    *,
+    max_bytes: int,
+    stored_key: str | None = None,
+    stored_until: float | None = None,
+) -> DeadLetter:
     """``letter`` if it encodes to at most ``max_bytes``, else a copy with head + tail of ``raw``
     (``None``: the letter's own base64 ``raw``, decoded only then).
 
@@ -54,9 +60,12 @@ def fit(letter: DeadLetter, raw: bytes | None, *, max_bytes: int, stored_key: st
     if raw is None:
         raw = base64.b64decode(letter.raw)
     truncation = DeadLetterTruncation(
-        length=len(raw), sha256=hashlib.sha256(raw).hexdigest(), tail="", stored_key=stored_key,
+        length=len(raw),
+        sha256=hashlib.sha256(raw).hexdigest(),
+        tail="",
+        stored_key=stored_key,
         stored_until=format_time(stored_until) if stored_until is not None else None,
-    )  # fmt: skip
+    )
     bare = letter.model_copy(update={"raw": "", "truncated": truncation})
     room = max_bytes - _encoded_size(bare)  # characters left for the two base64 strings
     keep = (room // 4) * 3  # raw bytes that fit as base64 (4 characters per 3 bytes)

@@ -83,8 +83,15 @@ DEMO_JUDGED: dict[str, dict[str, Any]] = {
     "general": {"sample_rate": 1.0, "default_category": "creative_writing"},
 }
 # The simulated judge misbehaves a little, as real providers do: the results show the fallbacks.
-DEMO_SIM: dict[str, Any] = {"latency_ms": 40.0, "latency_dist": "uniform", "latency_spread_ms": 30.0, "error_rate": 0.01,
-            "rate_limit_rate": 0.01, "retry_after_s": 0.5, "malformed_rate": 0.02}  # fmt: skip
+DEMO_SIM: dict[str, Any] = {
+    "latency_ms": 40.0,
+    "latency_dist": "uniform",
+    "latency_spread_ms": 30.0,
+    "error_rate": 0.01,
+    "rate_limit_rate": 0.01,
+    "retry_after_s": 0.5,
+    "malformed_rate": 0.02,
+}
 
 
 def judged_config(config: Path, judge_url: str, out: Path) -> Path:
@@ -125,8 +132,10 @@ async def run_demo(args: argparse.Namespace, console: Console, out: Console | No
             judge_url = await stack.enter_async_context(start_judge_sim(**DEMO_SIM))
             config = judged_config(config, judge_url, broker.dir / "demo-suites.yaml")
             load_config(config)
-            console.print(f"judges   3 SIMULATED judges at {judge_url} (not real models; weights 0.30/0.30/0.40) "
-                          f"on suites {', '.join(DEMO_JUDGED)}")  # fmt: skip
+            console.print(
+                f"judges   3 SIMULATED judges at {judge_url} (not real models; weights 0.30/0.30/0.40) "
+                f"on suites {', '.join(DEMO_JUDGED)}"
+            )
         if external_redis:
             redis_url = external_redis
             console.print(f"redis    {redact_url(redis_url)} (REDIS_URL), keys under {prefix}")
@@ -134,13 +143,18 @@ async def run_demo(args: argparse.Namespace, console: Console, out: Console | No
             redis_url = stack.enter_context(EmbeddedRedis()).url
             console.print(f"redis    valkey-server (embedded) at {redis_url}")
 
-        topics = {name: f"evals.{name}" for name in ("requests", "results", "deadletter", "alerts", "aggregates")}
+        topics = {
+            name: f"evals.{name}" for name in ("requests", "results", "deadletter", "alerts", "aggregates")
+        }
         await ensure_topics(broker.bootstrap, topics.values(), partitions=2)
         log_path = broker.dir / "worker.log"
         # the embedded broker is plaintext (and an embedded Redis has no password): security settings
         # meant for a real cluster would only make the demo's worker refuse to start
         own = ("STREAMEVAL_KAFKA_SECURITY", "STREAMEVAL_KAFKA_SASL", "STREAMEVAL_KAFKA_SSL") + (
-            () if external_redis else ("STREAMEVAL_REDIS_USERNAME", "STREAMEVAL_REDIS_PASSWORD", "STREAMEVAL_REDIS_SSL"))
+            ()
+            if external_redis
+            else ("STREAMEVAL_REDIS_USERNAME", "STREAMEVAL_REDIS_PASSWORD", "STREAMEVAL_REDIS_SSL")
+        )
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(own)},
             "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap,
@@ -160,28 +174,41 @@ async def run_demo(args: argparse.Namespace, console: Console, out: Console | No
         await produce(broker.bootstrap, topics["requests"], events)
         console.print(f"sent {len(events)} events to {topics['requests']}")
         counts = {"results": 0, "deadletter": 0}
-        with Progress(TextColumn("[bold]evaluating[/]"), BarColumn(), MofNCompleteColumn(),
-                      TextColumn("results {task.fields[ok]}  dead letters {task.fields[dead]}"),
-                      TimeElapsedColumn(), console=console) as progress:  # fmt: skip
+        with Progress(
+            TextColumn("[bold]evaluating[/]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("results {task.fields[ok]}  dead letters {task.fields[dead]}"),
+            TimeElapsedColumn(),
+            console=console,
+        ) as progress:
             task = progress.add_task("demo", total=len(events), ok=0, dead=0)
 
             def on_record(record: Record) -> None:
                 counts["results" if record.topic == topics["results"] else "deadletter"] += 1
-                progress.update(task, completed=sum(counts.values()), ok=counts["results"], dead=counts["deadletter"])
+                progress.update(
+                    task, completed=sum(counts.values()), ok=counts["results"], dead=counts["deadletter"]
+                )
                 if worker.poll() is not None:
                     raise RuntimeError(f"the worker exited with code {worker.returncode}")
 
             try:
-                await collect(broker.bootstrap, [topics["results"], topics["deadletter"]],
-                              until=lambda records: len(records) >= len(events), timeout=args.timeout,
-                              on_record=on_record)  # fmt: skip
+                await collect(
+                    broker.bootstrap,
+                    [topics["results"], topics["deadletter"]],
+                    until=lambda records: len(records) >= len(events),
+                    timeout=args.timeout,
+                    on_record=on_record,
+                )
             except (TimeoutError, RuntimeError) as exc:
                 console.print(f"[bold red]demo did not finish:[/] {exc}")
                 console.print(log_path.read_text(errors="replace")[-3000:], markup=False, highlight=False)
                 return 1
         elapsed = time.monotonic() - started
 
-        client = aioredis.Redis.from_url(redis_url, **(redis_options(load_settings()) if external_redis else {}))
+        client = aioredis.Redis.from_url(
+            redis_url, **(redis_options(load_settings()) if external_redis else {})
+        )
         try:
             store = ResultStore(client, prefix=prefix)
             rows = [(a.model, a.suite, a.fields) for a in await store.all_time()]
@@ -196,8 +223,9 @@ async def run_demo(args: argparse.Namespace, console: Console, out: Console | No
         render_judges(rows, out)
         out.print(
             f"{len(events)} events → {counts['results']} result messages, {counts['deadletter']} dead letters "
-            f"in {elapsed:.1f}s; {summary.count} distinct events counted in the aggregates", highlight=False,
-        )  # fmt: skip
+            f"in {elapsed:.1f}s; {summary.count} distinct events counted in the aggregates",
+            highlight=False,
+        )
     console.print("stopped worker, broker and Redis")
     out.print(NEXT_STEPS, highlight=False, markup=False)
     return 0
@@ -209,8 +237,10 @@ async def _check_redis(url: str) -> None:
     try:
         await client.ping()
     except (OSError, aioredis.ConnectionError, aioredis.TimeoutError) as exc:
-        raise StoreUnavailable(f"Redis at {redact_url(url)} (REDIS_URL) did not answer: {exc}; "
-                               "unset REDIS_URL to let the demo start its own") from None  # fmt: skip
+        raise StoreUnavailable(
+            f"Redis at {redact_url(url)} (REDIS_URL) did not answer: {exc}; "
+            "unset REDIS_URL to let the demo start its own"
+        ) from None
     finally:
         await client.aclose()
 
@@ -220,7 +250,7 @@ def render_judges(rows: list[tuple[str, str, dict[str, float]]], console: Consol
     totals: dict[str, dict[str, float]] = {}
     for _, _, fields in rows:
         for field, value in fields.items():
-            name = field[len(_PANEL_COUNTERS):]
+            name = field[len(_PANEL_COUNTERS) :]
             # per-judge counters only: pair:/alpha:/repeat: agreement sums hold a ':' (docs/statistics.md)
             if field.startswith(_PANEL_COUNTERS) and ":" not in name:
                 judge, _, what = name.rpartition(".")
@@ -235,14 +265,24 @@ def render_judges(rows: list[tuple[str, str, dict[str, float]]], console: Consol
         answers = t.get("n", 0.0)
         mean = t.get("score_sum", 0.0) / answers if answers else 0.0
         tokens = t.get("prompt_tokens", 0.0) + t.get("completion_tokens", 0.0)
-        table.add_row(judge, f"{t.get('calls', 0):.0f}", f"{t.get('cache_hits', 0):.0f}", f"{t.get('errors', 0):.0f}",
-                      f"{answers:.0f}", f"{mean:.2f}", f"{tokens:.0f}")  # fmt: skip
+        table.add_row(
+            judge,
+            f"{t.get('calls', 0):.0f}",
+            f"{t.get('cache_hits', 0):.0f}",
+            f"{t.get('errors', 0):.0f}",
+            f"{answers:.0f}",
+            f"{mean:.2f}",
+            f"{tokens:.0f}",
+        )
     console.print(table)
 
 
 def _start_worker(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
     with log_path.open("ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "streameval", "worker"], env=env, stdout=log, stderr=subprocess.STDOUT,
+            [sys.executable, "-m", "streameval", "worker"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+        )

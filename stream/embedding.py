@@ -63,8 +63,10 @@ def find_model(model: str) -> Path:
         except (ImportError, ValueError):
             spec = None
         if spec is None or not spec.submodule_search_locations:
-            raise MissingExtra(f"the model package {model!r} is not installed; {EXTRA_HINT} "
-                               f"(or name another installed package that ships a model)")  # fmt: skip
+            raise MissingExtra(
+                f"the model package {model!r} is not installed; {EXTRA_HINT} "
+                f"(or name another installed package that ships a model)"
+            )
         roots = [Path(p) for p in spec.submodule_search_locations]
     for root in roots:
         for folder in [root, *sorted(p for p in root.rglob("*") if p.is_dir())]:
@@ -120,7 +122,9 @@ def _gelu(h: np.ndarray) -> None:
         am, tm, em = a[:m], t[:m], e[:m]
         np.multiply(x, np.float32(1.0 / math.sqrt(2.0)), out=am)
         np.abs(am, out=am)
-        np.minimum(am, np.float32(6.0), out=am)  # erf(6) is 1 in float32; beyond, exp() would go subnormal (slow)
+        np.minimum(
+            am, np.float32(6.0), out=am
+        )  # erf(6) is 1 in float32; beyond, exp() would go subnormal (slow)
         np.multiply(am, am, out=em)
         np.negative(em, out=em)
         np.exp(em, out=em)  # e^{-z²}
@@ -168,9 +172,13 @@ class Encoder:
 
         config = json.loads((folder / "config.json").read_text())
         if config.get("model_type") != "bert":
-            raise MissingExtra(f"model {folder} is a {config.get('model_type')!r}; only BERT models are supported")
+            raise MissingExtra(
+                f"model {folder} is a {config.get('model_type')!r}; only BERT models are supported"
+            )
         st_config = folder / "sentence_bert_config.json"
-        self.max_tokens = int(json.loads(st_config.read_text()).get("max_seq_length", 256)) if st_config.is_file() else 256
+        self.max_tokens = (
+            int(json.loads(st_config.read_text()).get("max_seq_length", 256)) if st_config.is_file() else 256
+        )
         self.folder = folder
         self.dim = int(config["hidden_size"])
         self.heads = int(config["num_attention_heads"])
@@ -187,15 +195,22 @@ class Encoder:
         for i in range(int(config["num_hidden_layers"])):
             p = f"{prefix}encoder.layer.{i}."
             a = p + "attention."
-            self.layers.append(_Layer(
-                qkv=np.concatenate([w[a + f"self.{m}.weight"] for m in ("query", "key", "value")]).T,
-                qkv_b=np.concatenate([w[a + f"self.{m}.bias"] for m in ("query", "key", "value")]),
-                o=w[a + "output.dense.weight"].T, o_b=w[a + "output.dense.bias"],
-                ln1_w=w[a + "output.LayerNorm.weight"], ln1_b=w[a + "output.LayerNorm.bias"],
-                up=w[p + "intermediate.dense.weight"].T, up_b=w[p + "intermediate.dense.bias"],
-                down=w[p + "output.dense.weight"].T, down_b=w[p + "output.dense.bias"],
-                ln2_w=w[p + "output.LayerNorm.weight"], ln2_b=w[p + "output.LayerNorm.bias"],
-            ))  # fmt: skip
+            self.layers.append(
+                _Layer(
+                    qkv=np.concatenate([w[a + f"self.{m}.weight"] for m in ("query", "key", "value")]).T,
+                    qkv_b=np.concatenate([w[a + f"self.{m}.bias"] for m in ("query", "key", "value")]),
+                    o=w[a + "output.dense.weight"].T,
+                    o_b=w[a + "output.dense.bias"],
+                    ln1_w=w[a + "output.LayerNorm.weight"],
+                    ln1_b=w[a + "output.LayerNorm.bias"],
+                    up=w[p + "intermediate.dense.weight"].T,
+                    up_b=w[p + "intermediate.dense.bias"],
+                    down=w[p + "output.dense.weight"].T,
+                    down_b=w[p + "output.dense.bias"],
+                    ln2_w=w[p + "output.LayerNorm.weight"],
+                    ln2_b=w[p + "output.LayerNorm.bias"],
+                )
+            )
 
     def tokens(self, text: str) -> list[int]:
         """The token ids of ``text`` ([CLS] … [SEP], truncated to the model's max_seq_length)."""

@@ -60,7 +60,9 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _init(parent: int, config_text: str, config_file: str, max_event_bytes: int, max_event_depth: int) -> None:
+def _init(
+    parent: int, config_text: str, config_file: str, max_event_bytes: int, max_event_depth: int
+) -> None:
     global _pipeline, _inputs
     _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the worker shuts us down
@@ -74,7 +76,9 @@ def _ready() -> bool:
     return _pipeline is not None
 
 
-def _evaluate(batch: Sequence[tuple[bytes, Source]], received_at: float) -> tuple[list[Outcome | None], list[tuple[str, float]]]:
+def _evaluate(
+    batch: Sequence[tuple[bytes, Source]], received_at: float
+) -> tuple[list[Outcome | None], list[tuple[str, float]]]:
     assert _pipeline is not None, "evaluation process not initialised"
     outcomes = _pipeline.process_sync_batch(batch, received_at)
     return outcomes, telemetry.take_captured()
@@ -83,18 +87,25 @@ def _evaluate(batch: Sequence[tuple[bytes, Source]], received_at: float) -> tupl
 Expanded = list[tuple[bytes, Source, Outcome | None]]
 
 
-def _expand_evaluate(messages: Sequence[tuple[bytes, Source]], received_at: float) -> tuple[Expanded, Any, Any]:
+def _expand_evaluate(
+    messages: Sequence[tuple[bytes, Source]], received_at: float
+) -> tuple[Expanded, Any, Any]:
     assert _pipeline is not None and _inputs is not None, "evaluation process not initialised"
     items = list(_inputs.expand(messages))
     good = [(item.raw, item.source) for item in items if item.error is None and not item.step]
     evaluated = iter(_pipeline.process_sync_batch(good, received_at))
     out: Expanded = [
-        (item.raw, item.source,
-         _pipeline.failed(item.raw, item.source, item.error) if item.error is not None
-         else _pipeline.step(item.raw, item.source) if item.step  # an agent run's step: turns only
-         else next(evaluated))
+        (
+            item.raw,
+            item.source,
+            _pipeline.failed(item.raw, item.source, item.error)
+            if item.error is not None
+            else _pipeline.step(item.raw, item.source)
+            if item.step  # an agent run's step: turns only
+            else next(evaluated),
+        )
         for item in items
-    ]  # fmt: skip
+    ]
     return out, telemetry.take_captured(), telemetry.take_captured_spans()
 
 
@@ -103,7 +114,13 @@ class EvalPool:
     """``processes`` evaluation processes for the suites in ``config_text`` (the file ``config_file``)."""
 
     def __init__(
-        self, config_text: str, config_file: str, processes: int, *, max_event_bytes: int, max_event_depth: int
+        self,
+        config_text: str,
+        config_file: str,
+        processes: int,
+        *,
+        max_event_bytes: int,
+        max_event_depth: int,
     ) -> None:
         if processes < 1:
             raise ValueError("an evaluation pool needs at least one process")
@@ -114,9 +131,11 @@ class EvalPool:
 
     def _new_executor(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(
-            max_workers=self.processes, mp_context=multiprocessing.get_context("spawn"),
-            initializer=_init, initargs=self._initargs,
-        )  # fmt: skip
+            max_workers=self.processes,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init,
+            initargs=self._initargs,
+        )
 
     async def start(self) -> None:
         """Start every process now (spawning and importing takes about a second), not on the first batch."""
@@ -130,9 +149,13 @@ class EvalPool:
     async def close(self) -> None:
         if self._executor is not None:
             executor, self._executor = self._executor, None
-            await asyncio.get_running_loop().run_in_executor(None, lambda: executor.shutdown(cancel_futures=True))
+            await asyncio.get_running_loop().run_in_executor(
+                None, lambda: executor.shutdown(cancel_futures=True)
+            )
 
-    async def evaluate(self, batch: Sequence[tuple[bytes, Source]], received_at: float) -> list[Outcome | None]:
+    async def evaluate(
+        self, batch: Sequence[tuple[bytes, Source]], received_at: float
+    ) -> list[Outcome | None]:
         """One outcome per event, in order; ``None`` for an event the caller must evaluate itself."""
         executor = self._executor
         if executor is None:
@@ -150,7 +173,9 @@ class EvalPool:
         telemetry.observe_latencies(latencies)
         return outcomes
 
-    async def expand_evaluate(self, messages: Sequence[tuple[bytes, Source]], received_at: float) -> Expanded | None:
+    async def expand_evaluate(
+        self, messages: Sequence[tuple[bytes, Source]], received_at: float
+    ) -> Expanded | None:
         """Decode messages by their topic's input format and evaluate the request events, in the processes.
 
         ``(event bytes, source, outcome)`` per request event in order (an outcome is ``None`` when the
@@ -178,8 +203,12 @@ class EvalPool:
         if self._executor is not broken:  # another batch of the same pool got here first
             return
         self.restarts += 1
-        log.error("an evaluation process died (%s); its batches are evaluated in the worker and the pool is "
-                  "restarted (restart %d)", exc, self.restarts)  # fmt: skip
+        log.error(
+            "an evaluation process died (%s); its batches are evaluated in the worker and the pool is "
+            "restarted (restart %d)",
+            exc,
+            self.restarts,
+        )
         self._executor = self._new_executor()
         broken.shutdown(wait=False, cancel_futures=True)
 

@@ -24,13 +24,28 @@ GradeScale = Literal["levels", "letters"]
 
 GRADE_SCALES: dict[str, list[tuple[float, str]]] = {
     # the multi-judge spec: grade_score()
-    "levels": [(9.0, "excellent"), (7.5, "good"), (6.0, "pass"), (3.0, "fail"), (float("-inf"), "severe_defect")],
+    "levels": [
+        (9.0, "excellent"),
+        (7.5, "good"),
+        (6.0, "pass"),
+        (3.0, "fail"),
+        (float("-inf"), "severe_defect"),
+    ],
     # the report-quality spec: letter grade table
     "letters": [
-        (9.0, "A+"), (8.5, "A"), (8.0, "A-"), (7.5, "B+"), (7.0, "B"), (6.5, "B-"),
-        (6.0, "C+"), (5.5, "C"), (5.0, "C-"), (4.0, "D"), (float("-inf"), "F"),
+        (9.0, "A+"),
+        (8.5, "A"),
+        (8.0, "A-"),
+        (7.5, "B+"),
+        (7.0, "B"),
+        (6.5, "B-"),
+        (6.0, "C+"),
+        (5.5, "C"),
+        (5.0, "C-"),
+        (4.0, "D"),
+        (float("-inf"), "F"),
     ],
-}  # fmt: skip
+}
 
 
 def grade(score: float, scale: GradeScale = "levels") -> str:

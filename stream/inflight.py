@@ -79,14 +79,20 @@ class InFlight(Generic[E]):
         self._ack = ack
         self._on_failure = on_failure
         self._clock = clock
-        self._queue: asyncio.Queue[tuple[int, Sequence[E], asyncio.Future[list[Publish]]]] = asyncio.Queue(limit or 0)
+        self._queue: asyncio.Queue[tuple[int, Sequence[E], asyncio.Future[list[Publish]]]] = asyncio.Queue(
+            limit or 0
+        )
         self._acking: set[asyncio.Future[None]] = set()
         self._last_ack: asyncio.Future[None] | None = None
         self._failure: BaseException | None = None
         self._publisher: asyncio.Future[None] | None = None
         self._ids = itertools.count()
-        self._pending: dict[int, tuple[float, object, Sequence[E]]] = {}  # batch id -> (taken at, label, events)
-        self._early: dict[int, list[asyncio.Future[Any]]] = {}  # batch id -> deliveries of messages sent early
+        self._pending: dict[
+            int, tuple[float, object, Sequence[E]]
+        ] = {}  # batch id -> (taken at, label, events)
+        self._early: dict[
+            int, list[asyncio.Future[Any]]
+        ] = {}  # batch id -> deliveries of messages sent early
 
     def pending(self) -> list[tuple[float, object]]:
         """(monotonic time taken, label) of every batch submitted and not yet acked, oldest first."""
@@ -107,9 +113,13 @@ class InFlight(Generic[E]):
             self._publisher.result()
 
     async def submit(
-        self, events: Sequence[E], work: Awaitable[list[Publish]] | Callable[[Emit], Awaitable[list[Publish]]], *,
-        label: object = None, taken_at: float | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        events: Sequence[E],
+        work: Awaitable[list[Publish]] | Callable[[Emit], Awaitable[list[Publish]]],
+        *,
+        label: object = None,
+        taken_at: float | None = None,
+    ) -> None:
         """Start ``work`` (the batch's evaluation) now; its messages go out after earlier batches'.
 
         ``work`` is an awaitable of the batch's messages, or a function given an ``emit`` that sends
@@ -175,8 +185,10 @@ class InFlight(Generic[E]):
 
     def _delivered(self, delivery: asyncio.Future[Any]) -> None:
         if not delivery.cancelled() and delivery.exception() is not None:  # stop now, not at the batch's turn
-            log.error("the broker did not take a result sent early (%r); its batch stays unacked",
-                      delivery.exception())  # fmt: skip
+            log.error(
+                "the broker did not take a result sent early (%r); its batch stays unacked",
+                delivery.exception(),
+            )
             self._fail(delivery.exception())  # type: ignore[arg-type]
 
     async def drain(self) -> None:
@@ -226,7 +238,11 @@ class InFlight(Generic[E]):
             ack.add_done_callback(self._acking.discard)
 
     async def _ack_when_delivered(
-        self, batch_id: int, events: Sequence[E], delivered: list[Awaitable[Any]], previous: asyncio.Future[None] | None
+        self,
+        batch_id: int,
+        events: Sequence[E],
+        delivered: list[Awaitable[Any]],
+        previous: asyncio.Future[None] | None,
     ) -> None:
         try:
             await asyncio.gather(*delivered)
@@ -297,8 +313,10 @@ class StallWatchdog:
             self._reported = frozenset()
             telemetry.set_stall(None)
             return None
-        what = "; ".join(f"{topic}[{partition}] offsets {first}-{last} taken {age:.0f} s ago"
-                         for (topic, partition), (age, first, last) in sorted(stalled.items()))  # fmt: skip
+        what = "; ".join(
+            f"{topic}[{partition}] offsets {first}-{last} taken {age:.0f} s ago"
+            for (topic, partition), (age, first, last) in sorted(stalled.items())
+        )
         stall = f"batches taken but not published for more than {self.bound_s:g} s: {what}"
         if frozenset(stalled) != self._reported:
             log.error("stall: %s", stall)

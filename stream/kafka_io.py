@@ -35,8 +35,10 @@ async def _start(client: AIOKafkaProducer | AIOKafkaConsumer, bootstrap: str) ->
         await client.start()
     except KafkaConnectionError:
         await client.stop()
-        raise BrokerUnavailable(f"no Kafka broker answered at {bootstrap}; is it running? "
-                                "(set KAFKA_BOOTSTRAP_SERVERS or pass --bootstrap)") from None  # fmt: skip
+        raise BrokerUnavailable(
+            f"no Kafka broker answered at {bootstrap}; is it running? "
+            "(set KAFKA_BOOTSTRAP_SERVERS or pass --bootstrap)"
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,15 +55,21 @@ _servers = bootstrap_hosts  # aiokafka takes host:port entries, without a kafka:
 
 
 async def ensure_topics(
-    bootstrap: str, names: Iterable[str], *, partitions: int = 1, replication: int = 1, timeout: float = 30.0,
+    bootstrap: str,
+    names: Iterable[str],
+    *,
+    partitions: int = 1,
+    replication: int = 1,
+    timeout: float = 30.0,
     security: KafkaSecurity = _PLAIN,
 ) -> None:
     """Create the topics that do not exist yet (idempotent); waits for the broker up to ``timeout``.
 
     A wrong credential or TLS mismatch raises :class:`~streameval.errors.ConnectFailed` at once."""
     await check_kafka(bootstrap, security, timeout=timeout)
-    admin = AIOKafkaAdminClient(bootstrap_servers=_servers(bootstrap), request_timeout_ms=10_000,
-                                **security.aiokafka_kwargs())  # fmt: skip
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=_servers(bootstrap), request_timeout_ms=10_000, **security.aiokafka_kwargs()
+    )
     await admin.start()
     try:
         existing = set(await admin.list_topics())
@@ -94,8 +102,12 @@ async def produce(
     Values from an async iterable (e.g. lines read from stdin as they arrive) are sent as they come:
     each leaves within the producer's linger (:data:`PRODUCE_LINGER_MS`), not at the end.
     """
-    producer = AIOKafkaProducer(bootstrap_servers=_servers(bootstrap), acks="all", linger_ms=PRODUCE_LINGER_MS,
-                                **security.aiokafka_kwargs())  # fmt: skip
+    producer = AIOKafkaProducer(
+        bootstrap_servers=_servers(bootstrap),
+        acks="all",
+        linger_ms=PRODUCE_LINGER_MS,
+        **security.aiokafka_kwargs(),
+    )
     await _start(producer, bootstrap)
     sent = 0
     try:
@@ -183,7 +195,7 @@ async def collect(
     try:
         await asyncio.wait_for(run(), timeout)
     except TimeoutError:
-        raise TimeoutError(f"gave up after {timeout:.0f}s with {len(records)} records from {', '.join(topics)}") from None
+        raise TimeoutError(
+            f"gave up after {timeout:.0f}s with {len(records)} records from {', '.join(topics)}"
+        ) from None
     return records
-
-

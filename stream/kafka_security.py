@@ -25,7 +25,14 @@ from .secrets import read_secret
 if TYPE_CHECKING:
     from pydantic import SecretStr
 
-__all__ = ["PROTOCOLS", "SASL_MECHANISMS", "KafkaSecurity", "KafkaSettings", "bootstrap_hosts", "kafka_security_issues"]
+__all__ = [
+    "PROTOCOLS",
+    "SASL_MECHANISMS",
+    "KafkaSecurity",
+    "KafkaSettings",
+    "bootstrap_hosts",
+    "kafka_security_issues",
+]
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -173,8 +180,11 @@ def kafka_security_issues(settings: KafkaSettings) -> list[ConfigIssue]:
     protocol, mechanism = settings.kafka_security_protocol, settings.kafka_sasl_mechanism
     named = _scheme_protocols(settings.kafka_bootstrap_servers)
     if named and named != {protocol}:
-        issue("kafka_security_protocol", f"is {protocol} but the bootstrap servers name {', '.join(sorted(named))}; "
-              "set the protocol here and give plain host:port bootstrap servers")  # fmt: skip
+        issue(
+            "kafka_security_protocol",
+            f"is {protocol} but the bootstrap servers name {', '.join(sorted(named))}; "
+            "set the protocol here and give plain host:port bootstrap servers",
+        )
     if settings.kafka_sasl_password is not None and settings.kafka_sasl_password_file is not None:
         issue("kafka_sasl_password_file", "set either the password or the password file, not both")
     if settings.kafka_ssl_key_password is not None and settings.kafka_ssl_key_password_file is not None:
@@ -189,8 +199,10 @@ def kafka_security_issues(settings: KafkaSettings) -> list[ConfigIssue]:
             if settings.kafka_sasl_password is None and settings.kafka_sasl_password_file is None:
                 issue("kafka_sasl_password", f"{protocol} with {mechanism} needs a password (or _FILE)")
     elif settings.kafka_sasl_username or settings.kafka_sasl_password or settings.kafka_sasl_password_file:
-        issue("kafka_security_protocol", f"SASL credentials are set but the protocol is {protocol} "
-              "(use SASL_SSL or SASL_PLAINTEXT)")  # fmt: skip
+        issue(
+            "kafka_security_protocol",
+            f"SASL credentials are set but the protocol is {protocol} (use SASL_SSL or SASL_PLAINTEXT)",
+        )
     tls_files = ("kafka_ssl_ca_file", "kafka_ssl_cert_file", "kafka_ssl_key_file")
     if protocol not in ("SSL", "SASL_SSL"):
         for field in tls_files:
@@ -209,5 +221,8 @@ def kafka_security_issues(settings: KafkaSettings) -> list[ConfigIssue]:
         try:
             KafkaSecurity.from_settings(settings).token_provider_instance()
         except Exception as exc:  # import or construction failed: say which and why
-            issue("kafka_sasl_oauth_token_provider", f"cannot load the token provider: {type(exc).__name__}: {exc}")
+            issue(
+                "kafka_sasl_oauth_token_provider",
+                f"cannot load the token provider: {type(exc).__name__}: {exc}",
+            )
     return issues

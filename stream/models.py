@@ -93,6 +93,7 @@ class _Versioned(BaseModel):
                     del data[name]
         return data
 
+
 #: contract version 1. Not ``Literal[1]``: pydantic lets ``true`` (== 1 in Python) through a Literal.
 SchemaVersion = Annotated[int, Field(strict=True, ge=1, le=1)]
 
@@ -184,7 +185,9 @@ class EvaluatorResult(BaseModel):
     reason: str | None = None
     details: dict[str, Any] | None = None
     error: str | None = None
-    version: str | None = Field(default=None, description="definition version used (registered evaluators: id@n)")
+    version: str | None = Field(
+        default=None, description="definition version used (registered evaluators: id@n)"
+    )
 
 
 class JudgeVerdict(BaseModel):
@@ -269,14 +272,21 @@ class GradedResult(_Versioned):
     evaluated_at: str = Field(pattern=RFC3339)
     latency_ms: float = Field(ge=0.0)
     pipeline_version: str
-    judge: JudgeBlock | None = Field(default=None, description="the LLM judge panel; null when the suite has none")
+    judge: JudgeBlock | None = Field(
+        default=None, description="the LLM judge panel; null when the suite has none"
+    )
     failed_gates: list[str] = Field(default_factory=list, description="gate evaluators that did not pass")
     reason: str | None = Field(default=None, description="why the result failed regardless of its score")
     suite_version: str | None = Field(default=None, pattern=SUITE_VERSION, description=_VERSION_DOC)
-    shadow: bool | None = Field(default=None, description="true: a shadow version's result (never alerts, "
-                                "never in the live version's figures); absent otherwise")
-    backfill: bool | None = Field(default=None, description="true: made by `streameval backfill` from the "
-                                  "retained request topic; absent otherwise")
+    shadow: bool | None = Field(
+        default=None,
+        description="true: a shadow version's result (never alerts, "
+        "never in the live version's figures); absent otherwise",
+    )
+    backfill: bool | None = Field(
+        default=None,
+        description="true: made by `streameval backfill` from the retained request topic; absent otherwise",
+    )
 
     omitted_when_unset: ClassVar[tuple[str, ...]] = ("suite_version", "shadow", "backfill")
 
@@ -296,12 +306,22 @@ class SessionMetrics(BaseModel):
     refusals: int = Field(ge=0, description="turns whose output is a refusal")
     errors: int = Field(ge=0, description="turns with an evaluator error or an error flag")
     gate_failures: int = Field(ge=0, description="turns that failed a gate of their own suite")
-    tool_calls: int = Field(default=0, ge=0, description="tool calls of the kept turns (an agent run's tool spans included)")
+    tool_calls: int = Field(
+        default=0, ge=0, description="tool calls of the kept turns (an agent run's tool spans included)"
+    )
     tool_errors: int = Field(ge=0, description="tool calls that failed")
-    steps: int = Field(default=0, ge=0, description="an agent run's steps that are not LLM calls (tool spans, the root span's end)")
+    steps: int = Field(
+        default=0,
+        ge=0,
+        description="an agent run's steps that are not LLM calls (tool spans, the root span's end)",
+    )
     unclean_turns: int = Field(ge=0, description="turns with any of the above")
-    collaboration_efficiency: float = Field(ge=0.0, description="agent spec: quality / (rounds x time + 1), rounds = turns")
-    adaptability: float = Field(ge=0.0, le=1.0, description="agent spec: mean of the per-domain mean turn scores")
+    collaboration_efficiency: float = Field(
+        ge=0.0, description="agent spec: quality / (rounds x time + 1), rounds = turns"
+    )
+    adaptability: float = Field(
+        ge=0.0, le=1.0, description="agent spec: mean of the per-domain mean turn scores"
+    )
     domains: dict[str, float] = Field(description="mean turn score per domain")
 
 
@@ -371,7 +391,9 @@ class DeadLetter(BaseModel):
     schema_version: SchemaVersion = 1
     raw: str = Field(description="the event's raw bytes (its first bytes when truncated is set), base64")
     reason: str
-    kind: Literal["too_large", "invalid_json", "schema", "no_suite", "unknown_suite", "internal", "unmatched_label"]
+    kind: Literal[
+        "too_large", "invalid_json", "schema", "no_suite", "unknown_suite", "internal", "unmatched_label"
+    ]
     event_id: str | None = None
     source: DeadLetterSource
     failed_at: str = Field(pattern=RFC3339)
@@ -426,7 +448,8 @@ class Alert(_Versioned):
     cooldown_s: int = Field(default=0, ge=0, description="the rule's cooldown, seconds")
     figures: dict[str, float | None] = Field(default_factory=dict, description="the window's figures")
     examples: list[str] = Field(
-        default_factory=list, max_length=3,
+        default_factory=list,
+        max_length=3,
         description="ids of up to 3 of the lowest-scored results of the window (the drill-down examples)",
     )
     change: AlertChange | None = Field(default=None, description="score_shift alerts: the change point")
@@ -453,7 +476,9 @@ class AggregateJudge(BaseModel):
     error_rate: float | None = Field(ge=0.0, le=1.0)
     drift: float | None = Field(ge=0.0, description="|window mean - all-time mean| / all-time std")
     calls: int = Field(default=0, ge=0, description="HTTP calls made (consistency repeats included)")
-    cache_hits: int = Field(default=0, ge=0, description="answers from the cache or an identical request in flight")
+    cache_hits: int = Field(
+        default=0, ge=0, description="answers from the cache or an identical request in flight"
+    )
     cost: float | None = Field(default=None, ge=0.0, description="money of the calls; null without prices")
 
 
@@ -475,7 +500,9 @@ class Aggregate(_Versioned):
     published_at: str = Field(pattern=RFC3339)
     ci_low: float | None = Field(default=None, description="95 % confidence interval of the mean, low end")
     ci_high: float | None = Field(default=None, description="95 % confidence interval of the mean, high end")
-    dead_letters: int = Field(default=0, ge=0, description="dead letters of the window (all models and suites)")
+    dead_letters: int = Field(
+        default=0, ge=0, description="dead letters of the window (all models and suites)"
+    )
     dead_letter_rate: float | None = Field(default=None, ge=0.0, le=1.0)
     judge_error_rate: float | None = Field(default=None, ge=0.0, le=1.0)
     tokens: dict[str, int] = Field(default_factory=dict, description="judge tokens: prompt, completion")
@@ -488,17 +515,27 @@ class Aggregate(_Versioned):
     late: int = Field(default=0, ge=0, description="events after the window end, within the allowed lateness")
     late_redirected: int = Field(default=0, ge=0, description="events of closed windows counted in this one")
     warnings: list[str] = Field(default_factory=list)
-    judge_cost: float | None = Field(default=None, ge=0.0, description="money of the judges' calls (priced judges)")
-    backpressure_skips: int = Field(default=0, ge=0, description="sampled events not judged because of backpressure")
+    judge_cost: float | None = Field(
+        default=None, ge=0.0, description="money of the judges' calls (priced judges)"
+    )
+    backpressure_skips: int = Field(
+        default=0, ge=0, description="sampled events not judged because of backpressure"
+    )
     suite_version: str | None = Field(default=None, pattern=SUITE_VERSION, description=_VERSION_DOC)
     human: HumanAgreement | None = Field(
-        default=None, description="agreement of the judges, the panel, the result and the rule evaluators with "
-        "human labels joined in the window (docs/feedback.md); null without labels")
+        default=None,
+        description="agreement of the judges, the panel, the result and the rule evaluators with "
+        "human labels joined in the window (docs/feedback.md); null without labels",
+    )
 
 
 #: the scales a human score may be given on (``Feedback.scale``); each is normalised to 0-1
-FEEDBACK_SCALES: dict[str, tuple[float, float]] = {"0-1": (0.0, 1.0), "1-5": (1.0, 5.0), "0-10": (0.0, 10.0),
-                                                   "0-100": (0.0, 100.0)}  # fmt: skip
+FEEDBACK_SCALES: dict[str, tuple[float, float]] = {
+    "0-1": (0.0, 1.0),
+    "1-5": (1.0, 5.0),
+    "0-10": (0.0, 10.0),
+    "0-100": (0.0, 100.0),
+}
 
 
 class Feedback(BaseModel):
@@ -517,7 +554,9 @@ class Feedback(BaseModel):
     passed: bool | None = None
     score: float | None = Field(default=None, ge=0.0, le=100.0)
     scale: Literal["0-1", "1-5", "0-10", "0-100"] = "0-1"
-    criteria: dict[str, Annotated[float, Field(ge=0.0, le=100.0)]] = Field(default_factory=dict, max_length=64)
+    criteria: dict[str, Annotated[float, Field(ge=0.0, le=100.0)]] = Field(
+        default_factory=dict, max_length=64
+    )
     annotator: str | None = Field(default=None, min_length=1, max_length=128)
     comment: str | None = Field(default=None, max_length=4096)
     timestamp: str | None = Field(default=None, pattern=RFC3339)
@@ -548,7 +587,9 @@ class Agreement(BaseModel):
     kappa: float | None = Field(default=None, description="Cohen's kappa on pass/fail")
     kappa_ci_low: float | None = None
     kappa_ci_high: float | None = None
-    alpha: float | None = Field(default=None, description="Krippendorff's alpha (interval), the human as one more rater")
+    alpha: float | None = Field(
+        default=None, description="Krippendorff's alpha (interval), the human as one more rater"
+    )
     pearson: float | None = None
     pearson_ci_low: float | None = None
     pearson_ci_high: float | None = None
@@ -567,9 +608,12 @@ class HumanAgreement(BaseModel):
     labels: int = Field(ge=0, description="labels joined (the last per event and annotator)")
     events: int = Field(ge=0, description="distinct events labelled")
     raters: dict[str, Agreement] = Field(
-        default_factory=dict, description="result, panel, judge:{name}, evaluator:{name} -> agreement with people")
+        default_factory=dict,
+        description="result, panel, judge:{name}, evaluator:{name} -> agreement with people",
+    )
     annotators: Agreement | None = Field(
-        default=None, description="people among themselves: each pair of annotators of one event")
+        default=None, description="people among themselves: each pair of annotators of one event"
+    )
 
 
 ReviewReason = Literal["gate_failed", "judges_disagree", "near_threshold", "control"]
@@ -589,10 +633,16 @@ class ReviewItem(BaseModel):
     score: float = Field(ge=0.0, le=1.0)
     passed: bool
     threshold: float = Field(ge=0.0, le=1.0)
-    judges: dict[str, float | None] = Field(default_factory=dict, description="each judge's score (0-10); null: no answer")
+    judges: dict[str, float | None] = Field(
+        default_factory=dict, description="each judge's score (0-10); null: no answer"
+    )
     judge_spread: float | None = Field(default=None, ge=0.0, description="highest - lowest judge score")
     failed_gates: list[str] = Field(default_factory=list)
-    input: str | None = Field(default=None, description="the event's input (first 4000 characters), when known")
-    output: str | None = Field(default=None, description="the event's output (first 4000 characters), when known")
+    input: str | None = Field(
+        default=None, description="the event's input (first 4000 characters), when known"
+    )
+    output: str | None = Field(
+        default=None, description="the event's output (first 4000 characters), when known"
+    )
     event_time: str = Field(pattern=RFC3339)
     selected_at: str = Field(pattern=RFC3339)

@@ -80,8 +80,13 @@ async def evaluate_file(
     if processes:
         if config_text is None:
             raise ValueError("evaluation processes need the suites' config_text")
-        pool = EvalPool(config_text, config_file, processes, max_event_bytes=pipeline.max_event_bytes,
-                        max_event_depth=pipeline.max_event_depth)  # fmt: skip
+        pool = EvalPool(
+            config_text,
+            config_file,
+            processes,
+            max_event_bytes=pipeline.max_event_bytes,
+            max_event_depth=pipeline.max_event_depth,
+        )
     hub = pipeline.judges
     summary = Summary(prices=prices_of({n: j.config for n, j in hub.judges.items()}) if hub else {})
     seen: dict[str, bytes] = {}
@@ -131,7 +136,9 @@ async def evaluate_file(
                 if decoder is None:
                     step = evaluate_batch(pipeline, batch, pool)
                 else:
-                    step = evaluate_items(pipeline, [item for m in batch for item in decoder.decode(*m)], pool)
+                    step = evaluate_items(
+                        pipeline, [item for m in batch for item in decoder.decode(*m)], pool
+                    )
                 pending.append((len(chunk), asyncio.ensure_future(step)))
                 if len(pending) >= limit:
                     await write_oldest()

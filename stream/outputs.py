@@ -32,8 +32,12 @@ class OutputTopics(BaseModel):
     topic_deadletter: str = Field(default="evals.deadletter", description="events that cannot be evaluated")
     topic_alerts: str = Field(default="evals.alerts", description="fired alert rules")
     topic_aggregates: str = Field(default="evals.aggregates", description="closed window aggregates")
-    topic_sessions: str = Field(default="evals.sessions", description="graded sessions: conversations and agent runs")
-    topic_review: str = Field(default="evals.review", description="results worth a person's look (docs/feedback.md)")
+    topic_sessions: str = Field(
+        default="evals.sessions", description="graded sessions: conversations and agent runs"
+    )
+    topic_review: str = Field(
+        default="evals.review", description="results worth a person's look (docs/feedback.md)"
+    )
 
 
 @dataclass(frozen=True)

@@ -80,12 +80,16 @@ class Pipeline:
         self.judges: JudgeHub | None = None
         self._suite_judges: dict[str, SuiteJudge] = {}
         if any(s.config.judge is not None for s in suites.scoring):
-            self.judges = JudgeHub(suites.judges, cache=judge_cache, transport=judge_transport,
-                                   budget_scope=judge_budget_scope)
+            self.judges = JudgeHub(
+                suites.judges, cache=judge_cache, transport=judge_transport, budget_scope=judge_budget_scope
+            )
             self._suite_judges = {
-                s.name: SuiteJudge(s.config.judge, self.judges, threshold=s.config.threshold, suite=s.name, lag=lag)
-                for s in suites.scoring if s.config.judge is not None
-            }  # fmt: skip
+                s.name: SuiteJudge(
+                    s.config.judge, self.judges, threshold=s.config.threshold, suite=s.name, lag=lag
+                )
+                for s in suites.scoring
+                if s.config.judge is not None
+            }
         self._sync_suites: dict[str, bool] = {}
         self._gated: dict[str, frozenset[str]] = {}  # per suite: the names of its gate evaluators
         self.max_event_bytes = max_event_bytes
@@ -158,7 +162,9 @@ class Pipeline:
         return SchemaViolation(f"does not match request-event.v1: {clip(reason)}", event_id=event_id)
 
     # -- evaluate -----------------------------------------------------------------------------
-    async def evaluate(self, event: RequestEvent, suite: Suite, *, received_at: float) -> tuple[GradedResult, dict[str, dict[str, float]]]:
+    async def evaluate(
+        self, event: RequestEvent, suite: Suite, *, received_at: float
+    ) -> tuple[GradedResult, dict[str, dict[str, float]]]:
         results: list[EvaluatorResult] = []
         counters: dict[str, dict[str, float]] = {}
         pending: list[tuple[int, BoundEvaluator, asyncio.Task[Score]]] = []
@@ -185,19 +191,28 @@ class Pipeline:
                 counters[PANEL_RESULT_NAME] = judgement.counters
         return self._graded(event, suite, results, overall, judge_block, received_at), counters
 
-    def evaluate_sync(self, event: RequestEvent, suite: Suite, *, received_at: float) -> tuple[GradedResult, dict[str, dict[str, float]]]:
+    def evaluate_sync(
+        self, event: RequestEvent, suite: Suite, *, received_at: float
+    ) -> tuple[GradedResult, dict[str, dict[str, float]]]:
         """:meth:`evaluate` of a :meth:`runs_sync` suite, as a plain function (no event loop)."""
         if not self.runs_sync(suite):
-            raise RuntimeError(f"suite {suite.name!r} has a judge panel or an async evaluator: await evaluate()")
+            raise RuntimeError(
+                f"suite {suite.name!r} has a judge panel or an async evaluator: await evaluate()"
+            )
         results: list[EvaluatorResult] = []
         counters: dict[str, dict[str, float]] = {}
         self._run_rules(event, suite, results, counters, None)
         overall = combine((r.score, r.weight) for r in results)
         return self._graded(event, suite, results, overall, None, received_at), counters
 
-    def _run_rules(self, event: RequestEvent, suite: Suite, results: list[EvaluatorResult],
-                   counters: dict[str, dict[str, float]],
-                   pending: list[tuple[int, BoundEvaluator, asyncio.Task[Score]]] | None) -> None:  # fmt: skip
+    def _run_rules(
+        self,
+        event: RequestEvent,
+        suite: Suite,
+        results: list[EvaluatorResult],
+        counters: dict[str, dict[str, float]],
+        pending: list[tuple[int, BoundEvaluator, asyncio.Task[Score]]] | None,
+    ) -> None:
         """Evaluate the suite's synchronous evaluators into ``results`` / ``counters``, in suite order; each
         async one is started as a task into ``pending`` (its placeholder in ``results``)."""
         for bound in suite.evaluators:
@@ -222,17 +237,28 @@ class Pipeline:
             if score.counters:
                 counters[bound.name] = score.counters
 
-    def _graded(self, event: RequestEvent, suite: Suite, results: list[EvaluatorResult], overall: float,
-                judge_block: JudgeBlock | None, received_at: float) -> GradedResult:  # fmt: skip
+    def _graded(
+        self,
+        event: RequestEvent,
+        suite: Suite,
+        results: list[EvaluatorResult],
+        overall: float,
+        judge_block: JudgeBlock | None,
+        received_at: float,
+    ) -> GradedResult:
         """The graded result: gates applied to the overall score."""
         gated = self._gated.get(suite.name)
         if gated is None:
-            gated = self._gated[suite.name] = frozenset(bound.name for bound in suite.evaluators if bound.gate)
+            gated = self._gated[suite.name] = frozenset(
+                bound.name for bound in suite.evaluators if bound.gate
+            )
         if gated:
             verdict = apply_gates(
-                overall, suite.config.threshold, suite.config.grading,
+                overall,
+                suite.config.threshold,
+                suite.config.grading,
                 ((r.name, r.passed and r.error is None, r.reason) for r in results if r.name in gated),
-            )  # fmt: skip
+            )
         else:  # what apply_gates gives without gates
             verdict = Verdict(overall >= suite.config.threshold, grade(overall, suite.config.grading))
         now = self.clock()
@@ -284,7 +310,9 @@ class Pipeline:
             return self._failed(raw, source, exc)
         return self._outcome(event, result, counters)
 
-    def process_sync_batch(self, batch: Sequence[tuple[bytes, Source]], received_at: float) -> list[Outcome | None]:
+    def process_sync_batch(
+        self, batch: Sequence[tuple[bytes, Source]], received_at: float
+    ) -> list[Outcome | None]:
         """:meth:`process_sync` of each event of ``batch``, in order, with each suite's evaluators
         :meth:`~streameval.evaluators.Evaluator.prepare`-d once on the batch's events of that suite
         (semantic similarity embeds a whole batch in one pass). Never raises for a bad event."""
@@ -323,7 +351,9 @@ class Pipeline:
             found[i] = self._outcome(event, result, counters)  # with the session turns, as process_sync
         return found
 
-    async def process(self, raw: bytes, source: Source = Source(), *, received_at: float | None = None) -> Outcome:
+    async def process(
+        self, raw: bytes, source: Source = Source(), *, received_at: float | None = None
+    ) -> Outcome:
         """Raw bytes to a result or a dead letter. Never raises for a bad event."""
         if received_at is None:
             received_at = self.clock()
@@ -348,7 +378,9 @@ class Pipeline:
         pressure = suite_judge.pressure
         return pressure is None or sampled(event.id, rate * pressure.current)
 
-    def begin(self, raw: bytes, source: Source = Source(), *, received_at: float) -> tuple[Awaitable[Outcome], bool]:
+    def begin(
+        self, raw: bytes, source: Source = Source(), *, received_at: float
+    ) -> tuple[Awaitable[Outcome], bool]:
         """Start :meth:`process` of one event now: (its outcome, whether it may call a judge, :meth:`may_judge`).
 
         The stream worker publishes the outcomes of events that call no judge without waiting for the
@@ -359,16 +391,22 @@ class Pipeline:
             suite = self.suites.route(event)
         except Exception as exc:
             return _ready(self._failed(raw, source, exc)), False
-        return asyncio.ensure_future(self._evaluated(raw, source, event, suite, received_at)), self.may_judge(event, suite)
+        return asyncio.ensure_future(self._evaluated(raw, source, event, suite, received_at)), self.may_judge(
+            event, suite
+        )
 
-    async def _evaluated(self, raw: bytes, source: Source, event: RequestEvent, suite: Suite, received_at: float) -> Outcome:
+    async def _evaluated(
+        self, raw: bytes, source: Source, event: RequestEvent, suite: Suite, received_at: float
+    ) -> Outcome:
         try:
             result, counters = await self.evaluate(event, suite, received_at=received_at)
         except Exception as exc:
             return self._failed(raw, source, exc)
         return self._outcome(event, result, counters)
 
-    def _outcome(self, event: RequestEvent, result: GradedResult, counters: dict[str, dict[str, float]]) -> Outcome:
+    def _outcome(
+        self, event: RequestEvent, result: GradedResult, counters: dict[str, dict[str, float]]
+    ) -> Outcome:
         sessions = self.suites.sessions
         turns = turns_of(sessions, event, result) if sessions else ()
         return Outcome(result=result, counters=counters, turns=turns)
@@ -391,9 +429,13 @@ class Pipeline:
         if isinstance(exc, EventError):
             return Outcome(dead_letter=self.dead_letter(raw, exc.kind, exc.reason, source, exc.event_id))
         log.error("internal error evaluating an event from %s", source, exc_info=exc)
-        return Outcome(dead_letter=self.dead_letter(raw, "internal", f"{type(exc).__name__}: {exc}", source, None))
+        return Outcome(
+            dead_letter=self.dead_letter(raw, "internal", f"{type(exc).__name__}: {exc}", source, None)
+        )
 
-    def dead_letter(self, raw: bytes, kind: Any, reason: str, source: Source, event_id: str | None) -> DeadLetter:
+    def dead_letter(
+        self, raw: bytes, kind: Any, reason: str, source: Source, event_id: str | None
+    ) -> DeadLetter:
         return DeadLetter(
             raw=base64.b64encode(raw).decode("ascii"),
             reason=clip(reason),
@@ -419,38 +461,74 @@ def _to_result(bound: BoundEvaluator, score: Score) -> EvaluatorResult:
     value = score.score
     if not 0.0 <= value <= 1.0:  # NaN fails both comparisons too
         return EvaluatorResult(
-            name=bound.name, score=0.0, passed=False, weight=bound.weight,
-            reason=f"evaluator returned score {value!r} outside [0, 1]", error="bad_score",
-        )  # fmt: skip
+            name=bound.name,
+            score=0.0,
+            passed=False,
+            weight=bound.weight,
+            reason=f"evaluator returned score {value!r} outside [0, 1]",
+            error="bad_score",
+        )
     reason, details, version = score.reason, score.details, score.version
     if (
-        type(value) is float and type(score.passed) is bool and type(bound.weight) is float and bound.weight >= 0.0
-        and (reason is None or type(reason) is str) and (version is None or type(version) is str)
+        type(value) is float
+        and type(score.passed) is bool
+        and type(bound.weight) is float
+        and bound.weight >= 0.0
+        and (reason is None or type(reason) is str)
+        and (version is None or type(version) is str)
         and (details is None or (type(details) is dict and all(type(k) is str for k in details)))
-    ):  # fmt: skip
+    ):
         # exactly what validation would store (the same values, details copied as pydantic copies a
         # dict), without pydantic's ~1.3 µs per result; any other type goes through validation below
-        return _built_result(bound.name, value, score.passed, bound.weight, reason,
-                             None if details is None else dict(details), version)  # fmt: skip
+        return _built_result(
+            bound.name,
+            value,
+            score.passed,
+            bound.weight,
+            reason,
+            None if details is None else dict(details),
+            version,
+        )
     return EvaluatorResult(
-        name=bound.name, score=value, passed=score.passed, weight=bound.weight,
-        reason=reason, details=details, version=version,
-    )  # fmt: skip
+        name=bound.name,
+        score=value,
+        passed=score.passed,
+        weight=bound.weight,
+        reason=reason,
+        details=details,
+        version=version,
+    )
 
 
 def _plain_graded(values: dict[str, Any]) -> bool:
     """Whether ``values`` (the fields :meth:`Pipeline._graded` made, without a judge block) already have the
     types and ranges :class:`GradedResult` validates: then validation would store them as they are."""
-    score, threshold, latency, reason, category = (values["score"], values["threshold"], values["latency_ms"],
-                                                   values["reason"], values["category"])  # fmt: skip
+    score, threshold, latency, reason, category = (
+        values["score"],
+        values["threshold"],
+        values["latency_ms"],
+        values["reason"],
+        values["category"],
+    )
     return (
-        type(score) is float and 0.0 <= score <= 1.0 and type(threshold) is float and 0.0 <= threshold <= 1.0
-        and type(latency) is float and latency >= 0.0 and type(values["passed"]) is bool
-        and type(values["grade"]) is str and (reason is None or type(reason) is str)
-        and (category is None or type(category) is str) and type(values["id"]) is str and type(values["model"]) is str
-        and type(values["suite"]) is str and all(type(name) is str for name in values["failed_gates"])
+        type(score) is float
+        and 0.0 <= score <= 1.0
+        and type(threshold) is float
+        and 0.0 <= threshold <= 1.0
+        and type(latency) is float
+        and latency >= 0.0
+        and type(values["passed"]) is bool
+        and type(values["grade"]) is str
+        and (reason is None or type(reason) is str)
+        and (category is None or type(category) is str)
+        and type(values["id"]) is str
+        and type(values["model"]) is str
+        and type(values["suite"]) is str
+        and all(type(name) is str for name in values["failed_gates"])
         and all(type(result) is EvaluatorResult for result in values["evaluators"])
-    )  # fmt: skip  # event_time and evaluated_at are format_time's: RFC 3339 by construction
+    )  # event_time and evaluated_at are format_time's: RFC 3339 by construction
+
+
 _new_graded = GradedResult.__new__
 
 
@@ -467,19 +545,39 @@ def _built_graded(values: dict[str, Any]) -> GradedResult:
     _set(graded, "__pydantic_private__", None)
     return graded
 
+
 _new_result = EvaluatorResult.__new__
 _set = object.__setattr__
 _RESULT_FIELDS_SET = frozenset({"name", "score", "passed", "weight", "reason", "details", "version"})
 
 
-def _built_result(name: str, score: float, passed: bool, weight: float, reason: str | None,
-                  details: dict[str, Any] | None, version: str | None) -> EvaluatorResult:  # fmt: skip
+def _built_result(
+    name: str,
+    score: float,
+    passed: bool,
+    weight: float,
+    reason: str | None,
+    details: dict[str, Any] | None,
+    version: str | None,
+) -> EvaluatorResult:
     """The :class:`EvaluatorResult` ``EvaluatorResult(name=..., ..., version=...)`` builds from values
     that already have the field types (checked by the caller; ``score`` within [0, 1], ``weight`` >= 0
     as the suite's config guarantees), without validating them again."""
     result = _new_result(EvaluatorResult)
-    _set(result, "__dict__", {"name": name, "score": score, "passed": passed, "weight": weight, "reason": reason,
-                              "details": details, "error": None, "version": version})  # fmt: skip
+    _set(
+        result,
+        "__dict__",
+        {
+            "name": name,
+            "score": score,
+            "passed": passed,
+            "weight": weight,
+            "reason": reason,
+            "details": details,
+            "error": None,
+            "version": version,
+        },
+    )
     _set(result, "__pydantic_fields_set__", set(_RESULT_FIELDS_SET))
     _set(result, "__pydantic_extra__", None)
     _set(result, "__pydantic_private__", None)

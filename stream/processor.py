@@ -71,7 +71,9 @@ class Processor:
         # their own versions, published marked shadow: true; their dead letters are dropped (the live one is kept)
         self.shadows = tuple(shadows)
         self.store = store
-        self.sessions = sessions  # the suite file has sessions: turns are appended once their result is recorded
+        self.sessions = (
+            sessions  # the suite file has sessions: turns are appended once their result is recorded
+        )
         self.pool = pool
         self.inputs = inputs or Inputs()  # none configured: every message is a native request event
         self.dead_letters = dead_letters if dead_letters is not None else DeadLetterPolicy()
@@ -101,7 +103,9 @@ class Processor:
         an OTLP input gives one per LLM span (:mod:`streameval.inputs`)."""
         return (await evaluate_messages(self.pipeline, self.inputs, batch, self.pool))[1]
 
-    async def process_batch(self, batch: Sequence[tuple[bytes, Source]], *, emit: Emit | None = None) -> list[Publish]:
+    async def process_batch(
+        self, batch: Sequence[tuple[bytes, Source]], *, emit: Emit | None = None
+    ) -> list[Publish]:
         """Evaluate a batch (async evaluators of all events run concurrently), record it, encode it.
 
         Returns the messages in input order. Waits (with backoff) while Redis is unavailable rather
@@ -114,8 +118,12 @@ class Processor:
         with telemetry.in_flight(len(batch)):
             return await self._process_batch(batch, emit)
 
-    async def _process_batch(self, messages: Sequence[tuple[bytes, Source]], emit: Emit | None = None) -> list[Publish]:
-        raw_of = {_position(source): raw for raw, source in messages}  # an event's content: its message's bytes
+    async def _process_batch(
+        self, messages: Sequence[tuple[bytes, Source]], emit: Emit | None = None
+    ) -> list[Publish]:
+        raw_of = {
+            _position(source): raw for raw, source in messages
+        }  # an event's content: its message's bytes
         early: set[int] = set()
 
         async def ready(sources: list[Source], found: list[Outcome | None]) -> None:
@@ -126,25 +134,37 @@ class Processor:
             early.update(now)
             await emit(await self._record(sources, cast("list[Outcome]", found), now, raw_of))
 
-        shadowed = [asyncio.ensure_future(evaluate_messages(shadow, self.inputs, messages)) for shadow in self.shadows]
+        shadowed = [
+            asyncio.ensure_future(evaluate_messages(shadow, self.inputs, messages)) for shadow in self.shadows
+        ]
         try:
-            sources, outcomes = await evaluate_messages(self.pipeline, self.inputs, messages, self.pool,
-                                                        ready=None if emit is None else ready)  # fmt: skip
+            sources, outcomes = await evaluate_messages(
+                self.pipeline, self.inputs, messages, self.pool, ready=None if emit is None else ready
+            )
         except BaseException:
             for task in shadowed:
                 task.cancel()
             raise
         telemetry.observe_outcomes(outcomes)
-        out = await self._record(sources, outcomes, [i for i in range(len(outcomes)) if i not in early], raw_of)
+        out = await self._record(
+            sources, outcomes, [i for i in range(len(outcomes)) if i not in early], raw_of
+        )
         for shadow_sources, shadow_outcomes in await asyncio.gather(*shadowed):
             scored = [i for i, outcome in enumerate(shadow_outcomes) if outcome.result is not None]
             out += await self._record(shadow_sources, shadow_outcomes, scored, raw_of)
         return out
 
-    async def _record(self, sources: Sequence[Source], outcomes: Sequence[Outcome], indexes: Sequence[int],
-                      raw_of: dict[tuple[str | None, int | None, int | None], bytes]) -> list[Publish]:  # fmt: skip
+    async def _record(
+        self,
+        sources: Sequence[Source],
+        outcomes: Sequence[Outcome],
+        indexes: Sequence[int],
+        raw_of: dict[tuple[str | None, int | None, int | None], bytes],
+    ) -> list[Publish]:
         """Record the outcomes at ``indexes`` in Redis (one call per batch phase), then encode them in order."""
-        results = [(i, r, r.model_dump_json().encode()) for i in indexes if (r := outcomes[i].result) is not None]
+        results = [
+            (i, r, r.model_dump_json().encode()) for i in indexes if (r := outcomes[i].result) is not None
+        ]
         dead = [(i, d) for i in indexes if (d := outcomes[i].dead_letter) is not None]
         # steps of agent runs (tool and root spans): nothing to record or publish, only turns to append
         steps = [i for i in indexes if outcomes[i].result is None and outcomes[i].dead_letter is None]
@@ -154,24 +174,40 @@ class Processor:
             return []
         stored = await retry_forever(
             lambda: self.store.record_many(
-                [(r, enc, outcomes[i].counters, raw_of.get(_position(sources[i]), b"")) for i, r, enc in results],
+                [
+                    (r, enc, outcomes[i].counters, raw_of.get(_position(sources[i]), b""))
+                    for i, r, enc in results
+                ],
                 [(d.kind, _source_key(sources[i]), parse_time(d.failed_at)) for i, d in dead],
             ),
             what="recording a batch in Redis",
         )
         if self.sessions is not None:
             # a shadow's turns are the live evaluation's: only the live results (and the steps) are turns
-            await self._append_turns([turn for i in sorted([i for i, r, _ in results if not r.shadow] + steps)
-                                      for turn in outcomes[i].turns])  # fmt: skip
+            await self._append_turns(
+                [
+                    turn
+                    for i in sorted([i for i, r, _ in results if not r.shadow] + steps)
+                    for turn in outcomes[i].turns
+                ]
+            )
         out: dict[int, Publish] = {}
         for (i, result, encoded), previous in zip(results, stored, strict=True):
             out[i] = Publish("result", result.id.encode(), previous if previous is not None else encoded)
         if self.review is not None:  # new results worth a person's look, within each pair's rate
-            fresh = [(self.store.pair_id(r.model, r.suite, r.suite_version or ""), r, raw_of.get(_position(sources[i])))
-                     for (i, r, _), previous in zip(results, stored, strict=True)
-                     if previous is None and not r.shadow]  # fmt: skip
+            fresh = [
+                (
+                    self.store.pair_id(r.model, r.suite, r.suite_version or ""),
+                    r,
+                    raw_of.get(_position(sources[i])),
+                )
+                for (i, r, _), previous in zip(results, stored, strict=True)
+                if previous is None and not r.shadow
+            ]
             review = self.review
-            items = await retry_forever(lambda: review.select(fresh, self.store.now()), what="choosing results for review")
+            items = await retry_forever(
+                lambda: review.select(fresh, self.store.now()), what="choosing results for review"
+            )
             for item in items:
                 for reason in item.reasons:
                     telemetry.REVIEW_SENT.labels(item.suite, reason).inc()
@@ -198,7 +234,9 @@ class Processor:
         outage may append a row twice: the reader keeps the last row per event × annotator.
         """
         if self.labels is None:
-            raise RuntimeError("the label join is off (STREAMEVAL_LABEL_JOIN_TTL_S=0): the feedback topic is not read")
+            raise RuntimeError(
+                "the label join is off (STREAMEVAL_LABEL_JOIN_TTL_S=0): the feedback topic is not read"
+            )
         labels, letters = [], []
         now = self.store.now()
         for raw, source in messages:
@@ -206,7 +244,9 @@ class Processor:
                 feedback = self.feedback.decode(raw)
             except EventError as exc:
                 telemetry.LABELS.labels("invalid").inc()
-                letters.append(decode_error_letter(raw, exc, source.topic, source.partition, source.offset, now))
+                letters.append(
+                    decode_error_letter(raw, exc, source.topic, source.partition, source.offset, now)
+                )
                 continue
             labels.append(Label(feedback, raw, source.topic, source.partition, source.offset))
         if labels:
@@ -219,8 +259,10 @@ class Processor:
         out = []
         for letter in letters:
             telemetry.DEAD_LETTERS.labels(letter.kind).inc()
-            fitted = await retry_forever(lambda letter=letter: self.dead_letters.apply(letter),  # type: ignore[misc]
-                                         what="keeping a dead letter's event in Redis")  # fmt: skip
+            fitted = await retry_forever(
+                lambda letter=letter: self.dead_letters.apply(letter),  # type: ignore[misc]
+                what="keeping a dead letter's event in Redis",
+            )
             key = fitted.event_id.encode() if fitted.event_id else None
             out.append(Publish("deadletter", key, fitted.model_dump_json().encode()))
         return out

@@ -31,12 +31,20 @@ DEFAULT_MAX_MODELS = 50
 OTHER_MODEL = "other"
 
 RESULT_SCORE = Histogram(
-    "streameval_result_score", "combined score of each graded result (0-1), by model and suite",
-    ["model", "suite"], buckets=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
-)  # fmt: skip
-RESULT_PASSED = Counter("streameval_result_passed", "graded results that passed, by model and suite", ["model", "suite"])
-RESULT_GRADES = Counter("streameval_result_grades", "graded results by grade, model and suite", ["model", "suite", "grade"])
-GATE_FAILURES = Counter("streameval_result_gate_failures", "results failed by a hard gate, by suite and gate", ["suite", "gate"])
+    "streameval_result_score",
+    "combined score of each graded result (0-1), by model and suite",
+    ["model", "suite"],
+    buckets=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+)
+RESULT_PASSED = Counter(
+    "streameval_result_passed", "graded results that passed, by model and suite", ["model", "suite"]
+)
+RESULT_GRADES = Counter(
+    "streameval_result_grades", "graded results by grade, model and suite", ["model", "suite", "grade"]
+)
+GATE_FAILURES = Counter(
+    "streameval_result_gate_failures", "results failed by a hard gate, by suite and gate", ["suite", "gate"]
+)
 
 
 class ModelLabels:
@@ -104,7 +112,9 @@ def observe_many(child: Histogram, amounts: list[float]) -> None:
     total = getattr(child, "_sum", None)
     bounds = getattr(child, "_upper_bounds", None)
     buckets = getattr(child, "_buckets", None)
-    if not isinstance(total, MutexValue) or bounds is None or buckets is None:  # multiprocess mode, another version
+    if (
+        not isinstance(total, MutexValue) or bounds is None or buckets is None
+    ):  # multiprocess mode, another version
         for amount in amounts:
             child.observe(amount)
         return

@@ -12,8 +12,9 @@ from .store_codec import parse_pointer
 __all__ = ["stored_results"]
 
 
-async def stored_results(client: Client, keys: Keys,
-                         wanted: Sequence[tuple[str, bytes | None, bytes | None, Sequence[int]]]) -> list[bytes | None]:  # fmt: skip
+async def stored_results(
+    client: Client, keys: Keys, wanted: Sequence[tuple[str, bytes | None, bytes | None, Sequence[int]]]
+) -> list[bytes | None]:
     """The encoded results kept for the redelivery horizon, one per ``(pair, digest, value, generations)``.
 
     ``value`` is the result id's entry in ``rid:{gen}`` (a :func:`pointer`), ``digest`` the event's (None:
@@ -30,7 +31,9 @@ async def stored_results(client: Client, keys: Keys,
                 pipe.getrange(keys.result_blob(pair, suffix), offset, offset + length - 1)
                 plan.append((1, length))
                 continue
-            legacy = digest if digest is not None else (value if value is not None and len(value) == 8 else None)
+            legacy = (
+                digest if digest is not None else (value if value is not None and len(value) == 8 else None)
+            )
             if legacy is not None:
                 for generation in generations:
                     pipe.hget(keys.results(pair, generation), legacy)

@@ -43,11 +43,18 @@ Client = aioredis.Redis | RedisCluster
 
 #: errors that mean "Redis cannot answer now": the caller waits and tries again
 TRANSIENT: tuple[type[BaseException], ...] = (
-    redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError,
-    redis_errors.ClusterDownError, redis_errors.TryAgainError, redis_errors.ReadOnlyError,
-    redis_errors.AskError, redis_errors.ClusterError, redis_errors.RedisClusterException,
-    redis_errors.MaxConnectionsError, OSError,
-)  # fmt: skip
+    redis_errors.ConnectionError,
+    redis_errors.TimeoutError,
+    redis_errors.BusyLoadingError,
+    redis_errors.ClusterDownError,
+    redis_errors.TryAgainError,
+    redis_errors.ReadOnlyError,
+    redis_errors.AskError,
+    redis_errors.ClusterError,
+    redis_errors.RedisClusterException,
+    redis_errors.MaxConnectionsError,
+    OSError,
+)
 
 
 async def guard(call: Awaitable[T]) -> T:
@@ -63,7 +70,12 @@ def is_cluster(client: Any) -> bool:
 
 
 def connect(
-    url: str, *, max_connections: int = 64, socket_timeout: float = 10, connect_timeout: float = 5, **options: Any
+    url: str,
+    *,
+    max_connections: int = 64,
+    socket_timeout: float = 10,
+    connect_timeout: float = 5,
+    **options: Any,
 ) -> Client:
     """A client for ``url``: ``redis://`` / ``rediss://`` / ``unix://`` one node, ``redis+cluster://`` a cluster.
 
@@ -75,14 +87,26 @@ def connect(
     scheme = parts.scheme.lower()
     if scheme in ("redis+cluster", "rediss+cluster"):
         plain = urlunsplit((scheme.split("+")[0], *parts[1:]))
-        return RedisCluster.from_url(plain, max_connections=max_connections, socket_timeout=socket_timeout,
-                                     socket_connect_timeout=connect_timeout, **options)  # fmt: skip
+        return RedisCluster.from_url(
+            plain,
+            max_connections=max_connections,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=connect_timeout,
+            **options,
+        )
     if scheme not in ("redis", "rediss", "unix"):
-        raise ConfigError(f"REDIS_URL: unsupported scheme {scheme!r}; use redis://, rediss://, unix:// "
-                          "or redis+cluster:// for a Redis Cluster")  # fmt: skip
-    pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=30,
-                                                    socket_timeout=socket_timeout,
-                                                    socket_connect_timeout=connect_timeout, **options)  # fmt: skip
+        raise ConfigError(
+            f"REDIS_URL: unsupported scheme {scheme!r}; use redis://, rediss://, unix:// "
+            "or redis+cluster:// for a Redis Cluster"
+        )
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url,
+        max_connections=max_connections,
+        timeout=30,
+        socket_timeout=socket_timeout,
+        socket_connect_timeout=connect_timeout,
+        **options,
+    )
     return aioredis.Redis(connection_pool=pool)
 
 
@@ -124,8 +148,12 @@ async def mget(client: Client, keys: Sequence[str]) -> list[bytes | None]:
     return cast(list[bytes | None], await client.mget(list(keys)))
 
 
-async def run_scripts(client: Client, calls: Sequence[tuple[AsyncScript, list[str], list[Any]]], *,
-                      writes: Sequence[tuple[Any, ...]] = ()) -> list[Any]:  # fmt: skip
+async def run_scripts(
+    client: Client,
+    calls: Sequence[tuple[AsyncScript, list[str], list[Any]]],
+    *,
+    writes: Sequence[tuple[Any, ...]] = (),
+) -> list[Any]:
     """Run script calls in one pipeline: one round trip on one node, one per node (in parallel) on a cluster.
 
     ``writes`` (plain commands, e.g. a SET) go first in the same pipeline: on one connection per node, so
@@ -139,7 +167,9 @@ async def run_scripts(client: Client, calls: Sequence[tuple[AsyncScript, list[st
         for command in writes:
             pipe.execute_command(*command)
         for script, keys, args in calls:
-            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)  # a cluster pipeline blocks .evalsha
+            pipe.execute_command(
+                "EVALSHA", script.sha, len(keys), *keys, *args
+            )  # a cluster pipeline blocks .evalsha
         replies = await pipe.execute(raise_on_error=False)
     for reply in replies[: len(writes)]:
         if isinstance(reply, Exception):

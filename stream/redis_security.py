@@ -65,7 +65,9 @@ def redis_options(settings: RedisSettings) -> dict[str, Any]:
     """Extra keyword arguments for redis-py's ``from_url`` built from the Redis settings ({} when none)."""
     options: dict[str, Any] = {}
     if settings.redis_password_file:
-        options["credential_provider"] = FileCredentials(settings.redis_username, settings.redis_password_file)
+        options["credential_provider"] = FileCredentials(
+            settings.redis_username, settings.redis_password_file
+        )
     else:
         if settings.redis_username:
             options["username"] = settings.redis_username
@@ -82,7 +84,10 @@ def redis_options(settings: RedisSettings) -> dict[str, Any]:
 
 
 def _tls(url: str | None) -> bool:
-    return bool(url) and urlsplit(url or "").scheme in ("rediss", "rediss+cluster")  # TLS to a node or a cluster
+    return bool(url) and urlsplit(url or "").scheme in (
+        "rediss",
+        "rediss+cluster",
+    )  # TLS to a node or a cluster
 
 
 def redis_security_issues(settings: RedisSettings) -> list[ConfigIssue]:
@@ -98,8 +103,10 @@ def redis_security_issues(settings: RedisSettings) -> list[ConfigIssue]:
         for field in ("redis_ssl_ca_file", "redis_ssl_cert_file", "redis_ssl_key_file"):
             if getattr(settings, field):
                 issue(field, "is set but REDIS_URL is not rediss:// or rediss+cluster:// (TLS)")
-    if settings.redis_url and urlsplit(settings.redis_url).password and (
-        settings.redis_password is not None or settings.redis_password_file is not None
+    if (
+        settings.redis_url
+        and urlsplit(settings.redis_url).password
+        and (settings.redis_password is not None or settings.redis_password_file is not None)
     ):
         issue("redis_password", "REDIS_URL carries a password too; give it in one place")
     if settings.redis_ssl_key_file and not settings.redis_ssl_cert_file:

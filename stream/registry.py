@@ -113,7 +113,9 @@ class RegistryLimits:
 class RegistryStore:
     """CRUD of custom evaluators in Redis. Redis outages raise :class:`StoreUnavailable`."""
 
-    def __init__(self, client: Client, *, prefix: str = "streameval:", limits: RegistryLimits | None = None) -> None:
+    def __init__(
+        self, client: Client, *, prefix: str = "streameval:", limits: RegistryLimits | None = None
+    ) -> None:
         self.client = client
         self.prefix = prefix
         self.limits = limits or RegistryLimits()
@@ -139,7 +141,11 @@ class RegistryStore:
         names = await self._guard(self.client.hgetall(self.names_key))
         pairs = sorted((_text(k), _text(v)) for k, v in names.items())
         if limit is not None and len(pairs) > limit:
-            log.warning("the registry holds %d evaluators; loading the first %d by name (the limit)", len(pairs), limit)
+            log.warning(
+                "the registry holds %d evaluators; loading the first %d by name (the limit)",
+                len(pairs),
+                limit,
+            )
             pairs = pairs[:limit]
         ids = [evaluator_id for _, evaluator_id in pairs]
         if not ids:
@@ -154,9 +160,14 @@ class RegistryStore:
     async def create(self, *, name: str, description: str | None, config: CodeConfig) -> EvaluatorRecord:
         now = format_time(time.time())
         record = EvaluatorRecord(
-            id=str(uuid.uuid4()), name=name, description=description, config=config,
-            version=1, createdAt=now, updatedAt=now,
-        )  # fmt: skip
+            id=str(uuid.uuid4()),
+            name=name,
+            description=description,
+            config=config,
+            version=1,
+            createdAt=now,
+            updatedAt=now,
+        )
         await self._write(record, old_name="")
         return record
 
@@ -181,7 +192,9 @@ class RegistryStore:
 
     async def delete(self, record: EvaluatorRecord) -> bool:
         keys = [self._key(record.id), self.names_key, self.rev_key]
-        [deleted] = await guard(run_scripts(self.client, [(self._delete, keys, [record.id, record.name, self.channel])]))
+        [deleted] = await guard(
+            run_scripts(self.client, [(self._delete, keys, [record.id, record.name, self.channel])])
+        )
         return bool(deleted)
 
 
@@ -243,7 +256,9 @@ class LiveRegistry:
                     await pubsub.subscribe(self.store.channel)
                     await self.reload()  # anything changed before the subscription took effect
                     while True:
-                        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=self.resync_s)
+                        message = await pubsub.get_message(
+                            ignore_subscribe_messages=True, timeout=self.resync_s
+                        )
                         if message is not None or await self.store.revision() != self._revision:
                             await self.reload()
             except asyncio.CancelledError:

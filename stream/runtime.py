@@ -64,7 +64,16 @@ from .store import ResultStore, retry_forever
 from .versionstore import VersionInfo, register_versions
 from .windows import WindowCloser
 
-__all__ = ["REDIS_CONNECTIONS", "Runtime", "WebServer", "WorkerConfig", "load_worker_config", "open_store", "prepare", "serve_web"]
+__all__ = [
+    "REDIS_CONNECTIONS",
+    "Runtime",
+    "WebServer",
+    "WorkerConfig",
+    "load_worker_config",
+    "open_store",
+    "prepare",
+    "serve_web",
+]
 
 log = logging.getLogger(__name__)
 
@@ -113,30 +122,50 @@ async def prepare(config: WorkerConfig) -> None:
     await check_redis_settings(config.redis_url, redis_options(settings))  # a wrong password: one line, exit
     await ensure_topics(
         settings.kafka_bootstrap_servers,
-        [*config.input_topics, *output_topics(settings).values(),
-         *([settings.topic_feedback] if settings.label_join_ttl_s else [])],
+        [
+            *config.input_topics,
+            *output_topics(settings).values(),
+            *([settings.topic_feedback] if settings.label_join_ttl_s else []),
+        ],
         partitions=settings.topic_partitions,
         replication=settings.topic_replication,
         security=KafkaSecurity.from_settings(settings),
     )
-    await keyspace.preflight(config.redis_url, **redis_options(settings))  # a cluster behind redis:// fails here
+    await keyspace.preflight(
+        config.redis_url, **redis_options(settings)
+    )  # a cluster behind redis:// fails here
 
 
 def open_store(client: Client, settings: Settings, *, allowed_lateness_s: float) -> ResultStore:
     """The worker's :class:`ResultStore` on ``client``, as the settings say (was ``ResultStore.from_settings``)."""
-    return ResultStore(client, prefix=settings.redis_prefix, windows=settings.windows, window_ttl_s=settings.window_ttl_s,
-                       seen_ttl_s=settings.seen_ttl_s, redelivery_ttl_s=settings.redelivery_ttl_s,
-                       all_time_ttl_s=settings.all_time_ttl_s, max_pairs=settings.max_pairs,
-                       allowed_lateness_s=allowed_lateness_s, examples=settings.examples,
-                       example_ttl_s=settings.example_ttl_s, wait_replicas=settings.redis_wait_replicas,
-                       wait_timeout_ms=settings.redis_wait_timeout_ms, compare_ttl_s=settings.compare_ttl_s)
+    return ResultStore(
+        client,
+        prefix=settings.redis_prefix,
+        windows=settings.windows,
+        window_ttl_s=settings.window_ttl_s,
+        seen_ttl_s=settings.seen_ttl_s,
+        redelivery_ttl_s=settings.redelivery_ttl_s,
+        all_time_ttl_s=settings.all_time_ttl_s,
+        max_pairs=settings.max_pairs,
+        allowed_lateness_s=allowed_lateness_s,
+        examples=settings.examples,
+        example_ttl_s=settings.example_ttl_s,
+        wait_replicas=settings.redis_wait_replicas,
+        wait_timeout_ms=settings.redis_wait_timeout_ms,
+        compare_ttl_s=settings.compare_ttl_s,
+    )
 
 
 class Runtime:
     """A running worker's parts: the processor, the window closer and the alert side effects."""
 
-    def __init__(self, processor: Processor, closer: WindowCloser, lag: ConsumerLag | None = None,
-                 sessions: SessionCloser | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        processor: Processor,
+        closer: WindowCloser,
+        lag: ConsumerLag | None = None,
+        sessions: SessionCloser | None = None,
+    ) -> None:
         self.processor = processor
         self.closer = closer
         self.lag = lag if lag is not None else ConsumerLag()  # the agent updates it after each batch
@@ -149,7 +178,9 @@ class Runtime:
         # Blocking pool: with batches in flight, thousands of judge-cache reads can be waiting at once;
         # they queue for one of the connections instead of failing with MaxConnectionsError (which
         # turned every cache read into a judge call, docs/performance.md).
-        client = keyspace.connect(redis_url, max_connections=REDIS_CONNECTIONS, **redis_options(settings))  # or a cluster
+        client = keyspace.connect(
+            redis_url, max_connections=REDIS_CONNECTIONS, **redis_options(settings)
+        )  # or a cluster
 
         await retry_forever(lambda: keyspace.ping(client, redis_url), what="connecting to Redis")
         lag = ConsumerLag()
@@ -163,17 +194,31 @@ class Runtime:
         )
         # registered evaluators read this copy of the registry; it follows API changes live
         api = config.api
-        registry = LiveRegistry(RegistryStore(client, prefix=settings.redis_prefix, limits=api.registry_limits()),
-                                resync_s=api.registry_resync_s)  # fmt: skip
+        registry = LiveRegistry(
+            RegistryStore(client, prefix=settings.redis_prefix, limits=api.registry_limits()),
+            resync_s=api.registry_resync_s,
+        )
         live_versions: dict[str, str] = {}
 
-        def follow_registry(current: LiveRegistry) -> None:  # a registered step's new version: a new suite version
+        def follow_registry(
+            current: LiveRegistry,
+        ) -> None:  # a registered step's new version: a new suite version
             changed = suites.resolve_registry(current.versions())
             live_versions.update({s.name: s.version for s in suites.all})
             if changed and registered_once:
-                log.info("registry change: new versions of %s", ", ".join(f"{n} {suites.by_name[n].version}" for n in changed))
-                task = asyncio.ensure_future(register_versions(client, store.keys, version_infos(suites, changed),
-                                                               run="live", file=config.config_file))  # fmt: skip
+                log.info(
+                    "registry change: new versions of %s",
+                    ", ".join(f"{n} {suites.by_name[n].version}" for n in changed),
+                )
+                task = asyncio.ensure_future(
+                    register_versions(
+                        client,
+                        store.keys,
+                        version_infos(suites, changed),
+                        run="live",
+                        file=config.config_file,
+                    )
+                )
                 task.add_done_callback(_log_failure)
 
         registered_once = False
@@ -181,23 +226,50 @@ class Runtime:
         await retry_forever(registry.start, what="loading the evaluator registry")
         bind_live_registry(registry)
         # labels and current versions (a label reused with another definition: ConfigError, exit 2)
-        await retry_forever(lambda: register_versions(client, store.keys, version_infos(suites), run="live",
-                                                      file=config.config_file), what="recording suite versions")  # fmt: skip
-        shadow_infos = [VersionInfo(s.suite.name, s.suite.version, s.suite.label, s.suite.definition)
-                        for suite in suites.all for s in suite.shadows]  # fmt: skip
-        await retry_forever(lambda: register_versions(client, store.keys, shadow_infos, run="shadow",
-                                                      file=settings.shadow or config.config_file),
-                            what="recording shadow versions")  # fmt: skip
+        await retry_forever(
+            lambda: register_versions(
+                client, store.keys, version_infos(suites), run="live", file=config.config_file
+            ),
+            what="recording suite versions",
+        )
+        shadow_infos = [
+            VersionInfo(s.suite.name, s.suite.version, s.suite.label, s.suite.definition)
+            for suite in suites.all
+            for s in suite.shadows
+        ]
+        await retry_forever(
+            lambda: register_versions(
+                client, store.keys, shadow_infos, run="shadow", file=settings.shadow or config.config_file
+            ),
+            what="recording shadow versions",
+        )
         # shadows: same events, own versions and figures, results marked shadow: true, a judge budget of their own
-        shadows = [Pipeline(routing, max_event_bytes=settings.max_event_bytes, max_event_depth=settings.max_event_depth,
-                            judge_cache=JudgeCache(client, prefix=settings.redis_prefix),
-                            result_marks={"shadow": True}, judge_budget_scope="~shadow")
-                   for routing in shadow_routings(suites)]  # fmt: skip
+        shadows = [
+            Pipeline(
+                routing,
+                max_event_bytes=settings.max_event_bytes,
+                max_event_depth=settings.max_event_depth,
+                judge_cache=JudgeCache(client, prefix=settings.redis_prefix),
+                result_marks={"shadow": True},
+                judge_budget_scope="~shadow",
+            )
+            for routing in shadow_routings(suites)
+        ]
         registered_once = True
         for suite in suites.all:
-            log.info("suite %s: version %s%s", suite.name, suite.version, f" ({suite.label})" if suite.label else "")
+            log.info(
+                "suite %s: version %s%s",
+                suite.name,
+                suite.version,
+                f" ({suite.label})" if suite.label else "",
+            )
             for shadow in suite.shadows:
-                log.info("suite %s: shadow version %s, sample %g", suite.name, shadow.suite.version, shadow.sample_rate)
+                log.info(
+                    "suite %s: shadow version %s, sample %g",
+                    suite.name,
+                    shadow.suite.version,
+                    shadow.sample_rate,
+                )
 
         async def close() -> None:
             bind_live_registry(None)
@@ -206,36 +278,79 @@ class Runtime:
 
         pool = None
         if settings.eval_processes:
-            pool = EvalPool(config.config_text, config.config_file, settings.eval_processes,
-                            max_event_bytes=settings.max_event_bytes, max_event_depth=settings.max_event_depth)  # fmt: skip
-        raw_store = RawStore(client, prefix=settings.redis_prefix, ttl_s=settings.dead_letter_raw_ttl_s,
-                             budget_bytes=settings.dead_letter_raw_budget_bytes)  # fmt: skip
+            pool = EvalPool(
+                config.config_text,
+                config.config_file,
+                settings.eval_processes,
+                max_event_bytes=settings.max_event_bytes,
+                max_event_depth=settings.max_event_depth,
+            )
+        raw_store = RawStore(
+            client,
+            prefix=settings.redis_prefix,
+            ttl_s=settings.dead_letter_raw_ttl_s,
+            budget_bytes=settings.dead_letter_raw_budget_bytes,
+        )
         dead_letters = DeadLetterPolicy(max_bytes=settings.dead_letter_max_bytes, store=raw_store)
         labels = None
         if settings.label_join_ttl_s:  # human labels joined on the stream (docs/feedback.md)
-            labels = LabelStore(client, store.keys, join_ttl_s=settings.label_join_ttl_s,
-                                buckets=settings.label_join_buckets, wait_s=settings.label_wait_s,
-                                max_pending=settings.label_max_pending, max_rows=settings.label_max_rows,
-                                windows=settings.windows, window_ttl_s=settings.window_ttl_s,
-                                all_time_ttl_s=settings.all_time_ttl_s, clock=store.now)  # fmt: skip
+            labels = LabelStore(
+                client,
+                store.keys,
+                join_ttl_s=settings.label_join_ttl_s,
+                buckets=settings.label_join_buckets,
+                wait_s=settings.label_wait_s,
+                max_pending=settings.label_max_pending,
+                max_rows=settings.label_max_rows,
+                windows=settings.windows,
+                window_ttl_s=settings.window_ttl_s,
+                all_time_ttl_s=settings.all_time_ttl_s,
+                clock=store.now,
+            )
             store.verdicts = labels
         windowing = suites.windowing
         session_state = None
         if suites.sessions:
             terms = session_terms(suites.sessions, windowing.allowed_lateness_s)
-            session_state = SessionStore(client, terms, prefix=settings.redis_prefix, lease_s=windowing.lease_s,
-                                         worker_id=f"{os.getpid()}-{uuid.uuid4().hex[:8]}")  # fmt: skip
-        processor = Processor(pipeline, store, on_close=close, pool=pool, inputs=config.inputs,
-                              dead_letters=dead_letters, sessions=session_state, shadows=shadows, labels=labels,
-                              feedback=FeedbackDecoder(suites.feedback, max_depth=settings.max_event_depth),
-                              review=ReviewQueue(client, store.keys, suites.review) if suites.review else None)  # fmt: skip
+            session_state = SessionStore(
+                client,
+                terms,
+                prefix=settings.redis_prefix,
+                lease_s=windowing.lease_s,
+                worker_id=f"{os.getpid()}-{uuid.uuid4().hex[:8]}",
+            )
+        processor = Processor(
+            pipeline,
+            store,
+            on_close=close,
+            pool=pool,
+            inputs=config.inputs,
+            dead_letters=dead_letters,
+            sessions=session_state,
+            shadows=shadows,
+            labels=labels,
+            feedback=FeedbackDecoder(suites.feedback, max_depth=settings.max_event_depth),
+            review=ReviewQueue(client, store.keys, suites.review) if suites.review else None,
+        )
         await processor.start()
-        closer = WindowCloser(store, suites.alerts, allowed_lateness_s=windowing.allowed_lateness_s,
-                              lease_s=windowing.lease_s, score_shift=windowing.score_shift,
-                              live_versions=live_versions, labels=labels)  # fmt: skip
-        sessions = None if session_state is None else SessionCloser(session_state, store, pipeline, suites.sessions)
-        log.info("streameval worker ready: %d suite(s), %d session(s), Redis %s", len(suites.all),
-                 len(suites.sessions), redact_url(redis_url))  # fmt: skip
+        closer = WindowCloser(
+            store,
+            suites.alerts,
+            allowed_lateness_s=windowing.allowed_lateness_s,
+            lease_s=windowing.lease_s,
+            score_shift=windowing.score_shift,
+            live_versions=live_versions,
+            labels=labels,
+        )
+        sessions = (
+            None if session_state is None else SessionCloser(session_state, store, pipeline, suites.sessions)
+        )
+        log.info(
+            "streameval worker ready: %d suite(s), %d session(s), Redis %s",
+            len(suites.all),
+            len(suites.sessions),
+            redact_url(redis_url),
+        )
         return cls(processor, closer, lag, sessions)
 
     async def close_sessions(self, send: Send) -> int:
@@ -268,7 +383,11 @@ class Runtime:
 def version_infos(suites: LoadedConfig, names: Collection[str] | None = None) -> list[VersionInfo]:
     """The versions of the suites and sessions (those named in ``names``, else all) as :func:`register_versions`
     takes them."""
-    return [VersionInfo(s.name, s.version, s.label, s.definition) for s in suites.scoring if names is None or s.name in names]
+    return [
+        VersionInfo(s.name, s.version, s.label, s.definition)
+        for s in suites.scoring
+        if names is None or s.name in names
+    ]
 
 
 def _log_failure(task: asyncio.Future[None]) -> None:
@@ -292,15 +411,27 @@ async def serve_web(config: WorkerConfig) -> WebServer:
     """Serve /health, /ready, /metrics and the API on ``config.api.web_port`` (set) in the running loop."""
     settings, api = config.settings, config.api
     assert api.web_port is not None
-    client = keyspace.connect(config.redis_url, max_connections=16, socket_timeout=5, connect_timeout=2,
-                              **redis_options(settings))  # fmt: skip
+    client = keyspace.connect(
+        config.redis_url, max_connections=16, socket_timeout=5, connect_timeout=2, **redis_options(settings)
+    )
     judges = [j for j in config.suites.judges if j.enabled]
-    checks = [broker_check(settings.kafka_bootstrap_servers, KafkaSecurity.from_settings(settings)),
-              stall_check(), *judge_ready_checks(judges)]  # an authenticated models listing per judge, cached
-    web_app = create_web_app(client, prefix=settings.redis_prefix, token=api.token(), checks=checks,
-                             ready_timeout_s=api.ready_timeout_s, windows=settings.windows,
-                             access=api.access(), registry_limits=api.registry_limits(),
-                             redelivery_ttl_s=settings.redelivery_ttl_s, compare_ttl_s=settings.compare_ttl_s)  # fmt: skip
+    checks = [
+        broker_check(settings.kafka_bootstrap_servers, KafkaSecurity.from_settings(settings)),
+        stall_check(),
+        *judge_ready_checks(judges),
+    ]  # an authenticated models listing per judge, cached
+    web_app = create_web_app(
+        client,
+        prefix=settings.redis_prefix,
+        token=api.token(),
+        checks=checks,
+        ready_timeout_s=api.ready_timeout_s,
+        windows=settings.windows,
+        access=api.access(),
+        registry_limits=api.registry_limits(),
+        redelivery_ttl_s=settings.redelivery_ttl_s,
+        compare_ttl_s=settings.compare_ttl_s,
+    )
     runner = await start_web(web_app, api.web_host, api.web_port)
     log.info("worker web server on http://%s:%d", api.web_host, api.web_port)
     return WebServer(runner, client)

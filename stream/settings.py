@@ -37,115 +37,156 @@ class Settings(BaseSettings, OutputTopics):  # the output topics' settings: stre
         "unset: the demo starts an embedded server",
     )
     config: str | None = Field(default=None, description="path of the suites YAML file")
-    shadow: str | None = Field(default=None, description="a suites YAML whose suites run as shadow candidates of "
-                               "the live suites of the same names (docs/versions.md)")
-    shadow_sample: float = Field(default=1.0, ge=0.0, le=1.0,
-                                 description="share of events (by event-id hash) the --shadow file's candidates evaluate")
+    shadow: str | None = Field(
+        default=None,
+        description="a suites YAML whose suites run as shadow candidates of "
+        "the live suites of the same names (docs/versions.md)",
+    )
+    shadow_sample: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=1.0,
+        description="share of events (by event-id hash) the --shadow file's candidates evaluate",
+    )
     app_id: str = Field(default="streameval", min_length=1, description="Faust app id = Kafka consumer group")
     topic_requests: str = Field(default="evals.requests", description="input topic of request events")
     topic_feedback: str = Field(
-        default="evals.feedback", description="input topic of human labels (docs/feedback.md); the worker reads it too"
+        default="evals.feedback",
+        description="input topic of human labels (docs/feedback.md); the worker reads it too",
     )
     topic_partitions: int = Field(default=4, ge=1, description="partitions of topics the worker creates")
     topic_replication: int = Field(default=1, ge=1, description="replication factor of created topics")
     redis_prefix: str = Field(default="streameval:", description="prefix of every Redis key")
     windows: Annotated[tuple[int, ...], NoDecode] = Field(
-        default=(60,), description="tumbling window sizes in seconds (comma-separated); all-time is always kept"
+        default=(60,),
+        description="tumbling window sizes in seconds (comma-separated); all-time is always kept",
     )
-    window_ttl_s: int = Field(default=7 * 86400, ge=60, description="how long window aggregates stay in Redis")
+    window_ttl_s: int = Field(
+        default=7 * 86400, ge=60, description="how long window aggregates stay in Redis"
+    )
     seen_ttl_s: int = Field(
-        default=7 * 86400, ge=60,
+        default=7 * 86400,
+        ge=60,
         description="replay horizon: how long an event stays marked as counted (a compact mark per event)",
     )
     redelivery_ttl_s: int = Field(
-        default=3600, ge=0,
+        default=3600,
+        ge=0,
         description="redelivery horizon: how long an event's encoded result is kept to publish again on redelivery",
     )
     compare_ttl_s: int = Field(
-        default=3 * 86400, ge=0,
+        default=3 * 86400,
+        ge=0,
         description="how long each version's compact per-event scores are kept for /api/v1/stats/compare (between "
         "this and twice this); 0 keeps none",
     )
     label_join_ttl_s: int = Field(
-        default=7 * 86400, ge=0,
+        default=7 * 86400,
+        ge=0,
         description="how long each result's verdicts are kept to join human labels (docs/feedback.md); 0 keeps none "
         "and turns the join off",
     )
     label_join_buckets: int = Field(
-        default=16384, ge=16, le=1 << 20,
+        default=16384,
+        ge=16,
+        le=1 << 20,
         description="hashes the kept verdicts are spread over; at most ~128 results per bucket and TTL keep them "
         "compact (listpacks): buckets >= results per STREAMEVAL_LABEL_JOIN_TTL_S / 128",
     )
     label_wait_s: float = Field(
-        default=900.0, gt=0,
+        default=900.0,
+        gt=0,
         description="how long a label whose result is not there yet waits before it is dead-lettered as unmatched",
     )
     label_max_pending: int = Field(
         default=100_000, ge=1, description="labels waiting for their results at most (beyond: dead-lettered)"
     )
     label_max_rows: int = Field(
-        default=100_000, ge=1,
+        default=100_000,
+        ge=1,
         description="joined labels kept per model x suite and window (and all time); beyond, new ones are counted "
         "as full and not kept",
     )
     examples: int = Field(
-        default=20, ge=0, le=200,
+        default=20,
+        ge=0,
+        le=200,
         description="drill-down: the lowest-scored results and a sample of the failed ones kept per window x model x suite "
         "(each kind); 0 keeps none",
     )
     example_ttl_s: int = Field(
-        default=86400, ge=60,
+        default=86400,
+        ge=60,
         description="how long a window's examples stay in Redis after their last change (at least twice the "
         "largest window, at most STREAMEVAL_WINDOW_TTL_S)",
     )
     redis_wait_replicas: int = Field(
-        default=0, ge=0, le=16,
+        default=0,
+        ge=0,
+        le=16,
         description="replicas that must hold a batch's Redis writes before its results are published (WAIT; "
         "0: don't wait, a failover can lose the last acknowledged writes; docs/scaling.md)",
     )
     redis_wait_timeout_ms: int = Field(
-        default=1000, ge=1, le=600_000,
+        default=1000,
+        ge=1,
+        le=600_000,
         description="how long one WAIT for STREAMEVAL_REDIS_WAIT_REPLICAS lasts; fewer replicas by then: the "
         "batch is retried, nothing is published",
     )
     all_time_ttl_s: int = Field(
-        default=90 * 86400, ge=3600,
+        default=90 * 86400,
+        ge=3600,
         description="all-time aggregates of a model × suite expire this long after its last event",
     )
     max_pairs: int = Field(
-        default=10_000, ge=1,
+        default=10_000,
+        ge=1,
         description="most model × suite pairs aggregated; events of further pairs aggregate under the model (overflow)",
     )
     max_event_bytes: int = Field(
         default=DEFAULT_MAX_EVENT_BYTES, ge=1024, description="larger events are dead-lettered as too_large"
     )
     max_event_depth: int = Field(
-        default=DEFAULT_MAX_EVENT_DEPTH, ge=2, le=1000,
+        default=DEFAULT_MAX_EVENT_DEPTH,
+        ge=2,
+        le=1000,
         description="deeper JSON nesting is dead-lettered as invalid_json (checked before parsing)",
     )
     eval_processes: int = Field(
-        default=0, ge=0, le=256,
+        default=0,
+        ge=0,
+        le=256,
         description="evaluation processes per worker for suites without judges or async evaluators "
         "(0 = evaluate in the worker's own process; docs/performance.md)",
     )
     batch_max: int = Field(
-        default=256, ge=1, le=100_000, description="most events a worker evaluates and records in Redis together"
+        default=256,
+        ge=1,
+        le=100_000,
+        description="most events a worker evaluates and records in Redis together",
     )
     batch_wait_ms: float = Field(
         default=10.0, gt=0, le=10_000, description="how long a partial batch waits for more events, ms"
     )
     batches_in_flight: int = Field(
-        default=4, ge=1, le=1000,
+        default=4,
+        ge=1,
+        le=1000,
         description="events in flight (taken, not yet acknowledged) are at most this x batch_max, in batches of any "
         "size (rule results go out at once, judged ones when their panels end; offsets are committed in order); "
         "keeps slow judges busy",
     )
     fetch_wait_ms: int = Field(
-        default=10, ge=0, le=60_000,
+        default=10,
+        ge=0,
+        le=60_000,
         description="longest a caught-up fetch waits on the broker, ms (Tansu answers only when it ends)",
     )
     broker_session_timeout: float = Field(
-        default=10.0, gt=0, description="Kafka consumer session timeout, s (Tansu holds JoinGroup for half of it)"
+        default=10.0,
+        gt=0,
+        description="Kafka consumer session timeout, s (Tansu holds JoinGroup for half of it)",
     )
     data_dir: str | None = Field(
         default=None,
@@ -153,31 +194,41 @@ class Settings(BaseSettings, OutputTopics):  # the output topics' settings: stre
     )
     log_level: str = Field(default="info", description="crit | error | warn | info | debug")
     metrics_max_models: int = Field(
-        default=50, ge=0, description="distinct model names with their own label in the quality metrics; later ones are 'other'"
+        default=50,
+        ge=0,
+        description="distinct model names with their own label in the quality metrics; later ones are 'other'",
     )
     max_message_bytes: int = Field(
-        default=1_000_000, ge=16_384,
+        default=1_000_000,
+        ge=16_384,
         description="largest message the worker produces (the producer's max_request_size); at most the "
         "broker's message.max.bytes",
     )
     dead_letter_max_bytes: int = Field(
-        default=DEFAULT_MAX_DEAD_LETTER_BYTES, ge=4096,
+        default=DEFAULT_MAX_DEAD_LETTER_BYTES,
+        ge=4096,
         description="largest encoded dead letter; above it raw keeps the event's head and tail and the whole "
         "event is kept in Redis",
     )
     dead_letter_raw_ttl_s: int = Field(
-        default=7 * 86400, ge=60, description="how long Redis keeps the whole event of a truncated dead letter"
+        default=7 * 86400,
+        ge=60,
+        description="how long Redis keeps the whole event of a truncated dead letter",
     )
     dead_letter_raw_budget_bytes: int = Field(
-        default=256 << 20, ge=0,
+        default=256 << 20,
+        ge=0,
         description="most bytes of whole events Redis keeps for truncated dead letters, all together (0: none)",
     )
     stall_after_s: float = Field(
-        default=120.0, gt=0,
+        default=120.0,
+        gt=0,
         description="a taken batch not published after this long is a stall: logged, /ready answers 503",
     )
     publish_timeout_s: float = Field(
-        default=30.0, gt=0, le=3600,
+        default=30.0,
+        gt=0,
+        le=3600,
         description="longest the broker may take to answer a produce request (the producer's request timeout); "
         "Faust's default is 20 minutes, during which a lost answer holds every later result",
     )
@@ -186,34 +237,63 @@ class Settings(BaseSettings, OutputTopics):  # the output topics' settings: stre
     )
     # Kafka and Redis security (streameval.kafka_security, streameval.redis_security, docs/security.md)
     kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
-        default="PLAINTEXT", description="how Kafka clients connect: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+        default="PLAINTEXT",
+        description="how Kafka clients connect: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
     )
     kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] = Field(
-        default="PLAIN", description="SASL mechanism with SASL_*: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"
+        default="PLAIN",
+        description="SASL mechanism with SASL_*: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER",
     )
     kafka_sasl_username: str | None = Field(default=None, description="SASL user name (PLAIN, SCRAM)")
     kafka_sasl_password: SecretStr | None = Field(default=None, description="SASL password (PLAIN, SCRAM)")
     kafka_sasl_password_file: str | None = Field(
-        default=None, description="file holding the SASL password (trailing newline stripped); instead of the password"
+        default=None,
+        description="file holding the SASL password (trailing newline stripped); instead of the password",
     )
     kafka_sasl_oauth_token_provider: str | None = Field(
-        default=None, description="OAUTHBEARER: `module:name` of an aiokafka AbstractTokenProvider (class or factory)"
+        default=None,
+        description="OAUTHBEARER: `module:name` of an aiokafka AbstractTokenProvider (class or factory)",
     )
-    kafka_ssl_ca_file: str | None = Field(default=None, description="PEM CA bundle that signs the brokers' certificates; unset: system CAs")
-    kafka_ssl_cert_file: str | None = Field(default=None, description="client certificate (PEM) for mutual TLS")
-    kafka_ssl_key_file: str | None = Field(default=None, description="client private key (PEM) for mutual TLS")
-    kafka_ssl_key_password: SecretStr | None = Field(default=None, description="password of an encrypted client key")
-    kafka_ssl_key_password_file: str | None = Field(default=None, description="file holding the client key's password")
-    kafka_ssl_check_hostname: bool = Field(default=True, description="check that a broker's certificate names its host")
-    redis_username: str | None = Field(default=None, description="Redis ACL user (instead of putting it in REDIS_URL)")
-    redis_password: SecretStr | None = Field(default=None, description="Redis password (instead of putting it in REDIS_URL)")
+    kafka_ssl_ca_file: str | None = Field(
+        default=None, description="PEM CA bundle that signs the brokers' certificates; unset: system CAs"
+    )
+    kafka_ssl_cert_file: str | None = Field(
+        default=None, description="client certificate (PEM) for mutual TLS"
+    )
+    kafka_ssl_key_file: str | None = Field(
+        default=None, description="client private key (PEM) for mutual TLS"
+    )
+    kafka_ssl_key_password: SecretStr | None = Field(
+        default=None, description="password of an encrypted client key"
+    )
+    kafka_ssl_key_password_file: str | None = Field(
+        default=None, description="file holding the client key's password"
+    )
+    kafka_ssl_check_hostname: bool = Field(
+        default=True, description="check that a broker's certificate names its host"
+    )
+    redis_username: str | None = Field(
+        default=None, description="Redis ACL user (instead of putting it in REDIS_URL)"
+    )
+    redis_password: SecretStr | None = Field(
+        default=None, description="Redis password (instead of putting it in REDIS_URL)"
+    )
     redis_password_file: str | None = Field(
-        default=None, description="file holding the Redis password, read for each new connection (trailing newline stripped)"
+        default=None,
+        description="file holding the Redis password, read for each new connection (trailing newline stripped)",
     )
-    redis_ssl_ca_file: str | None = Field(default=None, description="with rediss://: PEM CA bundle that signs the server's certificate")
-    redis_ssl_cert_file: str | None = Field(default=None, description="with rediss://: client certificate (PEM) for mutual TLS")
-    redis_ssl_key_file: str | None = Field(default=None, description="with rediss://: client private key (PEM)")
-    redis_ssl_check_hostname: bool = Field(default=True, description="with rediss://: check that the server's certificate names its host")
+    redis_ssl_ca_file: str | None = Field(
+        default=None, description="with rediss://: PEM CA bundle that signs the server's certificate"
+    )
+    redis_ssl_cert_file: str | None = Field(
+        default=None, description="with rediss://: client certificate (PEM) for mutual TLS"
+    )
+    redis_ssl_key_file: str | None = Field(
+        default=None, description="with rediss://: client private key (PEM)"
+    )
+    redis_ssl_check_hostname: bool = Field(
+        default=True, description="with rediss://: check that the server's certificate names its host"
+    )
 
     @field_validator("kafka_sasl_password_file", "kafka_ssl_key_password_file", "redis_password_file")
     @classmethod
@@ -241,14 +321,15 @@ class Settings(BaseSettings, OutputTopics):  # the output topics' settings: stre
             raise ValueError("window sizes must be positive whole seconds")
         return tuple(sorted(set(value)))
 
-
     @field_validator("dead_letter_max_bytes")
     @classmethod
     def _dead_letters_fit(cls, value: int, info: ValidationInfo) -> int:
         # room for the key and the record's framing in the same produce request
         limit = info.data.get("max_message_bytes")
         if limit is not None and value > limit - 2048:
-            raise ValueError(f"must be at least 2048 under STREAMEVAL_MAX_MESSAGE_BYTES ({limit}), got {value}")
+            raise ValueError(
+                f"must be at least 2048 under STREAMEVAL_MAX_MESSAGE_BYTES ({limit}), got {value}"
+            )
         return value
 
 

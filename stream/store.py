@@ -51,8 +51,17 @@ from .redelivery import stored_results
 from .stats import latency_bucket
 from .store_codec import PACKED_FIELD, as_text, hash_fields, pack_increments, pointer
 
-__all__ = ["MARK_BUCKET_BYTES", "PACKED_FIELD", "PairAggregate", "ResultStore", "compact_scores", "hash_fields", "pointer",
-           "retry_forever", "stored_results"]
+__all__ = [
+    "MARK_BUCKET_BYTES",
+    "PACKED_FIELD",
+    "PairAggregate",
+    "ResultStore",
+    "compact_scores",
+    "hash_fields",
+    "pointer",
+    "retry_forever",
+    "stored_results",
+]
 
 log = logging.getLogger(__name__)
 
@@ -77,16 +86,18 @@ _CLOCK_MARGIN_S = 2.0
 #: agent domain (and similar) counter labels kept per pair and evaluator in one worker; beyond: "_other"
 MAX_COUNTER_LABELS = 64
 
-RecordEntry = tuple[GradedResult, bytes, dict[str, dict[str, float]] | None] | tuple[
-    GradedResult, bytes, dict[str, dict[str, float]] | None, bytes
-]
+RecordEntry = (
+    tuple[GradedResult, bytes, dict[str, dict[str, float]] | None]
+    | tuple[GradedResult, bytes, dict[str, dict[str, float]] | None, bytes]
+)
 
 
 class VerdictKeeper(Protocol):
     """Adds commands to a batch's record pipeline (streameval.labels.LabelStore)."""
 
-    def verdict_calls(self, events: Sequence[tuple[str, GradedResult]],
-                      now: float) -> tuple[list[tuple[Any, list[str], list[Any]]], list[tuple[Any, ...]]]: ...
+    def verdict_calls(
+        self, events: Sequence[tuple[str, GradedResult]], now: float
+    ) -> tuple[list[tuple[Any, list[str], list[Any]]], list[tuple[Any, ...]]]: ...
 
 
 @dataclass(frozen=True)
@@ -165,7 +176,9 @@ class ResultStore:
         # False (backfills): windows are indexed for the API but not handed to the window closer, which would
         # close (and redirect) the old windows a backfill is still filling
         self.publish_windows = True
-        self._compact_keys: dict[str, tuple[str, ...]] = {}  # key -> names sent (scn) / TTL given (sc), this worker
+        self._compact_keys: dict[
+            str, tuple[str, ...]
+        ] = {}  # key -> names sent (scn) / TTL given (sc), this worker
         self._offset = 0.0  # Redis clock minus ours, learnt when the record script says we guessed wrong
         self._record = client.register_script(_lua.RECORD)
         self._index = client.register_script(_lua.INDEX)
@@ -173,7 +186,9 @@ class ResultStore:
         self._dead = client.register_script(_lua.DEAD_LETTERS)
         self._admitted: dict[str, bool] = {}  # pair -> within max_pairs (this worker's cache)
         self._labels: dict[tuple[str, str], set[str]] = {}  # (pair, evaluator) -> counter labels kept
-        self._pair_of: dict[tuple[str, str, str], str] = {}  # (model, suite, version) -> pair id, computed once
+        self._pair_of: dict[
+            tuple[str, str, str], str
+        ] = {}  # (model, suite, version) -> pair id, computed once
         self._event_times: dict[str, float] = {}  # RFC 3339 text -> epoch seconds, parsed once
         # marks hashes this worker has seen given their TTL: a hash never loses it within its generation
         # (the script writes marks only when it counts), so the EXPIRE is sent once
@@ -209,8 +224,13 @@ class ResultStore:
         return self.clock() if self.clock is not None else time.time() + self._offset
 
     # -- writes -------------------------------------------------------------------------------
-    async def record_many(self, items: Sequence[RecordEntry], dead_letters: Sequence[tuple[str, str, float]] = (), *,
-                          retractions: Sequence[RecordEntry] = ()) -> list[bytes | None]:  # fmt: skip
+    async def record_many(
+        self,
+        items: Sequence[RecordEntry],
+        dead_letters: Sequence[tuple[str, str, float]] = (),
+        *,
+        retractions: Sequence[RecordEntry] = (),
+    ) -> list[bytes | None]:
         """Record a batch: one script call per pair, one for the indexes, one for the dead letters.
 
         ``retractions`` take back an earlier result's contribution (a session's revision replaces the
@@ -240,10 +260,13 @@ class ResultStore:
         writes = self._result_strings(pending, self.now()) + self._compact_scores(pending, self.now())
         keep: list[tuple[Any, list[str], list[Any]]] = []
         if self.verdicts is not None:  # the verdicts kept for joining human labels (streameval.labels)
-            keep, layouts = self.verdicts.verdict_calls([(e.pair, e.result) for e in pending if e.result is not None],
-                                                        self.now())  # fmt: skip
+            keep, layouts = self.verdicts.verdict_calls(
+                [(e.pair, e.result) for e in pending if e.result is not None], self.now()
+            )
             writes += layouts
-        dups: list[tuple[_Event, bytes]] = []  # events already counted, with the pointer to what they published
+        dups: list[
+            tuple[_Event, bytes]
+        ] = []  # events already counted, with the pointer to what they published
         dead_call = self._dead_letter_call(dead_letters) if dead_letters else None
         for _ in range(len(items) + 8):  # each round drops a duplicate or corrects the clock guess
             now = self.now()
@@ -260,16 +283,25 @@ class ResultStore:
             replies = await guard(run_scripts(self.client, [*index, *extra, *calls], writes=writes))
             dead_call, writes, keep = None, [], []
             pending = []
-            for call, group, reply in zip(calls, groups.values(), replies[len(index) + len(extra):], strict=True):
+            for call, group, reply in zip(
+                calls, groups.values(), replies[len(index) + len(extra) :], strict=True
+            ):
                 pending += self._settle(call, group, reply, out, dups)
             if not pending:
                 if dups:
                     await self._republish(dups, out)
                 if self.wait_replicas:
-                    await self._wait_replicated([*(self.keys.pair(p) for p in {e.pair: 0 for e in events}),
-                                                 self.keys.ix, self.keys.dl])
-                return [out[copies[i]] if copies[i] == i else out[copies[i]] or items[copies[i]][1]
-                        for i in range(results)]  # fmt: skip
+                    await self._wait_replicated(
+                        [
+                            *(self.keys.pair(p) for p in {e.pair: 0 for e in events}),
+                            self.keys.ix,
+                            self.keys.dl,
+                        ]
+                    )
+                return [
+                    out[copies[i]] if copies[i] == i else out[copies[i]] or items[copies[i]][1]
+                    for i in range(results)
+                ]
         raise StoreUnavailable("recording a batch did not settle (the Redis clock keeps moving away?)")
 
     async def _look_for_legacy(self, pairs: list[str], now: float) -> None:
@@ -292,9 +324,14 @@ class ResultStore:
         async def look() -> list[int]:
             async with self.client.pipeline(transaction=False) as pipe:
                 for pair in todo:
-                    pipe.execute_command("EXISTS", *(self.keys.legacy_marks(pair, g, shard)
-                                                     for g in (generation, generation - 1)
-                                                     for shard in range(LEGACY_MARK_SHARDS)))  # fmt: skip
+                    pipe.execute_command(
+                        "EXISTS",
+                        *(
+                            self.keys.legacy_marks(pair, g, shard)
+                            for g in (generation, generation - 1)
+                            for shard in range(LEGACY_MARK_SHARDS)
+                        ),
+                    )
                 return [int(n) for n in await pipe.execute()]
 
         found = await guard(look())
@@ -322,7 +359,12 @@ class ResultStore:
                         nodes.setdefault(self.client.get_node_from_key(key).name, key)  # type: ignore[union-attr]
                     for name, key in nodes.items():
                         pipe.set(key, 1, ex=60)
-                        pipe.execute_command("WAIT", n, timeout, target_nodes=self.client.get_node(node_name=name))  # type: ignore[union-attr]
+                        pipe.execute_command(
+                            "WAIT",
+                            n,
+                            timeout,
+                            target_nodes=self.client.get_node(node_name=name),  # type: ignore[union-attr]
+                        )
                 else:
                     pipe.set(keys[0], 1, ex=60)
                     pipe.execute_command("WAIT", n, timeout)
@@ -330,8 +372,10 @@ class ResultStore:
 
         acked = await guard(wait())
         if min(acked) < n:
-            raise StoreUnavailable(f"only {min(acked)} of STREAMEVAL_REDIS_WAIT_REPLICAS={n} replicas acknowledged "
-                                   f"a batch's writes within {timeout} ms")  # fmt: skip
+            raise StoreUnavailable(
+                f"only {min(acked)} of STREAMEVAL_REDIS_WAIT_REPLICAS={n} replicas acknowledged "
+                f"a batch's writes within {timeout} ms"
+            )
 
     def _result_strings(self, events: Sequence[_Event], now: float) -> list[tuple[Any, ...]]:
         """The SET commands that keep the batch's encoded results: one string per pair (its events' results
@@ -355,7 +399,9 @@ class ResultStore:
             for event in group:
                 event.pointer = pointer(event.digest, offset, len(event.encoded), suffix)
                 offset += len(event.encoded)
-            writes.append(("SET", self.keys.result_blob(pair, suffix), b"".join(e.encoded for e in group), "EX", ttl))
+            writes.append(
+                ("SET", self.keys.result_blob(pair, suffix), b"".join(e.encoded for e in group), "EX", ttl)
+            )
         return writes
 
     def _compact_scores(self, events: Sequence[_Event], now: float) -> list[tuple[Any, ...]]:
@@ -374,14 +420,21 @@ class ResultStore:
             self._compact_keys.clear()
         for pair, group in by_pair.items():
             key = self.keys.compact_scores(pair, gen)
-            data = pack_chunk([(r.id, e.event_time, r.score, r.passed, [(x.score, x.passed) for x in r.evaluators])
-                               for e in group if (r := e.result) is not None])  # fmt: skip
+            data = pack_chunk(
+                [
+                    (r.id, e.event_time, r.score, r.passed, [(x.score, x.passed) for x in r.evaluators])
+                    for e in group
+                    if (r := e.result) is not None
+                ]
+            )
             writes.append(("APPEND", key, data))
             if key not in self._compact_keys:
                 writes.append(("EXPIRE", key, _until((gen + 2) * self.compare_ttl_s, now)))
                 self._compact_keys[key] = ()
             # the longest list of the batch (an unsampled event's result lacks the judge panel's, at the end)
-            names = max((tuple(x.name for x in e.result.evaluators) for e in group if e.result is not None), key=len)
+            names = max(
+                (tuple(x.name for x in e.result.evaluators) for e in group if e.result is not None), key=len
+            )
             names_key = self.keys.compact_names(pair)
             known = self._compact_keys.get(names_key)
             if known is None or (names != known and known[: len(names)] != names):  # never shrink to a prefix
@@ -393,14 +446,23 @@ class ResultStore:
         """For events counted before: the result their first counted copy published, while it is kept."""
         gen = int(self.now() // self.redelivery_ttl_s) if self.redelivery_ttl_s else None
         generations = () if gen is None else (gen, gen - 1)
-        found = await guard(stored_results(self.client, self.keys,
-                                           [(e.pair, e.digest, value, generations) for e, value in dups]))  # fmt: skip
+        found = await guard(
+            stored_results(
+                self.client, self.keys, [(e.pair, e.digest, value, generations) for e, value in dups]
+            )
+        )
         for (event, _), encoded in zip(dups, found, strict=True):
             if encoded is not None:
                 out[event.index] = encoded
 
-    def _settle(self, call: tuple[Any, list[str], list[Any]], group: list[_Event], reply: list[Any],
-                out: list[bytes | None], dups: list[tuple[_Event, bytes]]) -> list[_Event]:  # fmt: skip
+    def _settle(
+        self,
+        call: tuple[Any, list[str], list[Any]],
+        group: list[_Event],
+        reply: list[Any],
+        out: list[bytes | None],
+        dups: list[tuple[_Event, bytes]],
+    ) -> list[_Event]:
         """Apply one record reply; returns the events still to record. An event counted before publishes
         this evaluation unless :meth:`_republish` finds the first one (``dups``)."""
         status = as_text(reply[0])
@@ -412,7 +474,9 @@ class ResultStore:
                 # forget now and then: a set recreated after a Redis restart without its data gets a TTL again
                 self._expiring.clear()
                 self._expiring_since = time.monotonic()
-            self._expiring.update((call[1][1], call[1][3]))  # these pointers and marks hashes have their TTL now
+            self._expiring.update(
+                (call[1][1], call[1][3])
+            )  # these pointers and marks hashes have their TTL now
             return []
         if status == "skew":
             self._offset = float(as_text(reply[1])) - time.time()
@@ -424,7 +488,9 @@ class ResultStore:
                 dups.append((event, bytes(dup[j]) if not isinstance(dup[j], str) else dup[j].encode()))
         return [event for j, event in enumerate(group) if j not in dup]
 
-    async def record(self, result: GradedResult, encoded: bytes, counters: dict[str, dict[str, float]] | None = None) -> bytes | None:
+    async def record(
+        self, result: GradedResult, encoded: bytes, counters: dict[str, dict[str, float]] | None = None
+    ) -> bytes | None:
         return (await self.record_many([(result, encoded, counters)]))[0]
 
     async def record_dead_letter(self, kind: str, source_key: str, event_time: float) -> bool:
@@ -434,15 +500,20 @@ class ResultStore:
 
     def _prepare(self, index: int, item: RecordEntry, *, retract: bool = False) -> _Event:
         result, encoded, counters = item[0], item[1], item[2]
-        content = item[3] if len(item) > 3 else (
-            f"{result.model}\0{result.suite}\0{result.event_time}\0{result.category}".encode())
+        content = (
+            item[3]
+            if len(item) > 3
+            else (f"{result.model}\0{result.suite}\0{result.event_time}\0{result.category}".encode())
+        )
         digest = hashlib.blake2b(result.id.encode() + b"\0" + content, digest_size=8).digest()
         version = result.suite_version or ""  # figures per version (docs/versions.md)
         pair = self._pair_of.get((result.model, result.suite, version))
         if pair is None:
             if len(self._pair_of) > 10_000:  # forget, do not grow without bound
                 self._pair_of.clear()
-            pair = self._pair_of[(result.model, result.suite, version)] = self.pair_id(result.model, result.suite, version)
+            pair = self._pair_of[(result.model, result.suite, version)] = self.pair_id(
+                result.model, result.suite, version
+            )
         inc: dict[str, float] = defaultdict(float)
         inc["count"] += 1
         inc["sum"] += result.score
@@ -486,7 +557,9 @@ class ResultStore:
 
     async def _admit(self, events: list[_Event]) -> None:
         """Pairs beyond ``max_pairs`` aggregate under the overflow model (their results are unchanged)."""
-        unknown = sorted({e.pair for e in events if e.pair not in self._admitted and not _is_overflow(e.pair)})
+        unknown = sorted(
+            {e.pair for e in events if e.pair not in self._admitted and not _is_overflow(e.pair)}
+        )
         if unknown:
             now = self.now()
             args = [self.max_pairs, repr(now), repr(now - self.all_time_ttl_s), self.all_time_ttl_s, *unknown]
@@ -526,13 +599,26 @@ class ResultStore:
         for event in group:
             per_event += [event.digest, event.result.id if event.result is not None else "", event.pointer]
         marks = keys.marks(pair, generation)
-        klist: list[str] = [keys.all_time(pair), keys.result_ids(pair, rgen), keys.result_ids(pair, rgen - 1), marks,
-                            keys.marks(pair, generation - 1)]
-        args: list[Any] = [len(self.windows), len(targets), len(group),
-                           "" if self.clock is None else repr(now), repr(float(self.allowed_lateness_s)),
-                           self.window_ttl_s, self._all_time_ttl(pair),
-                           0 if marks in self._expiring else _until((generation + 2) * self.seen_ttl_s + 60, now),
-                           self._pointers_ttl(pair, rgen, now), MARK_BUCKET_BYTES, pack_increments(total)]  # fmt: skip
+        klist: list[str] = [
+            keys.all_time(pair),
+            keys.result_ids(pair, rgen),
+            keys.result_ids(pair, rgen - 1),
+            marks,
+            keys.marks(pair, generation - 1),
+        ]
+        args: list[Any] = [
+            len(self.windows),
+            len(targets),
+            len(group),
+            "" if self.clock is None else repr(now),
+            repr(float(self.allowed_lateness_s)),
+            self.window_ttl_s,
+            self._all_time_ttl(pair),
+            0 if marks in self._expiring else _until((generation + 2) * self.seen_ttl_s + 60, now),
+            self._pointers_ttl(pair, rgen, now),
+            MARK_BUCKET_BYTES,
+            pack_increments(total),
+        ]
         legacy: dict[int, None] = {}
         if self._legacy.get((pair, generation), (True, 0.0))[0]:  # unknown: look as if they were there
             legacy = dict.fromkeys(int.from_bytes(e.digest[:2], "big") % LEGACY_MARK_SHARDS for e in group)
@@ -544,9 +630,17 @@ class ResultStore:
         for (s, start), (n, inc) in targets.items():
             size = self.windows[s]
             klist += [keys.window(pair, size, start), keys.closed(pair, size, start)]
-            args += [s + 1, start, n, b"" if n == len(group) else pack_increments(inc)]  # b"": the same as the total
+            args += [
+                s + 1,
+                start,
+                n,
+                b"" if n == len(group) else pack_increments(inc),
+            ]  # b"": the same as the total
         for shard in legacy:
-            klist += [keys.legacy_marks(pair, generation, shard), keys.legacy_marks(pair, generation - 1, shard)]
+            klist += [
+                keys.legacy_marks(pair, generation, shard),
+                keys.legacy_marks(pair, generation - 1, shard),
+            ]
         args += [*per_event, *legacy]
         self._examples_part(pair, group, klist, args)
         return self._record, klist, args
@@ -554,7 +648,9 @@ class ResultStore:
     def _examples_part(self, pair: str, group: list[_Event], klist: list[str], args: list[Any]) -> None:
         """Append the keys and args of RECORD's drill-down block: the window examples' candidates."""
         events = [(e.result, e.event_time, e.digest) for e in group if e.result is not None and not e.retract]
-        xkeys, xargs, sent = self._candidates_of.part(pair, self.windows, events, example_ttl_s=self.example_ttl_s)
+        xkeys, xargs, sent = self._candidates_of.part(
+            pair, self.windows, events, example_ttl_s=self.example_ttl_s
+        )
         klist += xkeys
         args += xargs
         if sent:
@@ -588,23 +684,35 @@ class ResultStore:
             for event in group:
                 for s, size in enumerate(self.windows):
                     start = int(event.event_time // size) * size
-                    if start + size + self.allowed_lateness_s > now - _CLOCK_MARGIN_S:  # else surely redirected
+                    if (
+                        start + size + self.allowed_lateness_s > now - _CLOCK_MARGIN_S
+                    ):  # else surely redirected
                         windows[(s, start)].add(pair)
                     if start + size <= now + _CLOCK_MARGIN_S:  # late: it may be counted in the open window
                         for candidate in set(self._candidates(size, now)):
                             windows[(s, candidate)].add(pair)
         klist = [self.keys.window_pairs(self.windows[s], start) for s, start in windows]
         for size in self.windows:
-            unpublished = self.keys.open_windows(size) if self.publish_windows else f"{self.keys.ix}bf-open:{size}"
+            unpublished = (
+                self.keys.open_windows(size) if self.publish_windows else f"{self.keys.ix}bf-open:{size}"
+            )
             klist += [unpublished, self.keys.windows(size)]
         klist.append(self.keys.pairs)
-        args: list[Any] = [len(windows), len(self.windows), self.window_ttl_s, int(now - self.window_ttl_s),
-                           repr(now), self.all_time_ttl_s]  # fmt: skip
+        args: list[Any] = [
+            len(windows),
+            len(self.windows),
+            self.window_ttl_s,
+            int(now - self.window_ttl_s),
+            repr(now),
+            self.all_time_ttl_s,
+        ]
         for (s, start), members in windows.items():
             args += [s + 1, start, len(members), *sorted(members)]
         return self._index, klist, args
 
-    def _dead_letter_call(self, dead_letters: Sequence[tuple[str, str, float]]) -> tuple[Any, list[str], list[Any]]:
+    def _dead_letter_call(
+        self, dead_letters: Sequence[tuple[str, str, float]]
+    ) -> tuple[Any, list[str], list[Any]]:
         keys, now = self.keys, self.now()
         generation = int(now // self.seen_ttl_s)
         window_keys: dict[str, int] = {}
@@ -613,16 +721,35 @@ class ResultStore:
         for kind, source_key, event_time in dead_letters:
             rest, _, offset = source_key.rpartition(":")
             topic, _, partition = rest.rpartition(":")
-            seen = seen_keys.setdefault(keys.dead_letter_seen(generation, topic, partition), len(seen_keys) + 1)
-            previous = seen_keys.setdefault(keys.dead_letter_seen(generation - 1, topic, partition), len(seen_keys) + 1)
+            seen = seen_keys.setdefault(
+                keys.dead_letter_seen(generation, topic, partition), len(seen_keys) + 1
+            )
+            previous = seen_keys.setdefault(
+                keys.dead_letter_seen(generation - 1, topic, partition), len(seen_keys) + 1
+            )
             per_letter += [kind, seen, previous, offset]
             for size in self.windows:
                 start = int(event_time // size) * size
-                per_letter += [window_keys.setdefault(keys.dead_letters(size, start), len(window_keys) + 1), start]
-        klist = [keys.dead_letters_all, *window_keys, *seen_keys, *(keys.dead_letter_windows(s) for s in self.windows)]
-        args = [len(window_keys), len(seen_keys), len(self.windows), self.window_ttl_s,
-                _until((generation + 2) * self.seen_ttl_s + 60, now), int(now - self.window_ttl_s),
-                self.all_time_ttl_s, *per_letter]  # fmt: skip
+                per_letter += [
+                    window_keys.setdefault(keys.dead_letters(size, start), len(window_keys) + 1),
+                    start,
+                ]
+        klist = [
+            keys.dead_letters_all,
+            *window_keys,
+            *seen_keys,
+            *(keys.dead_letter_windows(s) for s in self.windows),
+        ]
+        args = [
+            len(window_keys),
+            len(seen_keys),
+            len(self.windows),
+            self.window_ttl_s,
+            _until((generation + 2) * self.seen_ttl_s + 60, now),
+            int(now - self.window_ttl_s),
+            self.all_time_ttl_s,
+            *per_letter,
+        ]
         return self._dead, klist, args
 
     # -- reads --------------------------------------------------------------------------------
@@ -632,7 +759,9 @@ class ResultStore:
         members = cast(list[bytes], await guard(self.client.zrange(self.keys.pairs, 0, -1)))
         return sorted(self.keys.split_pair(as_text(m)) for m in members)
 
-    async def all_time_fields(self, pairs: Sequence[tuple[str, str] | tuple[str, str, str]]) -> list[dict[str, float]]:
+    async def all_time_fields(
+        self, pairs: Sequence[tuple[str, str] | tuple[str, str, str]]
+    ) -> list[dict[str, float]]:
         """The all-time hash of each pair (model, suite[, version]), in order (one read per pair; on a
         cluster, per node)."""
 
@@ -647,7 +776,10 @@ class ResultStore:
     async def all_time(self) -> list[PairAggregate]:
         pairs = await self.pairs()
         hashes = await self.all_time_fields(pairs)
-        return [_aggregate(model, suite, raw, version) for (model, suite, version), raw in zip(pairs, hashes, strict=True)]
+        return [
+            _aggregate(model, suite, raw, version)
+            for (model, suite, version), raw in zip(pairs, hashes, strict=True)
+        ]
 
     async def window(self, size: int, start: int, model: str, suite: str, version: str = "") -> PairAggregate:
         raw = await guard(self.client.hgetall(self.window_key(size, start, model, suite, version)))
@@ -667,8 +799,16 @@ def _until(moment: float, now: float) -> int:
     return max(1, math.ceil(moment - now))
 
 
-async def compact_scores(client: Client, keys: Keys, pair: str, *, ttl_s: int, now: float,
-                         since: float | None = None, until: float | None = None) -> tuple[dict[str, Compact], list[str]]:  # fmt: skip
+async def compact_scores(
+    client: Client,
+    keys: Keys,
+    pair: str,
+    *,
+    ttl_s: int,
+    now: float,
+    since: float | None = None,
+    until: float | None = None,
+) -> tuple[dict[str, Compact], list[str]]:
     """A pair's retained compact scores (both live generations; an id's first record) and its evaluator
     names (streameval.compare); events whose time is outside [since, until) are left out."""
     if not ttl_s:
@@ -688,4 +828,3 @@ def _aggregate(model: str, suite: str, fields: dict[str, float], version: str = 
     mean = fields.get("sum", 0.0) / count if count else 0.0
     pass_rate = fields.get("passes", 0.0) / count if count else 0.0
     return PairAggregate(model, suite, count, mean, pass_rate, fields, version)
-

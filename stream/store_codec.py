@@ -10,7 +10,15 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["PACKED_FIELD", "as_text", "hash_fields", "is_whole", "pack_increments", "parse_pointer", "pointer"]
+__all__ = [
+    "PACKED_FIELD",
+    "as_text",
+    "hash_fields",
+    "is_whole",
+    "pack_increments",
+    "parse_pointer",
+    "pointer",
+]
 
 #: the field of an aggregate hash that holds its figures, packed (:func:`hash_fields` reads them)
 PACKED_FIELD = "~"
@@ -20,8 +28,11 @@ def is_whole(name: str) -> bool:
     """Fields that only ever count events (stored as integers); sums and evaluators' own counters are floats."""
     if ":c:" in name:
         return False
-    return name in ("count", "passes") or name.startswith(("grade:", "lat:", "gate:")) or name.endswith(
-        (":count", ":passes", ":errors"))
+    return (
+        name in ("count", "passes")
+        or name.startswith(("grade:", "lat:", "gate:"))
+        or name.endswith((":count", ":passes", ":errors"))
+    )
 
 
 def pack_increments(inc: dict[str, float]) -> bytes:
@@ -33,7 +44,13 @@ def pack_increments(inc: dict[str, float]) -> bytes:
     for name, value in items:
         raw = name.encode()
         size = len(raw)
-        out += bytes([0xA0 | size]) if size < 32 else struct.pack(">BB", 0xD9, size) if size < 256 else struct.pack(">BH", 0xDA, size)
+        out += (
+            bytes([0xA0 | size])
+            if size < 32
+            else struct.pack(">BB", 0xD9, size)
+            if size < 256
+            else struct.pack(">BH", 0xDA, size)
+        )
         out += raw
         if is_whole(name) and -(1 << 63) <= value < (1 << 63):
             number = int(value)
@@ -79,8 +96,18 @@ def hash_fields(raw: Mapping[Any, Any] | Sequence[Any]) -> dict[str, float]:
     return out
 
 
-_FIXED = {0xCA: ">f", 0xCB: ">d", 0xCC: ">B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q",
-          0xD0: ">b", 0xD1: ">h", 0xD2: ">i", 0xD3: ">q"}  # fmt: skip
+_FIXED = {
+    0xCA: ">f",
+    0xCB: ">d",
+    0xCC: ">B",
+    0xCD: ">H",
+    0xCE: ">I",
+    0xCF: ">Q",
+    0xD0: ">b",
+    0xD1: ">h",
+    0xD2: ">i",
+    0xD3: ">q",
+}
 
 
 def _unpack_map(data: bytes | str) -> dict[str, float]:

@@ -109,14 +109,18 @@ def check_depth(raw: bytes, *, max_depth: int = DEFAULT_MAX_EVENT_DEPTH) -> None
 
 # One decoder for every call: json.loads with hooks builds a JSONDecoder and its scanner per call (~20 %
 # of an ordinary event's strict pass). The scanner keeps no state between calls.
-_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_constant, parse_float=_float, parse_int=_int)
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_pairs, parse_constant=_constant, parse_float=_float, parse_int=_int
+)
 
 
 def _loads(raw: bytes) -> Any:
     # the number hooks cost ~0.1 µs on an ordinary event (a pre-test of the bytes cost more)
     if isinstance(raw, bytes | bytearray):  # what json.loads does with bytes, with the shared decoder
         return _DECODER.decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))
-    return json.loads(raw, object_pairs_hook=_pairs, parse_constant=_constant, parse_float=_float, parse_int=_int)
+    return json.loads(
+        raw, object_pairs_hook=_pairs, parse_constant=_constant, parse_float=_float, parse_int=_int
+    )
 
 
 def check_strict(raw: bytes, *, event_id: str | None = None) -> None:

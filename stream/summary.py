@@ -66,8 +66,11 @@ class Summary:
 
     def judge_error_rates(self) -> dict[str, float]:
         """Per judge: verdicts in error ÷ verdicts asked (answered or in error; budget skips left out)."""
-        return {name: t.error_count / (t.error_count + t.answered)
-                for name, t in self.judges.items() if t.error_count + t.answered}  # fmt: skip
+        return {
+            name: t.error_count / (t.error_count + t.answered)
+            for name, t in self.judges.items()
+            if t.error_count + t.answered
+        }
 
     @property
     def count(self) -> int:
@@ -84,11 +87,19 @@ class Summary:
         return sum(p.passes for p in self.pairs.values()) / count if count else 0.0
 
     @classmethod
-    def from_fields(cls, rows: Iterable[tuple[str, str, Mapping[str, float]]], dead_letters: Mapping[str, int]) -> Summary:
+    def from_fields(
+        cls, rows: Iterable[tuple[str, str, Mapping[str, float]]], dead_letters: Mapping[str, int]
+    ) -> Summary:
         """Build from Redis aggregate hashes (``count sum passes grade:*`` fields)."""
         summary = cls(dead_letters=Counter(dead_letters))
         for model, suite, fields in rows:
-            pair = PairSummary(model, suite, int(fields.get("count", 0)), fields.get("sum", 0.0), int(fields.get("passes", 0)))
+            pair = PairSummary(
+                model,
+                suite,
+                int(fields.get("count", 0)),
+                fields.get("sum", 0.0),
+                int(fields.get("passes", 0)),
+            )
             pair.grades = Counter({k[6:]: int(v) for k, v in fields.items() if k.startswith("grade:")})
             summary.pairs[(model, suite)] = pair
         return summary
@@ -96,8 +107,14 @@ class Summary:
 
 def render_summary(summary: Summary, console: Console, *, title: str = "streameval summary") -> None:
     table = Table(title=title, title_justify="left")
-    for name, justify in [("model", "left"), ("suite", "left"), ("events", "right"), ("mean score", "right"),
-                          ("pass rate", "right"), ("grades", "left")]:  # fmt: skip
+    for name, justify in [
+        ("model", "left"),
+        ("suite", "left"),
+        ("events", "right"),
+        ("mean score", "right"),
+        ("pass rate", "right"),
+        ("grades", "left"),
+    ]:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     by_model: dict[str, list[PairSummary]] = defaultdict(list)
     for pair in summary.pairs.values():
@@ -105,7 +122,9 @@ def render_summary(summary: Summary, console: Console, *, title: str = "streamev
     for model in sorted(by_model):
         for pair in sorted(by_model[model], key=lambda p: p.suite):
             grades = ", ".join(f"{g} {n}" for g, n in pair.grades.most_common())
-            table.add_row(pair.model, pair.suite, str(pair.count), f"{pair.mean:.3f}", f"{pair.pass_rate:.1%}", grades)
+            table.add_row(
+                pair.model, pair.suite, str(pair.count), f"{pair.mean:.3f}", f"{pair.pass_rate:.1%}", grades
+            )
     table.add_section()
     table.add_row("all", "", str(summary.count), f"{summary.mean:.3f}", f"{summary.pass_rate:.1%}", "")
     console.print(table)
@@ -119,9 +138,18 @@ def render_summary(summary: Summary, console: Console, *, title: str = "streamev
 def render_judges(summary: Summary, console: Console) -> None:
     """The judge table: calls, cache hits, errors by kind, tokens, cost; and a line per failing judge."""
     table = Table(title="judges", title_justify="left")
-    for name, justify in [("judge", "left"), ("calls", "right"), ("cache hits", "right"), ("answered", "right"),
-                          ("errors", "right"), ("error rate", "right"), ("tokens in", "right"),
-                          ("tokens out", "right"), ("cost", "right"), ("errors by kind", "left")]:  # fmt: skip
+    for name, justify in [
+        ("judge", "left"),
+        ("calls", "right"),
+        ("cache hits", "right"),
+        ("answered", "right"),
+        ("errors", "right"),
+        ("error rate", "right"),
+        ("tokens in", "right"),
+        ("tokens out", "right"),
+        ("cost", "right"),
+        ("errors by kind", "left"),
+    ]:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     rates = summary.judge_error_rates()
     for name in sorted(summary.judges):
@@ -129,8 +157,18 @@ def render_judges(summary: Summary, console: Console) -> None:
         kinds = ", ".join(f"{kind} {n}" for kind, n in t.errors.most_common())
         spent = summary.judge_cost(name)
         cost = "-" if spent is None else f"{spent:.4f}"
-        table.add_row(name, str(t.calls), str(t.cache_hits), str(t.answered), str(t.error_count),
-                      f"{rates.get(name, 0.0):.1%}", str(t.prompt_tokens), str(t.completion_tokens), cost, kinds)  # fmt: skip
+        table.add_row(
+            name,
+            str(t.calls),
+            str(t.cache_hits),
+            str(t.answered),
+            str(t.error_count),
+            f"{rates.get(name, 0.0):.1%}",
+            str(t.prompt_tokens),
+            str(t.completion_tokens),
+            cost,
+            kinds,
+        )
     console.print(table)
     for name in sorted(summary.judges):
         t = summary.judges[name]
@@ -142,14 +180,29 @@ def _fmt(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def render_agreement(figures: Mapping[tuple[str, str], HumanAgreement | None], console: Console, *,
-                     unmatched: int = 0, title: str = "agreement with people") -> None:  # fmt: skip
+def render_agreement(
+    figures: Mapping[tuple[str, str], HumanAgreement | None],
+    console: Console,
+    *,
+    unmatched: int = 0,
+    title: str = "agreement with people",
+) -> None:
     """The agreement table: per model × suite and rater, n, Cohen's kappa (95 % CI), Krippendorff's alpha,
     Pearson, Spearman, MAE and bias; then people among themselves (docs/feedback.md)."""
     table = Table(title=title, title_justify="left")
-    for name, justify in [("model", "left"), ("suite", "left"), ("rater", "left"), ("n", "right"),
-                          ("kappa", "right"), ("kappa 95% CI", "right"), ("alpha", "right"), ("pearson", "right"),
-                          ("spearman", "right"), ("MAE", "right"), ("bias", "right")]:  # fmt: skip
+    for name, justify in [
+        ("model", "left"),
+        ("suite", "left"),
+        ("rater", "left"),
+        ("n", "right"),
+        ("kappa", "right"),
+        ("kappa 95% CI", "right"),
+        ("alpha", "right"),
+        ("pearson", "right"),
+        ("spearman", "right"),
+        ("MAE", "right"),
+        ("bias", "right"),
+    ]:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for (model, suite), human in sorted(figures.items()):
         if human is None:
@@ -159,8 +212,19 @@ def render_agreement(figures: Mapping[tuple[str, str], HumanAgreement | None], c
             rows.append(("(annotators)", human.annotators))
         for rater, a in rows:
             ci = "-" if a.kappa_ci_low is None else f"[{a.kappa_ci_low:.2f}, {a.kappa_ci_high:.2f}]"
-            table.add_row(model, suite, rater, str(a.n), _fmt(a.kappa), ci, _fmt(a.alpha), _fmt(a.pearson),
-                          _fmt(a.spearman), _fmt(a.mae), _fmt(a.bias, 4))  # fmt: skip
+            table.add_row(
+                model,
+                suite,
+                rater,
+                str(a.n),
+                _fmt(a.kappa),
+                ci,
+                _fmt(a.alpha),
+                _fmt(a.pearson),
+                _fmt(a.spearman),
+                _fmt(a.mae),
+                _fmt(a.bias, 4),
+            )
         table.add_section()
     console.print(table)
     labels = sum(h.labels for h in figures.values() if h is not None)

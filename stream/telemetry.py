@@ -73,21 +73,29 @@ class _NotedHistogram(Histogram):
 
 
 EVALUATOR_LATENCY = _NotedHistogram(
-    "streameval_evaluator_latency_seconds", "time one evaluator step took for one event, by result name",
-    ["evaluator"], buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-)  # fmt: skip
+    "streameval_evaluator_latency_seconds",
+    "time one evaluator step took for one event, by result name",
+    ["evaluator"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
 JUDGE_CALLS = Counter("streameval_judge_calls", "HTTP calls made to a judge (cache misses)", ["judge"])
 JUDGE_ERRORS = Counter("streameval_judge_errors", "judge verdicts that ended in an error", ["judge"])
 JUDGE_RETRIES = Counter("streameval_judge_retries", "extra attempts after a failed judge call", ["judge"])
 JUDGE_TOKENS = Counter("streameval_judge_tokens", "tokens spent on judge calls", ["judge", "kind"])
-JUDGE_CACHE_HITS = Counter("streameval_judge_cache_hits", "judge answers served from the Redis cache", ["judge"])
-JUDGE_COST = Counter("streameval_judge_cost", "money spent on a judge's calls (its prices x tokens)", ["judge"])
+JUDGE_CACHE_HITS = Counter(
+    "streameval_judge_cache_hits", "judge answers served from the Redis cache", ["judge"]
+)
+JUDGE_COST = Counter(
+    "streameval_judge_cost", "money spent on a judge's calls (its prices x tokens)", ["judge"]
+)
 #: the Outcome.counters entry holding the judge panel's window counters
 PANEL_COUNTERS = PANEL_RESULT_NAME
 SPANS = Counter(
-    "streameval_input_spans", "spans read from OTLP inputs, by topic and whether they were LLM spans "
-    "(evaluated or dead-lettered) or skipped (any other span)", ["topic", "kind"],
-)  # fmt: skip
+    "streameval_input_spans",
+    "spans read from OTLP inputs, by topic and whether they were LLM spans "
+    "(evaluated or dead-lettered) or skipped (any other span)",
+    ["topic", "kind"],
+)
 CONSUMER_LAG = Gauge(
     "streameval_consumer_lag",
     "messages behind the partition's high watermark after the last batch, by topic and partition. The "
@@ -95,7 +103,7 @@ CONSUMER_LAG = Gauge(
     "wrong); a partition is refreshed only when a batch from it arrives, so an idle partition keeps "
     "its last value",
     ["topic", "partition"],
-)  # fmt: skip
+)
 
 
 def observe_spans(topic: str, *, llm: int, skipped: int) -> None:
@@ -114,7 +122,7 @@ OLDEST_BATCH_AGE = Gauge(
     "age of the oldest batch taken from the partition but not yet published and acked (0: none); above "
     "STREAMEVAL_STALL_AFTER_S the worker logs a stall and /ready answers 503",
     ["topic", "partition"],
-)  # fmt: skip
+)
 STALLS = Counter("streameval_stalls", "times a taken batch stayed unpublished past STREAMEVAL_STALL_AFTER_S")
 _stall: list[str | None] = [None]
 
@@ -199,8 +207,6 @@ def flush_latencies() -> None:
             found.append(seconds)
     for name, amounts in by_name.items():
         quality_metrics.observe_many(_latency(name), amounts)
-
-
 
 
 _captured_spans: list[tuple[str, int, int]] = []
@@ -308,7 +314,8 @@ def observe_outcomes(outcomes: Sequence[Outcome]) -> None:
 
 
 def observe_lag(
-    positions: Iterable[tuple[str | None, int | None, int | None]], highwater: Callable[[str, int], int | None]
+    positions: Iterable[tuple[str | None, int | None, int | None]],
+    highwater: Callable[[str, int], int | None],
 ) -> dict[tuple[str, int], int]:
     """Set the lag of each (topic, partition, last offset processed) from ``highwater(topic, partition)``,
     the offset the next produced message will get; returns the lags set (the worker's
@@ -331,14 +338,17 @@ def render() -> bytes:
     """The Prometheus text exposition of every metric (and the process collectors)."""
     return generate_latest(REGISTRY)
 
+
 #: events whose model × suite pair is beyond STREAMEVAL_MAX_PAIRS: aggregated under the overflow model
 AGGREGATE_OVERFLOW = Counter(
-    "streameval_aggregate_overflow", "events aggregated under the overflow model (pair cap reached), by suite",
+    "streameval_aggregate_overflow",
+    "events aggregated under the overflow model (pair cap reached), by suite",
     ["suite"],
 )
 
 LABELS = Counter(
-    "streameval_labels", "human labels from the feedback topic, by outcome: joined, unmatched, invalid, full",
+    "streameval_labels",
+    "human labels from the feedback topic, by outcome: joined, unmatched, invalid, full",
     ["outcome"],
 )
 HUMAN_AGREEMENT = Gauge(
@@ -356,20 +366,31 @@ def observe_human_agreement(suite: str, raters: dict[str, dict[str, float | None
             if value is not None:
                 HUMAN_AGREEMENT.labels(suite, rater, figure).set(value)
 
-REVIEW_SENT = Counter("streameval_review_sent", "results published to the review topic, by suite and reason",
-                      ["suite", "reason"])
+
+REVIEW_SENT = Counter(
+    "streameval_review_sent",
+    "results published to the review topic, by suite and reason",
+    ["suite", "reason"],
+)
 REVIEW_DROPPED = Counter(
-    "streameval_review_dropped", "review candidates dropped by the rate bound (review.rate_per_min), by suite", ["suite"]
+    "streameval_review_dropped",
+    "review candidates dropped by the rate bound (review.rate_per_min), by suite",
+    ["suite"],
 )
 
 #: turns of sessions (streameval.sessions), by what became of them: appended, duplicate (a redelivered
 #: turn), revised (appended within grace_s of closing: a revision follows), late (after grace_s: evaluated
 #: as an event only), keyless (the event matched a session but has no key there)
-SESSION_TURNS = Counter("streameval_session_turns", "turns offered to sessions, by session and outcome",
-                        ["session", "outcome"])  # fmt: skip
-SESSIONS_CLOSED = Counter("streameval_sessions_closed", "session results published, by session and closed_by",
-                          ["session", "closed_by"])  # fmt: skip
+SESSION_TURNS = Counter(
+    "streameval_session_turns", "turns offered to sessions, by session and outcome", ["session", "outcome"]
+)
+SESSIONS_CLOSED = Counter(
+    "streameval_sessions_closed",
+    "session results published, by session and closed_by",
+    ["session", "closed_by"],
+)
 SESSION_CLOSE_DELAY = Histogram(
-    "streameval_session_close_delay_seconds", "from a session's close deadline to its result's publication",
+    "streameval_session_close_delay_seconds",
+    "from a session's close deadline to its result's publication",
     buckets=(0.25, 0.5, 1, 2, 3, 5, 10, 30, 60, 300),
 )

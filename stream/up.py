@@ -45,7 +45,9 @@ def _check_port(port: int, option: str) -> None:
     if not 0 < port < 65536:
         raise UsageError(f"{option} must be within 1..65535, got {port}")
     with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind: TIME_WAIT is no obstacle
+        sock.setsockopt(
+            socket.SOL_SOCKET, socket.SO_REUSEADDR, 1
+        )  # as the servers bind: TIME_WAIT is no obstacle
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -67,13 +69,19 @@ def _claim(state: Path) -> Path:
         except PermissionError:
             raise UsageError(f"{state} is in use by process {other}; pass another --state-dir") from None
         else:
-            raise UsageError(f"{state} is in use by `streameval up` (pid {other}); stop it or pass another --state-dir")
+            raise UsageError(
+                f"{state} is in use by `streameval up` (pid {other}); stop it or pass another --state-dir"
+            )
     pid_file.write_text(f"{os.getpid()}\n")
     return pid_file
 
 
 def run_up(args: argparse.Namespace, console: Console) -> int:
-    for port, option in ((args.kafka_port, "--kafka-port"), (args.redis_port, "--redis-port"), (args.web_port, "--web-port")):
+    for port, option in (
+        (args.kafka_port, "--kafka-port"),
+        (args.redis_port, "--redis-port"),
+        (args.web_port, "--web-port"),
+    ):
         _check_port(port, option)
     if len({args.kafka_port, args.redis_port, args.web_port}) < 3:
         raise UsageError("--kafka-port, --redis-port and --web-port must differ")
@@ -108,34 +116,44 @@ async def _up(args: argparse.Namespace, state: Path, console: Console) -> int:
             config = state / "suites.yaml"
         worker = _start_worker(args, state, broker.bootstrap, redis.url, config)
         stack.callback(stop_process, worker)
-        started = asyncio.ensure_future(asyncio.to_thread(
-            wait_for_port, args.web_port, timeout=WORKER_START_S, proc=worker, log=state / "worker.log"))
+        started = asyncio.ensure_future(
+            asyncio.to_thread(
+                wait_for_port, args.web_port, timeout=WORKER_START_S, proc=worker, log=state / "worker.log"
+            )
+        )
         interrupted = asyncio.ensure_future(stop.wait())
         await asyncio.wait({started, interrupted}, return_when=asyncio.FIRST_COMPLETED)
-        if not started.done():  # Ctrl-C while starting: stop what runs (the waiting thread ends with the worker)
+        if (
+            not started.done()
+        ):  # Ctrl-C while starting: stop what runs (the waiting thread ends with the worker)
             started.add_done_callback(lambda task: task.exception())
             console.print("interrupted while starting; stopping")
             return EXIT_OK
         interrupted.cancel()
         if started.exception() is not None:
-            console.print(f"[bold red]error:[/] the worker did not start: {started.exception()}", highlight=False)
+            console.print(
+                f"[bold red]error:[/] the worker did not start: {started.exception()}", highlight=False
+            )
             return EXIT_FAILED
         web = f"http://127.0.0.1:{args.web_port}"
         bootstrap = broker.bootstrap
         out.print(f"""streameval is up (state in {state})
   broker     {bootstrap}  (embedded Tansu; memory storage: topics start empty on every run)
-  redis      {redis.url}  (data in {state / 'redis'}, kept between runs)
-  worker     pid {worker.pid}, suites {config}, log {state / 'worker.log'}
+  redis      {redis.url}  (data in {state / "redis"}, kept between runs)
+  worker     pid {worker.pid}, suites {config}, log {state / "worker.log"}
   dashboard  {web}/dashboard
   API        {web}/api/v1/evaluators   health {web}/health   metrics {web}/metrics""")
         if judges:
             out.print(f"  judges     {judges}")
-        out.print(f"""
+        out.print(
+            f"""
 produce:  streameval produce events.jsonl --bootstrap {bootstrap}
           echo '{{"id": "1", "model": "m", "output": "Paris", "expected": "Paris"}}' | streameval produce - --bootstrap {bootstrap}
 tail:     streameval tail --topic evals.results --bootstrap {bootstrap}
           streameval tail --topic evals.deadletter --bootstrap {bootstrap}
-Ctrl-C stops everything.""", markup=False)
+Ctrl-C stops everything.""",
+            markup=False,
+        )
         reason = await _wait(stop, worker)
         if reason is not None:
             console.print(f"[bold red]error:[/] {reason}; its log: {state / 'worker.log'}", highlight=False)
@@ -155,7 +173,9 @@ async def _wait(stop: asyncio.Event, worker: subprocess.Popen[bytes]) -> str | N
     return None
 
 
-def _start_worker(args: argparse.Namespace, state: Path, bootstrap: str, redis_url: str, config: Path) -> subprocess.Popen[bytes]:
+def _start_worker(
+    args: argparse.Namespace, state: Path, bootstrap: str, redis_url: str, config: Path
+) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
@@ -171,8 +191,11 @@ def _start_worker(args: argparse.Namespace, state: Path, bootstrap: str, redis_u
     env.pop("STREAMEVAL_KAFKA_BOOTSTRAP_SERVERS", None)
     with (state / "worker.log").open("ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "streameval", "worker"], env=env, stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, preexec_fn=die_with_parent,
+            [sys.executable, "-m", "streameval", "worker"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
             start_new_session=True,  # Ctrl-C reaches `up`, which stops the worker before the servers
-        )  # fmt: skip
-
+        )

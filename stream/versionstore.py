@@ -44,8 +44,9 @@ def _field(suite: str, tail: str) -> str:
     return f"{quote(suite, safe='')}:{tail}"
 
 
-async def register_versions(client: Client, keys: Keys, versions: Sequence[VersionInfo], *, run: RunKind,
-                            file: str = "<config>") -> None:  # fmt: skip
+async def register_versions(
+    client: Client, keys: Keys, versions: Sequence[VersionInfo], *, run: RunKind, file: str = "<config>"
+) -> None:
     """Record ``versions`` (labels, definitions, how they run; ``live`` ones also become current).
 
     Raises :class:`ConfigError` when a label already names another version of the same suite: every
@@ -55,8 +56,13 @@ async def register_versions(client: Client, keys: Keys, versions: Sequence[Versi
         return
     args: list[Any] = [run, len(versions)]
     for info in versions:
-        args += [info.suite, info.version, _field(info.suite, info.label) if info.label else "",
-                 _field(info.suite, info.version), canonical_json(info.definition)]  # fmt: skip
+        args += [
+            info.suite,
+            info.version,
+            _field(info.suite, info.label) if info.label else "",
+            _field(info.suite, info.version),
+            canonical_json(info.definition),
+        ]
     script = client.register_script(_lua.VERSIONS_REGISTER)
     kl = [keys.version_labels, keys.current_versions, keys.version_definitions, keys.version_runs]
     [clashes] = await guard(run_scripts(client, [(script, kl, args)]))
@@ -65,6 +71,8 @@ async def register_versions(client: Client, keys: Keys, versions: Sequence[Versi
         for i in range(0, len(clashes), 3):
             suite, label, other = (c.decode() if isinstance(c, bytes) else str(c) for c in clashes[i : i + 3])
             mine = next(v.version for v in versions if v.suite == suite and v.label == label)
-            problems.append(f"suite {suite!r}: label {label!r} already names version {other}; this definition is "
-                            f"version {mine}. Give the changed suite a new label (or none)")  # fmt: skip
+            problems.append(
+                f"suite {suite!r}: label {label!r} already names version {other}; this definition is "
+                f"version {mine}. Give the changed suite a new label (or none)"
+            )
         raise ConfigError(f"{file}: " + "; ".join(problems))

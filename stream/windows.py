@@ -97,7 +97,7 @@ def _panel(fields: dict[str, float]) -> _Panel:
     for field, value in fields.items():
         if not field.startswith(_PANEL):
             continue
-        name = field[len(_PANEL):]
+        name = field[len(_PANEL) :]
         if ":" not in name:  # "{judge}.{counter}" (judge names have no ':')
             judge, _, counter = name.rpartition(".")
             panel.judges.setdefault(judge, {})[counter] = value
@@ -122,9 +122,18 @@ def _judge_moments(counters: dict[str, float]) -> Moments:
 
 
 def build_aggregate(
-    model: str, suite: str, size: int, start: int, fields: dict[str, float], all_time: dict[str, float], *,
-    dead_letters: int, window_events: int, published_at: str, human: HumanAgreement | None = None,
-) -> Aggregate:  # fmt: skip
+    model: str,
+    suite: str,
+    size: int,
+    start: int,
+    fields: dict[str, float],
+    all_time: dict[str, float],
+    *,
+    dead_letters: int,
+    window_events: int,
+    published_at: str,
+    human: HumanAgreement | None = None,
+) -> Aggregate:
     """The aggregate of one window hash (``fields``); ``all_time`` gives the judges' drift baseline.
 
     ``dead_letters`` and ``window_events`` (results of every pair in the window) give the dead-letter rate.
@@ -137,54 +146,79 @@ def build_aggregate(
         if field.startswith("ev:") and field.endswith(":count") and ":c:" not in field and value > 0:
             name = field[3:-6]
             evaluators[name] = AggregateEvaluator(
-                count=int(value), mean=fields.get(f"ev:{name}:sum", 0.0) / value,
-                pass_rate=min(1.0, fields.get(f"ev:{name}:passes", 0.0) / value))  # fmt: skip
+                count=int(value),
+                mean=fields.get(f"ev:{name}:sum", 0.0) / value,
+                pass_rate=min(1.0, fields.get(f"ev:{name}:passes", 0.0) / value),
+            )
     panel, history = _panel(fields), _panel(all_time)
     judges: dict[str, AggregateJudge] = {}
     for name, counters in sorted(panel.judges.items()):
         m, errors = _judge_moments(counters), int(counters.get("errors", 0.0))
         base = _judge_moments(history.judges.get(name, {}))
         drift = abs(m.mean - base.mean) / base.std if m.n and base.n >= 2 and base.std > 0 else None
-        judges[name] = AggregateJudge(n=m.n, mean=m.mean if m.n else None, std=m.std if m.n >= 2 else None,
-                                      errors=errors, error_rate=errors / (m.n + errors) if m.n + errors else None,
-                                      drift=drift, calls=int(counters.get("calls", 0.0) + counters.get("repeat_calls", 0.0)),
-                                      cache_hits=int(counters.get("cache_hits", 0.0)),
-                                      cost=round(counters["cost"], 9) if "cost" in counters else None)  # fmt: skip
+        judges[name] = AggregateJudge(
+            n=m.n,
+            mean=m.mean if m.n else None,
+            std=m.std if m.n >= 2 else None,
+            errors=errors,
+            error_rate=errors / (m.n + errors) if m.n + errors else None,
+            drift=drift,
+            calls=int(counters.get("calls", 0.0) + counters.get("repeat_calls", 0.0)),
+            cache_hits=int(counters.get("cache_hits", 0.0)),
+            cost=round(counters["cost"], 9) if "cost" in counters else None,
+        )
     asked = sum(j.n + j.errors for j in judges.values())
     repeat = pearson(*_sums(panel.repeat))
     consistency_n = int(panel.repeat.get("n", 0.0))
     warnings = []
     if repeat is not None and repeat < CONSISTENCY_WARN_BELOW:
-        warnings.append(f"judge consistency {repeat:.2f} < {CONSISTENCY_WARN_BELOW} over {consistency_n} repeats")
+        warnings.append(
+            f"judge consistency {repeat:.2f} < {CONSISTENCY_WARN_BELOW} over {consistency_n} repeats"
+        )
     redirected = int(fields.get("late_redirected", 0.0))
     if redirected:
-        warnings.append(f"{redirected} event(s) of already closed windows counted here (beyond the allowed lateness)")
+        warnings.append(
+            f"{redirected} event(s) of already closed windows counted here (beyond the allowed lateness)"
+        )
     latency_counts = {int(f[4:]): v for f, v in fields.items() if f.startswith("lat:")}
     total = dead_letters + window_events
     return Aggregate(
-        model=model, suite=suite,
+        model=model,
+        suite=suite,
         window=AlertWindow(size_s=size, start=format_time(start), end=format_time(start + size)),
-        count=score.n, mean=score.mean, std=score.std,
+        count=score.n,
+        mean=score.mean,
+        std=score.std,
         pass_rate=min(1.0, fields.get("passes", 0.0) / score.n) if score.n else 0.0,
         grades={f[6:]: int(v) for f, v in sorted(fields.items()) if f.startswith("grade:") and v},
-        evaluators=evaluators, published_at=published_at,
-        ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None,
-        dead_letters=dead_letters, dead_letter_rate=dead_letters / total if total else None,
+        evaluators=evaluators,
+        published_at=published_at,
+        ci_low=ci[0] if ci else None,
+        ci_high=ci[1] if ci else None,
+        dead_letters=dead_letters,
+        dead_letter_rate=dead_letters / total if total else None,
         judge_error_rate=sum(j.errors for j in judges.values()) / asked if asked else None,
-        tokens={kind: int(sum(c.get(f"{kind}_tokens", 0.0) for c in panel.judges.values()))
-                for kind in ("prompt", "completion")} if panel.judges else {},
+        tokens={
+            kind: int(sum(c.get(f"{kind}_tokens", 0.0) for c in panel.judges.values()))
+            for kind in ("prompt", "completion")
+        }
+        if panel.judges
+        else {},
         latency_p95_ms=histogram_quantile(latency_counts, 0.95),
         judges=judges,
         judge_pearson={f"{a}|{b}": pearson(*_sums(stats)) for (a, b), stats in sorted(panel.pairs.items())},
         alpha=krippendorff_alpha(*(panel.alpha.get(k, 0.0) for k in ("n", "s1", "s2", "do"))),
-        consistency=repeat, consistency_n=consistency_n,
-        late=int(fields.get("late", 0.0)), late_redirected=redirected,
+        consistency=repeat,
+        consistency_n=consistency_n,
+        late=int(fields.get("late", 0.0)),
+        late_redirected=redirected,
         warnings=warnings,
         judge_cost=round(sum(j.cost for j in judges.values() if j.cost is not None), 9)
-        if any(j.cost is not None for j in judges.values()) else None,
+        if any(j.cost is not None for j in judges.values())
+        else None,
         backpressure_skips=int(panel.skips.get("backpressure", 0.0)),
         human=human,
-    )  # fmt: skip
+    )
 
 
 def judge_norms(all_time: Sequence[dict[str, float]]) -> dict[str, Moments]:
@@ -202,18 +236,32 @@ class WindowCloser:
     """Publishes closed windows and their alerts exactly once across workers (module docstring)."""
 
     def __init__(
-        self, store: ResultStore, rules: Sequence[AlertRule] = (), *, allowed_lateness_s: float = 5.0,
-        lease_s: float = 30.0, worker_id: str | None = None, clock: Callable[[], Awaitable[float]] | None = None,
-        clock_margin_s: float | None = None, score_shift: ScoreShiftConfig | None = None,
+        self,
+        store: ResultStore,
+        rules: Sequence[AlertRule] = (),
+        *,
+        allowed_lateness_s: float = 5.0,
+        lease_s: float = 30.0,
+        worker_id: str | None = None,
+        clock: Callable[[], Awaitable[float]] | None = None,
+        clock_margin_s: float | None = None,
+        score_shift: ScoreShiftConfig | None = None,
         live_versions: Mapping[str, str] | None = None,
         labels: LabelStore | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         check_alert_windows(rules, store.windows)
         if score_shift is not None and score_shift.window not in store.windows:
             kept = ", ".join(map(str, store.windows))
-            raise ConfigError([ConfigIssue(file="<config>", path="windowing.score_shift.window",
-                                           message=f"window {score_shift.window} is not one of the kept "
-                                                   f"windows (STREAMEVAL_WINDOWS={kept})")])  # fmt: skip
+            raise ConfigError(
+                [
+                    ConfigIssue(
+                        file="<config>",
+                        path="windowing.score_shift.window",
+                        message=f"window {score_shift.window} is not one of the kept "
+                        f"windows (STREAMEVAL_WINDOWS={kept})",
+                    )
+                ]
+            )
         self.score_shift = score_shift
         self.store = store
         # suite -> the version this worker runs live (docs/versions.md): alert rules fire only on those
@@ -225,10 +273,15 @@ class WindowCloser:
         self.worker_id = worker_id or f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         # On a cluster the record scripts read their own node's clock: wait this much longer than the
         # lateness, so that a node whose clock is behind ours by less still redirects a late event.
-        self.clock_margin_s = (CLUSTER_CLOCK_MARGIN_S if is_cluster(store.client) else 0.0) \
-            if clock_margin_s is None else clock_margin_s
+        self.clock_margin_s = (
+            (CLUSTER_CLOCK_MARGIN_S if is_cluster(store.client) else 0.0)
+            if clock_margin_s is None
+            else clock_margin_s
+        )
         self._clock = clock  # tests inject one; default: the Redis server's clock
-        self.labels = labels  # the human labels joined per window (streameval.labels); None: no agreement figures
+        self.labels = (
+            labels  # the human labels joined per window (streameval.labels); None: no agreement figures
+        )
         self._alert_claim = store.client.register_script(_lua.ALERT_CLAIM)
         self._close_read = store.client.register_script(_lua.CLOSE_READ)
 
@@ -267,17 +320,29 @@ class WindowCloser:
         """Publish one window's aggregates and alerts; returns how many aggregates were sent."""
         store, client, keys = self.store, self.store.client, self.store.keys
         members = sorted(_text(m) for m in await guard(client.smembers(keys.window_pairs(size, start))))
-        calls = [(self._close_read, [keys.closed(m, size, start), keys.window(m, size, start), keys.all_time(m)],
-                  [self.worker_id, store.window_ttl_s]) for m in members]  # fmt: skip
+        calls = [
+            (
+                self._close_read,
+                [keys.closed(m, size, start), keys.window(m, size, start), keys.all_time(m)],
+                [self.worker_id, store.window_ttl_s],
+            )
+            for m in members
+        ]
         replies = await guard(run_scripts(client, calls))
         dead_raw = await guard(client.hgetall(keys.dead_letters(size, start)))
         dead = int(sum(float(v) for v in dead_raw.values()))
         kept = [(m, _pairs_fields(w), _pairs_fields(a)) for m, (w, a) in zip(members, replies, strict=True)]
-        kept = [d for d in kept if d[1].get("count", 0.0) > 0]  # indexed in case it was late, but counted elsewhere
+        kept = [
+            d for d in kept if d[1].get("count", 0.0) > 0
+        ]  # indexed in case it was late, but counted elsewhere
         data = [(keys.split_pair(m), w, a) for m, w, a in kept]
         # the dead-letter rate's denominator: events of the live versions (each event once, not once per version)
-        total = int(math.fsum(w.get("count", 0.0) for (_, suite, version), w, _ in data if self._live(suite, version)))
-        if self.score_shift is not None and size == self.score_shift.window:  # folded in order by _detect_shifts
+        total = int(
+            math.fsum(w.get("count", 0.0) for (_, suite, version), w, _ in data if self._live(suite, version))
+        )
+        if (
+            self.score_shift is not None and size == self.score_shift.window
+        ):  # folded in order by _detect_shifts
             await guard(client.zadd(keys.shift_queue(size), {str(start): start}))
             await guard(client.zremrangebyscore(keys.shift_queue(size), "-inf", start - store.window_ttl_s))
         stamp = format_time(now)
@@ -286,14 +351,34 @@ class WindowCloser:
             human = await self.labels.agreement([m for m, _, _ in kept], size, start)
         for ((model, suite, version), window, all_time), (member, _, _) in zip(data, kept, strict=True):
             agreement = human.get(member)
-            aggregate = build_aggregate(model, suite, size, start, window, all_time, dead_letters=dead,
-                                        window_events=total, published_at=stamp, human=agreement)  # fmt: skip
+            aggregate = build_aggregate(
+                model,
+                suite,
+                size,
+                start,
+                window,
+                all_time,
+                dead_letters=dead,
+                window_events=total,
+                published_at=stamp,
+                human=agreement,
+            )
             if version:
                 aggregate = aggregate.model_copy(update={"suite_version": version})
             if agreement is not None and self._live(suite, version):  # the gauges show the live versions
-                telemetry.observe_human_agreement(suite, {
-                    rater: {**{f: getattr(a, f) for f in ("kappa", "alpha", "pearson", "spearman", "mae", "bias")},
-                            "n": float(a.n)} for rater, a in agreement.raters.items()})  # fmt: skip
+                telemetry.observe_human_agreement(
+                    suite,
+                    {
+                        rater: {
+                            **{
+                                f: getattr(a, f)
+                                for f in ("kappa", "alpha", "pearson", "spearman", "mae", "bias")
+                            },
+                            "n": float(a.n),
+                        }
+                        for rater, a in agreement.raters.items()
+                    },
+                )
             for warning in aggregate.warnings:
                 log.warning("%s / %s, window %s: %s", model, suite, aggregate.window.start, warning)
             key = f"{model}:{suite}:{version}" if version else f"{model}:{suite}"
@@ -304,8 +389,13 @@ class WindowCloser:
                 value = fires(rule, aggregate)
                 if value is None or not await self._claim(rule, aggregate, now):
                     continue
-                alert = build_alert(rule, aggregate, value, fired_at=stamp,
-                                    examples=await self._worst_ids(model, suite, size, start, version))
+                alert = build_alert(
+                    rule,
+                    aggregate,
+                    value,
+                    fired_at=stamp,
+                    examples=await self._worst_ids(model, suite, size, start, version),
+                )
                 await send(Publish("alert", alert.id.encode(), alert.model_dump_json().encode()))
         return len(data)
 
@@ -322,12 +412,17 @@ class WindowCloser:
         if not await guard(client.set(lease, self.worker_id, nx=True, px=self.lease_ms)):
             return
         try:
-            queued = [int(float(_text(m))) for m in cast(list[bytes], await guard(client.zrange(keys.shift_queue(size), 0, -1)))]
+            queued = [
+                int(float(_text(m)))
+                for m in cast(list[bytes], await guard(client.zrange(keys.shift_queue(size), 0, -1)))
+            ]
             oldest_open = await guard(client.zrange(keys.open_windows(size), 0, 0, withscores=True))
             for start in queued:
                 if oldest_open and float(oldest_open[0][1]) < start:
                     break  # an earlier window is not published yet: fold it first, next time
-                members = sorted(_text(m) for m in await guard(client.smembers(keys.window_pairs(size, start))))
+                members = sorted(
+                    _text(m) for m in await guard(client.smembers(keys.window_pairs(size, start)))
+                )
                 for pair in members:
                     await self._fold_pair(cfg, pair, start, now, send)
                 await guard(client.zrem(keys.shift_queue(size), str(start)))
@@ -354,32 +449,70 @@ class WindowCloser:
                 await send(Publish("alert", alert.id.encode(), alert.model_dump_json().encode()))
         await guard(client.set(state_key, orjson.dumps(detector.to_json()), ex=_SHIFT_STATE_TTL_S))
 
-    async def _shift_alert(self, cfg: ScoreShiftConfig, pair: str, model: str, suite: str, start: int,
-                           change: Change, fields: dict[str, float], now: float) -> Alert:  # fmt: skip
+    async def _shift_alert(
+        self,
+        cfg: ScoreShiftConfig,
+        pair: str,
+        model: str,
+        suite: str,
+        start: int,
+        change: Change,
+        fields: dict[str, float],
+        now: float,
+    ) -> Alert:
         size = cfg.window
         examples = self.store.keys.examples(pair, "worst", size, change.change_start)
         first_ids = example_ids(cast(list[bytes], await guard(self.store.client.zrange(examples, 0, 0))), 1)
         window = AlertWindow(size_s=size, start=format_time(start), end=format_time(start + size))
         alert_id = f"score_shift:{change.series}:{size}:{window.start}:{model}:{suite}"
-        message = (f"{change.series} of {model} / {suite} shifted {change.direction} by {change.shift:+.3g} "
-                   f"(reference {change.reference_mean:.3g} ± {change.reference_std:.2g}) since "
-                   f"{format_time(change.change_start)}, {change.events_since} events; CUSUM "
-                   f"{change.statistic:.1f} > {change.threshold:.1f}")  # fmt: skip
+        message = (
+            f"{change.series} of {model} / {suite} shifted {change.direction} by {change.shift:+.3g} "
+            f"(reference {change.reference_mean:.3g} ± {change.reference_std:.2g}) since "
+            f"{format_time(change.change_start)}, {change.events_since} events; CUSUM "
+            f"{change.statistic:.1f} > {change.threshold:.1f}"
+        )
         return Alert(
-            id=alert_id, rule="score_shift", severity=cfg.severity, metric="score_shift", comparator=">",
-            threshold=change.threshold, value=change.statistic, count=change.events_since, model=model,
-            suite=suite, window=window, message=message, fired_at=format_time(now),
-            figures={"shift": change.shift, "reference_mean": change.reference_mean,
-                     "reference_std": change.reference_std, "ewma": change.ewma,
-                     "window_mean": change.current_mean, "count": fields.get("count", 0.0)},
-            examples=example_ids(cast(list[bytes], await guard(self.store.client.zrange(
-                self.store.keys.examples(pair, "worst", size, start), 0, 2)))),
-            change=AlertChange(series=change.series, direction=change.direction,
-                               start=format_time(change.change_start), event_id=first_ids[0] if first_ids else None,
-                               shift=change.shift, reference_mean=change.reference_mean,
-                               reference_std=change.reference_std, ewma=change.ewma,
-                               events_since=change.events_since),
-        )  # fmt: skip
+            id=alert_id,
+            rule="score_shift",
+            severity=cfg.severity,
+            metric="score_shift",
+            comparator=">",
+            threshold=change.threshold,
+            value=change.statistic,
+            count=change.events_since,
+            model=model,
+            suite=suite,
+            window=window,
+            message=message,
+            fired_at=format_time(now),
+            figures={
+                "shift": change.shift,
+                "reference_mean": change.reference_mean,
+                "reference_std": change.reference_std,
+                "ewma": change.ewma,
+                "window_mean": change.current_mean,
+                "count": fields.get("count", 0.0),
+            },
+            examples=example_ids(
+                cast(
+                    list[bytes],
+                    await guard(
+                        self.store.client.zrange(self.store.keys.examples(pair, "worst", size, start), 0, 2)
+                    ),
+                )
+            ),
+            change=AlertChange(
+                series=change.series,
+                direction=change.direction,
+                start=format_time(change.change_start),
+                event_id=first_ids[0] if first_ids else None,
+                shift=change.shift,
+                reference_mean=change.reference_mean,
+                reference_std=change.reference_std,
+                ewma=change.ewma,
+                events_since=change.events_since,
+            ),
+        )
 
     def _live(self, suite: str, version: str) -> bool:
         """Whether figures of ``suite`` at ``version`` are a live version's (alerts fire on them)."""
@@ -394,8 +527,10 @@ class WindowCloser:
         """Exactly once per rule × window × pair (a version's pair), then not again within the rule's cooldown."""
         keys = self.store.keys
         pair = self.store.pair_id(aggregate.model, aggregate.suite, aggregate.suite_version or "")
-        claim = [keys.alert_claim(pair, rule.name, aggregate.window.size_s, aggregate.window.start),
-                 keys.cooldown(pair, rule.name)]  # fmt: skip
+        claim = [
+            keys.alert_claim(pair, rule.name, aggregate.window.size_s, aggregate.window.start),
+            keys.cooldown(pair, rule.name),
+        ]
         args = [self.worker_id, self.store.window_ttl_s, repr(now), rule.cooldown_s]
         [reply] = await guard(run_scripts(self.store.client, [(self._alert_claim, claim, args)]))
         if int(reply) == -1:

@@ -16,8 +16,16 @@ from pathlib import Path
 __all__ = ["WordPiece"]
 
 # CJK Unified Ideographs blocks that BERT splits into single characters (the original BERT code's list)
-_CJK = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
-        (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))  # fmt: skip
+_CJK = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B820, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
 
 
 def _is_cjk(cp: int) -> bool:
@@ -38,7 +46,9 @@ class WordPiece:
         spec = json.loads(tokenizer_json.read_text(encoding="utf-8"))
         model, normalizer = spec["model"], spec.get("normalizer") or {}
         if model.get("type") != "WordPiece":
-            raise ValueError(f"{tokenizer_json}: a {model.get('type')!r} tokenizer; only WordPiece is supported")
+            raise ValueError(
+                f"{tokenizer_json}: a {model.get('type')!r} tokenizer; only WordPiece is supported"
+            )
         self.vocab: dict[str, int] = model["vocab"]
         self.unk = self.vocab[model.get("unk_token", "[UNK]")]
         self.prefix = model.get("continuing_subword_prefix", "##")
@@ -75,7 +85,9 @@ class WordPiece:
                 out.append(ch)
         normal = "".join(out)
         if self.strip_accents:
-            normal = "".join(c for c in unicodedata.normalize("NFD", normal) if unicodedata.category(c) != "Mn")
+            normal = "".join(
+                c for c in unicodedata.normalize("NFD", normal) if unicodedata.category(c) != "Mn"
+            )
         if self.lowercase:
             normal = normal.lower()
         words: list[str] = []

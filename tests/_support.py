@@ -44,7 +44,9 @@ async def wait_until(
         except ignore:
             pass
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what() if callable(what) else what}")
+            raise AssertionError(
+                f"timed out after {timeout}s waiting for {what() if callable(what) else what}"
+            )
         await asyncio.sleep(interval)
 
 

@@ -57,12 +57,34 @@ class Cluster:
         node = self.directory / str(port)
         node.mkdir(exist_ok=True)
         self.procs[port] = subprocess.Popen(
-            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-             "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000", "--appendonly", "yes",
-             "--appendfsync", "always", "--save", "", "--dir", str(node), "--protected-mode", "no",
-             "--cluster-replica-validity-factor", "0"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                "redis-server",
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                "2000",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--save",
+                "",
+                "--dir",
+                str(node),
+                "--protected-mode",
+                "no",
+                "--cluster-replica-validity-factor",
+                "0",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
 
     def kill(self, port: int) -> None:
         proc = self.procs.pop(port)
@@ -81,11 +103,15 @@ class Cluster:
             deadline = time.monotonic() + timeout
             while True:
                 info = node.info("replication")
-                offsets = [int(v["offset"]) for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)]
+                offsets = [
+                    int(v["offset"]) for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)
+                ]
                 if offsets and min(offsets) >= target:
                     return
                 if time.monotonic() > deadline:
-                    raise AssertionError(f"replicas of {port} at {offsets}, master at {target} after {timeout}s")
+                    raise AssertionError(
+                        f"replicas of {port} at {offsets}, master at {target} after {timeout}s"
+                    )
                 time.sleep(0.05)
         finally:
             node.close()
@@ -144,8 +170,20 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.05)
-        subprocess.run(["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in cluster.ports),
-                        "--cluster-replicas", "1", "--cluster-yes"], check=True, capture_output=True, timeout=60)  # fmt: skip
+        subprocess.run(
+            [
+                "redis-cli",
+                "--cluster",
+                "create",
+                *(f"127.0.0.1:{p}" for p in cluster.ports),
+                "--cluster-replicas",
+                "1",
+                "--cluster-yes",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
         cluster.wait_ok()
         yield cluster
     finally:

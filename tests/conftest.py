@@ -76,9 +76,12 @@ class WorkerProcess:
         self.log_path = log_path
         with log_path.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "streameval", "worker"], env=env, stdout=log,
-                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            )  # fmt: skip
+                [sys.executable, "-m", "streameval", "worker"],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
 
     def stop(self, timeout: float = 30) -> int:
         if self.proc.poll() is None:
@@ -104,9 +107,13 @@ def topics() -> dict[str, str]:
 
 @pytest.fixture
 def start_worker(
-    broker: EmbeddedBroker, redis_url: str, prefix: str, topics: dict[str, str], tmp_path: Path,
+    broker: EmbeddedBroker,
+    redis_url: str,
+    prefix: str,
+    topics: dict[str, str],
+    tmp_path: Path,
     request: pytest.FixtureRequest,
-) -> Iterator[Callable[..., WorkerProcess]]:  # fmt: skip
+) -> Iterator[Callable[..., WorkerProcess]]:
     """Start workers on the test's topics and Redis prefix: ``start_worker(config, app_id=...)``."""
     started: list[WorkerProcess] = []
 

@@ -11,14 +11,69 @@ _DATA = json.loads((Path(__file__).parent / "data" / "metrics_real_text.json").r
 REAL_EN: list[str] = _DATA["en"]
 REAL_ZH: list[str] = _DATA["zh"]
 
-_EN_WORDS = ["the", "a", "an", "cat", "dog", "sat", "on", "mat", "model", "answer", "is", "was", "not", "quickly", "data", "graph", "42", "3.5", "GPT-4", "don't", "U.S.", "e-mail"]
-_ZH_WORDS = ["模型", "回答", "北京", "大学", "的", "是", "在", "了", "评估", "指标", "数据", "知识", "图谱", "，", "。", "！", "？"]
+_EN_WORDS = [
+    "the",
+    "a",
+    "an",
+    "cat",
+    "dog",
+    "sat",
+    "on",
+    "mat",
+    "model",
+    "answer",
+    "is",
+    "was",
+    "not",
+    "quickly",
+    "data",
+    "graph",
+    "42",
+    "3.5",
+    "GPT-4",
+    "don't",
+    "U.S.",
+    "e-mail",
+]
+_ZH_WORDS = [
+    "模型",
+    "回答",
+    "北京",
+    "大学",
+    "的",
+    "是",
+    "在",
+    "了",
+    "评估",
+    "指标",
+    "数据",
+    "知识",
+    "图谱",
+    "，",
+    "。",
+    "！",
+    "？",
+]
 _PUNCT = [*list(",.;:!?()[]\"'-&<>/"), "“", "”", "—", "…", "、", "《", "》", "（", "）", "，", "。"]
 EDGE = [
-    ("", ""), ("", "x"), ("x", ""), ("a", "a"), ("a", "b"), ("the", "a"), ("The cat.", "the cat"),
-    ("。", "，"), ("模型", "模型"), ("模", "型"), ("ＡＢＣ１２３", "abc123"), ("你好，世界！", "你好世界"),
-    ("   ", "  "), ("...", "!!!"), ("GPT-4 是模型", "gpt 4 是 模型"), ("的", "是"), ("a b c d e", "e d c b a"),
-]  # fmt: skip
+    ("", ""),
+    ("", "x"),
+    ("x", ""),
+    ("a", "a"),
+    ("a", "b"),
+    ("the", "a"),
+    ("The cat.", "the cat"),
+    ("。", "，"),
+    ("模型", "模型"),
+    ("模", "型"),
+    ("ＡＢＣ１２３", "abc123"),
+    ("你好，世界！", "你好世界"),
+    ("   ", "  "),
+    ("...", "!!!"),
+    ("GPT-4 是模型", "gpt 4 是 模型"),
+    ("的", "是"),
+    ("a b c d e", "e d c b a"),
+]
 
 
 def _perturb(rng: random.Random, tokens: list[str], vocab: list[str]) -> list[str]:
@@ -38,7 +93,11 @@ def _generated(rng: random.Random, vocab: list[str], sep: str, n: int) -> list[t
     pairs = []
     for _ in range(n):
         ref = [rng.choice(vocab + _PUNCT[:4]) for _ in range(rng.randint(1, 25))]
-        hyp = _perturb(rng, ref, vocab) if rng.random() < 0.8 else [rng.choice(vocab) for _ in range(rng.randint(0, 10))]
+        hyp = (
+            _perturb(rng, ref, vocab)
+            if rng.random() < 0.8
+            else [rng.choice(vocab) for _ in range(rng.randint(0, 10))]
+        )
         pairs.append((sep.join(hyp), sep.join(ref)))
     return pairs
 

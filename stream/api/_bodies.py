@@ -12,7 +12,9 @@ from ._errors import BadRequest
 __all__ = ["CreateBody", "TestBody", "UpdateBody", "bad_request"]
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
-Name = Field(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f]+$", description="unique among custom evaluators")
+Name = Field(
+    min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f]+$", description="unique among custom evaluators"
+)
 Description = Field(default=None, max_length=2000)
 
 
@@ -30,15 +32,27 @@ class CreateBody(BaseModel):
     a "not supported yet" 400 before this model is validated."""
 
     model_config = ConfigDict(
-        extra="forbid", strict=True,
-        json_schema_extra={"examples": [{
-            "name": "min_length", "description": "checks the output length", "type": "code",
-            "config": {"language": "nodejs", "timeout": 5000, "code": (
-                "module.exports = async function evaluate(input, output, expected, metadata) {\n"
-                "  const min = metadata.minLength || 100;\n"
-                "  return { passed: output.length >= min, score: Math.min(1, output.length / min) };\n};\n")},
-        }]},
-    )  # fmt: skip
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "min_length",
+                    "description": "checks the output length",
+                    "type": "code",
+                    "config": {
+                        "language": "nodejs",
+                        "timeout": 5000,
+                        "code": (
+                            "module.exports = async function evaluate(input, output, expected, metadata) {\n"
+                            "  const min = metadata.minLength || 100;\n"
+                            "  return { passed: output.length >= min, score: Math.min(1, output.length / min) };\n};\n"
+                        ),
+                    },
+                }
+            ]
+        },
+    )
     name: str = Name
     description: str | None = Description
     type: Literal["code"]
@@ -69,13 +83,17 @@ class TestBody(BaseModel):
     output: str
     expected: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
-    params: dict[str, Any] = Field(default_factory=dict, description="preset params; not allowed for custom evaluators")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="preset params; not allowed for custom evaluators"
+    )
 
 
 def bad_request(exc: ValidationError, *, prefix: tuple[str | int, ...] = ()) -> BadRequest:
     """A 400 listing every problem of ``exc`` with its JSON path."""
     from .._util import json_path
 
-    errors = [{"path": json_path((*prefix, *e["loc"])), "message": e["msg"]} for e in exc.errors(include_url=False)]
+    errors = [
+        {"path": json_path((*prefix, *e["loc"])), "message": e["msg"]} for e in exc.errors(include_url=False)
+    ]
     summary = "; ".join(f"{e['path']}: {e['message']}" for e in errors[:5])
     return BadRequest(f"invalid request: {summary}", errors)

@@ -42,12 +42,16 @@ MAX_BODY = 512 * 1024
 
 
 def preset_names() -> list[str]:
-    rest = [n for n in evaluator_names() if n not in ENGINES and n not in SEED_PRESETS and not n.startswith("test_")]
+    rest = [
+        n
+        for n in evaluator_names()
+        if n not in ENGINES and n not in SEED_PRESETS and not n.startswith("test_")
+    ]
     return [*SEED_PRESETS, *rest]
 
 
 def _did_you_mean(name: str) -> str:
-    """"; did you mean 'regex'?" when a preset's name is close to ``name``."""
+    """ "; did you mean 'regex'?" when a preset's name is close to ``name``."""
     close = difflib.get_close_matches(name, preset_names(), n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
 
@@ -65,7 +69,9 @@ def _defaults(cls: type[Evaluator]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, field in cls.Params.model_fields.items():
         if not field.is_required():
-            out[field.alias or name] = to_jsonable_python(field.get_default(call_default_factory=True), fallback=str)
+            out[field.alias or name] = to_jsonable_python(
+                field.get_default(call_default_factory=True), fallback=str
+            )
         elif field.examples:
             out[field.alias or name] = field.examples[0]
     return out
@@ -75,11 +81,21 @@ def _preset(name: str, *, full: bool) -> dict[str, Any]:
     cls = evaluator_class(name)
     stamp = _stamp(cls)
     view: dict[str, Any] = {
-        "id": name, "name": name, "description": cls.summary or None, "type": "preset", "isPreset": True,
-        "language": None, "version": None, "createdAt": stamp, "updatedAt": stamp,
-    }  # fmt: skip
+        "id": name,
+        "name": name,
+        "description": cls.summary or None,
+        "type": "preset",
+        "isPreset": True,
+        "language": None,
+        "version": None,
+        "createdAt": stamp,
+        "updatedAt": stamp,
+    }
     if full:
-        view["config"] = {"presetType": name, "params": orjson.loads(orjson.dumps(_defaults(cls), default=str))}
+        view["config"] = {
+            "presetType": name,
+            "params": orjson.loads(orjson.dumps(_defaults(cls), default=str)),
+        }
         view["paramsSchema"] = cls.Params.model_json_schema()
     return view
 
@@ -93,7 +109,9 @@ def _custom(record: EvaluatorRecord, *, full: bool) -> dict[str, Any]:
 
 
 def _ok(data: Any, status: int = 200) -> web.Response:
-    return web.json_response({"code": 200, "data": data}, status=status, dumps=lambda v: orjson.dumps(v).decode())
+    return web.json_response(
+        {"code": 200, "data": data}, status=status, dumps=lambda v: orjson.dumps(v).decode()
+    )
 
 
 async def _body(request: web.Request) -> Any:
@@ -116,8 +134,12 @@ async def _code_config(request: web.Request, body: CodeConfigBody) -> CodeConfig
     or does not compile."""
     size, most = len(body.code.encode("utf-8", "surrogatepass")), request.app[STORE_KEY].limits.max_code_bytes
     if size > most:
-        message = f"the code is {size} bytes (UTF-8); the limit is {most} (STREAMEVAL_REGISTRY_MAX_CODE_BYTES)"
-        raise BadRequest(f"invalid request: $.config.code: {message}", [{"path": "$.config.code", "message": message}])
+        message = (
+            f"the code is {size} bytes (UTF-8); the limit is {most} (STREAMEVAL_REGISTRY_MAX_CODE_BYTES)"
+        )
+        raise BadRequest(
+            f"invalid request: $.config.code: {message}", [{"path": "$.config.code", "message": message}]
+        )
     stored = CodeConfig(**body.model_dump())
     probe = EvaluatorRecord(id="-", name="-", config=stored, version=1, createdAt="-", updatedAt="-")
     try:
@@ -141,8 +163,10 @@ async def _record(request: web.Request) -> EvaluatorRecord:
 async def list_evaluators(request: web.Request) -> web.Response:
     kind = request.query.get("type")
     if kind is not None and kind not in _TYPES:
-        raise BadRequest(f"type must be one of {', '.join(_TYPES)}; got {kind!r}",
-                         [{"path": "$.query.type", "message": f"must be one of {', '.join(_TYPES)}"}])  # fmt: skip
+        raise BadRequest(
+            f"type must be one of {', '.join(_TYPES)}; got {kind!r}",
+            [{"path": "$.query.type", "message": f"must be one of {', '.join(_TYPES)}"}],
+        )
     out: list[dict[str, Any]] = []
     if kind in (None, "preset"):
         out += [_preset(n, full=False) for n in preset_names()]
@@ -170,8 +194,10 @@ async def create_evaluator(request: web.Request) -> web.Response:
     kind = raw.get("type") if isinstance(raw, dict) else None
     if kind in ("llm", "composite", "preset"):
         why = "presets are built in" if kind == "preset" else "LLM and composite evaluators are not built yet"
-        raise BadRequest(f"type {kind!r} is not supported yet ({why}); use 'code'",
-                         [{"path": "$.type", "message": "not supported yet; use 'code'"}])  # fmt: skip
+        raise BadRequest(
+            f"type {kind!r} is not supported yet ({why}); use 'code'",
+            [{"path": "$.type", "message": "not supported yet; use 'code'"}],
+        )
     try:
         body = CreateBody.model_validate(raw)
     except ValidationError as exc:
@@ -180,7 +206,9 @@ async def create_evaluator(request: web.Request) -> web.Response:
         raise Conflict(f"{body.name!r} is the name of a built-in evaluator")
     config = await _code_config(request, body.config)
     try:
-        record = await request.app[STORE_KEY].create(name=body.name, description=body.description, config=config)
+        record = await request.app[STORE_KEY].create(
+            name=body.name, description=body.description, config=config
+        )
     except (NameTaken, RegistryFull) as exc:
         raise Conflict(str(exc)) from None
     return _ok(_custom(record, full=True), status=201)
@@ -233,14 +261,20 @@ async def test_evaluator(request: web.Request) -> web.Response:
         if record is None:
             raise NotFound(f"evaluator {evaluator_id!r} does not exist{_did_you_mean(evaluator_id)}")
         if body.params:
-            raise BadRequest("params apply to presets only; a custom evaluator reads metadata",
-                             [{"path": "$.params", "message": "not allowed for custom evaluators"}])  # fmt: skip
+            raise BadRequest(
+                "params apply to presets only; a custom evaluator reads metadata",
+                [{"path": "$.params", "message": "not allowed for custom evaluators"}],
+            )
         evaluator = CodeEvaluator(await asyncio.to_thread(code_params, record))
         version = record.version_tag
     event = RequestEvent(
-        id="test-run", model="test-run", output=body.output, input=body.input, expected=body.expected,
+        id="test-run",
+        model="test-run",
+        output=body.output,
+        input=body.input,
+        expected=body.expected,
         metadata=body.metadata,
-    )  # fmt: skip
+    )
     started = time.perf_counter()
     try:
         await evaluator.start()
@@ -252,12 +286,28 @@ async def test_evaluator(request: web.Request) -> web.Response:
         latency = round((time.perf_counter() - started) * 1000, 3)
         code = exc.code if isinstance(exc, EvaluatorError) else "internal"
         reason = str(exc) if isinstance(exc, EvaluatorError) else f"{type(exc).__name__}: {exc}"
-        data = {"passed": False, "score": None, "reason": clip(reason), "latencyMs": latency, "error": code,
-                "details": None, "version": version}  # fmt: skip
+        data = {
+            "passed": False,
+            "score": None,
+            "reason": clip(reason),
+            "latencyMs": latency,
+            "error": code,
+            "details": None,
+            "version": version,
+        }
         raise ExecutionFailed(f"evaluator execution failed: {clip(reason, 300)}", data) from None
     latency = round((time.perf_counter() - started) * 1000, 3)
-    return _ok({"passed": score.passed, "score": score.score, "reason": score.reason, "latencyMs": latency,
-                "error": None, "details": score.details, "version": version})  # fmt: skip
+    return _ok(
+        {
+            "passed": score.passed,
+            "score": score.score,
+            "reason": score.reason,
+            "latencyMs": latency,
+            "error": None,
+            "details": score.details,
+            "version": version,
+        }
+    )
 
 
 _ID = "/{id:(?!presets$)[^/]+}"

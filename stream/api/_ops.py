@@ -24,7 +24,16 @@ from ..kafka_security import KafkaSecurity, bootstrap_hosts
 from ..keyspace import Client
 from ._security import READY_DETAILS_KEY
 
-__all__ = ["CHECKS_KEY", "Check", "broker_check", "judge_checks", "redis_check", "routes", "stall_check", "tcp_check"]
+__all__ = [
+    "CHECKS_KEY",
+    "Check",
+    "broker_check",
+    "judge_checks",
+    "redis_check",
+    "routes",
+    "stall_check",
+    "tcp_check",
+]
 
 #: (name, check): a check returns None when fine, else raises
 Check = tuple[str, Callable[[], Awaitable[None]]]
@@ -108,8 +117,10 @@ async def ready(request: web.Request) -> web.Response:
         return None
 
     verdicts = await asyncio.gather(*(run(check) for _, check in checks))
-    report = {name: ({"ok": True} if error is None else {"ok": False, "error": error})
-              for (name, _), error in zip(checks, verdicts, strict=True)}  # fmt: skip
+    report = {
+        name: ({"ok": True} if error is None else {"ok": False, "error": error})
+        for (name, _), error in zip(checks, verdicts, strict=True)
+    }
     ok = all(error is None for error in verdicts)
     body = {"status": "ready" if ok else "not_ready", "checks": report}
     if not request.app.get(READY_DETAILS_KEY, lambda r: True)(request):  # type: ignore[operator]

@@ -17,11 +17,21 @@ from aiohttp import web
 
 from ._errors import Forbidden, Unauthorized
 
-__all__ = ["HEADERS", "READY_DETAILS_KEY", "Access", "add_security_headers", "authorize", "details_allowed", "needs_token",
-           "token_given"]
+__all__ = [
+    "HEADERS",
+    "READY_DETAILS_KEY",
+    "Access",
+    "add_security_headers",
+    "authorize",
+    "details_allowed",
+    "needs_token",
+    "token_given",
+]
 
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-       "font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")  # fmt: skip
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
 HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",

@@ -53,7 +53,9 @@ def _error(exc: ApiError, headers: dict[str, str] | None = None) -> web.Response
 
 
 @web.middleware
-async def _errors_and_auth(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+async def _errors_and_auth(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
     try:
         if needs_token(request, request.app[_ACCESS_KEY]):
             authorize(request, request.app[_TOKEN_KEY])
@@ -71,7 +73,9 @@ async def _errors_and_auth(request: web.Request, handler: Callable[[web.Request]
             raise
         headers = {k: v for k, v in exc.headers.items() if k.lower() == "allow"}
         body = {"code": exc.status, "message": exc.reason, "data": None}
-        return web.Response(body=orjson.dumps(body), status=exc.status, content_type="application/json", headers=headers)
+        return web.Response(
+            body=orjson.dumps(body), status=exc.status, content_type="application/json", headers=headers
+        )
 
 
 async def _openapi(request: web.Request) -> web.Response:
@@ -79,9 +83,17 @@ async def _openapi(request: web.Request) -> web.Response:
 
 
 def create_web_app(
-    client: keyspace.Client, *, prefix: str, token: str | None, checks: Sequence[_ops.Check] = (),
-    ready_timeout_s: float = 2.0, windows: Sequence[int] = (60,), access: Access = _OPEN_READS,
-    registry_limits: RegistryLimits | None = None, redelivery_ttl_s: int = 3600, compare_ttl_s: int = 3 * 86400,
+    client: keyspace.Client,
+    *,
+    prefix: str,
+    token: str | None,
+    checks: Sequence[_ops.Check] = (),
+    ready_timeout_s: float = 2.0,
+    windows: Sequence[int] = (60,),
+    access: Access = _OPEN_READS,
+    registry_limits: RegistryLimits | None = None,
+    redelivery_ttl_s: int = 3600,
+    compare_ttl_s: int = 3 * 86400,
 ) -> web.Application:
     """The whole HTTP surface on ``client`` (keys under ``prefix``); ``checks`` feed ``/ready``;
     ``windows`` are the configured window sizes the dashboard may ask for; ``access`` says which
@@ -94,9 +106,18 @@ def create_web_app(
     app[_evaluators.STORE_KEY] = RegistryStore(client, prefix=prefix, limits=registry_limits)
     app[_ops.CHECKS_KEY] = [_ops.redis_check(client), *checks]
     app[_ops.TIMEOUT_KEY] = ready_timeout_s
-    app[_stats.STATS_KEY] = _stats.StatsConfig(client, prefix, tuple(windows), redelivery_ttl_s, compare_ttl_s)
-    app.add_routes([*_ops.routes(), web.get("/api/v1/openapi.json", _openapi), *_evaluators.routes(),
-                    *_stats.routes(), *_pages.routes()])  # fmt: skip
+    app[_stats.STATS_KEY] = _stats.StatsConfig(
+        client, prefix, tuple(windows), redelivery_ttl_s, compare_ttl_s
+    )
+    app.add_routes(
+        [
+            *_ops.routes(),
+            web.get("/api/v1/openapi.json", _openapi),
+            *_evaluators.routes(),
+            *_stats.routes(),
+            *_pages.routes(),
+        ]
+    )
     return app
 
 
@@ -111,14 +132,29 @@ async def start_web(app: web.Application, host: str, port: int) -> web.AppRunner
 async def serve_api(settings: Settings, api: ApiSettings, *, host: str, port: int) -> None:
     """``streameval api``: serve until SIGTERM/SIGINT."""
     assert settings.redis_url is not None
-    client = keyspace.connect(settings.redis_url, max_connections=16, **redis_options(settings))  # or a cluster
+    client = keyspace.connect(
+        settings.redis_url, max_connections=16, **redis_options(settings)
+    )  # or a cluster
     token = api.token()
-    app = create_web_app(client, prefix=settings.redis_prefix, token=token, ready_timeout_s=api.ready_timeout_s,
-                         windows=settings.windows, access=api.access(), registry_limits=api.registry_limits(),
-                         redelivery_ttl_s=settings.redelivery_ttl_s, compare_ttl_s=settings.compare_ttl_s)
+    app = create_web_app(
+        client,
+        prefix=settings.redis_prefix,
+        token=token,
+        ready_timeout_s=api.ready_timeout_s,
+        windows=settings.windows,
+        access=api.access(),
+        registry_limits=api.registry_limits(),
+        redelivery_ttl_s=settings.redelivery_ttl_s,
+        compare_ttl_s=settings.compare_ttl_s,
+    )
     runner = await start_web(app, host, port)
-    log.warning("streameval api on http://%s:%d (Redis %s; writes %s)", host, port, redact_url(settings.redis_url),
-                "need the bearer token" if token else "disabled: no STREAMEVAL_API_TOKEN")  # fmt: skip
+    log.warning(
+        "streameval api on http://%s:%d (Redis %s; writes %s)",
+        host,
+        port,
+        redact_url(settings.redis_url),
+        "need the bearer token" if token else "disabled: no STREAMEVAL_API_TOKEN",
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -63,8 +63,14 @@ async def remember_alert(client: Client, prefix: str, encoded: bytes) -> None:
 class StatsConfig:
     """Where the aggregates live: the Redis client, key prefix and the configured window sizes."""
 
-    def __init__(self, client: Client, prefix: str, windows: tuple[int, ...], redelivery_ttl_s: int = 3600,
-                 compare_ttl_s: int = 3 * 86400) -> None:  # fmt: skip
+    def __init__(
+        self,
+        client: Client,
+        prefix: str,
+        windows: tuple[int, ...],
+        redelivery_ttl_s: int = 3600,
+        compare_ttl_s: int = 3 * 86400,
+    ) -> None:
         self.client, self.prefix, self.windows = client, prefix, windows
         self.redelivery_ttl_s = redelivery_ttl_s  # how long full results are kept (GET /api/v1/results/{id})
         self.compare_ttl_s = compare_ttl_s  # how long per-version compact scores are kept (compare)
@@ -113,13 +119,16 @@ def _figures(raw: dict[Any, Any]) -> dict[str, Any]:
         "passRate": fields.get("passes", 0.0) / count if count else None,
         "grades": grades,
         "evaluators": {
-            name: {"count": int(f.get("count", 0)), "mean": f.get("sum", 0.0) / f["count"] if f.get("count") else None,
-                   "errors": int(f.get("errors", 0))}
+            name: {
+                "count": int(f.get("count", 0)),
+                "mean": f.get("sum", 0.0) / f["count"] if f.get("count") else None,
+                "errors": int(f.get("errors", 0)),
+            }
             for name, f in sorted(evaluators.items())
         },
         "judges": {name: _judge(f) for name, f in sorted(judges.items())},
         **_more(fields, count, panel),
-    }  # fmt: skip
+    }
 
 
 def _more(fields: dict[str, float], count: int, panel: Any) -> dict[str, Any]:
@@ -127,16 +136,19 @@ def _more(fields: dict[str, float], count: int, panel: Any) -> dict[str, Any]:
     latency = {int(k[4:]): v for k, v in fields.items() if k.startswith("lat:")}
     costs = [c["cost"] for c in panel.judges.values() if "cost" in c]
     return {
-        "latencyP50Ms": histogram_quantile(latency, 0.5), "latencyP95Ms": histogram_quantile(latency, 0.95),
-        "tokens": {kind: int(sum(c.get(f"{kind}_tokens", 0.0) for c in panel.judges.values()))
-                   for kind in ("prompt", "completion")},
+        "latencyP50Ms": histogram_quantile(latency, 0.5),
+        "latencyP95Ms": histogram_quantile(latency, 0.95),
+        "tokens": {
+            kind: int(sum(c.get(f"{kind}_tokens", 0.0) for c in panel.judges.values()))
+            for kind in ("prompt", "completion")
+        },
         "cost": round(math.fsum(costs), 9) if costs else None,
         "alpha": krippendorff_alpha(*(panel.alpha.get(k, 0.0) for k in ("n", "s1", "s2", "do"))),
         "pearson": {f"{a}|{b}": pearson(*_sums(stats)) for (a, b), stats in sorted(panel.pairs.items())},
         "consistency": pearson(*_sums(panel.repeat)),
         "gateFailures": {k[5:]: int(v) for k, v in sorted(fields.items()) if k.startswith("gate:") and v},
         "lateRedirected": int(fields.get("late_redirected", 0.0)),
-    }  # fmt: skip
+    }
 
 
 def _judge(f: dict[str, float]) -> dict[str, Any]:
@@ -144,10 +156,16 @@ def _judge(f: dict[str, float]) -> dict[str, Any]:
     n = int(f.get("n", 0))
     mean = f.get("score_sum", 0.0) / n if n else None
     sd = math.sqrt(max(0.0, f.get("score_sumsq", 0.0) / n - mean * mean)) if n and mean is not None else None
-    return {"n": n, "mean": mean, "sd": sd, "calls": int(f.get("calls", 0) + f.get("repeat_calls", 0)),
-            "errors": int(f.get("errors", 0)), "cacheHits": int(f.get("cache_hits", 0)),
-            "tokens": int(f.get("prompt_tokens", 0) + f.get("completion_tokens", 0)),
-            "cost": round(f["cost"], 9) if "cost" in f else None}  # fmt: skip
+    return {
+        "n": n,
+        "mean": mean,
+        "sd": sd,
+        "calls": int(f.get("calls", 0) + f.get("repeat_calls", 0)),
+        "errors": int(f.get("errors", 0)),
+        "cacheHits": int(f.get("cache_hits", 0)),
+        "tokens": int(f.get("prompt_tokens", 0) + f.get("completion_tokens", 0)),
+        "cost": round(f["cost"], 9) if "cost" in f else None,
+    }
 
 
 def _int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
@@ -159,8 +177,10 @@ def _int_param(request: web.Request, name: str, default: int, low: int, high: in
     except ValueError:
         value = low - 1
     if not low <= value <= high:
-        raise BadRequest(f"{name} must be an integer within {low}..{high}; got {raw!r}",
-                         [{"path": f"$.query.{name}", "message": f"an integer within {low}..{high}"}])  # fmt: skip
+        raise BadRequest(
+            f"{name} must be an integer within {low}..{high}; got {raw!r}",
+            [{"path": f"$.query.{name}", "message": f"an integer within {low}..{high}"}],
+        )
     return value
 
 
@@ -168,8 +188,10 @@ def _size(request: web.Request) -> int:
     config = request.app[STATS_KEY]
     size = _int_param(request, "size", config.windows[0], 1, 10**9)
     if size not in config.windows:
-        raise BadRequest(f"size must be a configured window size ({', '.join(map(str, config.windows))}); got {size}",
-                         [{"path": "$.query.size", "message": "not a configured window size"}])  # fmt: skip
+        raise BadRequest(
+            f"size must be a configured window size ({', '.join(map(str, config.windows))}); got {size}",
+            [{"path": "$.query.size", "message": "not a configured window size"}],
+        )
     return size
 
 
@@ -201,7 +223,9 @@ async def _figures_of(config: StatsConfig, keys: Sequence[str]) -> list[dict[str
 
 def _ok(data: Any, total: int | None = None) -> web.Response:
     headers = {"X-Total-Count": str(total)} if total is not None else None
-    return web.Response(body=orjson.dumps({"code": 200, "data": data}), content_type="application/json", headers=headers)
+    return web.Response(
+        body=orjson.dumps({"code": 200, "data": data}), content_type="application/json", headers=headers
+    )
 
 
 #: ``version=`` values besides a version hash: every version, and the figures from before versions
@@ -222,13 +246,16 @@ def _version_param(request: web.Request) -> str | None:
     if raw == LEGACY_VERSION:
         return ""
     if raw != ALL_VERSIONS and not (len(raw) == 12 and all(c in "0123456789abcdef" for c in raw)):
-        raise BadRequest(f"version must be a 12-digit hex version, {ALL_VERSIONS!r} or {LEGACY_VERSION!r}; got {raw!r}",
-                         [{"path": "$.query.version", "message": "a version, all or legacy"}])  # fmt: skip
+        raise BadRequest(
+            f"version must be a 12-digit hex version, {ALL_VERSIONS!r} or {LEGACY_VERSION!r}; got {raw!r}",
+            [{"path": "$.query.version", "message": "a version, all or legacy"}],
+        )
     return raw
 
 
-def select_versions(members: Sequence[str], wanted: str | None, current: dict[str, str],
-                    suite: str | None = None) -> list[str]:  # fmt: skip
+def select_versions(
+    members: Sequence[str], wanted: str | None, current: dict[str, str], suite: str | None = None
+) -> list[str]:
     """The pairs of ``members`` to show: ``wanted`` None keeps each suite's current version (every version
     of a suite without one), ``all`` everything, else that version. A version no pair has (of ``suite``,
     when given) raises :class:`NotFound` naming the known ones."""
@@ -243,8 +270,10 @@ def select_versions(members: Sequence[str], wanted: str | None, current: dict[st
     if not chosen:
         known = sorted({v or LEGACY_VERSION for _, (_, _, v) in split})
         where = f" of suite {suite!r}" if suite is not None else ""
-        raise NotFound(f"unknown version {wanted or LEGACY_VERSION!r}{where}; known: {', '.join(known) or 'none'}",
-                       {"known": known})  # fmt: skip
+        raise NotFound(
+            f"unknown version {wanted or LEGACY_VERSION!r}{where}; known: {', '.join(known) or 'none'}",
+            {"known": known},
+        )
     return chosen
 
 
@@ -274,6 +303,7 @@ async def _zmembers(client: Client, key: str, start: int = 0, end: int = -1) -> 
     """ZRANGE of a sorted set's members; redis-py types replies for decoding clients too, ours give bytes."""
     return cast(list[bytes], await guard(client.zrange(key, start, end)))
 
+
 async def _latest(config: StatsConfig, index: str, last: int) -> list[int]:
     raw = await _zmembers(config.client, index, -last, -1)
     return sorted(int(float(_text(s))) for s in raw)
@@ -286,17 +316,26 @@ async def windows(request: web.Request) -> web.Response:
     last = _int_param(request, "last", 30, 1, _MAX_WINDOWS)
     offset, limit = _page(request, 50)
     if last * limit > _MAX_POINTS:
-        raise BadRequest(f"last × limit must be at most {_MAX_POINTS}; got {last} × {limit}",
-                         [{"path": "$.query.limit", "message": f"last × limit ≤ {_MAX_POINTS}"}])  # fmt: skip
+        raise BadRequest(
+            f"last × limit must be at most {_MAX_POINTS}; got {last} × {limit}",
+            [{"path": "$.query.limit", "message": f"last × limit ≤ {_MAX_POINTS}"}],
+        )
     wanted = _version_param(request)
     starts = await _latest(config, config.keys.windows(size), last)
     current = await current_versions(config)
 
-    per_start = [{_text(m) for m in await guard(config.client.smembers(config.keys.window_pairs(size, s)))} for s in starts]
+    per_start = [
+        {_text(m) for m in await guard(config.client.smembers(config.keys.window_pairs(size, s)))}
+        for s in starts
+    ]
     everyone = sorted(set().union(*per_start)) if per_start else []
-    everyone = select_versions(everyone, wanted, current) if everyone or wanted not in (None, ALL_VERSIONS) else []
+    everyone = (
+        select_versions(everyone, wanted, current) if everyone or wanted not in (None, ALL_VERSIONS) else []
+    )
     chosen = set(everyone[offset : offset + limit])
-    points = [(start, pair) for start, ms in zip(starts, per_start, strict=True) for pair in sorted(ms & chosen)]
+    points = [
+        (start, pair) for start, ms in zip(starts, per_start, strict=True) for pair in sorted(ms & chosen)
+    ]
     figures = await _figures_of(config, [config.keys.window(pair, size, start) for start, pair in points])
     series: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for (start, pair), fig in zip(points, figures, strict=True):
@@ -314,9 +353,14 @@ async def dead_letters(request: web.Request) -> web.Response:
     size = _size(request)
     last = _int_param(request, "last", 30, 1, _MAX_WINDOWS)
     starts = await _latest(config, config.keys.dead_letter_windows(size), last)
-    replies = await _hgetall(config, [config.keys.dead_letters_all, *(config.keys.dead_letters(size, s) for s in starts)])
+    replies = await _hgetall(
+        config, [config.keys.dead_letters_all, *(config.keys.dead_letters(size, s) for s in starts)]
+    )
     total = {_text(k): int(v) for k, v in replies[0].items()}
-    points = [{"start": s, "kinds": {_text(k): int(v) for k, v in raw.items()}} for s, raw in zip(starts, replies[1:], strict=True)]
+    points = [
+        {"start": s, "kinds": {_text(k): int(v) for k, v in raw.items()}}
+        for s, raw in zip(starts, replies[1:], strict=True)
+    ]
     return _ok({"size": size, "total": total, "points": points})
 
 
@@ -358,8 +402,10 @@ def _window_start(request: web.Request, size: int) -> int | None:
     except ValueError:
         start = math.nan
     if not math.isfinite(start) or start % size:
-        raise BadRequest(f"window must be the start of a {size}-second window (epoch seconds or RFC 3339); got {raw!r}",
-                         [{"path": "$.query.window", "message": f"a multiple of {size} s"}])  # fmt: skip
+        raise BadRequest(
+            f"window must be the start of a {size}-second window (epoch seconds or RFC 3339); got {raw!r}",
+            [{"path": "$.query.window", "message": f"a multiple of {size} s"}],
+        )
     return int(start)
 
 
@@ -369,8 +415,10 @@ async def examples(request: web.Request) -> web.Response:
     model, suite = _text_param(request, "model"), _text_param(request, "suite")
     kind = request.query.get("kind", "worst")
     if kind not in KINDS:
-        raise BadRequest(f"kind must be one of {', '.join(KINDS)}; got {kind!r}",
-                         [{"path": "$.query.kind", "message": "worst or failing"}])  # fmt: skip
+        raise BadRequest(
+            f"kind must be one of {', '.join(KINDS)}; got {kind!r}",
+            [{"path": "$.query.kind", "message": "worst or failing"}],
+        )
     size = _size(request)
     start = _window_start(request, size)
     pair = await _pair_of(config, model, suite, _version_param(request))
@@ -394,8 +442,17 @@ async def examples(request: web.Request) -> web.Response:
         if kind == "failing":  # a sample of the window's failures, listed latest first
             out.sort(key=_event_time, reverse=True)
     version = Keys.split_pair(pair)[2]
-    return _ok({"model": model, "suite": suite, "version": version, "size": size, "window": start, "kind": kind,
-                "examples": out})  # fmt: skip
+    return _ok(
+        {
+            "model": model,
+            "suite": suite,
+            "version": version,
+            "size": size,
+            "window": start,
+            "kind": kind,
+            "examples": out,
+        }
+    )
 
 
 async def _pair_of(config: StatsConfig, model: str, suite: str, wanted: str | None) -> str:
@@ -404,8 +461,9 @@ async def _pair_of(config: StatsConfig, model: str, suite: str, wanted: str | No
     if wanted is None:
         return Keys.pair_id(model, suite, (await current_versions(config)).get(suite, ""))
     if wanted == ALL_VERSIONS:
-        raise BadRequest("version=all needs one version here",
-                         [{"path": "$.query.version", "message": "one version"}])  # fmt: skip
+        raise BadRequest(
+            "version=all needs one version here", [{"path": "$.query.version", "message": "one version"}]
+        )
     members = [_text(m) for m in await _zmembers(config.client, config.keys.pairs)]
     select_versions(members, wanted, {}, suite)  # NotFound for a version the suite never had
     return Keys.pair_id(model, suite, wanted)
@@ -418,7 +476,9 @@ async def result_by_id(request: web.Request) -> web.Response:
     model, suite = request.query.get("model"), request.query.get("suite")
     members = sorted(_text(m) for m in await _zmembers(config.client, config.keys.pairs))
     if model and suite:  # every version of the pair, and its figures from before versions
-        members = [m for m in members if Keys.split_pair(m)[:2] == (model, suite)] or [Keys.pair_id(model, suite)]
+        members = [m for m in members if Keys.split_pair(m)[:2] == (model, suite)] or [
+            Keys.pair_id(model, suite)
+        ]
     ttl = config.redelivery_ttl_s
     if ttl:
         now = int(time.time() // ttl)
@@ -433,14 +493,19 @@ async def result_by_id(request: web.Request) -> web.Response:
                     return list(await pipe.execute())
 
             found = await guard(find())
-            hits = [(members[i + j // len(generations)], None, value, (generations[j % len(generations)],))
-                    for j, value in enumerate(found) if value is not None]  # fmt: skip
+            hits = [
+                (members[i + j // len(generations)], None, value, (generations[j % len(generations)],))
+                for j, value in enumerate(found)
+                if value is not None
+            ]
             for encoded in await guard(stored_results(config.client, config.keys, hits)) if hits else ():
                 if encoded is not None:
                     return _ok(orjson.loads(encoded))
     kept = f"{ttl} s (STREAMEVAL_REDELIVERY_TTL_S)" if ttl else "no time: STREAMEVAL_REDELIVERY_TTL_S is 0"
-    raise NotRetained(f"result {result_id!r} is not retained: full results are kept for {kept}; the worst and "
-                   "failing results of each window are kept longer, see /api/v1/stats/examples")
+    raise NotRetained(
+        f"result {result_id!r} is not retained: full results are kept for {kept}; the worst and "
+        "failing results of each window are kept longer, see /api/v1/stats/examples"
+    )
 
 
 async def compare_versions(request: web.Request) -> web.Response:
@@ -453,8 +518,10 @@ async def compare_versions(request: web.Request) -> web.Response:
         raw = _text_param(request, side)
         chosen.append("" if raw == LEGACY_VERSION else raw)
         if raw != LEGACY_VERSION and not (len(raw) == 12 and all(c in "0123456789abcdef" for c in raw)):
-            raise BadRequest(f"{side} must be a 12-digit hex version or {LEGACY_VERSION!r}; got {raw!r}",
-                             [{"path": f"$.query.{side}", "message": "a version"}])  # fmt: skip
+            raise BadRequest(
+                f"{side} must be a 12-digit hex version or {LEGACY_VERSION!r}; got {raw!r}",
+                [{"path": f"$.query.{side}", "message": "a version"}],
+            )
     size = _size(request)
     start = _window_start(request, size)
     members = [_text(m) for m in await _zmembers(config.client, config.keys.pairs)]
@@ -464,14 +531,26 @@ async def compare_versions(request: web.Request) -> web.Response:
     now = time.time()
     since, until = (None, None) if start is None else (start, start + size)
     (a, names_a), (b, names_b) = [
-        await compact_scores(config.client, config.keys, Keys.pair_id(model, suite, v), ttl_s=config.compare_ttl_s,
-                             now=now, since=since, until=until) for v in chosen]  # fmt: skip
+        await compact_scores(
+            config.client,
+            config.keys,
+            Keys.pair_id(model, suite, v),
+            ttl_s=config.compare_ttl_s,
+            now=now,
+            since=since,
+            until=until,
+        )
+        for v in chosen
+    ]
     loop = asyncio.get_running_loop()  # 100 k events a side: ~0.3 s of CPU, off the event loop's thread
-    result = await loop.run_in_executor(None, lambda: compare(a, b, names_a=names_a, names_b=names_b,
-                                                              labels=(chosen[0], chosen[1])))  # fmt: skip
+    result = await loop.run_in_executor(
+        None, lambda: compare(a, b, names_a=names_a, names_b=names_b, labels=(chosen[0], chosen[1]))
+    )
     if not config.compare_ttl_s:
         result["reason"] = "per-event scores are not kept (STREAMEVAL_COMPARE_TTL_S is 0)"
     return _ok({"model": model, "suite": suite, "size": size, "window": start, **result})
+
+
 async def human(request: web.Request) -> web.Response:
     """Agreement with people of one model × suite (docs/feedback.md): all time with each judge's calibration
     (isotonic map and suggested weight), or one window (``window``, with ``size``)."""
@@ -488,13 +567,22 @@ async def human(request: web.Request) -> web.Response:
     else:
         rows = (await labels.rows([pair], size, start))[pair]
         agreement, tuned = human_agreement(rows, labels.layouts), None
-    return _ok({"model": model, "suite": suite, "version": Keys.split_pair(pair)[2],
-                "size": size if start is not None else None, "window": start,
-                "agreement": agreement.model_dump(mode="json") if agreement is not None else None,
-                "calibration": tuned})  # fmt: skip
+    return _ok(
+        {
+            "model": model,
+            "suite": suite,
+            "version": Keys.split_pair(pair)[2],
+            "size": size if start is not None else None,
+            "window": start,
+            "agreement": agreement.model_dump(mode="json") if agreement is not None else None,
+            "calibration": tuned,
+        }
+    )
 
 
-def _gated(handler: Callable[[web.Request], Awaitable[web.Response]]) -> Callable[[web.Request], Awaitable[web.Response]]:
+def _gated(
+    handler: Callable[[web.Request], Awaitable[web.Response]],
+) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def gated(request: web.Request) -> web.Response:
         async with request.app[STATS_KEY].gate:
             return await handler(request)

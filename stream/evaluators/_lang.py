@@ -41,8 +41,14 @@ _ASCII_PUNCT = str.maketrans("", "", string.punctuation)
 
 def _unicode_punct_table() -> dict[int, None]:
     """Punctuation (Unicode category P*) of the blocks Chinese text uses, plus ASCII punctuation."""
-    blocks = [(0x00A0, 0x00BF), (0x2000, 0x206F), (0x3000, 0x303F), (0xFE10, 0xFE1F), (0xFE30, 0xFE6F),
-              (0xFF00, 0xFFEF)]  # fmt: skip
+    blocks = [
+        (0x00A0, 0x00BF),
+        (0x2000, 0x206F),
+        (0x3000, 0x303F),
+        (0xFE10, 0xFE1F),
+        (0xFE30, 0xFE6F),
+        (0xFF00, 0xFFEF),
+    ]
     table: dict[int, None] = {ord(c): None for c in string.punctuation}
     for lo, hi in blocks:
         for code in range(lo, hi + 1):
@@ -139,7 +145,11 @@ def content_tokens(text: str) -> list[str]:
     lowered = normalize_answer(text)
     if has_cjk(lowered):
         # rjieba may keep mixed runs; \w+ splits them like the spec's re.findall(r'\b\w+\b')
-        words = [w for piece in segment(lowered) for w in (_WORD.findall(piece) if not piece.isalnum() else (piece,))]
+        words = [
+            w
+            for piece in segment(lowered)
+            for w in (_WORD.findall(piece) if not piece.isalnum() else (piece,))
+        ]
     else:
         words = _WORD.findall(lowered)
     return [w for w in words if len(w) > 1 and w not in _ALL_STOP_WORDS]

@@ -22,7 +22,13 @@ from ..blocks import AgentBlock
 from ..models import RequestEvent
 from ._base import Evaluator, MissingField, Params, Score, register
 
-__all__ = ["Adaptability", "CollaborationEfficiency", "Portability", "adaptability_from_counters", "domain_means"]
+__all__ = [
+    "Adaptability",
+    "CollaborationEfficiency",
+    "Portability",
+    "adaptability_from_counters",
+    "domain_means",
+]
 
 
 def _block(event: RequestEvent) -> AgentBlock:
@@ -43,9 +49,11 @@ class AgentParams(Params):
 
 class EfficiencyParams(Params):
     threshold: float = Field(
-        default=0.0, ge=0.0, le=1.0,
+        default=0.0,
+        ge=0.0,
+        le=1.0,
         description="pass at or above this efficiency; 0 = always pass (the figure is small by construction)",
-    )  # fmt: skip
+    )
 
 
 @register
@@ -84,7 +92,9 @@ class Portability(Evaluator):
             return Score(0.0, False, "original score is 0: portability 0", {"performance_loss": 1.0})
         loss = (original - transferred) / original
         value = min(1.0, 1.0 - min(loss, 1.0))
-        return Score(value, value >= self.params.threshold, f"performance loss {loss:.3f}", {"performance_loss": loss})
+        return Score(
+            value, value >= self.params.threshold, f"performance loss {loss:.3f}", {"performance_loss": loss}
+        )
 
 
 def domain_means(counters: Mapping[str, float], *, evaluator: str | None = None) -> dict[str, float]:
@@ -131,6 +141,9 @@ class Adaptability(Evaluator):
         means = domain_means(counters)
         value = sum(means.values()) / len(means)
         return Score(
-            value, value >= self.params.threshold, f"mean over {len(means)} domain(s) {value:.3f}",
-            {"domains": means}, dict(counters),
-        )  # fmt: skip
+            value,
+            value >= self.params.threshold,
+            f"mean over {len(means)} domain(s) {value:.3f}",
+            {"domains": means},
+            dict(counters),
+        )

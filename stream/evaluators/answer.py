@@ -38,7 +38,8 @@ class ExactMatchParams(Params):
     )
     threshold: float = Field(default=1.0, ge=0.0, le=1.0, description="pass at or above this score")
     chinese: Literal["words", "chars"] = Field(
-        default="words", description="CJK tokens for the Jaccard: rjieba words (stop words dropped) or characters"
+        default="words",
+        description="CJK tokens for the Jaccard: rjieba words (stop words dropped) or characters",
     )
 
 
@@ -70,7 +71,11 @@ class ExactMatchNormalized(Evaluator):
             if (score, j) > (best, best_j):
                 best, best_j, best_index = score, j, index
         passed = best >= self.params.threshold
-        reason = "normalised output equals the target" if exact else f"token Jaccard {best_j:.3f} -> score {best:.3f}"
+        reason = (
+            "normalised output equals the target"
+            if exact
+            else f"token Jaccard {best_j:.3f} -> score {best:.3f}"
+        )
         return Score(best, passed, reason, {"exact": exact, "jaccard": best_j, "target": best_index})
 
 

@@ -108,13 +108,29 @@ def tokenize_13a(line: str) -> list[str]:
 
 # sacrebleu tokenizer_zh._UCODE_RANGES, written as sacrebleu writes them (see the module docstring).
 _ZH_RANGES = [
-    ("\u3400", "\u4db5"), ("\u4e00", "\u9fa5"), ("\u9fa6", "\u9fbb"), ("\uf900", "\ufa2d"),
-    ("\ufa30", "\ufa6a"), ("\ufa70", "\ufad9"), ("\u20000", "\u2a6d6"), ("\u2f800", "\u2fa1d"),
-    ("\uff00", "\uffef"), ("\u2e80", "\u2eff"), ("\u3000", "\u303f"), ("\u31c0", "\u31ef"),
-    ("\u2f00", "\u2fdf"), ("\u2ff0", "\u2fff"), ("\u3100", "\u312f"), ("\u31a0", "\u31bf"),
-    ("\ufe10", "\ufe1f"), ("\ufe30", "\ufe4f"), ("\u2600", "\u26ff"), ("\u2700", "\u27bf"),
-    ("\u3200", "\u32ff"), ("\u3300", "\u33ff"),
-]  # fmt: skip
+    ("\u3400", "\u4db5"),
+    ("\u4e00", "\u9fa5"),
+    ("\u9fa6", "\u9fbb"),
+    ("\uf900", "\ufa2d"),
+    ("\ufa30", "\ufa6a"),
+    ("\ufa70", "\ufad9"),
+    ("\u20000", "\u2a6d6"),
+    ("\u2f800", "\u2fa1d"),
+    ("\uff00", "\uffef"),
+    ("\u2e80", "\u2eff"),
+    ("\u3000", "\u303f"),
+    ("\u31c0", "\u31ef"),
+    ("\u2f00", "\u2fdf"),
+    ("\u2ff0", "\u2fff"),
+    ("\u3100", "\u312f"),
+    ("\u31a0", "\u31bf"),
+    ("\ufe10", "\ufe1f"),
+    ("\ufe30", "\ufe4f"),
+    ("\u2600", "\u26ff"),
+    ("\u2700", "\u27bf"),
+    ("\u3200", "\u32ff"),
+    ("\u3300", "\u33ff"),
+]
 
 
 def _zh_run() -> re.Pattern[str]:
@@ -246,7 +262,8 @@ def sentence_bleu(
 
 class BleuParams(Params):
     tokenize: Literal["13a", "zh", "auto"] = Field(
-        default="auto", description="sacrebleu tokeniser; auto = zh when output or a target has CJK text, else 13a"
+        default="auto",
+        description="sacrebleu tokeniser; auto = zh when output or a target has CJK text, else 13a",
     )
     lowercase: bool = Field(default=False, description="lower-case before tokenising (sacrebleu -lc)")
     max_order: int = Field(default=4, ge=1, le=8, description="longest n-gram")
@@ -268,9 +285,12 @@ class Bleu(Evaluator):
         if tokenize == "auto":
             tokenize = "zh" if has_cjk(event.output) or any(has_cjk(t) for t in targets) else "13a"
         result = sentence_bleu(
-            event.output, targets, tokenize=tokenize, lowercase=self.params.lowercase,
+            event.output,
+            targets,
+            tokenize=tokenize,
+            lowercase=self.params.lowercase,
             max_order=self.params.max_order,
-        )  # fmt: skip
+        )
         # exp(log(100)) is 100.00000000000004: keep the contract's [0, 1] (sentence_bleu stays sacrebleu-equal)
         value = min(1.0, result.score)
         return Score(
@@ -278,16 +298,21 @@ class Bleu(Evaluator):
             value >= self.params.threshold,
             f"BLEU {result.score * 100:.2f} (tokenize {tokenize}, BP {result.bp:.3f})",
             {
-                "tokenize": tokenize, "precisions": list(result.precisions), "bp": result.bp,
-                "sys_len": result.sys_len, "ref_len": result.ref_len,
+                "tokenize": tokenize,
+                "precisions": list(result.precisions),
+                "bp": result.bp,
+                "sys_len": result.sys_len,
+                "ref_len": result.ref_len,
             },
-        )  # fmt: skip
-
-
+        )
 
 
 def bleu_simple(
-    references: Sequence[str], candidate: str, *, max_order: int = 4, tokenizer: Callable[[str], list[str]] | None = None
+    references: Sequence[str],
+    candidate: str,
+    *,
+    max_order: int = 4,
+    tokenizer: Callable[[str], list[str]] | None = None,
 ) -> float:
     """The agent-metrics spec's ``calculate_bleu``: the 1..``max_order``-gram matches of the candidate
     (clipped by the reference counts) over all candidate n-grams, taking the reference with the most matches.
@@ -325,11 +350,16 @@ class BleuSimple(Evaluator):
     summary = "plain clipped n-gram precision (no brevity penalty), best reference"
     Params = BleuSimpleParams
     params: BleuSimpleParams
-    _TOKENIZE: ClassVar[dict[str, Callable[[str], list[str]] | None]] = {"whitespace": None, "cjk": cjk_tokens}
+    _TOKENIZE: ClassVar[dict[str, Callable[[str], list[str]] | None]] = {
+        "whitespace": None,
+        "cjk": cjk_tokens,
+    }
 
     def evaluate(self, event: RequestEvent) -> Score:
         value = bleu_simple(
-            self.targets(event), event.output, max_order=self.params.max_order,
+            self.targets(event),
+            event.output,
+            max_order=self.params.max_order,
             tokenizer=self._TOKENIZE[self.params.tokenize],
-        )  # fmt: skip
+        )
         return Score(value, value >= self.params.threshold, f"clipped n-gram precision {value:.3f}")

@@ -80,7 +80,9 @@ def classification_stats(counters: Mapping[str, float], *, evaluator: str | None
 
 
 class KeywordMatchParams(Params):
-    threshold: float = Field(default=0.3, ge=0.0, le=1.0, description="keyword Jaccard for a match (default: 0.3)")
+    threshold: float = Field(
+        default=0.3, ge=0.0, le=1.0, description="keyword Jaccard for a match (default: 0.3)"
+    )
     unlabeled: Literal["skip", "positive"] = Field(
         default="skip",
         description="events without label: skip (no confusion cell) or positive (the output is expected to match)",

@@ -51,4 +51,3 @@ def fallback_table() -> dict[str, LLMFallback]:
         if isinstance(rule, LLMFallback):
             table[name] = rule
     return table
-

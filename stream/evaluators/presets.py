@@ -41,7 +41,11 @@ class ExactMatch(Evaluator):
         for index, target in enumerate(self.targets(event)):
             if event.output == target:
                 return Score(1.0, True, "output equals the expected answer", {"target": index})
-        return Score(0.0, False, f"output differs from the expected answer {as_written(clip(event.targets()[0], _SHOWN))}")
+        return Score(
+            0.0,
+            False,
+            f"output differs from the expected answer {as_written(clip(event.targets()[0], _SHOWN))}",
+        )
 
 
 class ContainsParams(Params):
@@ -83,7 +87,9 @@ _REGEX_FLAGS = {
 
 
 class RegexParams(Params):
-    pattern: str = Field(description="regular expression (regex module syntax, a superset of JS)", examples=[r"\d+"])
+    pattern: str = Field(
+        description="regular expression (regex module syntax, a superset of JS)", examples=[r"\d+"]
+    )
     flags: str = Field(default="", description="any of i, m, s, u, g, x (JavaScript RegExp flags)")
     timeout_ms: float = Field(
         default=100.0, gt=0, le=10_000, description="per-call time limit; guards against ReDoS"
@@ -95,7 +101,9 @@ class RegexParams(Params):
     def _known_flags(cls, flags: str) -> str:
         unknown = sorted(set(flags) - set(_REGEX_FLAGS))
         if unknown:
-            raise ValueError(f"unknown regex flag(s) {''.join(unknown)!r}; valid flags: {''.join(_REGEX_FLAGS)}")
+            raise ValueError(
+                f"unknown regex flag(s) {''.join(unknown)!r}; valid flags: {''.join(_REGEX_FLAGS)}"
+            )
         return flags
 
     @model_validator(mode="after")
@@ -139,8 +147,11 @@ class RegexMatch(Evaluator):
 
 
 class JsonSchemaParams(Params):
-    schema_: dict[str, Any] = Field(alias="schema", description="JSON Schema the parsed output must satisfy",
-                                    examples=[{"type": "object", "required": ["answer"]}])
+    schema_: dict[str, Any] = Field(
+        alias="schema",
+        description="JSON Schema the parsed output must satisfy",
+        examples=[{"type": "object", "required": ["answer"]}],
+    )
     max_errors: int = Field(default=5, ge=1, le=100, description="schema errors listed in the reason")
     _validator: Any = PrivateAttr()
 
@@ -248,5 +259,3 @@ class Similarity(Evaluator):
             passed,
             f"{self.params.algorithm} similarity {score:.3f} is {verdict} {self.params.threshold:g}",
         )
-
-

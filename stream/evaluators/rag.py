@@ -43,9 +43,16 @@ from ._lang import content_tokens, keywords, normalize_answer
 from .fallback import LLMFallback
 
 __all__ = [
-    "ChunkUtilization", "CommunityRelevance", "EntityCoverage", "GraphCoverage", "RelationshipUtilization",
-    "RetrievalLatency", "RetrievalPrecision", "RetrievalUtilization", "SubgraphQuality",
-]  # fmt: skip
+    "ChunkUtilization",
+    "CommunityRelevance",
+    "EntityCoverage",
+    "GraphCoverage",
+    "RelationshipUtilization",
+    "RetrievalLatency",
+    "RetrievalPrecision",
+    "RetrievalUtilization",
+    "SubgraphQuality",
+]
 
 
 NonNegative = Annotated[float, Field(ge=0.0)]
@@ -62,7 +69,11 @@ def _key(text: str) -> str:
 
 
 def _keywords(event: RequestEvent, block: RetrievalBlock) -> list[str]:
-    found = [_key(k) for k in block.keywords if k.strip()] if block.keywords is not None else keywords(event.input or "")
+    found = (
+        [_key(k) for k in block.keywords if k.strip()]
+        if block.keywords is not None
+        else keywords(event.input or "")
+    )
     if not found:
         raise MissingField("no question keywords: give retrieval.keywords or an input with content words")
     return found
@@ -117,7 +128,9 @@ class RetrievalPrecision(_Rag):
 
 
 class UtilizationParams(_RagParams):
-    partial_from: float = Field(default=0.8, ge=0.0, le=1.0, description="similarity counted as a partial match")
+    partial_from: float = Field(
+        default=0.8, ge=0.0, le=1.0, description="similarity counted as a partial match"
+    )
 
 
 @register
@@ -145,7 +158,9 @@ class RetrievalUtilization(_Rag):
                 continue
             best = max((Indel.normalized_similarity(entity, c) for c in cited), default=0.0)
             credit += best if best >= self.params.partial_from else 0.0
-        return self._score(credit / len(retrieved), f"{credit:.2f} of {len(retrieved)} retrieved entities used")
+        return self._score(
+            credit / len(retrieved), f"{credit:.2f} of {len(retrieved)} retrieved entities used"
+        )
 
 
 class LatencyParams(_RagParams):
@@ -191,19 +206,26 @@ class ChunkUtilization(_Rag):
     summary = "key phrases of cited chunks found in the answer"
     Params = ChunkParams
     params: ChunkParams
-    llm_fallback: ClassVar[LLMFallback] = LLMFallback("at_most", 0.4, on_missing=True, note="or chunk text unavailable")
+    llm_fallback: ClassVar[LLMFallback] = LLMFallback(
+        "at_most", 0.4, on_missing=True, note="or chunk text unavailable"
+    )
 
     def evaluate(self, event: RequestEvent) -> Score:
         answer = normalize_answer(event.output)
         ratios = []
         for chunk in _block(event).chunks:
-            phrases = [w for w, _ in Counter(content_tokens(chunk.text or "")).most_common(self.params.max_phrases)]
+            phrases = [
+                w for w, _ in Counter(content_tokens(chunk.text or "")).most_common(self.params.max_phrases)
+            ]
             if phrases:
                 ratios.append(sum(1 for p in phrases if p in answer) / len(phrases))
         if not ratios:
             raise MissingField("no cited chunk with text (retrieval.chunks[].text)")
-        return self._score(sum(ratios) / len(ratios), f"mean key-phrase use over {len(ratios)} chunk(s)",
-                           {"per_chunk": ratios})  # fmt: skip
+        return self._score(
+            sum(ratios) / len(ratios),
+            f"mean key-phrase use over {len(ratios)} chunk(s)",
+            {"per_chunk": ratios},
+        )
 
 
 class EntityCoverageParams(_RagParams):
@@ -262,7 +284,10 @@ class GraphCoverage(_Rag):
         words = _keywords(event, block)
         nodes = _node_ids(block)
         p = self.params
-        structure = (min(1.0, len(nodes) / p.entity_target) + min(1.0, len(block.relationships) / p.relationship_target)) / 2
+        structure = (
+            min(1.0, len(nodes) / p.entity_target)
+            + min(1.0, len(block.relationships) / p.relationship_target)
+        ) / 2
         relevance = _match_rate(words, _entity_text(block) + " " + _relationship_text(block))
         linked = {_key(x) for r in block.relationships for x in (r.source, r.target)}
         connectivity = len(nodes & linked) / len(nodes) if nodes else 0.0
@@ -285,7 +310,9 @@ class RelationshipUtilization(_Rag):
     summary = "quantity, quality and relevance of the cited relationships"
     Params = RelationshipParams
     params: RelationshipParams
-    llm_fallback: ClassVar[LLMFallback] = LLMFallback("at_most", 0.4, on_missing=True, note="or no relationships")
+    llm_fallback: ClassVar[LLMFallback] = LLMFallback(
+        "at_most", 0.4, on_missing=True, note="or no relationships"
+    )
 
     def evaluate(self, event: RequestEvent) -> Score:
         block = _block(event)
@@ -300,7 +327,9 @@ class RelationshipUtilization(_Rag):
         cited = {_key(e) for e in block.cited_entities} or _node_ids(block)
         relevance = sum(1 for r in rels if _key(r.source) in cited or _key(r.target) in cited) / n
         parts = {"quantity": quantity, "quality": quality, "relevance": relevance}
-        return self._score(sum(parts.values()) / 3, ", ".join(f"{k} {v:.2f}" for k, v in parts.items()), parts)
+        return self._score(
+            sum(parts.values()) / 3, ", ".join(f"{k} {v:.2f}" for k, v in parts.items()), parts
+        )
 
 
 @register
@@ -309,7 +338,9 @@ class SubgraphQuality(_Rag):
 
     name = "subgraph_quality"
     summary = "density and connectivity of the cited subgraph"
-    llm_fallback: ClassVar[LLMFallback] = LLMFallback("at_most", 0.4, on_missing=True, note="or no entities/relationships")
+    llm_fallback: ClassVar[LLMFallback] = LLMFallback(
+        "at_most", 0.4, on_missing=True, note="or no entities/relationships"
+    )
 
     def evaluate(self, event: RequestEvent) -> Score:
         block = _block(event)
@@ -322,7 +353,11 @@ class SubgraphQuality(_Rag):
         linked = {x for edge in edges for x in edge}
         connectivity = len(nodes & linked) / n if n else 0.0
         parts = {"density": density, "connectivity": connectivity}
-        return self._score(0.5 * density + 0.5 * connectivity, f"density {density:.2f}, connectivity {connectivity:.2f}", parts)
+        return self._score(
+            0.5 * density + 0.5 * connectivity,
+            f"density {density:.2f}, connectivity {connectivity:.2f}",
+            parts,
+        )
 
 
 class AgentBoost(BaseModel):
@@ -336,7 +371,10 @@ class CommunityParams(_RagParams):
     base: float = Field(default=0.3, ge=0.0, le=1.0, description="base score for agent types not listed")
     match_weight: float = Field(default=0.5, ge=0.0, le=1.0, description="weight of the keyword match rate")
     agent_types: dict[str, AgentBoost] = Field(
-        default_factory=lambda: {"graph": AgentBoost(base=0.4, boost=1.2), "hybrid": AgentBoost(base=0.35, boost=1.1)},
+        default_factory=lambda: {
+            "graph": AgentBoost(base=0.4, boost=1.2),
+            "hybrid": AgentBoost(base=0.35, boost=1.1),
+        },
         description="base score and match boost by retrieval.agent_type",
     )
 
@@ -361,4 +399,8 @@ class CommunityRelevance(_Rag):
             return self._score(base, "no community summaries: base score only", {"keyword_match": None})
         rate = _match_rate(words, text)
         score = base + self.params.match_weight * rate * boost
-        return self._score(score, f"keyword match {rate:.2f} in {len(block.communities)} communities", {"keyword_match": rate})
+        return self._score(
+            score,
+            f"keyword match {rate:.2f} in {len(block.communities)} communities",
+            {"keyword_match": rate},
+        )

@@ -48,7 +48,9 @@ class RegisteredParams(Params):
 
 def code_params(record: EvaluatorRecord) -> CodeParams:
     """The ``code`` evaluator params of a registry record (compiles the code: a blocking check)."""
-    return CodeParams(language=record.config.language, code=record.config.code, timeout_ms=record.config.timeout)
+    return CodeParams(
+        language=record.config.language, code=record.config.code, timeout_ms=record.config.timeout
+    )
 
 
 @register

@@ -62,7 +62,13 @@ WORD_RANGES: dict[str, tuple[int, int]] = {
     "social_media": (500, 1_500),
 }
 #: the report-quality spec: part weights (sum 1)
-PARTS: dict[str, float] = {"sections": 0.30, "citations": 0.25, "word_count": 0.20, "sources": 0.15, "images": 0.10}
+PARTS: dict[str, float] = {
+    "sections": 0.30,
+    "citations": 0.25,
+    "word_count": 0.20,
+    "sources": 0.15,
+    "images": 0.10,
+}
 # DeerFlow's report template sections; five, as in the spec's "5/5" example.
 DEFAULT_SECTIONS = ("Key Points", "Overview", "Detailed Analysis", "Survey Note", "Key Citations")
 
@@ -89,7 +95,9 @@ def _source_key(source: str) -> str:
 
 
 class ReportPartParams(Params):
-    style: ReportStyle = Field(default="academic", description="style used when the event's report block has none")
+    style: ReportStyle = Field(
+        default="academic", description="style used when the event's report block has none"
+    )
     required_sections: list[str] = Field(
         default_factory=lambda: list(DEFAULT_SECTIONS), description="used when the report block has none"
     )
@@ -154,11 +162,14 @@ def part_scores(facts: ReportFacts, params: ReportPartParams) -> dict[str, float
 
 def _facts_details(facts: ReportFacts) -> dict[str, object]:
     return {
-        "style": facts.style, "word_count": facts.word_count, "citations": facts.citations,
-        "sources": facts.sources, "images": facts.images,
+        "style": facts.style,
+        "word_count": facts.word_count,
+        "citations": facts.citations,
+        "sources": facts.sources,
+        "images": facts.images,
         "sections": f"{len(facts.present)}/{len(facts.required)}",
         "missing_sections": [s for s in facts.required if s not in facts.present],
-    }  # fmt: skip
+    }
 
 
 class ReportParams(ReportPartParams):
@@ -194,7 +205,9 @@ class ReportMetrics(Evaluator):
         score = ten / 10
         letter = grade(score, "letters")
         details = {"score_10": ten, "grade": letter, "parts": parts, **_facts_details(facts)}
-        return Score(score, score >= self.params.threshold, f"report metrics {ten:.2f}/10, grade {letter}", details)
+        return Score(
+            score, score >= self.params.threshold, f"report metrics {ten:.2f}/10, grade {letter}", details
+        )
 
 
 class _ReportPart(Evaluator):

@@ -74,10 +74,12 @@ def rouge_l(
 
 class RougeLParams(Params):
     select: Literal["recall", "f1"] = Field(
-        default="recall", description="reference kept when there are several: best recall or best F1 (rouge-score)"
+        default="recall",
+        description="reference kept when there are several: best recall or best F1 (rouge-score)",
     )
     tokenize: Literal["cjk", "whitespace"] = Field(
-        default="cjk", description="cjk = one token per CJK character, letter/digit runs otherwise; whitespace = str.split() as in the agent-metrics spec"
+        default="cjk",
+        description="cjk = one token per CJK character, letter/digit runs otherwise; whitespace = str.split() as in the agent-metrics spec",
     )
     threshold: float = Field(default=0.5, ge=0.0, le=1.0, description="pass at or above this F1")
 

@@ -36,8 +36,9 @@ class SemanticSimilarityParams(Params):
         description="import name of an installed package that ships a sentence-transformers BERT model "
         "(config.json, model.safetensors, tokenizer.json), or a directory with those files",
     )
-    sample_rate: float = Field(default=1.0, gt=0.0, le=1.0,
-                               description="share of events evaluated (deterministic by event id)")
+    sample_rate: float = Field(
+        default=1.0, gt=0.0, le=1.0, description="share of events evaluated (deterministic by event id)"
+    )
     _folder: Any = PrivateAttr()
 
     @model_validator(mode="after")
@@ -102,7 +103,8 @@ class SemanticSimilarity(Evaluator):
         passed = cosine >= self.params.threshold
         verdict = "at least" if passed else "below"
         return Score(
-            min(1.0, max(0.0, cosine)), passed,
+            min(1.0, max(0.0, cosine)),
+            passed,
             f"semantic similarity {cosine:.3f} is {verdict} {self.params.threshold:g}",
             {"cosine": round(cosine, 6), "target": best},
-        )  # fmt: skip
+        )

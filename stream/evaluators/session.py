@@ -49,8 +49,11 @@ class TurnScores(Evaluator):
     def evaluate(self, event: RequestEvent) -> Score:
         metrics = session_metrics(event)
         value = float(metrics[f"score_{self.params.stat}"])
-        return Score(value, value >= self.params.threshold, f"{self.params.stat} turn score {value:.3f} "
-                     f"over {metrics['turns']} turn(s)")  # fmt: skip
+        return Score(
+            value,
+            value >= self.params.threshold,
+            f"{self.params.stat} turn score {value:.3f} over {metrics['turns']} turn(s)",
+        )
 
 
 class CleanParams(Params):
@@ -72,6 +75,8 @@ class ThreadClean(Evaluator):
         metrics = session_metrics(event)
         kept = int(metrics["kept"]) or 1
         value = 1.0 - min(kept, int(metrics["unclean_turns"])) / kept
-        reason = (f"{metrics['refusals']} refusal(s), {metrics['errors']} error(s), {metrics['gate_failures']} "
-                  f"gate failure(s), {metrics['tool_errors']} tool error(s) in {kept} turn(s)")  # fmt: skip
+        reason = (
+            f"{metrics['refusals']} refusal(s), {metrics['errors']} error(s), {metrics['gate_failures']} "
+            f"gate failure(s), {metrics['tool_errors']} tool error(s) in {kept} turn(s)"
+        )
         return Score(value, value >= self.params.threshold, reason)

@@ -17,7 +17,26 @@ from ._path import MISSING, Path, compile_path
 from ._router import Inputs, OtlpDecoder, build_decoder, check_input_topics
 
 __all__ = [
-    "FORMATS", "MISSING", "Decoder", "InputConfig", "Inputs", "Item", "JsonDecoder", "JsonInput", "NativeDecoder",
-    "NativeInput", "OtlpDecoder", "OtlpInput", "Path", "Span", "build_decoder", "check_input_topics", "compile_path", "convention",
-    "input_issues", "spans_from_json", "spans_from_proto", "to_event",
-]  # fmt: skip
+    "FORMATS",
+    "MISSING",
+    "Decoder",
+    "InputConfig",
+    "Inputs",
+    "Item",
+    "JsonDecoder",
+    "JsonInput",
+    "NativeDecoder",
+    "NativeInput",
+    "OtlpDecoder",
+    "OtlpInput",
+    "Path",
+    "Span",
+    "build_decoder",
+    "check_input_topics",
+    "compile_path",
+    "convention",
+    "input_issues",
+    "spans_from_json",
+    "spans_from_proto",
+    "to_event",
+]

@@ -22,7 +22,9 @@ class Item:
 
     raw: bytes
     source: Source
-    error: Exception | None = None  # an EventError; anything else is a bug of ours (an "internal" dead letter)
+    error: Exception | None = (
+        None  # an EventError; anything else is a bug of ours (an "internal" dead letter)
+    )
     #: ``raw`` is the step document of an agent run (a tool or root span: :func:`..._genai.to_step`), not a
     #: request event: it is never evaluated, only appended to the runs of ``assemble: spans`` sessions
     step: bool = False

@@ -25,8 +25,14 @@ from ..models import RequestEvent
 from ._path import compile_path
 
 __all__ = [
-    "DEFAULT_MAX_MESSAGE_BYTES", "FORMATS", "InputConfig", "JsonInput", "NativeInput", "OtlpInput", "input_issues",
-]  # fmt: skip
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "FORMATS",
+    "InputConfig",
+    "JsonInput",
+    "NativeInput",
+    "OtlpInput",
+    "input_issues",
+]
 
 FORMATS = ("native", "json", "otlp_proto", "otlp_json")
 #: a Kafka message larger than this is dead-lettered (too_large) before it is parsed; each request event
@@ -52,14 +58,18 @@ class NativeInput(_Input):
 
 
 class _Parsed(_Input):
-    max_message_bytes: int = Field(default=DEFAULT_MAX_MESSAGE_BYTES, ge=1, description="larger messages are too_large")
+    max_message_bytes: int = Field(
+        default=DEFAULT_MAX_MESSAGE_BYTES, ge=1, description="larger messages are too_large"
+    )
 
 
 class JsonInput(_Parsed):
     format: Literal["json"]
     map: dict[str, str] = Field(description="request field -> path in the message ($.a.b[0])")
     optional: list[str] = Field(default_factory=list, description="mapped fields whose path may find nothing")
-    set: dict[str, Any] = Field(default_factory=dict, description="request fields with the same value on every event")
+    set: dict[str, Any] = Field(
+        default_factory=dict, description="request fields with the same value on every event"
+    )
     derive_id: Literal["sha256"] | None = Field(
         default=None, description="with no id in map: sha256 (hex) of the message's bytes"
     )

@@ -63,8 +63,11 @@ def _message_text(message: Any) -> str | None:
         return None
     parts = message.get("parts")
     if isinstance(parts, list):
-        texts = [p["content"] for p in parts
-                 if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("content"), str)]  # fmt: skip
+        texts = [
+            p["content"]
+            for p in parts
+            if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("content"), str)
+        ]
         return "\n".join(texts) or None
     return _text(message.get("content"))
 
@@ -91,7 +94,9 @@ def _first(messages: list[tuple[str | None, str | None]]) -> str | None:
 
 
 def _gen_ai_messages(attrs: dict[str, Any], key: str) -> list[tuple[str | None, str | None]]:
-    return [(m.get("role") if isinstance(m, dict) else None, _message_text(m)) for m in _messages(attrs.get(key))]
+    return [
+        (m.get("role") if isinstance(m, dict) else None, _message_text(m)) for m in _messages(attrs.get(key))
+    ]
 
 
 def _json_object(value: Any) -> dict[str, Any]:
@@ -108,7 +113,9 @@ def _event_content(attrs: dict[str, Any]) -> dict[str, Any]:
     return _json_object(attrs.get("gen_ai.event.content"))
 
 
-def _event_messages(span: Span) -> tuple[list[tuple[str | None, str | None]], list[tuple[str | None, str | None]]]:
+def _event_messages(
+    span: Span,
+) -> tuple[list[tuple[str | None, str | None]], list[tuple[str | None, str | None]]]:
     inputs: list[tuple[str | None, str | None]] = []
     choices: list[tuple[int, str | None]] = []
     for name, attrs in span.events:
@@ -127,7 +134,9 @@ def _event_messages(span: Span) -> tuple[list[tuple[str | None, str | None]], li
     return inputs, [(None, text) for _, text in choices]
 
 
-def _indexed(attrs: dict[str, Any], prefix: str, content: str, role: str) -> list[tuple[str | None, str | None]]:
+def _indexed(
+    attrs: dict[str, Any], prefix: str, content: str, role: str
+) -> list[tuple[str | None, str | None]]:
     """``prefix.0.content``, ``prefix.1.content``, ... while either the content or the role key exists."""
     out: list[tuple[str | None, str | None]] = []
     i = 0
@@ -202,7 +211,9 @@ def _finish_reasons(span: Span) -> list[str] | None:
         return [str(r) for r in reasons]
     if isinstance(reasons, str):
         return [reasons]
-    found = [m.get("finish_reason") for m in _messages(attrs.get("gen_ai.output.messages")) if isinstance(m, dict)]
+    found = [
+        m.get("finish_reason") for m in _messages(attrs.get("gen_ai.output.messages")) if isinstance(m, dict)
+    ]
     found += [attrs.get(f"gen_ai.completion.{i}.finish_reason") for i in range(4)]
     found += [a.get("finish_reason") for n, a in span.events if n == "gen_ai.choice"]
     reasons = [r for r in found if isinstance(r, str) and r]
@@ -223,7 +234,9 @@ def _attribute(span: Span, key: str) -> Any:
     return span.resource.get(key) if value is None else value
 
 
-def to_event(span: Span, *, category_attribute: str | None = None, tag_attributes: tuple[str, ...] = ()) -> dict[str, Any] | None:
+def to_event(
+    span: Span, *, category_attribute: str | None = None, tag_attributes: tuple[str, ...] = ()
+) -> dict[str, Any] | None:
     """The request event of an LLM span; None for any other span. Raises :class:`SchemaViolation` for an
     LLM span that cannot make one (no output text, no model, no trace or span id)."""
     attrs = span.attributes
@@ -241,18 +254,32 @@ def to_event(span: Span, *, category_attribute: str | None = None, tag_attribute
             return None
         family = "gen_ai"
     if len(span.trace_id) != 32 or len(span.span_id) != 16 or span.span_id == _MISSING_ID:
-        raise SchemaViolation(f"LLM span {span.name!r} has no valid trace and span id "
-                              f"(traceId {span.trace_id[:64]!r}, spanId {span.span_id[:64]!r})")  # fmt: skip
+        raise SchemaViolation(
+            f"LLM span {span.name!r} has no valid trace and span id "
+            f"(traceId {span.trace_id[:64]!r}, spanId {span.span_id[:64]!r})"
+        )
     event_id = f"{span.trace_id}-{span.span_id}"
-    model = _pick(attrs, "gen_ai.response.model", "gen_ai.request.model", "llm.response.model_name",
-                  "llm.model_name", "llm.request.model_name")  # fmt: skip
+    model = _pick(
+        attrs,
+        "gen_ai.response.model",
+        "gen_ai.request.model",
+        "llm.response.model_name",
+        "llm.model_name",
+        "llm.request.model_name",
+    )
     input_text, output_text = texts or _texts(span)
     if output_text is None:
-        raise SchemaViolation(f"LLM span {span.span_id} ({span.name!r}, trace {span.trace_id}) has no output text "
-                              "(is content capture on in its instrumentation?)", event_id=event_id)  # fmt: skip
+        raise SchemaViolation(
+            f"LLM span {span.span_id} ({span.name!r}, trace {span.trace_id}) has no output text "
+            "(is content capture on in its instrumentation?)",
+            event_id=event_id,
+        )
     if not isinstance(model, str):
-        raise SchemaViolation(f"LLM span {span.span_id} ({span.name!r}, trace {span.trace_id}) names no model "
-                              "(gen_ai.response.model, gen_ai.request.model, llm.model_name)", event_id=event_id)  # fmt: skip
+        raise SchemaViolation(
+            f"LLM span {span.span_id} ({span.name!r}, trace {span.trace_id}) names no model "
+            "(gen_ai.response.model, gen_ai.request.model, llm.model_name)",
+            event_id=event_id,
+        )
     metadata = {
         "trace_id": span.trace_id,
         "span_id": span.span_id,
@@ -261,12 +288,18 @@ def to_event(span: Span, *, category_attribute: str | None = None, tag_attribute
         "service.name": span.resource.get("service.name"),
         "provider": _pick(attrs, "gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system"),
         "operation": _pick(attrs, "gen_ai.operation.name", "llm.request.type"),
-        "input_tokens": _pick(attrs, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt"),
-        "output_tokens": _pick(attrs, "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens",
-                               "llm.token_count.completion"),
+        "input_tokens": _pick(
+            attrs, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt"
+        ),
+        "output_tokens": _pick(
+            attrs,
+            "gen_ai.usage.output_tokens",
+            "gen_ai.usage.completion_tokens",
+            "llm.token_count.completion",
+        ),
         "total_tokens": _pick(attrs, "llm.usage.total_tokens", "llm.token_count.total"),
         "finish_reasons": _finish_reasons(span),
-    }  # fmt: skip
+    }
     event: dict[str, Any] = {
         "id": event_id,
         "model": model,
@@ -279,8 +312,9 @@ def to_event(span: Span, *, category_attribute: str | None = None, tag_attribute
         try:
             event["timestamp"] = format_time(span.end_ns / 1e9)
         except (OverflowError, OSError, ValueError):
-            raise SchemaViolation(f"LLM span {span.span_id}: end time {span.end_ns} is out of range",
-                                  event_id=event_id) from None  # fmt: skip
+            raise SchemaViolation(
+                f"LLM span {span.span_id}: end time {span.end_ns} is out of range", event_id=event_id
+            ) from None
     if category_attribute is not None:
         category = _attribute(span, category_attribute)
         if category is not None and category != "":
@@ -294,8 +328,11 @@ def to_event(span: Span, *, category_attribute: str | None = None, tag_attribute
 
 # -- steps of an agent run (sessions with ``assemble: spans``) ---------------------------------------
 #: span kinds that are tool executions: GenAI ``gen_ai.operation.name``, OpenInference, OpenLLMetry
-_TOOL_MARKERS = (("gen_ai.operation.name", "execute_tool"), ("openinference.span.kind", "TOOL"),
-                 ("traceloop.span.kind", "tool"))  # fmt: skip
+_TOOL_MARKERS = (
+    ("gen_ai.operation.name", "execute_tool"),
+    ("openinference.span.kind", "TOOL"),
+    ("traceloop.span.kind", "tool"),
+)
 #: characters kept of a step's text (a tool call's arguments and result, an error): what the session's
 #: turn keeps of a tool call (streameval.sessions.turns.TOOL_TEXT clips again to its own bound)
 STEP_TEXT = 2000
@@ -318,8 +355,13 @@ def _span_error(span: Span) -> str | None:
     if span.status_code != 2:
         return None
     exception = next((a for n, a in span.events if n == "exception"), {})
-    reason = (span.status_message or _text(exception.get("exception.message"))
-              or _text(span.attributes.get("error.type")) or _text(exception.get("exception.type")) or "error")
+    reason = (
+        span.status_message
+        or _text(exception.get("exception.message"))
+        or _text(span.attributes.get("error.type"))
+        or _text(exception.get("exception.type"))
+        or "error"
+    )
     return reason[:STEP_TEXT]
 
 
@@ -327,8 +369,9 @@ def _tool_texts(span: Span) -> tuple[str | None, str | None]:
     """A tool call's (arguments, result): GenAI attributes, else the span events the GenAI conventions
     define (``gen_ai.tool.message`` content), else OpenInference ``input.value`` / ``output.value``."""
     attrs = span.attributes
-    arguments = _pick(attrs, "gen_ai.tool.call.arguments", "tool.parameters", "input.value",
-                      "traceloop.entity.input")  # fmt: skip
+    arguments = _pick(
+        attrs, "gen_ai.tool.call.arguments", "tool.parameters", "input.value", "traceloop.entity.input"
+    )
     result = _pick(attrs, "gen_ai.tool.call.result", "output.value", "traceloop.entity.output")
     if result is None:
         for name, event_attrs in span.events:
@@ -346,8 +389,10 @@ def to_step(span: Span) -> dict[str, Any] | None:
     if not tool and not span.is_root:
         return None
     if len(span.trace_id) != 32 or len(span.span_id) != 16 or span.span_id == _MISSING_ID:
-        raise SchemaViolation(f"span {span.name!r} has no valid trace and span id "
-                              f"(traceId {span.trace_id[:64]!r}, spanId {span.span_id[:64]!r})")  # fmt: skip
+        raise SchemaViolation(
+            f"span {span.name!r} has no valid trace and span id "
+            f"(traceId {span.trace_id[:64]!r}, spanId {span.span_id[:64]!r})"
+        )
     step: dict[str, Any] = {
         "id": f"{span.trace_id}-{span.span_id}",
         "kind": "tool" if tool else "root",
@@ -355,9 +400,13 @@ def to_step(span: Span) -> dict[str, Any] | None:
         "t": span.end_ns / 1e9,
         "root": span.is_root,
         "error": _span_error(span),
-        "metadata": {"trace_id": span.trace_id, "span_id": span.span_id, "span_name": span.name,
-                     "service.name": span.resource.get("service.name")},
-    }  # fmt: skip
+        "metadata": {
+            "trace_id": span.trace_id,
+            "span_id": span.span_id,
+            "span_name": span.name,
+            "service.name": span.resource.get("service.name"),
+        },
+    }
     if tool:
         step["arguments"], step["result"] = _tool_texts(span)
     return step

@@ -56,11 +56,16 @@ class Span:
     def document(self) -> dict[str, Any]:
         """The span as a JSON-ready dict (what a dead letter about this span carries)."""
         return {
-            "traceId": self.trace_id, "spanId": self.span_id, "name": self.name, "endTimeUnixNano": str(self.end_ns),
-            "attributes": self.attributes, "events": [{"name": n, "attributes": a} for n, a in self.events],
-            "resource": self.resource, "parentSpanId": self.parent_span_id,
+            "traceId": self.trace_id,
+            "spanId": self.span_id,
+            "name": self.name,
+            "endTimeUnixNano": str(self.end_ns),
+            "attributes": self.attributes,
+            "events": [{"name": n, "attributes": a} for n, a in self.events],
+            "resource": self.resource,
+            "parentSpanId": self.parent_span_id,
             "status": {"code": self.status_code, "message": self.status_message},
-        }  # fmt: skip
+        }
 
 
 # -- protobuf ---------------------------------------------------------------------------------------
@@ -101,12 +106,20 @@ def spans_from_proto(raw: bytes) -> list[Span]:
         resource = _proto_attributes(resource_spans.resource.attributes)
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                out.append(Span(
-                    span.trace_id.hex(), span.span_id.hex(), span.name, span.end_time_unix_nano,
-                    _proto_attributes(span.attributes),
-                    [(e.name, _proto_attributes(e.attributes)) for e in span.events],
-                    resource, span.parent_span_id.hex(), span.status.code, span.status.message,
-                ))  # fmt: skip
+                out.append(
+                    Span(
+                        span.trace_id.hex(),
+                        span.span_id.hex(),
+                        span.name,
+                        span.end_time_unix_nano,
+                        _proto_attributes(span.attributes),
+                        [(e.name, _proto_attributes(e.attributes)) for e in span.events],
+                        resource,
+                        span.parent_span_id.hex(),
+                        span.status.code,
+                        span.status.message,
+                    )
+                )
     return out
 
 
@@ -253,7 +266,9 @@ def _json_spans(document: dict[str, Any]) -> list[Span]:
 
 def _json_resource_spans(resource_spans: dict[str, Any]) -> list[Span]:
     try:
-        resource = _json_attributes(_list(_object(resource_spans.get("resource") or {}), "attributes", "attributes"))
+        resource = _json_attributes(
+            _list(_object(resource_spans.get("resource") or {}), "attributes", "attributes")
+        )
     except _Shape as exc:
         raise exc.under(".resource") from None
     out: list[Span] = []

@@ -58,8 +58,10 @@ def compile_path(text: str) -> Path:
     while at < len(text):
         match = _STEP.match(text, at)
         if match is None:
-            raise ValueError(f"path {text!r}: cannot read {text[at:at + 20]!r} at character {at + 1}; "
-                             "steps are .name, ['key'] or [index]")  # fmt: skip
+            raise ValueError(
+                f"path {text!r}: cannot read {text[at : at + 20]!r} at character {at + 1}; "
+                "steps are .name, ['key'] or [index]"
+            )
         if match["name"] is not None:
             steps.append(match["name"])
         elif match["index"] is not None:

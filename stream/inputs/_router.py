@@ -33,7 +33,9 @@ class OtlpDecoder:
     evaluated as events. A root span that is also an LLM span gives both (the step's id ends in ``:end``).
     """
 
-    def __init__(self, spec: OtlpInput, *, max_depth: int = DEFAULT_MAX_EVENT_DEPTH, steps: bool = False) -> None:
+    def __init__(
+        self, spec: OtlpInput, *, max_depth: int = DEFAULT_MAX_EVENT_DEPTH, steps: bool = False
+    ) -> None:
         self.spec = spec
         self.steps = steps
         self.format: str = spec.format
@@ -56,10 +58,18 @@ class OtlpDecoder:
         llm = 0
         for span in spans:
             try:
-                event = to_event(span, category_attribute=self.spec.category_attribute, tag_attributes=self._tags)
+                event = to_event(
+                    span, category_attribute=self.spec.category_attribute, tag_attributes=self._tags
+                )
                 step = to_step(span) if self.steps else None
             except SchemaViolation as exc:
-                items.append(Item(orjson.dumps(span.document()), replace(source, item=f"{span.trace_id}-{span.span_id}"), exc))
+                items.append(
+                    Item(
+                        orjson.dumps(span.document()),
+                        replace(source, item=f"{span.trace_id}-{span.span_id}"),
+                        exc,
+                    )
+                )
                 continue
             if event is not None:
                 llm += 1
@@ -74,7 +84,9 @@ class OtlpDecoder:
         return items
 
 
-def build_decoder(spec: InputConfig, *, max_depth: int = DEFAULT_MAX_EVENT_DEPTH, steps: bool = False) -> Decoder:
+def build_decoder(
+    spec: InputConfig, *, max_depth: int = DEFAULT_MAX_EVENT_DEPTH, steps: bool = False
+) -> Decoder:
     """The decoder of one input; ``steps``: OTLP inputs also hand on agent-run steps (:class:`OtlpDecoder`)."""
     if isinstance(spec, JsonInput):
         return JsonDecoder(spec, max_depth=max_depth)
@@ -87,8 +99,13 @@ def build_decoder(spec: InputConfig, *, max_depth: int = DEFAULT_MAX_EVENT_DEPTH
 class Inputs:
     """The decoder of each input topic; messages from any other topic are read as native events."""
 
-    def __init__(self, specs: Sequence[InputConfig] = (), *, max_depth: int = DEFAULT_MAX_EVENT_DEPTH,
-                 steps: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        specs: Sequence[InputConfig] = (),
+        *,
+        max_depth: int = DEFAULT_MAX_EVENT_DEPTH,
+        steps: bool = False,
+    ) -> None:
         self.specs = tuple(specs)
         self._decoders: dict[str | None, Decoder] = {
             s.topic: build_decoder(s, max_depth=max_depth, steps=steps) for s in specs
@@ -125,9 +142,14 @@ def check_input_topics(specs: Sequence[InputConfig], settings: Any, *, file: str
     """Raise :class:`ConfigError` when an input reads a topic the worker writes (it would read its own output)."""
     outputs = {getattr(settings, output.setting): output.env for output in OUTPUTS}
     issues = [
-        ConfigIssue(file=file, path=f"inputs[{i}].topic", message=f"{spec.topic!r} is the worker's output topic "
-                    f"({outputs[spec.topic]}); an input cannot read it")
-        for i, spec in enumerate(specs) if spec.topic in outputs
-    ]  # fmt: skip
+        ConfigIssue(
+            file=file,
+            path=f"inputs[{i}].topic",
+            message=f"{spec.topic!r} is the worker's output topic "
+            f"({outputs[spec.topic]}); an input cannot read it",
+        )
+        for i, spec in enumerate(specs)
+        if spec.topic in outputs
+    ]
     if issues:
         raise ConfigError(issues)

@@ -34,8 +34,15 @@ _KEY_TTL_S = 2 * _HOUR_S
 class MoneyBudget:
     """One judge's money budget per clock hour."""
 
-    def __init__(self, judge: str, per_hour: float, *, client: Client | None = None,
-                 prefix: str = "streameval:", clock: Callable[[], float] = time.time) -> None:  # fmt: skip
+    def __init__(
+        self,
+        judge: str,
+        per_hour: float,
+        *,
+        client: Client | None = None,
+        prefix: str = "streameval:",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.judge = judge
         self.per_hour = per_hour
         self.client = client
@@ -83,8 +90,11 @@ class MoneyBudget:
             pipe.expire(self.key(hour), _KEY_TTL_S)
             total, _ = await pipe.execute()
         except redis_errors.RedisError as exc:
-            log.warning("judge %s: money budget not shared (%s); counting this process only", self.judge,
-                        type(exc).__name__)  # fmt: skip
+            log.warning(
+                "judge %s: money budget not shared (%s); counting this process only",
+                self.judge,
+                type(exc).__name__,
+            )
             if hour == self._hour:
                 self._unsent += amount
             return

@@ -45,7 +45,9 @@ class JudgeCache:
     #: most keys in one MGET or one pipeline of SETs
     BATCH = 256
 
-    def __init__(self, client: keyspace.Client, *, prefix: str = "streameval:", ttl_s: int = 7 * 86400) -> None:
+    def __init__(
+        self, client: keyspace.Client, *, prefix: str = "streameval:", ttl_s: int = 7 * 86400
+    ) -> None:
         self.client = client
         self.prefix = prefix
         self._keys = keyspace.Keys(prefix)
@@ -58,7 +60,9 @@ class JudgeCache:
         digest = hashlib.sha256(f"{system}\x00{user}".encode()).hexdigest()
         return self._keys.judge(judge, model, version, digest)
 
-    def _queue(self, queue: list[Any], item: tuple[Any, ...], flush: Callable[[list[Any]], Awaitable[None]]) -> None:
+    def _queue(
+        self, queue: list[Any], item: tuple[Any, ...], flush: Callable[[list[Any]], Awaitable[None]]
+    ) -> None:
         queue.append(item)
         if len(queue) == 1:  # the first of this turn: flush once the turn's other requests are queued
             asyncio.get_running_loop().call_soon(self._start, queue, flush)
@@ -120,7 +124,9 @@ class JudgeCache:
 
     async def put(self, key: str, answer: CachedAnswer) -> None:
         """Returns once the entry is written (or the write failed, which is logged)."""
-        value = orjson.dumps({"text": answer.text, "in": answer.prompt_tokens, "out": answer.completion_tokens})
+        value = orjson.dumps(
+            {"text": answer.text, "in": answer.prompt_tokens, "out": answer.completion_tokens}
+        )
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue(self._puts, (key, value, future), self._flush_puts)
         await future

@@ -68,8 +68,13 @@ class _Wire(Protocol):
     """What the client needs of a transport: one POST, ``(status, headers, body)``; failures raised as
     httpx's exceptions. :class:`AiohttpTransport` has it; :class:`HttpxWire` adapts any httpx transport."""
 
-    async def post(self, url: str, headers: Sequence[tuple[str, str]], content: bytes,
-                   timeout: Mapping[str, float | None]) -> tuple[int, Mapping[str, str], bytes]: ...  # fmt: skip
+    async def post(
+        self,
+        url: str,
+        headers: Sequence[tuple[str, str]],
+        content: bytes,
+        timeout: Mapping[str, float | None],
+    ) -> tuple[int, Mapping[str, str], bytes]: ...
 
 
 class HttpxWire:
@@ -79,12 +84,25 @@ class HttpxWire:
     def __init__(self, transport: httpx.AsyncBaseTransport) -> None:
         self.transport = transport
 
-    async def post(self, url: str, headers: Sequence[tuple[str, str]], content: bytes,
-                   timeout: Mapping[str, float | None]) -> tuple[int, Mapping[str, str], bytes]:  # fmt: skip
+    async def post(
+        self,
+        url: str,
+        headers: Sequence[tuple[str, str]],
+        content: bytes,
+        timeout: Mapping[str, float | None],
+    ) -> tuple[int, Mapping[str, str], bytes]:
         target = httpx.URL(url)
-        request = httpx.Request("POST", target, stream=httpx.ByteStream(content), extensions={"timeout": dict(timeout)},
-                                headers=[("host", target.netloc.decode("ascii")), *headers,
-                                         ("content-length", str(len(content)))])  # fmt: skip
+        request = httpx.Request(
+            "POST",
+            target,
+            stream=httpx.ByteStream(content),
+            extensions={"timeout": dict(timeout)},
+            headers=[
+                ("host", target.netloc.decode("ascii")),
+                *headers,
+                ("content-length", str(len(content))),
+            ],
+        )
         response = await self.transport.handle_async_request(request)
         try:
             await response.aread()
@@ -96,7 +114,9 @@ class HttpxWire:
 class _StartRate:
     """Spaces request starts at least 1/rate seconds apart (a leaky bucket without burst)."""
 
-    def __init__(self, rate: float | None, clock: Callable[[], float], sleep: Callable[[float], Awaitable[None]]) -> None:
+    def __init__(
+        self, rate: float | None, clock: Callable[[], float], sleep: Callable[[float], Awaitable[None]]
+    ) -> None:
         self.interval = 1.0 / rate if rate else 0.0
         self.clock = clock
         self.sleep = sleep
@@ -135,10 +155,15 @@ class JudgeClient:
         self._protocol = protocol_of(config)
         self._route: tuple[str, list[tuple[str, str]]] | None = None  # (URL, headers)
         self._wire: _Wire | None = None
-        self._timeout = {"connect": config.timeout_s, "read": config.timeout_s, "write": config.timeout_s,
-                         "pool": config.timeout_s}  # fmt: skip
-        self._slots = AdaptiveLimit(config.name, config.max_concurrency, adaptive=config.adaptive_concurrency,
-                                    clock=clock)  # fmt: skip
+        self._timeout = {
+            "connect": config.timeout_s,
+            "read": config.timeout_s,
+            "write": config.timeout_s,
+            "pool": config.timeout_s,
+        }
+        self._slots = AdaptiveLimit(
+            config.name, config.max_concurrency, adaptive=config.adaptive_concurrency, clock=clock
+        )
         self._rate = _StartRate(config.requests_per_second, clock, sleep)
         #: ask for structured answers (``structured: true``) until the endpoint rejects them once
         self.structured = config.structured
@@ -157,13 +182,25 @@ class JudgeClient:
         if self._http is not None:
             return
         cfg = self.config
-        headers = {"accept": "*/*", "accept-encoding": "gzip, deflate", "user-agent": f"streameval/{__version__}",
-                   "content-type": "application/json"}  # fmt: skip
+        headers = {
+            "accept": "*/*",
+            "accept-encoding": "gzip, deflate",
+            "user-agent": f"streameval/{__version__}",
+            "content-type": "application/json",
+        }
         proto = self._protocol
-        headers.update(proto.headers(api_key(cfg, self._environ)))  # api_key_file, <api_key_env>_FILE or <api_key_env>
+        headers.update(
+            proto.headers(api_key(cfg, self._environ))
+        )  # api_key_file, <api_key_env>_FILE or <api_key_env>
         if doubled_v1(cfg):
-            log.warning("judge %r: base_url ends in /v1 and the %s protocol appends /%s (requests go to …/v1/%s); "
-                        "give the root without /v1", cfg.name, proto.name, proto.path, proto.path)  # fmt: skip
+            log.warning(
+                "judge %r: base_url ends in /v1 and the %s protocol appends /%s (requests go to …/v1/%s); "
+                "give the root without /v1",
+                cfg.name,
+                proto.name,
+                proto.path,
+                proto.path,
+            )
         for value in (*headers, *headers.values()):
             value.encode("ascii")  # as httpx.Headers encodes str values: a non-ASCII key fails here, at start
         self._route = (str(endpoint(cfg.base_url, proto.path)), list(headers.items()))
@@ -175,8 +212,14 @@ class JudgeClient:
             await self._http.aclose()
             self._http = self._wire = None
 
-    async def complete(self, system: str, user: str, schema: dict[str, Any] | None = None, *,
-                       on_slot: Callable[[], None] | None = None) -> Completion:  # fmt: skip
+    async def complete(
+        self,
+        system: str,
+        user: str,
+        schema: dict[str, Any] | None = None,
+        *,
+        on_slot: Callable[[], None] | None = None,
+    ) -> Completion:
         """Ask the judge; retry what may pass on another attempt. Raises a :class:`JudgeError`.
 
         ``on_slot`` is called once the first attempt holds a slot (the request is on its way).
@@ -215,11 +258,19 @@ class JudgeClient:
     def _reject_structured(self, status: int) -> None:
         if self.structured:
             self.structured = False
-            log.warning("judge %r rejected structured output (HTTP %d); asking for JSON in the prompt only from now on",
-                        self.name, status)  # fmt: skip
+            log.warning(
+                "judge %r rejected structured output (HTTP %d); asking for JSON in the prompt only from now on",
+                self.name,
+                status,
+            )
 
-    async def _attempt(self, system: str, user: str, schema: dict[str, Any] | None = None,
-                       on_slot: Callable[[], None] | None = None) -> tuple[str, int, int, float]:  # fmt: skip
+    async def _attempt(
+        self,
+        system: str,
+        user: str,
+        schema: dict[str, Any] | None = None,
+        on_slot: Callable[[], None] | None = None,
+    ) -> tuple[str, int, int, float]:
         if self._wire is None or self._route is None:
             raise RuntimeError(f"judge {self.name!r} is not started; call start() first")
         cfg = self.config
@@ -233,8 +284,9 @@ class JudgeClient:
             began = self._clock()
             try:
                 async with asyncio.timeout(cfg.timeout_s):
-                    status, answer_headers, content = await self._wire.post(url, headers, orjson.dumps(body),
-                                                                            self._timeout)  # fmt: skip
+                    status, answer_headers, content = await self._wire.post(
+                        url, headers, orjson.dumps(body), self._timeout
+                    )
             except TimeoutError:
                 self._slots.congested(started)
                 raise JudgeTimeout(f"judge {self.name!r} timed out after {cfg.timeout_s:g} s") from None
@@ -271,8 +323,9 @@ class JudgeClient:
         try:
             return self._protocol.read(payload)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError):
-            raise JudgeBadResponse(f"judge {self.name!r} answered JSON without the {self.config.protocol} "
-                                   "message content") from None
+            raise JudgeBadResponse(
+                f"judge {self.name!r} answered JSON without the {self.config.protocol} message content"
+            ) from None
 
 
 def _retry_after(value: str | None) -> float | None:

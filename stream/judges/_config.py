@@ -61,15 +61,23 @@ class _Strict(BaseModel):
 class JudgeConfig(_Strict):
     """One LLM judge. The API key is never part of the config: only the name of its variable."""
 
-    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$",
-                      description="unique judge name (used in results, counters and cache keys)")
+    name: str = Field(
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="unique judge name (used in results, counters and cache keys)",
+    )
     protocol: str = Field(
         description="; ".join(f"{p.name}: POST {{base_url}}/{p.path}" for p in PROTOCOLS.values()),
-        json_schema_extra={"enum": list(PROTOCOLS)})
+        json_schema_extra={"enum": list(PROTOCOLS)},
+    )
     base_url: str = Field(pattern=r"^https?://", description="API root, as the provider's SDK takes it")
     model: str = Field(min_length=1, description="the judge model's name")
-    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
-                                    description="environment variable holding the API key; none: no auth")
+    api_key_env: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="environment variable holding the API key; none: no auth",
+    )
     temperature: float = Field(default=0.3, ge=0.0, le=2.0, description="sampling temperature")
     max_tokens: int = Field(default=2048, ge=1, description="most tokens per answer")
     weight: float = Field(ge=0.0, le=1.0, description="share in the panel; enabled weights sum to 1")
@@ -77,26 +85,43 @@ class JudgeConfig(_Strict):
     blind: bool = Field(default=True, description="never tell the judge which model wrote the output")
     timeout_s: float = Field(default=60.0, gt=0.0, description="limit of one attempt, seconds")
     max_concurrency: int = Field(default=16, ge=1, description="requests in flight to this judge")
-    requests_per_second: float | None = Field(default=None, gt=0.0, description="start rate cap; none: no cap")
+    requests_per_second: float | None = Field(
+        default=None, gt=0.0, description="start rate cap; none: no cap"
+    )
     attempts: int = Field(default=3, ge=1, le=10, description="tries per call, the first included")
     retry_wait_s: float = Field(default=2.0, ge=0.0, description="seconds between tries")
     retry_jitter_s: float = Field(default=0.5, ge=0.0, description="uniform random extra wait, seconds")
     max_retry_after_s: float = Field(default=60.0, ge=0.0, description="cap on a 429's Retry-After")
-    tokens_per_minute: int | None = Field(default=None, ge=1, description="budget; over it: skipped, reason budget")
+    tokens_per_minute: int | None = Field(
+        default=None, ge=1, description="budget; over it: skipped, reason budget"
+    )
     enabled: bool = Field(default=True, description="disabled judges are never called")
-    api_key_file: str | None = Field(default=None, description="file holding the API key (trailing newline "
-                                     "stripped); else <api_key_env>_FILE, else the variable itself")
-    allow_insecure_http: bool = Field(default=False, description="allow plain http:// to a non-loopback host "
-                                      "(the key would cross the network unencrypted)")
+    api_key_file: str | None = Field(
+        default=None,
+        description="file holding the API key (trailing newline "
+        "stripped); else <api_key_env>_FILE, else the variable itself",
+    )
+    allow_insecure_http: bool = Field(
+        default=False,
+        description="allow plain http:// to a non-loopback host "
+        "(the key would cross the network unencrypted)",
+    )
 
-    price_input_per_mtok: float | None = Field(default=None, ge=0.0,
-                                               description="price of a million input tokens; none: cost not counted")
-    price_output_per_mtok: float | None = Field(default=None, ge=0.0,
-                                                description="price of a million output tokens; none: cost not counted")
-    adaptive_concurrency: bool = Field(default=True, description="AIMD between 1 and max_concurrency on 429/5xx/timeouts")
-    budget_per_hour: float | None = Field(default=None, gt=0.0,
-                                          description="money per UTC clock hour, all workers together; over it: budget")
-    structured: bool = Field(default=False, description="ask for the JSON answer by response_format / tool use")
+    price_input_per_mtok: float | None = Field(
+        default=None, ge=0.0, description="price of a million input tokens; none: cost not counted"
+    )
+    price_output_per_mtok: float | None = Field(
+        default=None, ge=0.0, description="price of a million output tokens; none: cost not counted"
+    )
+    adaptive_concurrency: bool = Field(
+        default=True, description="AIMD between 1 and max_concurrency on 429/5xx/timeouts"
+    )
+    budget_per_hour: float | None = Field(
+        default=None, gt=0.0, description="money per UTC clock hour, all workers together; over it: budget"
+    )
+    structured: bool = Field(
+        default=False, description="ask for the JSON answer by response_format / tool use"
+    )
 
     @field_validator("protocol")
     @classmethod
@@ -114,7 +139,11 @@ class JudgeConfig(_Strict):
 
     @model_validator(mode="after")
     def _budget_needs_prices(self) -> JudgeConfig:
-        if self.budget_per_hour is not None and self.price_input_per_mtok is None and self.price_output_per_mtok is None:
+        if (
+            self.budget_per_hour is not None
+            and self.price_input_per_mtok is None
+            and self.price_output_per_mtok is None
+        ):
             raise ValueError("budget_per_hour needs price_input_per_mtok and/or price_output_per_mtok")
         return self
 
@@ -125,7 +154,8 @@ class FallbackSpec(_Strict):
     evaluator: str = Field(description="result name of a rule evaluator in this suite")
     prompt: MetricPrompt = Field(description="which single-number metric prompt to ask")
     trigger: float | Literal["always", "never"] | None = Field(
-        default=None, description="ask when the rule score <= trigger; default: the metric's own trigger")
+        default=None, description="ask when the rule score <= trigger; default: the metric's own trigger"
+    )
 
     def effective_trigger(self) -> float | Literal["always", "never"]:
         return self.trigger if self.trigger is not None else METRIC_PROMPTS[self.prompt].trigger
@@ -134,34 +164,61 @@ class FallbackSpec(_Strict):
 class SuiteJudgeConfig(_Strict):
     """A suite's ``judge:`` block."""
 
-    judges: list[str] | None = Field(default=None, min_length=1,
-                                     description="judge names of this suite's panel; none: every enabled judge")
-    sample_rate: float = Field(default=1.0, ge=0.0, le=1.0, description="share of events judged (by event-id hash)")
+    judges: list[str] | None = Field(
+        default=None, min_length=1, description="judge names of this suite's panel; none: every enabled judge"
+    )
+    sample_rate: float = Field(
+        default=1.0, ge=0.0, le=1.0, description="share of events judged (by event-id hash)"
+    )
     prompt: PromptKind = Field(default="rubric", description="rubric or report")
-    default_category: str = Field(default="qa_simple",
-                                  description="rubric for events whose category is not one of the ten")
+    default_category: str = Field(
+        default="qa_simple", description="rubric for events whose category is not one of the ten"
+    )
     mode: BlendMode = Field(default="blend", description="blend or fallback")
-    metrics_weight: float = Field(default=0.4, ge=0.0, description="final = metrics_weight x metrics + panel_weight x panel")
-    panel_weight: float = Field(default=0.6, ge=0.0, description="final = metrics_weight x metrics + panel_weight x panel")
-    fallbacks: list[FallbackSpec] = Field(default_factory=list, description="mode fallback: per-metric settings")
-    default_score: float = Field(default=0.0, ge=0.0, le=1.0,
-                                 description="the LLM score used when no judge answers")
+    metrics_weight: float = Field(
+        default=0.4, ge=0.0, description="final = metrics_weight x metrics + panel_weight x panel"
+    )
+    panel_weight: float = Field(
+        default=0.6, ge=0.0, description="final = metrics_weight x metrics + panel_weight x panel"
+    )
+    fallbacks: list[FallbackSpec] = Field(
+        default_factory=list, description="mode fallback: per-metric settings"
+    )
+    default_score: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="the LLM score used when no judge answers"
+    )
     min_judges: int = Field(default=1, ge=1, description="fewer answers than this: the panel failed")
-    aggregation: Aggregation = Field(default="weighted",
-                                     description="weighted (weighted mean) or zscore (each judge's scores z-normalised first)")
-    zscore_min_n: int = Field(default=30, ge=2,
-                              description="zscore: scores a judge needs before its norm is used; fewer: weighted")
-    consistency_rate: float = Field(default=0.1, ge=0.0, le=1.0,
-                                    description="share of judged events asked twice (chosen by id hash) to measure judge consistency (blend)")
+    aggregation: Aggregation = Field(
+        default="weighted",
+        description="weighted (weighted mean) or zscore (each judge's scores z-normalised first)",
+    )
+    zscore_min_n: int = Field(
+        default=30, ge=2, description="zscore: scores a judge needs before its norm is used; fewer: weighted"
+    )
+    consistency_rate: float = Field(
+        default=0.1,
+        ge=0.0,
+        le=1.0,
+        description="share of judged events asked twice (chosen by id hash) to measure judge consistency (blend)",
+    )
     unscored: Literal["midpoint", "exclude"] = Field(
-        default="midpoint", description="a refusal or an answer with no score in it: midpoint (the multi-judge spec) or exclude")
+        default="midpoint",
+        description="a refusal or an answer with no score in it: midpoint (the multi-judge spec) or exclude",
+    )
     backpressure: BackpressureConfig | None = Field(
-        default=None, description="judge a smaller share while consumer lag or the judge queue is over a bound")
-    calibrate: bool = Field(default=False, description="blend: map each judge's score through its calibration "
-                            "(fitted to human labels, docs/feedback.md) before the panel is computed")
+        default=None,
+        description="judge a smaller share while consumer lag or the judge queue is over a bound",
+    )
+    calibrate: bool = Field(
+        default=False,
+        description="blend: map each judge's score through its calibration "
+        "(fitted to human labels, docs/feedback.md) before the panel is computed",
+    )
     calibration: dict[str, list[tuple[float, float]]] = Field(
-        default_factory=dict, description="per judge name: points [judge score, human score] (both 0-1), judge score "
-        "ascending, human score non-decreasing, as GET /api/v1/stats/human exports them")
+        default_factory=dict,
+        description="per judge name: points [judge score, human score] (both 0-1), judge score "
+        "ascending, human score non-decreasing, as GET /api/v1/stats/human exports them",
+    )
 
     @field_validator("default_category")
     @classmethod
@@ -187,9 +244,15 @@ class SuiteJudgeConfig(_Strict):
         for name, points in self.calibration.items():
             xs, ys = [p[0] for p in points], [p[1] for p in points]
             if not points or any(not 0.0 <= v <= 1.0 for v in xs + ys):
-                raise ValueError(f"calibration.{name}: points [judge score, human score] within 0-1, at least one")
-            if any(b <= a for a, b in itertools.pairwise(xs)) or any(b < a for a, b in itertools.pairwise(ys)):
-                raise ValueError(f"calibration.{name}: judge scores must ascend and human scores must not descend")
+                raise ValueError(
+                    f"calibration.{name}: points [judge score, human score] within 0-1, at least one"
+                )
+            if any(b <= a for a, b in itertools.pairwise(xs)) or any(
+                b < a for a, b in itertools.pairwise(ys)
+            ):
+                raise ValueError(
+                    f"calibration.{name}: judge scores must ascend and human scores must not descend"
+                )
         return self
 
 

@@ -32,6 +32,8 @@ def add_costs(counters: dict[str, float], prices: Mapping[str, tuple[float, floa
     """Add ``{judge}.cost`` to window counters that hold ``{judge}.prompt_tokens`` / ``.completion_tokens``
     (the worker's ``streameval_judge_cost{judge}`` metric observes it: :func:`streameval.telemetry.observe_outcomes`)."""
     for name, price in prices.items():
-        cost = token_cost(price, counters.get(f"{name}.prompt_tokens", 0.0), counters.get(f"{name}.completion_tokens", 0.0))
+        cost = token_cost(
+            price, counters.get(f"{name}.prompt_tokens", 0.0), counters.get(f"{name}.completion_tokens", 0.0)
+        )
         if cost:
             counters[f"{name}.cost"] = counters.get(f"{name}.cost", 0.0) + cost

@@ -55,14 +55,16 @@ def explain_status(cfg: JudgeConfig, status: int, body: bytes, error: JudgeError
         )
     if status == 404 and proto.not_found_hint:
         return JudgeHTTPError(
-            f"judge {name!r} answered HTTP 404 for {{base_url}}/{proto.path}; {proto.not_found_hint}", status=status,
-        )  # fmt: skip
+            f"judge {name!r} answered HTTP 404 for {{base_url}}/{proto.path}; {proto.not_found_hint}",
+            status=status,
+        )
     if status in (401, 403):
         text = _error_text(body)
         if _UPSTREAM.search(text) and not _OWN_KEY.search(text):
             return JudgeAuthError(
                 f"judge {name!r}: the gateway at base_url answered HTTP {status} about its own upstream "
                 f"credential (the provider key it holds), not about the key in {cfg.api_key_env or 'api_key_env'}; "
-                "fix the gateway's provider key", status=status,
-            )  # fmt: skip
+                "fix the gateway's provider key",
+                status=status,
+            )
     return error

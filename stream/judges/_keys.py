@@ -25,17 +25,40 @@ def api_key(cfg: JudgeConfig, environ: Mapping[str, str] | None = None) -> str |
         try:
             key = read_secret_file(path)
         except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError([ConfigIssue(file="<environment>", path=where, message=(
-                f"judge {cfg.name!r}: cannot read its API key file {path}: {type(exc).__name__}"))]) from None  # fmt: skip
+            raise ConfigError(
+                [
+                    ConfigIssue(
+                        file="<environment>",
+                        path=where,
+                        message=(
+                            f"judge {cfg.name!r}: cannot read its API key file {path}: {type(exc).__name__}"
+                        ),
+                    )
+                ]
+            ) from None
         if not key:
-            raise ConfigError([ConfigIssue(file="<environment>", path=where,
-                                           message=f"judge {cfg.name!r}: its API key file {path} is empty")])
+            raise ConfigError(
+                [
+                    ConfigIssue(
+                        file="<environment>",
+                        path=where,
+                        message=f"judge {cfg.name!r}: its API key file {path} is empty",
+                    )
+                ]
+            )
         return key
     if cfg.api_key_env is None:
         return None
     key = env.get(cfg.api_key_env, "").rstrip("\r\n")
     if not key:
-        raise ConfigError([ConfigIssue(file="<environment>", path=cfg.api_key_env,
-                                       message=f"judge {cfg.name!r} needs its API key in this variable "
-                                       f"(or a file named by {cfg.api_key_env}_FILE)")])  # fmt: skip
+        raise ConfigError(
+            [
+                ConfigIssue(
+                    file="<environment>",
+                    path=cfg.api_key_env,
+                    message=f"judge {cfg.name!r} needs its API key in this variable "
+                    f"(or a file named by {cfg.api_key_env}_FILE)",
+                )
+            ]
+        )
     return key

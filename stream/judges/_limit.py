@@ -26,8 +26,11 @@ from prometheus_client import Gauge
 
 __all__ = ["CONCURRENCY_LIMIT", "AdaptiveLimit"]
 
-CONCURRENCY_LIMIT = Gauge("streameval_judge_concurrency_limit",
-                          "a judge's adaptive concurrency limit (AIMD on 429, 5xx and timeouts)", ["judge"])  # fmt: skip
+CONCURRENCY_LIMIT = Gauge(
+    "streameval_judge_concurrency_limit",
+    "a judge's adaptive concurrency limit (AIMD on 429, 5xx and timeouts)",
+    ["judge"],
+)
 
 
 class AdaptiveLimit:
@@ -36,8 +39,9 @@ class AdaptiveLimit:
 
     DECREASE = 0.5
 
-    def __init__(self, name: str, maximum: int, *, adaptive: bool = True,
-                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+    def __init__(
+        self, name: str, maximum: int, *, adaptive: bool = True, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.name = name
         self.maximum = maximum
         self.adaptive = adaptive

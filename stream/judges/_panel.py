@@ -68,10 +68,15 @@ class JudgeHub:
         self.log_interval_s = log_interval_s
         self._logger: asyncio.Future[None] | None = None
         self.judges: dict[str, Judge] = {
-            cfg.name: Judge(cfg, JudgeClient(cfg, transport=transport, environ=environ, clock=clock),
-                            TokenBudget(cfg.tokens_per_minute, clock), _money(cfg, cache, budget_scope))
-            for cfg in judges if cfg.enabled
-        }  # fmt: skip
+            cfg.name: Judge(
+                cfg,
+                JudgeClient(cfg, transport=transport, environ=environ, clock=clock),
+                TokenBudget(cfg.tokens_per_minute, clock),
+                _money(cfg, cache, budget_scope),
+            )
+            for cfg in judges
+            if cfg.enabled
+        }
         self.prices = prices_of({name: j.config for name, j in self.judges.items()})
         self._syncs: list[asyncio.Future[None]] = []
         #: per-judge running mean and std of its 0-10 scores (all suites, all time), for z-scores;
@@ -112,8 +117,9 @@ class JudgeHub:
         """Every (judge, prompt) pair at once; results in the same order."""
         return list(await asyncio.gather(*(self.ask(judge, prompt) for judge, prompt in asks)))
 
-    async def ask(self, judge: Judge, prompt: Prompt, *, fresh: bool = False,
-                  sent: asyncio.Event | None = None) -> JudgeVerdict:  # fmt: skip
+    async def ask(
+        self, judge: Judge, prompt: Prompt, *, fresh: bool = False, sent: asyncio.Event | None = None
+    ) -> JudgeVerdict:
         """One judge's verdict; ``fresh`` bypasses the cache both ways (the multi-judge spec's consistency re-judging).
 
         Identical requests in flight at once make one call (:class:`SingleFlight`); the others share
@@ -126,8 +132,11 @@ class JudgeHub:
             if fresh:
                 got, shared = await self._fetch(judge, prompt, None, sent), False
             else:
-                key = (self.cache.key(cfg.name, cfg.model, prompt.version, prompt.system, prompt.user)
-                       if self.cache else None)  # fmt: skip
+                key = (
+                    self.cache.key(cfg.name, cfg.model, prompt.version, prompt.system, prompt.user)
+                    if self.cache
+                    else None
+                )
                 flight = (cfg.name, cfg.model, prompt.version, prompt.system, prompt.user)
                 got, shared = await self.flights.do(flight, lambda: self._fetch(judge, prompt, key, sent))
         except Exception as exc:  # a bug of ours must not lose the event: this judge counts as failed
@@ -141,7 +150,9 @@ class JudgeHub:
         self.stats.record(verdict)
         return verdict
 
-    async def _fetch(self, judge: Judge, prompt: Prompt, key: str | None, sent: asyncio.Event | None) -> _Fetched:
+    async def _fetch(
+        self, judge: Judge, prompt: Prompt, key: str | None, sent: asyncio.Event | None
+    ) -> _Fetched:
         """Cache read, call, parse, cache write: the work of one flight. Judge errors are returned."""
         cfg = judge.config
         got = _Fetched()
@@ -153,17 +164,21 @@ class JudgeHub:
                 return got
             if judge.budget.exhausted():
                 raise JudgeBudgetExceeded(
-                    f"judge {cfg.name!r} spent its {cfg.tokens_per_minute} tokens of the last minute")
+                    f"judge {cfg.name!r} spent its {cfg.tokens_per_minute} tokens of the last minute"
+                )
             if judge.money is not None and judge.money.exhausted():
                 raise JudgeBudgetExceeded(
-                    f"judge {cfg.name!r} spent its budget of {cfg.budget_per_hour:g} for this hour (all workers)")
+                    f"judge {cfg.name!r} spent its budget of {cfg.budget_per_hour:g} for this hour (all workers)"
+                )
             schema = answer_schema(prompt) if cfg.structured else None
-            completion = await judge.client.complete(prompt.system, prompt.user, schema,
-                                                     on_slot=None if sent is None else sent.set)  # fmt: skip
+            completion = await judge.client.complete(
+                prompt.system, prompt.user, schema, on_slot=None if sent is None else sent.set
+            )
             judge.budget.spend(completion.prompt_tokens + completion.completion_tokens)
             if judge.money is not None:
-                judge.money.spend(token_cost(self.prices[cfg.name], completion.prompt_tokens,
-                                             completion.completion_tokens))  # fmt: skip
+                judge.money.spend(
+                    token_cost(self.prices[cfg.name], completion.prompt_tokens, completion.completion_tokens)
+                )
             got.answer = CachedAnswer(completion.text, completion.prompt_tokens, completion.completion_tokens)
             got.latency_ms, got.attempts = completion.latency_ms, completion.attempts
             got.parsed = _read(got.answer.text, prompt)  # unusable answers raise and are not cached
@@ -196,14 +211,36 @@ class _Fetched:
         if exc is not None:
             reason = clip(str(exc), 500)
             if shared:
-                return _verdict(cfg, prompt, status="error", error=exc.code,
-                                reason=f"the same request in flight failed: {reason}")  # fmt: skip
-            return _verdict(cfg, prompt, status="error", error=exc.code, reason=reason, answer=self.answer,
-                            latency_ms=self.latency_ms, attempts=self.attempts, cached=self.cached)  # fmt: skip
+                return _verdict(
+                    cfg,
+                    prompt,
+                    status="error",
+                    error=exc.code,
+                    reason=f"the same request in flight failed: {reason}",
+                )
+            return _verdict(
+                cfg,
+                prompt,
+                status="error",
+                error=exc.code,
+                reason=reason,
+                answer=self.answer,
+                latency_ms=self.latency_ms,
+                attempts=self.attempts,
+                cached=self.cached,
+            )
         if shared:
             return _verdict(cfg, prompt, status="ok", verdict=self.parsed, answer=self.answer, cached=True)
-        return _verdict(cfg, prompt, status="ok", verdict=self.parsed, answer=self.answer,
-                        latency_ms=self.latency_ms, attempts=self.attempts, cached=self.cached)  # fmt: skip
+        return _verdict(
+            cfg,
+            prompt,
+            status="ok",
+            verdict=self.parsed,
+            answer=self.answer,
+            latency_ms=self.latency_ms,
+            attempts=self.attempts,
+            cached=self.cached,
+        )
 
 
 def _money(cfg: JudgeConfig, cache: JudgeCache | None, scope: str = "") -> MoneyBudget | None:
@@ -249,16 +286,32 @@ def _verdict(
     cached: bool = False,
 ) -> JudgeVerdict:
     out = JudgeVerdict(
-        name=cfg.name, model=cfg.model, weight=cfg.weight, status=status, prompt=prompt.kind,
+        name=cfg.name,
+        model=cfg.model,
+        weight=cfg.weight,
+        status=status,
+        prompt=prompt.kind,
         scale=prompt.scale,  # type: ignore[arg-type]  # Prompt.scale is one of the three
-        error=error, reason=reason, latency_ms=latency_ms, attempts=attempts, cached=cached,
+        error=error,
+        reason=reason,
+        latency_ms=latency_ms,
+        attempts=attempts,
+        cached=cached,
         prompt_tokens=answer.prompt_tokens if answer else 0,
         completion_tokens=answer.completion_tokens if answer else 0,
-    )  # fmt: skip
+    )
     if verdict is None:
         return out
-    return out.model_copy(update={
-        "score": min(10.0, max(0.0, verdict.score)), "parse": verdict.parse, "scores": verdict.scores,
-        "overall": verdict.overall, "computed": verdict.computed, "reasoning": verdict.reasoning,
-        "strengths": verdict.strengths, "weaknesses": verdict.weaknesses, "warnings": verdict.warnings,
-    })  # fmt: skip
+    return out.model_copy(
+        update={
+            "score": min(10.0, max(0.0, verdict.score)),
+            "parse": verdict.parse,
+            "scores": verdict.scores,
+            "overall": verdict.overall,
+            "computed": verdict.computed,
+            "reasoning": verdict.reasoning,
+            "strengths": verdict.strengths,
+            "weaknesses": verdict.weaknesses,
+            "warnings": verdict.warnings,
+        }
+    )

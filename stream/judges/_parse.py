@@ -52,7 +52,11 @@ from ._prompts import DATA_CLOSE, DATA_OPEN, Prompt
 __all__ = ["SCALES", "ParsedAnswer", "normalise", "parse_answer"]
 
 #: scale -> (low, high, default): the multi-judge spec's default is 3.0 on 1-5, i.e. the midpoint
-SCALES: dict[str, tuple[float, float, float]] = {"1-5": (1.0, 5.0, 3.0), "0-10": (0.0, 10.0, 5.0), "0-1": (0.0, 1.0, 0.5)}
+SCALES: dict[str, tuple[float, float, float]] = {
+    "1-5": (1.0, 5.0, 3.0),
+    "0-10": (0.0, 10.0, 5.0),
+    "0-1": (0.0, 1.0, 0.5),
+}
 #: the multi-judge spec: "abs(overall - calculated) > 0.5" on the judge's own scale
 OVERALL_TOLERANCE = 0.5
 _REGEX_TIMEOUT_S = 0.1  # judge answers are untrusted text; regex (unlike re) can be interrupted
@@ -109,11 +113,16 @@ def parse_answer(text: str, prompt: Prompt) -> ParsedAnswer:
         if _is_verdict(document) and not material.quotes(document, whole):
             return _from_json(document, "json", prompt)
     objects = _objects(text)
-    own = [(start, end, doc) for start, end, doc in objects
-           if _is_verdict(doc) and not material.quotes(doc, text[start:end])]  # fmt: skip
+    own = [
+        (start, end, doc)
+        for start, end, doc in objects
+        if _is_verdict(doc) and not material.quotes(doc, text[start:end])
+    ]
     if own:
         if len({_key(doc, prompt) for _, _, doc in own}) > 1:
-            return _conflict(text, prompt, f"the answer holds {len(own)} verdicts that disagree; none is used")
+            return _conflict(
+                text, prompt, f"the answer holds {len(own)} verdicts that disagree; none is used"
+            )
         start, end, doc = own[-1]
         return _from_json(doc, _stage(text, start, end), prompt)
     return _from_text(_prose(text, objects, material), prompt)
@@ -254,7 +263,9 @@ def _texts(value: Any) -> list[str]:
 
 def _from_json(doc: dict[str, Any], stage: str, prompt: Prompt) -> ParsedAnswer:
     low, high, default = SCALES[prompt.scale]
-    warnings = [f"missing field: {name}" for name in ("scores", "overall_score", "reasoning") if name not in doc]
+    warnings = [
+        f"missing field: {name}" for name in ("scores", "overall_score", "reasoning") if name not in doc
+    ]
     raw = doc.get("scores")
     raw_scores: dict[str, Any] = raw if isinstance(raw, dict) else {}
     scores: dict[str, float] = {}
@@ -265,16 +276,27 @@ def _from_json(doc: dict[str, Any], stage: str, prompt: Prompt) -> ParsedAnswer:
             scores[criterion] = default
             defaulted.append(criterion)
         elif not low <= value <= high:
-            raise JudgeBadResponse(f"criterion {criterion} scored {value:g}, outside the {prompt.scale} scale")
+            raise JudgeBadResponse(
+                f"criterion {criterion} scored {value:g}, outside the {prompt.scale} scale"
+            )
         else:
             scores[criterion] = value
     overall = _number(doc.get("overall_score"))
     if overall is not None and not low <= overall <= high:
         raise JudgeBadResponse(f"overall_score {overall:g} is outside the {prompt.scale} scale")
     reasoning = doc.get("reasoning")
-    verdict = ParsedAnswer(0.0, prompt.scale, stage, scores, overall, reasoning=clip(str(reasoning)) if reasoning else None,
-                      strengths=_texts(doc.get("strengths")), weaknesses=_texts(doc.get("weaknesses")),
-                      defaulted=defaulted, warnings=warnings)  # fmt: skip
+    verdict = ParsedAnswer(
+        0.0,
+        prompt.scale,
+        stage,
+        scores,
+        overall,
+        reasoning=clip(str(reasoning)) if reasoning else None,
+        strengths=_texts(doc.get("strengths")),
+        weaknesses=_texts(doc.get("weaknesses")),
+        defaulted=defaulted,
+        warnings=warnings,
+    )
     return _finish(verdict, prompt, given=len(defaulted) < len(prompt.weights))
 
 
@@ -288,15 +310,26 @@ def _from_text(text: str, prompt: Prompt) -> ParsedAnswer:
             scores[criterion] = default
             defaulted.append(criterion)
         elif isinstance(found, set):
-            return _conflict(text, prompt, f"{criterion} is given several scores ({_listed(found)}); none is used")
+            return _conflict(
+                text, prompt, f"{criterion} is given several scores ({_listed(found)}); none is used"
+            )
         else:
             scores[criterion] = found
     overall = _find_after(r"overall[\s_-]*score", text, low, high)
     if isinstance(overall, set):
-        return _conflict(text, prompt, f"overall score is given several values ({_listed(overall)}); none is used")
+        return _conflict(
+            text, prompt, f"overall score is given several values ({_listed(overall)}); none is used"
+        )
     stage = "regex" if len(defaulted) < len(prompt.weights) or overall is not None else "default"
-    verdict = ParsedAnswer(0.0, prompt.scale, stage, scores, overall, reasoning=clip(text.strip(), 500) or None,
-                      defaulted=defaulted)  # fmt: skip
+    verdict = ParsedAnswer(
+        0.0,
+        prompt.scale,
+        stage,
+        scores,
+        overall,
+        reasoning=clip(text.strip(), 500) or None,
+        defaulted=defaulted,
+    )
     return _finish(verdict, prompt, given=len(defaulted) < len(prompt.weights))
 
 
@@ -305,8 +338,12 @@ def _find_after(label: str, text: str, low: float, high: float) -> float | set[f
     # the multi-judge spec: rf'{criterion}.*?(\d+(?:\.\d+)?)' with re.IGNORECASE (and no DOTALL: same line);
     # every match, not the first: a label given two different numbers is a conflict
     try:
-        matches = regex.finditer(rf"{label}.*?(\d+(?:\.\d+)?)", text, regex.IGNORECASE, timeout=_REGEX_TIMEOUT_S)
-        found = {min(high, max(low, float(m.group(1)))) for m in matches}  # the multi-judge spec: max(1.0, min(5.0, score))
+        matches = regex.finditer(
+            rf"{label}.*?(\d+(?:\.\d+)?)", text, regex.IGNORECASE, timeout=_REGEX_TIMEOUT_S
+        )
+        found = {
+            min(high, max(low, float(m.group(1)))) for m in matches
+        }  # the multi-judge spec: max(1.0, min(5.0, score))
     except TimeoutError:
         return None
     if not found:
@@ -321,8 +358,15 @@ def _listed(values: set[float]) -> str:
 def _conflict(text: str, prompt: Prompt, why: str) -> ParsedAnswer:
     """The ``default`` verdict of an answer that holds several conflicting verdicts."""
     default = SCALES[prompt.scale][2]
-    verdict = ParsedAnswer(0.0, prompt.scale, "default", dict.fromkeys(prompt.weights, default),
-                      reasoning=clip(text.strip(), 500) or None, defaulted=list(prompt.weights), warnings=[why])  # fmt: skip
+    verdict = ParsedAnswer(
+        0.0,
+        prompt.scale,
+        "default",
+        dict.fromkeys(prompt.weights, default),
+        reasoning=clip(text.strip(), 500) or None,
+        defaulted=list(prompt.weights),
+        warnings=[why],
+    )
     return _finish(verdict, prompt, given=False)
 
 
@@ -356,5 +400,11 @@ def _parse_number(text: str) -> ParsedAnswer:
     value = float(match.group(1))
     clamped = min(1.0, max(0.0, value))  # the RAG-evaluation spec: "确保分数在0-1范围内"
     warnings = [] if clamped == value else [f"clamped {value:g} to {clamped:g}"]
-    return ParsedAnswer(round(clamped * 10.0, 6), "0-1", "number", overall=clamped, warnings=warnings,
-                   reasoning=clip(text.strip(), 500) or None)  # fmt: skip
+    return ParsedAnswer(
+        round(clamped * 10.0, 6),
+        "0-1",
+        "number",
+        overall=clamped,
+        warnings=warnings,
+        reasoning=clip(text.strip(), 500) or None,
+    )

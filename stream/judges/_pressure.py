@@ -31,11 +31,14 @@ from ..signals import no_lag
 
 __all__ = ["BACKPRESSURE_SKIPS", "JUDGED_SHARE", "Backpressure", "BackpressureConfig"]
 
-JUDGED_SHARE = Gauge("streameval_judge_judged_share",
-                     "share of a suite's sampled events that are judged (1 unless backpressure lowered it)",
-                     ["suite"])  # fmt: skip
-BACKPRESSURE_SKIPS = Counter("streameval_judge_backpressure_skips",
-                             "sampled events not judged because of backpressure", ["suite"])  # fmt: skip
+JUDGED_SHARE = Gauge(
+    "streameval_judge_judged_share",
+    "share of a suite's sampled events that are judged (1 unless backpressure lowered it)",
+    ["suite"],
+)
+BACKPRESSURE_SKIPS = Counter(
+    "streameval_judge_backpressure_skips", "sampled events not judged because of backpressure", ["suite"]
+)
 
 
 class BackpressureConfig(BaseModel):
@@ -43,9 +46,12 @@ class BackpressureConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_lag: int | None = Field(default=None, ge=1, description="consumer lag (messages) over which the share halves")
-    max_queue: int | None = Field(default=None, ge=1,
-                                  description="judge requests waiting for a slot over which the share halves")
+    max_lag: int | None = Field(
+        default=None, ge=1, description="consumer lag (messages) over which the share halves"
+    )
+    max_queue: int | None = Field(
+        default=None, ge=1, description="judge requests waiting for a slot over which the share halves"
+    )
     min_share: float = Field(default=0.05, gt=0.0, le=1.0, description="the lowest judged share")
     interval_s: float = Field(default=1.0, gt=0.0, description="at most one change of level per interval")
 
@@ -59,8 +65,15 @@ class BackpressureConfig(BaseModel):
 class Backpressure:
     """One suite's level; :meth:`share` is called per event and re-reads the signals once per interval."""
 
-    def __init__(self, suite: str, config: BackpressureConfig, *, queued: Callable[[], int],
-                 lag: Callable[[], int] = no_lag, clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+    def __init__(
+        self,
+        suite: str,
+        config: BackpressureConfig,
+        *,
+        queued: Callable[[], int],
+        lag: Callable[[], int] = no_lag,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.suite = suite
         self.config = config
         self.queued = queued
@@ -94,7 +107,9 @@ class Backpressure:
             over.append(f"lag {lag} > {cfg.max_lag}")
         if cfg.max_queue is not None and queued > cfg.max_queue:
             over.append(f"judge queue {queued} > {cfg.max_queue}")
-        calm = (cfg.max_lag is None or lag <= cfg.max_lag / 2) and (cfg.max_queue is None or queued <= cfg.max_queue / 2)
+        calm = (cfg.max_lag is None or lag <= cfg.max_lag / 2) and (
+            cfg.max_queue is None or queued <= cfg.max_queue / 2
+        )
         if over and self.level < self._lowest:
             self.level += 1
             self.why = "; ".join(over)

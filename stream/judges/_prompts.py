@@ -112,16 +112,27 @@ def _criteria_lines(weights: dict[str, float], *, ten: bool) -> str:
 
 def _answer_shape(weights: dict[str, float], example: float, overall: float) -> str:
     scores = {name: {"score": example, "justification": "reason"} for name in weights}
-    shape = {"scores": scores, "overall_score": overall, "strengths": ["strength 1", "strength 2"],
-             "weaknesses": ["weakness 1", "weakness 2"], "reasoning": "overall reasoning"}  # fmt: skip
+    shape = {
+        "scores": scores,
+        "overall_score": overall,
+        "strengths": ["strength 1", "strength 2"],
+        "weaknesses": ["weakness 1", "weakness 2"],
+        "reasoning": "overall reasoning",
+    }
     return orjson.dumps(shape).decode()
 
 
 def build_rubric(event: RequestEvent, category: str, scale: str, *, blind: bool) -> Prompt:
     """The multi-judge spec's standard (1-5) or overall (0-10) prompt for one of the ten categories."""
     kind, system = _rubric_system(category, scale)
-    return Prompt(kind, system, data_block(event, blind=blind), "1-5" if scale == "1-5" else "0-10",
-                  dict(RUBRICS[category]), category)  # fmt: skip
+    return Prompt(
+        kind,
+        system,
+        data_block(event, blind=blind),
+        "1-5" if scale == "1-5" else "0-10",
+        dict(RUBRICS[category]),
+        category,
+    )
 
 
 @functools.cache
@@ -129,21 +140,27 @@ def _rubric_system(category: str, scale: str) -> tuple[str, str]:
     """(kind, system prompt) of a rubric: the same for every event (built once per category and scale)."""
     weights = RUBRICS[category]
     if scale == "1-5":
-        kind, body = "standard", (
-            f"Task category: {category}\n\nCriteria (score each on a 1-5 scale):\n"
-            f"{_criteria_lines(weights, ten=False)}\n\n{_SCALE_1_5}\n"
-            "overall_score is your overall 1-5 score (the weighted mean of the criteria).\n"
-            "Respond with JSON only, exactly in this shape, with no other text (请确保输出有效的 JSON 格式):\n"
-            f"{_answer_shape(weights, 4, 4.0)}\n"
+        kind, body = (
+            "standard",
+            (
+                f"Task category: {category}\n\nCriteria (score each on a 1-5 scale):\n"
+                f"{_criteria_lines(weights, ten=False)}\n\n{_SCALE_1_5}\n"
+                "overall_score is your overall 1-5 score (the weighted mean of the criteria).\n"
+                "Respond with JSON only, exactly in this shape, with no other text (请确保输出有效的 JSON 格式):\n"
+                f"{_answer_shape(weights, 4, 4.0)}\n"
+            ),
         )
     else:
-        kind, body = "overall", (
-            f"Task category: {category}\n\nCriteria (score each on a 0-10 scale, 10 best):\n"
-            f"{_criteria_lines(weights, ten=True)}\n\n"
-            "Grades on 0-10: 9.0-10 excellent, 7.5-8.9 good, 6.0-7.4 pass, 3.0-5.9 fail, 0-2.9 severe defect.\n"
-            "overall_score is your overall 0-10 score.\n"
-            "Respond with JSON only, exactly in this shape, with no other text:\n"
-            f"{_answer_shape(weights, 8, 8.0)}\n"
+        kind, body = (
+            "overall",
+            (
+                f"Task category: {category}\n\nCriteria (score each on a 0-10 scale, 10 best):\n"
+                f"{_criteria_lines(weights, ten=True)}\n\n"
+                "Grades on 0-10: 9.0-10 excellent, 7.5-8.9 good, 6.0-7.4 pass, 3.0-5.9 fail, 0-2.9 severe defect.\n"
+                "overall_score is your overall 0-10 score.\n"
+                "Respond with JSON only, exactly in this shape, with no other text:\n"
+                f"{_answer_shape(weights, 8, 8.0)}\n"
+            ),
         )
     return kind, _PREAMBLE + "\n" + body
 
@@ -168,14 +185,20 @@ def build_metric(event: RequestEvent, metric: str, *, blind: bool) -> Prompt:
     """The RAG-evaluation spec's single-number prompt (0-1) for one metric's LLM fallback."""
     spec = METRIC_PROMPTS[metric]
     # the retrieval block as the judge should see it: only what the producer set
-    context = event.retrieval.model_dump(mode="json", exclude_defaults=True) if event.retrieval is not None else None
+    context = (
+        event.retrieval.model_dump(mode="json", exclude_defaults=True)
+        if event.retrieval is not None
+        else None
+    )
     body = (
         f"\nQuestion to answer about the output: {spec.question}\n\n"
         "Score on a 0-1 scale:\n- 0.8-1.0: good, clearly meets or exceeds expectations\n"
         "- 0.4-0.7: fair, meets the basic requirements\n- 0.0-0.3: poor, below expectations\n\n"
         "Reply with a single number between 0 and 1 and nothing else.\n"
     )
-    return Prompt(f"metric:{metric}", _PREAMBLE + body, data_block(event, blind=blind, context=context), "0-1")
+    return Prompt(
+        f"metric:{metric}", _PREAMBLE + body, data_block(event, blind=blind, context=context), "0-1"
+    )
 
 
 def known_category(category: str | None) -> bool:

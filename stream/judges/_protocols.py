@@ -35,7 +35,16 @@ class BodyConfig(typing.Protocol):
     @property
     def max_tokens(self) -> int: ...
 
-__all__ = ["ANTHROPIC_VERSION", "PROTOCOLS", "AnthropicMessages", "OpenAIChat", "Protocol", "endpoint", "protocol_of"]
+
+__all__ = [
+    "ANTHROPIC_VERSION",
+    "PROTOCOLS",
+    "AnthropicMessages",
+    "OpenAIChat",
+    "Protocol",
+    "endpoint",
+    "protocol_of",
+]
 
 ANTHROPIC_VERSION = "2023-06-01"
 
@@ -108,8 +117,12 @@ class OpenAIChat(Protocol):
         return {} if key is None else {"authorization": f"Bearer {key}"}
 
     def body(self, cfg: BodyConfig, system: str, user: str, schema: dict[str, Any] | None) -> dict[str, Any]:
-        body = {"model": cfg.model, "max_tokens": cfg.max_tokens, "temperature": cfg.temperature,
-                "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}  # fmt: skip
+        body = {
+            "model": cfg.model,
+            "max_tokens": cfg.max_tokens,
+            "temperature": cfg.temperature,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+        }
         if schema is not None:
             body.update(openai_fields(schema))
         return body
@@ -136,10 +149,18 @@ class OpenAIChat(Protocol):
     def answer(self, body: Mapping[str, Any], text: str, n: int, tokens: tuple[int, int]) -> dict[str, Any]:
         tokens_in, tokens_out = tokens
         return {
-            "id": f"chatcmpl-sim-{n}", "object": "chat.completion", "model": body.get("model"),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out, "total_tokens": tokens_in + tokens_out},
-        }  # fmt: skip
+            "id": f"chatcmpl-sim-{n}",
+            "object": "chat.completion",
+            "model": body.get("model"),
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+            ],
+            "usage": {
+                "prompt_tokens": tokens_in,
+                "completion_tokens": tokens_out,
+                "total_tokens": tokens_in + tokens_out,
+            },
+        }
 
 
 class AnthropicMessages(Protocol):
@@ -156,8 +177,13 @@ class AnthropicMessages(Protocol):
         return headers
 
     def body(self, cfg: BodyConfig, system: str, user: str, schema: dict[str, Any] | None) -> dict[str, Any]:
-        body = {"model": cfg.model, "max_tokens": cfg.max_tokens, "temperature": cfg.temperature,
-                "system": system, "messages": [{"role": "user", "content": user}]}  # fmt: skip
+        body = {
+            "model": cfg.model,
+            "max_tokens": cfg.max_tokens,
+            "temperature": cfg.temperature,
+            "system": system,
+            "messages": [{"role": "user", "content": user}],
+        }
         if schema is not None:
             body.update(anthropic_fields(schema))
         return body
@@ -173,7 +199,9 @@ class AnthropicMessages(Protocol):
 
     def prompts(self, body: Mapping[str, Any]) -> tuple[str, str]:
         messages = body.get("messages") or []
-        return _text(body.get("system")), "".join(_text(m.get("content")) for m in messages if m.get("role") == "user")
+        return _text(body.get("system")), "".join(
+            _text(m.get("content")) for m in messages if m.get("role") == "user"
+        )
 
     def structured(self, body: Mapping[str, Any]) -> bool:
         return "tools" in body
@@ -181,11 +209,14 @@ class AnthropicMessages(Protocol):
     def answer(self, body: Mapping[str, Any], text: str, n: int, tokens: tuple[int, int]) -> dict[str, Any]:
         called = _tool_call(body, text, n) if self.structured(body) else None
         return {
-            "id": f"msg_sim_{n}", "type": "message", "role": "assistant", "model": body.get("model"),
+            "id": f"msg_sim_{n}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model"),
             "content": [{"type": "text", "text": text}] if called is None else [called],
             "stop_reason": "end_turn" if called is None else "tool_use",
             "usage": {"input_tokens": tokens[0], "output_tokens": tokens[1]},
-        }  # fmt: skip
+        }
 
 
 def _tool_call(body: Mapping[str, Any], text: str, n: int) -> dict[str, Any] | None:

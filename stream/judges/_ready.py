@@ -81,7 +81,10 @@ class JudgeProbe:
         cfg = self.cfg
         proto = protocol_of(cfg)
         key = api_key(cfg, self._environ)  # api_key_file, <api_key_env>_FILE or <api_key_env>
-        return str(endpoint(cfg.base_url, proto.models_path)), {"accept": "application/json", **proto.headers(key or None)}
+        return str(endpoint(cfg.base_url, proto.models_path)), {
+            "accept": "application/json",
+            **proto.headers(key or None),
+        }
 
     async def _probe(self) -> JudgeError | None:
         cfg = self.cfg
@@ -107,5 +110,8 @@ def judge_ready_checks(
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
     """``(judge:<name>, check)`` for each enabled judge, in the shape ``/ready`` takes."""
-    return [(f"judge:{cfg.name}", JudgeProbe(cfg, environ=environ, transport=transport))
-            for cfg in configs if cfg.enabled]  # fmt: skip
+    return [
+        (f"judge:{cfg.name}", JudgeProbe(cfg, environ=environ, transport=transport))
+        for cfg in configs
+        if cfg.enabled
+    ]

@@ -68,9 +68,16 @@ def agreement_counters(units: Sequence[Sequence[JudgeVerdict]]) -> dict[str, flo
     for unit in units:
         scored = sorted((v.name, v.score) for v in unit if v.status == "ok" and v.score is not None)
         for i, (a, x) in enumerate(scored):
-            for b, y in scored[i + 1:]:
+            for b, y in scored[i + 1 :]:
                 base = f"pair:{a}:{b}:"
-                for stat, value in (("n", 1.0), ("sx", x), ("sy", y), ("sxx", x * x), ("syy", y * y), ("sxy", x * y)):
+                for stat, value in (
+                    ("n", 1.0),
+                    ("sx", x),
+                    ("sy", y),
+                    ("sxx", x * x),
+                    ("syy", y * y),
+                    ("sxy", x * y),
+                ):
                     add(base + stat, value)
         m, s1, s2, observed = alpha_unit([score for _, score in scored])
         for stat, value in (("n", m), ("s1", s1), ("s2", s2), ("do", observed)):
@@ -96,7 +103,14 @@ def repeat_counters(first: Sequence[JudgeVerdict], repeat: Sequence[JudgeVerdict
             add(f"{b.name}.completion_tokens", b.completion_tokens)
         if a.status == "ok" and b.status == "ok" and a.score is not None and b.score is not None:
             x, y = a.score, b.score
-            for stat, value in (("n", 1.0), ("sx", x), ("sy", y), ("sxx", x * x), ("syy", y * y), ("sxy", x * y)):
+            for stat, value in (
+                ("n", 1.0),
+                ("sx", x),
+                ("sy", y),
+                ("sxx", x * x),
+                ("syy", y * y),
+                ("sxy", x * y),
+            ):
                 add("repeat:" + stat, value)
     return out
 

@@ -27,14 +27,22 @@ def answer_schema(prompt: Prompt) -> dict[str, Any] | None:
     """The JSON Schema of a rubric or report answer; None for single-number prompts."""
     if prompt.scale == "0-1" or not prompt.weights:
         return None
-    criterion = {"type": "object", "properties": {"score": {"type": "number"}, "justification": {"type": "string"}},
-                 "required": ["score", "justification"], "additionalProperties": False}  # fmt: skip
+    criterion = {
+        "type": "object",
+        "properties": {"score": {"type": "number"}, "justification": {"type": "string"}},
+        "required": ["score", "justification"],
+        "additionalProperties": False,
+    }
     texts = {"type": "array", "items": {"type": "string"}}
     return {
         "type": "object",
         "properties": {
-            "scores": {"type": "object", "properties": dict.fromkeys(prompt.weights, criterion),
-                       "required": list(prompt.weights), "additionalProperties": False},
+            "scores": {
+                "type": "object",
+                "properties": dict.fromkeys(prompt.weights, criterion),
+                "required": list(prompt.weights),
+                "additionalProperties": False,
+            },
             "overall_score": {"type": "number"},
             "strengths": texts,
             "weaknesses": texts,
@@ -42,17 +50,24 @@ def answer_schema(prompt: Prompt) -> dict[str, Any] | None:
         },
         "required": ["scores", "overall_score", "strengths", "weaknesses", "reasoning"],
         "additionalProperties": False,
-    }  # fmt: skip
+    }
 
 
 def openai_fields(schema: dict[str, Any]) -> dict[str, Any]:
-    return {"response_format": {"type": "json_schema",
-                                "json_schema": {"name": "evaluation", "schema": schema, "strict": True}}}  # fmt: skip
+    return {
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "evaluation", "schema": schema, "strict": True},
+        }
+    }
 
 
 def anthropic_fields(schema: dict[str, Any]) -> dict[str, Any]:
-    tool = {"name": TOOL_NAME, "description": "Submit the evaluation of the output in the evaluation data.",
-            "input_schema": schema}  # fmt: skip
+    tool = {
+        "name": TOOL_NAME,
+        "description": "Submit the evaluation of the output in the evaluation data.",
+        "input_schema": schema,
+    }
     return {"tools": [tool], "tool_choice": {"type": "tool", "name": TOOL_NAME}}
 
 

@@ -76,18 +76,32 @@ class Judgement:
 
 
 class SuiteJudge:
-    def __init__(self, config: SuiteJudgeConfig, hub: JudgeHub, *, threshold: float, suite: str = "",
-                 lag: Callable[[], int] = no_lag) -> None:
+    def __init__(
+        self,
+        config: SuiteJudgeConfig,
+        hub: JudgeHub,
+        *,
+        threshold: float,
+        suite: str = "",
+        lag: Callable[[], int] = no_lag,
+    ) -> None:
         self.config = config
         self.hub = hub
         self.judges: list[Judge] = hub.panel(config.judges)
         self.threshold = threshold
-        self.pressure = None if config.backpressure is None else Backpressure(
-            suite, config.backpressure, queued=lambda: sum(j.client.queued for j in self.judges), lag=lag)
+        self.pressure = (
+            None
+            if config.backpressure is None
+            else Backpressure(
+                suite, config.backpressure, queued=lambda: sum(j.client.queued for j in self.judges), lag=lag
+            )
+        )
         self.prices = prices_of({j.name: j.config for j in self.judges})
         # calibrate: each judge's map judge score -> human score (0-1), from the suite file
-        self._maps = {name: IsotonicMap(tuple(p[0] for p in points), tuple(p[1] for p in points))
-                      for name, points in config.calibration.items()}  # fmt: skip
+        self._maps = {
+            name: IsotonicMap(tuple(p[0] for p in points), tuple(p[1] for p in points))
+            for name, points in config.calibration.items()
+        }
 
     def _left_out(self, event: RequestEvent) -> str | None:
         """Why ``event`` is not judged (``unsampled`` or ``backpressure``), or None: judge it."""
@@ -116,7 +130,9 @@ class SuiteJudge:
         # together (one round trip); a primary that already failed gets no repeat, and a failed repeat
         # only loses its own pair
         sent = [asyncio.Event() for _ in asks]
-        primary = [asyncio.ensure_future(self.hub.ask(j, p, sent=e)) for (j, p), e in zip(asks, sent, strict=True)]
+        primary = [
+            asyncio.ensure_future(self.hub.ask(j, p, sent=e)) for (j, p), e in zip(asks, sent, strict=True)
+        ]
 
         async def again(i: int) -> JudgeVerdict | None:
             await sent[i].wait()
@@ -132,8 +148,9 @@ class SuiteJudge:
                 task.cancel()  # only if we were cancelled: they are done otherwise
         return first, [(first[i], r) for i, r in enumerate(repeat) if r is not None]
 
-    async def run(self, event: RequestEvent, results: list[EvaluatorResult],
-                  started: asyncio.Task[Asked] | None = None) -> Judgement:  # fmt: skip
+    async def run(
+        self, event: RequestEvent, results: list[EvaluatorResult], started: asyncio.Task[Asked] | None = None
+    ) -> Judgement:
         """Judge ``event`` given its rule results; ``started`` is what :meth:`begin` returned."""
         metrics = combine((r.score, r.weight) for r in results)
         why = None if started is not None else self._left_out(event)
@@ -143,8 +160,10 @@ class SuiteJudge:
             return Judgement(metrics, block, results, {})
         if why == "backpressure" and self.pressure is not None:
             self.pressure.skipped()
-            reason = (f"skipped: backpressure (judging {self.pressure.current:g} of the sampled events; "
-                      f"{self.pressure.why or 'recovering'}): rule scores only")  # fmt: skip
+            reason = (
+                f"skipped: backpressure (judging {self.pressure.current:g} of the sampled events; "
+                f"{self.pressure.why or 'recovering'}): rule scores only"
+            )
             block = self._block("unsampled", metrics, metrics, None, reason, category=None)
             return Judgement(metrics, block, results, {"skip:backpressure": 1.0})
         if self.config.mode == "blend":
@@ -166,8 +185,14 @@ class SuiteJudge:
             return [(j, build_report(event, blind=j.config.blind)) for j in self.judges]
         return [(j, build_rubric(event, category, j.config.scale, blind=j.config.blind)) for j in self.judges]
 
-    def _blend(self, event: RequestEvent, results: list[EvaluatorResult], metrics: float,
-               verdicts: list[JudgeVerdict], repeat: list[Pair]) -> Judgement:  # fmt: skip
+    def _blend(
+        self,
+        event: RequestEvent,
+        results: list[EvaluatorResult],
+        metrics: float,
+        verdicts: list[JudgeVerdict],
+        repeat: list[Pair],
+    ) -> Judgement:
         cfg = self.config
         category = self._category(event)
         verdicts, unscored = apply_unscored(verdicts, cfg.unscored)
@@ -176,8 +201,11 @@ class SuiteJudge:
         # (what the calibration is fitted on, docs/feedback.md)
         scored = self._calibrated(verdicts) if cfg.calibrate else verdicts
         panel = panel_score(scored) if answered >= cfg.min_judges else None
-        note = "" if category is None or category == event.category else (
-            f"; category {event.category!r} has no rubric, used {category}")
+        note = (
+            ""
+            if category is None or category == event.category
+            else (f"; category {event.category!r} has no rubric, used {category}")
+        )
         if cfg.calibrate and panel is not None:
             note += f"; calibrated to human labels (uncalibrated panel {panel_score(verdicts):.2f})"
         if panel is not None and cfg.aggregation == "zscore":
@@ -194,8 +222,10 @@ class SuiteJudge:
         else:
             mw, pw = cfg.metrics_weight, cfg.panel_weight
             final = (mw * metrics + pw * panel / 10.0) / (mw + pw)
-            reason = (f"final = {mw:g} x metrics {metrics * 10:.2f} + {pw:g} x panel {panel:.2f}"
-                      f"{'' if math.isclose(mw + pw, 1.0) else f' / {mw + pw:g}'} = {final * 10:.2f}{note}")
+            reason = (
+                f"final = {mw:g} x metrics {metrics * 10:.2f} + {pw:g} x panel {panel:.2f}"
+                f"{'' if math.isclose(mw + pw, 1.0) else f' / {mw + pw:g}'} = {final * 10:.2f}{note}"
+            )
             status = "ok" if answered == len(verdicts) and not unscored else "partial"
             if answered < len(verdicts):
                 reason += f"; {_failures(verdicts)}"
@@ -205,8 +235,11 @@ class SuiteJudge:
         panel_result = self._panel_result(None if panel is None else panel / 10.0, status, verdicts)
         counters = judge_counters(verdicts)
         # a repeat that did not judge (refusal, default) says nothing about consistency: its call still counts
-        pairs = [(a, b if unscored_kind(b) is None else b.model_copy(update={"status": "error"}))
-                 for a, b in repeat if a.name not in unscored]  # fmt: skip
+        pairs = [
+            (a, b if unscored_kind(b) is None else b.model_copy(update={"status": "error"}))
+            for a, b in repeat
+            if a.name not in unscored
+        ]
         repeated = repeat_counters([a for a, _ in pairs], [b for _, b in pairs]) if pairs else {}
         for extra in (agreement_counters([verdicts]), repeated):
             for name, value in extra.items():
@@ -219,11 +252,17 @@ class SuiteJudge:
     def _calibrated(self, verdicts: list[JudgeVerdict]) -> list[JudgeVerdict]:
         """Each answered verdict with its score mapped through its judge's calibration (0-10 in and out)."""
         maps = self._maps
-        return [v.model_copy(update={"score": round(maps[v.name](v.score / 10) * 10, 6)})
-                if v.status == "ok" and v.score is not None and v.name in maps else v for v in verdicts]  # fmt: skip
+        return [
+            v.model_copy(update={"score": round(maps[v.name](v.score / 10) * 10, 6)})
+            if v.status == "ok" and v.score is not None and v.name in maps
+            else v
+            for v in verdicts
+        ]
 
     # -- the RAG-evaluation spec's per-metric fallback ---------------------------------------------
-    async def _fallback(self, event: RequestEvent, results: list[EvaluatorResult], metrics: float) -> Judgement:
+    async def _fallback(
+        self, event: RequestEvent, results: list[EvaluatorResult], metrics: float
+    ) -> Judgement:
         by_name = {r.name: i for i, r in enumerate(results)}
         specs = [s for s in self.config.fallbacks if s.evaluator in by_name]
         triggered = [s for s in specs if _triggered(s, results[by_name[s.evaluator]].score)]
@@ -231,8 +270,10 @@ class SuiteJudge:
             (j, build_metric(event, s.prompt, blind=j.config.blind)) for s in triggered for j in self.judges
         ]
         verdicts, unscored = apply_unscored(await self.hub.ask_all(asks), self.config.unscored)
-        per_metric = {s.evaluator: verdicts[i * len(self.judges):(i + 1) * len(self.judges)]
-                      for i, s in enumerate(triggered)}  # fmt: skip
+        per_metric = {
+            s.evaluator: verdicts[i * len(self.judges) : (i + 1) * len(self.judges)]
+            for i, s in enumerate(triggered)
+        }
         updated = list(results)
         fallbacks: list[JudgeFallback] = []
         llm_scores: list[float] = []
@@ -250,10 +291,19 @@ class SuiteJudge:
                 candidate = llm if llm is not None else self.config.default_score
                 if candidate > rule:
                     final, source = candidate, "llm" if llm is not None else "default"
-            fallbacks.append(JudgeFallback(evaluator=spec.evaluator, prompt=spec.prompt,
-                                           trigger=spec.effective_trigger(), rule_score=rule,
-                                           triggered=spec.evaluator in per_metric, llm_score=llm,
-                                           final_score=final, source=source, judges=judged))  # type: ignore[arg-type]
+            fallbacks.append(
+                JudgeFallback(
+                    evaluator=spec.evaluator,
+                    prompt=spec.prompt,
+                    trigger=spec.effective_trigger(),
+                    rule_score=rule,
+                    triggered=spec.evaluator in per_metric,
+                    llm_score=llm,
+                    final_score=final,
+                    source=source,  # type: ignore[arg-type]
+                    judges=judged,
+                )
+            )
             if source != "rule":
                 updated[index] = _raised(results[index], rule, final, source, self.threshold)
         final_score = combine((r.score, r.weight) for r in updated)
@@ -263,12 +313,19 @@ class SuiteJudge:
         if not asked:
             reason = "no metric at or under its LLM fallback trigger: rule scores only"
         else:
-            raised = [f"{f.evaluator} {f.rule_score:.2f} -> {f.final_score:.2f} ({f.source})"
-                      for f in fallbacks if f.source != "rule"]  # fmt: skip
-            reason = (f"LLM fallback asked for {asked} metric(s), {got} answered (final = max(rule, LLM)); "
-                      + (f"raised: {', '.join(raised)}" if raised else "no score raised"))
+            raised = [
+                f"{f.evaluator} {f.rule_score:.2f} -> {f.final_score:.2f} ({f.source})"
+                for f in fallbacks
+                if f.source != "rule"
+            ]
+            reason = (
+                f"LLM fallback asked for {asked} metric(s), {got} answered (final = max(rule, LLM)); "
+                + (f"raised: {', '.join(raised)}" if raised else "no score raised")
+            )
             if status == "failed":
-                reason += f"; judges failed ({_failures(verdicts)}), default_score {self.config.default_score:g}"
+                reason += (
+                    f"; judges failed ({_failures(verdicts)}), default_score {self.config.default_score:g}"
+                )
             if unscored and self.config.unscored == "midpoint":
                 reason += f"; {_unscored_note(unscored)} counted as the midpoint"
         panel = round(math.fsum(llm_scores) / len(llm_scores) * 10.0, 6) if llm_scores else None
@@ -282,23 +339,54 @@ class SuiteJudge:
         return Judgement(final_score, block, out, counters)
 
     # -- helpers -----------------------------------------------------------------------------
-    def _block(self, status: str, metrics: float, final: float, panel: float | None, reason: str, *,
-               category: str | None, judges: Sequence[JudgeVerdict] = (),
-               fallbacks: Sequence[JudgeFallback] = ()) -> JudgeBlock:  # fmt: skip
+    def _block(
+        self,
+        status: str,
+        metrics: float,
+        final: float,
+        panel: float | None,
+        reason: str,
+        *,
+        category: str | None,
+        judges: Sequence[JudgeVerdict] = (),
+        fallbacks: Sequence[JudgeFallback] = (),
+    ) -> JudgeBlock:
         prompt = "metric" if self.config.mode == "fallback" else self.config.prompt
-        return JudgeBlock(status=status, mode=self.config.mode, prompt=prompt, category=category,  # type: ignore[arg-type]
-                          panel_score=panel, metrics_score=round(metrics * 10.0, 6),
-                          final_score=round(min(1.0, max(0.0, final)) * 10.0, 6), reason=reason,
-                          judges=list(judges), fallbacks=list(fallbacks))  # fmt: skip
+        return JudgeBlock(
+            status=status,  # type: ignore[arg-type]
+            mode=self.config.mode,
+            prompt=prompt,
+            category=category,
+            panel_score=panel,
+            metrics_score=round(metrics * 10.0, 6),
+            final_score=round(min(1.0, max(0.0, final)) * 10.0, 6),
+            reason=reason,
+            judges=list(judges),
+            fallbacks=list(fallbacks),
+        )
 
-    def _panel_result(self, score: float | None, status: str, verdicts: Sequence[JudgeVerdict]) -> EvaluatorResult:
+    def _panel_result(
+        self, score: float | None, status: str, verdicts: Sequence[JudgeVerdict]
+    ) -> EvaluatorResult:
         answered = sum(v.status == "ok" for v in verdicts)
         details = {"status": status, "answered": answered, "asked": len(verdicts)}
         if score is None:
-            return EvaluatorResult(name=PANEL_RESULT_NAME, score=0.0, passed=False, weight=0.0, details=details,
-                                   reason=f"no usable judge answer ({_failures(verdicts)})", error="judge_unavailable")
-        return EvaluatorResult(name=PANEL_RESULT_NAME, score=round(score, 6), passed=score >= self.threshold,
-                               weight=0.0, details=details)  # fmt: skip
+            return EvaluatorResult(
+                name=PANEL_RESULT_NAME,
+                score=0.0,
+                passed=False,
+                weight=0.0,
+                details=details,
+                reason=f"no usable judge answer ({_failures(verdicts)})",
+                error="judge_unavailable",
+            )
+        return EvaluatorResult(
+            name=PANEL_RESULT_NAME,
+            score=round(score, 6),
+            passed=score >= self.threshold,
+            weight=0.0,
+            details=details,
+        )
 
 
 def _triggered(spec: FallbackSpec, rule: float) -> bool:
@@ -310,10 +398,14 @@ def _triggered(spec: FallbackSpec, rule: float) -> bool:
     return rule <= trigger
 
 
-def _raised(result: EvaluatorResult, rule: float, final: float, source: str, threshold: float) -> EvaluatorResult:
+def _raised(
+    result: EvaluatorResult, rule: float, final: float, source: str, threshold: float
+) -> EvaluatorResult:
     details = dict(result.details or {})
     details["llm_fallback"] = {"rule_score": rule, "final_score": final, "source": source}
-    return result.model_copy(update={"score": final, "passed": result.passed or final >= threshold, "details": details})
+    return result.model_copy(
+        update={"score": final, "passed": result.passed or final >= threshold, "details": details}
+    )
 
 
 def apply_unscored(verdicts: list[JudgeVerdict], policy: str) -> tuple[list[JudgeVerdict], dict[str, str]]:
@@ -330,15 +422,25 @@ def apply_unscored(verdicts: list[JudgeVerdict], policy: str) -> tuple[list[Judg
         if policy == "exclude":
             code = "judge_refused" if kind == "refusal" else "judge_no_score"
             why = "refused to judge" if kind == "refusal" else "gave no score the parser could read"
-            out[i] = v.model_copy(update={"status": "error", "error": code, "score": None,
-                                          "reason": f"judge {v.name!r} {why}; left out of the panel (unscored: exclude)"})
+            out[i] = v.model_copy(
+                update={
+                    "status": "error",
+                    "error": code,
+                    "score": None,
+                    "reason": f"judge {v.name!r} {why}; left out of the panel (unscored: exclude)",
+                }
+            )
     return out, unscored
 
 
 def _unscored_note(unscored: dict[str, str]) -> str:
-    return f"{len(unscored)} judge(s) gave no judgement ({', '.join(f'{n}: {k}' for n, k in unscored.items())})"
+    return (
+        f"{len(unscored)} judge(s) gave no judgement ({', '.join(f'{n}: {k}' for n, k in unscored.items())})"
+    )
 
 
 def _failures(verdicts: Sequence[JudgeVerdict]) -> str:
     failed = [f"{v.name}: {v.error}" for v in verdicts if v.status != "ok"]
-    return f"{len(failed)} of {len(verdicts)} judge(s) gave no score" + (f": {', '.join(failed)}" if failed else "")
+    return f"{len(failed)} of {len(verdicts)} judge(s) gave no score" + (
+        f": {', '.join(failed)}" if failed else ""
+    )

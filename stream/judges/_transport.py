@@ -96,12 +96,18 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
 
     def _open(self) -> aiohttp.ClientSession:
         ssl_context = self._ssl if self._ssl is not None else httpx.create_ssl_context()  # certifi, as httpx
-        connector = aiohttp.TCPConnector(limit=self.limit, limit_per_host=0, keepalive_timeout=self.keepalive_s,
-                                         ssl=ssl_context)  # fmt: skip
+        connector = aiohttp.TCPConnector(
+            limit=self.limit, limit_per_host=0, keepalive_timeout=self.keepalive_s, ssl=ssl_context
+        )
         # trust_env=False: with it aiohttp reads ~/.netrc in a thread on every request (measured: more
         # than half of the worker's CPU at 1,000 requests/s); the proxy is looked up once per host instead
-        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False, trust_env=False,
-                                              cookie_jar=aiohttp.DummyCookieJar(), raise_for_status=False)  # fmt: skip
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            auto_decompress=False,
+            trust_env=False,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            raise_for_status=False,
+        )
         return self._session
 
     def _proxy(self, url: httpx.URL) -> tuple[URL | None, aiohttp.BasicAuth | None]:
@@ -143,18 +149,30 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             found = self._targets[url] = (URL(url, encoded=True), *self._proxy(httpx.URL(url)))
         return found
 
-    async def _send(self, method: str, url: str, headers: Sequence[tuple[str, str]], content: bytes,
-                    timeout: Mapping[str, float | None],
-                    request: httpx.Request | None) -> tuple[int, Mapping[str, str], Any, str | None, bytes]:  # fmt: skip
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        headers: Sequence[tuple[str, str]],
+        content: bytes,
+        timeout: Mapping[str, float | None],
+        request: httpx.Request | None,
+    ) -> tuple[int, Mapping[str, str], Any, str | None, bytes]:
         """(status, headers, raw headers, reason, body) of one request (the headers a case-insensitive
         mapping); failures raised as httpx's exceptions."""
         session = self._session or self._open()
         target, proxy, proxy_auth = self._target(url)
         try:
             async with session.request(
-                method, target, headers=headers, data=content or None, allow_redirects=False,
-                timeout=self._timeout(timeout), proxy=proxy, proxy_auth=proxy_auth,
-            ) as answer:  # fmt: skip
+                method,
+                target,
+                headers=headers,
+                data=content or None,
+                allow_redirects=False,
+                timeout=self._timeout(timeout),
+                proxy=proxy,
+                proxy_auth=proxy_auth,
+            ) as answer:
                 body = await answer.read()
                 return answer.status, answer.headers, answer.raw_headers, answer.reason, body
         except Exception as exc:
@@ -163,15 +181,23 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 raise
             raise mapped from exc
 
-    async def post(self, url: str, headers: Sequence[tuple[str, str]], content: bytes,
-                   timeout: Mapping[str, float | None]) -> tuple[int, Mapping[str, str], bytes]:  # fmt: skip
+    async def post(
+        self,
+        url: str,
+        headers: Sequence[tuple[str, str]],
+        content: bytes,
+        timeout: Mapping[str, float | None],
+    ) -> tuple[int, Mapping[str, str], bytes]:
         """POST without building httpx requests and responses (the judge client's path: those objects
         cost about as much CPU as aiohttp's own request): (status, headers, body). The body is decoded
         as httpx decodes it when the answer has a Content-Encoding; failures are httpx's exceptions."""
-        status, answer_headers, raw_headers, _, body = await self._send("POST", url, headers, content, timeout, None)
+        status, answer_headers, raw_headers, _, body = await self._send(
+            "POST", url, headers, content, timeout, None
+        )
         if "content-encoding" in answer_headers:  # rare (we ask for gzip, deflate): httpx's own decoders
-            response = httpx.Response(status, headers=raw_headers, stream=httpx.ByteStream(body),
-                                      request=httpx.Request("POST", url))  # fmt: skip
+            response = httpx.Response(
+                status, headers=raw_headers, stream=httpx.ByteStream(body), request=httpx.Request("POST", url)
+            )
             await response.aread()
             body = response.content
         return status, answer_headers, body
@@ -179,15 +205,20 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         content = await request.aread()  # in memory (JudgeClient sends an httpx.ByteStream)
         status, _, headers, reason, body = await self._send(
-            request.method, str(request.url), request.headers.multi_items(), content,
-            request.extensions.get("timeout") or {}, request,
-        )  # fmt: skip
+            request.method,
+            str(request.url),
+            request.headers.multi_items(),
+            content,
+            request.extensions.get("timeout") or {},
+            request,
+        )
         extensions = {
             "http_version": b"HTTP/1.1",
             "reason_phrase": (reason or "").encode("latin-1", "replace"),
         }
-        return httpx.Response(status, headers=headers, stream=httpx.ByteStream(body), request=request,
-                              extensions=extensions)  # fmt: skip
+        return httpx.Response(
+            status, headers=headers, stream=httpx.ByteStream(body), request=request, extensions=extensions
+        )
 
     async def aclose(self) -> None:
         if self._session is not None:

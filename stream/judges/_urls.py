@@ -22,5 +22,7 @@ def insecure_http_problem(base_url: str) -> str | None:
     parts = urlsplit(base_url)
     if parts.scheme != "http" or _loopback(parts.hostname or ""):
         return None
-    return (f"plain http:// to {parts.hostname} would send the API key unencrypted; use https:// "
-            "or set allow_insecure_http: true")  # fmt: skip
+    return (
+        f"plain http:// to {parts.hostname} would send the API key unencrypted; use https:// "
+        "or set allow_insecure_http: true"
+    )

@@ -86,8 +86,12 @@ class _Sim:
         if scripted is not None:
             return scripted
         roll = self.rng.random()
-        for name, rate in (("500", self.o.error_rate), ("429", self.o.rate_limit_rate),
-                           ("timeout", self.o.timeout_rate), ("malformed", self.o.malformed_rate)):  # fmt: skip
+        for name, rate in (
+            ("500", self.o.error_rate),
+            ("429", self.o.rate_limit_rate),
+            ("timeout", self.o.timeout_rate),
+            ("malformed", self.o.malformed_rate),
+        ):
             if roll < rate:
                 return self.rng.choice(_MALFORMED) if name == "malformed" else name
             roll -= rate
@@ -106,18 +110,24 @@ class _Sim:
     def refuse_key(self, request: web.Request) -> web.Response | None:
         """401 when an ``api_key`` is set and the request does not carry it."""
         if self.o.api_key is None or self.o.api_key in (
-            request.headers.get("x-api-key"), request.headers.get("authorization", "").removeprefix("Bearer ")
+            request.headers.get("x-api-key"),
+            request.headers.get("authorization", "").removeprefix("Bearer "),
         ):
             return None
-        return web.json_response({"error": {"type": "authentication_error", "message": "invalid api key"}},
-                                 status=401, headers={"X-Judge-Simulated": "true"})  # fmt: skip
+        return web.json_response(
+            {"error": {"type": "authentication_error", "message": "invalid api key"}},
+            status=401,
+            headers={"X-Judge-Simulated": "true"},
+        )
 
     async def models(self, request: web.Request) -> web.Response:
         """The models listing (both protocols' shape, roughly): what ``/ready`` probes."""
         if (refused := self.refuse_key(request)) is not None:
             return refused
-        return web.json_response({"object": "list", "data": [{"id": "simulated", "object": "model"}]},
-                                 headers={"X-Judge-Simulated": "true"})  # fmt: skip
+        return web.json_response(
+            {"object": "list", "data": [{"id": "simulated", "object": "model"}]},
+            headers={"X-Judge-Simulated": "true"},
+        )
 
     async def handle(self, proto: Protocol, request: web.Request) -> web.StreamResponse:
         if (refused := self.refuse_key(request)) is not None:
@@ -127,9 +137,16 @@ class _Sim:
             self.o.requests.append(body)
         structured = proto.structured(body)
         if structured and self.o.reject_structured:
-            return web.json_response({"error": {"type": "invalid_request_error",
-                                                "message": "response_format / tools are not supported"}},
-                                     status=400, headers={"X-Judge-Simulated": "true"})  # fmt: skip
+            return web.json_response(
+                {
+                    "error": {
+                        "type": "invalid_request_error",
+                        "message": "response_format / tools are not supported",
+                    }
+                },
+                status=400,
+                headers={"X-Judge-Simulated": "true"},
+            )
         fault = self.fault()
         delay = self.latency_s()
         if delay:
@@ -138,12 +155,20 @@ class _Sim:
         if fault == "timeout":
             await asyncio.sleep(self.o.hang_s)
         if fault == "500":
-            return web.json_response({"error": {"message": "simulated server error"}}, status=500, headers=headers)
+            return web.json_response(
+                {"error": {"message": "simulated server error"}}, status=500, headers=headers
+            )
         if fault == "429":
             headers["Retry-After"] = f"{self.o.retry_after_s:g}"
-            return web.json_response({"error": {"message": "simulated rate limit"}}, status=429, headers=headers)
+            return web.json_response(
+                {"error": {"message": "simulated rate limit"}}, status=429, headers=headers
+            )
         system, user = proto.prompts(body)
-        text = self.o.reply if self.o.reply is not None else _answer(system, user, str(body.get("model", "")), fault)
+        text = (
+            self.o.reply
+            if self.o.reply is not None
+            else _answer(system, user, str(body.get("model", "")), fault)
+        )
         tokens = (max(1, len(system + user) // 4), max(1, len(text) // 4))
         payload = proto.answer(body, text, next(self.counter), tokens)
         return web.json_response(payload, headers=headers, dumps=lambda d: orjson.dumps(d).decode())
@@ -184,8 +209,16 @@ def _answer(system: str, user: str, model: str, fault: str) -> str:
     ten = "on a 0-10 scale" in system
     low, high = (0.0, 10.0) if ten else (1.0, 5.0)
     step = 0.5 if ten else 1.0
-    scores = {c: min(high, max(low, round((low + quality * (high - low) + _offset(model, c) * (2 if ten else 1)) / step) * step))
-              for c in criteria}  # fmt: skip
+    scores = {
+        c: min(
+            high,
+            max(
+                low,
+                round((low + quality * (high - low) + _offset(model, c) * (2 if ten else 1)) / step) * step,
+            ),
+        )
+        for c in criteria
+    }
     weights = {name: float(w) for name, w in _WEIGHT.findall(system) if name in scores}
     total = sum(weights.values())
     overall = round(sum(s * weights.get(c, 0.0) for c, s in scores.items()) / total, 2) if total else low
@@ -193,7 +226,13 @@ def _answer(system: str, user: str, model: str, fault: str) -> str:
     if fault == "garbage":
         return f"{_TAG} I cannot evaluate this."
     if fault == "prose":
-        return "\n".join([f"{_TAG} Evaluation:", *(f"{c}: {s:g}" for c, s in scores.items()), f"Overall score: {overall:g}"])
+        return "\n".join(
+            [
+                f"{_TAG} Evaluation:",
+                *(f"{c}: {s:g}" for c, s in scores.items()),
+                f"Overall score: {overall:g}",
+            ]
+        )
     document = {
         "scores": {c: {"score": s, "justification": f"{_TAG} {why}"} for c, s in scores.items()},
         "overall_score": overall,
@@ -251,37 +290,68 @@ def demo_judges(base_url: str) -> list[dict[str, Any]]:
     (as yielded by :func:`start_judge_sim`) and are named ``sim-*`` so nobody mistakes them for models.
     """
     return [
-        {"name": "sim-deepseek", "protocol": "openai", "base_url": f"{base_url}/v1",
-         "model": "simulated-deepseek-chat", "weight": 0.30, "scale": "1-5"},
-        {"name": "sim-glm", "protocol": "anthropic", "base_url": base_url,
-         "model": "simulated-glm-4.7", "weight": 0.30, "scale": "1-5"},
-        {"name": "sim-minimax", "protocol": "anthropic", "base_url": base_url,
-         "model": "simulated-minimax-m2.1", "weight": 0.40, "scale": "0-10"},
-    ]  # fmt: skip
+        {
+            "name": "sim-deepseek",
+            "protocol": "openai",
+            "base_url": f"{base_url}/v1",
+            "model": "simulated-deepseek-chat",
+            "weight": 0.30,
+            "scale": "1-5",
+        },
+        {
+            "name": "sim-glm",
+            "protocol": "anthropic",
+            "base_url": base_url,
+            "model": "simulated-glm-4.7",
+            "weight": 0.30,
+            "scale": "1-5",
+        },
+        {
+            "name": "sim-minimax",
+            "protocol": "anthropic",
+            "base_url": base_url,
+            "model": "simulated-minimax-m2.1",
+            "weight": 0.40,
+            "scale": "0-10",
+        },
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``streameval judge-sim``: run the simulated judge in the foreground until interrupted."""
     from .._cliargs import EXIT_CODES, _Formatter
 
-    parser = argparse.ArgumentParser(prog="streameval judge-sim", description="Run a SIMULATED LLM judge "
-                                     "(OpenAI and Anthropic protocols) for tests and demos.",
-                                     epilog=EXIT_CODES, formatter_class=_Formatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="streameval judge-sim",
+        description="Run a SIMULATED LLM judge (OpenAI and Anthropic protocols) for tests and demos.",
+        epilog=EXIT_CODES,
+        formatter_class=_Formatter,
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind")
     parser.add_argument("--port", type=int, default=8700, help="port to listen on")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="added latency of each answer, ms")
-    parser.add_argument("--latency-dist", choices=["fixed", "uniform", "exponential"], default="fixed",
-                        help="distribution of the added latency")
-    parser.add_argument("--latency-spread-ms", type=float, default=0.0, help="spread of the latency distribution, ms")
+    parser.add_argument(
+        "--latency-dist",
+        choices=["fixed", "uniform", "exponential"],
+        default="fixed",
+        help="distribution of the added latency",
+    )
+    parser.add_argument(
+        "--latency-spread-ms", type=float, default=0.0, help="spread of the latency distribution, ms"
+    )
     parser.add_argument("--error-rate", type=float, default=0.0, help="share of requests answered HTTP 500")
     parser.add_argument("--rate-limit-rate", type=float, default=0.0, help="share answered HTTP 429")
     parser.add_argument("--retry-after-s", type=float, default=1.0, help="Retry-After sent with a 429")
     parser.add_argument("--timeout-rate", type=float, default=0.0, help="share that hang for --hang-s")
     parser.add_argument("--hang-s", type=float, default=30.0, help="how long a hanging request hangs, s")
-    parser.add_argument("--malformed-rate", type=float, default=0.0, help="share answered with malformed text")
+    parser.add_argument(
+        "--malformed-rate", type=float, default=0.0, help="share answered with malformed text"
+    )
     parser.add_argument("--seed", type=int, default=0, help="random seed of the rates and scores")
     parser.add_argument("--api-key", default=None, help="answer 401 to requests without this key")
-    parser.add_argument("--reject-structured", action="store_true", help="answer 400 to response_format / tools")
+    parser.add_argument(
+        "--reject-structured", action="store_true", help="answer 400 to response_format / tools"
+    )
     args = parser.parse_args(argv)
     options = {k: v for k, v in vars(args).items() if k not in ("host", "port")}
 

@@ -177,8 +177,10 @@ def _allow_read(ruleset: int, path: str) -> None:
         access = FS_READ_FILE | FS_EXECUTE | (FS_READ_DIR if is_dir else 0)
         attr = struct.pack("=Qi", access, target)  # struct landlock_path_beneath_attr is packed
         buf = ctypes.create_string_buffer(attr, len(attr))
-        _check(int(_libc.syscall(_SYS_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_PATH_BENEATH, buf, 0)),
-               f"landlock_add_rule({path})")  # fmt: skip
+        _check(
+            int(_libc.syscall(_SYS_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_PATH_BENEATH, buf, 0)),
+            f"landlock_add_rule({path})",
+        )
     finally:
         os.close(target)
 
@@ -335,20 +337,77 @@ _TABLES: dict[str, dict[str, int]] = {
 # Common to both profiles: nothing may reach the network, other processes, the kernel's
 # module/bpf/mount machinery, or escape seccomp through io_uring.
 _DENY_ALWAYS = (
-    "socket", "connect", "accept", "accept4", "bind", "listen", "execveat", "fork", "vfork", "ptrace",
-    "process_vm_readv", "process_vm_writev", "mount", "umount2", "pivot_root", "chroot", "open_tree",
-    "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "unshare", "setns",
-    "kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open",
-    "pidfd_send_signal", "pidfd_getfd", "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key",
-    "request_key", "io_uring_setup", "io_uring_enter", "io_uring_register", "memfd_create",
-    "memfd_secret", "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
-    "reboot", "swapon", "swapoff", "acct", "personality", "quotactl", "syslog",
-)  # fmt: skip
+    "socket",
+    "connect",
+    "accept",
+    "accept4",
+    "bind",
+    "listen",
+    "execveat",
+    "fork",
+    "vfork",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "open_tree",
+    "move_mount",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
+    "unshare",
+    "setns",
+    "kill",
+    "tkill",
+    "tgkill",
+    "rt_sigqueueinfo",
+    "rt_tgsigqueueinfo",
+    "pidfd_open",
+    "pidfd_send_signal",
+    "pidfd_getfd",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "memfd_create",
+    "memfd_secret",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "reboot",
+    "swapon",
+    "swapoff",
+    "acct",
+    "personality",
+    "quotactl",
+    "syslog",
+)
 # The Python child also may not open files, exec, create threads or touch its limits.
 _DENY_PYTHON_CHILD = (
-    "open", "openat", "openat2", "creat", "open_by_handle_at", "name_to_handle_at", "execve", "clone",
-    "clone3", "setrlimit", "prlimit64",
-)  # fmt: skip
+    "open",
+    "openat",
+    "openat2",
+    "creat",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "execve",
+    "clone",
+    "clone3",
+    "setrlimit",
+    "prlimit64",
+)
 # The Node host needs open (read-only via Landlock), threads and one execve (the launcher's exec of
 # node itself; Landlock lets it execute only node): clone is allowed only with CLONE_THREAD, clone3
 # answers ENOSYS so libc falls back to clone, whose flags a filter can inspect.

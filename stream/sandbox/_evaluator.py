@@ -54,15 +54,14 @@ def allow_weaker_sandbox() -> bool:
 class CodeParams(Params):
     language: Literal["python", "nodejs"] = Field(description="python or nodejs")
     code: str = Field(
-        min_length=1, max_length=200_000,
+        min_length=1,
+        max_length=200_000,
         description="defines evaluate(input, output, expected, metadata) -> {passed, score?, reason?, details?}",
-    )  # fmt: skip
+    )
     timeout_ms: int = Field(
         default=5000, ge=1, le=60_000, description="wall-clock limit per call (default: 5 s)"
     )
-    memory_mb: int = Field(
-        default=128, ge=16, le=MAX_MEMORY_MB, description="memory limit (default: 128 MB)"
-    )
+    memory_mb: int = Field(default=128, ge=16, le=MAX_MEMORY_MB, description="memory limit (default: 128 MB)")
 
     @field_validator("code")
     @classmethod
@@ -97,17 +96,29 @@ def _node_pool(memory_mb: int) -> SandboxPool:
     except ValueError as exc:
         raise SandboxUnavailable(str(exc)) from None
     node_argv = [
-        node, f"--max-old-space-size={memory_mb}", "--disallow-code-generation-from-strings",
-        f"--openssl-config={NODE_DIR / 'openssl.cnf'}", str(NODE_DIR / "host.js"),
-    ]  # fmt: skip
+        node,
+        f"--max-old-space-size={memory_mb}",
+        "--disallow-code-generation-from-strings",
+        f"--openssl-config={NODE_DIR / 'openssl.cnf'}",
+        str(NODE_DIR / "host.js"),
+    ]
     launcher = [
-        sys.executable, "-I", _BOOT, "_launch",
-        "--data-mb", str(memory_mb + _NODE_DATA_HEADROOM_MB), "--allow-weaker", str(int(allow_weaker_sandbox())),
-    ]  # fmt: skip
+        sys.executable,
+        "-I",
+        _BOOT,
+        "_launch",
+        "--data-mb",
+        str(memory_mb + _NODE_DATA_HEADROOM_MB),
+        "--allow-weaker",
+        str(int(allow_weaker_sandbox())),
+    ]
     return SandboxPool(
-        f"Node.js sandbox host ({memory_mb} MB)", [*launcher, "--", *node_argv], default_slots(),
-        recycle_after=_NODE_RECYCLE_AFTER, restart_on=frozenset({"timeout"}),
-    )  # fmt: skip
+        f"Node.js sandbox host ({memory_mb} MB)",
+        [*launcher, "--", *node_argv],
+        default_slots(),
+        recycle_after=_NODE_RECYCLE_AFTER,
+        restart_on=frozenset({"timeout"}),
+    )
 
 
 @register
@@ -143,9 +154,13 @@ class CodeEvaluator(Evaluator):
             raise SandboxError("the code evaluator was not started (the pipeline calls start() first)")
         request: dict[str, Any] = {
             "code": self.params.code,
-            "args": {"input": event.input, "output": event.output, "expected": event.expected,
-                     "metadata": event.metadata},
+            "args": {
+                "input": event.input,
+                "output": event.output,
+                "expected": event.expected,
+                "metadata": event.metadata,
+            },
             "timeout_ms": self.params.timeout_ms,
             "memory_mb": self.params.memory_mb,
-        }  # fmt: skip
+        }
         return to_score(await self._pool.call(request, self.params.timeout_ms))

@@ -44,9 +44,14 @@ def main() -> None:
     argv = options.argv[1:] if options.argv[:1] == ["--"] else options.argv
     mechanisms = _confine.probe()
     if mechanisms.missing and not options.allow_weaker:
-        write_frame(1, {"error": "refusing to run code evaluators: this machine lacks "
-                        + "; ".join(mechanisms.missing)
-                        + " (set STREAMEVAL_ALLOW_WEAKER_SANDBOX=1 to run with weaker confinement)"})  # fmt: skip
+        write_frame(
+            1,
+            {
+                "error": "refusing to run code evaluators: this machine lacks "
+                + "; ".join(mechanisms.missing)
+                + " (set STREAMEVAL_ALLOW_WEAKER_SANDBOX=1 to run with weaker confinement)"
+            },
+        )
         return
     ruleset = (
         _confine.landlock_ruleset(mechanisms.landlock_abi, node_read_paths(argv[0]))

@@ -108,9 +108,13 @@ class SandboxPool:
 
     async def _spawn(self) -> _Slot:
         proc = await asyncio.create_subprocess_exec(
-            *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env={}, limit=MAX_FRAME,
-        )  # fmt: skip
+            *self.argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={},
+            limit=MAX_FRAME,
+        )
         slot = _Slot(proc)
         slot.reader = asyncio.ensure_future(slot.drain_stderr())
         self._all.add(slot)

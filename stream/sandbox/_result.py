@@ -35,8 +35,10 @@ def to_score(reply: Any) -> Score:
         )
     unknown = sorted(set(value) - RESULT_KEYS)
     if unknown:
-        raise SandboxError(f"evaluate() returned unknown key(s) {', '.join(map(repr, unknown))}; "
-                           "allowed: passed, score, reason, details")  # fmt: skip
+        raise SandboxError(
+            f"evaluate() returned unknown key(s) {', '.join(map(repr, unknown))}; "
+            "allowed: passed, score, reason, details"
+        )
     passed = value.get("passed")
     if not isinstance(passed, bool):
         raise SandboxError(f"evaluate() must return a boolean 'passed', not {_kind(passed)}")

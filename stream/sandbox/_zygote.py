@@ -37,10 +37,32 @@ __all__ = ["ALLOWED_MODULES", "MAX_RESULT_BYTES", "main"]
 # the evaluator-module spec §4.2 names Node modules only; the Python list is ours: a short, pure-compute
 # extension (documented in docs/sandbox.md). Everything here is imported in the zygote.
 ALLOWED_MODULES = (
-    "json", "math", "statistics", "re", "datetime", "collections", "itertools", "difflib", "string",
-    "functools", "operator", "typing", "dataclasses", "decimal", "fractions", "unicodedata",
-    "textwrap", "bisect", "heapq", "copy", "random", "hashlib", "base64", "time", "asyncio",
-)  # fmt: skip
+    "json",
+    "math",
+    "statistics",
+    "re",
+    "datetime",
+    "collections",
+    "itertools",
+    "difflib",
+    "string",
+    "functools",
+    "operator",
+    "typing",
+    "dataclasses",
+    "decimal",
+    "fractions",
+    "unicodedata",
+    "textwrap",
+    "bisect",
+    "heapq",
+    "copy",
+    "random",
+    "hashlib",
+    "base64",
+    "time",
+    "asyncio",
+)
 _SUBMODULES = ("collections.abc",)
 #: The child's serialised result may not exceed this (the evaluator-module spec's results are a verdict, not a
 #: payload).
@@ -91,9 +113,10 @@ class Zygote:
         self.missing = self.mechanisms.missing
         if self.missing and not allow_weaker:
             raise RuntimeError(
-                "refusing to run code evaluators: this machine lacks " + "; ".join(self.missing)
+                "refusing to run code evaluators: this machine lacks "
+                + "; ".join(self.missing)
                 + " (set STREAMEVAL_ALLOW_WEAKER_SANDBOX=1 to run with weaker confinement)"
-            )  # fmt: skip
+            )
         self.builtins = _safe_builtins()
         self.codes: OrderedDict[str, CodeType] = OrderedDict()
         self.devnull = os.open(os.devnull, os.O_RDWR)
@@ -224,7 +247,9 @@ class Zygote:
         try:
             reply = _run(code, request, self.builtins)
         except BaseException:
-            reply = _error("exception", "the code failed and its error could not be described (out of memory?)")
+            reply = _error(
+                "exception", "the code failed and its error could not be described (out of memory?)"
+            )
         _write(3, reply)
         os._exit(0)
 

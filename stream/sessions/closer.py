@@ -47,9 +47,18 @@ __all__ = ["SessionCloser", "build_result", "content_of", "evaluate_thread", "gr
 log = logging.getLogger(__name__)
 
 
-async def evaluate_thread(pipeline: Pipeline, session: Session, key: str, revision: int, turns: list[dict[str, Any]],
-                          received: int, closed_by: str, closed_at: float, *,
-                          received_at: float) -> tuple[GradedResult, SessionResult, dict[str, dict[str, float]]]:  # fmt: skip
+async def evaluate_thread(
+    pipeline: Pipeline,
+    session: Session,
+    key: str,
+    revision: int,
+    turns: list[dict[str, Any]],
+    received: int,
+    closed_by: str,
+    closed_at: float,
+    *,
+    received_at: float,
+) -> tuple[GradedResult, SessionResult, dict[str, dict[str, float]]]:
     """Judge one session's thread; the graded form (recorded), the session result (published), counters."""
     event, metrics = thread_event(session.name, key, session.config.category, revision, turns, received)
     graded, counters = await pipeline.evaluate(event, session.suite, received_at=received_at)
@@ -67,29 +76,65 @@ def judged(turns: Sequence[dict[str, Any]]) -> bool:
     return any(t.get("score") is not None for t in turns)
 
 
-def build_result(graded: GradedResult, session: str, key: str, revision: int, turns: list[dict[str, Any]], metrics: dict[str, Any],
-                 closed_by: str, closed_at: float) -> SessionResult:  # fmt: skip
+def build_result(
+    graded: GradedResult,
+    session: str,
+    key: str,
+    revision: int,
+    turns: list[dict[str, Any]],
+    metrics: dict[str, Any],
+    closed_by: str,
+    closed_at: float,
+) -> SessionResult:
     return SessionResult(
-        id=graded.id, session=session, key=key, model=graded.model,
-        models=list(dict.fromkeys(t["model"] for t in turns if t.get("model"))), category=graded.category,
-        turn_ids=[t["id"] for t in turns], first_event_time=format_time(turns[0]["t"]),
-        last_event_time=format_time(turns[-1]["t"]), closed_by=closed_by,  # type: ignore[arg-type]
-        closed_at=format_time(closed_at), revision=revision, truncated=metrics["dropped"] > 0,
-        metrics=SessionMetrics(**metrics), score=graded.score, passed=graded.passed, threshold=graded.threshold,
-        grade=graded.grade, evaluators=graded.evaluators, judge=graded.judge, failed_gates=graded.failed_gates,
-        reason=graded.reason, evaluated_at=graded.evaluated_at, latency_ms=graded.latency_ms,
+        id=graded.id,
+        session=session,
+        key=key,
+        model=graded.model,
+        models=list(dict.fromkeys(t["model"] for t in turns if t.get("model"))),
+        category=graded.category,
+        turn_ids=[t["id"] for t in turns],
+        first_event_time=format_time(turns[0]["t"]),
+        last_event_time=format_time(turns[-1]["t"]),
+        closed_by=closed_by,  # type: ignore[arg-type]
+        closed_at=format_time(closed_at),
+        revision=revision,
+        truncated=metrics["dropped"] > 0,
+        metrics=SessionMetrics(**metrics),
+        score=graded.score,
+        passed=graded.passed,
+        threshold=graded.threshold,
+        grade=graded.grade,
+        evaluators=graded.evaluators,
+        judge=graded.judge,
+        failed_gates=graded.failed_gates,
+        reason=graded.reason,
+        evaluated_at=graded.evaluated_at,
+        latency_ms=graded.latency_ms,
         pipeline_version=__version__,
-    )  # fmt: skip
+    )
 
 
 def graded_of(result: SessionResult) -> GradedResult:
     """The graded form a session result was recorded as (:meth:`SessionCloser.close`)."""
-    return GradedResult(id=result.id, model=result.model, suite=result.session, category=result.category,
-                        score=result.score, passed=result.passed, threshold=result.threshold, grade=result.grade,
-                        evaluators=result.evaluators, event_time=result.last_event_time,
-                        evaluated_at=result.evaluated_at, latency_ms=result.latency_ms,
-                        pipeline_version=result.pipeline_version, judge=result.judge,
-                        failed_gates=result.failed_gates, reason=result.reason)  # fmt: skip
+    return GradedResult(
+        id=result.id,
+        model=result.model,
+        suite=result.session,
+        category=result.category,
+        score=result.score,
+        passed=result.passed,
+        threshold=result.threshold,
+        grade=result.grade,
+        evaluators=result.evaluators,
+        event_time=result.last_event_time,
+        evaluated_at=result.evaluated_at,
+        latency_ms=result.latency_ms,
+        pipeline_version=result.pipeline_version,
+        judge=result.judge,
+        failed_gates=result.failed_gates,
+        reason=result.reason,
+    )
 
 
 def content_of(turn_ids: Sequence[str], revision: int) -> bytes:
@@ -100,8 +145,17 @@ def content_of(turn_ids: Sequence[str], revision: int) -> bytes:
 class SessionCloser:
     """Closes due sessions exactly once across workers (module docstring)."""
 
-    def __init__(self, state: SessionStore, store: ResultStore, pipeline: Pipeline, sessions: Sequence[Session], *,
-                 limit: int = 256, concurrency: int = 32, clock: Callable[[], float] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        state: SessionStore,
+        store: ResultStore,
+        pipeline: Pipeline,
+        sessions: Sequence[Session],
+        *,
+        limit: int = 256,
+        concurrency: int = 32,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         self.state = state
         self.store = store
         self.pipeline = pipeline
@@ -153,8 +207,16 @@ class SessionCloser:
                 await self.state.move(tag, score, deadline if status == "reopened" else None)
             return 0
         graded, result, counters = await evaluate_thread(
-            self.pipeline, session, claim.key, claim.revision, turns, claim.received, closed_by, claim.now,
-            received_at=self._clock() if self._clock else claim.now)  # fmt: skip
+            self.pipeline,
+            session,
+            claim.key,
+            claim.revision,
+            turns,
+            claim.received,
+            closed_by,
+            claim.now,
+            received_at=self._clock() if self._clock else claim.now,
+        )
         encoded = result.model_dump_json().encode()
         retractions: list[tuple[GradedResult, bytes, dict[str, dict[str, float]] | None, bytes]] = []
         if claim.revision > 0 and claim.previous:
@@ -164,15 +226,19 @@ class SessionCloser:
                 (old.model_copy(update={"id": old.id + "~"}), b"", previous["counters"], b"retract")
             )
         stored = await retry_forever(
-            lambda: self.store.record_many([(graded, encoded, counters, content_of(result.turn_ids, claim.revision))],
-                                           retractions=retractions),
-            what="recording a session result in Redis")  # fmt: skip
+            lambda: self.store.record_many(
+                [(graded, encoded, counters, content_of(result.turn_ids, claim.revision))],
+                retractions=retractions,
+            ),
+            what="recording a session result in Redis",
+        )
         value = encoded
         if stored[0] is not None:  # counted before (a worker died closing it): publish what was counted
             value = stored[0]
             # the version of the pair it was counted under (docs/versions.md): a later retraction goes there too
             graded = graded_of(SessionResult.model_validate_json(value)).model_copy(
-                update={"suite_version": session.suite.version or None})
+                update={"suite_version": session.suite.version or None}
+            )
         else:  # /metrics: results, quality series and judge activity by model x session name, per revision
             telemetry.observe_outcomes([Outcome(result=graded, counters=counters)])
         await send(Publish("session", f"{claim.session}:{claim.key}".encode(), value))
@@ -181,8 +247,12 @@ class SessionCloser:
         counted = orjson.dumps({"graded": graded.model_dump(mode="json"), "counters": counters})
         status, deadline = await self.state.finish(claim, counted, closed_by)
         if status == "lost":  # our lease ran out and another worker closes it: its entry is that worker's
-            log.warning("session %s:%s: the closing lease expired before the result was marked; another worker "
-                        "takes over", claim.session, claim.key)  # fmt: skip
+            log.warning(
+                "session %s:%s: the closing lease expired before the result was marked; another worker "
+                "takes over",
+                claim.session,
+                claim.key,
+            )
             return 1
         # reopened: turns came in while closing (their own appends set the entry; else it moves to their deadline)
         await self.state.move(tag, score, deadline if status == "reopened" else None)

@@ -77,8 +77,17 @@ class LocalSessions:
             if not judged(turns):  # an agent run of steps only: closes without a result, as online
                 continue
             now = time.time()
-            graded, result, _ = await evaluate_thread(pipeline, self.sessions[name], key, 0, turns, state.seq,
-                                                      "end" if state.ended else "gap", now, received_at=now)  # fmt: skip
+            graded, result, _ = await evaluate_thread(
+                pipeline,
+                self.sessions[name],
+                key,
+                0,
+                turns,
+                state.seq,
+                "end" if state.ended else "gap",
+                now,
+                received_at=now,
+            )
             out.append((graded, result))
         self._open.clear()
         return out

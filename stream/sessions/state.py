@@ -147,8 +147,15 @@ def _text(value: Any) -> str:
 class SessionStore:
     """Appends turns and claims and finishes closings, for every session of the suite file."""
 
-    def __init__(self, client: Client, terms: dict[str, SessionTerms], *, prefix: str = "streameval:",
-                 lease_s: float = 30.0, worker_id: str = "worker") -> None:  # fmt: skip
+    def __init__(
+        self,
+        client: Client,
+        terms: dict[str, SessionTerms],
+        *,
+        prefix: str = "streameval:",
+        lease_s: float = 30.0,
+        worker_id: str = "worker",
+    ) -> None:
         self.client = client
         self.terms = terms
         self.keys = SessionKeys(prefix)
@@ -172,8 +179,15 @@ class SessionStore:
         calls = []
         for tag, group in groups.items():
             terms = self.terms[group[0].session]
-            args: list[Any] = [repr(terms.gap_s), repr(terms.grace_s), terms.max_turns, terms.max_bytes,
-                               int(terms.gap_s + terms.grace_s) + _OPEN_MARGIN_S, len(group), repr(terms.settle_s)]  # fmt: skip
+            args: list[Any] = [
+                repr(terms.gap_s),
+                repr(terms.grace_s),
+                terms.max_turns,
+                terms.max_bytes,
+                int(terms.gap_s + terms.grace_s) + _OPEN_MARGIN_S,
+                len(group),
+                repr(terms.settle_s),
+            ]
             for turn in group:
                 args += [turn.id, repr(turn.time), int(turn.end), turn.payload]
             calls.append((self._append, self.keys.keys(tag)[:2], args))
@@ -213,10 +227,22 @@ class SessionStore:
             return status, float(_text(reply[1])) if status == "later" else None
         session, key = self.keys.split(tag)
         r = reply
-        return Claim(tag, session, key, now=float(_text(r[1])), seq=int(r[2]), revision=int(r[3]), first=float(r[4]),
-                     last=float(r[5]), arrival=float(r[6]), ended=_text(r[7]) == "1", received=int(r[8]),
-                     dropped=int(r[9]), previous=bytes(r[10]) if r[10] else b"",
-                     turns=[m[_PREFIX:] for m in sorted(bytes(m) for m in r[12:])])  # fmt: skip
+        return Claim(
+            tag,
+            session,
+            key,
+            now=float(_text(r[1])),
+            seq=int(r[2]),
+            revision=int(r[3]),
+            first=float(r[4]),
+            last=float(r[5]),
+            arrival=float(r[6]),
+            ended=_text(r[7]) == "1",
+            received=int(r[8]),
+            dropped=int(r[9]),
+            previous=bytes(r[10]) if r[10] else b"",
+            turns=[m[_PREFIX:] for m in sorted(bytes(m) for m in r[12:])],
+        )
 
     async def finish(self, claim: Claim, published: bytes, closed_by: str) -> tuple[str, float | None]:
         """Mark ``claim`` closed (or reopened, when turns came in meanwhile): ('closed' | 'lost', None) or
@@ -254,5 +280,7 @@ class SessionStore:
 
 def session_terms(sessions: Sequence[Any], settle_s: float = 5.0) -> dict[str, SessionTerms]:
     """Each configured session's :class:`SessionTerms` (``sessions``: :class:`streameval.config.Session`)."""
-    return {s.name: SessionTerms(s.config.gap_s, s.config.grace, s.config.max_turns, s.config.max_bytes, settle_s)
-            for s in sessions}  # fmt: skip
+    return {
+        s.name: SessionTerms(s.config.gap_s, s.config.grace, s.config.max_turns, s.config.max_bytes, settle_s)
+        for s in sessions
+    }

@@ -48,8 +48,11 @@ def thread_metrics(turns: list[dict[str, Any]], received: int) -> dict[str, Any]
     duration = max(0.0, last - first)
     calls = [call for t in turns for call in t.get("tools") or ()]
     tool_errors = sum(1 for call in calls if call.get("error"))
-    unclean = sum(1 for t in turns if t["refusal"] or t["error"] or t["gates"]
-                  or any(call.get("error") for call in t.get("tools") or ()))  # fmt: skip
+    unclean = sum(
+        1
+        for t in turns
+        if t["refusal"] or t["error"] or t["gates"] or any(call.get("error") for call in t.get("tools") or ())
+    )
     mean = math.fsum(scores) / len(scores)
     by_domain: dict[str, list[float]] = defaultdict(list)
     for t in scored:
@@ -115,8 +118,9 @@ def render(turns: list[dict[str, Any]], dropped: int) -> str:
     return "\n".join(lines)
 
 
-def thread_event(session: str, key: str, category: str, revision: int, turns: list[dict[str, Any]],
-                 received: int) -> tuple[RequestEvent, dict[str, Any]]:  # fmt: skip
+def thread_event(
+    session: str, key: str, category: str, revision: int, turns: list[dict[str, Any]], received: int
+) -> tuple[RequestEvent, dict[str, Any]]:
     """The request event a session is judged as, and its rule metrics (module docstring)."""
     metrics = thread_metrics(turns, received)
     dropped = received - len(turns)
@@ -125,18 +129,29 @@ def thread_event(session: str, key: str, category: str, revision: int, turns: li
         id=result_id(session, key, revision),
         model=next((t["model"] for t in reversed(turns) if t.get("model")), "unknown"),
         category=category,
-        input=(f"An agent run of {received} step(s){left_out}: LLM calls, tool calls and their results or errors, "
-               "in time order. Judge the trajectory as a whole: planning, tool use, recovery from errors, the "
-               "final answer." if metrics["steps"] else
-               f"A conversation of {received} turn(s){left_out}. Judge the replies over the whole thread, "
-               "in order: what was said earlier, tool calls and their results included."),
+        input=(
+            f"An agent run of {received} step(s){left_out}: LLM calls, tool calls and their results or errors, "
+            "in time order. Judge the trajectory as a whole: planning, tool use, recovery from errors, the "
+            "final answer."
+            if metrics["steps"]
+            else f"A conversation of {received} turn(s){left_out}. Judge the replies over the whole thread, "
+            "in order: what was said earlier, tool calls and their results included."
+        ),
         output=render(turns, dropped),
         timestamp=format_time(turns[-1]["t"]),
-        metadata={"session": {"name": session, "key": key, "revision": revision, "metrics": metrics},
-                  "transcript": turns},
-        agent=AgentBlock(task_quality=min(1.0, max(0.0, metrics["score_mean"])), communication_rounds=received,
-                         task_time=metrics["duration_s"],
-                         results=[DomainScore(domain=t["domain"][:128], score=float(t["score"]))
-                                  for t in turns if t.get("score") is not None]),
-    )  # fmt: skip
+        metadata={
+            "session": {"name": session, "key": key, "revision": revision, "metrics": metrics},
+            "transcript": turns,
+        },
+        agent=AgentBlock(
+            task_quality=min(1.0, max(0.0, metrics["score_mean"])),
+            communication_rounds=received,
+            task_time=metrics["duration_s"],
+            results=[
+                DomainScore(domain=t["domain"][:128], score=float(t["score"]))
+                for t in turns
+                if t.get("score") is not None
+            ],
+        ),
+    )
     return event, metrics

@@ -28,7 +28,16 @@ from ..envelope import Turn
 from ..judges._refusal import find_refusal
 from ..models import GradedResult, RequestEvent, parse_time
 
-__all__ = ["MAX_KEY_CHARS", "MAX_TOOL_CALLS", "TOOL_TEXT", "Turn", "session_key", "step_turns", "text_limit", "turns_of"]
+__all__ = [
+    "MAX_KEY_CHARS",
+    "MAX_TOOL_CALLS",
+    "TOOL_TEXT",
+    "Turn",
+    "session_key",
+    "step_turns",
+    "text_limit",
+    "turns_of",
+]
 
 #: longer session keys are replaced by ``sha256:`` and their digest (ids and Redis keys stay bounded)
 MAX_KEY_CHARS = 96
@@ -147,13 +156,24 @@ def step_turns(sessions: Sequence[Any], step: dict[str, Any], received_at: float
         error = step.get("error")
         tool = step["kind"] == "tool"
         record: dict[str, Any] = {
-            "id": step["id"], "t": t, "step": "tool" if tool else "end", "role": "tool" if tool else "agent",
-            "name": clip(str(step.get("name") or "?"), 128), "input": None, "output": "", "model": None,
-            "category": None, "domain": None, "suite": None, "score": None, "passed": None, "gates": [],
+            "id": step["id"],
+            "t": t,
+            "step": "tool" if tool else "end",
+            "role": "tool" if tool else "agent",
+            "name": clip(str(step.get("name") or "?"), 128),
+            "input": None,
+            "output": "",
+            "model": None,
+            "category": None,
+            "domain": None,
+            "suite": None,
+            "score": None,
+            "passed": None,
+            "gates": [],
             "refusal": False,
             # a failed tool call counts as a tool error (below), a failed run as an error of the run
             "error": not tool and bool(error),
-        }  # fmt: skip
+        }
         if tool:
             call: dict[str, Any] = {"name": record["name"]}
             for field in ("arguments", "result"):

@@ -43,7 +43,9 @@ def test_batch_positions_give_each_partitions_offset_range() -> None:
     assert batch_positions(batch) == {("t", 0): (5, 7), ("t", 1): (9, 9)}
 
 
-def test_watchdog_reports_the_oldest_batch_per_partition_and_the_stall(caplog: pytest.LogCaptureFixture) -> None:
+def test_watchdog_reports_the_oldest_batch_per_partition_and_the_stall(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     now = [100.0]
     watchdog = StallWatchdog(10, clock=lambda: now[0])
     pending = [(95.0, {("wt", 0): (0, 9)}), (99.0, {("wt", 0): (10, 19), ("wt", 1): (0, 4)})]

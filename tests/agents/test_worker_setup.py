@@ -11,8 +11,13 @@ def test_no_spinner_turns_debug_records_on_at_warn_level(tmp_path: object) -> No
     from streameval.agents.app import create_app
     from streameval.agents.worker import make_faust_worker
 
-    settings = Settings(config="unused.yaml", redis_url="redis://127.0.0.1:1/0", kafka_bootstrap_servers="127.0.0.1:1",
-                        log_level="warn", data_dir=str(tmp_path))  # fmt: skip
+    settings = Settings(
+        config="unused.yaml",
+        redis_url="redis://127.0.0.1:1/0",
+        kafka_bootstrap_servers="127.0.0.1:1",
+        log_level="warn",
+        data_dir=str(tmp_path),
+    )
 
     async def never() -> object:
         raise AssertionError("not started in this test")

@@ -46,8 +46,10 @@ async def test_health_ready_and_metrics(aredis: aioredis.Redis, prefix: str) -> 
         raise ConnectionError("judge down")
 
     checks = [("judge:a", fails), ("broker", tcp_check("127.0.0.1", closed_port()))]
-    async with TestClient(TestServer(create_web_app(aredis, prefix=prefix, token=None))) as ok, \
-            TestClient(TestServer(create_web_app(aredis, prefix=prefix, token=None, checks=checks))) as bad:  # fmt: skip
+    async with (
+        TestClient(TestServer(create_web_app(aredis, prefix=prefix, token=None))) as ok,
+        TestClient(TestServer(create_web_app(aredis, prefix=prefix, token=None, checks=checks))) as bad,
+    ):
         assert (await (await ok.get("/health")).json())["status"] == "ok"
         resp = await ok.get("/ready")
         assert resp.status == 200 and (await resp.json())["checks"] == {"redis": {"ok": True}}
@@ -60,8 +62,13 @@ async def test_health_ready_and_metrics(aredis: aioredis.Redis, prefix: str) -> 
         resp = await ok.get("/metrics")
         assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/plain")
         text = await resp.text()
-        for name in ("streameval_events_in_total", "streameval_events_in_flight", "streameval_consumer_lag",
-                     "streameval_evaluator_latency_seconds", "streameval_judge_tokens_total"):
+        for name in (
+            "streameval_events_in_total",
+            "streameval_events_in_flight",
+            "streameval_consumer_lag",
+            "streameval_evaluator_latency_seconds",
+            "streameval_judge_tokens_total",
+        ):
             assert re.search(rf"^# TYPE {name} ", text, flags=re.M), name
         assert "_created" not in text  # no creation-time series: they double the series for nothing
 
@@ -81,22 +88,59 @@ def sample(name: str, **labels: str) -> float:
 
 
 def verdict(name: str, **kw: Any) -> JudgeVerdict:
-    base: dict[str, Any] = {"name": name, "model": "m", "weight": 0.5, "status": "ok", "prompt": "standard", "scale": "0-10"}
+    base: dict[str, Any] = {
+        "name": name,
+        "model": "m",
+        "weight": 0.5,
+        "status": "ok",
+        "prompt": "standard",
+        "scale": "0-10",
+    }
     return JudgeVerdict(**{**base, **kw})
 
 
 def test_observe_outcomes_counts_results_dead_letters_and_judges() -> None:
-    verdicts = [verdict("tj-a", attempts=3, prompt_tokens=10, completion_tokens=4),
-                verdict("tj-b", cached=True), verdict("tj-c", status="error", attempts=3, error="timeout")]  # fmt: skip
+    verdicts = [
+        verdict("tj-a", attempts=3, prompt_tokens=10, completion_tokens=4),
+        verdict("tj-b", cached=True),
+        verdict("tj-c", status="error", attempts=3, error="timeout"),
+    ]
     block = JudgeBlock(
-        status="partial", mode="blend", prompt="rubric", category=None, panel_score=5.0, metrics_score=5.0,
-        final_score=5.0, reason="r", fallbacks=[], judges=verdicts,
-    )  # fmt: skip
-    result = GradedResult(id="x", model="m", suite="tel-suite", score=0.5, passed=False, threshold=0.6, grade="fail",
-                          evaluators=[], event_time="2026-01-01T00:00:00Z", evaluated_at="2026-01-01T00:00:00Z",
-                          latency_ms=1.0, pipeline_version="t", judge=block)  # fmt: skip
-    letter = DeadLetter(raw="", reason="r", kind="no_suite", event_id=None, source=DeadLetterSource(),
-                        failed_at="2026-01-01T00:00:00Z", pipeline_version="t")  # fmt: skip
+        status="partial",
+        mode="blend",
+        prompt="rubric",
+        category=None,
+        panel_score=5.0,
+        metrics_score=5.0,
+        final_score=5.0,
+        reason="r",
+        fallbacks=[],
+        judges=verdicts,
+    )
+    result = GradedResult(
+        id="x",
+        model="m",
+        suite="tel-suite",
+        score=0.5,
+        passed=False,
+        threshold=0.6,
+        grade="fail",
+        evaluators=[],
+        event_time="2026-01-01T00:00:00Z",
+        evaluated_at="2026-01-01T00:00:00Z",
+        latency_ms=1.0,
+        pipeline_version="t",
+        judge=block,
+    )
+    letter = DeadLetter(
+        raw="",
+        reason="r",
+        kind="no_suite",
+        event_id=None,
+        source=DeadLetterSource(),
+        failed_at="2026-01-01T00:00:00Z",
+        pipeline_version="t",
+    )
     # the panel's own window counters (as the pipeline computes them), plus a consistency repeat of
     # tj-a and a price: telemetry observes exactly these
     counters = judge_counters(verdicts)
@@ -106,12 +150,18 @@ def test_observe_outcomes_counts_results_dead_letters_and_judges() -> None:
     outcome = Outcome(result=result, counters={PANEL_RESULT_NAME: counters})
 
     def samples() -> list[float]:
-        return [sample("streameval_results_out_total", suite="tel-suite"), sample("streameval_dead_letters_total", kind="no_suite"),
-                sample("streameval_judge_calls_total", judge="tj-a"), sample("streameval_judge_retries_total", judge="tj-a"),
-                sample("streameval_judge_tokens_total", judge="tj-a", kind="prompt"),
-                sample("streameval_judge_cost_total", judge="tj-a"),
-                sample("streameval_judge_cache_hits_total", judge="tj-b"), sample("streameval_judge_calls_total", judge="tj-b"),
-                sample("streameval_judge_errors_total", judge="tj-c"), sample("streameval_judge_calls_total", judge="tj-c")]  # fmt: skip
+        return [
+            sample("streameval_results_out_total", suite="tel-suite"),
+            sample("streameval_dead_letters_total", kind="no_suite"),
+            sample("streameval_judge_calls_total", judge="tj-a"),
+            sample("streameval_judge_retries_total", judge="tj-a"),
+            sample("streameval_judge_tokens_total", judge="tj-a", kind="prompt"),
+            sample("streameval_judge_cost_total", judge="tj-a"),
+            sample("streameval_judge_cache_hits_total", judge="tj-b"),
+            sample("streameval_judge_calls_total", judge="tj-b"),
+            sample("streameval_judge_errors_total", judge="tj-c"),
+            sample("streameval_judge_calls_total", judge="tj-c"),
+        ]
 
     before = samples()
     telemetry.observe_outcomes([outcome, Outcome(dead_letter=letter), outcome])
@@ -122,7 +172,9 @@ def test_observe_outcomes_counts_results_dead_letters_and_judges() -> None:
 
 def test_observe_lag_uses_the_last_offset_per_partition() -> None:
     marks = {("tl", 0): 10, ("tl", 1): None}
-    telemetry.observe_lag([("tl", 0, 3), ("tl", 0, 7), ("tl", 1, 2), (None, None, None)], lambda t, p: marks[(t, p)])
+    telemetry.observe_lag(
+        [("tl", 0, 3), ("tl", 0, 7), ("tl", 1, 2), (None, None, None)], lambda t, p: marks[(t, p)]
+    )
     assert sample("streameval_consumer_lag", topic="tl", partition="0") == 2  # offsets 8 and 9 are waiting
     assert REGISTRY.get_sample_value("streameval_consumer_lag", {"topic": "tl", "partition": "1"}) is None
 
@@ -143,10 +195,16 @@ async def test_live_registry_follows_changes_by_pubsub(aredis: aioredis.Redis, p
     live = LiveRegistry(store, resync_s=60)  # only pub/sub can bring changes within the test's deadline
     await live.start()
     try:
-        record = await store.create(name="n1", description=None, config=CodeConfig(language="python", code=PY % 1))
-        await wait_until(lambda: live.get(evaluator_id=record.id) is not None, timeout=10, what="the new evaluator")
+        record = await store.create(
+            name="n1", description=None, config=CodeConfig(language="python", code=PY % 1)
+        )
+        await wait_until(
+            lambda: live.get(evaluator_id=record.id) is not None, timeout=10, what="the new evaluator"
+        )
         updated = await store.update(record, name="n2")
-        await wait_until(lambda: (r := live.get(name="n2")) is not None and r.version == 2, timeout=10, what="the rename")
+        await wait_until(
+            lambda: (r := live.get(name="n2")) is not None and r.version == 2, timeout=10, what="the rename"
+        )
         assert live.get(name="n1") is None and updated.version_tag == f"{record.id}@2"
         await store.delete(updated)
         await wait_until(lambda: live.get(evaluator_id=record.id) is None, timeout=10, what="the deletion")
@@ -156,7 +214,9 @@ async def test_live_registry_follows_changes_by_pubsub(aredis: aioredis.Redis, p
 
 async def test_registered_evaluator_runs_the_current_version(aredis: aioredis.Redis, prefix: str) -> None:
     store = RegistryStore(aredis, prefix=prefix)
-    record = await store.create(name="half", description=None, config=CodeConfig(language="python", code=PY % 0.5))
+    record = await store.create(
+        name="half", description=None, config=CodeConfig(language="python", code=PY % 0.5)
+    )
     live = LiveRegistry(store, resync_s=60)
     await live.start()
     bind_live_registry(live)
@@ -169,7 +229,9 @@ async def test_registered_evaluator_runs_the_current_version(aredis: aioredis.Re
         first = await evaluator.aevaluate(event)
         assert (first.score, first.version) == (0.5, f"{record.id}@1")
         await store.update(record, config=CodeConfig(language="python", code=PY % 0.9))
-        await wait_until(lambda: (r := live.get(name="half")) is not None and r.version == 2, timeout=10, what="version 2")
+        await wait_until(
+            lambda: (r := live.get(name="half")) is not None and r.version == 2, timeout=10, what="version 2"
+        )
         second = await by_id.aevaluate(event)
         assert (second.score, second.version) == (0.9, f"{record.id}@2")
         missing = build_evaluator("registered", {"name": "nope"})
@@ -205,8 +267,21 @@ def test_offline_evaluate_refuses_registered_with_exit_2(tmp_path: Path) -> None
     from streameval.cli import main
 
     config = tmp_path / "suites.yaml"
-    config.write_text("suites:\n  - {name: s, default: true, evaluators: [{evaluator: registered, params: {name: x}}]}\n")
+    config.write_text(
+        "suites:\n  - {name: s, default: true, evaluators: [{evaluator: registered, params: {name: x}}]}\n"
+    )
     events = tmp_path / "in.jsonl"
     events.write_text('{"id": "1", "model": "m", "output": "x"}\n')
-    code = main(["evaluate", "--config", str(config), "--input", str(events), "--output", str(tmp_path / "out.jsonl"), "--quiet"])
+    code = main(
+        [
+            "evaluate",
+            "--config",
+            str(config),
+            "--input",
+            str(events),
+            "--output",
+            str(tmp_path / "out.jsonl"),
+            "--quiet",
+        ]
+    )
     assert code == 2 and not (tmp_path / "out.jsonl").exists()

@@ -31,7 +31,9 @@ async def client(aredis: aioredis.Redis, prefix: str) -> AsyncIterator[TestClien
         yield c
 
 
-async def create(client: TestClient[Any, Any], name: str = "min_len", code: str = NODE_CODE, language: str = "nodejs") -> dict[str, Any]:
+async def create(
+    client: TestClient[Any, Any], name: str = "min_len", code: str = NODE_CODE, language: str = "nodejs"
+) -> dict[str, Any]:
     body = {"name": name, "description": "d", "type": "code", "config": {"language": language, "code": code}}
     resp = await client.post(BASE, json=body, headers=AUTH)
     assert resp.status == 201, await resp.text()
@@ -46,7 +48,9 @@ async def test_presets_are_the_builtin_registry_seed_five_first(client: TestClie
     data = (await resp.json())["data"]
     names = [p["name"] for p in data]
     assert names[:5] == list(SEED_PRESETS)
-    assert set(names) == set(evaluator_names()) - {"code", "registered"} - {n for n in evaluator_names() if n.startswith("test_")}
+    assert set(names) == set(evaluator_names()) - {"code", "registered"} - {
+        n for n in evaluator_names() if n.startswith("test_")
+    }
     regex = next(p for p in data if p["id"] == "regex")
     assert regex["type"] == "preset" and regex["isPreset"] is True
     assert regex["config"]["presetType"] == "regex"
@@ -58,7 +62,11 @@ async def test_presets_are_the_builtin_registry_seed_five_first(client: TestClie
 async def test_crud_round_trip_and_type_filter(client: TestClient[Any, Any]) -> None:
     created = await create(client)
     assert created["isPreset"] is False and created["type"] == "code" and created["version"] == 1
-    assert created["config"] == {"language": "nodejs", "code": NODE_CODE, "timeout": 5000}  # the evaluator-module spec: 5000 ms
+    assert created["config"] == {
+        "language": "nodejs",
+        "code": NODE_CODE,
+        "timeout": 5000,
+    }  # the evaluator-module spec: 5000 ms
 
     got = (await (await client.get(f"{BASE}/{created['id']}")).json())["data"]
     assert got == created
@@ -72,7 +80,9 @@ async def test_crud_round_trip_and_type_filter(client: TestClient[Any, Any]) -> 
     assert len(everything) == len(preset_names()) + 1
     assert (await (await client.get(BASE, params={"type": "llm"})).json())["data"] == []
 
-    resp = await client.put(f"{BASE}/{created['id']}", json={"name": "renamed", "description": None}, headers=AUTH)
+    resp = await client.put(
+        f"{BASE}/{created['id']}", json={"name": "renamed", "description": None}, headers=AUTH
+    )
     updated = (await resp.json())["data"]
     assert resp.status == 200 and updated["name"] == "renamed" and updated["description"] is None
     assert updated["version"] == 2 and updated["createdAt"] == created["createdAt"]
@@ -86,7 +96,12 @@ async def test_crud_round_trip_and_type_filter(client: TestClient[Any, Any]) -> 
 
 @pytest.mark.parametrize(
     ("method", "path"),
-    [("get", f"{BASE}/nope"), ("put", f"{BASE}/nope"), ("delete", f"{BASE}/nope"), ("post", f"{BASE}/nope/test")],
+    [
+        ("get", f"{BASE}/nope"),
+        ("put", f"{BASE}/nope"),
+        ("delete", f"{BASE}/nope"),
+        ("post", f"{BASE}/nope/test"),
+    ],
 )
 async def test_unknown_id_is_503001(client: TestClient[Any, Any], method: str, path: str) -> None:
     body = {"output": "x"} if path.endswith("/test") else ({"name": "x"} if method == "put" else None)
@@ -98,7 +113,9 @@ async def test_unknown_id_is_503001(client: TestClient[Any, Any], method: str, p
 @pytest.mark.parametrize("method", ["put", "delete"])
 @pytest.mark.parametrize("preset", SEED_PRESETS)
 async def test_presets_cannot_be_changed(client: TestClient[Any, Any], method: str, preset: str) -> None:
-    resp = await client.request(method, f"{BASE}/{preset}", json={"name": "x"} if method == "put" else None, headers=AUTH)
+    resp = await client.request(
+        method, f"{BASE}/{preset}", json={"name": "x"} if method == "put" else None, headers=AUTH
+    )
     payload = await resp.json()
     assert resp.status == 403 and payload["code"] == 403 and "preset" in payload["message"]
     assert (await client.get(f"{BASE}/{preset}")).status == 200
@@ -106,9 +123,16 @@ async def test_presets_cannot_be_changed(client: TestClient[Any, Any], method: s
 
 @pytest.mark.parametrize(
     ("headers", "status"),
-    [({}, 401), ({"Authorization": "Bearer wrong"}, 401), ({"Authorization": f"Basic {TOKEN}"}, 401), (AUTH, 201)],
+    [
+        ({}, 401),
+        ({"Authorization": "Bearer wrong"}, 401),
+        ({"Authorization": f"Basic {TOKEN}"}, 401),
+        (AUTH, 201),
+    ],
 )
-async def test_writes_need_the_bearer_token(client: TestClient[Any, Any], headers: dict[str, str], status: int) -> None:
+async def test_writes_need_the_bearer_token(
+    client: TestClient[Any, Any], headers: dict[str, str], status: int
+) -> None:
     body = {"name": "a", "type": "code", "config": {"language": "python", "code": PY_CODE}}
     resp = await client.post(BASE, json=body, headers=headers)
     assert resp.status == status
@@ -129,10 +153,19 @@ async def test_without_a_configured_token_writes_are_refused(aredis: aioredis.Re
         ({"type": "code", "config": {"language": "python", "code": PY_CODE}}, "$.name"),
         ({"name": "", "type": "code", "config": {"language": "python", "code": PY_CODE}}, "$.name"),
         ({"name": "a", "type": "code", "config": {"language": "ruby", "code": PY_CODE}}, "$.config.language"),
-        ({"name": "a", "type": "code", "config": {"language": "python", "code": PY_CODE, "timeout": 0}}, "$.config.timeout"),
+        (
+            {"name": "a", "type": "code", "config": {"language": "python", "code": PY_CODE, "timeout": 0}},
+            "$.config.timeout",
+        ),
         ({"name": "a", "type": "code", "config": {"language": "python", "code": "x = 1"}}, "$.config.code"),
-        ({"name": "a", "type": "code", "config": {"language": "nodejs", "code": "module.exports = ("}}, "$.config.code"),
-        ({"name": "a", "type": "code", "config": {"language": "python", "code": PY_CODE}, "extra": 1}, "$.extra"),
+        (
+            {"name": "a", "type": "code", "config": {"language": "nodejs", "code": "module.exports = ("}},
+            "$.config.code",
+        ),
+        (
+            {"name": "a", "type": "code", "config": {"language": "python", "code": PY_CODE}, "extra": 1},
+            "$.extra",
+        ),
         ({"name": "a", "type": "llm", "config": {}}, "$.type"),
         ({"name": "a", "type": "composite", "config": {}}, "$.type"),
         ([1, 2], "$"),
@@ -169,7 +202,9 @@ async def test_names_are_unique_and_not_builtin(client: TestClient[Any, Any]) ->
     assert (await client.put(f"{BASE}/{second['id']}", json={"name": "dup"}, headers=AUTH)).status == 200
 
 
-@pytest.mark.parametrize("body", [{}, {"type": "llm"}, {"config": {"language": "python", "code": "x=1"}}, {"bogus": 1}])
+@pytest.mark.parametrize(
+    "body", [{}, {"type": "llm"}, {"config": {"language": "python", "code": "x=1"}}, {"bogus": 1}]
+)
 async def test_update_validation(client: TestClient[Any, Any], body: dict[str, Any]) -> None:
     created = await create(client, "u", PY_CODE, "python")
     resp = await client.put(f"{BASE}/{created['id']}", json=body, headers=AUTH)
@@ -184,14 +219,31 @@ async def test_list_rejects_an_unknown_type(client: TestClient[Any, Any]) -> Non
 @pytest.mark.parametrize(
     ("evaluator", "body", "passed", "score"),
     [
-        ("exact_match", {"input": "北京是哪个国家的首都？", "output": "中国", "expected": "中国"}, True, 1.0),  # the evaluator-module spec §3.1
-        ("contains", {"output": "北京是中国的首都，有着悠久的历史...", "expected": "首都"}, True, 1.0),  # the evaluator-module spec §3.2
+        (
+            "exact_match",
+            {"input": "北京是哪个国家的首都？", "output": "中国", "expected": "中国"},
+            True,
+            1.0,
+        ),  # the evaluator-module spec §3.1
+        (
+            "contains",
+            {"output": "北京是中国的首都，有着悠久的历史...", "expected": "首都"},
+            True,
+            1.0,
+        ),  # the evaluator-module spec §3.2
         ("regex", {"output": "2026-11-21", "params": {"pattern": r"^\d{4}-\d{2}-\d{2}$"}}, True, 1.0),
         ("regex", {"output": "ABC", "params": {"pattern": "abc", "flags": "i"}}, True, 1.0),
-        ("similarity", {"output": "kitten", "expected": "sitting", "params": {"threshold": 0.5}}, True, 1 - 3 / 7),
+        (
+            "similarity",
+            {"output": "kitten", "expected": "sitting", "params": {"threshold": 0.5}},
+            True,
+            1 - 3 / 7,
+        ),
     ],
 )
-async def test_test_run_presets(client: TestClient[Any, Any], evaluator: str, body: dict[str, Any], passed: bool, score: float) -> None:
+async def test_test_run_presets(
+    client: TestClient[Any, Any], evaluator: str, body: dict[str, Any], passed: bool, score: float
+) -> None:
     resp = await client.post(f"{BASE}/{evaluator}/test", json=body, headers=AUTH)
     payload = await resp.json()
     assert resp.status == 200 and payload["code"] == 200, payload
@@ -202,11 +254,17 @@ async def test_test_run_presets(client: TestClient[Any, Any], evaluator: str, bo
 
 @pytest.mark.parametrize(
     ("evaluator", "body", "path"),
-    [("regex", {"output": "x"}, "$.params.pattern"), ("regex", {"output": "x", "params": {"pattern": "("}}, "$.params"),
-     ("exact_match", {"output": "x", "params": {"nope": 1}}, "$.params.nope"), ("exact_match", {}, "$.output"),
-     ("exact_match", {"output": 3}, "$.output")],
-)  # fmt: skip
-async def test_test_run_validation(client: TestClient[Any, Any], evaluator: str, body: dict[str, Any], path: str) -> None:
+    [
+        ("regex", {"output": "x"}, "$.params.pattern"),
+        ("regex", {"output": "x", "params": {"pattern": "("}}, "$.params"),
+        ("exact_match", {"output": "x", "params": {"nope": 1}}, "$.params.nope"),
+        ("exact_match", {}, "$.output"),
+        ("exact_match", {"output": 3}, "$.output"),
+    ],
+)
+async def test_test_run_validation(
+    client: TestClient[Any, Any], evaluator: str, body: dict[str, Any], path: str
+) -> None:
     resp = await client.post(f"{BASE}/{evaluator}/test", json=body, headers=AUTH)
     payload = await resp.json()
     assert resp.status == 400 and path in [e["path"] for e in payload["data"]["errors"]], payload
@@ -214,7 +272,9 @@ async def test_test_run_validation(client: TestClient[Any, Any], evaluator: str,
 
 async def test_test_run_custom_code_both_languages(client: TestClient[Any, Any]) -> None:
     node = await create(client, "node", NODE_CODE, "nodejs")
-    resp = await client.post(f"{BASE}/{node['id']}/test", json={"output": "abc", "metadata": {"minLength": 4}}, headers=AUTH)
+    resp = await client.post(
+        f"{BASE}/{node['id']}/test", json={"output": "abc", "metadata": {"minLength": 4}}, headers=AUTH
+    )
     data = (await resp.json())["data"]
     assert resp.status == 200 and data["passed"] is False and data["score"] == pytest.approx(0.75)
     assert data["reason"] == "len 3" and data["version"] == f"{node['id']}@1"
@@ -222,7 +282,9 @@ async def test_test_run_custom_code_both_languages(client: TestClient[Any, Any])
     resp = await client.post(f"{BASE}/{py['id']}/test", json={"output": "a", "expected": "a"}, headers=AUTH)
     data = (await resp.json())["data"]
     assert data["passed"] is True and data["score"] == 1.0 and data["reason"] == "py"
-    resp = await client.post(f"{BASE}/{py['id']}/test", json={"output": "a", "params": {"x": 1}}, headers=AUTH)
+    resp = await client.post(
+        f"{BASE}/{py['id']}/test", json={"output": "a", "params": {"x": 1}}, headers=AUTH
+    )
     assert resp.status == 400
 
 
@@ -230,12 +292,19 @@ async def test_test_run_custom_code_both_languages(client: TestClient[Any, Any])
     ("code", "error"),
     [
         ("def evaluate(input, output, expected, metadata):\n    return 1 / 0\n", "execution_failed"),
-        ("def evaluate(input, output, expected, metadata):\n    return {'passed': True, 'score': 2}\n", "execution_failed"),
+        (
+            "def evaluate(input, output, expected, metadata):\n    return {'passed': True, 'score': 2}\n",
+            "execution_failed",
+        ),
         ("def evaluate(input, output, expected, metadata):\n    while True:\n        pass\n", "timeout"),
     ],
 )
 async def test_execution_failure_is_503002(client: TestClient[Any, Any], code: str, error: str) -> None:
-    body = {"name": f"bad-{error}-{len(code)}", "type": "code", "config": {"language": "python", "code": code, "timeout": 300}}
+    body = {
+        "name": f"bad-{error}-{len(code)}",
+        "type": "code",
+        "config": {"language": "python", "code": code, "timeout": 300},
+    }
     created = (await (await client.post(BASE, json=body, headers=AUTH)).json())["data"]
     resp = await client.post(f"{BASE}/{created['id']}/test", json={"output": "x"}, headers=AUTH)
     payload = await resp.json()
@@ -245,7 +314,9 @@ async def test_execution_failure_is_503002(client: TestClient[Any, Any], code: s
 
 
 async def test_preset_that_cannot_score_is_503002(client: TestClient[Any, Any]) -> None:
-    resp = await client.post(f"{BASE}/exact_match/test", json={"output": "x"}, headers=AUTH)  # no expected answer
+    resp = await client.post(
+        f"{BASE}/exact_match/test", json={"output": "x"}, headers=AUTH
+    )  # no expected answer
     payload = await resp.json()
     assert resp.status == 422 and payload["code"] == 503002 and payload["data"]["error"] == "missing_field"
 
@@ -253,9 +324,13 @@ async def test_preset_that_cannot_score_is_503002(client: TestClient[Any, Any]) 
 async def test_openapi_document_is_served_and_lists_every_route(client: TestClient[Any, Any]) -> None:
     doc = await (await client.get("/api/v1/openapi.json")).json()
     assert doc["openapi"].startswith("3.1")
-    served = {(r.method.lower(), r.resource.canonical) for r in client.app.router.routes() if r.resource is not None}  # type: ignore[union-attr]
+    served = {
+        (r.method.lower(), r.resource.canonical) for r in client.app.router.routes() if r.resource is not None
+    }  # type: ignore[union-attr]
     documented = {(m, p) for p, ops in doc["paths"].items() for m in ops if m != "parameters"}
-    api_routes = {(m, p) for m, p in served if p.startswith("/api/v1/") and "openapi" not in p and m != "head"}
+    api_routes = {
+        (m, p) for m, p in served if p.startswith("/api/v1/") and "openapi" not in p and m != "head"
+    }
     assert api_routes == documented
 
 

@@ -35,10 +35,20 @@ def free_port() -> int:
 @pytest.fixture
 def api_server(redis_url: str, prefix: str, tmp_path: Path) -> Iterator[str]:
     port = free_port()
-    env = {**os.environ, "REDIS_URL": redis_url, "STREAMEVAL_REDIS_PREFIX": prefix, "STREAMEVAL_API_TOKEN": TOKEN}
+    env = {
+        **os.environ,
+        "REDIS_URL": redis_url,
+        "STREAMEVAL_REDIS_PREFIX": prefix,
+        "STREAMEVAL_API_TOKEN": TOKEN,
+    }
     log = (tmp_path / "api.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "streameval", "api", "--port", str(port)], env=env,
-                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streameval", "api", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     try:
@@ -61,11 +71,30 @@ def api_server(redis_url: str, prefix: str, tmp_path: Path) -> Iterator[str]:
 def test_schemathesis_run_against_the_served_openapi_document(api_server: str) -> None:
     cli = "import sys; from schemathesis.cli import schemathesis; sys.exit(schemathesis())"
     done = subprocess.run(
-        [sys.executable, "-c", cli, "run", f"{api_server}/api/v1/openapi.json",
-         "-H", f"Authorization: Bearer {TOKEN}", "--max-examples", "15", "--workers", "1",
-         "--exclude-checks", "positive_data_acceptance", "--seed", "1"],
-        capture_output=True, text=True, timeout=240, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            cli,
+            "run",
+            f"{api_server}/api/v1/openapi.json",
+            "-H",
+            f"Authorization: Bearer {TOKEN}",
+            "--max-examples",
+            "15",
+            "--workers",
+            "1",
+            "--exclude-checks",
+            "positive_data_acceptance",
+            "--seed",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     operations = sum(m != "parameters" for ops in openapi_document()["paths"].values() for m in ops)
-    assert re.search(rf"Tested: {operations}\b", done.stdout), done.stdout[-3000:]  # every operation was exercised
+    assert re.search(rf"Tested: {operations}\b", done.stdout), done.stdout[
+        -3000:
+    ]  # every operation was exercised

@@ -32,19 +32,24 @@ async def open_reads(aredis: aioredis.Redis, prefix: str) -> AsyncIterator[TestC
         yield c
 
 
-@pytest.mark.parametrize("method,path,status", [
-    ("GET", "/evaluators", 200),
-    ("GET", "/dashboard", 200),
-    ("GET", "/static/common.js", 200),
-    ("GET", "/api/v1/evaluators", 200),
-    ("GET", "/api/v1/openapi.json", 200),
-    ("GET", "/health", 200),
-    ("GET", "/metrics", 200),
-    ("GET", "/nope", 404),
-    ("POST", "/api/v1/evaluators", 401),
-    ("GET", "/", 302),
-])  # fmt: skip
-async def test_every_answer_has_the_security_headers(open_reads: TestClient[Any, Any], method: str, path: str, status: int) -> None:
+@pytest.mark.parametrize(
+    "method,path,status",
+    [
+        ("GET", "/evaluators", 200),
+        ("GET", "/dashboard", 200),
+        ("GET", "/static/common.js", 200),
+        ("GET", "/api/v1/evaluators", 200),
+        ("GET", "/api/v1/openapi.json", 200),
+        ("GET", "/health", 200),
+        ("GET", "/metrics", 200),
+        ("GET", "/nope", 404),
+        ("POST", "/api/v1/evaluators", 401),
+        ("GET", "/", 302),
+    ],
+)
+async def test_every_answer_has_the_security_headers(
+    open_reads: TestClient[Any, Any], method: str, path: str, status: int
+) -> None:
     resp = await open_reads.request(method, path, allow_redirects=False)
     assert resp.status == status
     assert resp.headers["Content-Security-Policy"] == CSP
@@ -58,8 +63,10 @@ async def test_every_answer_has_the_security_headers(open_reads: TestClient[Any,
 async def test_bad_header_bytes_are_401_not_500(open_reads: TestClient[Any, Any]) -> None:
     server = open_reads.server
     reader, writer = await asyncio.open_connection(server.host, server.port)
-    writer.write(b"POST /api/v1/evaluators HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \xff\xfe\r\n"
-                 b"Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")  # fmt: skip
+    writer.write(
+        b"POST /api/v1/evaluators HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \xff\xfe\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+    )
     await writer.drain()
     head = (await reader.read(-1)).split(b"\r\n\r\n", 1)[0]
     writer.close()
@@ -69,8 +76,11 @@ async def test_bad_header_bytes_are_401_not_500(open_reads: TestClient[Any, Any]
 
 async def test_reads_can_require_the_token(aredis: aioredis.Redis, prefix: str) -> None:
     def app(access: Access) -> TestServer:
-        return TestServer(create_web_app(aredis, prefix=prefix, token=TOKEN, access=access,
-                                         checks=[("judge:secret-name", judge_down)]))  # fmt: skip
+        return TestServer(
+            create_web_app(
+                aredis, prefix=prefix, token=TOKEN, access=access, checks=[("judge:secret-name", judge_down)]
+            )
+        )
 
     async with TestClient(app(Access(reads=True))) as c:
         for path in ("/api/v1/evaluators", "/api/v1/openapi.json", "/api/v1/stats/pairs"):
@@ -102,13 +112,22 @@ def test_token_from_a_file_or_with_a_newline(monkeypatch: pytest.MonkeyPatch, tm
     assert load_api_settings().token() == TOKEN
 
 
-@pytest.mark.parametrize("env,path,message", [
-    ({"STREAMEVAL_API_TOKEN": "short"}, "STREAMEVAL_API_TOKEN", "at least 16"),
-    ({"STREAMEVAL_API_TOKEN": "x" * 20, "STREAMEVAL_API_TOKEN_MIN_LENGTH": "32"}, "STREAMEVAL_API_TOKEN", "at least 32"),
-    ({"STREAMEVAL_API_READ_AUTH": "1"}, "STREAMEVAL_API_READ_AUTH", "none is set"),
-    ({"STREAMEVAL_API_TOKEN_FILE": "/nonexistent/token"}, "STREAMEVAL_API_TOKEN_FILE", "cannot read"),
-])  # fmt: skip
-def test_bad_token_settings_fail_at_start(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], path: str, message: str) -> None:
+@pytest.mark.parametrize(
+    "env,path,message",
+    [
+        ({"STREAMEVAL_API_TOKEN": "short"}, "STREAMEVAL_API_TOKEN", "at least 16"),
+        (
+            {"STREAMEVAL_API_TOKEN": "x" * 20, "STREAMEVAL_API_TOKEN_MIN_LENGTH": "32"},
+            "STREAMEVAL_API_TOKEN",
+            "at least 32",
+        ),
+        ({"STREAMEVAL_API_READ_AUTH": "1"}, "STREAMEVAL_API_READ_AUTH", "none is set"),
+        ({"STREAMEVAL_API_TOKEN_FILE": "/nonexistent/token"}, "STREAMEVAL_API_TOKEN_FILE", "cannot read"),
+    ],
+)
+def test_bad_token_settings_fail_at_start(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], path: str, message: str
+) -> None:
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     with pytest.raises(ConfigError) as info:

@@ -28,7 +28,11 @@ async def test_every_preset_test_runs_with_its_default_params(client: TestClient
     regex = next(p for p in presets if p["id"] == "regex")
     assert regex["config"]["params"]["pattern"] == r"\d+" and regex["language"] is None
     for preset in presets:
-        body = {"output": '{"answer": "42"}', "expected": '{"answer": "42"}', "params": preset["config"]["params"]}
+        body = {
+            "output": '{"answer": "42"}',
+            "expected": '{"answer": "42"}',
+            "params": preset["config"]["params"],
+        }
         response = await client.post(f"/api/v1/evaluators/{preset['id']}/test", json=body, headers=AUTH)
         # never a 400: the params the page fills in are valid (an evaluator may still need other event fields)
         assert response.status in (200, 422), (preset["id"], await response.text())

@@ -15,17 +15,32 @@ from streameval.cli import main
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "streameval", *args], capture_output=True, text=True, timeout=timeout,
+        [sys.executable, "-m", "streameval", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         env={**os.environ, **(env or {})},
-    )  # fmt: skip
+    )
 
 
 def test_evaluate_writes_results_and_dead_letters(tmp_path: Path) -> None:
     out = tmp_path / "results.jsonl"
-    code = main(["evaluate", "--config", str(EXAMPLES / "suites.yaml"), "--input", str(EXAMPLES / "events.jsonl"),
-                 "--output", str(out), "--quiet"])  # fmt: skip
+    code = main(
+        [
+            "evaluate",
+            "--config",
+            str(EXAMPLES / "suites.yaml"),
+            "--input",
+            str(EXAMPLES / "events.jsonl"),
+            "--output",
+            str(out),
+            "--quiet",
+        ]
+    )
     assert code == 0
     lines = [line for line in (EXAMPLES / "events.jsonl").read_bytes().splitlines() if line.strip()]
     results = [orjson.loads(x) for x in out.read_bytes().splitlines()]
@@ -45,13 +60,30 @@ def test_evaluate_in_processes_writes_the_same_results(tmp_path: Path) -> None:
     outputs = []
     for processes in ("0", "2"):
         out = tmp_path / f"results-{processes}.jsonl"
-        code = main(["evaluate", "--config", str(EXAMPLES / "suites.yaml"), "--input", str(EXAMPLES / "events.jsonl"),
-                     "--output", str(out), "--quiet", "--concurrency", "16", "--processes", processes])  # fmt: skip
+        code = main(
+            [
+                "evaluate",
+                "--config",
+                str(EXAMPLES / "suites.yaml"),
+                "--input",
+                str(EXAMPLES / "events.jsonl"),
+                "--output",
+                str(out),
+                "--quiet",
+                "--concurrency",
+                "16",
+                "--processes",
+                processes,
+            ]
+        )
         assert code == 0
         docs = [orjson.loads(x) for x in out.read_bytes().splitlines()]
         for doc in docs:
             doc.pop("evaluated_at"), doc.pop("latency_ms"), doc.pop("event_time")
-        dead = [orjson.loads(x)["kind"] for x in out.with_name(out.stem + ".deadletter.jsonl").read_bytes().splitlines()]
+        dead = [
+            orjson.loads(x)["kind"]
+            for x in out.with_name(out.stem + ".deadletter.jsonl").read_bytes().splitlines()
+        ]
         outputs.append((docs, dead))
     assert outputs[0] == outputs[1]
     assert len(outputs[0][0]) > 200 and len(outputs[0][1]) == 6
@@ -59,14 +91,34 @@ def test_evaluate_in_processes_writes_the_same_results(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("threshold", "code"), [(0.0, 0), (0.99, 1)])
 def test_fail_under_gates_on_the_mean_score(tmp_path: Path, threshold: float, code: int) -> None:
-    args = ["evaluate", "--config", str(EXAMPLES / "suites.yaml"), "--input", str(EXAMPLES / "events.jsonl"),
-            "--output", str(tmp_path / "o.jsonl"), "--quiet", "--fail-under", str(threshold)]  # fmt: skip
+    args = [
+        "evaluate",
+        "--config",
+        str(EXAMPLES / "suites.yaml"),
+        "--input",
+        str(EXAMPLES / "events.jsonl"),
+        "--output",
+        str(tmp_path / "o.jsonl"),
+        "--quiet",
+        "--fail-under",
+        str(threshold),
+    ]
     assert main(args) == code
 
 
 def test_max_dead_letters_gate(tmp_path: Path) -> None:
-    args = ["evaluate", "--config", str(EXAMPLES / "suites.yaml"), "--input", str(EXAMPLES / "events.jsonl"),
-            "--output", str(tmp_path / "o.jsonl"), "--quiet", "--max-dead-letters", "0"]  # fmt: skip
+    args = [
+        "evaluate",
+        "--config",
+        str(EXAMPLES / "suites.yaml"),
+        "--input",
+        str(EXAMPLES / "events.jsonl"),
+        "--output",
+        str(tmp_path / "o.jsonl"),
+        "--quiet",
+        "--max-dead-letters",
+        "0",
+    ]
     assert main(args) == 1
 
 
@@ -79,21 +131,38 @@ def test_max_dead_letters_gate(tmp_path: Path) -> None:
     ],
 )
 def test_bad_evaluate_options(tmp_path: Path, args: list[str], message: str) -> None:
-    result = run_cli("evaluate", "--config", str(EXAMPLES / "suites.yaml"), "--input", str(EXAMPLES / "events.jsonl"),
-                     "--output", str(tmp_path / "o.jsonl"), *args)  # fmt: skip
+    result = run_cli(
+        "evaluate",
+        "--config",
+        str(EXAMPLES / "suites.yaml"),
+        "--input",
+        str(EXAMPLES / "events.jsonl"),
+        "--output",
+        str(tmp_path / "o.jsonl"),
+        *args,
+    )
     assert result.returncode == 2
     assert message in result.stderr
 
 
 def test_missing_input_file(tmp_path: Path) -> None:
-    result = run_cli("evaluate", "--config", str(EXAMPLES / "suites.yaml"), "--input", str(tmp_path / "nope.jsonl"),
-                     "--output", str(tmp_path / "o.jsonl"))  # fmt: skip
+    result = run_cli(
+        "evaluate",
+        "--config",
+        str(EXAMPLES / "suites.yaml"),
+        "--input",
+        str(tmp_path / "nope.jsonl"),
+        "--output",
+        str(tmp_path / "o.jsonl"),
+    )
     assert result.returncode == 2 and "no such file" in result.stderr
 
 
 def test_bad_config_exits_2_with_the_field_path(tmp_path: Path) -> None:
     config = tmp_path / "s.yaml"
-    config.write_text("suites:\n  - name: a\n    evaluators:\n      - {evaluator: similarity, params: {threshold: 3}}\n")
+    config.write_text(
+        "suites:\n  - name: a\n    evaluators:\n      - {evaluator: similarity, params: {threshold: 3}}\n"
+    )
     result = run_cli("check", str(config))
     assert result.returncode == 2
     assert f"{config}:4: suites[0].evaluators[0].params.threshold" in result.stderr
@@ -111,11 +180,20 @@ def test_check_lists_suites() -> None:
     [
         ({"STREAMEVAL_CONFIG": "", "REDIS_URL": "redis://127.0.0.1:1"}, "no suite config"),
         ({"STREAMEVAL_CONFIG": str(EXAMPLES / "suites.yaml"), "REDIS_URL": ""}, "no Redis"),
-        ({"STREAMEVAL_CONFIG": "/nonexistent.yaml", "REDIS_URL": "redis://127.0.0.1:1"}, "/nonexistent.yaml: <root>: cannot read"),
-        ({"STREAMEVAL_CONFIG": str(EXAMPLES / "suites.yaml"), "REDIS_URL": "redis://x", "STREAMEVAL_WINDOWS": "0"},
-         "STREAMEVAL_WINDOWS"),
+        (
+            {"STREAMEVAL_CONFIG": "/nonexistent.yaml", "REDIS_URL": "redis://127.0.0.1:1"},
+            "/nonexistent.yaml: <root>: cannot read",
+        ),
+        (
+            {
+                "STREAMEVAL_CONFIG": str(EXAMPLES / "suites.yaml"),
+                "REDIS_URL": "redis://x",
+                "STREAMEVAL_WINDOWS": "0",
+            },
+            "STREAMEVAL_WINDOWS",
+        ),
     ],
-)  # fmt: skip
+)
 def test_worker_misconfiguration_fails_before_connecting(env: dict[str, str], message: str) -> None:
     # The bootstrap address is unreachable: the worker must fail on config before trying it.
     result = run_cli("worker", env={"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1", **env}, timeout=30)

@@ -19,8 +19,11 @@ from streameval.cli import main
 @pytest.fixture(scope="module")
 def sim_url() -> Iterator[str]:
     """A simulated judge in its own process (the CLI runs its own event loop), keyed ``right-key``."""
-    proc = subprocess.Popen([sys.executable, "-m", "streameval.judges.sim", "--port", "0", "--api-key", "right-key"],
-                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streameval.judges.sim", "--port", "0", "--api-key", "right-key"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -35,26 +38,63 @@ def sim_url() -> Iterator[str]:
 def _files(tmp_path: Path, url: str, key_env: str) -> tuple[Path, Path]:
     config = {
         "judges": [
-            {"name": "gw-openai", "protocol": "openai", "base_url": f"{url}/v1", "model": "m1", "weight": 0.5,
-             "api_key_env": key_env, "attempts": 1, "price_input_per_mtok": 3.0, "price_output_per_mtok": 15.0},
-            {"name": "gw-anthropic", "protocol": "anthropic", "base_url": url, "model": "m2", "weight": 0.5,
-             "api_key_env": key_env, "attempts": 1},
+            {
+                "name": "gw-openai",
+                "protocol": "openai",
+                "base_url": f"{url}/v1",
+                "model": "m1",
+                "weight": 0.5,
+                "api_key_env": key_env,
+                "attempts": 1,
+                "price_input_per_mtok": 3.0,
+                "price_output_per_mtok": 15.0,
+            },
+            {
+                "name": "gw-anthropic",
+                "protocol": "anthropic",
+                "base_url": url,
+                "model": "m2",
+                "weight": 0.5,
+                "api_key_env": key_env,
+                "attempts": 1,
+            },
         ],
-        "suites": [{"name": "s", "default": True, "evaluators": [{"evaluator": "exact_match"}],
-                    "judge": {"consistency_rate": 0}}],
-    }  # fmt: skip
+        "suites": [
+            {
+                "name": "s",
+                "default": True,
+                "evaluators": [{"evaluator": "exact_match"}],
+                "judge": {"consistency_rate": 0},
+            }
+        ],
+    }
     (tmp_path / "suites.yaml").write_text(yaml.safe_dump(config))
-    events = [{"id": f"e{i}", "model": "m", "input": "q", "output": f"Paris {i}", "expected": "Paris"} for i in range(6)]
+    events = [
+        {"id": f"e{i}", "model": "m", "input": "q", "output": f"Paris {i}", "expected": "Paris"}
+        for i in range(6)
+    ]
     (tmp_path / "in.jsonl").write_bytes(b"\n".join(orjson.dumps(e) for e in events) + b"\n")
     return tmp_path / "suites.yaml", tmp_path / "in.jsonl"
 
 
-def _evaluate(tmp_path: Path, url: str, key: str, *extra: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+def _evaluate(
+    tmp_path: Path, url: str, key: str, *extra: str, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str]:
     os.environ["TEST_JUDGE_KEY"] = key
     try:
         config, events = _files(tmp_path, url, "TEST_JUDGE_KEY")
-        code = main(["evaluate", "--config", str(config), "--input", str(events),
-                     "--output", str(tmp_path / "out.jsonl"), *extra])  # fmt: skip
+        code = main(
+            [
+                "evaluate",
+                "--config",
+                str(config),
+                "--input",
+                str(events),
+                "--output",
+                str(tmp_path / "out.jsonl"),
+                *extra,
+            ]
+        )
     finally:
         del os.environ["TEST_JUDGE_KEY"]
     return code, capsys.readouterr().err
@@ -96,8 +136,18 @@ def test_an_unwritable_output_is_exit_2_with_one_line(
     tmp_path: Path, where: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     examples = Path(__file__).resolve().parents[2] / "examples"
-    code = main(["evaluate", "--config", str(examples / "suites.yaml"), "--input", str(examples / "events.jsonl"),
-                 "--output", str(tmp_path / where), "--quiet"])  # fmt: skip
+    code = main(
+        [
+            "evaluate",
+            "--config",
+            str(examples / "suites.yaml"),
+            "--input",
+            str(examples / "events.jsonl"),
+            "--output",
+            str(tmp_path / where),
+            "--quiet",
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert len(err.splitlines()) == 1 and err.startswith("error: --output") and "cannot write" in err

@@ -21,28 +21,66 @@ def write(tmp_path: Path, text: str) -> Path:
 @pytest.mark.parametrize(
     ("yaml_text", "line", "path", "message"),
     [
-        ("suites:\n  - name: a\n    threshold: 1.5\n    evaluators: [{evaluator: exact_match}]\n",
-         3, "suites[0].threshold", "less than or equal to 1"),
-        ("suites:\n  - name: a\n    evaluators:\n      - {evaluator: exact_match}\n      - {evaluator: nope}\n",
-         5, "suites[0].evaluators[1].evaluator", "unknown evaluator 'nope'; valid evaluators: "),
-        ("suites:\n  - name: a\n    evaluators:\n      - evaluator: similarity\n        params:\n          threshold: 2\n",
-         6, "suites[0].evaluators[0].params.threshold", "less than or equal to 1"),
-        ("suites:\n  - name: a\n    evaluators:\n      - {evaluator: regex, params: {pattern: '('}}\n",
-         4, "suites[0].evaluators[0].params", "invalid regular expression"),
-        ("suites:\n  - name: a\n    evaluators: [{evaluator: exact_match, weight: 0}]\n",
-         3, "suites[0].evaluators", "weights sum to 0"),
-        ("suites:\n  - name: a\n    evaluators: [{evaluator: exact_match}, {evaluator: exact_match}]\n",
-         3, "suites[0].evaluators[1].name", "used twice"),
-        ("suites:\n  - name: a\n    evaluators: [{evaluator: exact_match}]\n  - name: a\n    evaluators: [{evaluator: contains}]\n",
-         2, "suites", "repeated: a"),
-        ("suites:\n  - name: a\n    mtach: {model: [x]}\n    evaluators: [{evaluator: exact_match}]\n",
-         3, "suites[0].mtach", "Extra inputs are not permitted"),
+        (
+            "suites:\n  - name: a\n    threshold: 1.5\n    evaluators: [{evaluator: exact_match}]\n",
+            3,
+            "suites[0].threshold",
+            "less than or equal to 1",
+        ),
+        (
+            "suites:\n  - name: a\n    evaluators:\n      - {evaluator: exact_match}\n      - {evaluator: nope}\n",
+            5,
+            "suites[0].evaluators[1].evaluator",
+            "unknown evaluator 'nope'; valid evaluators: ",
+        ),
+        (
+            "suites:\n  - name: a\n    evaluators:\n      - evaluator: similarity\n        params:\n          threshold: 2\n",
+            6,
+            "suites[0].evaluators[0].params.threshold",
+            "less than or equal to 1",
+        ),
+        (
+            "suites:\n  - name: a\n    evaluators:\n      - {evaluator: regex, params: {pattern: '('}}\n",
+            4,
+            "suites[0].evaluators[0].params",
+            "invalid regular expression",
+        ),
+        (
+            "suites:\n  - name: a\n    evaluators: [{evaluator: exact_match, weight: 0}]\n",
+            3,
+            "suites[0].evaluators",
+            "weights sum to 0",
+        ),
+        (
+            "suites:\n  - name: a\n    evaluators: [{evaluator: exact_match}, {evaluator: exact_match}]\n",
+            3,
+            "suites[0].evaluators[1].name",
+            "used twice",
+        ),
+        (
+            "suites:\n  - name: a\n    evaluators: [{evaluator: exact_match}]\n  - name: a\n    evaluators: [{evaluator: contains}]\n",
+            2,
+            "suites",
+            "repeated: a",
+        ),
+        (
+            "suites:\n  - name: a\n    mtach: {model: [x]}\n    evaluators: [{evaluator: exact_match}]\n",
+            3,
+            "suites[0].mtach",
+            "Extra inputs are not permitted",
+        ),
         ("suites: []\n", 1, "suites", "at least 1 item"),
-        ("suites:\n  - name: a\n    grading: stars\n    evaluators: [{evaluator: exact_match}]\n",
-         3, "suites[0].grading", "'levels' or 'letters'"),
+        (
+            "suites:\n  - name: a\n    grading: stars\n    evaluators: [{evaluator: exact_match}]\n",
+            3,
+            "suites[0].grading",
+            "'levels' or 'letters'",
+        ),
     ],
-)  # fmt: skip
-def test_bad_config_names_file_line_and_path(tmp_path: Path, yaml_text: str, line: int, path: str, message: str) -> None:
+)
+def test_bad_config_names_file_line_and_path(
+    tmp_path: Path, yaml_text: str, line: int, path: str, message: str
+) -> None:
     file = write(tmp_path, yaml_text)
     with pytest.raises(ConfigError) as info:
         load_config(file)
@@ -54,10 +92,16 @@ def test_bad_config_names_file_line_and_path(tmp_path: Path, yaml_text: str, lin
 
 
 def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
-    file = write(tmp_path, "suites:\n  - name: a\n    evaluators:\n      - {evaluator: nope}\n      - {evaluator: regex}\n")
+    file = write(
+        tmp_path,
+        "suites:\n  - name: a\n    evaluators:\n      - {evaluator: nope}\n      - {evaluator: regex}\n",
+    )
     with pytest.raises(ConfigError) as info:
         load_config(file)
-    assert {i.path for i in info.value.issues} == {"suites[0].evaluators[0].evaluator", "suites[0].evaluators[1].params.pattern"}
+    assert {i.path for i in info.value.issues} == {
+        "suites[0].evaluators[0].evaluator",
+        "suites[0].evaluators[1].params.pattern",
+    }
 
 
 def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
@@ -76,12 +120,16 @@ def test_bundled_example_config_is_valid() -> None:
 SUITES: dict[str, Any] = {
     "suites": [
         {"name": "explicit-only", "evaluators": [{"evaluator": "exact_match"}]},
-        {"name": "gpt-qa", "match": {"model": ["gpt-4*"], "category": ["qa_simple"]}, "evaluators": [{"evaluator": "exact_match"}]},
+        {
+            "name": "gpt-qa",
+            "match": {"model": ["gpt-4*"], "category": ["qa_simple"]},
+            "evaluators": [{"evaluator": "exact_match"}],
+        },
         {"name": "qa", "match": {"category": ["qa_*"]}, "evaluators": [{"evaluator": "exact_match"}]},
         {"name": "tagged", "match": {"tags": ["json", "xml"]}, "evaluators": [{"evaluator": "exact_match"}]},
         {"name": "fallback", "default": True, "evaluators": [{"evaluator": "exact_match"}]},
     ]
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize(
@@ -92,7 +140,10 @@ SUITES: dict[str, Any] = {
         ({"model": "gpt-4o", "category": "translation"}, "fallback"),  # all keys must match
         ({"model": "m", "tags": ["prod", "json"]}, "tagged"),  # any tag
         ({"model": "m", "tags": ["prod"]}, "fallback"),
-        ({"model": "gpt-4o", "category": "qa_simple", "suite": "explicit-only"}, "explicit-only"),  # explicit wins
+        (
+            {"model": "gpt-4o", "category": "qa_simple", "suite": "explicit-only"},
+            "explicit-only",
+        ),  # explicit wins
         ({"model": "m"}, "fallback"),
     ],
 )

@@ -21,10 +21,14 @@ VALIDATOR = Draft202012Validator(schemas.load("deadletter"))
 
 def letter_for(raw: bytes, event_id: str | None = None) -> DeadLetter:
     return DeadLetter(
-        raw=base64.b64encode(raw).decode("ascii"), reason="event is too large", kind="too_large",
-        event_id=event_id, source=DeadLetterSource(topic="evals.requests", partition=1, offset=42),
-        failed_at="2026-11-23T10:00:00Z", pipeline_version="test",
-    )  # fmt: skip
+        raw=base64.b64encode(raw).decode("ascii"),
+        reason="event is too large",
+        kind="too_large",
+        event_id=event_id,
+        source=DeadLetterSource(topic="evals.requests", partition=1, offset=42),
+        failed_at="2026-11-23T10:00:00Z",
+        pipeline_version="test",
+    )
 
 
 def check_contract(letter: DeadLetter) -> dict[str, object]:
@@ -61,15 +65,21 @@ def test_every_dead_letter_fits(size: int, max_bytes: int, long_id: bool) -> Non
     if fitted.truncated is None:
         assert base64.b64decode(fitted.raw) == raw
     else:
-        assert raw.startswith(base64.b64decode(fitted.raw)) and raw.endswith(base64.b64decode(fitted.truncated.tail))
+        assert raw.startswith(base64.b64decode(fitted.raw)) and raw.endswith(
+            base64.b64decode(fitted.truncated.tail)
+        )
 
 
 async def test_store_keeps_the_whole_event_with_a_ttl(aredis: aioredis.Redis, prefix: str) -> None:
     raw = b"x" * 50_000 + b"end"
-    policy = DeadLetterPolicy(max_bytes=8192, store=RawStore(aredis, prefix=prefix, ttl_s=600, budget_bytes=1 << 20))
+    policy = DeadLetterPolicy(
+        max_bytes=8192, store=RawStore(aredis, prefix=prefix, ttl_s=600, budget_bytes=1 << 20)
+    )
     letter = await policy.apply(letter_for(raw), raw)
     check_contract(letter)
-    assert letter.truncated is not None and letter.truncated.stored_key == raw_key(prefix, letter.truncated.sha256)
+    assert letter.truncated is not None and letter.truncated.stored_key == raw_key(
+        prefix, letter.truncated.sha256
+    )
     assert letter.truncated.stored_until is not None
     assert await aredis.get(letter.truncated.stored_key) == raw
     assert 590 <= await aredis.ttl(letter.truncated.stored_key) <= 600
@@ -92,7 +102,9 @@ async def test_store_budget_bounds_redis(aredis: aioredis.Redis, prefix: str) ->
 
 async def test_over_budget_dead_letter_says_nothing_kept(aredis: aioredis.Redis, prefix: str) -> None:
     raw = b"z" * 40_000
-    policy = DeadLetterPolicy(max_bytes=8192, store=RawStore(aredis, prefix=prefix, ttl_s=600, budget_bytes=1000))
+    policy = DeadLetterPolicy(
+        max_bytes=8192, store=RawStore(aredis, prefix=prefix, ttl_s=600, budget_bytes=1000)
+    )
     letter = await policy.apply(letter_for(raw), raw)
     assert letter.truncated is not None and letter.truncated.stored_key is None
     assert letter.truncated.stored_until is None
@@ -110,7 +122,9 @@ async def test_a_letter_that_fits_is_not_decoded_and_one_cut_uses_its_own_bytes(
 ) -> None:
     import streameval.deadletters as module
 
-    policy = DeadLetterPolicy(max_bytes=8192, store=RawStore(aredis, prefix=prefix, ttl_s=600, budget_bytes=1 << 20))
+    policy = DeadLetterPolicy(
+        max_bytes=8192, store=RawStore(aredis, prefix=prefix, ttl_s=600, budget_bytes=1 << 20)
+    )
     decoded: list[str] = []
     real = base64.b64decode
 
@@ -127,5 +141,9 @@ async def test_a_letter_that_fits_is_not_decoded_and_one_cut_uses_its_own_bytes(
     assert decoded
     given = await policy.apply(letter_for(raw), raw)
     assert cut.truncated is not None and given.truncated is not None
-    assert (cut.raw, cut.truncated.tail, cut.truncated.sha256) == (given.raw, given.truncated.tail, given.truncated.sha256)
+    assert (cut.raw, cut.truncated.tail, cut.truncated.sha256) == (
+        given.raw,
+        given.truncated.tail,
+        given.truncated.sha256,
+    )
     assert await aredis.get(cut.truncated.stored_key or "") == raw

@@ -18,14 +18,26 @@ T0 = 1_800_000_000 - 1_800_000_000 % 3600
 
 def graded(i: int, score: float, at: float, *, reason: str = "") -> GradedResult:
     return GradedResult(
-        id=f"e{i}", model="m", suite="s", score=score, passed=score >= 0.5, threshold=0.5,
+        id=f"e{i}",
+        model="m",
+        suite="s",
+        score=score,
+        passed=score >= 0.5,
+        threshold=0.5,
         grade="good" if score >= 0.5 else "fail",
-        evaluators=[EvaluatorResult(name="ev", score=score, passed=score >= 0.5, weight=1, reason=reason or f"r{i}")],
-        event_time=format_time(at), evaluated_at=format_time(at), latency_ms=1.0, pipeline_version="t",
-    )  # fmt: skip
+        evaluators=[
+            EvaluatorResult(name="ev", score=score, passed=score >= 0.5, weight=1, reason=reason or f"r{i}")
+        ],
+        event_time=format_time(at),
+        evaluated_at=format_time(at),
+        latency_ms=1.0,
+        pipeline_version="t",
+    )
 
 
-async def test_samples_are_exact_with_two_workers_and_many_batches(aredis: aioredis.Redis, prefix: str) -> None:
+async def test_samples_are_exact_with_two_workers_and_many_batches(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
     """Whatever the cut-offs skip, the kept sets equal the lowest scores and latest failures of all events."""
     rng = random.Random(7)
     workers = [ResultStore(aredis, prefix=prefix, windows=(SIZE, 3600), examples=6) for _ in range(2)]
@@ -41,7 +53,9 @@ async def test_samples_are_exact_with_two_workers_and_many_batches(aredis: aiore
         expected = sorted(inside, key=lambda r: (r.score, r.id))[:6]
         assert [orjson.loads(m)["score"] for m in worst] == [r.score for r in expected]
         failing = await aredis.zrange(keys.examples(pair, "failing", size, start), 0, -1)
-        rank = {r.id: sample_rank(workers[0]._prepare(0, (r, b"", None)).digest) for r in inside if not r.passed}
+        rank = {
+            r.id: sample_rank(workers[0]._prepare(0, (r, b"", None)).digest) for r in inside if not r.passed
+        }
         assert [orjson.loads(m)["id"] for m in failing] == sorted(rank, key=rank.__getitem__)[:6]
         assert 0 < await aredis.ttl(keys.examples(pair, "worst", size, start)) <= 86400
 
@@ -80,11 +94,31 @@ async def test_mark_sets_get_their_ttl_once(aredis: aioredis.Redis, prefix: str)
 
 
 def test_compact_keeps_reasons_and_judges_reasoning_cut() -> None:
-    verdict = JudgeVerdict(name="j1", model="gpt", weight=1, status="ok", prompt="standard", scale="0-10", score=2.0,
-                           reasoning="x" * 1000)  # fmt: skip
-    judge = JudgeBlock(status="ok", mode="blend", prompt="rubric", category=None, panel_score=2.0, metrics_score=3.0,
-                       final_score=2.5, reason="panel", judges=[verdict], fallbacks=[])  # fmt: skip
-    r = graded(1, 0.1, T0, reason="wrong city").model_copy(update={"judge": judge, "failed_gates": ["pii"], "reason": "gate pii failed"})
+    verdict = JudgeVerdict(
+        name="j1",
+        model="gpt",
+        weight=1,
+        status="ok",
+        prompt="standard",
+        scale="0-10",
+        score=2.0,
+        reasoning="x" * 1000,
+    )
+    judge = JudgeBlock(
+        status="ok",
+        mode="blend",
+        prompt="rubric",
+        category=None,
+        panel_score=2.0,
+        metrics_score=3.0,
+        final_score=2.5,
+        reason="panel",
+        judges=[verdict],
+        fallbacks=[],
+    )
+    r = graded(1, 0.1, T0, reason="wrong city").model_copy(
+        update={"judge": judge, "failed_gates": ["pii"], "reason": "gate pii failed"}
+    )
     doc = orjson.loads(compact(r))
     assert doc["evaluators"][0]["reason"] == "wrong city" and doc["failed_gates"] == ["pii"]
     assert doc["judge"]["judges"][0]["score"] == 2.0 and len(doc["judge"]["judges"][0]["reasoning"]) == 400

@@ -25,14 +25,21 @@ from streameval.processor import Processor
 
 SUITES: dict[str, Any] = {
     "suites": [
-        {"name": "rules", "default": True, "evaluators": [
-            {"evaluator": "exact_match"}, {"evaluator": "token_f1"}, {"evaluator": "rouge_l"},
-            {"evaluator": "bleu"}, {"evaluator": "similarity"},
-            {"evaluator": "regex", "params": {"pattern": "paris", "flags": "i"}},
-        ]},
+        {
+            "name": "rules",
+            "default": True,
+            "evaluators": [
+                {"evaluator": "exact_match"},
+                {"evaluator": "token_f1"},
+                {"evaluator": "rouge_l"},
+                {"evaluator": "bleu"},
+                {"evaluator": "similarity"},
+                {"evaluator": "regex", "params": {"pattern": "paris", "flags": "i"}},
+            ],
+        },
         {"name": "chinese", "match": {"category": ["zh_*"]}, "evaluators": [{"evaluator": "token_f1"}]},
     ],
-}  # fmt: skip
+}
 
 
 def _text(config: dict[str, Any]) -> str:
@@ -41,14 +48,35 @@ def _text(config: dict[str, Any]) -> str:
 
 def _events() -> list[bytes]:
     out = [
-        orjson.dumps({"id": f"ev-{n}", "model": f"m{n % 3}", "input": "q", "output": f"Paris is the capital {n}",
-                      "expected": "Paris is the capital", "references": ["the capital is Paris"]})
+        orjson.dumps(
+            {
+                "id": f"ev-{n}",
+                "model": f"m{n % 3}",
+                "input": "q",
+                "output": f"Paris is the capital {n}",
+                "expected": "Paris is the capital",
+                "references": ["the capital is Paris"],
+            }
+        )
         for n in range(40)
-    ]  # fmt: skip
-    out.append(orjson.dumps({"id": "zh-1", "model": "m", "input": "q", "output": "巴黎是法国的首都",
-                             "expected": "法国的首都是巴黎", "category": "zh_qa"}))  # fmt: skip
-    out += [b"{not json", b'{"id": "no-output", "model": "m", "input": "q"}',
-            orjson.dumps({"id": "lost", "model": "m", "input": "q", "output": "x", "suite": "nope"})]  # fmt: skip
+    ]
+    out.append(
+        orjson.dumps(
+            {
+                "id": "zh-1",
+                "model": "m",
+                "input": "q",
+                "output": "巴黎是法国的首都",
+                "expected": "法国的首都是巴黎",
+                "category": "zh_qa",
+            }
+        )
+    )
+    out += [
+        b"{not json",
+        b'{"id": "no-output", "model": "m", "input": "q"}',
+        orjson.dumps({"id": "lost", "model": "m", "input": "q", "output": "x", "suite": "nope"}),
+    ]
     return out
 
 
@@ -98,19 +126,33 @@ async def test_judged_suites_come_back_to_the_worker_and_are_evaluated_there() -
             "judges": demo_judges(url),
             "suites": [
                 {"name": "rules", "default": True, "evaluators": [{"evaluator": "token_f1"}]},
-                {"name": "judged", "match": {"category": ["qa_*"]}, "evaluators": [{"evaluator": "exact_match"}],
-                 "judge": {}},
+                {
+                    "name": "judged",
+                    "match": {"category": ["qa_*"]},
+                    "evaluators": [{"evaluator": "exact_match"}],
+                    "judge": {},
+                },
             ],
-        }  # fmt: skip
+        }
         text = _text(config)
         pipeline = Pipeline(parse_config_text(text)[1])
         pool = EvalPool(text, "<test>", 1, max_event_bytes=1 << 20, max_event_depth=64)
         processor = Processor(pipeline, store=None, pool=pool)  # type: ignore[arg-type]  # no recording here
         await processor.start()
         try:
-            raws = [orjson.dumps({"id": f"j{n}", "model": "m", "input": "What is the capital of France?",
-                                  "output": "Paris", "expected": "Paris", "category": "qa_simple" if n % 2 else None})
-                    for n in range(6)]  # fmt: skip
+            raws = [
+                orjson.dumps(
+                    {
+                        "id": f"j{n}",
+                        "model": "m",
+                        "input": "What is the capital of France?",
+                        "output": "Paris",
+                        "expected": "Paris",
+                        "category": "qa_simple" if n % 2 else None,
+                    }
+                )
+                for n in range(6)
+            ]
             batch = [(raw, Source("t", 0, n)) for n, raw in enumerate(raws)]
             in_pool = await pool.evaluate(batch, time.time())
             outcomes = await processor.evaluate_batch(batch)
@@ -122,7 +164,9 @@ async def test_judged_suites_come_back_to_the_worker_and_are_evaluated_there() -
     assert all(r.judge is not None and len(r.judge.judges) == 3 for r in judged)
 
 
-async def test_a_killed_process_loses_nothing_and_the_pool_comes_back(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_killed_process_loses_nothing_and_the_pool_comes_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     text = _text(SUITES)
     pool = EvalPool(text, "<test>", 2, max_event_bytes=1 << 20, max_event_depth=64)
     await pool.start()
@@ -151,7 +195,9 @@ async def test_a_killed_process_loses_nothing_and_the_pool_comes_back(caplog: py
 
 async def test_processor_without_pool_gives_the_same_outcomes_as_pipeline_process() -> None:
     text = _text(SUITES)
-    pipeline = Pipeline(parse_config_text(text)[1], clock=lambda: 1_700_000_000.0)  # event_time of untimed events
+    pipeline = Pipeline(
+        parse_config_text(text)[1], clock=lambda: 1_700_000_000.0
+    )  # event_time of untimed events
     processor = Processor(pipeline, store=None)  # type: ignore[arg-type]
     batch = [(raw, Source("t", 0, n)) for n, raw in enumerate(_events())]
     outcomes = await processor.evaluate_batch(batch)
@@ -172,7 +218,9 @@ def test_evaluation_processes_exit_when_the_worker_is_killed(tmp_path: Path) -> 
         "if __name__ == '__main__':\n"
         "    asyncio.run(main())\n"
     )
-    holder = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert holder.stdin is not None and holder.stdout is not None
     holder.stdin.write(_text(SUITES))
     holder.stdin.close()
@@ -210,4 +258,3 @@ async def test_evaluate_before_start_says_so() -> None:
     pool = EvalPool(_text(SUITES), "<test>", 1, max_event_bytes=1 << 20, max_event_depth=64)
     with pytest.raises(RuntimeError, match="not started"):
         await pool.evaluate([(b"{}", Source())], time.time())
-

@@ -82,11 +82,25 @@ def _wrong_type(draw: st.DrawFn) -> bytes:
     field = draw(
         st.sampled_from(["id", "model", "output", "tags", "references", "metadata", "label", "timestamp"])
     )
-    good = {"id": "s", "model": "s", "output": "s", "tags": [], "references": [], "metadata": {}, "label": True,
-            "timestamp": "2026-11-21T10:00:00Z"}  # fmt: skip
-    bad = draw(st.one_of(scalars, st.lists(scalars, max_size=3), st.dictionaries(texts, scalars, max_size=3)).filter(
-        lambda v: type(v) is not type(good[field]) and not (field == "label" and v is None)
-        and not (field == "timestamp" and v is None)))  # fmt: skip
+    good = {
+        "id": "s",
+        "model": "s",
+        "output": "s",
+        "tags": [],
+        "references": [],
+        "metadata": {},
+        "label": True,
+        "timestamp": "2026-11-21T10:00:00Z",
+    }
+    bad = draw(
+        st.one_of(scalars, st.lists(scalars, max_size=3), st.dictionaries(texts, scalars, max_size=3)).filter(
+            lambda v: (
+                type(v) is not type(good[field])
+                and not (field == "label" and v is None)
+                and not (field == "timestamp" and v is None)
+            )
+        )
+    )
     return orjson.dumps({**_base(draw(ids)), field: bad})
 
 
@@ -125,10 +139,17 @@ def _garbage(draw: st.DrawFn) -> bytes:
 
 
 KINDS = {  # generator -> the dead letter kind it must produce
-    _dup_key: "invalid_json", _nan: "invalid_json", _deep: "invalid_json", _bad_utf8: "invalid_json",
-    _truncated: "invalid_json", _garbage: "invalid_json", _wrong_type: "schema", _missing: "schema",
-    _not_object: "schema", _huge: "too_large",
-}  # fmt: skip
+    _dup_key: "invalid_json",
+    _nan: "invalid_json",
+    _deep: "invalid_json",
+    _bad_utf8: "invalid_json",
+    _truncated: "invalid_json",
+    _garbage: "invalid_json",
+    _wrong_type: "schema",
+    _missing: "schema",
+    _not_object: "schema",
+    _huge: "too_large",
+}
 
 
 @st.composite

@@ -25,28 +25,47 @@ CLEAN = "Your refund is on its way, order ORD-123456."
 
 
 def suite(grading: str = "levels", gate: bool = True, **extra: Any) -> dict[str, Any]:
-    return {"suites": [{
-        "name": "support", "default": True, "threshold": 0.6, "grading": grading,
-        "evaluators": [
-            {"evaluator": "contains", "params": {"value": "ORD-123456"}, "weight": 3},
-            {"evaluator": "regex", "name": "no_card", "params": {"pattern": NO_CARD, "flags": "s"},
-             "weight": 1, "gate": gate, **extra},
-        ],
-    }]}  # fmt: skip
+    return {
+        "suites": [
+            {
+                "name": "support",
+                "default": True,
+                "threshold": 0.6,
+                "grading": grading,
+                "evaluators": [
+                    {"evaluator": "contains", "params": {"value": "ORD-123456"}, "weight": 3},
+                    {
+                        "evaluator": "regex",
+                        "name": "no_card",
+                        "params": {"pattern": NO_CARD, "flags": "s"},
+                        "weight": 1,
+                        "gate": gate,
+                        **extra,
+                    },
+                ],
+            }
+        ]
+    }
 
 
 async def run(config: dict[str, Any], output: str, **event: Any) -> dict[str, Any]:
     _, suites = parse_config(config)
-    outcome = await Pipeline(suites).process(orjson.dumps({"id": "e1", "model": "m", "output": output, **event}))
+    outcome = await Pipeline(suites).process(
+        orjson.dumps({"id": "e1", "model": "m", "output": output, **event})
+    )
     assert outcome.result is not None
     return outcome.result.model_dump(mode="json")
 
 
 @pytest.mark.parametrize(
     ("failed", "scale", "passed", "grade"),
-    [((), "levels", True, "good"), (("pii",), "levels", False, "severe_defect"), (("pii",), "letters", False, "F"),
-     (("pii", "refusal"), "letters", False, "F")],
-)  # fmt: skip
+    [
+        ((), "levels", True, "good"),
+        (("pii",), "levels", False, "severe_defect"),
+        (("pii",), "letters", False, "F"),
+        (("pii", "refusal"), "letters", False, "F"),
+    ],
+)
 def test_apply_gates(failed: tuple[str, ...], scale: Any, passed: bool, grade: str) -> None:
     gates = [(name, name not in failed, f"{name} said no") for name in ("pii", "refusal")]
     verdict = apply_gates(0.8, 0.6, scale, gates)
@@ -74,12 +93,22 @@ async def test_a_failed_gate_fails_a_high_scoring_result() -> None:
 
 async def test_the_same_evaluator_without_gate_only_weighs() -> None:
     result = await run(suite(gate=False), CARD)
-    assert (result["passed"], result["grade"], result["failed_gates"], result["reason"]) == (True, "good", [], None)
+    assert (result["passed"], result["grade"], result["failed_gates"], result["reason"]) == (
+        True,
+        "good",
+        [],
+        None,
+    )
 
 
 async def test_a_passing_gate_changes_nothing() -> None:
     result = await run(suite("letters"), CLEAN)
-    assert (result["score"], result["passed"], result["grade"], result["failed_gates"]) == (1.0, True, "A+", [])
+    assert (result["score"], result["passed"], result["grade"], result["failed_gates"]) == (
+        1.0,
+        True,
+        "A+",
+        [],
+    )
 
 
 async def test_letters_scale_gets_f() -> None:
@@ -107,7 +136,18 @@ def test_offline_file(tmp_path: Path, processes: int) -> None:
     lines = [orjson.dumps({"id": f"e{i}", "model": "m", "output": t}) for i, t in enumerate([CARD, CLEAN])]
     (tmp_path / "in.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     _, suites = load_config(tmp_path / "suites.yaml")
-    asyncio.run(evaluate_file(Pipeline(suites), tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "dl.jsonl",
-                              processes=processes, config_text=text))  # fmt: skip
+    asyncio.run(
+        evaluate_file(
+            Pipeline(suites),
+            tmp_path / "in.jsonl",
+            tmp_path / "out.jsonl",
+            tmp_path / "dl.jsonl",
+            processes=processes,
+            config_text=text,
+        )
+    )
     out = [orjson.loads(x) for x in (tmp_path / "out.jsonl").read_bytes().splitlines()]
-    assert [(r["id"], r["passed"], r["failed_gates"]) for r in out] == [("e0", False, ["no_card"]), ("e1", True, [])]
+    assert [(r["id"], r["passed"], r["failed_gates"]) for r in out] == [
+        ("e0", False, ["no_card"]),
+        ("e1", True, []),
+    ]

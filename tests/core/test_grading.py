@@ -11,19 +11,45 @@ from streameval.grading import combine, grade
 
 @pytest.mark.parametrize(
     ("score", "level"),
-    [(1.0, "excellent"), (0.9, "excellent"), (0.8999, "good"), (0.75, "good"), (0.7499, "pass"), (0.6, "pass"),
-     (0.5999, "fail"), (0.3, "fail"), (0.2999, "severe_defect"), (0.0, "severe_defect")],
-)  # fmt: skip
+    [
+        (1.0, "excellent"),
+        (0.9, "excellent"),
+        (0.8999, "good"),
+        (0.75, "good"),
+        (0.7499, "pass"),
+        (0.6, "pass"),
+        (0.5999, "fail"),
+        (0.3, "fail"),
+        (0.2999, "severe_defect"),
+        (0.0, "severe_defect"),
+    ],
+)
 def test_seed_003_levels(score: float, level: str) -> None:
     assert grade(score, "levels") == level
 
 
 @pytest.mark.parametrize(
     ("score", "letter"),
-    [(0.95, "A+"), (0.9, "A+"), (0.894, "A"), (0.85, "A"), (0.84, "A-"), (0.8, "A-"), (0.79, "B+"), (0.75, "B+"),
-     (0.72, "B"), (0.65, "B-"), (0.6, "C+"), (0.55, "C"), (0.5, "C-"), (0.45, "D"), (0.4, "D"), (0.399, "F"),
-     (0.0, "F")],
-)  # fmt: skip
+    [
+        (0.95, "A+"),
+        (0.9, "A+"),
+        (0.894, "A"),
+        (0.85, "A"),
+        (0.84, "A-"),
+        (0.8, "A-"),
+        (0.79, "B+"),
+        (0.75, "B+"),
+        (0.72, "B"),
+        (0.65, "B-"),
+        (0.6, "C+"),
+        (0.55, "C"),
+        (0.5, "C-"),
+        (0.45, "D"),
+        (0.4, "D"),
+        (0.399, "F"),
+        (0.0, "F"),
+    ],
+)
 def test_seed_000_letters(score: float, letter: str) -> None:
     assert grade(score, "letters") == letter  # the report-quality spec: 8.94 is an A (its worked example)
 

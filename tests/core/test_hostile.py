@@ -179,8 +179,31 @@ async def test_offline_file_of_hostile_lines(tmp_path: Path) -> None:
 # -- the fuzzer ---------------------------------------------------------------------------------
 
 SEED = _event(metadata={"a": [1, 2.5, {"b": None}], "s": "x"}, references=["Paris"], tags=["t"])
-ATOMS = [b"{", b"}", b"[", b"]", b'"', b"\\", b'\\"', b"\\\\", b":", b",", b"NaN", b"1e999", b"-0", b"\xff",
-         b"\xc3", b"\x00", b"\\ud800", b'"id"', b'"model"', b"null", b"9" * 120, b" ", b"\n"]  # fmt: skip
+ATOMS = [
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b'"',
+    b"\\",
+    b'\\"',
+    b"\\\\",
+    b":",
+    b",",
+    b"NaN",
+    b"1e999",
+    b"-0",
+    b"\xff",
+    b"\xc3",
+    b"\x00",
+    b"\\ud800",
+    b'"id"',
+    b'"model"',
+    b"null",
+    b"9" * 120,
+    b" ",
+    b"\n",
+]
 
 
 @st.composite

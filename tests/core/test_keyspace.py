@@ -27,10 +27,19 @@ T0 = 1_800_000_000
 
 def result(i: int, model: str, suite: str, at: float) -> GradedResult:
     return GradedResult(
-        id=f"e{i}", model=model, suite=suite, score=0.5, passed=False, threshold=0.6, grade="fail",
+        id=f"e{i}",
+        model=model,
+        suite=suite,
+        score=0.5,
+        passed=False,
+        threshold=0.6,
+        grade="fail",
         evaluators=[EvaluatorResult(name="ev", score=0.5, passed=False, weight=1)],
-        event_time=format_time(at), evaluated_at=format_time(at), latency_ms=1.0, pipeline_version="t",
-    )  # fmt: skip
+        event_time=format_time(at),
+        evaluated_at=format_time(at),
+        latency_ms=1.0,
+        pipeline_version="t",
+    )
 
 
 async def test_every_script_touches_one_hash_slot(
@@ -42,8 +51,12 @@ async def test_every_script_touches_one_hash_slot(
     real = keyspace.run_scripts
     by_sha = {aredis.register_script(getattr(_lua, name)).sha: name for name in _lua.__all__}
 
-    async def checked(client: Any, calls: Sequence[tuple[Any, list[str], list[Any]]], *,
-                      writes: Sequence[tuple[Any, ...]] = ()) -> list[Any]:  # fmt: skip
+    async def checked(
+        client: Any,
+        calls: Sequence[tuple[Any, list[str], list[Any]]],
+        *,
+        writes: Sequence[tuple[Any, ...]] = (),
+    ) -> list[Any]:
         for script, keys, _ in calls:
             seen.setdefault(by_sha[script.sha], []).append(keys)
         for command in writes:  # plain commands sent with the scripts: one key each
@@ -54,8 +67,9 @@ async def test_every_script_touches_one_hash_slot(
     for module in ("streameval.store", "streameval.windows", "streameval.registry", "streameval.deadletters"):
         monkeypatch.setattr(f"{module}.run_scripts", checked)
     now = [T0 + 1.0]
-    store = ResultStore(aredis, prefix=prefix, windows=(10, 60), allowed_lateness_s=1, max_pairs=2,
-                        clock=lambda: now[0])  # fmt: skip
+    store = ResultStore(
+        aredis, prefix=prefix, windows=(10, 60), allowed_lateness_s=1, max_pairs=2, clock=lambda: now[0]
+    )
     models = ["a", "b{x}", "c:d", "e/f"]  # braces and colons must not leak into hash tags
     items = [(result(i, models[i % 4], f"s{i % 3}", T0 + i), b"r", None) for i in range(24)]
     await store.record_many(items, [("schema", "t:0:1", T0), ("invalid_json", "t:1:7", T0 + 30)])
@@ -79,7 +93,10 @@ async def test_every_script_touches_one_hash_slot(
         name="x", description=None, config=CodeConfig(language="python", code="def evaluate(a): return 1")
     )
     await registry.delete(record)
-    assert await RawStore(aredis, prefix=prefix, ttl_s=60, budget_bytes=1000).keep(b"x" * 10, "ab" * 32) is not None
+    assert (
+        await RawStore(aredis, prefix=prefix, ttl_s=60, budget_bytes=1000).keep(b"x" * 10, "ab" * 32)
+        is not None
+    )
 
     assert sorted(seen) == sorted(_lua.__all__), "a script is never exercised here: add its path to this test"
     for name, calls in seen.items():
@@ -87,7 +104,9 @@ async def test_every_script_touches_one_hash_slot(
             assert keys, name
             assert len({key_slot(k.encode()) for k in keys}) == 1, (name, keys)
     # the encoded results, written before the record calls: each in the slot of a record call's keys
-    assert written and {key_slot(k.encode()) for k in written} <= {key_slot(keys[0].encode()) for keys in seen["RECORD"]}
+    assert written and {key_slot(k.encode()) for k in written} <= {
+        key_slot(keys[0].encode()) for keys in seen["RECORD"]
+    }
 
 
 @pytest.mark.parametrize("prefix", ["a{b}:", "x}"])
@@ -119,10 +138,19 @@ async def test_a_cluster_url_to_a_single_node_is_a_config_error(redis_url: str) 
         await keyspace.preflight(f"redis+cluster://{host_port}")
 
 
-@pytest.mark.parametrize("error", [redis_errors.ConnectionError("x"), redis_errors.TimeoutError("x"),
-                                   redis_errors.TryAgainError("x"), redis_errors.ClusterDownError("x"),
-                                   redis_errors.MasterDownError("x"), redis_errors.ReadOnlyError("x"),
-                                   redis_errors.MovedError("1 127.0.0.1:1"), redis_errors.BusyLoadingError("x")])  # fmt: skip
+@pytest.mark.parametrize(
+    "error",
+    [
+        redis_errors.ConnectionError("x"),
+        redis_errors.TimeoutError("x"),
+        redis_errors.TryAgainError("x"),
+        redis_errors.ClusterDownError("x"),
+        redis_errors.MasterDownError("x"),
+        redis_errors.ReadOnlyError("x"),
+        redis_errors.MovedError("1 127.0.0.1:1"),
+        redis_errors.BusyLoadingError("x"),
+    ],
+)
 async def test_transient_errors_become_store_unavailable(error: Exception) -> None:
     async def fail() -> None:
         raise error

@@ -44,7 +44,9 @@ async def _work(values: Sequence[int], delay: float | asyncio.Event) -> list[Pub
 
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.floats(min_value=0, max_value=0.003), min_size=1, max_size=12), st.integers(1, 5))
-async def test_publication_follows_input_order_whatever_finishes_first(delays: list[float], limit: int) -> None:
+async def test_publication_follows_input_order_whatever_finishes_first(
+    delays: list[float], limit: int
+) -> None:
     broker = Broker()
     acked: list[int] = []
 
@@ -197,7 +199,9 @@ async def test_a_failing_evaluation_surfaces_instead_of_blocking_submit() -> Non
 
 
 # -- early sends: results that need no judge go out before earlier batches' judged ones -------------
-def _phased(early: Sequence[int], late: Sequence[int], gate: asyncio.Event, emitted: asyncio.Event | None = None):  # type: ignore[no-untyped-def]
+def _phased(
+    early: Sequence[int], late: Sequence[int], gate: asyncio.Event, emitted: asyncio.Event | None = None
+):  # type: ignore[no-untyped-def]
     """A batch's work as the worker submits it: ``early`` sent through ``emit`` at once, ``late`` after ``gate``."""
 
     async def work(emit) -> list[Publish]:  # type: ignore[no-untyped-def]

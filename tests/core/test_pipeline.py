@@ -62,7 +62,9 @@ def _forget_test_evaluators() -> Iterator[None]:
 
 
 def pipeline(*evaluators: dict[str, Any], **kwargs: Any) -> Pipeline:
-    _, suites = parse_config({"suites": [{"name": "s", "default": True, "threshold": 0.5, "evaluators": list(evaluators)}]})
+    _, suites = parse_config(
+        {"suites": [{"name": "s", "default": True, "threshold": 0.5, "evaluators": list(evaluators)}]}
+    )
     return Pipeline(suites, **kwargs)
 
 
@@ -82,7 +84,11 @@ def raw(**fields: Any) -> bytes:
         (b'{"id": "e1", "model": "m", "output": null}', "schema", "$.output: None is not of type 'string'"),
         (b'{"id": "e1", "model": "m", "output": "x", "extra": 1}', "schema", "'extra' was unexpected"),
         (b'{"id": "e1", "model": "m", "output": "x", "timestamp": "noon"}', "schema", "$.timestamp"),
-        (b'{"id": "e1", "model": "m", "output": "x", "suite": "nope"}', "unknown_suite", "unknown suite 'nope'"),
+        (
+            b'{"id": "e1", "model": "m", "output": "x", "suite": "nope"}',
+            "unknown_suite",
+            "unknown suite 'nope'",
+        ),
     ],
 )
 async def test_bad_events_become_dead_letters(payload: bytes, kind: str, reason: str) -> None:
@@ -153,7 +159,9 @@ async def test_an_evaluator_bug_dead_letters_as_internal_without_raising() -> No
 async def test_result_fields() -> None:
     clock = iter([100.0, 100.25]).__next__
     p = pipeline({"evaluator": "exact_match"}, clock=clock)
-    outcome = await p.process(raw(expected="Paris", category="qa_simple", timestamp="2026-11-21T10:00:00+08:00"))
+    outcome = await p.process(
+        raw(expected="Paris", category="qa_simple", timestamp="2026-11-21T10:00:00+08:00")
+    )
     result = outcome.result
     assert result is not None
     assert (result.id, result.model, result.suite, result.category) == ("e1", "m", "s", "qa_simple")
@@ -163,8 +171,12 @@ async def test_result_fields() -> None:
 
 
 async def test_the_synchronous_path_gives_the_awaited_result_and_refuses_async_suites() -> None:
-    rules = pipeline({"evaluator": "exact_match"}, {"evaluator": "test_raises"}, {"evaluator": "contains",
-                     "params": {"value": "Par"}}, clock=lambda: 100.0)  # fmt: skip
+    rules = pipeline(
+        {"evaluator": "exact_match"},
+        {"evaluator": "test_raises"},
+        {"evaluator": "contains", "params": {"value": "Par"}},
+        clock=lambda: 100.0,
+    )
     event = raw(expected="Paris")
     awaited = await rules.process(event, Source("t", 0, 1), received_at=99.0)
     sync = rules.process_sync(event, Source("t", 0, 1), 99.0)

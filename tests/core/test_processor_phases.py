@@ -43,37 +43,58 @@ class GatedTransport(httpx.AsyncBaseTransport):
 def _ids(run: str) -> tuple[str, str]:
     """An id the judged suite samples and one it leaves out."""
     candidates = [f"{run}-j{i}" for i in range(200)]
-    return next(i for i in candidates if sampled(i, RATE)), next(i for i in candidates if not sampled(i, RATE))
+    return next(i for i in candidates if sampled(i, RATE)), next(
+        i for i in candidates if not sampled(i, RATE)
+    )
 
 
 async def _counts(store: ResultStore) -> dict[tuple[str, str], float]:
     return {(a.model, a.suite): a.count for a in await store.all_time()}
 
 
-async def test_rule_results_are_recorded_and_emitted_before_the_judged_ones(aredis: aioredis.Redis, prefix: str) -> None:
+async def test_rule_results_are_recorded_and_emitted_before_the_judged_ones(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
     run = uuid.uuid4().hex[:8]
     judged_id, unsampled_id = _ids(run)
     raw = [
         orjson.dumps({"id": f"{run}-r1", "model": "m", "output": "Paris", "expected": "Paris"}),
-        orjson.dumps({"id": judged_id, "model": "m", "category": "jq", "output": "Paris", "expected": "Paris"}),
+        orjson.dumps(
+            {"id": judged_id, "model": "m", "category": "jq", "output": "Paris", "expected": "Paris"}
+        ),
         b"not json",
         orjson.dumps({"id": f"{run}-r2", "model": "m", "output": "Lyon", "expected": "Paris"}),
-        orjson.dumps({"id": unsampled_id, "model": "m", "category": "jq", "output": "Paris", "expected": "Paris"}),
+        orjson.dumps(
+            {"id": unsampled_id, "model": "m", "category": "jq", "output": "Paris", "expected": "Paris"}
+        ),
     ]
     batch = [(r, Source("in", 0, n)) for n, r in enumerate(raw)]
     gate = asyncio.Event()
     transport = GatedTransport(gate)
     store = ResultStore(aredis, prefix=prefix, windows=(60,))
     async with start_judge_sim() as url:
-        _, suites = parse_config({
-            "judges": [{"name": "sim", "protocol": "openai", "base_url": f"{url}/v1", "model": "simulated",
-                        "weight": 1}],
-            "suites": [
-                {"name": "rules", "default": True, "evaluators": [{"evaluator": "exact_match"}]},
-                {"name": "judged", "match": {"category": ["jq"]}, "evaluators": [{"evaluator": "exact_match"}],
-                 "judge": {"sample_rate": RATE, "consistency_rate": 0}},
-            ],
-        })  # fmt: skip
+        _, suites = parse_config(
+            {
+                "judges": [
+                    {
+                        "name": "sim",
+                        "protocol": "openai",
+                        "base_url": f"{url}/v1",
+                        "model": "simulated",
+                        "weight": 1,
+                    }
+                ],
+                "suites": [
+                    {"name": "rules", "default": True, "evaluators": [{"evaluator": "exact_match"}]},
+                    {
+                        "name": "judged",
+                        "match": {"category": ["jq"]},
+                        "evaluators": [{"evaluator": "exact_match"}],
+                        "judge": {"sample_rate": RATE, "consistency_rate": 0},
+                    },
+                ],
+            }
+        )
         processor = Processor(Pipeline(suites, judge_transport=transport), store)
         await processor.start()
         try:
@@ -92,8 +113,12 @@ async def test_rule_results_are_recorded_and_emitted_before_the_judged_ones(ared
             assert transport.calls == 1 and not gate.is_set()  # the judged event is still waiting
             assert not task.done()
             early = [(m.kind, m.key) for m in emitted]
-            assert early == [("result", f"{run}-r1".encode()), ("deadletter", None),
-                             ("result", f"{run}-r2".encode()), ("result", unsampled_id.encode())]  # fmt: skip
+            assert early == [
+                ("result", f"{run}-r1".encode()),
+                ("deadletter", None),
+                ("result", f"{run}-r2".encode()),
+                ("result", unsampled_id.encode()),
+            ]
             assert counted_when_emitted == [{("m", "rules"): 2.0, ("m", "judged"): 1.0}]
             unsampled = GradedResult.model_validate_json(emitted[3].value)
             assert unsampled.judge is not None and unsampled.judge.status == "unsampled"
@@ -111,20 +136,29 @@ async def test_rule_results_are_recorded_and_emitted_before_the_judged_ones(ared
                 again.extend(messages)
 
             [late_again] = await processor.process_batch(batch, emit=emit_again)
-            assert [m.value for m in again if m.kind == "result"] == [m.value for m in emitted if m.kind == "result"]
+            assert [m.value for m in again if m.kind == "result"] == [
+                m.value for m in emitted if m.kind == "result"
+            ]
             assert late_again.value == late.value
             assert await _counts(store) == {("m", "rules"): 2.0, ("m", "judged"): 2.0}
 
             # without emit: everything in input order, as before
             whole = await processor.process_batch(batch)
-            assert [m.key for m in whole] == [f"{run}-r1".encode(), judged_id.encode(), None, f"{run}-r2".encode(),
-                                              unsampled_id.encode()]  # fmt: skip
+            assert [m.key for m in whole] == [
+                f"{run}-r1".encode(),
+                judged_id.encode(),
+                None,
+                f"{run}-r2".encode(),
+                unsampled_id.encode(),
+            ]
         finally:
             await processor.close()
             await transport.aclose()
 
 
-async def test_a_batch_without_judged_events_is_recorded_once_and_emitted_whole(aredis: aioredis.Redis, prefix: str) -> None:
+async def test_a_batch_without_judged_events_is_recorded_once_and_emitted_whole(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
     calls: list[Any] = []
     store = ResultStore(aredis, prefix=prefix, windows=(60,))
     record_many = store.record_many
@@ -134,13 +168,20 @@ async def test_a_batch_without_judged_events_is_recorded_once_and_emitted_whole(
         return await record_many(*args, **kwargs)
 
     store.record_many = counting  # type: ignore[method-assign]
-    _, suites = parse_config({"suites": [{"name": "rules", "default": True, "evaluators": [{"evaluator": "exact_match"}]}]})
+    _, suites = parse_config(
+        {"suites": [{"name": "rules", "default": True, "evaluators": [{"evaluator": "exact_match"}]}]}
+    )
     processor = Processor(Pipeline(suites), store)
     await processor.start()
     try:
         run = uuid.uuid4().hex[:8]
-        batch = [(orjson.dumps({"id": f"{run}-{n}", "model": "m", "output": "Paris", "expected": "Paris"}), Source("in", 0, n))
-                 for n in range(5)]  # fmt: skip
+        batch = [
+            (
+                orjson.dumps({"id": f"{run}-{n}", "model": "m", "output": "Paris", "expected": "Paris"}),
+                Source("in", 0, n),
+            )
+            for n in range(5)
+        ]
         emitted: list[Publish] = []
 
         async def emit(messages: list[Publish]) -> None:

@@ -14,13 +14,38 @@ import streameval
 def test_exported_names() -> None:
     assert sorted(streameval.__all__) == sorted(
         [
-            "Aggregate", "Alert", "ConfigError", "DeadLetter", "Evaluator", "EvaluatorError", "EvaluatorResult",
-            "EvaluatorTimeout", "EventError", "GradedResult", "Outcome", "Pipeline", "Processor", "RequestEvent",
-            "ResultStore", "Score", "Settings", "Source", "StoreUnavailable", "StreamEvalError", "Suites",
-            "__version__", "build_evaluator", "combine", "evaluator_names", "grade", "load_config",
-            "load_settings", "parse_config", "register",
+            "Aggregate",
+            "Alert",
+            "ConfigError",
+            "DeadLetter",
+            "Evaluator",
+            "EvaluatorError",
+            "EvaluatorResult",
+            "EvaluatorTimeout",
+            "EventError",
+            "GradedResult",
+            "Outcome",
+            "Pipeline",
+            "Processor",
+            "RequestEvent",
+            "ResultStore",
+            "Score",
+            "Settings",
+            "Source",
+            "StoreUnavailable",
+            "StreamEvalError",
+            "Suites",
+            "__version__",
+            "build_evaluator",
+            "combine",
+            "evaluator_names",
+            "grade",
+            "load_config",
+            "load_settings",
+            "parse_config",
+            "register",
         ]
-    )  # fmt: skip
+    )
     for name in streameval.__all__:
         assert getattr(streameval, name) is not None
 
@@ -49,8 +74,18 @@ def test_every_error_is_a_streameval_error() -> None:
     classes = _exception_classes()
     names = {c.__name__ for c in classes}
     # the walk reaches every corner: the core, the API, the registry, the worker's in-flight batches
-    assert {"ConfigError", "ApiError", "NameTaken", "RegistryFull", "PublishFailed", "Stalled", "JudgeError"} <= names
-    outside = sorted(f"{c.__module__}.{c.__qualname__}" for c in classes if not issubclass(c, streameval.StreamEvalError))
+    assert {
+        "ConfigError",
+        "ApiError",
+        "NameTaken",
+        "RegistryFull",
+        "PublishFailed",
+        "Stalled",
+        "JudgeError",
+    } <= names
+    outside = sorted(
+        f"{c.__module__}.{c.__qualname__}" for c in classes if not issubclass(c, streameval.StreamEvalError)
+    )
     assert outside == [], f"exceptions outside the StreamEvalError tree: {outside}"
 
 
@@ -62,7 +97,11 @@ def test_error_tree_lists_every_public_subtree() -> None:
     for cls in _exception_classes():
         if cls.__name__.startswith("_"):
             continue
-        named = [c.__name__ for c in cls.__mro__ if issubclass(c, streameval.StreamEvalError) and c.__name__ in tree]
+        named = [
+            c.__name__
+            for c in cls.__mro__
+            if issubclass(c, streameval.StreamEvalError) and c.__name__ in tree
+        ]
         assert (named and named[0] != "StreamEvalError") or cls is streameval.StreamEvalError, cls
 
 
@@ -71,12 +110,30 @@ def test_inputs_exported_names() -> None:
 
     assert sorted(streameval.inputs.__all__) == sorted(
         [
-            "FORMATS", "MISSING", "Decoder", "InputConfig", "Inputs", "Item", "JsonDecoder", "JsonInput", "NativeDecoder",
-            "NativeInput", "OtlpDecoder", "OtlpInput", "Path", "Span", "build_decoder", "check_input_topics",
-            "compile_path", "convention", "input_issues", "spans_from_json", "spans_from_proto",
+            "FORMATS",
+            "MISSING",
+            "Decoder",
+            "InputConfig",
+            "Inputs",
+            "Item",
+            "JsonDecoder",
+            "JsonInput",
+            "NativeDecoder",
+            "NativeInput",
+            "OtlpDecoder",
+            "OtlpInput",
+            "Path",
+            "Span",
+            "build_decoder",
+            "check_input_topics",
+            "compile_path",
+            "convention",
+            "input_issues",
+            "spans_from_json",
+            "spans_from_proto",
             "to_event",
         ]
-    )  # fmt: skip
+    )
     for name in streameval.inputs.__all__:
         assert getattr(streameval.inputs, name) is not None
 
@@ -85,6 +142,12 @@ def test_batch_exported_names() -> None:
     """A batch of messages to outcomes (decode, then evaluate) sits above the decoders and the pool."""
     import streameval.batch
 
-    assert sorted(streameval.batch.__all__) == ["Ready", "evaluate_batch", "evaluate_items", "evaluate_messages", "finish_batch"]
+    assert sorted(streameval.batch.__all__) == [
+        "Ready",
+        "evaluate_batch",
+        "evaluate_items",
+        "evaluate_messages",
+        "finish_batch",
+    ]
     for name in streameval.batch.__all__:
         assert getattr(streameval.batch, name) is not None

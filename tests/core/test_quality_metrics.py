@@ -33,14 +33,33 @@ def test_model_labels_are_bounded() -> None:
 async def test_results_are_counted_by_model_and_suite(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(quality_metrics, "_labels", quality_metrics.ModelLabels(1))
     suite = f"qm-{id(monkeypatch)}"  # a suite name no other test uses
-    _, suites = parse_config({"suites": [{"name": suite, "default": True, "threshold": 0.5, "evaluators": [
-        {"evaluator": "contains", "params": {"value": "Paris"}},
-        {"evaluator": "regex", "name": "no_digits", "params": {"pattern": r"^\D*$"}, "weight": 0, "gate": True}]}]})  # fmt: skip
+    _, suites = parse_config(
+        {
+            "suites": [
+                {
+                    "name": suite,
+                    "default": True,
+                    "threshold": 0.5,
+                    "evaluators": [
+                        {"evaluator": "contains", "params": {"value": "Paris"}},
+                        {
+                            "evaluator": "regex",
+                            "name": "no_digits",
+                            "params": {"pattern": r"^\D*$"},
+                            "weight": 0,
+                            "gate": True,
+                        },
+                    ],
+                }
+            ]
+        }
+    )
     pipeline = Pipeline(suites)
     events: list[dict[str, Any]] = [
-        {"id": "1", "model": "m1", "output": "Paris"}, {"id": "2", "model": "m1", "output": "Rome"},
+        {"id": "1", "model": "m1", "output": "Paris"},
+        {"id": "2", "model": "m1", "output": "Rome"},
         {"id": "3", "model": "m2", "output": "Paris 75001"},  # over the model limit: "other"; gate fails
-    ]  # fmt: skip
+    ]
     outcomes = [await pipeline.process(orjson.dumps(e)) for e in events]
     telemetry.observe_outcomes(outcomes)
     assert sample("streameval_result_score_count", model="m1", suite=suite) == 2
@@ -66,7 +85,11 @@ def exported_names() -> set[str]:
 def dashboard_queries() -> list[tuple[str, str]]:
     board = json.loads(DASHBOARD.read_text(encoding="utf-8"))
     out = [(panel["title"], target["expr"]) for panel in board["panels"] for target in panel["targets"]]
-    out += [(f"variable {v['name']}", v["definition"]) for v in board["templating"]["list"] if v["type"] == "query"]
+    out += [
+        (f"variable {v['name']}", v["definition"])
+        for v in board["templating"]["list"]
+        if v["type"] == "query"
+    ]
     return out
 
 

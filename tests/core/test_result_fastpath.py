@@ -32,15 +32,35 @@ from streameval.pipeline import Pipeline
 ROOT = Path(__file__).resolve().parents[2]
 CLOCK = 1_764_000_000.25
 
-RULES: dict[str, Any] = {"suites": [{"name": "rules", "default": True, "threshold": 0.5, "evaluators": [
-    {"evaluator": "exact_match"}, {"evaluator": "exact_match_normalized"}, {"evaluator": "contains"},
-    {"evaluator": "contains", "name": "contains_ci", "params": {"ignore_case": True}},
-    {"evaluator": "regex", "params": {"pattern": "模型|the", "flags": "i"}},
-    {"evaluator": "json_schema", "params": {"schema": {"type": "object", "required": ["a"]}}},
-    {"evaluator": "similarity"}, {"evaluator": "similarity", "name": "cos", "params": {"algorithm": "cosine"}},
-    {"evaluator": "token_f1"}, {"evaluator": "rouge_l"}, {"evaluator": "bleu"}, {"evaluator": "bleu_simple"},
-    {"evaluator": "keyword_match", "params": {"unlabeled": "positive"}, "gate": True, "weight": 0},
-]}]}  # fmt: skip
+RULES: dict[str, Any] = {
+    "suites": [
+        {
+            "name": "rules",
+            "default": True,
+            "threshold": 0.5,
+            "evaluators": [
+                {"evaluator": "exact_match"},
+                {"evaluator": "exact_match_normalized"},
+                {"evaluator": "contains"},
+                {"evaluator": "contains", "name": "contains_ci", "params": {"ignore_case": True}},
+                {"evaluator": "regex", "params": {"pattern": "模型|the", "flags": "i"}},
+                {"evaluator": "json_schema", "params": {"schema": {"type": "object", "required": ["a"]}}},
+                {"evaluator": "similarity"},
+                {"evaluator": "similarity", "name": "cos", "params": {"algorithm": "cosine"}},
+                {"evaluator": "token_f1"},
+                {"evaluator": "rouge_l"},
+                {"evaluator": "bleu"},
+                {"evaluator": "bleu_simple"},
+                {
+                    "evaluator": "keyword_match",
+                    "params": {"unlabeled": "positive"},
+                    "gate": True,
+                    "weight": 0,
+                },
+            ],
+        }
+    ]
+}
 
 
 def _corpus() -> bytes:
@@ -60,11 +80,19 @@ def _corpus() -> bytes:
     return b"\n".join(lines) + b"\n"
 
 
-def _validated(name: str, score: float, passed: bool, weight: float, reason: str | None,
-               details: dict[str, Any] | None, version: str | None) -> EvaluatorResult:  # fmt: skip
+def _validated(
+    name: str,
+    score: float,
+    passed: bool,
+    weight: float,
+    reason: str | None,
+    details: dict[str, Any] | None,
+    version: str | None,
+) -> EvaluatorResult:
     """The code the cheap path replaced: every result validated by pydantic."""
-    return EvaluatorResult(name=name, score=score, passed=passed, weight=weight, reason=reason, details=details,
-                           version=version)  # fmt: skip
+    return EvaluatorResult(
+        name=name, score=score, passed=passed, weight=weight, reason=reason, details=details, version=version
+    )
 
 
 def _counted(build: Callable[..., Any], calls: dict[str, int], key: str) -> Callable[..., Any]:
@@ -117,16 +145,34 @@ class _Str(str):
     pass
 
 
-@pytest.mark.parametrize("score", [
-    Score(1.0, True), Score(0.25, False, "why", {"k": [1, {"x": None}]}, None, "v@2"), Score(0.0, False, None, {}),
-    Score(1, True), Score(True, True), Score(0.5, 1), Score(0.5, True, _Str("r")), Score(0.5, True, None, {1: "x"}),  # type: ignore[arg-type]
-    Score(1.5, True), Score(math.nan, True), Score(-0.0, False), Score(0.5, True, 3),  # type: ignore[arg-type]
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "score",
+    [
+        Score(1.0, True),
+        Score(0.25, False, "why", {"k": [1, {"x": None}]}, None, "v@2"),
+        Score(0.0, False, None, {}),
+        Score(1, True),
+        Score(True, True),
+        Score(0.5, 1),
+        Score(0.5, True, _Str("r")),
+        Score(0.5, True, None, {1: "x"}),  # type: ignore[arg-type]
+        Score(1.5, True),
+        Score(math.nan, True),
+        Score(-0.0, False),
+        Score(0.5, True, 3),  # type: ignore[arg-type]
+    ],
+)
 def test_a_rule_result_is_what_validation_builds_or_raises(score: Score) -> None:
     def old() -> EvaluatorResult:
         if not 0.0 <= score.score <= 1.0:
-            return EvaluatorResult(name="e", score=0.0, passed=False, weight=2.0,
-                                   reason=f"evaluator returned score {score.score!r} outside [0, 1]", error="bad_score")  # fmt: skip
+            return EvaluatorResult(
+                name="e",
+                score=0.0,
+                passed=False,
+                weight=2.0,
+                reason=f"evaluator returned score {score.score!r} outside [0, 1]",
+                error="bad_score",
+            )
         return _validated("e", score.score, score.passed, 2.0, score.reason, score.details, score.version)
 
     built: Callable[[], EvaluatorResult] = lambda: pipeline_module._to_result(BOUND, score)  # noqa: E731
@@ -168,8 +214,23 @@ def test_format_time_writes_what_datetime_writes() -> None:
     from datetime import UTC, datetime
 
     rng = random.Random(3)
-    edges = [0.0, -0.0, 1.0005, 1.0004999, 1764000000.9999996, 1764000000.9999995, 1764000000.9999994, -1.5,
-             -0.0000004, -0.0000005, -0.0000006, 253402300799.999, 1e-7, 5e-7, -62135596800.0]  # fmt: skip
+    edges = [
+        0.0,
+        -0.0,
+        1.0005,
+        1.0004999,
+        1764000000.9999996,
+        1764000000.9999995,
+        1764000000.9999994,
+        -1.5,
+        -0.0000004,
+        -0.0000005,
+        -0.0000006,
+        253402300799.999,
+        1e-7,
+        5e-7,
+        -62135596800.0,
+    ]
     near = [
         1764000000 + k / 1e6 + d for k in range(0, 2_000_000, 37) for d in (0.0, 4.9999e-7, 5e-7, 5.0001e-7)
     ]

@@ -42,7 +42,8 @@ def test_config_is_checked_before_anything_connects(tmp_path: Path) -> None:
     for output in OUTPUTS:  # every output topic of the table is refused as an input, by its setting's name
         reading_it = SUITE + f"inputs: [{{topic: {output.setting}-topic, format: native}}]\n"
         settings = settings_for(tmp_path, unreachable, "p:", reading_it).model_copy(
-            update={output.setting: f"{output.setting}-topic"})  # fmt: skip
+            update={output.setting: f"{output.setting}-topic"}
+        )
         with pytest.raises(ConfigError, match=output.env):
             load_worker_config(settings)
     config = load_worker_config(settings_for(tmp_path, unreachable, "p:"))
@@ -55,12 +56,28 @@ async def test_built_runtime_evaluates_and_closes_windows_once_with_the_alert_ke
     runtime = await Runtime.build(load_worker_config(settings_for(tmp_path, redis_url, prefix)))
     try:
         built = runtime.closer
-        assert built.allowed_lateness_s == 1 and built.lease_ms == 7000 and [r.name for r in built.rules] == ["low"]
+        assert (
+            built.allowed_lateness_s == 1
+            and built.lease_ms == 7000
+            and [r.name for r in built.rules] == ["low"]
+        )
         seconds, _ = await aredis.time()
         now = float(seconds)
-        events = [orjson.dumps({"id": f"e{i}", "model": "m", "output": out, "expected": "Paris",
-                                "timestamp": format_time(now)}) for i, out in enumerate(["Paris", "Rome"])]  # fmt: skip
-        published = await runtime.processor.process_batch([(raw, Source("t", 0, i)) for i, raw in enumerate(events)])
+        events = [
+            orjson.dumps(
+                {
+                    "id": f"e{i}",
+                    "model": "m",
+                    "output": out,
+                    "expected": "Paris",
+                    "timestamp": format_time(now),
+                }
+            )
+            for i, out in enumerate(["Paris", "Rome"])
+        ]
+        published = await runtime.processor.process_batch(
+            [(raw, Source("t", 0, i)) for i, raw in enumerate(events)]
+        )
         assert [m.kind for m in published] == ["result", "result"]
 
         async def later() -> float:  # the window of `now` has ended and its lateness passed
@@ -79,6 +96,8 @@ async def test_built_runtime_evaluates_and_closes_windows_once_with_the_alert_ke
         [alert] = [Alert.model_validate_json(m.value) for m in sent if m.kind == "alert"]
         assert alert.rule == "low" and alert.value == pytest.approx(0.5)
         # the dashboard's recent alerts hold exactly what went to the alert topic
-        assert await aredis.lrange(recent_alerts_key(prefix), 0, -1) == [m.value for m in sent if m.kind == "alert"]
+        assert await aredis.lrange(recent_alerts_key(prefix), 0, -1) == [
+            m.value for m in sent if m.kind == "alert"
+        ]
     finally:
         await runtime.close()

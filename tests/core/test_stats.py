@@ -89,10 +89,16 @@ def _alpha(units: list[list[float | None]]) -> float | None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(st.one_of(st.none(), st.integers(1, 5)), min_size=3, max_size=3), min_size=2, max_size=25))
+@given(
+    st.lists(
+        st.lists(st.one_of(st.none(), st.integers(1, 5)), min_size=3, max_size=3), min_size=2, max_size=25
+    )
+)
 def test_alpha_matches_krippendorff_package(units: list[list[int | None]]) -> None:
     ours = _alpha(units)  # type: ignore[arg-type]
-    data = np.array([[np.nan if v is None else v for v in unit] for unit in units], dtype=float).T  # judges × units
+    data = np.array(
+        [[np.nan if v is None else v for v in unit] for unit in units], dtype=float
+    ).T  # judges × units
     pairable = [u for u in units if sum(v is not None for v in u) >= 2]
     values = {v for u in pairable for v in u if v is not None}
     if len(values) < 2:  # no disagreement to expect: the package divides by zero, we say None
@@ -107,7 +113,8 @@ def test_alpha_perfect_agreement_is_one() -> None:
 
 
 @pytest.mark.parametrize(
-    ("latency", "bucket"), [(0, 0), (5, 0), (5.1, 1), (120000, len(LATENCY_BUCKETS_MS) - 1), (1e9, len(LATENCY_BUCKETS_MS))]
+    ("latency", "bucket"),
+    [(0, 0), (5, 0), (5.1, 1), (120000, len(LATENCY_BUCKETS_MS) - 1), (1e9, len(LATENCY_BUCKETS_MS))],
 )
 def test_latency_bucket(latency: float, bucket: int) -> None:
     assert latency_bucket(latency) == bucket

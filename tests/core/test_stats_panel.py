@@ -43,8 +43,16 @@ WEIGHTS = {"a": 0.3, "b": 0.3, "c": 0.4}
 
 def verdict(name: str, score: float | None) -> JudgeVerdict:
     status = "ok" if score is not None else "error"
-    return JudgeVerdict(name=name, model=f"m-{name}", weight=WEIGHTS[name], status=status, prompt="standard",
-                        scale="0-10", score=score, error=None if score is not None else "timeout")  # fmt: skip
+    return JudgeVerdict(
+        name=name,
+        model=f"m-{name}",
+        weight=WEIGHTS[name],
+        status=status,
+        prompt="standard",
+        scale="0-10",
+        score=score,
+        error=None if score is not None else "timeout",
+    )
 
 
 def fields_of(units: list[list[int | None]]) -> dict[str, float]:
@@ -60,11 +68,22 @@ def fields_of(units: list[list[int | None]]) -> dict[str, float]:
 
 
 def aggregate_of(units: list[list[int | None]]) -> Any:
-    return build_aggregate("m", "s", 60, 0, fields_of(units), {}, dead_letters=0, window_events=len(units),
-                           published_at="2026-11-21T10:00:00Z")  # fmt: skip
+    return build_aggregate(
+        "m",
+        "s",
+        60,
+        0,
+        fields_of(units),
+        {},
+        dead_letters=0,
+        window_events=len(units),
+        published_at="2026-11-21T10:00:00Z",
+    )
 
 
-unit_lists = st.lists(st.lists(st.one_of(st.none(), st.integers(0, 10)), min_size=3, max_size=3), min_size=2, max_size=30)
+unit_lists = st.lists(
+    st.lists(st.one_of(st.none(), st.integers(0, 10)), min_size=3, max_size=3), min_size=2, max_size=30
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -112,13 +131,16 @@ def test_judge_error_rate_is_errors_over_asked() -> None:
 
 def test_repeat_counters_give_the_consistency_correlation_and_warn_below_0_8() -> None:
     firsts = [[verdict("a", s), verdict("b", s + 1)] for s in (1.0, 4.0, 7.0, 9.0)]
-    repeats = [[verdict("a", r), verdict("b", r2)] for r, r2 in ((9.0, 2.0), (1.0, 5.0), (4.0, 8.0), (7.0, 10.0))]
+    repeats = [
+        [verdict("a", r), verdict("b", r2)] for r, r2 in ((9.0, 2.0), (1.0, 5.0), (4.0, 8.0), (7.0, 10.0))
+    ]
     fields: dict[str, float] = {"count": 4.0}
     for first, repeat in zip(firsts, repeats, strict=True):
         for name, value in repeat_counters(first, repeat).items():
             fields[f"ev:judge_panel:c:{name}"] = fields.get(f"ev:judge_panel:c:{name}", 0.0) + value
-    aggregate = build_aggregate("m", "s", 60, 0, fields, {}, dead_letters=0, window_events=4,
-                                published_at="2026-11-21T10:00:00Z")  # fmt: skip
+    aggregate = build_aggregate(
+        "m", "s", 60, 0, fields, {}, dead_letters=0, window_events=4, published_at="2026-11-21T10:00:00Z"
+    )
     x = [v.score for f in firsts for v in f]
     y = [v.score for r in repeats for v in r]
     assert aggregate.consistency_n == 8
@@ -131,32 +153,46 @@ def test_seed_003_zscore_example() -> None:
     # the multi-judge spec: DeepSeek mean 4.2 std 0.5, GLM mean 3.8 std 0.6; 4.5 -> z 0.6, 4.2 -> z 0.67
     norms = {"a": Moments(100, 4.2, 0.5), "b": Moments(100, 3.8, 0.6)}
     weights = {"a": 0.5, "b": 0.5}
-    verdicts = [JudgeVerdict(name=n, model=n, weight=weights[n], status="ok", prompt="standard", scale="1-5", score=s)
-                for n, s in (("a", 4.5), ("b", 4.2))]  # fmt: skip
+    verdicts = [
+        JudgeVerdict(name=n, model=n, weight=weights[n], status="ok", prompt="standard", scale="1-5", score=s)
+        for n, s in (("a", 4.5), ("b", 4.2))
+    ]
     z = (0.6 + (4.2 - 3.8) / 0.6) / 2
     assert zscore_panel_score(verdicts, norms, 30) == pytest.approx(4.0 + z * 0.55, abs=1e-6)
 
 
 @pytest.mark.parametrize(
     ("norms", "why"),
-    [({"a": Moments(5, 4.0, 1.0), "b": Moments(100, 4.0, 1.0)}, "too few scores"),
-     ({"a": Moments(100, 4.0, 0.0), "b": Moments(100, 4.0, 1.0)}, "zero std"),
-     ({"b": Moments(100, 4.0, 1.0)}, "no norm")],
-)  # fmt: skip
+    [
+        ({"a": Moments(5, 4.0, 1.0), "b": Moments(100, 4.0, 1.0)}, "too few scores"),
+        ({"a": Moments(100, 4.0, 0.0), "b": Moments(100, 4.0, 1.0)}, "zero std"),
+        ({"b": Moments(100, 4.0, 1.0)}, "no norm"),
+    ],
+)
 def test_zscore_needs_usable_norms(norms: dict[str, Moments], why: str) -> None:
     assert zscore_panel_score([verdict("a", 5.0), verdict("b", 6.0)], norms, 30) is None, why
 
 
 @given(st.floats(1, 9), st.floats(0.5, 3), st.lists(st.floats(0, 10), min_size=3, max_size=3))
-def test_zscore_with_identical_norms_is_the_weighted_mean(mean: float, std: float, scores: list[float]) -> None:
+def test_zscore_with_identical_norms_is_the_weighted_mean(
+    mean: float, std: float, scores: list[float]
+) -> None:
     norms = {j: Moments(100, mean, std) for j in JUDGES}
     verdicts = [verdict(j, s) for j, s in zip(JUDGES, scores, strict=True)]
     assert zscore_panel_score(verdicts, norms, 30) == pytest.approx(panel_score(verdicts), abs=1e-5)
 
 
 def test_judge_norms_pool_every_pair() -> None:
-    one = {"ev:judge_panel:c:a.n": 2.0, "ev:judge_panel:c:a.score_sum": 10.0, "ev:judge_panel:c:a.score_sumsq": 52.0}
-    two = {"ev:judge_panel:c:a.n": 1.0, "ev:judge_panel:c:a.score_sum": 8.0, "ev:judge_panel:c:a.score_sumsq": 64.0}
+    one = {
+        "ev:judge_panel:c:a.n": 2.0,
+        "ev:judge_panel:c:a.score_sum": 10.0,
+        "ev:judge_panel:c:a.score_sumsq": 52.0,
+    }
+    two = {
+        "ev:judge_panel:c:a.n": 1.0,
+        "ev:judge_panel:c:a.score_sum": 8.0,
+        "ev:judge_panel:c:a.score_sumsq": 64.0,
+    }
     assert judge_norms([one, two])["a"] == moments(3, 18.0, 116.0)
 
 
@@ -171,28 +207,63 @@ def test_rejudging_is_deterministic_and_near_the_rate() -> None:
 async def test_panel_counters_reach_redis_and_the_window_figures(aredis: aioredis.Redis, prefix: str) -> None:
     requests: list[dict[str, Any]] = []
     store = ResultStore(aredis, prefix=prefix, windows=(60,))
-    outputs = ["The capital of France is Paris.", "Paris", "It is Lyon.", "Berlin", "paris, France", "no idea"]
+    outputs = [
+        "The capital of France is Paris.",
+        "Paris",
+        "It is Lyon.",
+        "Berlin",
+        "paris, France",
+        "no idea",
+    ]
     async with start_judge_sim(requests=requests) as url:
-        _, suites = parse_config({"judges": demo_judges(url), "suites": [{
-            "name": "s", "default": True, "evaluators": [{"evaluator": "exact_match"}],
-            "judge": {"consistency_rate": 1.0}}]})  # fmt: skip
+        _, suites = parse_config(
+            {
+                "judges": demo_judges(url),
+                "suites": [
+                    {
+                        "name": "s",
+                        "default": True,
+                        "evaluators": [{"evaluator": "exact_match"}],
+                        "judge": {"consistency_rate": 1.0},
+                    }
+                ],
+            }
+        )
         pipeline = Pipeline(suites, judge_cache=JudgeCache(aredis, prefix=prefix))
         await pipeline.start()
         try:
             scores: list[list[float]] = []
             for output in outputs:
-                raw = orjson.dumps({"id": f"ev-{uuid.uuid4().hex}", "model": "m", "output": output,
-                                    "expected": "Paris", "category": "qa_simple"})  # fmt: skip
+                raw = orjson.dumps(
+                    {
+                        "id": f"ev-{uuid.uuid4().hex}",
+                        "model": "m",
+                        "output": output,
+                        "expected": "Paris",
+                        "category": "qa_simple",
+                    }
+                )
                 outcome = await pipeline.process(raw)
                 assert outcome.result is not None and outcome.result.judge is not None
                 scores.append([v.score for v in outcome.result.judge.judges])  # type: ignore[misc]
-                await store.record(outcome.result, outcome.result.model_dump_json().encode(), outcome.counters)
+                await store.record(
+                    outcome.result, outcome.result.model_dump_json().encode(), outcome.counters
+                )
         finally:
             await pipeline.close()
     assert len(requests) == 2 * 3 * len(outputs)  # every event re-judged, the repeat never from the cache
     [window] = [a for a in await store.all_time()]
-    aggregate = build_aggregate("m", "s", 60, 0, window.fields, window.fields, dead_letters=0,
-                                window_events=len(outputs), published_at="2026-11-21T10:00:00Z")  # fmt: skip
+    aggregate = build_aggregate(
+        "m",
+        "s",
+        60,
+        0,
+        window.fields,
+        window.fields,
+        dead_letters=0,
+        window_events=len(outputs),
+        published_at="2026-11-21T10:00:00Z",
+    )
     data = np.array(scores, dtype=float).T
     expected_alpha = krippendorff.alpha(reliability_data=data, level_of_measurement="interval")
     assert aggregate.alpha == pytest.approx(expected_alpha, abs=1e-9)
@@ -203,13 +274,25 @@ async def test_panel_counters_reach_redis_and_the_window_figures(aredis: aioredi
     assert not math.isnan(aggregate.judge_pearson["sim-deepseek|sim-glm"] or 0.0)
 
 
-async def test_the_closing_tick_refreshes_norms_and_zscore_takes_over(aredis: aioredis.Redis, prefix: str) -> None:
+async def test_the_closing_tick_refreshes_norms_and_zscore_takes_over(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
     store = ResultStore(aredis, prefix=prefix, windows=(60,))
     outputs = ["Paris", "Lyon is the capital", "Berlin", "The capital is Paris", "Paris!", "Rome", "Paris"]
     async with start_judge_sim() as url:
-        _, suites = parse_config({"judges": demo_judges(url), "suites": [{
-            "name": "s", "default": True, "evaluators": [{"evaluator": "exact_match"}],
-            "judge": {"aggregation": "zscore", "zscore_min_n": 3, "consistency_rate": 0}}]})  # fmt: skip
+        _, suites = parse_config(
+            {
+                "judges": demo_judges(url),
+                "suites": [
+                    {
+                        "name": "s",
+                        "default": True,
+                        "evaluators": [{"evaluator": "exact_match"}],
+                        "judge": {"aggregation": "zscore", "zscore_min_n": 3, "consistency_rate": 0},
+                    }
+                ],
+            }
+        )
         pipeline = Pipeline(suites)
         processor = Processor(pipeline, store)
         await processor.start()
@@ -221,8 +304,15 @@ async def test_the_closing_tick_refreshes_norms_and_zscore_takes_over(aredis: ai
         reasons = []
         try:
             for output in outputs:
-                raw = orjson.dumps({"id": f"ev-{uuid.uuid4().hex}", "model": "m", "output": output,
-                                    "expected": "Paris", "category": "qa_simple"})  # fmt: skip
+                raw = orjson.dumps(
+                    {
+                        "id": f"ev-{uuid.uuid4().hex}",
+                        "model": "m",
+                        "output": output,
+                        "expected": "Paris",
+                        "category": "qa_simple",
+                    }
+                )
                 [message] = await processor.process_batch([(raw, Source())])
                 judge = GradedResult.model_validate_json(message.value).judge
                 assert judge is not None

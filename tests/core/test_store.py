@@ -17,11 +17,20 @@ from streameval.models import GradedResult
 from streameval.pipeline import Pipeline
 from streameval.store import ResultStore, hash_fields, retry_forever
 
-SUITES = {"suites": [{"name": "qa", "default": True, "evaluators": [
-    {"evaluator": "exact_match"}, {"evaluator": "similarity", "weight": 2}]}]}  # fmt: skip
+SUITES = {
+    "suites": [
+        {
+            "name": "qa",
+            "default": True,
+            "evaluators": [{"evaluator": "exact_match"}, {"evaluator": "similarity", "weight": 2}],
+        }
+    ]
+}
 
 
-async def make_result(event_id: str, output: str, *, model: str = "gpt:4/o", ts: str = "2026-11-21T10:00:30Z") -> GradedResult:
+async def make_result(
+    event_id: str, output: str, *, model: str = "gpt:4/o", ts: str = "2026-11-21T10:00:30Z"
+) -> GradedResult:
     _, suites = parse_config(SUITES)
     raw = f'{{"id": "{event_id}", "model": "{model}", "output": "{output}", "expected": "Paris", "timestamp": "{ts}"}}'
     outcome = await Pipeline(suites).process(raw.encode())
@@ -60,7 +69,9 @@ async def test_aggregates_are_exact(store: ResultStore) -> None:
 
 async def test_a_redelivered_event_returns_the_first_result_and_counts_once(store: ResultStore) -> None:
     first = await make_result("dup", "Paris")
-    again = await make_result("dup", "Paris")  # the same message, evaluated again (e.g. a judge changed its mind)
+    again = await make_result(
+        "dup", "Paris"
+    )  # the same message, evaluated again (e.g. a judge changed its mind)
     assert await store.record_many([(first, b"first", None, b"raw")]) == [None]
     assert await store.record_many([(again, b"second", None, b"raw")]) == [b"first"]
     [aggregate] = await store.all_time()
@@ -81,7 +92,9 @@ async def test_the_same_id_with_other_content_is_its_own_event(store: ResultStor
 
 
 async def test_a_partly_redelivered_batch_counts_only_the_new_events(store: ResultStore) -> None:
-    results = [await make_result(f"p{i}", o) for i, o in enumerate(["Paris", "Rome", "paris", "London", "Paris"])]
+    results = [
+        await make_result(f"p{i}", o) for i, o in enumerate(["Paris", "Rome", "paris", "London", "Paris"])
+    ]
     items = [(r, r.id.encode(), None, r.id.encode()) for r in results]
     assert await store.record_many(items[:2]) == [None, None]
     replies = await store.record_many([items[3], items[0], items[2], items[1], items[4]])
@@ -112,7 +125,9 @@ async def test_an_id_reused_by_another_event_never_republishes_that_events_resul
     first = await make_result("reused", "Paris")
     other = first.model_copy(update={"category": "other content, same id"})
     assert await store.record_many([(first, b"first", None, b"raw 1")]) == [None]
-    assert await store.record_many([(other, b"other", None, b"raw 2")]) == [None]  # a different event: counted
+    assert await store.record_many([(other, b"other", None, b"raw 2")]) == [
+        None
+    ]  # a different event: counted
     # the id's pointer now names the other event: a redelivery of the first publishes its fresh evaluation
     assert await store.record_many([(first, b"again", None, b"raw 1")]) == [b"again"]
     assert await store.record_many([(other, b"x", None, b"raw 2")]) == [b"other"]
@@ -120,8 +135,9 @@ async def test_an_id_reused_by_another_event_never_republishes_that_events_resul
     assert aggregate.count == 2
 
 
-async def test_results_kept_by_the_previous_version_are_published_again(store: ResultStore,
-                                                                        aredis: aioredis.Redis) -> None:  # fmt: skip
+async def test_results_kept_by_the_previous_version_are_published_again(
+    store: ResultStore, aredis: aioredis.Redis
+) -> None:
     # the previous version kept the encoded result by digest (res:{gen}) and the id's digest (rid:{gen})
     result = await make_result("upgrade", "Paris")
     assert await store.record_many([(result, b"new layout", None, b"raw")]) == [None]
@@ -133,7 +149,9 @@ async def test_results_kept_by_the_previous_version_are_published_again(store: R
     assert await store.record_many([(result, b"fresh", None, b"raw")]) == [b"kept by the previous version"]
 
 
-async def test_marks_and_pointers_are_hash_tables_from_the_first_call(store: ResultStore, aredis: aioredis.Redis) -> None:
+async def test_marks_and_pointers_are_hash_tables_from_the_first_call(
+    store: ResultStore, aredis: aioredis.Redis
+) -> None:
     # a listpack is searched linearly on every lookup: at a few hundred fields that was most of a call's cost
     result = await make_result("table", "Paris")
     await store.record_many([(result, b"x", None, b"raw")])
@@ -170,7 +188,9 @@ async def test_dead_letters_count_once_per_source_position(store: ResultStore) -
     assert await store.dead_letter_counts() == {"schema": 1, "invalid_json": 1}
 
 
-async def test_every_key_the_store_writes_expires(store: ResultStore, aredis: aioredis.Redis, prefix: str) -> None:
+async def test_every_key_the_store_writes_expires(
+    store: ResultStore, aredis: aioredis.Redis, prefix: str
+) -> None:
     result = await make_result("ttl", "Paris")
     await store.record_many([(result, b"x", None, b"raw")], [("schema", "topic:0:1", 1795255200.0)])
     keys = [k.decode() async for k in aredis.scan_iter(match=f"{prefix}*")]
@@ -186,7 +206,9 @@ async def test_every_key_the_store_writes_expires(store: ResultStore, aredis: ai
         assert 0 < ttls[key] <= 2 * 3600  # kept for the redelivery horizon (at most twice it)
 
 
-async def test_pairs_beyond_the_cap_aggregate_under_the_overflow_model(aredis: aioredis.Redis, prefix: str) -> None:
+async def test_pairs_beyond_the_cap_aggregate_under_the_overflow_model(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
     from streameval import telemetry
 
     before = telemetry.AGGREGATE_OVERFLOW.labels("qa")._value.get()
@@ -201,7 +223,9 @@ async def test_pairs_beyond_the_cap_aggregate_under_the_overflow_model(aredis: a
     assert await again.record_many([(results[3], b"x", None)]) == [b"m3"]  # another worker: still idempotent
 
 
-async def test_agent_domains_beyond_the_cap_fold_into_other(store: ResultStore, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_agent_domains_beyond_the_cap_fold_into_other(
+    store: ResultStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from streameval import store as store_module
 
     monkeypatch.setattr(store_module, "MAX_COUNTER_LABELS", 2)
@@ -238,7 +262,9 @@ async def test_retry_forever_waits_out_an_outage() -> None:
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 60])
-async def test_late_events_reach_the_open_window_on_the_redis_clock(aredis: aioredis.Redis, prefix: str, size: int) -> None:
+async def test_late_events_reach_the_open_window_on_the_redis_clock(
+    aredis: aioredis.Redis, prefix: str, size: int
+) -> None:
     # no injected clock: the store guesses the Redis clock and the script checks the guess
     store = ResultStore(aredis, prefix=prefix, windows=(size,), allowed_lateness_s=0)
     store._offset = -0.9 * min(2.0, size / 2)  # our clock a little behind Redis's
@@ -254,14 +280,18 @@ async def test_late_events_reach_the_open_window_on_the_redis_clock(aredis: aior
 
 async def test_a_batch_of_thousands_for_one_pair_records_in_one_call(store: ResultStore) -> None:
     base = await make_result("big", "Paris")
-    results = [base.model_copy(update={"id": f"big-{i}"}) for i in range(5000)]  # 10,000 HSET arguments: over what Lua can unpack at once
+    results = [
+        base.model_copy(update={"id": f"big-{i}"}) for i in range(5000)
+    ]  # 10,000 HSET arguments: over what Lua can unpack at once
     assert await store.record_many([(r, r.id.encode(), None) for r in results]) == [None] * 5000
     assert await store.record_many([(results[-1], b"again", None)]) == [b"big-4999"]
     [aggregate] = await store.all_time()
     assert aggregate.count == 5000
 
 
-async def test_the_same_event_twice_in_one_batch_counts_once_and_publishes_one_result(store: ResultStore) -> None:
+async def test_the_same_event_twice_in_one_batch_counts_once_and_publishes_one_result(
+    store: ResultStore,
+) -> None:
     first, copy = await make_result("twice", "Paris"), await make_result("twice", "Paris")
     replies = await store.record_many([(first, b"first", None, b"raw"), (copy, b"copy", None, b"raw")])
     assert replies == [None, b"first"]  # the copy publishes what the first one does
@@ -272,7 +302,25 @@ async def test_the_same_event_twice_in_one_batch_counts_once_and_publishes_one_r
 async def test_figures_packed_by_the_script_read_back_exactly(aredis: aioredis.Redis, prefix: str) -> None:
     """Redis's cmsgpack output for every number and name size the aggregates can hold."""
     names = ["count", "x" * 40, "y" * 300, "ev:" + "z" * 70_000]
-    values = [0, 1, 127, 128, 255, 65_535, 65_536, 2**33, -1, -33, -200, -40_000, -2**40, 0.5, 0.1, 1e300, -2.5e-8]
+    values = [
+        0,
+        1,
+        127,
+        128,
+        255,
+        65_535,
+        65_536,
+        2**33,
+        -1,
+        -33,
+        -200,
+        -40_000,
+        -(2**40),
+        0.5,
+        0.1,
+        1e300,
+        -2.5e-8,
+    ]
     table = ", ".join(f"['{n[:12]}{i}'] = {v!r}" for i, v in enumerate(values) for n in names[:1])
     packed = await aredis.eval(f"return cmsgpack.pack({{{table}}})", 0)
     assert hash_fields({b"~": packed}) == {f"count{i}": float(v) for i, v in enumerate(values)}
@@ -283,7 +331,9 @@ async def test_figures_packed_by_the_script_read_back_exactly(aredis: aioredis.R
         hash_fields({b"~": packed[:-1]})
 
 
-async def test_a_hash_with_fields_of_its_own_keeps_counting(store: ResultStore, aredis: aioredis.Redis) -> None:
+async def test_a_hash_with_fields_of_its_own_keeps_counting(
+    store: ResultStore, aredis: aioredis.Redis
+) -> None:
     """Fields written before the figures were packed still count, and new events add to them."""
     result = await make_result("old", "Paris")
     key = store.all_time_key(result.model, result.suite)
@@ -293,7 +343,9 @@ async def test_a_hash_with_fields_of_its_own_keeps_counting(store: ResultStore, 
     assert aggregate.count == 3 and aggregate.fields["sum"] == pytest.approx(1.5 + result.score)
 
 
-async def test_the_all_time_ttl_is_renewed_by_writes_at_most_hourly(store: ResultStore, aredis: aioredis.Redis) -> None:
+async def test_the_all_time_ttl_is_renewed_by_writes_at_most_hourly(
+    store: ResultStore, aredis: aioredis.Redis
+) -> None:
     first = await make_result("renew-1", "Paris")
     assert await store.record(first, b"x") is None
     key = store.all_time_key(first.model, first.suite)
@@ -309,8 +361,14 @@ async def test_the_all_time_ttl_is_renewed_by_writes_at_most_hourly(store: Resul
 
 
 async def test_waiting_for_replicas_a_server_lacks_is_an_outage(aredis: aioredis.Redis, prefix: str) -> None:
-    store = ResultStore(aredis, prefix=prefix, windows=(60,), clock=lambda: 1795255200 + 31, wait_replicas=1,
-                        wait_timeout_ms=50)  # fmt: skip
+    store = ResultStore(
+        aredis,
+        prefix=prefix,
+        windows=(60,),
+        clock=lambda: 1795255200 + 31,
+        wait_replicas=1,
+        wait_timeout_ms=50,
+    )
     with pytest.raises(StoreUnavailable, match="only 0 of STREAMEVAL_REDIS_WAIT_REPLICAS=1"):
         await store.record(await make_result("wait", "Paris"), b"x")
     store.wait_replicas = 0
@@ -323,17 +381,26 @@ async def _mark_as_before(store: ResultStore, aredis: aioredis.Redis, item: tupl
     event = store._prepare(0, item)
     shard = int.from_bytes(event.digest[:2], "big") % 64
     await aredis.hset(store.keys.legacy_marks(event.pair, generation, shard), event.digest, b"")
-    await aredis.hset(store.keys.results(event.pair, int(store.now() // store.redelivery_ttl_s)), event.digest, item[1])
+    await aredis.hset(
+        store.keys.results(event.pair, int(store.now() // store.redelivery_ttl_s)), event.digest, item[1]
+    )
 
 
-async def test_events_marked_by_the_previous_layout_are_not_counted_again(store: ResultStore,
-                                                                          aredis: aioredis.Redis) -> None:  # fmt: skip
+async def test_events_marked_by_the_previous_layout_are_not_counted_again(
+    store: ResultStore, aredis: aioredis.Redis
+) -> None:
     # an upgrade: events counted by a worker of the previous version, redelivered to this one
     generation = int(store.now() // store.seen_ttl_s)
-    old = [(await make_result(f"old-{i}", "Paris"), f"stored-{i}".encode(), None, f"raw {i}".encode()) for i in range(40)]
+    old = [
+        (await make_result(f"old-{i}", "Paris"), f"stored-{i}".encode(), None, f"raw {i}".encode())
+        for i in range(40)
+    ]
     for i, item in enumerate(old):
         await _mark_as_before(store, aredis, item, generation - (i % 2))  # this generation and the last one
-    new = [(await make_result(f"new-{i}", "London"), f"new-{i}".encode(), None, f"raw new {i}".encode()) for i in range(3)]
+    new = [
+        (await make_result(f"new-{i}", "London"), f"new-{i}".encode(), None, f"raw new {i}".encode())
+        for i in range(3)
+    ]
     again = [(r, b"again", c, raw) for r, _, c, raw in old]
     replies = await store.record_many([*again, *new])
     assert replies == [item[1] for item in old] + [None] * 3  # the first results, published again
@@ -345,8 +412,10 @@ async def test_events_marked_by_the_previous_layout_are_not_counted_again(store:
 
 
 async def test_a_pair_without_old_marks_sends_no_old_keys_until_it_looks_again(
-    store: ResultStore, aredis: aioredis.Redis, monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+    store: ResultStore,
+    aredis: aioredis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     first = await make_result("fresh", "Paris")
     assert await store.record_many([(first, b"first", None, b"raw")]) == [None]
     pair = store.pair_id(first.model, first.suite)
@@ -355,7 +424,9 @@ async def test_a_pair_without_old_marks_sends_no_old_keys_until_it_looks_again(
     item = (late, b"old", None, b"raw old")
     call = store._record_call(pair, [store._prepare(0, item)], store.now())
     shard = int.from_bytes(store._prepare(0, item).digest[:2], "big") % 64
-    assert call[2][11] == 0 and store.keys.legacy_marks(pair, generation, shard) not in call[1]  # cheap: none read
+    assert (
+        call[2][11] == 0 and store.keys.legacy_marks(pair, generation, shard) not in call[1]
+    )  # cheap: none read
     await _mark_as_before(store, aredis, item, generation)  # a worker of the previous version, still running
     monkeypatch.setattr("streameval.store._LEGACY_RECHECK_S", 0.0)  # its next look finds them
     assert await store.record_many([(late, b"again", None, b"raw old")]) == [b"old"]

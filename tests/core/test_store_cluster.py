@@ -35,11 +35,19 @@ SIZE = 10
 
 def result(i: int, model: str, suite: str, score: float, at: float) -> GradedResult:
     return GradedResult(
-        id=f"e{i}", model=model, suite=suite, score=score, passed=score >= 0.6, threshold=0.6,
+        id=f"e{i}",
+        model=model,
+        suite=suite,
+        score=score,
+        passed=score >= 0.6,
+        threshold=0.6,
         grade="good" if score >= 0.6 else "fail",
         evaluators=[EvaluatorResult(name="ev", score=score, passed=score >= 0.6, weight=1)],
-        event_time=format_time(at), evaluated_at=format_time(at), latency_ms=1.0, pipeline_version="t",
-    )  # fmt: skip
+        event_time=format_time(at),
+        evaluated_at=format_time(at),
+        latency_ms=1.0,
+        pipeline_version="t",
+    )
 
 
 @pytest.fixture
@@ -54,13 +62,24 @@ def cprefix() -> str:
     return f"streameval-test:{uuid.uuid4().hex[:12]}:"
 
 
-async def test_store_closer_alerts_and_reads_on_a_cluster(cluster_client: keyspace.Client, cprefix: str) -> None:
+async def test_store_closer_alerts_and_reads_on_a_cluster(
+    cluster_client: keyspace.Client, cprefix: str
+) -> None:
     await keyspace.ping(cluster_client, "redis+cluster://test")
     now = [T0 + 1.0]
-    store = ResultStore(cluster_client, prefix=cprefix, windows=(SIZE, 3600), allowed_lateness_s=1, clock=lambda: now[0])
+    store = ResultStore(
+        cluster_client, prefix=cprefix, windows=(SIZE, 3600), allowed_lateness_s=1, clock=lambda: now[0]
+    )
     models = [f"model-{i}" for i in range(12)]  # spread over the three masters
-    items = [(result(i, models[i % 12], "qa", (i % 5) / 4, T0 + i % SIZE), f"r{i}".encode(), None, f"raw{i}".encode())
-             for i in range(600)]  # fmt: skip
+    items = [
+        (
+            result(i, models[i % 12], "qa", (i % 5) / 4, T0 + i % SIZE),
+            f"r{i}".encode(),
+            None,
+            f"raw{i}".encode(),
+        )
+        for i in range(600)
+    ]
     for i in range(0, 600, 100):
         assert await store.record_many(items[i : i + 100], [("schema", f"t:0:{i}", T0)]) == [None] * 100
     assert await store.record_many(items[:50]) == [f"r{i}".encode() for i in range(50)]  # redelivered
@@ -79,14 +98,20 @@ async def test_store_closer_alerts_and_reads_on_a_cluster(cluster_client: keyspa
         return now[0]
 
     now[0] = T0 + SIZE + 2  # lateness 1 s + the cluster's clock margin 1 s
-    closers = [WindowCloser(store, [rule], allowed_lateness_s=1, clock=clock, worker_id=f"w{i}") for i in range(2)]
+    closers = [
+        WindowCloser(store, [rule], allowed_lateness_s=1, clock=clock, worker_id=f"w{i}") for i in range(2)
+    ]
     assert sum(await asyncio.gather(*(c.run_once(send) for c in closers))) == 1
-    assert sum(kind == "aggregate" for kind, _ in sent) == 12 and sum(kind == "alert" for kind, _ in sent) == 12
+    assert (
+        sum(kind == "aggregate" for kind, _ in sent) == 12 and sum(kind == "alert" for kind, _ in sent) == 12
+    )
     assert await store.record_many([(result(999, "model-0", "qa", 1.0, T0 + 2), b"late", None)]) == [None]
     assert (await store.window(SIZE, T0 + SIZE, "model-0", "qa")).fields["late_redirected"] == 1
 
     registry = RegistryStore(cluster_client, prefix=cprefix)
-    record = await registry.create(name="x", description=None, config=CodeConfig(language="python", code="def evaluate(a): return 1"))
+    record = await registry.create(
+        name="x", description=None, config=CodeConfig(language="python", code="def evaluate(a): return 1")
+    )
     assert [r.id for r in await registry.list()] == [record.id] and await registry.revision() == 1
     assert await registry.delete(record)
 
@@ -108,18 +133,27 @@ async def test_store_closer_alerts_and_reads_on_a_cluster(cluster_client: keyspa
 
 
 async def test_a_master_killed_mid_stream_loses_nothing_and_counts_nothing_twice(
-    redis_cluster: Cluster, cluster_client: keyspace.Client, cprefix: str,  # noqa: F811
-) -> None:  # fmt: skip
+    redis_cluster: Cluster,  # noqa: F811 (the fixture, imported)
+    cluster_client: keyspace.Client,
+    cprefix: str,
+) -> None:
     store = ResultStore(cluster_client, prefix=cprefix, windows=(60,))
     models = [f"m{i}" for i in range(9)]
-    batches = [[(result(b * 50 + i, models[(b + i) % 9], "qa", 0.5, T0), b"r", None, f"{b}-{i}".encode())
-                for i in range(50)] for b in range(40)]  # fmt: skip
+    batches = [
+        [
+            (result(b * 50 + i, models[(b + i) % 9], "qa", 0.5, T0), b"r", None, f"{b}-{i}".encode())
+            for i in range(50)
+        ]
+        for b in range(40)
+    ]
     published: dict[int, int] = {}
     victim = redis_cluster.masters()[0]
 
     async def stream() -> None:
         for b, batch in enumerate(batches):
-            await retry_forever(lambda batch=batch: store.record_many(batch), what="test batch", max_delay=0.5)
+            await retry_forever(
+                lambda batch=batch: store.record_many(batch), what="test batch", max_delay=0.5
+            )
             published[b] = len(batch)
             if b == 10:
                 # what the master acknowledged reaches its replica first: this test is about the failover
@@ -136,13 +170,18 @@ async def test_a_master_killed_mid_stream_loses_nothing_and_counts_nothing_twice
     assert victim not in redis_cluster.masters()
 
 
-async def test_a_worker_registry_follows_changes_on_a_cluster(cluster_client: keyspace.Client, cprefix: str) -> None:
+async def test_a_worker_registry_follows_changes_on_a_cluster(
+    cluster_client: keyspace.Client, cprefix: str
+) -> None:
     store = RegistryStore(cluster_client, prefix=cprefix)
     live = LiveRegistry(store, resync_s=0.2)
     await live.start()
     try:
-        record = await store.create(name="follow", description=None,
-                                    config=CodeConfig(language="python", code="def evaluate(a): return 1"))  # fmt: skip
+        record = await store.create(
+            name="follow",
+            description=None,
+            config=CodeConfig(language="python", code="def evaluate(a): return 1"),
+        )
         deadline = asyncio.get_running_loop().time() + 10
         while live.get(name="follow") != record:  # pub/sub (or the resync) brings it
             assert asyncio.get_running_loop().time() < deadline, "the live registry never saw the new record"
@@ -152,24 +191,41 @@ async def test_a_worker_registry_follows_changes_on_a_cluster(cluster_client: ke
 
 
 async def test_a_batch_waits_for_replicas_when_asked(
-    redis_cluster: Cluster, cluster_client: keyspace.Client, cprefix: str  # noqa: F811
+    redis_cluster: Cluster,  # noqa: F811 (the fixture, imported)
+    cluster_client: keyspace.Client,
+    cprefix: str,
 ) -> None:
     """STREAMEVAL_REDIS_WAIT_REPLICAS: WAIT on every master written to; too few replicas is an outage."""
     from streameval.errors import StoreUnavailable
 
-    for port in set(redis_cluster.ports) - set(redis_cluster.alive()):  # a master killed earlier: back as a replica
+    for port in set(redis_cluster.ports) - set(
+        redis_cluster.alive()
+    ):  # a master killed earlier: back as a replica
         redis_cluster.start_node(port)
     redis_cluster.wait_ok()
     deadline = time.monotonic() + 60
-    while not all(redis.Redis(port=p).info("replication").get("connected_slaves", 0) >= 1 for p in redis_cluster.masters()):
+    while not all(
+        redis.Redis(port=p).info("replication").get("connected_slaves", 0) >= 1
+        for p in redis_cluster.masters()
+    ):
         assert time.monotonic() < deadline, "a master has no replica"
         await asyncio.sleep(0.2)
 
-    items = [(result(i, f"model-{i % 6}", "qa", 0.5, T0 + i % SIZE), f"r{i}".encode(), None) for i in range(60)]
-    store = ResultStore(cluster_client, prefix=cprefix, windows=(SIZE,), clock=lambda: T0 + 1.0, wait_replicas=1)
+    items = [
+        (result(i, f"model-{i % 6}", "qa", 0.5, T0 + i % SIZE), f"r{i}".encode(), None) for i in range(60)
+    ]
+    store = ResultStore(
+        cluster_client, prefix=cprefix, windows=(SIZE,), clock=lambda: T0 + 1.0, wait_replicas=1
+    )
     assert await store.record_many(items) == [None] * 60  # each master has one replica
-    greedy = ResultStore(cluster_client, prefix=cprefix, windows=(SIZE,), clock=lambda: T0 + 1.0, wait_replicas=2,
-                         wait_timeout_ms=100)  # fmt: skip
+    greedy = ResultStore(
+        cluster_client,
+        prefix=cprefix,
+        windows=(SIZE,),
+        clock=lambda: T0 + 1.0,
+        wait_replicas=2,
+        wait_timeout_ms=100,
+    )
     more = [(result(100 + i, f"model-{i % 6}", "qa", 0.5, T0), b"x", None) for i in range(6)]
     with pytest.raises(StoreUnavailable, match="STREAMEVAL_REDIS_WAIT_REPLICAS=2"):
         await greedy.record_many(more)

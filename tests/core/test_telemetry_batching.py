@@ -74,8 +74,14 @@ def _outcomes() -> list[Any]:
             out.append(SimpleNamespace(result=None, dead_letter=letter, counters=None))
             continue
         gates = rng.choice([[], [], ["g1"], ["g1", "g2"]])
-        result = SimpleNamespace(model=f"m{rng.randrange(4)}", suite=rng.choice(["s1", "s2"]), score=rng.random(),
-                                 passed=rng.random() < 0.6, grade=rng.choice("ABCF"), failed_gates=gates)  # fmt: skip
+        result = SimpleNamespace(
+            model=f"m{rng.randrange(4)}",
+            suite=rng.choice(["s1", "s2"]),
+            score=rng.random(),
+            passed=rng.random() < 0.6,
+            grade=rng.choice("ABCF"),
+            failed_gates=gates,
+        )
         out.append(SimpleNamespace(result=result, dead_letter=None, counters=None))
     return out
 
@@ -100,9 +106,14 @@ def _old_observe(outcomes: list[Any], labels: quality_metrics.ModelLabels) -> No
 
 def _fresh_metrics(monkeypatch: pytest.MonkeyPatch) -> CollectorRegistry:
     registry = CollectorRegistry()
-    for module, name in [(quality_metrics, "RESULT_SCORE"), (quality_metrics, "RESULT_PASSED"),
-                         (quality_metrics, "RESULT_GRADES"), (quality_metrics, "GATE_FAILURES"),
-                         (telemetry, "RESULTS_OUT"), (telemetry, "DEAD_LETTERS")]:  # fmt: skip
+    for module, name in [
+        (quality_metrics, "RESULT_SCORE"),
+        (quality_metrics, "RESULT_PASSED"),
+        (quality_metrics, "RESULT_GRADES"),
+        (quality_metrics, "GATE_FAILURES"),
+        (telemetry, "RESULTS_OUT"),
+        (telemetry, "DEAD_LETTERS"),
+    ]:
         metric = getattr(module, name)
         kind = Histogram if isinstance(metric, Histogram) else Counter
         extra = {"buckets": metric._upper_bounds} if kind is Histogram else {}

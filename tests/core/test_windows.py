@@ -29,8 +29,9 @@ LATENESS = 3.0
 
 async def result(event_id: str, output: str, at: float, model: str = "m1") -> GradedResult:
     _, suites = parse_config(SUITES)
-    raw = orjson.dumps({"id": event_id, "model": model, "output": output, "expected": "Paris",
-                        "timestamp": format_time(at)})  # fmt: skip
+    raw = orjson.dumps(
+        {"id": event_id, "model": model, "output": output, "expected": "Paris", "timestamp": format_time(at)}
+    )
     outcome = await Pipeline(suites).process(raw)
     assert outcome.result is not None
     return outcome.result
@@ -57,8 +58,10 @@ class Sink:
 
     def check_contracts(self) -> None:
         """Every published message is valid against its JSON Schema (what consumers validate)."""
-        validators = {"aggregate": Draft202012Validator(schemas.load("aggregate")),
-                      "alert": Draft202012Validator(schemas.load("alert"))}  # fmt: skip
+        validators = {
+            "aggregate": Draft202012Validator(schemas.load("aggregate")),
+            "alert": Draft202012Validator(schemas.load("alert")),
+        }
         for kind, value in self.messages:
             errors = [e.message for e in validators[kind].iter_errors(orjson.loads(value))]
             assert not errors, (kind, errors)
@@ -81,14 +84,19 @@ def store(aredis: aioredis.Redis, prefix: str, clock: Clock) -> ResultStore:
 
 
 def closers(store: ResultStore, clock: Clock, rules: list[AlertRule] = (), n: int = 2) -> list[WindowCloser]:  # type: ignore[assignment]
-    return [WindowCloser(store, rules, allowed_lateness_s=LATENESS, worker_id=f"w{i}", clock=clock.redis) for i in range(n)]
+    return [
+        WindowCloser(store, rules, allowed_lateness_s=LATENESS, worker_id=f"w{i}", clock=clock.redis)
+        for i in range(n)
+    ]
 
 
 async def record(store: ResultStore, *results: GradedResult) -> None:
     await store.record_many([(r, r.model_dump_json().encode(), None) for r in results])
 
 
-async def test_two_closers_publish_each_window_once_with_exact_figures(store: ResultStore, clock: Clock) -> None:
+async def test_two_closers_publish_each_window_once_with_exact_figures(
+    store: ResultStore, clock: Clock
+) -> None:
     outputs = ["Paris", "London", "Paris", "paris", "Rome"]
     results = [await result(f"e{i}", o, T0 + i) for i, o in enumerate(outputs)]
     results.append(await result("other", "Paris", T0 + 2, model="m2"))
@@ -150,19 +158,33 @@ async def test_an_event_past_the_watermark_counts_in_the_open_window_even_if_its
 
 
 RULES = [
-    AlertRule(name="low-mean", metric="mean_score", comparator="<", threshold=0.9, window=SIZE, min_count=2,
-              severity="critical", cooldown_s=25),
-    AlertRule(name="needs-many", metric="mean_score", comparator="<", threshold=0.9, window=SIZE, min_count=50),
+    AlertRule(
+        name="low-mean",
+        metric="mean_score",
+        comparator="<",
+        threshold=0.9,
+        window=SIZE,
+        min_count=2,
+        severity="critical",
+        cooldown_s=25,
+    ),
+    AlertRule(
+        name="needs-many", metric="mean_score", comparator="<", threshold=0.9, window=SIZE, min_count=50
+    ),
     AlertRule(name="only-m2", metric="pass_rate", comparator="<=", threshold=1.0, window=SIZE, models=["m2"]),
-]  # fmt: skip
+]
 
 
-async def test_alerts_fire_once_per_rule_and_window_and_respect_cooldown(store: ResultStore, clock: Clock) -> None:
+async def test_alerts_fire_once_per_rule_and_window_and_respect_cooldown(
+    store: ResultStore, clock: Clock
+) -> None:
     sink, pair = Sink(), closers(store, clock, RULES)
     for w in range(4):  # four windows, each with mean 0.5 for m1
         start = T0 + w * SIZE
         clock.now = start + 1
-        await record(store, await result(f"a{w}", "Paris", start + 1), await result(f"b{w}", "Rome", start + 2))
+        await record(
+            store, await result(f"a{w}", "Paris", start + 1), await result(f"b{w}", "Rome", start + 2)
+        )
         clock.now = start + SIZE + LATENESS
         await asyncio.gather(*(c.run_once(sink) for c in pair))
     assert len(sink.aggregates()) == 4
@@ -178,7 +200,10 @@ async def test_alerts_fire_once_per_rule_and_window_and_respect_cooldown(store: 
 
 
 async def test_alert_examples_are_three_of_the_worst_of_its_window(store: ResultStore, clock: Clock) -> None:
-    sink, rule = Sink(), AlertRule(name="low", metric="mean_score", comparator="<", threshold=0.9, window=SIZE)
+    sink, rule = (
+        Sink(),
+        AlertRule(name="low", metric="mean_score", comparator="<", threshold=0.9, window=SIZE),
+    )
     [closer] = closers(store, clock, [rule])[:1]
     right = [await result(f"ok{i}", "Paris", T0 + 1) for i in range(5)]
     wrong = [await result(f"bad{i}", "Rome", T0 + 2) for i in range(4)]

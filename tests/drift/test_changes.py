@@ -34,19 +34,24 @@ def test_h_grows_with_the_run_length_and_shrinks_with_k() -> None:
     # Siegmund: ARL(h) = (e^{2kb} - 2kb - 1) / (2k²), b = h + 1.166, per side twice the wanted ARL
     k, h = 0.25, cusum_h(0.25, 1e6)
     b = h + 1.166
-    assert (pytest.approx(2e6, rel=1e-6) == ((2.718281828459045 ** (2 * k * b)) - 2 * k * b - 1) / (2 * k * k))
+    assert pytest.approx(2e6, rel=1e-6) == ((2.718281828459045 ** (2 * k * b)) - 2 * k * b - 1) / (2 * k * k)
 
 
 @pytest.mark.parametrize("draw", [_beta, _bernoulli])
 def test_quiet_on_100k_stable_events(draw: object) -> None:
     cfg, state, rng = ScoreShiftConfig(window=60), SeriesState(), random.Random(20261125)
-    alarms = [w for w in range(100_000 // PER_WINDOW)
-              if fold(state, cfg, "overall", w, *_sums(draw(rng, 0.7, PER_WINDOW))) is not None]  # type: ignore[operator]
+    alarms = [
+        w
+        for w in range(100_000 // PER_WINDOW)
+        if fold(state, cfg, "overall", w, *_sums(draw(rng, 0.7, PER_WINDOW))) is not None
+    ]  # type: ignore[operator]
     assert alarms == []
 
 
 @pytest.mark.parametrize(("draw", "within", "early"), [(_beta, 400, 5), (_bernoulli, 5000, 25)])
-def test_a_drop_of_0_1_is_caught_with_its_change_point_and_size(draw: object, within: int, early: int) -> None:
+def test_a_drop_of_0_1_is_caught_with_its_change_point_and_size(
+    draw: object, within: int, early: int
+) -> None:
     """docs/drift.md: scores with sd 0.15 are caught within 400 events (median ~60), pass/fail scores
     (sd 0.46) within 5000 (median ~320), at the default arl of 10⁶ events; 30 seeded runs each."""
     cfg = ScoreShiftConfig(window=60)
@@ -117,11 +122,16 @@ def test_how_events_are_split_between_workers_changes_nothing(split: list[int], 
         fields = {"count": 0.0, "sum": 0.0, "sumsq": 0.0}
         for i in range(workers):  # each worker adds its share into the window hash
             share = xs[i::workers]
-            fields = {"count": fields["count"] + len(share), "sum": fields["sum"] + sum(share),
-                      "sumsq": fields["sumsq"] + sum(x * x for x in share)}  # fmt: skip
+            fields = {
+                "count": fields["count"] + len(share),
+                "sum": fields["sum"] + sum(share),
+                "sumsq": fields["sumsq"] + sum(x * x for x in share),
+            }
         got_parts += parts.fold_window(w, fields)
         got_whole += whole.fold_window(w, dict(zip(("count", "sum", "sumsq"), _sums(xs), strict=True)))
-    assert [(c.change_start, c.direction) for c in got_parts] == [(c.change_start, c.direction) for c in got_whole]
+    assert [(c.change_start, c.direction) for c in got_parts] == [
+        (c.change_start, c.direction) for c in got_whole
+    ]
     assert [c.shift for c in got_parts] == pytest.approx([c.shift for c in got_whole], abs=1e-9)
     assert got_whole  # the drop at window 30 is caught
 
@@ -137,10 +147,22 @@ def test_a_window_is_folded_once_and_state_round_trips() -> None:
 
 
 def test_series_of_a_window_hash() -> None:
-    fields = {"count": 4.0, "sum": 2.0, "sumsq": 1.5, "ev:exact_match:count": 4.0, "ev:exact_match:sum": 1.0,
-              "ev:exact_match:sumsq": 1.0, "ev:exact_match:c:tp": 1.0, "ev:judge_panel:c:alice.n": 3.0,
-              "ev:judge_panel:c:alice.score_sum": 21.0, "ev:judge_panel:c:alice.score_sumsq": 150.0,
-              "ev:judge_panel:c:pair:alice:bob:n": 3.0}  # fmt: skip
+    fields = {
+        "count": 4.0,
+        "sum": 2.0,
+        "sumsq": 1.5,
+        "ev:exact_match:count": 4.0,
+        "ev:exact_match:sum": 1.0,
+        "ev:exact_match:sumsq": 1.0,
+        "ev:exact_match:c:tp": 1.0,
+        "ev:judge_panel:c:alice.n": 3.0,
+        "ev:judge_panel:c:alice.score_sum": 21.0,
+        "ev:judge_panel:c:alice.score_sumsq": 150.0,
+        "ev:judge_panel:c:pair:alice:bob:n": 3.0,
+    }
     assert window_series(fields, ["overall", "evaluators", "judges"]) == {
-        "overall": (4.0, 2.0, 1.5), "evaluator:exact_match": (4.0, 1.0, 1.0), "judge:alice": (3.0, 21.0, 150.0)}
+        "overall": (4.0, 2.0, 1.5),
+        "evaluator:exact_match": (4.0, 1.0, 1.0),
+        "judge:alice": (3.0, 21.0, 150.0),
+    }
     assert list(window_series(fields, ["judges"])) == ["judge:alice"]

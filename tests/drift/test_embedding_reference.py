@@ -13,7 +13,9 @@ from _semantic_extra import need_extra
 from streameval.config import parse_config_text
 from streameval.errors import ConfigError
 
-REFERENCE = json.loads((Path(__file__).parents[1] / "data" / "minilm_reference_vectors.json").read_text(encoding="utf-8"))
+REFERENCE = json.loads(
+    (Path(__file__).parents[1] / "data" / "minilm_reference_vectors.json").read_text(encoding="utf-8")
+)
 
 
 def test_vectors_equal_the_reference_implementation() -> None:
@@ -37,7 +39,11 @@ def test_tokens_equal_the_reference_tokenizer() -> None:
     from streameval.embedding import encoder
 
     enc = encoder()
-    wrong = {text: (enc.tokens(text), ids) for text, ids in REFERENCE["token_ids"].items() if enc.tokens(text) != ids}
+    wrong = {
+        text: (enc.tokens(text), ids)
+        for text, ids in REFERENCE["token_ids"].items()
+        if enc.tokens(text) != ids
+    }
     assert not wrong, next(iter(wrong.items()))
     assert len(REFERENCE["token_ids"]) > 300
     assert max(len(ids) for ids in REFERENCE["token_ids"].values()) == 256  # the truncated text
@@ -47,8 +53,13 @@ def test_paraphrase_closer_than_unrelated() -> None:
     need_extra()
     from streameval.embedding import encoder
 
-    a, b, c = encoder().encode(["The cat sits on the mat.", "A feline is resting on the rug.",
-                                "Stock prices fell sharply after the earnings report."])  # fmt: skip
+    a, b, c = encoder().encode(
+        [
+            "The cat sits on the mat.",
+            "A feline is resting on the rug.",
+            "Stock prices fell sharply after the earnings report.",
+        ]
+    )
     assert float(a @ b) > 0.5 > float(a @ c)
 
 

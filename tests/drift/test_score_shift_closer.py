@@ -48,15 +48,24 @@ class Sink:
 
 async def _results() -> list[GradedResult]:
     """Seeded results whose overall score (and similarity's) is a number drawn around the window's mean."""
-    _, suites = parse_config({"suites": [{"name": "qa", "default": True, "evaluators": [{"evaluator": "similarity"}]}]})
+    _, suites = parse_config(
+        {"suites": [{"name": "qa", "default": True, "evaluators": [{"evaluator": "similarity"}]}]}
+    )
     pipeline, rng, out = Pipeline(suites), random.Random(11), []
     for w in range(WINDOWS):
         mean = 0.7 if w < SHIFT_AT else 0.5
         for i in range(PER_WINDOW):
             correct = sum(rng.random() < mean for _ in range(10))  # 0..10 letters right of 10: score k/10
             output = "a" * correct + "b" * (10 - correct)
-            raw = orjson.dumps({"id": f"w{w}-{i}", "model": "m", "output": output, "expected": "a" * 10,
-                                "timestamp": format_time(T0 + w * SIZE + i * SIZE / PER_WINDOW)})  # fmt: skip
+            raw = orjson.dumps(
+                {
+                    "id": f"w{w}-{i}",
+                    "model": "m",
+                    "output": output,
+                    "expected": "a" * 10,
+                    "timestamp": format_time(T0 + w * SIZE + i * SIZE / PER_WINDOW),
+                }
+            )
             outcome = await pipeline.process(raw)
             assert outcome.result is not None
             out.append(outcome.result)
@@ -65,10 +74,14 @@ async def _results() -> list[GradedResult]:
 
 async def _run(aredis: aioredis.Redis, prefix: str, results: list[GradedResult], workers: int) -> list[Alert]:
     clock, sink = Clock(), Sink()
-    stores = [ResultStore(aredis, prefix=prefix, windows=(SIZE,), allowed_lateness_s=LATENESS, clock=clock)
-              for _ in range(workers)]  # fmt: skip
-    closers = [WindowCloser(s, allowed_lateness_s=LATENESS, worker_id=f"w{i}", clock=clock.redis, score_shift=CFG)
-               for i, s in enumerate(stores)]  # fmt: skip
+    stores = [
+        ResultStore(aredis, prefix=prefix, windows=(SIZE,), allowed_lateness_s=LATENESS, clock=clock)
+        for _ in range(workers)
+    ]
+    closers = [
+        WindowCloser(s, allowed_lateness_s=LATENESS, worker_id=f"w{i}", clock=clock.redis, score_shift=CFG)
+        for i, s in enumerate(stores)
+    ]
     by_window: dict[int, list[GradedResult]] = {}
     for r in results:
         by_window.setdefault(int(r.id.split("-")[0][1:]), []).append(r)
@@ -95,7 +108,9 @@ async def test_two_workers_give_the_alerts_of_one(aredis: aioredis.Redis, prefix
     results = await _results()
     one = await _run(aredis, prefix + "one:", results, 1)
     two = await _run(aredis, prefix + "two:", results, 2)
-    assert sorted(map(orjson.dumps, map(_comparable, one))) == sorted(map(orjson.dumps, map(_comparable, two)))
+    assert sorted(map(orjson.dumps, map(_comparable, one))) == sorted(
+        map(orjson.dumps, map(_comparable, two))
+    )
     series = {a.change.series for a in one if a.change}
     assert series == {"overall", "evaluator:similarity"}, [a.message for a in one]
     for alert in one:

@@ -16,8 +16,20 @@ from streameval.pipeline import Outcome, Pipeline, Source
 
 
 def _suite(**params: Any) -> str:
-    return yaml.safe_dump({"suites": [{"name": "meaning", "default": True, "evaluators": [
-        {"evaluator": "semantic_similarity", "params": params}, {"evaluator": "similarity"}]}]})  # fmt: skip
+    return yaml.safe_dump(
+        {
+            "suites": [
+                {
+                    "name": "meaning",
+                    "default": True,
+                    "evaluators": [
+                        {"evaluator": "semantic_similarity", "params": params},
+                        {"evaluator": "similarity"},
+                    ],
+                }
+            ]
+        }
+    )
 
 
 def _event(n: int, output: str, expected: str | None = None, references: list[str] | None = None) -> bytes:
@@ -40,9 +52,17 @@ def _semantic(outcome: Outcome | None) -> Any:
 
 
 BATCH = [
-    _event(0, "The meeting was moved to Thursday afternoon.", "We rescheduled the meeting for Thursday afternoon."),
-    _event(1, "The meeting was moved to Thursday afternoon.", "Penguins live mostly in the Southern Hemisphere."),
-    _event(2, "Tokyo is Japan's capital city.", references=["The sky is blue.", "The capital of Japan is Tokyo."]),
+    _event(
+        0,
+        "The meeting was moved to Thursday afternoon.",
+        "We rescheduled the meeting for Thursday afternoon.",
+    ),
+    _event(
+        1, "The meeting was moved to Thursday afternoon.", "Penguins live mostly in the Southern Hemisphere."
+    ),
+    _event(
+        2, "Tokyo is Japan's capital city.", references=["The sky is blue.", "The capital of Japan is Tokyo."]
+    ),
     _event(3, "no targets at all"),
 ]
 
@@ -101,4 +121,6 @@ async def test_evaluation_processes_give_the_worker_outcomes() -> None:
     finally:
         await pool.close()
     for a, b in zip(local, remote, strict=True):
-        assert (_semantic(a).score, _semantic(a).passed) == pytest.approx((_semantic(b).score, _semantic(b).passed))
+        assert (_semantic(a).score, _semantic(a).passed) == pytest.approx(
+            (_semantic(b).score, _semantic(b).passed)
+        )

@@ -12,7 +12,10 @@ from _semantic_extra import need_extra
 from streameval.evaluators import build_evaluator
 from streameval.models import RequestEvent
 
-PAIRS = [json.loads(line) for line in (Path(__file__).parents[1] / "data" / "paraphrase_pairs.jsonl").open(encoding="utf-8")]
+PAIRS = [
+    json.loads(line)
+    for line in (Path(__file__).parents[1] / "data" / "paraphrase_pairs.jsonl").open(encoding="utf-8")
+]
 
 
 def auc(scores: list[float], labels: list[bool]) -> float:
@@ -39,11 +42,17 @@ def test_auc_of_a_perfect_and_a_reversed_score() -> None:
 
 def _scores(evaluator: str, params: dict[str, object], rows: list[dict[str, object]]) -> list[float]:
     built = build_evaluator(evaluator, params)
-    events = [RequestEvent.model_validate({"id": p["id"], "model": "m", "input": "q", "output": p["a"],
-                                           "expected": p["b"]}) for p in rows]  # fmt: skip
+    events = [
+        RequestEvent.model_validate(
+            {"id": p["id"], "model": "m", "input": "q", "output": p["a"], "expected": p["b"]}
+        )
+        for p in rows
+    ]
     built.prepare(events)
-    return [built.evaluate(e).details["cosine"] if evaluator == "semantic_similarity" else built.evaluate(e).score
-            for e in events]  # fmt: skip
+    return [
+        built.evaluate(e).details["cosine"] if evaluator == "semantic_similarity" else built.evaluate(e).score
+        for e in events
+    ]
 
 
 def test_semantic_ranks_paraphrases_better_than_the_surface_presets() -> None:
@@ -61,7 +70,9 @@ def test_semantic_ranks_paraphrases_better_than_the_surface_presets() -> None:
     en, zh = figures["en"], figures["zh"]
     # measured: en 0.796 / 0.291 / 0.476; zh 0.606 / 0.433 / 0.555 (semantic / levenshtein / cosine)
     assert en["semantic_similarity"] > 0.75
-    assert en["semantic_similarity"] > en["levenshtein"] + 0.3 and en["semantic_similarity"] > en["cosine"] + 0.2
+    assert (
+        en["semantic_similarity"] > en["levenshtein"] + 0.3 and en["semantic_similarity"] > en["cosine"] + 0.2
+    )
     # all-MiniLM-L6-v2 was trained on English: on Chinese it is much weaker, though still above the presets
     assert zh["semantic_similarity"] < en["semantic_similarity"]
     assert zh["semantic_similarity"] > zh["levenshtein"]

@@ -19,13 +19,18 @@ def _event(**agent: Any) -> RequestEvent:
 @pytest.mark.parametrize(
     ("agent", "expected"),
     [
-        ({"task_quality": 0.9, "communication_rounds": 3, "task_time": 10.0}, 0.9 / 31),  # the spec's example fields
+        (
+            {"task_quality": 0.9, "communication_rounds": 3, "task_time": 10.0},
+            0.9 / 31,
+        ),  # the spec's example fields
         ({"task_quality": 1.0, "communication_rounds": 0, "task_time": 5.0}, 1.0),
         ({"task_quality": 0.8, "communication_rounds": 2, "task_time": 0}, 0.0),  # spec: time 0 -> 0
     ],
 )
 def test_collaboration_efficiency(agent: dict[str, Any], expected: float) -> None:
-    assert build_evaluator("collaboration_efficiency").evaluate(_event(**agent)).score == pytest.approx(expected)
+    assert build_evaluator("collaboration_efficiency").evaluate(_event(**agent)).score == pytest.approx(
+        expected
+    )
 
 
 @pytest.mark.parametrize(
@@ -38,14 +43,18 @@ def test_collaboration_efficiency(agent: dict[str, Any], expected: float) -> Non
     ],
 )
 def test_portability(original: float, transferred: float, expected: float, loss: float) -> None:
-    score = build_evaluator("portability").evaluate(_event(original_score=original, transferred_score=transferred))
+    score = build_evaluator("portability").evaluate(
+        _event(original_score=original, transferred_score=transferred)
+    )
     assert score.score == pytest.approx(expected)
     assert (score.details or {})["performance_loss"] == pytest.approx(loss)
 
 
 def test_adaptability_event_and_window() -> None:
     ev = build_evaluator("adaptability")
-    first = ev.evaluate(_event(results=[{"domain": "技术问答", "score": 0.85}, {"domain": "文学创作", "score": 0.72}]))
+    first = ev.evaluate(
+        _event(results=[{"domain": "技术问答", "score": 0.85}, {"domain": "文学创作", "score": 0.72}])
+    )
     assert first.score == pytest.approx((0.85 + 0.72) / 2)  # the spec's example
     second = ev.evaluate(_event(results=[{"domain": "技术问答", "score": 0.55}]))
     third = ev.evaluate(_event(results=[{"domain": "技术问答", "score": 0.65}]))

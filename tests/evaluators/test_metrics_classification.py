@@ -42,7 +42,9 @@ def test_keyword_jaccard(a: str, b: str, expected: float) -> None:
     ],
 )
 def test_confusion_cells_from_label(output: str, label: bool, cell: str, score: float) -> None:
-    result = build_evaluator("keyword_match").evaluate(_event(output, "The capital of France is Paris", label))
+    result = build_evaluator("keyword_match").evaluate(
+        _event(output, "The capital of France is Paris", label)
+    )
     assert result.counters == {cell: 1.0}
     assert result.score == score and result.passed == bool(score)
 
@@ -70,11 +72,15 @@ def _reference(truth: list[int], pred: list[int]) -> dict[str, float]:
     p, r, f = prf(1)
     k = len(classes) or 1
     return {
-        "count": len(truth), "accuracy": sum(t == q for t, q in zip(truth, pred, strict=True)) / len(truth) if truth else 0.0,
-        "precision": p, "recall": r, "f1": f,
-        "macro_precision": sum(m[0] for m in macro) / k, "macro_recall": sum(m[1] for m in macro) / k,
+        "count": len(truth),
+        "accuracy": sum(t == q for t, q in zip(truth, pred, strict=True)) / len(truth) if truth else 0.0,
+        "precision": p,
+        "recall": r,
+        "f1": f,
+        "macro_precision": sum(m[0] for m in macro) / k,
+        "macro_recall": sum(m[1] for m in macro) / k,
         "macro_f1": sum(m[2] for m in macro) / k,
-    }  # fmt: skip
+    }
 
 
 @given(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 1)), max_size=60))
@@ -87,8 +93,14 @@ def test_stats_equal_the_definitions(rows: list[tuple[int, int]]) -> None:
 
 
 def test_stats_read_an_aggregate_and_accuracy_is_not_always_one() -> None:
-    fields = {"count": 10.0, "ev:km:c:tp": 3.0, "ev:km:c:fp": 1.0, "ev:km:c:fn": 2.0, "ev:km:c:tn": 4.0,
-              "ev:other:c:tp": 100.0}  # fmt: skip
+    fields = {
+        "count": 10.0,
+        "ev:km:c:tp": 3.0,
+        "ev:km:c:fp": 1.0,
+        "ev:km:c:fn": 2.0,
+        "ev:km:c:tn": 4.0,
+        "ev:other:c:tp": 100.0,
+    }
     stats = classification_stats(fields, evaluator="km")
     assert stats["count"] == 10 and stats["accuracy"] == pytest.approx(0.7)
     assert stats["precision"] == pytest.approx(0.75) and stats["recall"] == pytest.approx(0.6)

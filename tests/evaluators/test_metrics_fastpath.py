@@ -36,8 +36,34 @@ from streameval.models import RequestEvent
 # splits, ASCII punctuation, Chinese words and characters, full-width forms, CJK punctuation, and the
 # characters that are neither word characters nor whitespace (control characters, "_", combining marks,
 # "İ" whose lower() adds a combining dot) that send normalize_answer to its regex path.
-EN = ["the", "a", "an", "The", "A", "cat", "sat", "on", "mat", "model", "answer", "is", "not", "GPT-4", "3.5",
-      "1,000", "U.S.", "e-mail", "don't", "x-", "-y", "&amp;", "&quot;", "<skipped>", "it's", "naïve"]  # fmt: skip
+EN = [
+    "the",
+    "a",
+    "an",
+    "The",
+    "A",
+    "cat",
+    "sat",
+    "on",
+    "mat",
+    "model",
+    "answer",
+    "is",
+    "not",
+    "GPT-4",
+    "3.5",
+    "1,000",
+    "U.S.",
+    "e-mail",
+    "don't",
+    "x-",
+    "-y",
+    "&amp;",
+    "&quot;",
+    "<skipped>",
+    "it's",
+    "naïve",
+]
 ZH = [
     "模型",
     "回答",
@@ -193,8 +219,24 @@ def test_bleu_equals_the_old_code_on_long_texts(vocab_size: int) -> None:
 # -- token_f1 / exact_match_normalized ---------------------------------------------------------------
 # Words that are not one run of \w characters, where \b(a|an|the)\b matches inside a word: the regex
 # path must keep them; "㍿" has no CJK but its NFKC form (株式会社) has, so it must be segmented.
-TRICKY = ["the\x00x a", "a\x7fb the an", "x\x07the", "the\x1cdog", "İthe a", "e\u0301 the", "the\u0301 a",
-          "ａ the ｔｈｅ", "㍿ the", "㍿a", "the_ a_b", "½the", "A B THE", "", "   ", "\x00"]  # fmt: skip
+TRICKY = [
+    "the\x00x a",
+    "a\x7fb the an",
+    "x\x07the",
+    "the\x1cdog",
+    "İthe a",
+    "e\u0301 the",
+    "the\u0301 a",
+    "ａ the ｔｈｅ",
+    "㍿ the",
+    "㍿a",
+    "the_ a_b",
+    "½the",
+    "A B THE",
+    "",
+    "   ",
+    "\x00",
+]
 
 
 @pytest.mark.parametrize("text", TRICKY)

@@ -18,8 +18,13 @@ from streameval.models import RequestEvent
 _ALPHABET = st.sampled_from(list("abcdeTHE xyz019 ,.!?-'") + list("模型北京的是，。！“”ＡＢ１　"))
 TEXT = st.text(_ALPHABET, max_size=40)
 TEXT_EVALUATORS = [
-    "exact_match_normalized", "token_f1", "bleu", "bleu_simple", "rouge_l", "keyword_match",
-]  # fmt: skip
+    "exact_match_normalized",
+    "token_f1",
+    "bleu",
+    "bleu_simple",
+    "rouge_l",
+    "keyword_match",
+]
 BUILT = {name: build_evaluator(name) for name in TEXT_EVALUATORS}
 settings.register_profile("metrics", max_examples=150, deadline=None)
 settings.load_profile("metrics")

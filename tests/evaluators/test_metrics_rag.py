@@ -51,7 +51,9 @@ def test_retrieval_utilization_counts_cited_named_and_partial() -> None:
     assert _score("retrieval_utilization", _event(**partial)) == pytest.approx(1 - 1 / 11)  # Indel 10/11
 
 
-@pytest.mark.parametrize(("latency", "score", "passed"), [(2.5, 1.0, True), (5.0, 1.0, True), (10.0, 0.5, False)])
+@pytest.mark.parametrize(
+    ("latency", "score", "passed"), [(2.5, 1.0, True), (5.0, 1.0, True), (10.0, 0.5, False)]
+)
 def test_retrieval_latency_reports_seconds(latency: float, score: float, passed: bool) -> None:
     result = build_evaluator("retrieval_latency").evaluate(_event(**dict(GRAPH, latency_s=latency)))
     assert result.score == pytest.approx(score) and result.passed is passed
@@ -72,12 +74,16 @@ def test_graph_coverage() -> None:
     structure = (3 / 5 + 2 / 5) / 2
     relevance = 2 / 3
     connectivity = 3 / 3
-    assert _score("graph_coverage", _event(**GRAPH)) == pytest.approx(0.3 * structure + 0.4 * relevance + 0.3 * connectivity)
+    assert _score("graph_coverage", _event(**GRAPH)) == pytest.approx(
+        0.3 * structure + 0.4 * relevance + 0.3 * connectivity
+    )
 
 
 def test_relationship_utilization() -> None:
     quantity, quality, relevance = 2 / 5, (1 / 2 + 2 / 2) / 2, 2 / 2
-    assert _score("relationship_utilization", _event(**GRAPH)) == pytest.approx((quantity + quality + relevance) / 3)
+    assert _score("relationship_utilization", _event(**GRAPH)) == pytest.approx(
+        (quantity + quality + relevance) / 3
+    )
 
 
 def test_subgraph_quality() -> None:
@@ -87,11 +93,18 @@ def test_subgraph_quality() -> None:
 
 @pytest.mark.parametrize(
     ("agent_type", "expected"),
-    [("graph", 0.4 + 0.5 * (2 / 3) * 1.2), ("hybrid", 0.35 + 0.5 * (2 / 3) * 1.1), ("naive", 0.3 + 0.5 * 2 / 3), (None, 0.3 + 0.5 * 2 / 3)],
-)  # fmt: skip
+    [
+        ("graph", 0.4 + 0.5 * (2 / 3) * 1.2),
+        ("hybrid", 0.35 + 0.5 * (2 / 3) * 1.1),
+        ("naive", 0.3 + 0.5 * 2 / 3),
+        (None, 0.3 + 0.5 * 2 / 3),
+    ],
+)
 def test_community_relevance_by_agent_type(agent_type: str | None, expected: float) -> None:
     # keywords capital, river found in "European capitals and their rivers"; france not
-    assert _score("community_relevance", _event(**dict(GRAPH, agent_type=agent_type))) == pytest.approx(expected)
+    assert _score("community_relevance", _event(**dict(GRAPH, agent_type=agent_type))) == pytest.approx(
+        expected
+    )
 
 
 def test_keywords_default_to_the_question_content_words() -> None:
@@ -142,12 +155,17 @@ def test_fallback_table_matches_the_seed() -> None:
 @pytest.mark.parametrize(
     ("rule", "score", "expected"),
     [
-        (LLMFallback("always"), 0.9, True), (LLMFallback("never"), 0.0, False), (LLMFallback("never"), None, False),
-        (LLMFallback("at_most", 0.4), 0.4, True), (LLMFallback("at_most", 0.4), 0.41, False),
-        (LLMFallback("at_most", 0.4), None, False), (LLMFallback("at_most", 0.4, on_missing=True), None, True),
-        (LLMFallback("below", 0.7), 0.7, False), (LLMFallback("below", 0.7), 0.0, True),
+        (LLMFallback("always"), 0.9, True),
+        (LLMFallback("never"), 0.0, False),
+        (LLMFallback("never"), None, False),
+        (LLMFallback("at_most", 0.4), 0.4, True),
+        (LLMFallback("at_most", 0.4), 0.41, False),
+        (LLMFallback("at_most", 0.4), None, False),
+        (LLMFallback("at_most", 0.4, on_missing=True), None, True),
+        (LLMFallback("below", 0.7), 0.7, False),
+        (LLMFallback("below", 0.7), 0.0, True),
     ],
-)  # fmt: skip
+)
 def test_fallback_trigger(rule: LLMFallback, score: float | None, expected: bool) -> None:
     assert rule.triggered(score) is expected
 

@@ -64,7 +64,10 @@ def test_tokenizers_equal_sacrebleu(tokenize: str) -> None:
 
     theirs = Tokenizer13a() if tokenize == "13a" else TokenizerZh()
     ours = tokenize_13a if tokenize == "13a" else tokenize_zh
-    tricky = ["3.5-4 items, (ok) 1,000.5 U.S. e-mail -x- x- &amp; &quot;q&quot; <skipped> a-\nb", "１２３，４５６。"]
+    tricky = [
+        "3.5-4 items, (ok) 1,000.5 U.S. e-mail -x- x- &amp; &quot;q&quot; <skipped> a-\nb",
+        "１２３，４５６。",
+    ]
     for text in tricky + [h for h, _ in PAIRS]:
         assert ours(text) == theirs(text).split(), text
 
@@ -139,7 +142,9 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 def zh_normalize(s: str) -> str:
     s = unicodedata.normalize("NFKC", s).lower()
-    s = "".join(ch for ch in s if ch not in string.punctuation and not unicodedata.category(ch).startswith("P"))
+    s = "".join(
+        ch for ch in s if ch not in string.punctuation and not unicodedata.category(ch).startswith("P")
+    )
     return " ".join(re.sub(r"\b(a|an|the)\b", " ", s).split())
 
 
@@ -171,10 +176,14 @@ def test_exact_match_flag_equals_squad_on_english() -> None:
 
     for hyp, ref in PAIRS:
         if hyp.isascii() and ref.isascii():
-            assert (normalize_answer(hyp) == normalize_answer(ref)) == (squad_normalize(hyp) == squad_normalize(ref))
+            assert (normalize_answer(hyp) == normalize_answer(ref)) == (
+                squad_normalize(hyp) == squad_normalize(ref)
+            )
 
 
-@given(st.text(st.sampled_from([*list("ab1 2.,-&;:/()[]{}~`'\"\n\t"), "模", "，", "“", "→", "ａ"]), max_size=30))
+@given(
+    st.text(st.sampled_from([*list("ab1 2.,-&;:/()[]{}~`'\"\n\t"), "模", "，", "“", "→", "ａ"]), max_size=30)
+)
 def test_tokenizers_equal_sacrebleu_on_punctuation_soup(text: str) -> None:
     from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
     from sacrebleu.tokenizers.tokenizer_zh import TokenizerZh

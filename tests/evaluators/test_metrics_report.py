@@ -18,9 +18,14 @@ def _event(output: str = "", **report: Any) -> RequestEvent:
 
 
 WORKED_EXAMPLE = {  # the report-quality spec's "完整评估案例": academic, 5/5 sections, 12 citations, 8,000 words, 6 sources, 2 images
-    "style": "academic", "required_sections": list("ABCDE"), "sections": list("ABCDE"), "citations": 12,
-    "word_count": 8000, "sources": [f"https://s{i}.example.org/x" for i in range(6)], "images": 2,
-}  # fmt: skip
+    "style": "academic",
+    "required_sections": list("ABCDE"),
+    "sections": list("ABCDE"),
+    "citations": 12,
+    "word_count": 8000,
+    "sources": [f"https://s{i}.example.org/x" for i in range(6)],
+    "images": 2,
+}
 
 
 def test_seed_000_worked_example_is_9_67() -> None:
@@ -39,38 +44,47 @@ def test_seed_000_worked_example_is_9_67() -> None:
 @pytest.mark.parametrize(
     ("words", "style", "expected"),
     [
-        (8000, "academic", 10.0),       # spec: in range
-        (3000, "academic", 4.8),        # spec: 60 % -> 4.8
+        (8000, "academic", 10.0),  # spec: in range
+        (3000, "academic", 4.8),  # spec: 60 % -> 4.8
         (20000, "academic", 10 - (20000 / 15000 - 1) * 5),  # formula gives 8.33; the spec's example says 6.67
-        (100000, "academic", 5.0),      # over: floor 5
+        (100000, "academic", 5.0),  # over: floor 5
         (0, "news", 0.0),
-        (500, "social_media", 10.0), (1500, "social_media", 10.0), (1501, "social_media", 10 - (1501 / 1500 - 1) * 5),
-        (9999, "strategic_investment", 9999 / 10000 * 8), (3000, "popular_science", 10.0),
+        (500, "social_media", 10.0),
+        (1500, "social_media", 10.0),
+        (1501, "social_media", 10 - (1501 / 1500 - 1) * 5),
+        (9999, "strategic_investment", 9999 / 10000 * 8),
+        (3000, "popular_science", 10.0),
     ],
-)  # fmt: skip
+)
 def test_word_count_formula(words: int, style: str, expected: float) -> None:
     assert word_count_score(words, style) == pytest.approx(expected)
 
 
 def test_five_styles_and_ranges() -> None:
     assert WORD_RANGES == {
-        "academic": (5000, 15000), "strategic_investment": (10000, 20000), "popular_science": (3000, 8000),
-        "news": (1000, 3000), "social_media": (500, 1500),
-    }  # fmt: skip
+        "academic": (5000, 15000),
+        "strategic_investment": (10000, 20000),
+        "popular_science": (3000, 8000),
+        "news": (1000, 3000),
+        "social_media": (500, 1500),
+    }
 
 
 @pytest.mark.parametrize(
     ("name", "report", "expected"),
     [
-        ("report_citations", {"citations": 5}, 0.5), ("report_citations", {"citations": 15}, 1.0),
-        ("report_citations", {"citations": 0}, 0.0), ("report_sources", {"sources": ["a", "b", "c"]}, 0.6),
+        ("report_citations", {"citations": 5}, 0.5),
+        ("report_citations", {"citations": 15}, 1.0),
+        ("report_citations", {"citations": 0}, 0.0),
+        ("report_sources", {"sources": ["a", "b", "c"]}, 0.6),
         ("report_sources", {"sources": ["https://www.x.org/1", "https://x.org/2", "http://y.org"]}, 0.4),
-        ("report_images", {"images": 1}, 1 / 3), ("report_images", {"images": 5}, 1.0),
+        ("report_images", {"images": 1}, 1 / 3),
+        ("report_images", {"images": 5}, 1.0),
         ("report_sections", {"required_sections": list("ABCDE"), "sections": list("ABCD")}, 0.8),
         ("report_sections", {"required_sections": list("ABCDE"), "sections": list("ABC")}, 0.6),
         ("report_word_count", {"style": "news", "word_count": 2000}, 1.0),
     ],
-)  # fmt: skip
+)
 def test_parts_on_their_own(name: str, report: dict[str, Any], expected: float) -> None:
     score = build_evaluator(name).evaluate(_event(**report))
     assert score.score == pytest.approx(expected)
@@ -101,7 +115,12 @@ def test_block_values_override_measurement_and_chinese_counts_characters() -> No
     text = "研究" * 600  # 1,200 characters = 1,200 words
     d = build_evaluator("report_word_count").evaluate(_event(text, style="social_media")).details or {}
     assert d["word_count"] == 1200 and d["score_10"] == 10.0
-    d = build_evaluator("report_word_count").evaluate(_event(text, style="social_media", word_count=10)).details or {}
+    d = (
+        build_evaluator("report_word_count")
+        .evaluate(_event(text, style="social_media", word_count=10))
+        .details
+        or {}
+    )
     assert d["word_count"] == 10
 
 
@@ -114,7 +133,9 @@ def test_custom_weights_and_bad_weights() -> None:
         build_evaluator("report_metrics", {"weights": {"images": 0.0}})
 
 
-@pytest.mark.parametrize(("ten", "letter"), [(9.0, "A+"), (8.94, "A"), (8.0, "A-"), (5.0, "C-"), (4.0, "D"), (3.99, "F")])
+@pytest.mark.parametrize(
+    ("ten", "letter"), [(9.0, "A+"), (8.94, "A"), (8.0, "A-"), (5.0, "C-"), (4.0, "D"), (3.99, "F")]
+)
 def test_letter_grade_in_details(ten: float, letter: str) -> None:
     # only citations weigh: citations = ten -> score_10 = ten
     ev = build_evaluator("report_metrics", {"weights": {"citations": 1.0}, "citation_target": 1000})

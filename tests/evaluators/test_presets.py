@@ -28,7 +28,9 @@ def event(output: str, expected: str | None = None, **fields: Any) -> RequestEve
         ("contains", {}, "北京是中国的首都，有着悠久的历史...", "首都", True, 1.0),  # §3.2
     ],
 )
-def test_seed_001_examples(name: str, params: dict[str, Any], output: str, expected: str, passed: bool, score: float) -> None:
+def test_seed_001_examples(
+    name: str, params: dict[str, Any], output: str, expected: str, passed: bool, score: float
+) -> None:
     result = build_evaluator(name, params).evaluate(event(output, expected))
     assert (result.passed, result.score) == (passed, score)
 
@@ -94,7 +96,10 @@ def test_contains(params: dict[str, Any], output: str, expected: str | None, pas
     ],
 )
 def test_regex(pattern: str, flags: str, output: str, passed: bool) -> None:
-    assert build_evaluator("regex", {"pattern": pattern, "flags": flags}).evaluate(event(output)).passed is passed
+    assert (
+        build_evaluator("regex", {"pattern": pattern, "flags": flags}).evaluate(event(output)).passed
+        is passed
+    )
 
 
 @pytest.mark.parametrize(

@@ -28,10 +28,16 @@ from streameval.config import parse_config
 from streameval.inputs import Item, OtlpDecoder, OtlpInput
 from streameval.pipeline import Pipeline, Source
 
-_, SUITES = parse_config({"suites": [{"name": "s", "default": True, "evaluators": [{"evaluator": "exact_match"}]}]})
+_, SUITES = parse_config(
+    {"suites": [{"name": "s", "default": True, "evaluators": [{"evaluator": "exact_match"}]}]}
+)
 PIPELINE = Pipeline(SUITES)
-PROTO = OtlpDecoder(OtlpInput(topic="spans", format="otlp_proto", category_attribute="cat", tag_attributes=["tag"]))
-JSON = OtlpDecoder(OtlpInput(topic="spans", format="otlp_json", category_attribute="cat", tag_attributes=["tag"]))
+PROTO = OtlpDecoder(
+    OtlpInput(topic="spans", format="otlp_proto", category_attribute="cat", tag_attributes=["tag"])
+)
+JSON = OtlpDecoder(
+    OtlpInput(topic="spans", format="otlp_json", category_attribute="cat", tag_attributes=["tag"])
+)
 SOURCE = Source("spans", 0, 1)
 
 
@@ -133,51 +139,118 @@ def any_value(junk_ok: bool) -> st.SearchStrategy[Any]:
     )
     return st.recursive(
         leaves,
-        lambda inner: st.builds(lambda vs: {"arrayValue": {"values": vs}}, st.lists(inner, max_size=3))
-        | st.builds(lambda kvs: {"kvlistValue": {"values": [{"key": k, "value": v} for k, v in kvs]}},
-                    st.lists(st.tuples(st.text(max_size=8), inner), max_size=3)),
+        lambda inner: (
+            st.builds(lambda vs: {"arrayValue": {"values": vs}}, st.lists(inner, max_size=3))
+            | st.builds(
+                lambda kvs: {"kvlistValue": {"values": [{"key": k, "value": v} for k, v in kvs]}},
+                st.lists(st.tuples(st.text(max_size=8), inner), max_size=3),
+            )
+        ),
         max_leaves=10,
     )
 
 
-KEYS = ["gen_ai.operation.name", "llm.request.type", "openinference.span.kind", "gen_ai.request.model",
-        "gen_ai.response.model", "llm.model_name", "gen_ai.input.messages", "gen_ai.output.messages",
-        "gen_ai.prompt.0.content", "gen_ai.prompt.0.role", "gen_ai.completion.0.content", "llm.input_messages.0.message.content",
-        "llm.output_messages.0.message.content", "input.value", "output.value", "gen_ai.response.finish_reasons",
-        "gen_ai.usage.input_tokens", "cat", "tag", "other", "content", "message", "index"]  # fmt: skip
-LLM_VALUES = {"gen_ai.operation.name": "chat", "llm.request.type": "completion", "openinference.span.kind": "LLM"}
-MESSAGES = st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", 3]), "parts": st.lists(
-    st.fixed_dictionaries({"type": st.sampled_from(["text", "tool_call"]), "content": st.text(max_size=20) | junk}), max_size=3)}),
-    max_size=3).map(lambda m: orjson.dumps(m).decode())  # fmt: skip
+KEYS = [
+    "gen_ai.operation.name",
+    "llm.request.type",
+    "openinference.span.kind",
+    "gen_ai.request.model",
+    "gen_ai.response.model",
+    "llm.model_name",
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.prompt.0.content",
+    "gen_ai.prompt.0.role",
+    "gen_ai.completion.0.content",
+    "llm.input_messages.0.message.content",
+    "llm.output_messages.0.message.content",
+    "input.value",
+    "output.value",
+    "gen_ai.response.finish_reasons",
+    "gen_ai.usage.input_tokens",
+    "cat",
+    "tag",
+    "other",
+    "content",
+    "message",
+    "index",
+]
+LLM_VALUES = {
+    "gen_ai.operation.name": "chat",
+    "llm.request.type": "completion",
+    "openinference.span.kind": "LLM",
+}
+MESSAGES = st.lists(
+    st.fixed_dictionaries(
+        {
+            "role": st.sampled_from(["user", "assistant", 3]),
+            "parts": st.lists(
+                st.fixed_dictionaries(
+                    {"type": st.sampled_from(["text", "tool_call"]), "content": st.text(max_size=20) | junk}
+                ),
+                max_size=3,
+            ),
+        }
+    ),
+    max_size=3,
+).map(lambda m: orjson.dumps(m).decode())
 
 
 def export(junk_ok: bool) -> st.SearchStrategy[dict[str, Any]]:
     bad = junk if junk_ok else st.nothing()
     attribute = st.one_of(
         st.builds(lambda k, v: {"key": k, "value": v}, st.sampled_from(KEYS), any_value(junk_ok)),
-        st.builds(lambda k: {"key": k, "value": {"stringValue": LLM_VALUES[k]}}, st.sampled_from(sorted(LLM_VALUES))),
-        st.builds(lambda k, t: {"key": k, "value": {"stringValue": t}}, st.sampled_from(KEYS), st.text(max_size=300) | MESSAGES),
+        st.builds(
+            lambda k: {"key": k, "value": {"stringValue": LLM_VALUES[k]}}, st.sampled_from(sorted(LLM_VALUES))
+        ),
+        st.builds(
+            lambda k, t: {"key": k, "value": {"stringValue": t}},
+            st.sampled_from(KEYS),
+            st.text(max_size=300) | MESSAGES,
+        ),
         bad,
     )
     # half the spans look like a real LLM span (marked, a model, output text) before any other attributes
-    plausible = st.sampled_from([[], [
-        {"key": "openinference.span.kind", "value": {"stringValue": "LLM"}},
-        {"key": "llm.model_name", "value": {"stringValue": "m"}},
-        {"key": "output.value", "value": {"stringValue": "out"}},
-    ]])
+    plausible = st.sampled_from(
+        [
+            [],
+            [
+                {"key": "openinference.span.kind", "value": {"stringValue": "LLM"}},
+                {"key": "llm.model_name", "value": {"stringValue": "m"}},
+                {"key": "output.value", "value": {"stringValue": "out"}},
+            ],
+        ]
+    )
     hex_id = st.one_of(st.binary(min_size=16, max_size=16).map(bytes.hex), st.text(max_size=40), bad)
-    events = st.lists(st.fixed_dictionaries({"name": st.sampled_from(["gen_ai.user.message", "gen_ai.choice", "x"]),
-                                             "attributes": st.lists(attribute, max_size=4)}), max_size=3)  # fmt: skip
+    events = st.lists(
+        st.fixed_dictionaries(
+            {
+                "name": st.sampled_from(["gen_ai.user.message", "gen_ai.choice", "x"]),
+                "attributes": st.lists(attribute, max_size=4),
+            }
+        ),
+        max_size=3,
+    )
     span = st.fixed_dictionaries(
         {},
-        optional={"traceId": hex_id, "spanId": st.binary(min_size=8, max_size=8).map(bytes.hex) | bad,
-                  "name": st.text(max_size=10) | bad, "endTimeUnixNano": st.integers(-10, 2**64).map(str) | i64 | bad,
-                  "attributes": st.builds(lambda base, more: base + more, plausible, st.lists(attribute, max_size=8)) | bad,
-                  "events": events | bad},
-    )  # fmt: skip
+        optional={
+            "traceId": hex_id,
+            "spanId": st.binary(min_size=8, max_size=8).map(bytes.hex) | bad,
+            "name": st.text(max_size=10) | bad,
+            "endTimeUnixNano": st.integers(-10, 2**64).map(str) | i64 | bad,
+            "attributes": st.builds(
+                lambda base, more: base + more, plausible, st.lists(attribute, max_size=8)
+            )
+            | bad,
+            "events": events | bad,
+        },
+    )
     return st.builds(
-        lambda spans, resource: {"resourceSpans": [{"resource": {"attributes": resource}, "scopeSpans": [{"spans": spans}]}]},
-        st.lists(span, max_size=6), st.lists(attribute, max_size=3),
+        lambda spans, resource: {
+            "resourceSpans": [{"resource": {"attributes": resource}, "scopeSpans": [{"spans": spans}]}]
+        },
+        st.lists(span, max_size=6),
+        st.lists(attribute, max_size=3),
     )
 
 

@@ -14,17 +14,38 @@ from streameval.inputs import MISSING, JsonDecoder, JsonInput, check_input_topic
 from streameval.pipeline import Pipeline, Source
 from streameval.settings import Settings
 
-DOC = {"a": {"b": [10, 20, 30]}, "msgs": [{"content": "first"}, {"content": "last"}], "odd key": {"x y": 1}, "n": None}
+DOC = {
+    "a": {"b": [10, 20, 30]},
+    "msgs": [{"content": "first"}, {"content": "last"}],
+    "odd key": {"x y": 1},
+    "n": None,
+}
 
 
 @pytest.mark.parametrize(
     ("path", "found"),
-    [("$", DOC), ("$.a.b[0]", 10), ("$.a.b[-1]", 30), ("$.msgs[-1].content", "last"), ("$['odd key']['x y']", 1),
-     ('$["a"].b[1]', 20), ("$.n", None), ("$.a.b[3]", MISSING), ("$.a.b[-4]", MISSING), ("$.a.c", MISSING),
-     ("$.a.b.c", MISSING), ("$.msgs[0][0]", MISSING), ("$.a['b'][1]", 20)],
-)  # fmt: skip
+    [
+        ("$", DOC),
+        ("$.a.b[0]", 10),
+        ("$.a.b[-1]", 30),
+        ("$.msgs[-1].content", "last"),
+        ("$['odd key']['x y']", 1),
+        ('$["a"].b[1]', 20),
+        ("$.n", None),
+        ("$.a.b[3]", MISSING),
+        ("$.a.b[-4]", MISSING),
+        ("$.a.c", MISSING),
+        ("$.a.b.c", MISSING),
+        ("$.msgs[0][0]", MISSING),
+        ("$.a['b'][1]", 20),
+    ],
+)
 def test_path_lookup(path: str, found: Any) -> None:
-    assert compile_path(path).find(DOC) == found if found is not MISSING else compile_path(path).find(DOC) is MISSING
+    assert (
+        compile_path(path).find(DOC) == found
+        if found is not MISSING
+        else compile_path(path).find(DOC) is MISSING
+    )
 
 
 @pytest.mark.parametrize("path", ["a.b", "$.", "$[", "$.a[x]", "$..a", "$.a[*]", "$['a]", "$ .a", "$.1a"])
@@ -37,26 +58,45 @@ def decoder(**spec: Any) -> JsonDecoder:
     return JsonDecoder(JsonInput(topic="app.completions", format="json", **spec))
 
 
-MAP = {"id": "$.request_id", "model": "$.model", "output": "$.choices[0].message.content",
-       "input": "$.messages[-1].content", "category": "$.meta.kind"}  # fmt: skip
-COMPLETION = {"request_id": "req-1", "model": "qwen-max", "messages": [{"role": "system", "content": "s"},
-              {"role": "user", "content": "北京在哪里？"}], "choices": [{"message": {"content": "北京在中国北方。"}}],
-              "meta": {"kind": "qa_simple"}}  # fmt: skip
+MAP = {
+    "id": "$.request_id",
+    "model": "$.model",
+    "output": "$.choices[0].message.content",
+    "input": "$.messages[-1].content",
+    "category": "$.meta.kind",
+}
+COMPLETION = {
+    "request_id": "req-1",
+    "model": "qwen-max",
+    "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "北京在哪里？"}],
+    "choices": [{"message": {"content": "北京在中国北方。"}}],
+    "meta": {"kind": "qa_simple"},
+}
 
 
 def test_map_makes_a_request_event() -> None:
-    [item] = decoder(map=MAP, set={"tags": ["from-app"]}).decode(orjson.dumps(COMPLETION), Source("app.completions"))
+    [item] = decoder(map=MAP, set={"tags": ["from-app"]}).decode(
+        orjson.dumps(COMPLETION), Source("app.completions")
+    )
     assert item.error is None
-    assert orjson.loads(item.raw) == {"id": "req-1", "model": "qwen-max", "output": "北京在中国北方。",
-                                      "input": "北京在哪里？", "category": "qa_simple", "tags": ["from-app"]}  # fmt: skip
+    assert orjson.loads(item.raw) == {
+        "id": "req-1",
+        "model": "qwen-max",
+        "output": "北京在中国北方。",
+        "input": "北京在哪里？",
+        "category": "qa_simple",
+        "tags": ["from-app"],
+    }
 
 
 @pytest.mark.parametrize(
     ("change", "reason"),
-    [({"choices": []}, "map.output: $.choices[0].message.content found nothing"),
-     ({"model": None}, "map.model: $.model found null"),
-     ({"meta": {}}, "map.category: $.meta.kind found nothing")],
-)  # fmt: skip
+    [
+        ({"choices": []}, "map.output: $.choices[0].message.content found nothing"),
+        ({"model": None}, "map.model: $.model found null"),
+        ({"meta": {}}, "map.category: $.meta.kind found nothing"),
+    ],
+)
 def test_a_path_that_finds_nothing_is_a_schema_dead_letter(change: dict[str, Any], reason: str) -> None:
     raw = orjson.dumps(COMPLETION | change)
     [item] = decoder(map=MAP).decode(raw, Source("app.completions", 0, 3))
@@ -65,7 +105,9 @@ def test_a_path_that_finds_nothing_is_a_schema_dead_letter(change: dict[str, Any
 
 
 def test_optional_fields_may_be_missing() -> None:
-    [item] = decoder(map=MAP, optional=["category", "input"]).decode(orjson.dumps(COMPLETION | {"meta": {}}), Source())
+    [item] = decoder(map=MAP, optional=["category", "input"]).decode(
+        orjson.dumps(COMPLETION | {"meta": {}}), Source()
+    )
     assert item.error is None and "category" not in orjson.loads(item.raw)
 
 
@@ -74,25 +116,38 @@ def test_derived_id_is_the_sha256_of_the_message() -> None:
     spec = {k: v for k, v in MAP.items() if k != "id"}
     [item] = decoder(map=spec, derive_id="sha256").decode(raw, Source())
     assert orjson.loads(item.raw)["id"] == hashlib.sha256(raw).hexdigest()
-    assert decoder(map=spec, derive_id="sha256").decode(raw, Source())[0].raw == item.raw  # a redelivery: same id
+    assert (
+        decoder(map=spec, derive_id="sha256").decode(raw, Source())[0].raw == item.raw
+    )  # a redelivery: same id
 
 
 @pytest.mark.parametrize(
     ("value", "timestamp"),
-    [(1_780_000_000, "2026-05-28T20:26:40.000Z"), (1_780_000_000_500, "2026-05-28T20:26:40.500Z"),
-     (1_780_000_000_000_000_000, "2026-05-28T20:26:40.000Z"), ("2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z")],
-)  # fmt: skip
+    [
+        (1_780_000_000, "2026-05-28T20:26:40.000Z"),
+        (1_780_000_000_500, "2026-05-28T20:26:40.500Z"),
+        (1_780_000_000_000_000_000, "2026-05-28T20:26:40.000Z"),
+        ("2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z"),
+    ],
+)
 def test_numeric_id_and_timestamp_are_converted(value: Any, timestamp: str) -> None:
     raw = orjson.dumps({"id": 42, "m": "x", "o": "y", "t": value})
-    [item] = decoder(map={"id": "$.id", "model": "$.m", "output": "$.o", "timestamp": "$.t"}).decode(raw, Source())
+    [item] = decoder(map={"id": "$.id", "model": "$.m", "output": "$.o", "timestamp": "$.t"}).decode(
+        raw, Source()
+    )
     assert orjson.loads(item.raw) == {"id": "42", "model": "x", "output": "y", "timestamp": timestamp}
 
 
 @pytest.mark.parametrize(
     ("raw", "kind"),
-    [(b"not json", "invalid_json"), (b'{"a": 1, "a": 2}', "invalid_json"), (b"[" * 100 + b"]" * 100, "invalid_json"),
-     (b"x" * 5000, "too_large"), (b'{"id": "i", "m": "x", "o": "y", "t": 1e300}', "schema")],
-)  # fmt: skip
+    [
+        (b"not json", "invalid_json"),
+        (b'{"a": 1, "a": 2}', "invalid_json"),
+        (b"[" * 100 + b"]" * 100, "invalid_json"),
+        (b"x" * 5000, "too_large"),
+        (b'{"id": "i", "m": "x", "o": "y", "t": 1e300}', "schema"),
+    ],
+)
 def test_bad_messages(raw: bytes, kind: str) -> None:
     spec = {"id": "$.id", "model": "$.m", "output": "$.o", "timestamp": "$.t"}
     [item] = decoder(map=spec, max_message_bytes=4096).decode(raw, Source())
@@ -101,9 +156,15 @@ def test_bad_messages(raw: bytes, kind: str) -> None:
 
 async def test_a_mapped_event_with_a_wrong_type_is_checked_by_the_pipeline() -> None:
     _, suites = parse_config_text(SUITE)
-    [item] = decoder(map={"id": "$.id", "model": "$.m", "output": "$.o"}).decode(b'{"id": "i", "m": "x", "o": 5}', Source())
+    [item] = decoder(map={"id": "$.id", "model": "$.m", "output": "$.o"}).decode(
+        b'{"id": "i", "m": "x", "o": 5}', Source()
+    )
     outcome = await Pipeline(suites).process(item.raw)
-    assert outcome.dead_letter is not None and outcome.dead_letter.kind == "schema" and "output" in outcome.dead_letter.reason
+    assert (
+        outcome.dead_letter is not None
+        and outcome.dead_letter.kind == "schema"
+        and "output" in outcome.dead_letter.reason
+    )
 
 
 SUITE = """\
@@ -142,19 +203,38 @@ def test_input_config_errors_name_file_line_and_field() -> None:
 
 @pytest.mark.parametrize(
     ("entry", "expected"),
-    [("  - {topic: spans, format: otlp}\n", "suites.yaml:2: inputs[0].format: unknown input format 'otlp'; valid formats: "
-      "native, json, otlp_proto, otlp_json"),
-     ("  - {topic: spans}\n", "suites.yaml:2: inputs[0].format: missing; valid formats: native, json, otlp_proto, otlp_json"),
-     ("  - {topic: spans, format: otlp_proto, category_attributes: x}\n",
-      "suites.yaml:2: inputs[0].category_attributes: Extra inputs are not permitted"),
-     ("  - {topic: a, format: json, map: {model: $.m, output: $.o}}\n",
-      "suites.yaml:2: inputs[0].map: map needs 'id' (or derive_id: sha256)"),
-     ("  - {topic: a, format: json, map: {id: $.i, model: $.m, output: $.o}, derive_id: sha256}\n",
-      "suites.yaml:2: inputs[0].derive_id: map sets id already; drop derive_id or map.id"),
-     ("  - {topic: a, format: json, map: {model: $.m, output: $.o}, derive_id: md5}\n",
-      "suites.yaml:2: inputs[0].derive_id: Input should be 'sha256'"),
-     ("  - {topic: 'a b', format: native}\n", "suites.yaml:2: inputs[0].topic: String should match pattern '^[A-Za-z0-9._\\-]+$'")],
-)  # fmt: skip
+    [
+        (
+            "  - {topic: spans, format: otlp}\n",
+            "suites.yaml:2: inputs[0].format: unknown input format 'otlp'; valid formats: "
+            "native, json, otlp_proto, otlp_json",
+        ),
+        (
+            "  - {topic: spans}\n",
+            "suites.yaml:2: inputs[0].format: missing; valid formats: native, json, otlp_proto, otlp_json",
+        ),
+        (
+            "  - {topic: spans, format: otlp_proto, category_attributes: x}\n",
+            "suites.yaml:2: inputs[0].category_attributes: Extra inputs are not permitted",
+        ),
+        (
+            "  - {topic: a, format: json, map: {model: $.m, output: $.o}}\n",
+            "suites.yaml:2: inputs[0].map: map needs 'id' (or derive_id: sha256)",
+        ),
+        (
+            "  - {topic: a, format: json, map: {id: $.i, model: $.m, output: $.o}, derive_id: sha256}\n",
+            "suites.yaml:2: inputs[0].derive_id: map sets id already; drop derive_id or map.id",
+        ),
+        (
+            "  - {topic: a, format: json, map: {model: $.m, output: $.o}, derive_id: md5}\n",
+            "suites.yaml:2: inputs[0].derive_id: Input should be 'sha256'",
+        ),
+        (
+            "  - {topic: 'a b', format: native}\n",
+            "suites.yaml:2: inputs[0].topic: String should match pattern '^[A-Za-z0-9._\\-]+$'",
+        ),
+    ],
+)
 def test_one_bad_input(entry: str, expected: str) -> None:
     assert problems(entry) == [expected]
 

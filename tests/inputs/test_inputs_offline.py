@@ -40,32 +40,81 @@ def test_otlp_json_file(config: Path, tmp_path: Path) -> None:
     source = tmp_path / "spans.jsonl"
     source.write_bytes(b"\n".join([*lines, lines[0], b"{broken"]) + b"\n")  # a repeated export and a bad line
     out = tmp_path / "out.jsonl"
-    code = main(["evaluate", "--config", str(config), "--input", str(source), "--output", str(out),
-                 "--input-topic", "spans", "--quiet"])  # fmt: skip
+    code = main(
+        [
+            "evaluate",
+            "--config",
+            str(config),
+            "--input",
+            str(source),
+            "--output",
+            str(out),
+            "--input-topic",
+            "spans",
+            "--quiet",
+        ]
+    )
     assert code == 0
     results = [orjson.loads(line) for line in out.read_bytes().splitlines()]
     assert len(results) == 8 and len({r["id"] for r in results}) == 6  # the repeated export re-emits its 2
     assert [r["score"] for r in results[:2]] == [1.0, 0.0]
     [dead] = [orjson.loads(line) for line in (tmp_path / "out.deadletter.jsonl").read_bytes().splitlines()]
-    assert dead["kind"] == "invalid_json" and dead["source"] == {"topic": "file:spans.jsonl", "partition": None, "offset": 5}
+    assert dead["kind"] == "invalid_json" and dead["source"] == {
+        "topic": "file:spans.jsonl",
+        "partition": None,
+        "offset": 5,
+    }
 
 
 def test_json_map_file(config: Path, tmp_path: Path) -> None:
     source = tmp_path / "app.jsonl"
-    source.write_bytes(b'{"rid": 1, "model": "m", "choices": [{"text": "\xe7\xad\x94"}]}\n{"rid": 2, "model": "m", "choices": []}\n')
+    source.write_bytes(
+        b'{"rid": 1, "model": "m", "choices": [{"text": "\xe7\xad\x94"}]}\n{"rid": 2, "model": "m", "choices": []}\n'
+    )
     out = tmp_path / "out.jsonl"
-    assert main(["evaluate", "--config", str(config), "--input", str(source), "--output", str(out), "--input-topic", "app",
-                 "--quiet"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "evaluate",
+                "--config",
+                str(config),
+                "--input",
+                str(source),
+                "--output",
+                str(out),
+                "--input-topic",
+                "app",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     [result] = [orjson.loads(line) for line in out.read_bytes().splitlines()]
     assert result["id"] == "1" and result["score"] == 1.0
     [dead] = [orjson.loads(line) for line in (tmp_path / "out.deadletter.jsonl").read_bytes().splitlines()]
     assert dead["kind"] == "schema" and "map.output: $.choices[0].text found nothing" in dead["reason"]
 
 
-@pytest.mark.parametrize(("topic", "words"), [("spans.bin", "otlp_proto is binary"), ("nope", "no input for that topic")])
-def test_input_topic_errors(config: Path, tmp_path: Path, topic: str, words: str, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("topic", "words"), [("spans.bin", "otlp_proto is binary"), ("nope", "no input for that topic")]
+)
+def test_input_topic_errors(
+    config: Path, tmp_path: Path, topic: str, words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     source = tmp_path / "in.jsonl"
     source.write_text("{}\n")
-    code = main(["evaluate", "--config", str(config), "--input", str(source), "--output", str(tmp_path / "o.jsonl"),
-                 "--input-topic", topic, "--quiet"])  # fmt: skip
+    code = main(
+        [
+            "evaluate",
+            "--config",
+            str(config),
+            "--input",
+            str(source),
+            "--output",
+            str(tmp_path / "o.jsonl"),
+            "--input-topic",
+            topic,
+            "--quiet",
+        ]
+    )
     assert code == 2 and words in capsys.readouterr().err

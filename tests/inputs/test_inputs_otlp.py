@@ -30,7 +30,10 @@ from streameval.inputs import Inputs, OtlpDecoder, OtlpInput
 from streameval.models import format_time
 from streameval.pipeline import Pipeline, Source
 
-ENCODERS: dict[str, Callable[[Sequence[ReadableSpan]], bytes]] = {"otlp_proto": export_proto, "otlp_json": export_json}
+ENCODERS: dict[str, Callable[[Sequence[ReadableSpan]], bytes]] = {
+    "otlp_proto": export_proto,
+    "otlp_json": export_json,
+}
 SOURCE = Source("otlp_spans", 1, 7)
 
 
@@ -54,24 +57,30 @@ def mixed_export() -> tuple[list[ReadableSpan], dict[str, tuple[str, str, str]]]
         openinference_span(tracer, prompt="Say hi", answer="Hi!")
         openinference_span(tracer, prompt="Say bye", answer="Bye!", messages=False)
         spans = list(finished())
-    texts = [("gpt-4o-2024-08-06", "法国的首都是哪里？", "巴黎是法国的首都。"), ("gpt-4o-mini", "2+2?", "4"),
-             ("claude-3-5-sonnet", "Name a prime.", "7"), ("llama-3.1-8b", "Say hi", "Hi!"),
-             ("llama-3.1-8b", json.dumps({"messages": [{"role": "user", "content": "Say bye"}]}), "Bye!")]  # fmt: skip
+    texts = [
+        ("gpt-4o-2024-08-06", "法国的首都是哪里？", "巴黎是法国的首都。"),
+        ("gpt-4o-mini", "2+2?", "4"),
+        ("claude-3-5-sonnet", "Name a prime.", "7"),
+        ("llama-3.1-8b", "Say hi", "Hi!"),
+        ("llama-3.1-8b", json.dumps({"messages": [{"role": "user", "content": "Say bye"}]}), "Bye!"),
+    ]
     llm = [s for s in spans if not s.name.startswith(("GET", "SELECT"))]
     return spans, {span_id(s): t for s, t in zip(llm, texts, strict=True)}
 
 
 def skipped(topic: str) -> float:
-    return REGISTRY.get_sample_value("streameval_input_spans_total", {"topic": topic, "kind": "skipped"}) or 0.0
+    return (
+        REGISTRY.get_sample_value("streameval_input_spans_total", {"topic": topic, "kind": "skipped"}) or 0.0
+    )
 
 
 @pytest.mark.parametrize("fmt", ENCODERS)
 def test_one_request_event_per_llm_span(fmt: str) -> None:
     spans, expected = mixed_export()
     before = skipped("otlp_spans")
-    items = decoder(fmt, category_attribute="app.eval.category", tag_attributes=["deployment.environment"]).decode(
-        ENCODERS[fmt](spans), SOURCE
-    )
+    items = decoder(
+        fmt, category_attribute="app.eval.category", tag_attributes=["deployment.environment"]
+    ).decode(ENCODERS[fmt](spans), SOURCE)
     assert skipped("otlp_spans") - before == 2  # the HTTP and SQL spans: counted, never dead-lettered
     assert [i.error for i in items] == [None] * 5
     events = [orjson.loads(i.raw) for i in items]
@@ -88,13 +97,26 @@ def test_one_request_event_per_llm_span(fmt: str) -> None:
         assert event["tags"] == ["prod"]  # a resource attribute
     gen_ai, events_span, openllmetry, openinference, _ = events
     assert gen_ai["metadata"] | {"trace_id": None, "span_id": None} == {
-        "trace_id": None, "span_id": None, "span_name": "chat gpt-4o", "convention": "gen_ai", "service.name": "客服-api",
-        "provider": "openai", "operation": "chat", "input_tokens": 12, "output_tokens": 7, "finish_reasons": ["stop"],
-    }  # fmt: skip
-    assert events_span["metadata"]["input_tokens"] == 5 and events_span["metadata"]["finish_reasons"] == ["stop"]
+        "trace_id": None,
+        "span_id": None,
+        "span_name": "chat gpt-4o",
+        "convention": "gen_ai",
+        "service.name": "客服-api",
+        "provider": "openai",
+        "operation": "chat",
+        "input_tokens": 12,
+        "output_tokens": 7,
+        "finish_reasons": ["stop"],
+    }
+    assert events_span["metadata"]["input_tokens"] == 5 and events_span["metadata"]["finish_reasons"] == [
+        "stop"
+    ]
     assert openllmetry["category"] == "qa_simple" and openllmetry["metadata"]["provider"] == "Anthropic"
     assert openllmetry["metadata"]["finish_reasons"] == ["end_turn"]
-    assert openinference["metadata"]["total_tokens"] == 13 and openinference["metadata"]["convention"] == "openinference"
+    assert (
+        openinference["metadata"]["total_tokens"] == 13
+        and openinference["metadata"]["convention"] == "openinference"
+    )
     assert "category" not in gen_ai
 
 
@@ -102,39 +124,62 @@ def test_both_encodings_give_the_same_events() -> None:
     spans, _ = mixed_export()
     proto = [i.raw for i in decoder("otlp_proto").decode(export_proto(spans), SOURCE)]
     assert proto == [i.raw for i in decoder("otlp_json").decode(export_json(spans), SOURCE)]
-    assert proto == [i.raw for i in decoder("otlp_proto").decode(export_proto(spans), SOURCE)]  # stable on redelivery
+    assert proto == [
+        i.raw for i in decoder("otlp_proto").decode(export_proto(spans), SOURCE)
+    ]  # stable on redelivery
 
 
 @pytest.mark.parametrize(
     ("attributes", "found"),
     [
-        ({"gen_ai.output.messages": '[{"role":"assistant","parts":[{"type":"text","content":"new"}]}]',
-          "gen_ai.completion.0.content": "old", "output.value": "raw"}, "new"),
-        ({"gen_ai.completion.0.content": "openllmetry", "llm.output_messages.0.message.content": "oi"}, "openllmetry"),
+        (
+            {
+                "gen_ai.output.messages": '[{"role":"assistant","parts":[{"type":"text","content":"new"}]}]',
+                "gen_ai.completion.0.content": "old",
+                "output.value": "raw",
+            },
+            "new",
+        ),
+        (
+            {"gen_ai.completion.0.content": "openllmetry", "llm.output_messages.0.message.content": "oi"},
+            "openllmetry",
+        ),
         ({"llm.output_messages.0.message.content": "messages", "output.value": "value"}, "messages"),
         ({"output.value": "value"}, "value"),
         # tool-call-only output messages have no text: the next place with text is used
-        ({"gen_ai.output.messages": '[{"role":"assistant","parts":[{"type":"tool_call","name":"f"}]}]',
-          "gen_ai.completion.0.content": "text"}, "text"),
+        (
+            {
+                "gen_ai.output.messages": '[{"role":"assistant","parts":[{"type":"tool_call","name":"f"}]}]',
+                "gen_ai.completion.0.content": "text",
+            },
+            "text",
+        ),
         # several text parts of one message are joined; several choices: the first
-        ({"gen_ai.output.messages": '[{"role":"assistant","parts":[{"type":"text","content":"a"},'
-                                    '{"type":"text","content":"b"}]},{"role":"assistant","parts":[{"type":"text","content":"c"}]}]'},
-         "a\nb"),
+        (
+            {
+                "gen_ai.output.messages": '[{"role":"assistant","parts":[{"type":"text","content":"a"},'
+                '{"type":"text","content":"b"}]},{"role":"assistant","parts":[{"type":"text","content":"c"}]}]'
+            },
+            "a\nb",
+        ),
     ],
-)  # fmt: skip
+)
 def test_output_text_precedence(attributes: dict[str, Any], found: str) -> None:
     with record() as (tracer, finished):
-        with tracer.start_as_current_span("llm", attributes={"gen_ai.operation.name": "chat",
-                                                             "gen_ai.request.model": "m", **attributes}):  # fmt: skip
+        with tracer.start_as_current_span(
+            "llm", attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "m", **attributes}
+        ):
             pass
         [item] = decoder("otlp_proto").decode(export_proto(finished()), SOURCE)
     assert orjson.loads(item.raw)["output"] == found
 
 
 def test_input_is_the_last_user_message() -> None:
-    messages = [{"role": "user", "parts": [{"type": "text", "content": "first question"}]},
-                {"role": "assistant", "parts": [{"type": "text", "content": "answer"}]},
-                {"role": "user", "parts": [{"type": "text", "content": "follow-up"}]}]  # fmt: skip
+    messages = [
+        {"role": "user", "parts": [{"type": "text", "content": "first question"}]},
+        {"role": "assistant", "parts": [{"type": "text", "content": "answer"}]},
+        {"role": "user", "parts": [{"type": "text", "content": "follow-up"}]},
+    ]
     with record() as (tracer, finished):
         gen_ai_span(tracer, prompt="", answer="ok", **{"gen_ai.input.messages": json.dumps(messages)})
         [item] = decoder("otlp_json").decode(export_json(finished()), SOURCE)
@@ -145,7 +190,9 @@ def test_an_unmarked_span_with_a_gen_ai_model_and_output_is_an_llm_span() -> Non
     """Instrumentations older than gen_ai.operation.name: a model and text, no marker."""
     with record() as (tracer, finished):
         gen_ai_span(tracer, prompt="q", answer="a", **{"gen_ai.operation.name": ""})
-        with tracer.start_as_current_span("embeddings", attributes={"gen_ai.system": "openai", "gen_ai.request.model": "e"}):
+        with tracer.start_as_current_span(
+            "embeddings", attributes={"gen_ai.system": "openai", "gen_ai.request.model": "e"}
+        ):
             pass
         items = decoder("otlp_proto").decode(export_proto(finished()), SOURCE)
     [event] = [orjson.loads(i.raw) for i in items]
@@ -154,10 +201,19 @@ def test_an_unmarked_span_with_a_gen_ai_model_and_output_is_an_llm_span() -> Non
 
 @pytest.mark.parametrize(
     "attributes",
-    [{"gen_ai.operation.name": "embeddings", "gen_ai.request.model": "e"}, {"llm.request.type": "embedding"},
-     {"gen_ai.operation.name": "invoke_agent", "gen_ai.request.model": "m", "output.value": "agent output"},
-     {"openinference.span.kind": "RETRIEVER"}, {"openinference.span.kind": "CHAIN", "output.value": "x"}, {}],
-)  # fmt: skip
+    [
+        {"gen_ai.operation.name": "embeddings", "gen_ai.request.model": "e"},
+        {"llm.request.type": "embedding"},
+        {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.request.model": "m",
+            "output.value": "agent output",
+        },
+        {"openinference.span.kind": "RETRIEVER"},
+        {"openinference.span.kind": "CHAIN", "output.value": "x"},
+        {},
+    ],
+)
 def test_other_spans_are_skipped(attributes: dict[str, Any]) -> None:
     with record() as (tracer, finished):
         with tracer.start_as_current_span("step", attributes=attributes):
@@ -168,10 +224,17 @@ def test_other_spans_are_skipped(attributes: dict[str, Any]) -> None:
 @pytest.mark.parametrize("fmt", ENCODERS)
 def test_llm_span_without_output_is_a_schema_dead_letter(fmt: str) -> None:
     with record() as (tracer, finished):
-        with tracer.start_as_current_span("chat m", attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}):
+        with tracer.start_as_current_span(
+            "chat m", attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}
+        ):
             pass  # content capture off: no messages recorded
-        with tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat", "gen_ai.output.messages":
-                                          '[{"role":"assistant","parts":[{"type":"text","content":"x"}]}]'}):  # fmt: skip
+        with tracer.start_as_current_span(
+            "chat",
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.output.messages": '[{"role":"assistant","parts":[{"type":"text","content":"x"}]}]',
+            },
+        ):
             pass  # no model
         openllmetry_span(tracer, prompt="q", answer="a")
         spans = finished()
@@ -180,7 +243,10 @@ def test_llm_span_without_output_is_a_schema_dead_letter(fmt: str) -> None:
     no_output, no_model, _ = items
     assert no_output.error is not None and no_output.error.kind == "schema"
     assert no_output.error.event_id == span_id(spans[0])
-    assert f"{spans[0].context.span_id:016x}" in no_output.error.reason and "no output text" in no_output.error.reason  # type: ignore[union-attr]
+    assert (
+        f"{spans[0].context.span_id:016x}" in no_output.error.reason
+        and "no output text" in no_output.error.reason
+    )  # type: ignore[union-attr]
     assert no_model.error is not None and "model" in no_model.error.reason
     assert orjson.loads(no_output.raw)["spanId"] == f"{spans[0].context.span_id:016x}"  # type: ignore[union-attr]
 
@@ -192,13 +258,19 @@ def test_llm_span_without_output_is_a_schema_dead_letter(fmt: str) -> None:
         ("otlp_proto", b'{"id": "native event sent to the wrong topic"}', "schema", "OTLP"),
         ("otlp_json", b"{not json", "invalid_json", "not strict JSON"),
         ("otlp_json", b'{"resourceSpans": 5}', "schema", "resourceSpans"),
-        ("otlp_json", b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": [{"key": 1}]}]}]}]}', "schema",
-         "resourceSpans[0].scopeSpans[0].spans[0].attributes[0].key"),
+        (
+            "otlp_json",
+            b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": [{"key": 1}]}]}]}]}',
+            "schema",
+            "resourceSpans[0].scopeSpans[0].spans[0].attributes[0].key",
+        ),
         ("otlp_json", b'{"id": "e", "model": "m", "output": "a native event"}', "schema", "no resourceSpans"),
         ("otlp_json", b'{"resourceSpans": [], "resourceSpans": []}', "invalid_json", "duplicate key"),
     ],
-)  # fmt: skip
-def test_an_undecodable_export_is_one_dead_letter_with_its_bytes(fmt: str, raw: bytes, kind: str, words: str) -> None:
+)
+def test_an_undecodable_export_is_one_dead_letter_with_its_bytes(
+    fmt: str, raw: bytes, kind: str, words: str
+) -> None:
     [item] = decoder(fmt).decode(raw, SOURCE)
     assert item.error is not None and item.error.kind == kind and words in item.error.reason
     assert item.raw == raw and item.source == SOURCE
@@ -220,17 +292,31 @@ def test_structured_message_attributes() -> None:
 
     def message(role: str, content: str) -> AnyValue:
         part = AnyValue(kvlist_value={"values": [kv("type", text("text")), kv("content", text(content))]})
-        return AnyValue(kvlist_value={"values": [kv("role", text(role)), kv("parts", AnyValue(array_value={"values": [part]}))]})
+        return AnyValue(
+            kvlist_value={
+                "values": [kv("role", text(role)), kv("parts", AnyValue(array_value={"values": [part]}))]
+            }
+        )
 
     request = ExportTraceServiceRequest()
-    span = request.resource_spans.add().scope_spans.add().spans.add(
-        trace_id=bytes(range(1, 17)), span_id=bytes(range(1, 9)), name="chat", end_time_unix_nano=1_780_000_000_000_000_000
+    span = (
+        request.resource_spans.add()
+        .scope_spans.add()
+        .spans.add(
+            trace_id=bytes(range(1, 17)),
+            span_id=bytes(range(1, 9)),
+            name="chat",
+            end_time_unix_nano=1_780_000_000_000_000_000,
+        )
     )
-    span.attributes.extend([
-        kv("gen_ai.operation.name", text("generate_content")), kv("gen_ai.request.model", text("gemini-2.0")),
-        kv("gen_ai.input.messages", AnyValue(array_value={"values": [message("user", "你好")]})),
-        kv("gen_ai.output.messages", AnyValue(array_value={"values": [message("model", "您好！")]})),
-    ])  # fmt: skip
+    span.attributes.extend(
+        [
+            kv("gen_ai.operation.name", text("generate_content")),
+            kv("gen_ai.request.model", text("gemini-2.0")),
+            kv("gen_ai.input.messages", AnyValue(array_value={"values": [message("user", "你好")]})),
+            kv("gen_ai.output.messages", AnyValue(array_value={"values": [message("model", "您好！")]})),
+        ]
+    )
     [item] = decoder("otlp_proto").decode(request.SerializeToString(), SOURCE)
     event = orjson.loads(item.raw)
     assert event["id"] == "0102030405060708090a0b0c0d0e0f10-0102030405060708"
@@ -239,30 +325,64 @@ def test_structured_message_attributes() -> None:
 
 
 def test_otlp_json_with_protobuf_field_names_and_int_timestamps() -> None:
-    document = {"resource_spans": [{"scope_spans": [{"spans": [{
-        "trace_id": "AB" * 16, "span_id": "CD" * 8, "name": "x", "end_time_unix_nano": 1_780_000_000_000_000_000,
-        "attributes": [{"key": "openinference.span.kind", "value": {"string_value": "LLM"}},
-                       {"key": "llm.model_name", "value": {"string_value": "m"}},
-                       {"key": "output.value", "value": {"string_value": "out"}},
-                       {"key": "llm.token_count.total", "value": {"int_value": "12"}}]}]}]}]}  # fmt: skip
+    document = {
+        "resource_spans": [
+            {
+                "scope_spans": [
+                    {
+                        "spans": [
+                            {
+                                "trace_id": "AB" * 16,
+                                "span_id": "CD" * 8,
+                                "name": "x",
+                                "end_time_unix_nano": 1_780_000_000_000_000_000,
+                                "attributes": [
+                                    {"key": "openinference.span.kind", "value": {"string_value": "LLM"}},
+                                    {"key": "llm.model_name", "value": {"string_value": "m"}},
+                                    {"key": "output.value", "value": {"string_value": "out"}},
+                                    {"key": "llm.token_count.total", "value": {"int_value": "12"}},
+                                ],
+                            }
+                        ]
+                    }
+                ]
+            }
+        ]
+    }
     [item] = decoder("otlp_json").decode(orjson.dumps(document), SOURCE)
     event = orjson.loads(item.raw)
     assert event["id"] == "ab" * 16 + "-" + "cd" * 8 and event["metadata"]["total_tokens"] == 12
 
 
-SUITES = {"suites": [{"name": "qa", "default": True, "evaluators": [{"evaluator": "contains", "params": {"value": "巴黎"}}]}]}
+SUITES = {
+    "suites": [
+        {
+            "name": "qa",
+            "default": True,
+            "evaluators": [{"evaluator": "contains", "params": {"value": "巴黎"}}],
+        }
+    ]
+}
 
 
 async def test_spans_and_native_events_share_the_pipeline() -> None:
     """A batch from two topics: each message decoded by its topic's format, then one pipeline for all."""
     spans, expected = mixed_export()
-    config = {**SUITES, "inputs": [{"topic": "evals.requests", "format": "native"},
-                                   {"topic": "otlp_spans", "format": "otlp_proto"}]}  # fmt: skip
+    config = {
+        **SUITES,
+        "inputs": [
+            {"topic": "evals.requests", "format": "native"},
+            {"topic": "otlp_spans", "format": "otlp_proto"},
+        ],
+    }
     _, suites = parse_config(config)
     inputs = Inputs(suites.inputs)
     native = orjson.dumps({"id": "n-1", "model": "m", "output": "巴黎"})
-    batch = [(native, Source("evals.requests", 0, 0)), (export_proto(spans), Source("otlp_spans", 0, 0)),
-             (b"\x00garbage", Source("otlp_spans", 0, 1))]  # fmt: skip
+    batch = [
+        (native, Source("evals.requests", 0, 0)),
+        (export_proto(spans), Source("otlp_spans", 0, 0)),
+        (b"\x00garbage", Source("otlp_spans", 0, 1)),
+    ]
     items = inputs.expand(batch)
     outcomes = await evaluate_items(Pipeline(suites), items)
     assert [o.result.id if o.result else o.dead_letter.kind for o in outcomes] == ["n-1", *expected, "schema"]  # type: ignore[union-attr]
@@ -279,7 +399,9 @@ async def test_an_export_processed_twice_counts_every_span_once(aredis: Any, pre
 
     spans, expected = mixed_export()
     with record() as (tracer, finished):
-        with tracer.start_as_current_span("chat m", attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}):
+        with tracer.start_as_current_span(
+            "chat m", attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}
+        ):
             pass
         no_output = export_proto(finished())
     _, suites = parse_config({**SUITES, "inputs": [{"topic": "otlp_spans", "format": "otlp_proto"}]})
@@ -304,13 +426,21 @@ async def test_evaluation_processes_decode_exports_with_the_same_outcomes() -> N
     from streameval.evalpool import EvalPool
 
     spans, expected = mixed_export()
-    config = {**SUITES, "inputs": [{"topic": "spans.pool", "format": "otlp_proto"},
-                                   {"topic": "native.pool", "format": "native"}]}  # fmt: skip
+    config = {
+        **SUITES,
+        "inputs": [
+            {"topic": "spans.pool", "format": "otlp_proto"},
+            {"topic": "native.pool", "format": "native"},
+        ],
+    }
     text = yaml.safe_dump(config, allow_unicode=True)
     _, suites = parse_config_text(text)
     inputs, pipeline = Inputs(suites.inputs), Pipeline(suites)
-    batch = [(export_proto(spans), Source("spans.pool", 0, 0)), (b"\x00bad", Source("spans.pool", 0, 1)),
-             (orjson.dumps({"id": "n", "model": "m", "output": "巴黎"}), Source("native.pool", 0, 0))]  # fmt: skip
+    batch = [
+        (export_proto(spans), Source("spans.pool", 0, 0)),
+        (b"\x00bad", Source("spans.pool", 0, 1)),
+        (orjson.dumps({"id": "n", "model": "m", "output": "巴黎"}), Source("native.pool", 0, 0)),
+    ]
     here_sources, here = await evaluate_messages(pipeline, inputs, batch)
     pool = EvalPool(text, "<test>", 1, max_event_bytes=1 << 20, max_event_depth=64)
     await pool.start()

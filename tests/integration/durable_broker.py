@@ -44,9 +44,14 @@ class _EnvServer(EmbeddedServer):
     def start(self, timeout: float = 30.0) -> Self:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                self.argv(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                cwd=self.dir, preexec_fn=_die_with_parent, env={**os.environ, **self.env()},
-            )  # fmt: skip
+                self.argv(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.dir,
+                preexec_fn=_die_with_parent,
+                env={**os.environ, **self.env()},
+            )
         wait_for_port(self.port, timeout=timeout, proc=self.proc, log=self.log_path)
         return self
 
@@ -60,10 +65,18 @@ class SeaweedS3(_EnvServer):
         ports = {k: free_port() for k in ("master", "volume", "filer", "admin", "webdav", "debug")}
         (self.dir / "data").mkdir(exist_ok=True)
         return [
-            _weed(), "mini", f"-dir={self.dir / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-            f"-s3.port={self.port}", "-s3.port.iceberg=0", "-s3.port.lance=0", "-admin.ui=false",
-            *(f"-{name}.port={port}" for name, port in ports.items()), f"-bucket={BUCKET}",
-        ]  # fmt: skip
+            _weed(),
+            "mini",
+            f"-dir={self.dir / 'data'}",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            f"-s3.port={self.port}",
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
+            "-admin.ui=false",
+            *(f"-{name}.port={port}" for name, port in ports.items()),
+            f"-bucket={BUCKET}",
+        ]
 
     @property
     def endpoint(self) -> str:
@@ -97,5 +110,9 @@ class S3Broker(_EnvServer, EmbeddedBroker):
         return [*super().argv(), "--storage-engine", f"s3://{BUCKET}/"]
 
     def env(self) -> dict[str, str]:
-        return {**CREDENTIALS, "AWS_ENDPOINT": self.store.endpoint, "AWS_DEFAULT_REGION": "us-east-1",
-                "AWS_ALLOW_HTTP": "true"}  # fmt: skip
+        return {
+            **CREDENTIALS,
+            "AWS_ENDPOINT": self.store.endpoint,
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ALLOW_HTTP": "true",
+        }

@@ -53,8 +53,10 @@ def make_stream(valid: int, invalid: int, *, seed: int, run: str) -> tuple[list[
     """
     rng = random.Random(seed)
     answers = ["Paris", "Lyon", "Rome", "Madrid"]
-    events = [raw_event(id=f"{run}-{i}", model=f"m{i % 3}", output=rng.choice(answers), expected="Paris")
-              for i in range(valid)]  # fmt: skip
+    events = [
+        raw_event(id=f"{run}-{i}", model=f"m{i % 3}", output=rng.choice(answers), expected="Paris")
+        for i in range(valid)
+    ]
     ids = {f"{run}-{i}" for i in range(valid)}
     kinds = [
         lambda i: b"not json %d" % i,

@@ -31,10 +31,16 @@ __all__ = ["LITELLM_VERSION", "MASTER_KEY", "RUBRIC_ANSWER", "ensure_litellm", "
 
 LITELLM_VERSION = "1.106.2"
 MASTER_KEY = "sk-streameval-test-master"
-RUBRIC_ANSWER = json.dumps({
-    "scores": {c: {"score": 4, "justification": "mock"} for c in ("accuracy", "conciseness", "clarity")},
-    "overall_score": 4.0, "strengths": ["mock"], "weaknesses": ["mock"], "reasoning": "LiteLLM mock_response",
-}, separators=(",", ":"))  # fmt: skip
+RUBRIC_ANSWER = json.dumps(
+    {
+        "scores": {c: {"score": 4, "justification": "mock"} for c in ("accuracy", "conciseness", "clarity")},
+        "overall_score": 4.0,
+        "strengths": ["mock"],
+        "weaknesses": ["mock"],
+        "reasoning": "LiteLLM mock_response",
+    },
+    separators=(",", ":"),
+)
 _INSTALL_TIMEOUT_S = 1800
 
 
@@ -55,11 +61,21 @@ def ensure_litellm() -> Path:
             return exe
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
         done = subprocess.run(
-            [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", f"litellm[proxy]=={LITELLM_VERSION}"],
-            capture_output=True, text=True, timeout=_INSTALL_TIMEOUT_S,
-        )  # fmt: skip
+            [
+                str(venv / "bin" / "pip"),
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                f"litellm[proxy]=={LITELLM_VERSION}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=_INSTALL_TIMEOUT_S,
+        )
         if done.returncode != 0:
-            tail = "\n".join(line for line in done.stderr.splitlines() if not line.startswith("WARNING"))[-2000:]
+            tail = "\n".join(line for line in done.stderr.splitlines() if not line.startswith("WARNING"))[
+                -2000:
+            ]
             raise RuntimeError(f"installing litellm[proxy]=={LITELLM_VERSION} into {venv} failed:\n{tail}")
         marker.write_text(LITELLM_VERSION)
     return exe
@@ -75,30 +91,50 @@ def _config(directory: Path) -> Path:
     import yaml  # here, not at the top: `python3 litellm_gateway.py` makes the environment with the stdlib alone
 
     def model(name: str, **params: object) -> dict[str, object]:
-        return {"model_name": name, "litellm_params": {"model": f"openai/{name}", "api_key": "sk-upstream-unused",
-                                                       **params}}  # fmt: skip
+        return {
+            "model_name": name,
+            "litellm_params": {"model": f"openai/{name}", "api_key": "sk-upstream-unused", **params},
+        }
 
     config = {
-        "model_list": [model("gw-json", mock_response=RUBRIC_ANSWER),
-                       model("gw-prose", mock_response="I am unable to evaluate this material."),
-                       model("gw-429", mock_response="litellm.RateLimitError"),
-                       model("gw-slow", mock_response=RUBRIC_ANSWER, mock_delay=0.3)],
+        "model_list": [
+            model("gw-json", mock_response=RUBRIC_ANSWER),
+            model("gw-prose", mock_response="I am unable to evaluate this material."),
+            model("gw-429", mock_response="litellm.RateLimitError"),
+            model("gw-slow", mock_response=RUBRIC_ANSWER, mock_delay=0.3),
+        ],
         "general_settings": {"master_key": MASTER_KEY},
         "litellm_settings": {"num_retries": 0},
-    }  # fmt: skip
+    }
     path = directory / "litellm.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
 
 
 @contextlib.contextmanager
-def run_gateway(directory: Path, *, startup_s: float = 180.0) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def run_gateway(
+    directory: Path, *, startup_s: float = 180.0
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """Start the proxy on a free loopback port; yields ``(url, process)``; stops it afterwards."""
     exe = ensure_litellm()
     port = _free_port()
     log = (directory / "litellm.log").open("wb")
-    proc = subprocess.Popen([str(exe), "--config", str(_config(directory)), "--host", "127.0.0.1", "--port", str(port),
-                             "--num_workers", "1"], stdout=log, stderr=subprocess.STDOUT, cwd=directory)  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            str(exe),
+            "--config",
+            str(_config(directory)),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--num_workers",
+            "1",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=directory,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + startup_s

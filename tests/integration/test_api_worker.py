@@ -27,7 +27,9 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def scorer(score: float) -> str:
-    return f"def evaluate(input, output, expected, metadata):\n    return {{'passed': True, 'score': {score}}}\n"
+    return (
+        f"def evaluate(input, output, expected, metadata):\n    return {{'passed': True, 'score': {score}}}\n"
+    )
 
 
 def free_port() -> int:
@@ -50,12 +52,29 @@ async def test_worker_web_server_and_live_registered_evaluator(
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     config = tmp_path / "suites.yaml"
-    config.write_text(yaml.safe_dump({"suites": [{"name": "custom", "default": True, "evaluators": [
-        {"evaluator": "registered", "name": "scorer", "params": {"name": "scorer"}}]}]}))  # fmt: skip
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "suites": [
+                    {
+                        "name": "custom",
+                        "default": True,
+                        "evaluators": [
+                            {"evaluator": "registered", "name": "scorer", "params": {"name": "scorer"}}
+                        ],
+                    }
+                ]
+            }
+        )
+    )
     await ensure_topics(broker.bootstrap, topics.values(), partitions=2)
     async with httpx.AsyncClient(base_url=base, timeout=10) as http:
-        worker = start_worker(config, STREAMEVAL_WEB_PORT=str(port), STREAMEVAL_API_TOKEN=TOKEN,
-                              STREAMEVAL_REGISTRY_RESYNC_S="1")  # fmt: skip
+        worker = start_worker(
+            config,
+            STREAMEVAL_WEB_PORT=str(port),
+            STREAMEVAL_API_TOKEN=TOKEN,
+            STREAMEVAL_REGISTRY_RESYNC_S="1",
+        )
 
         async def healthy() -> bool:
             return (await http.get("/health")).status_code == 200
@@ -74,13 +93,19 @@ async def test_worker_web_server_and_live_registered_evaluator(
             if record.topic == topics["results"]:
                 results.append(orjson.loads(record.value))
 
-        await produce(broker.bootstrap, topics["requests"], [orjson.dumps({"id": "e-1", "model": "m", "output": "x"})])
-        await collect(broker.bootstrap, [topics["results"]], until=lambda r: len(r) >= 1, timeout=90, on_record=keep)
+        await produce(
+            broker.bootstrap, topics["requests"], [orjson.dumps({"id": "e-1", "model": "m", "output": "x"})]
+        )
+        await collect(
+            broker.bootstrap, [topics["results"]], until=lambda r: len(r) >= 1, timeout=90, on_record=keep
+        )
         [first] = [r["evaluators"][0] for r in results]
         assert first["score"] == 0.25 and first["version"] == f"{created['id']}@1" and first["error"] is None
 
         update = {"config": {"language": "python", "code": scorer(0.75)}}
-        assert (await http.put(f"/api/v1/evaluators/{created['id']}", json=update, headers=AUTH)).status_code == 200
+        assert (
+            await http.put(f"/api/v1/evaluators/{created['id']}", json=update, headers=AUTH)
+        ).status_code == 200
 
         # no restart: events produced after the update soon run version 2 (pub/sub, else the 1 s resync)
         sent = 1
@@ -88,12 +113,24 @@ async def test_worker_web_server_and_live_registered_evaluator(
         while not any(r["evaluators"][0]["version"].endswith("@2") for r in results):
             assert time.monotonic() < deadline, results
             sent += 1
-            await produce(broker.bootstrap, topics["requests"], [orjson.dumps({"id": f"e-{sent}", "model": "m", "output": "x"})])
+            await produce(
+                broker.bootstrap,
+                topics["requests"],
+                [orjson.dumps({"id": f"e-{sent}", "model": "m", "output": "x"})],
+            )
             results.clear()
-            await collect(broker.bootstrap, [topics["results"]], until=lambda r, n=sent: len(r) >= n, timeout=60, on_record=keep)
+            await collect(
+                broker.bootstrap,
+                [topics["results"]],
+                until=lambda r, n=sent: len(r) >= n,
+                timeout=60,
+                on_record=keep,
+            )
         by_version = {r["evaluators"][0]["version"]: r["evaluators"][0]["score"] for r in results}
         assert by_version[f"{created['id']}@2"] == 0.75 and by_version[f"{created['id']}@1"] == 0.25
-        order = [r["evaluators"][0]["version"] for r in sorted(results, key=lambda r: int(r["id"].split("-")[1]))]
+        order = [
+            r["evaluators"][0]["version"] for r in sorted(results, key=lambda r: int(r["id"].split("-")[1]))
+        ]
         assert order == sorted(order, key=lambda v: v.endswith("@2")), "a result went back to version 1"
 
         await produce(broker.bootstrap, topics["requests"], [b"not json"])
@@ -102,17 +139,27 @@ async def test_worker_web_server_and_live_registered_evaluator(
             text = (await http.get("/metrics")).text
             return text if metric(text, "streameval_dead_letters_total", kind="invalid_json") == 1 else None
 
-        text = await wait_until(metrics_settled, timeout=60, what="the dead letter in /metrics", ignore=(httpx.TransportError,))
+        text = await wait_until(
+            metrics_settled, timeout=60, what="the dead letter in /metrics", ignore=(httpx.TransportError,)
+        )
         assert metric(text, "streameval_events_in_total") == sent + 1
         assert metric(text, "streameval_results_out_total", suite="custom") == sent
         assert metric(text, "streameval_evaluator_latency_seconds_count", evaluator="scorer") == sent
         assert metric(text, "streameval_events_in_flight") == 0
         # quality by model and suite, for Grafana (deploy/grafana): every result so far was model "m"
         assert metric(text, "streameval_result_score_count", model="m", suite="custom") == sent
-        grades = re.findall(r'^streameval_result_grades_total{grade="[^"]+",model="m",suite="custom"} (\S+)$|'
-                            r'^streameval_result_grades_total{model="m",suite="custom",grade="[^"]+"} (\S+)$', text, flags=re.M)
+        grades = re.findall(
+            r'^streameval_result_grades_total{grade="[^"]+",model="m",suite="custom"} (\S+)$|'
+            r'^streameval_result_grades_total{model="m",suite="custom",grade="[^"]+"} (\S+)$',
+            text,
+            flags=re.M,
+        )
         assert sum(float(a or b) for a, b in grades) == sent, text
-        lags = re.findall(rf'^streameval_consumer_lag{{partition="\d",topic="{re.escape(topics["requests"])}"}} (\S+)$', text, flags=re.M)
+        lags = re.findall(
+            rf'^streameval_consumer_lag{{partition="\d",topic="{re.escape(topics["requests"])}"}} (\S+)$',
+            text,
+            flags=re.M,
+        )
         assert lags and all(float(v) == 0 for v in lags), text  # caught up after the last batch
 
         # a deleted evaluator fails the step with not_found (the evaluator-module spec: 503001); the stream goes on
@@ -121,7 +168,17 @@ async def test_worker_web_server_and_live_registered_evaluator(
         while not any(r["evaluators"][0]["error"] == "not_found" for r in results):
             assert time.monotonic() < deadline, results
             sent += 1
-            await produce(broker.bootstrap, topics["requests"], [orjson.dumps({"id": f"e-{sent}", "model": "m", "output": "x"})])
+            await produce(
+                broker.bootstrap,
+                topics["requests"],
+                [orjson.dumps({"id": f"e-{sent}", "model": "m", "output": "x"})],
+            )
             results.clear()
-            await collect(broker.bootstrap, [topics["results"]], until=lambda r, n=sent: len(r) >= n, timeout=60, on_record=keep)
+            await collect(
+                broker.bootstrap,
+                [topics["results"]],
+                until=lambda r, n=sent: len(r) >= n,
+                timeout=60,
+                on_record=keep,
+            )
         assert worker.stop() == 0

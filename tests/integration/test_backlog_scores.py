@@ -50,8 +50,11 @@ suites:
 
 
 async def test_a_backlog_scores_like_events_sent_slowly(
-    broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], tmp_path: Path,
-) -> None:  # fmt: skip
+    broker: EmbeddedBroker,
+    start_worker: Callable[..., Any],
+    topics: dict[str, str],
+    tmp_path: Path,
+) -> None:
     run = uuid.uuid4().hex[:6]
     events = [orjson.dumps({"id": f"b{run}-{i}", "model": "m", "output": "x" * i}) for i in range(EVENTS)]
     await ensure_topics(broker.bootstrap, topics.values(), partitions=1)
@@ -64,8 +67,10 @@ async def test_a_backlog_scores_like_events_sent_slowly(
         took = time.monotonic() - start
         records = await reader.quiesce(idle=1.0)
     assert worker.stop() == 0
-    results = {r.id: r for r in (GradedResult.model_validate_json(x.value) for x in records
-                                 if x.topic == topics["results"])}  # fmt: skip
+    results = {
+        r.id: r
+        for r in (GradedResult.model_validate_json(x.value) for x in records if x.topic == topics["results"])
+    }
     sys.stderr.write(f"\nbacklog of {EVENTS} events with a 50 ms code evaluator: {took:.1f} s\n")
     assert not reader.dead and len(results) == EVENTS
     errors = [r.evaluators[0].reason for r in results.values() if r.evaluators[0].error]

@@ -34,8 +34,10 @@ TOKEN = "browser-token-0123456789"
 WAIT_S = 60
 
 if CHROMIUM is None or CHROMEDRIVER is None:
-    pytest.skip("browser tests need Debian's chromium and chromedriver: apt-get install -y chromium chromium-driver",
-                allow_module_level=True)  # fmt: skip
+    pytest.skip(
+        "browser tests need Debian's chromium and chromedriver: apt-get install -y chromium chromium-driver",
+        allow_module_level=True,
+    )
 
 from selenium import webdriver  # noqa: E402  (only once the browser is known to exist)
 from selenium.webdriver.chrome.service import Service  # noqa: E402
@@ -60,9 +62,17 @@ def free_port() -> int:
 def browser() -> Iterator[WebDriver]:
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,2000", "--lang=zh-CN"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,2000",
+        "--lang=zh-CN",
+    ):
         options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # console: Content-Security-Policy violations
+    options.set_capability(
+        "goog:loggingPrefs", {"browser": "ALL"}
+    )  # console: Content-Security-Policy violations
     driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     try:
@@ -72,17 +82,39 @@ def browser() -> Iterator[WebDriver]:
 
 
 @pytest.fixture
-def site(broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], tmp_path: Path) -> Iterator[str]:
+def site(
+    broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], tmp_path: Path
+) -> Iterator[str]:
     """A worker serving the pages; its suite scores events with two the evaluator-module spec's presets."""
     config = tmp_path / "suites.yaml"
-    config.write_text(yaml.safe_dump({
-        "suites": [{"name": "qa", "default": True, "evaluators": [
-            {"evaluator": "exact_match"}, {"evaluator": "similarity", "params": {"threshold": 0.8}}]}],
-        # 2 s windows close quickly, so the rule (2 of 3 outputs pass) fires while the test watches
-        "windowing": {"allowed_lateness_s": 1},
-        "alerts": [{"name": "qa-pass-rate-low", "metric": "pass_rate", "comparator": "<", "threshold": 0.9,
-                    "window": 2, "severity": "warning"}],
-    }))  # fmt: skip
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "suites": [
+                    {
+                        "name": "qa",
+                        "default": True,
+                        "evaluators": [
+                            {"evaluator": "exact_match"},
+                            {"evaluator": "similarity", "params": {"threshold": 0.8}},
+                        ],
+                    }
+                ],
+                # 2 s windows close quickly, so the rule (2 of 3 outputs pass) fires while the test watches
+                "windowing": {"allowed_lateness_s": 1},
+                "alerts": [
+                    {
+                        "name": "qa-pass-rate-low",
+                        "metric": "pass_rate",
+                        "comparator": "<",
+                        "threshold": 0.9,
+                        "window": 2,
+                        "severity": "warning",
+                    }
+                ],
+            }
+        )
+    )
     import asyncio
 
     asyncio.run(ensure_topics(broker.bootstrap, topics.values(), partitions=2))
@@ -120,9 +152,19 @@ def set_token(driver: WebDriver) -> None:
 
 def test_create_test_run_and_presets_read_only(browser: WebDriver, site: str) -> None:
     browser.get(f"{site}/evaluators")
-    rows = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#presets-table tbody tr"), "the presets table")
-    assert [r.get_attribute("data-id") for r in rows[:5]] == ["exact_match", "contains", "regex", "json_schema", "similarity"]
-    assert rows[0].find_element(By.TAG_NAME, "a").text.startswith("精确匹配")  # the evaluator-module spec §6 display name
+    rows = wait(
+        browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#presets-table tbody tr"), "the presets table"
+    )
+    assert [r.get_attribute("data-id") for r in rows[:5]] == [
+        "exact_match",
+        "contains",
+        "regex",
+        "json_schema",
+        "similarity",
+    ]
+    assert (
+        rows[0].find_element(By.TAG_NAME, "a").text.startswith("精确匹配")
+    )  # the evaluator-module spec §6 display name
     browser.save_screenshot(str(ARTIFACTS / "01-presets.png"))
     set_token(browser)
 
@@ -132,12 +174,18 @@ def test_create_test_run_and_presets_read_only(browser: WebDriver, site: str) ->
     browser.find_element(By.ID, "name").send_keys("min_length")
     browser.find_element(By.ID, "description").send_keys("the evaluator-module spec §4.4 length check")
     code = browser.find_element(By.ID, "code")
-    browser.execute_script("arguments[0].value = arguments[1]; arguments[0].dispatchEvent(new Event('input'))", code, NODE_CODE)
+    browser.execute_script(
+        "arguments[0].value = arguments[1]; arguments[0].dispatchEvent(new Event('input'))", code, NODE_CODE
+    )
     keywords = browser.find_elements(By.CSS_SELECTOR, "#code-view .tok-kw")
     assert {k.text for k in keywords} >= {"async", "function", "return", "const"}  # highlighted
     browser.save_screenshot(str(ARTIFACTS / "02-editor-new.png"))
     browser.find_element(By.ID, "save").click()
-    wait(browser, lambda d: "created=1" in d.current_url and d.find_element(By.ID, "message").text == "已创建", "the created evaluator")
+    wait(
+        browser,
+        lambda d: "created=1" in d.current_url and d.find_element(By.ID, "message").text == "已创建",
+        "the created evaluator",
+    )
     assert browser.find_element(By.ID, "title").text == "min_length · v1"
 
     # test-run it and see the result
@@ -152,7 +200,9 @@ def test_create_test_run_and_presets_read_only(browser: WebDriver, site: str) ->
 
     # the custom tab lists it with the evaluator-module spec's columns
     browser.get(f"{site}/evaluators#custom")
-    row = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#custom-table tbody tr"), "the custom table")[0]
+    row = wait(
+        browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#custom-table tbody tr"), "the custom table"
+    )[0]
     cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
     assert cells[:3] == ["min_length", "代码", "Node.js"] and cells[3] and "编辑" in cells[4]
     headers = [h.text for h in browser.find_elements(By.CSS_SELECTOR, "#custom-table thead th")]
@@ -164,7 +214,10 @@ def test_create_test_run_and_presets_read_only(browser: WebDriver, site: str) ->
     wait(browser, lambda d: d.find_element(By.ID, "readonly-badge").is_displayed(), "the read-only badge")
     assert not browser.find_element(By.ID, "save").is_displayed()
     assert not browser.find_element(By.ID, "name").is_enabled()
-    params = [r.find_element(By.TAG_NAME, "td").text for r in browser.find_elements(By.CSS_SELECTOR, "#params-table tbody tr")]
+    params = [
+        r.find_element(By.TAG_NAME, "td").text
+        for r in browser.find_elements(By.CSS_SELECTOR, "#params-table tbody tr")
+    ]
     assert "pattern" in params and "flags" in params
     status = browser.execute_async_script(
         "const done = arguments[0];"
@@ -192,14 +245,18 @@ def test_pages_run_under_the_csp_and_the_token_lives_in_the_session(browser: Web
     browser.get(f"{site}/evaluators")
     wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#presets-table tbody tr"), "the presets table")
     set_token(browser)
-    stored = browser.execute_script("return [sessionStorage.getItem(SE.TOKEN_KEY), localStorage.getItem(SE.TOKEN_KEY)]")
+    stored = browser.execute_script(
+        "return [sessionStorage.getItem(SE.TOKEN_KEY), localStorage.getItem(SE.TOKEN_KEY)]"
+    )
     assert stored == [TOKEN, None]
     browser.get(f"{site}/evaluators/regex")
     wait(browser, lambda d: d.find_element(By.ID, "readonly-badge").is_displayed(), "the editor")
     browser.get(f"{site}/dashboard")
     wait(browser, lambda d: d.find_element(By.ID, "updated").text != "—", "the dashboard's first refresh")
     # the policy is in force (an inline script is refused) and the pages themselves broke none of it
-    browser.execute_script("const s = document.createElement('script'); s.textContent = 'window.ran = 1'; document.body.append(s)")
+    browser.execute_script(
+        "const s = document.createElement('script'); s.textContent = 'window.ran = 1'; document.body.append(s)"
+    )
     assert browser.execute_script("return window.ran === undefined")
     logs = [entry["message"] for entry in browser.get_log("browser")]
     violations = [m for m in logs if "Content Security Policy" in m]
@@ -211,13 +268,22 @@ def events(start: int, n: int) -> list[bytes]:
     out = []
     for i in range(start, start + n):
         good = i % 3 != 0
-        out.append(raw_event(id=f"b-{i}", model="model-a" if i % 2 else "model-b", output="北京" if good else "上海",
-                             expected="北京", timestamp=format_time(now)))  # fmt: skip
+        out.append(
+            raw_event(
+                id=f"b-{i}",
+                model="model-a" if i % 2 else "model-b",
+                output="北京" if good else "上海",
+                expected="北京",
+                timestamp=format_time(now),
+            )
+        )
     out.append(b"not json %d" % start)  # one dead letter per burst
     return out
 
 
-def test_dashboard_changes_while_events_flow(browser: WebDriver, site: str, broker: EmbeddedBroker, topics: dict[str, str]) -> None:
+def test_dashboard_changes_while_events_flow(
+    browser: WebDriver, site: str, broker: EmbeddedBroker, topics: dict[str, str]
+) -> None:
     import asyncio
 
     browser.get(f"{site}/dashboard")
@@ -230,20 +296,35 @@ def test_dashboard_changes_while_events_flow(browser: WebDriver, site: str, brok
 
     asyncio.run(produce(broker.bootstrap, topics["requests"], events(0, 30)))
     wait(browser, lambda d: total(d) == 30, "30 events on the dashboard")
-    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#score-chart circle"), "points in the score chart")
+    wait(
+        browser,
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#score-chart circle"),
+        "points in the score chart",
+    )
     first = browser.find_element(By.ID, "dead-letters").text
     assert first.startswith("1 (")
     browser.save_screenshot(str(ARTIFACTS / "06-dashboard-30.png"))
 
     asyncio.run(produce(broker.bootstrap, topics["requests"], events(30, 60)))
     wait(browser, lambda d: total(d) == 90, "90 events on the dashboard")
-    wait(browser, lambda d: d.find_element(By.ID, "dead-letters").text.startswith("2 ("), "the second dead letter")
+    wait(
+        browser,
+        lambda d: d.find_element(By.ID, "dead-letters").text.startswith("2 ("),
+        "the second dead letter",
+    )
     legend = browser.find_element(By.ID, "score-legend").text
     assert "model-a × qa" in legend and "model-b × qa" in legend
-    bars = {b.get_attribute("data-name"): int(b.get_attribute("data-value")) for b in browser.find_elements(By.CSS_SELECTOR, "#grade-chart rect")}
+    bars = {
+        b.get_attribute("data-name"): int(b.get_attribute("data-value"))
+        for b in browser.find_elements(By.CSS_SELECTOR, "#grade-chart rect")
+    }
     assert sum(bars.values()) == 90 and set(bars) <= {"excellent", "good", "pass", "fail", "severe_defect"}
-    assert browser.find_element(By.ID, "pass-rate").text == f"{60 / 90 * 100:.1f}%"  # 2 of every 3 outputs match
-    alert = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#alerts li"), "an alert on the dashboard")[0]
+    assert (
+        browser.find_element(By.ID, "pass-rate").text == f"{60 / 90 * 100:.1f}%"
+    )  # 2 of every 3 outputs match
+    alert = wait(
+        browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#alerts li"), "an alert on the dashboard"
+    )[0]
     assert "qa-pass-rate-low" in alert.text and "× qa" in alert.text and "warning" in alert.text
     assert not browser.find_element(By.ID, "no-alerts").is_displayed()
     browser.save_screenshot(str(ARTIFACTS / "07-dashboard-90.png"))
@@ -252,16 +333,25 @@ def test_dashboard_changes_while_events_flow(browser: WebDriver, site: str, brok
     def click(selector: str) -> None:  # the page redraws every 2 s: find and click in one step
         assert browser.execute_script(
             "const n = document.querySelector(arguments[0]); if (!n) return false;"
-            "n.dispatchEvent(new MouseEvent('click', {bubbles: true})); return true;", selector), selector
+            "n.dispatchEvent(new MouseEvent('click', {bubbles: true})); return true;",
+            selector,
+        ), selector
 
     def column(selector: str, index: int) -> list[str]:  # one step too: rows may be redrawn between two reads
-        return list(browser.execute_script(
-            "return [...document.querySelectorAll(arguments[0])].map(r => r.children[arguments[1]].textContent)",
-            selector, index))  # fmt: skip
+        return list(
+            browser.execute_script(
+                "return [...document.querySelectorAll(arguments[0])].map(r => r.children[arguments[1]].textContent)",
+                selector,
+                index,
+            )
+        )
 
     def example_ids(d: WebDriver) -> list[str]:
-        return list(d.execute_script(
-            "return [...document.querySelectorAll('#examples-table tbody tr')].map(r => r.dataset.id)"))
+        return list(
+            d.execute_script(
+                "return [...document.querySelectorAll('#examples-table tbody tr')].map(r => r.dataset.id)"
+            )
+        )
 
     click("#score-chart circle.point")
     ids = wait(browser, example_ids, "the examples of a clicked point")
@@ -287,7 +377,11 @@ def test_dashboard_changes_while_events_flow(browser: WebDriver, site: str, brok
 
     # the failing tab lists failed results only (a sample), latest first
     click("#examples-kind button[data-kind=failing]")
-    wait(browser, lambda d: "failed results of this window" in d.find_element(By.ID, "examples-note").text, "the failing examples")
+    wait(
+        browser,
+        lambda d: "failed results of this window" in d.find_element(By.ID, "examples-note").text,
+        "the failing examples",
+    )
     passed = column("#examples-table tbody tr", 3)
     assert passed and set(passed) == {"no"}
 
@@ -297,23 +391,39 @@ def test_dashboard_changes_while_events_flow(browser: WebDriver, site: str, brok
     for example_id in alerts[0]["examples"]:
         assert httpx.get(f"{site}/api/v1/results/{example_id}", timeout=5).status_code == 200
     click("#alerts li")
-    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#examples-table tbody tr.highlight"), "the alert's examples")
-    highlighted = list(browser.execute_script(
-        "return [...document.querySelectorAll('#examples-table tbody tr.highlight')].map(r => r.dataset.id)"))
+    wait(
+        browser,
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#examples-table tbody tr.highlight"),
+        "the alert's examples",
+    )
+    highlighted = list(
+        browser.execute_script(
+            "return [...document.querySelectorAll('#examples-table tbody tr.highlight')].map(r => r.dataset.id)"
+        )
+    )
     assert set(highlighted) <= set(alerts[0]["examples"]) and highlighted
     browser.save_screenshot(str(ARTIFACTS / "10-alert-examples.png"))
 
     # a model × suite row opens its latest window's examples
     click("#pairs-table tbody tr")
-    wait(browser, lambda d: "window from" in d.find_element(By.ID, "examples-title").text and example_ids(d)
-         and not d.find_elements(By.CSS_SELECTOR, "#examples-table tbody tr.highlight"), "a row's examples")
+    wait(
+        browser,
+        lambda d: (
+            "window from" in d.find_element(By.ID, "examples-title").text
+            and example_ids(d)
+            and not d.find_elements(By.CSS_SELECTOR, "#examples-table tbody tr.highlight")
+        ),
+        "a row's examples",
+    )
 
     # the per-evaluator breakdown, latency and throughput are shown; the time axis has labelled ticks
     assert set(column("#evaluators-table tbody tr", 2)) == {"exact_match", "similarity"}
     assert browser.find_element(By.ID, "throughput").text.endswith("/s")
     assert browser.find_elements(By.CSS_SELECTOR, "#latency-chart circle")
     assert browser.find_elements(By.CSS_SELECTOR, "#score-chart .x-tick")
-    assert len(browser.execute_script("return Charts.timeTicks(1800000000, 1800003600)")) >= 5  # an hour: several labels
+    assert (
+        len(browser.execute_script("return Charts.timeTicks(1800000000, 1800003600)")) >= 5
+    )  # an hour: several labels
     assert browser.find_element(By.ID, "consumer-lag").text != "—"  # from the worker's /metrics
 
     # filters: one model
@@ -325,7 +435,11 @@ def test_dashboard_changes_while_events_flow(browser: WebDriver, site: str, brok
     assert "model-a × qa" in legend and "model-b" not in legend
     assert set(column("#pairs-table tbody tr", 0)) == {"model-a"}
     Select(browser.find_element(By.ID, "filter-range")).select_by_value("900")
-    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#score-chart circle"), "points within the last 15 minutes")
+    wait(
+        browser,
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#score-chart circle"),
+        "points within the last 15 minutes",
+    )
     browser.save_screenshot(str(ARTIFACTS / "11-dashboard-filtered.png"))
     click("#examples-close")
     browser.set_window_size(1280, 4000)  # the whole page: tables and panels below the charts

@@ -23,14 +23,27 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def cli(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "streameval", *args], capture_output=True, timeout=timeout,
-                          env={**os.environ, **env})  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "streameval", *args],
+        capture_output=True,
+        timeout=timeout,
+        env={**os.environ, **env},
+    )
 
 
-def test_produce_worker_tail(broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], tmp_path: Path) -> None:
+def test_produce_worker_tail(
+    broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], tmp_path: Path
+) -> None:
     events = tmp_path / "events.jsonl"
-    events.write_bytes(b"\n".join(orjson.dumps({"id": f"p{i}", "model": "m", "output": "Paris", "expected": "Paris",
-                                                "category": "qa_simple"}) for i in range(20)) + b"\n\n")  # fmt: skip
+    events.write_bytes(
+        b"\n".join(
+            orjson.dumps(
+                {"id": f"p{i}", "model": "m", "output": "Paris", "expected": "Paris", "category": "qa_simple"}
+            )
+            for i in range(20)
+        )
+        + b"\n\n"
+    )
     env = {"KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap}
     sent = cli("produce", str(events), "--topic", topics["requests"], env=env)
     assert sent.returncode == 0 and b"sent 20 messages" in sent.stderr
@@ -52,7 +65,9 @@ async def test_demo_runs_end_to_end_and_stops_everything(redis_url: str, tmp_pat
     distinct = len({o.result.id for o in outcomes if o.result is not None})
     assert results + dead == 300 and distinct < results  # the example file repeats one event
 
-    result = cli("demo", "--events", "300", env={"REDIS_URL": redis_url, "TMPDIR": str(tmp_path)}, timeout=240)
+    result = cli(
+        "demo", "--events", "300", env={"REDIS_URL": redis_url, "TMPDIR": str(tmp_path)}, timeout=240
+    )
     err, out = result.stderr.decode(), result.stdout.decode()
     assert result.returncode == 0, err[-3000:]
     assert f"300 events → {results} result messages, {dead} dead letters" in out  # results on stdout
@@ -68,16 +83,21 @@ def test_produce_stdin_sends_each_line_as_it_is_read(broker: EmbeddedBroker, top
 
     from streameval.kafka_io import collect
 
-    proc = subprocess.Popen([sys.executable, "-m", "streameval", "produce", "-", "--topic", topics["requests"]],
-                            stdin=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap})  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streameval", "produce", "-", "--topic", topics["requests"]],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap},
+    )
     assert proc.stdin is not None
     try:
         for n in range(1, 3):
             proc.stdin.write(orjson.dumps({"n": n}) + b"\n")
             proc.stdin.flush()
             # arrives while stdin is still open: not held back until EOF
-            records = asyncio.run(collect(broker.bootstrap, [topics["requests"]], until=lambda r, n=n: len(r) >= n, timeout=60))
+            records = asyncio.run(
+                collect(broker.bootstrap, [topics["requests"]], until=lambda r, n=n: len(r) >= n, timeout=60)
+            )
             # sorted: the lines carry no key, so they may land on different partitions, read in partition order
             assert sorted(orjson.loads(r.value)["n"] for r in records) == list(range(1, n + 1))
             assert proc.poll() is None

@@ -37,9 +37,13 @@ def s3_broker() -> Iterator[S3Broker]:
 
 
 async def test_broker_restart_on_s3_storage_loses_nothing(
-    s3_broker: S3Broker, start_worker: Callable[..., Any], topics: dict[str, str], prefix: str,
-    aredis: aioredis.Redis, tmp_path: Path,
-) -> None:  # fmt: skip
+    s3_broker: S3Broker,
+    start_worker: Callable[..., Any],
+    topics: dict[str, str],
+    prefix: str,
+    aredis: aioredis.Redis,
+    tmp_path: Path,
+) -> None:
     bootstrap = s3_broker.bootstrap
     events, ids, bad = make_stream(VALID, INVALID, seed=9, run=f"s{uuid.uuid4().hex[:6]}")
     await ensure_topics(bootstrap, topics.values(), partitions=2)

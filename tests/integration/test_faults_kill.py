@@ -32,9 +32,13 @@ VALID, INVALID, KILLS = 20_000, 400, 5
 
 
 async def test_kill_9_five_times_loses_nothing_and_counts_once(
-    broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], prefix: str,
-    aredis: aioredis.Redis, tmp_path: Path,
-) -> None:  # fmt: skip
+    broker: EmbeddedBroker,
+    start_worker: Callable[..., Any],
+    topics: dict[str, str],
+    prefix: str,
+    aredis: aioredis.Redis,
+    tmp_path: Path,
+) -> None:
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
     events, ids, bad = make_stream(VALID, INVALID, seed=seed, run=f"k{uuid.uuid4().hex[:6]}")

@@ -29,9 +29,13 @@ VALID, INVALID = 10_000, 200
 
 
 async def test_join_then_leave_loses_nothing(
-    broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], prefix: str,
-    aredis: aioredis.Redis, tmp_path: Path,
-) -> None:  # fmt: skip
+    broker: EmbeddedBroker,
+    start_worker: Callable[..., Any],
+    topics: dict[str, str],
+    prefix: str,
+    aredis: aioredis.Redis,
+    tmp_path: Path,
+) -> None:
     events, ids, bad = make_stream(VALID, INVALID, seed=5, run=f"b{uuid.uuid4().hex[:6]}")
     await ensure_topics(broker.bootstrap, topics.values(), partitions=2)
     config = write_config(tmp_path)

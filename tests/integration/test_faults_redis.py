@@ -52,9 +52,13 @@ def durable_redis() -> Iterator[DurableRedis]:
 
 
 async def test_redis_outage_and_restart_stall_then_resume_exactly(
-    broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], prefix: str,
-    durable_redis: DurableRedis, tmp_path: Path,
-) -> None:  # fmt: skip
+    broker: EmbeddedBroker,
+    start_worker: Callable[..., Any],
+    topics: dict[str, str],
+    prefix: str,
+    durable_redis: DurableRedis,
+    tmp_path: Path,
+) -> None:
     events, ids, bad = make_stream(VALID, INVALID, seed=3, run=f"r{uuid.uuid4().hex[:6]}")
     await ensure_topics(broker.bootstrap, topics.values(), partitions=2)
     worker = start_worker(write_config(tmp_path), REDIS_URL=durable_redis.url)

@@ -24,9 +24,13 @@ def test_a_failed_gate_fails_the_streamed_result(
     config = tmp_path / "suites.yaml"
     config.write_text(yaml.safe_dump(suite("letters")), encoding="utf-8")
     start_worker(config)
-    events = [orjson.dumps({"id": f"g{i}", "model": "m", "output": text}) for i, text in enumerate([CARD, CLEAN])]
+    events = [
+        orjson.dumps({"id": f"g{i}", "model": "m", "output": text}) for i, text in enumerate([CARD, CLEAN])
+    ]
     asyncio.run(produce(broker.bootstrap, topics["requests"], events))
-    records = asyncio.run(collect(broker.bootstrap, [topics["results"]], until=lambda r: len(r) >= 2, timeout=120))
+    records = asyncio.run(
+        collect(broker.bootstrap, [topics["results"]], until=lambda r: len(r) >= 2, timeout=120)
+    )
     results = {r["id"]: r for r in (orjson.loads(rec.value) for rec in records)}
     leaked, clean = results["g0"], results["g1"]
     assert leaked["score"] == pytest.approx(0.75) and leaked["passed"] is False and leaked["grade"] == "F"

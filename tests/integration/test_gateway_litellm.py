@@ -37,21 +37,49 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def _judge(name: str, url: str, model: str, protocol: str = "openai", **extra: Any) -> dict[str, Any]:
-    return {"name": name, "protocol": protocol, "base_url": f"{url}/v1" if protocol == "openai" else url,
-            "model": model, "api_key_env": KEY_ENV, "timeout_s": 10, "retry_wait_s": 0.05, "retry_jitter_s": 0,
-            "max_retry_after_s": 0.1, **extra}  # fmt: skip
+    return {
+        "name": name,
+        "protocol": protocol,
+        "base_url": f"{url}/v1" if protocol == "openai" else url,
+        "model": model,
+        "api_key_env": KEY_ENV,
+        "timeout_s": 10,
+        "retry_wait_s": 0.05,
+        "retry_jitter_s": 0,
+        "max_retry_after_s": 0.1,
+        **extra,
+    }
 
 
 def _events(n: int) -> list[bytes]:
     run = uuid.uuid4().hex[:6]
-    return [raw_event(id=f"g{run}-{i}", model="secret-model-name", input="Capital of France?",
-                      output=f"Paris ({i})", expected="Paris", category="qa_simple") for i in range(n)]  # fmt: skip
+    return [
+        raw_event(
+            id=f"g{run}-{i}",
+            model="secret-model-name",
+            input="Capital of France?",
+            output=f"Paris ({i})",
+            expected="Paris",
+            category="qa_simple",
+        )
+        for i in range(n)
+    ]
 
 
 def _pipeline(judges: list[dict[str, Any]]) -> Pipeline:
-    _, suites = parse_config({"judges": judges, "suites": [{
-        "name": "gw", "default": True, "evaluators": [{"evaluator": "exact_match"}],
-        "judge": {"consistency_rate": 0}}]})  # fmt: skip
+    _, suites = parse_config(
+        {
+            "judges": judges,
+            "suites": [
+                {
+                    "name": "gw",
+                    "default": True,
+                    "evaluators": [{"evaluator": "exact_match"}],
+                    "judge": {"consistency_rate": 0},
+                }
+            ],
+        }
+    )
     return Pipeline(suites)
 
 
@@ -79,10 +107,18 @@ async def test_both_protocols_refusals_and_429s_through_the_gateway(gateway: str
     outcomes = await _run(judges, raws, MASTER_KEY)
     assert all(o.result is not None for o in outcomes) and len(outcomes) == 20  # nothing lost
     verdicts = [v for o in outcomes for v in o.result.judge.judges]
-    by = {name: [v for v in verdicts if v.name == name] for name in ("gw-openai", "gw-anthropic", "gw-prose", "gw-429")}
-    assert all(v.status == "ok" and v.parse == "json" and v.score == 7.5 for v in by["gw-openai"] + by["gw-anthropic"])
-    assert all(v.status == "ok" and v.parse == "default" and any(w.startswith("refusal: ") for w in v.warnings)
-               for v in by["gw-prose"])  # fmt: skip
+    by = {
+        name: [v for v in verdicts if v.name == name]
+        for name in ("gw-openai", "gw-anthropic", "gw-prose", "gw-429")
+    }
+    assert all(
+        v.status == "ok" and v.parse == "json" and v.score == 7.5
+        for v in by["gw-openai"] + by["gw-anthropic"]
+    )
+    assert all(
+        v.status == "ok" and v.parse == "default" and any(w.startswith("refusal: ") for w in v.warnings)
+        for v in by["gw-prose"]
+    )
     assert all(v.status == "error" and v.error == "judge_rate_limited" for v in by["gw-429"])
     # a refusal and a failed judge: partial, never ok; the panel is the two answers and the midpoint
     assert Counter(o.result.judge.status for o in outcomes) == {"partial": 20}
@@ -98,7 +134,10 @@ async def test_the_readiness_probe_uses_the_key(gateway: str) -> None:
 
 
 async def test_a_wrong_key_fails_every_judge_and_every_event_still_has_its_result(gateway: str) -> None:
-    judges = [_judge("gw-openai", gateway, "gw-json", weight=0.5), _judge("gw-anthropic", gateway, "gw-json", "anthropic", weight=0.5)]
+    judges = [
+        _judge("gw-openai", gateway, "gw-json", weight=0.5),
+        _judge("gw-anthropic", gateway, "gw-json", "anthropic", weight=0.5),
+    ]
     outcomes = await _run(judges, _events(10), "sk-wrong")
     assert all(o.result is not None for o in outcomes) and len(outcomes) == 10
     assert Counter(o.result.judge.status for o in outcomes) == {"failed": 10}
@@ -109,7 +148,9 @@ async def test_a_wrong_key_fails_every_judge_and_every_event_still_has_its_resul
 
 async def test_killing_the_gateway_mid_run_loses_nothing(tmp_path: Path) -> None:
     with run_gateway(tmp_path) as (url, proc):
-        pipeline = _pipeline([_judge("gw-slow", url, "gw-slow", weight=1, attempts=2, timeout_s=3, max_concurrency=2)])
+        pipeline = _pipeline(
+            [_judge("gw-slow", url, "gw-slow", weight=1, attempts=2, timeout_s=3, max_concurrency=2)]
+        )
         os.environ[KEY_ENV] = MASTER_KEY
         try:
             await pipeline.start()
@@ -117,7 +158,9 @@ async def test_killing_the_gateway_mid_run_loses_nothing(tmp_path: Path) -> None
             stats = pipeline.judges.stats
             task = asyncio.ensure_future(asyncio.gather(*(pipeline.process(raw) for raw in _events(EVENTS))))
             deadline = asyncio.get_running_loop().time() + 60
-            while (tally := stats.total.get("gw-slow")) is None or tally.answered < 4:  # a few answered: kill it
+            while (
+                tally := stats.total.get("gw-slow")
+            ) is None or tally.answered < 4:  # a few answered: kill it
                 assert asyncio.get_running_loop().time() < deadline and not task.done()
                 await asyncio.sleep(0.01)
             proc.kill()

@@ -52,8 +52,10 @@ HOSTILE: list[bytes] = [
 
 
 def _good(start: int, count: int) -> list[bytes]:
-    return [orjson.dumps({"id": f"good-{i}", "model": "m", "output": "Paris", "expected": "Paris"})
-            for i in range(start, start + count)]  # fmt: skip
+    return [
+        orjson.dumps({"id": f"good-{i}", "model": "m", "output": "Paris", "expected": "Paris"})
+        for i in range(start, start + count)
+    ]
 
 
 async def test_worker_survives_a_hostile_batch_and_keeps_consuming(
@@ -71,11 +73,15 @@ async def test_worker_survives_a_hostile_batch_and_keeps_consuming(
     letters = [orjson.loads(r.value) for r in records if r.topic == topics["deadletter"]]
     assert {r["id"] for r in results} == {f"good-{i}" for i in range(20)} | {"h-10"}
     # a dead letter over STREAMEVAL_DEAD_LETTER_MAX_BYTES carries the event's head and its sha256, not all of it
-    digests = [d["truncated"]["sha256"] if d.get("truncated") else hashlib.sha256(base64.b64decode(d["raw"])).hexdigest()
-               for d in letters]  # fmt: skip
-    assert sorted(digests) == sorted(hashlib.sha256(raw).hexdigest() for raw in HOSTILE if not raw.startswith(META % 10)), (
-        "a hostile event was lost"
-    )
+    digests = [
+        d["truncated"]["sha256"]
+        if d.get("truncated")
+        else hashlib.sha256(base64.b64decode(d["raw"])).hexdigest()
+        for d in letters
+    ]
+    assert sorted(digests) == sorted(
+        hashlib.sha256(raw).hexdigest() for raw in HOSTILE if not raw.startswith(META % 10)
+    ), "a hostile event was lost"
     for d in letters:
         if d.get("truncated"):
             assert any(raw.startswith(base64.b64decode(d["raw"])) for raw in HOSTILE)

@@ -71,14 +71,20 @@ def llm_export(n: int) -> tuple[bytes, bytes, list[str]]:
         openinference_span(tracer, prompt=f"q{n}", answer=f"a{n}")
         openinference_span(tracer, prompt=f"q{n}", answer=f"a{n}", messages=False)
         spans = list(finished())
-    ids = [f"{s.context.trace_id:032x}-{s.context.span_id:016x}" for s in spans if not s.name.startswith(("GET", "SELECT"))]  # type: ignore[union-attr]
+    ids = [
+        f"{s.context.trace_id:032x}-{s.context.span_id:016x}"
+        for s in spans
+        if not s.name.startswith(("GET", "SELECT"))
+    ]  # type: ignore[union-attr]
     return export_proto(spans), export_json(spans), ids
 
 
 def without_output() -> tuple[bytes, str]:
     """An export with one LLM span whose content was not captured, and one good span."""
     with record() as (tracer, finished):
-        with tracer.start_as_current_span("chat m", attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}):
+        with tracer.start_as_current_span(
+            "chat m", attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}
+        ):
             pass
         gen_ai_span(tracer, prompt="p", answer="答")
         spans = list(finished())
@@ -87,11 +93,20 @@ def without_output() -> tuple[bytes, str]:
 
 @pytest.mark.parametrize("processes", ["0", "1"])  # 1: the evaluation process decodes the exports
 async def test_four_input_topics_into_one_worker(
-    broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], prefix: str,
-    aredis: aioredis.Redis, tmp_path: Path, processes: str,
-) -> None:  # fmt: skip
-    names = {"native": topics["requests"], "proto": topics["requests"] + ".otlp", "json": topics["requests"] + ".otlpjson",
-             "app": topics["requests"] + ".app"}  # fmt: skip
+    broker: EmbeddedBroker,
+    start_worker: Callable[..., Any],
+    topics: dict[str, str],
+    prefix: str,
+    aredis: aioredis.Redis,
+    tmp_path: Path,
+    processes: str,
+) -> None:
+    names = {
+        "native": topics["requests"],
+        "proto": topics["requests"] + ".otlp",
+        "json": topics["requests"] + ".otlpjson",
+        "app": topics["requests"] + ".app",
+    }
     config = tmp_path / "suites.yaml"
     config.write_text(SUITES.format(**names), encoding="utf-8")
     await ensure_topics(broker.bootstrap, [*topics.values(), *names.values()], partitions=2)
@@ -101,11 +116,21 @@ async def test_four_input_topics_into_one_worker(
     exports = [llm_export(n) for n in range(15)]
     proto = [p for p, _, _ in exports[:10]]
     partial, partial_good = without_output()
-    proto += [partial, b"\x00\x01garbage", proto[0]]  # a span without output, an undecodable export, a redelivery
+    proto += [
+        partial,
+        b"\x00\x01garbage",
+        proto[0],
+    ]  # a span without output, an undecodable export, a redelivery
     otlp_json = [j for _, j, _ in exports[10:]]
-    app = [orjson.dumps({"request_id": f"r-{i}", "model": "qwen", "prompt": "p", "choices": [{"text": f"答{i}"}]})
-           for i in range(20)]  # fmt: skip
-    app += [orjson.dumps({"request_id": "r-bad", "model": "qwen", "choices": []})]  # the output path finds nothing
+    app = [
+        orjson.dumps(
+            {"request_id": f"r-{i}", "model": "qwen", "prompt": "p", "choices": [{"text": f"答{i}"}]}
+        )
+        for i in range(20)
+    ]
+    app += [
+        orjson.dumps({"request_id": "r-bad", "model": "qwen", "choices": []})
+    ]  # the output path finds nothing
 
     for topic, values in (("native", native), ("proto", proto), ("json", otlp_json), ("app", app)):
         await produce(broker.bootstrap, names[topic], values)
@@ -118,8 +143,12 @@ async def test_four_input_topics_into_one_worker(
     out_topics = [topics["results"], topics["deadletter"]]
     worker = start_worker(config, app_id="group-a", STREAMEVAL_EVAL_PROCESSES=processes)
     expected = published_results + published_dead
-    await collect(broker.bootstrap, out_topics, until=lambda r: len(r) >= expected or worker.proc.poll() is not None,
-                  timeout=180)  # fmt: skip
+    await collect(
+        broker.bootstrap,
+        out_topics,
+        until=lambda r: len(r) >= expected or worker.proc.poll() is not None,
+        timeout=180,
+    )
     assert worker.proc.poll() is None, "the worker exited"
     assert worker.stop() == 0
     records = await read_all(broker.bootstrap, out_topics)
@@ -132,25 +161,37 @@ async def test_four_input_topics_into_one_worker(
     assert {k.decode() for k in copies} == unique
     assert all(len(v) == 1 for v in copies.values()), "a redelivered span's result differs from the first"
     by_id = {orjson.loads(next(iter(v)))["id"]: orjson.loads(next(iter(v))) for v in copies.values()}
-    openllmetry = [by_id[ids[2]] for _, _, ids in exports]  # its answer has 答; category only where configured
+    openllmetry = [
+        by_id[ids[2]] for _, _, ids in exports
+    ]  # its answer has 答; category only where configured
     assert [r["category"] for r in openllmetry] == ["qa_simple"] * 10 + [None] * 5
     assert all(r["score"] == 1.0 for r in openllmetry)
 
     letters = [orjson.loads(d.value) for d in dead]
     assert Counter(d["kind"] for d in letters) == {"schema": 4, "invalid_json": 1}
     reasons = " | ".join(d["reason"] for d in letters)
-    assert "no output text" in reasons and "not an OTLP" in reasons and "map.output: $.choices[0].text found nothing" in reasons
+    assert (
+        "no output text" in reasons
+        and "not an OTLP" in reasons
+        and "map.output: $.choices[0].text found nothing" in reasons
+    )
     assert {d["source"]["topic"] for d in letters} == {names["native"], names["proto"], names["app"]}
 
     state = await snapshot(aredis, prefix)
     all_time = {k: v for k, v in state.items() if k.endswith(":all") and k != f"{prefix}{{dl}}:all"}
-    assert sum(int(hash_fields(v)["count"]) for v in all_time.values()) == len(unique)  # each span counted once
+    assert sum(int(hash_fields(v)["count"]) for v in all_time.values()) == len(
+        unique
+    )  # each span counted once
     assert sum(int(v) for v in state[f"{prefix}{{dl}}:all"].values()) == published_dead
 
     # Every topic again from the start (a new consumer group): the same results, nothing counted twice.
     replay = start_worker(config, app_id="group-b", STREAMEVAL_EVAL_PROCESSES=processes)
-    await collect(broker.bootstrap, out_topics, until=lambda r: len(r) >= 2 * expected or replay.proc.poll() is not None,
-                  timeout=180)  # fmt: skip
+    await collect(
+        broker.bootstrap,
+        out_topics,
+        until=lambda r: len(r) >= 2 * expected or replay.proc.poll() is not None,
+        timeout=180,
+    )
     assert replay.proc.poll() is None, "the worker exited"
     assert replay.stop() == 0
     again = await read_all(broker.bootstrap, out_topics)

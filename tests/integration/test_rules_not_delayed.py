@@ -35,8 +35,10 @@ JUDGE_LATENCY_MS = 5000
 
 
 def _config(url: str) -> str:
-    judge = (f"{{name: sim-slow, protocol: openai, base_url: '{url}/v1', model: simulated-slow, weight: 1, "
-             f"timeout_s: 60, max_concurrency: 64}}")  # fmt: skip
+    judge = (
+        f"{{name: sim-slow, protocol: openai, base_url: '{url}/v1', model: simulated-slow, weight: 1, "
+        f"timeout_s: 60, max_concurrency: 64}}"
+    )
     return f"""
 judges: [{judge}]
 suites:
@@ -51,16 +53,28 @@ suites:
 
 
 async def test_rule_results_arrive_while_judged_ones_are_pending(
-    broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], prefix: str,
-    aredis: aioredis.Redis, tmp_path: Path,
-) -> None:  # fmt: skip
+    broker: EmbeddedBroker,
+    start_worker: Callable[..., Any],
+    topics: dict[str, str],
+    prefix: str,
+    aredis: aioredis.Redis,
+    tmp_path: Path,
+) -> None:
     run = uuid.uuid4().hex[:6]
     events, ids, bad = make_stream(RULE_EVENTS, BAD_EVENTS, seed=16, run=run)
     rng = random.Random(16)
     judged_ids = [f"{run}-judged-{i}" for i in range(JUDGED_EVENTS)]
     for event_id in judged_ids:  # among the rule events, early in the stream: in the first batches
-        event = orjson.dumps({"id": event_id, "model": "m0", "category": "judged_qa", "input": f"q {event_id}",
-                              "output": f"Paris {event_id}", "expected": "Paris"})  # fmt: skip
+        event = orjson.dumps(
+            {
+                "id": event_id,
+                "model": "m0",
+                "category": "judged_qa",
+                "input": f"q {event_id}",
+                "output": f"Paris {event_id}",
+                "expected": "Paris",
+            }
+        )
         events.insert(rng.randrange(len(events) // 2), event)
     ids |= set(judged_ids)
     calls = {i for i in judged_ids if sampled(i, SAMPLE_RATE)}  # the events that wait for the judge
@@ -77,11 +91,15 @@ async def test_rule_results_arrive_while_judged_ones_are_pending(
 
         # arrival order: everything that needs no judge call before the first judged result
         arrival = [(r.topic, orjson.loads(r.value)) for r in records]
-        first_judged = next(n for n, (topic, value) in enumerate(arrival)
-                            if topic == topics["results"] and value["id"] in calls)  # fmt: skip
+        first_judged = next(
+            n
+            for n, (topic, value) in enumerate(arrival)
+            if topic == topics["results"] and value["id"] in calls
+        )
         before = arrival[:first_judged]
         assert len(before) == len(events) - len(calls), (
-            f"{len(events) - len(calls) - len(before)} results that call no judge arrived after a judged one")
+            f"{len(events) - len(calls) - len(before)} results that call no judge arrived after a judged one"
+        )
         assert not any(value.get("id") in calls for topic, value in before if topic == topics["results"])
         judged_after = [value for topic, value in arrival[first_judged:] if topic == topics["results"]]
         assert {v["id"] for v in judged_after} == calls
@@ -93,13 +111,19 @@ async def test_rule_results_arrive_while_judged_ones_are_pending(
         # exact accounting: N in -> N results + dead letters, each counted once
         got = await account(records, topics, ids, bad, aredis, prefix)
         assert got.problems == [], got.problems
-        assert (got.results, got.dead_letters, got.counted, got.counted_dead) == (len(ids), len(bad), len(ids), len(bad))
+        assert (got.results, got.dead_letters, got.counted, got.counted_dead) == (
+            len(ids),
+            len(bad),
+            len(ids),
+            len(bad),
+        )
 
         # a replay with a new consumer group: the stored results again, byte for byte; no count changes
         async with LiveReader(broker.bootstrap, topics["results"], topics["deadletter"]) as replay_reader:
             replay = start_worker(config, app_id=f"group-b-{run}")
-            await replay_reader.wait_for(lambda: len(replay_reader.records) >= 2 * len(events), timeout=180,
-                                         what="the replayed copies")  # fmt: skip
+            await replay_reader.wait_for(
+                lambda: len(replay_reader.records) >= 2 * len(events), timeout=180, what="the replayed copies"
+            )
             replayed = await replay_reader.quiesce(idle=1.0)
         assert replay.stop() == 0
     again = await account(replayed, topics, ids, bad, aredis, prefix)

@@ -30,11 +30,16 @@ GAP = 120.0  # far longer than the test waits: only the root span's end can clos
 
 
 async def test_a_trace_split_over_two_exports_is_one_run_closed_on_its_root_span(
-    broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], aredis: aioredis.Redis,
-    prefix: str, tmp_path: Path,
-) -> None:  # fmt: skip
+    broker: EmbeddedBroker,
+    start_worker: Callable[..., Any],
+    topics: dict[str, str],
+    aredis: aioredis.Redis,
+    prefix: str,
+    tmp_path: Path,
+) -> None:
     config = tmp_path / "suites.yaml"
-    config.write_text(f"""
+    config.write_text(
+        f"""
 windowing: {{close_interval_s: 0.2}}
 inputs: [{{topic: {topics["requests"]}, format: otlp_proto}}]
 suites: [{{name: llm, default: true, evaluators: [{{evaluator: contains, params: {{value: 巴黎}}}}]}}]
@@ -45,7 +50,9 @@ sessions:
     gap_s: {GAP}
     category: agent
     evaluators: [{{evaluator: turn_scores}}, {{evaluator: thread_clean, weight: 0}}]
-""", encoding="utf-8")  # fmt: skip
+""",
+        encoding="utf-8",
+    )
     await ensure_topics(broker.bootstrap, topics.values(), partitions=2)
     worker = start_worker(config, app_id="runs")
     with record() as (tracer, finished):
@@ -57,8 +64,10 @@ sessions:
     exports = [export_proto(spans[:3]), export_proto(spans[3:])]
     with record() as (tracer, finished):  # a trace with no LLM span: nothing to judge, no run result
         with tracer.start_as_current_span("GET /health"):
-            with tracer.start_as_current_span("execute_tool ping", attributes={
-                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "ping"}):  # fmt: skip
+            with tracer.start_as_current_span(
+                "execute_tool ping",
+                attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "ping"},
+            ):
                 pass
         quiet = list(finished())
         exports.append(export_proto(quiet))
@@ -73,7 +82,12 @@ sessions:
     [run] = [SessionResult.model_validate_json(r.value) for r in records]
     assert waited < GAP and run.closed_by == "end" and run.key == trace_id and run.revision == 0
     assert run.turn_ids == ids  # time order: plan, weather, hotel (failed), answer, the root's end
-    assert (run.metrics.tool_calls, run.metrics.tool_errors, run.metrics.steps, run.metrics.turns) == (2, 1, 3, 5)
+    assert (run.metrics.tool_calls, run.metrics.tool_errors, run.metrics.steps, run.metrics.turns) == (
+        2,
+        1,
+        3,
+        5,
+    )
     assert run.score == 0.5 and run.models == ["gpt-4o-2024-08-06"]
     # the steps are never evaluated events: the two LLM spans are the only results
     results = await read_all(broker.bootstrap, [topics["results"]])

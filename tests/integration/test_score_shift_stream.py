@@ -43,15 +43,21 @@ async def redis_now(client: aioredis.Redis) -> float:
 
 
 async def test_a_drop_is_alerted_once_per_series_by_two_workers(
-    broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], aredis: aioredis.Redis,
+    broker: EmbeddedBroker,
+    start_worker: Callable[..., Any],
+    topics: dict[str, str],
+    aredis: aioredis.Redis,
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     config = tmp_path / "suites.yaml"
     config.write_text(CONFIG)
     await ensure_topics(broker.bootstrap, topics.values(), partitions=2)
     workers = [start_worker(config, app_id="shift", STREAMEVAL_WINDOWS=str(SIZE)) for _ in range(2)]
     now = await redis_now(aredis)
-    warm = [raw_event(id=f"warm-{i}", model="warm", output="x", expected="x", timestamp=format_time(now)) for i in range(4)]
+    warm = [
+        raw_event(id=f"warm-{i}", model="warm", output="x", expected="x", timestamp=format_time(now))
+        for i in range(4)
+    ]
     await produce(broker.bootstrap, topics["requests"], warm, key=lambda v: orjson.loads(v)["id"].encode())
     await collect(broker.bootstrap, [topics["results"]], until=lambda r: len(r) >= 4, timeout=60)
 
@@ -62,16 +68,36 @@ async def test_a_drop_is_alerted_once_per_series_by_two_workers(
         while await redis_now(aredis) < at:
             await asyncio.sleep(0.05)
         passing = 0.9 if w < DROP_AT else 0.3  # exact_match passes this share of the window's events
-        batch = [raw_event(id=f"w{w}-{i}", model="m", output="Paris" if i < passing * PER_WINDOW else "Rome",
-                           expected="Paris", timestamp=format_time(at + 0.5)) for i in range(PER_WINDOW)]  # fmt: skip
-        await produce(broker.bootstrap, topics["requests"], batch, key=lambda v: orjson.loads(v)["id"].encode())
+        batch = [
+            raw_event(
+                id=f"w{w}-{i}",
+                model="m",
+                output="Paris" if i < passing * PER_WINDOW else "Rome",
+                expected="Paris",
+                timestamp=format_time(at + 0.5),
+            )
+            for i in range(PER_WINDOW)
+        ]
+        await produce(
+            broker.bootstrap, topics["requests"], batch, key=lambda v: orjson.loads(v)["id"].encode()
+        )
 
     def both_series(records: list[Record]) -> bool:
-        return len({Alert.model_validate_json(r.value).change.series for r in records  # type: ignore[union-attr]
-                    if Alert.model_validate_json(r.value).metric == "score_shift"}) >= 2  # fmt: skip
+        return (
+            len(
+                {
+                    Alert.model_validate_json(r.value).change.series
+                    for r in records  # type: ignore[union-attr]
+                    if Alert.model_validate_json(r.value).metric == "score_shift"
+                }
+            )
+            >= 2
+        )
 
     await collect(broker.bootstrap, [topics["alerts"]], until=both_series, timeout=60)
-    alerts = [Alert.model_validate_json(r.value) for r in await read_all(broker.bootstrap, [topics["alerts"]])]
+    alerts = [
+        Alert.model_validate_json(r.value) for r in await read_all(broker.bootstrap, [topics["alerts"]])
+    ]
     for worker in workers:
         assert worker.proc.poll() is None, worker.log()[-3000:]
     shifts = [a for a in alerts if a.metric == "score_shift"]

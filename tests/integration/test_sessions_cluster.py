@@ -46,8 +46,14 @@ async def test_sessions_on_a_cluster(cluster_client: keyspace.Client) -> None:
     turns = []
     for c in range(40):
         for i in range(3):
-            event = {"id": f"c{c}-{i}", "model": "m", "output": "a" if i else "b", "expected": "a",
-                     "timestamp": format_time(now - 30 + i), "metadata": {"c": f"c{c}", "last": i == 2}}  # fmt: skip
+            event = {
+                "id": f"c{c}-{i}",
+                "model": "m",
+                "output": "a" if i else "b",
+                "expected": "a",
+                "timestamp": format_time(now - 30 + i),
+                "metadata": {"c": f"c{c}", "last": i == 2},
+            }
             turns += (await pipeline.process(orjson.dumps(event))).turns
     report = await state.append(turns)
     assert dict(report.counts) == {("conv", "appended"): 120}
@@ -59,9 +65,23 @@ async def test_sessions_on_a_cluster(cluster_client: keyspace.Client) -> None:
     assert await closer.run_once(send) == 40
     results = [SessionResult.model_validate_json(m.value) for m in sent]
     assert sorted(r.key for r in results) == sorted(f"c{c}" for c in range(40))
-    late = [t for t in (await pipeline.process(orjson.dumps(
-        {"id": "c0-3", "model": "m", "output": "a", "expected": "a", "timestamp": format_time(now - 26),
-         "metadata": {"c": "c0"}}))).turns]  # fmt: skip
+    late = [
+        t
+        for t in (
+            await pipeline.process(
+                orjson.dumps(
+                    {
+                        "id": "c0-3",
+                        "model": "m",
+                        "output": "a",
+                        "expected": "a",
+                        "timestamp": format_time(now - 26),
+                        "metadata": {"c": "c0"},
+                    }
+                )
+            )
+        ).turns
+    ]
     assert dict((await state.append(late)).counts) == {("conv", "revised"): 1}
     assert await closer.run_once(send) == 1
     [figures] = await store.all_time()

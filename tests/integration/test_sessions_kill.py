@@ -34,9 +34,13 @@ CONVERSATIONS = 30
 
 
 async def test_kill_9_while_closing_gives_one_result_per_session_and_exact_figures(
-    broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], aredis: aioredis.Redis,
-    prefix: str, tmp_path: Path,
-) -> None:  # fmt: skip
+    broker: EmbeddedBroker,
+    start_worker: Callable[..., Any],
+    topics: dict[str, str],
+    aredis: aioredis.Redis,
+    prefix: str,
+    tmp_path: Path,
+) -> None:
     await ensure_topics(broker.bootstrap, topics.values(), partitions=2)
     async with start_judge_sim(latency_ms=1500) as url:
         config = tmp_path / "suites.yaml"
@@ -57,10 +61,21 @@ sessions:
         env = {"STREAMEVAL_BROKER_SESSION_TIMEOUT": "6"}
         workers = [start_worker(config, app_id="kill-sessions", **env) for _ in range(2)]
         now = time.time()
-        turns = [orjson.dumps({"id": f"c{c}-{i}", "model": "m", "input": f"q{c}-{i}", "output": "Paris" if i else "Rome",
-                               "expected": "Paris", "timestamp": format_time(now - 60 + i),
-                               "metadata": {"c": f"c{c}", "last": i == 2}})
-                 for c in range(CONVERSATIONS) for i in range(3)]  # fmt: skip
+        turns = [
+            orjson.dumps(
+                {
+                    "id": f"c{c}-{i}",
+                    "model": "m",
+                    "input": f"q{c}-{i}",
+                    "output": "Paris" if i else "Rome",
+                    "expected": "Paris",
+                    "timestamp": format_time(now - 60 + i),
+                    "metadata": {"c": f"c{c}", "last": i == 2},
+                }
+            )
+            for c in range(CONVERSATIONS)
+            for i in range(3)
+        ]
         await produce(
             broker.bootstrap, topics["requests"], turns, key=lambda v: orjson.loads(v)["id"].encode()
         )

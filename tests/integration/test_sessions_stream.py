@@ -52,9 +52,16 @@ sessions:
 
 
 def turn(conv: str, i: int, at: float, *, last: bool = False, output: str | None = None) -> bytes:
-    event = {"id": f"{conv}-{i}", "model": "m1", "input": f"q{i}", "output": output or ("Paris" if i % 3 else "Rome"),
-             "expected": "Paris", "timestamp": format_time(at), "category": "qa_simple",
-             "metadata": {"conversation_id": conv, "last": last, "domain": "geo" if i % 2 else "history"}}  # fmt: skip
+    event = {
+        "id": f"{conv}-{i}",
+        "model": "m1",
+        "input": f"q{i}",
+        "output": output or ("Paris" if i % 3 else "Rome"),
+        "expected": "Paris",
+        "timestamp": format_time(at),
+        "category": "qa_simple",
+        "metadata": {"conversation_id": conv, "last": last, "domain": "geo" if i % 2 else "history"},
+    }
     return orjson.dumps(event)
 
 
@@ -69,9 +76,13 @@ def by_turn(value: bytes) -> bytes:
 
 
 async def test_two_workers_close_each_conversation_once_and_revise_on_a_late_turn(
-    broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], aredis: aioredis.Redis,
-    prefix: str, tmp_path: Path,
-) -> None:  # fmt: skip
+    broker: EmbeddedBroker,
+    start_worker: Callable[..., Any],
+    topics: dict[str, str],
+    aredis: aioredis.Redis,
+    prefix: str,
+    tmp_path: Path,
+) -> None:
     config = tmp_path / "suites.yaml"
     config.write_text(CONFIG)
     await ensure_topics(broker.bootstrap, topics.values(), partitions=2)

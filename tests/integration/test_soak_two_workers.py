@@ -36,7 +36,9 @@ EVENTS = 5_000
 
 
 def make_events(run: str, n: int) -> tuple[list[bytes], set[bytes]]:
-    values = [raw_event(id=f"{run}-{i}", model=f"m{i % 3}", output="Paris", expected="Paris") for i in range(n)]
+    values = [
+        raw_event(id=f"{run}-{i}", model=f"m{i % 3}", output="Paris", expected="Paris") for i in range(n)
+    ]
     return values, {f"{run}-{i}".encode() for i in range(n)}
 
 
@@ -56,8 +58,12 @@ async def settle(reader: LiveReader, expected: set[bytes], *, after: float) -> s
 @pytest.mark.slow
 @pytest.mark.parametrize("run", range(SOAK_RUNS))
 async def test_two_workers_started_together_leave_nothing_unpublished(
-    run: int, broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], tmp_path: Path,
-) -> None:  # fmt: skip
+    run: int,
+    broker: EmbeddedBroker,
+    start_worker: Callable[..., Any],
+    topics: dict[str, str],
+    tmp_path: Path,
+) -> None:
     tag = f"soak{run}-{uuid.uuid4().hex[:6]}"
     await ensure_topics(broker.bootstrap, topics.values(), partitions=2)
     values, expected = make_events(tag, EVENTS)
@@ -65,29 +71,43 @@ async def test_two_workers_started_together_leave_nothing_unpublished(
     async with LiveReader(broker.bootstrap, topics["results"], topics["deadletter"]) as reader:
         workers = [start_worker(config, app_id=app_id), start_worker(config, app_id=app_id)]
         started = time.monotonic()
-        for chunk in range(0, EVENTS, 250):  # ~8 s of sending: events arrive before, during and after the join
+        for chunk in range(
+            0, EVENTS, 250
+        ):  # ~8 s of sending: events arrive before, during and after the join
             await produce(broker.bootstrap, topics["requests"], values[chunk : chunk + 250], key=key_by_index)
             await asyncio.sleep(0.4)
         sent = time.monotonic()
         missing = await settle(reader, expected, after=30)
         done = time.monotonic()
-    sys.stderr.write(f"\nsoak run {run}: {EVENTS} events, {len(expected) - len(missing)} results, "
-                     f"{len(missing)} missing 30 s after the last send; sent in {sent - started:.1f} s, "
-                     f"all out {done - sent:.1f} s after\n")  # fmt: skip
-    assert not missing, f"{len(missing)} results missing 30 s after the last event was sent: {sorted(missing)[:10]}"
+    sys.stderr.write(
+        f"\nsoak run {run}: {EVENTS} events, {len(expected) - len(missing)} results, "
+        f"{len(missing)} missing 30 s after the last send; sent in {sent - started:.1f} s, "
+        f"all out {done - sent:.1f} s after\n"
+    )
+    assert not missing, (
+        f"{len(missing)} results missing 30 s after the last event was sent: {sorted(missing)[:10]}"
+    )
     for worker in workers:
         assert worker.stop() == 0
 
 
 async def test_a_rebalance_with_batches_in_flight_leaves_nothing_unpublished(
-    broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], tmp_path: Path,
-) -> None:  # fmt: skip
+    broker: EmbeddedBroker,
+    start_worker: Callable[..., Any],
+    topics: dict[str, str],
+    tmp_path: Path,
+) -> None:
     tag = f"inj-{uuid.uuid4().hex[:6]}"
     await ensure_topics(broker.bootstrap, topics.values(), partitions=2)
     values, expected = make_events(tag, 3_000)
     config, app_id = write_config(tmp_path), f"inj-{uuid.uuid4().hex[:8]}"
-    slow = {"PYTHONPATH": FAULTINJECT, "STREAMEVAL_TEST_FAULT": "slow", "STREAMEVAL_TEST_DELAY_S": "0.3",
-            "STREAMEVAL_BATCH_MAX": "50", "STREAMEVAL_LOG_LEVEL": "info"}  # fmt: skip
+    slow = {
+        "PYTHONPATH": FAULTINJECT,
+        "STREAMEVAL_TEST_FAULT": "slow",
+        "STREAMEVAL_TEST_DELAY_S": "0.3",
+        "STREAMEVAL_BATCH_MAX": "50",
+        "STREAMEVAL_LOG_LEVEL": "info",
+    }
     async with LiveReader(broker.bootstrap, topics["results"], topics["deadletter"]) as reader:
         first = start_worker(config, app_id=app_id, **slow)
         await produce(broker.bootstrap, topics["requests"], values, key=key_by_index)

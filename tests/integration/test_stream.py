@@ -45,7 +45,11 @@ def make_events(valid: int, invalid: int, seed: int = 11) -> tuple[list[bytes], 
     events: list[bytes] = []
     ids = set()
     for i in range(valid):
-        event = dict(rng.choice(templates), id=f"it-{i:05d}", timestamp=f"2026-11-21T10:{i // 60 % 60:02d}:{i % 60:02d}Z")
+        event = dict(
+            rng.choice(templates),
+            id=f"it-{i:05d}",
+            timestamp=f"2026-11-21T10:{i // 60 % 60:02d}:{i % 60:02d}Z",
+        )
         ids.add(event["id"])
         events.append(orjson.dumps(event))
     bad_kinds: list[Callable[[int], bytes]] = [
@@ -55,7 +59,9 @@ def make_events(valid: int, invalid: int, seed: int = 11) -> tuple[list[bytes], 
         lambda i: b'{"id": "bad-%d", "model": "m", "output": 7}' % i,  # schema
         lambda i: b'{"id": "bad-%d", "output": "x"}' % i,  # schema: no model
         lambda i: b'{"id": "bad-%d", "model": "m", "output": "x", "suite": "nope"}' % i,  # unknown_suite
-        lambda i: orjson.dumps({"id": f"bad-{i}", "model": "m", "output": "x" * MAX_EVENT_BYTES}),  # too_large
+        lambda i: orjson.dumps(
+            {"id": f"bad-{i}", "model": "m", "output": "x" * MAX_EVENT_BYTES}
+        ),  # too_large
     ]
     for i in range(invalid):
         events.insert(rng.randrange(len(events) + 1), bad_kinds[i % len(bad_kinds)](i))
@@ -76,9 +82,13 @@ def by_topic(records: list[Record], topic: str) -> list[Record]:
 
 
 async def test_thousand_events_replay_and_offline_agree(
-    broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], prefix: str,
-    aredis: aioredis.Redis, tmp_path: Path,
-) -> None:  # fmt: skip
+    broker: EmbeddedBroker,
+    start_worker: Callable[..., Any],
+    topics: dict[str, str],
+    prefix: str,
+    aredis: aioredis.Redis,
+    tmp_path: Path,
+) -> None:
     events, valid_ids = make_events(950, 50)
     await ensure_topics(broker.bootstrap, topics.values(), partitions=2)
     await produce(broker.bootstrap, topics["requests"], events)
@@ -118,15 +128,31 @@ async def test_thousand_events_replay_and_offline_agree(
     source.write_bytes(b"\n".join(events) + b"\n")
     exit_code = await asyncio.to_thread(
         cli_main,
-        ["evaluate", "--config", str(config), "--input", str(source), "--output", str(tmp_path / "out.jsonl"),
-         "--max-event-bytes", str(MAX_EVENT_BYTES), "--quiet"],
+        [
+            "evaluate",
+            "--config",
+            str(config),
+            "--input",
+            str(source),
+            "--output",
+            str(tmp_path / "out.jsonl"),
+            "--max-event-bytes",
+            str(MAX_EVENT_BYTES),
+            "--quiet",
+        ],
     )
     assert exit_code == 0
     volatile = {"evaluated_at", "latency_ms"}
-    offline = {r["id"]: {k: v for k, v in r.items() if k not in volatile}
-               for r in map(orjson.loads, (tmp_path / "out.jsonl").read_bytes().splitlines())}  # fmt: skip
-    streamed = {r["id"]: {k: v for k, v in r.items() if k not in volatile}
-                for r in (orjson.loads(next(iter(v))) for v in copies.values())}  # fmt: skip
+    offline = {
+        r["id"]: {k: v for k, v in r.items() if k not in volatile}
+        for r in map(orjson.loads, (tmp_path / "out.jsonl").read_bytes().splitlines())
+    }
+    streamed = {
+        r["id"]: {k: v for k, v in r.items() if k not in volatile}
+        for r in (orjson.loads(next(iter(v))) for v in copies.values())
+    }
     assert offline == streamed
-    offline_dead = Counter(orjson.loads(x)["kind"] for x in (tmp_path / "out.deadletter.jsonl").read_bytes().splitlines())
+    offline_dead = Counter(
+        orjson.loads(x)["kind"] for x in (tmp_path / "out.deadletter.jsonl").read_bytes().splitlines()
+    )
     assert offline_dead == kinds

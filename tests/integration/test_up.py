@@ -30,11 +30,24 @@ def listening(port: int) -> bool:
 class Up:
     def __init__(self, state: Path, ports: dict[str, int], log: Path) -> None:
         self.out = log
-        args = [sys.executable, "-m", "streameval", "up", "--state-dir", str(state), "--no-judges",
-                *(x for name, port in ports.items() for x in (f"--{name}-port", str(port)))]  # fmt: skip
+        args = [
+            sys.executable,
+            "-m",
+            "streameval",
+            "up",
+            "--state-dir",
+            str(state),
+            "--no-judges",
+            *(x for name, port in ports.items() for x in (f"--{name}-port", str(port))),
+        ]
         with log.open("wb") as handle:
-            self.proc = subprocess.Popen(args, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env={**os.environ, "REDIS_URL": "", "STREAMEVAL_LOG_LEVEL": "warn"})  # fmt: skip
+            self.proc = subprocess.Popen(
+                args,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, "REDIS_URL": "", "STREAMEVAL_LOG_LEVEL": "warn"},
+            )
 
     def text(self) -> str:
         return self.out.read_text(errors="replace")
@@ -66,9 +79,25 @@ def test_up_runs_until_ctrl_c_and_keeps_redis_state(tmp_path: Path) -> None:
             assert httpx.get(f"http://127.0.0.1:{ports['web']}{path}", timeout=10).status_code == 200, path
 
         # a second `up` on the same directory refuses, and touches nothing
-        again = subprocess.run([sys.executable, "-m", "streameval", "up", "--state-dir", str(state), "--kafka-port",
-                                str(free_port()), "--redis-port", str(free_port()), "--web-port", str(free_port())],
-                               capture_output=True, text=True, timeout=60)  # fmt: skip
+        again = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "streameval",
+                "up",
+                "--state-dir",
+                str(state),
+                "--kafka-port",
+                str(free_port()),
+                "--redis-port",
+                str(free_port()),
+                "--web-port",
+                str(free_port()),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert again.returncode == 2 and "is in use by `streameval up`" in again.stderr
 
         event = {"id": "up-1", "model": "m", "output": "Paris", "expected": "Paris", "category": "qa_simple"}

@@ -53,14 +53,28 @@ OUTPUTS = ["Paris", "Pariss", "London", "paris", "Paris!", "Lyon", "Parus", "P",
 
 
 def events(run: str, n: int, at: float) -> list[bytes]:
-    return [raw_event(id=f"{run}-{i}", model="m", output=OUTPUTS[i % len(OUTPUTS)], expected="Paris",
-                      timestamp=format_time(at + i * 0.01)) for i in range(n)]  # fmt: skip
+    return [
+        raw_event(
+            id=f"{run}-{i}",
+            model="m",
+            output=OUTPUTS[i % len(OUTPUTS)],
+            expected="Paris",
+            timestamp=format_time(at + i * 0.01),
+        )
+        for i in range(n)
+    ]
 
 
 def settings_for(broker: EmbeddedBroker, redis_url: str, prefix: str, topics: dict[str, str]) -> Any:
-    return load_settings(kafka_bootstrap_servers=broker.bootstrap, redis_url=redis_url, redis_prefix=prefix,
-                         app_id=f"bf-{prefix[-13:-1]}", topic_requests=topics["requests"],
-                         topic_results=topics["results"], windows=(60,))  # fmt: skip
+    return load_settings(
+        kafka_bootstrap_servers=broker.bootstrap,
+        redis_url=redis_url,
+        redis_prefix=prefix,
+        app_id=f"bf-{prefix[-13:-1]}",
+        topic_requests=topics["requests"],
+        topic_results=topics["results"],
+        windows=(60,),
+    )
 
 
 async def all_time(aredis: aioredis.Redis, prefix: str, version: str) -> dict[str, float]:
@@ -74,9 +88,14 @@ async def expected(text: str, raws: list[bytes]) -> list[GradedResult]:
 
 
 async def test_live_v1_and_backfill_v2_on_the_same_events(
-    broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], aredis: aioredis.Redis,
-    redis_url: str, prefix: str, tmp_path: Path,
-) -> None:  # fmt: skip
+    broker: EmbeddedBroker,
+    start_worker: Callable[..., Any],
+    topics: dict[str, str],
+    aredis: aioredis.Redis,
+    redis_url: str,
+    prefix: str,
+    tmp_path: Path,
+) -> None:
     v1_file, v2_file = tmp_path / "v1.yaml", tmp_path / "v2.yaml"
     v1_file.write_text(V1)
     v2_file.write_text(V2)
@@ -97,7 +116,9 @@ async def test_live_v1_and_backfill_v2_on_the_same_events(
         await asyncio.sleep(0.1)
     before = await all_time(aredis, prefix, v1)
     assert before["count"] == len(raws)
-    v1_windows = {k: await aredis.hgetall(k) async for k in aredis.scan_iter(match=f"{prefix}{{m:qa:{v1}}}:w:*")}
+    v1_windows = {
+        k: await aredis.hgetall(k) async for k in aredis.scan_iter(match=f"{prefix}{{m:qa:{v1}}}:w:*")
+    }
 
     settings = settings_for(broker, redis_url, prefix, topics)
     # a dry run counts and changes nothing
@@ -122,8 +143,9 @@ async def test_live_v1_and_backfill_v2_on_the_same_events(
     assert worker.proc.poll() is None
 
     # the backfill's results on the topic: marked, each event at least once, all of version 2
-    records: list[Record] = await collect(broker.bootstrap, [topics["results"]],
-                                          until=lambda r: len(r) >= 2 * len(raws), timeout=60)  # fmt: skip
+    records: list[Record] = await collect(
+        broker.bootstrap, [topics["results"]], until=lambda r: len(r) >= 2 * len(raws), timeout=60
+    )
     results = [GradedResult.model_validate_json(r.value) for r in records]
     live = {r.id: r for r in results if r.suite_version == v1}
     filled = {r.id: r for r in results if r.suite_version == v2}
@@ -140,15 +162,21 @@ async def test_live_v1_and_backfill_v2_on_the_same_events(
     assert to_fail or to_pass
     assert body["n"] == len(raws)
     assert (body["pass_to_fail"], body["fail_to_pass"]) == (len(to_fail), len(to_pass))
-    assert sorted(body["pass_to_fail_ids"]) == to_fail[:10] and sorted(body["fail_to_pass_ids"]) == to_pass[:10]
+    assert (
+        sorted(body["pass_to_fail_ids"]) == to_fail[:10] and sorted(body["fail_to_pass_ids"]) == to_pass[:10]
+    )
     # a label names one version: the backfill recorded it
     assert await aredis.hget(Keys(prefix).version_labels, "qa:softer") == v2.encode()
 
 
 async def test_backfill_skips_records_before_from_by_their_own_timestamp(
-    broker: EmbeddedBroker, topics: dict[str, str], aredis: aioredis.Redis, redis_url: str, prefix: str,
+    broker: EmbeddedBroker,
+    topics: dict[str, str],
+    aredis: aioredis.Redis,
+    redis_url: str,
+    prefix: str,
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     await ensure_topics(broker.bootstrap, [topics["requests"], topics["results"]], partitions=1)
     old = events("old", 15, time.time() - 3600)  # the event times do not matter: the record's time does
     await produce(broker.bootstrap, topics["requests"], old)
@@ -160,16 +188,21 @@ async def test_backfill_skips_records_before_from_by_their_own_timestamp(
     settings = settings_for(broker, redis_url, prefix, topics)
     report = await run_backfill(settings, suites2, since_ms=int(since * 1000))
     assert report.in_range == len(new) and report.counted == len(new)
-    assert report.offsets >= len(new)  # Tansu's offsets_for_times answers 0: the old records were read and skipped
+    assert report.offsets >= len(
+        new
+    )  # Tansu's offsets_for_times answers 0: the old records were read and skipped
     version = suites2.by_name["qa"].version
     assert (await all_time(aredis, prefix, version))["count"] == len(new)
     # --to before the new records: nothing more in range; the same group would resume, so a new range
-    report = await run_backfill(settings, suites2, since_ms=int((since - 3600 * 2) * 1000), until_ms=int(since * 1000))
+    report = await run_backfill(
+        settings, suites2, since_ms=int((since - 3600 * 2) * 1000), until_ms=int(since * 1000)
+    )
     assert report.in_range == len(old)
 
 
-async def test_backfill_refuses_a_live_version(broker: EmbeddedBroker, topics: dict[str, str], aredis: aioredis.Redis,
-                                               redis_url: str, prefix: str) -> None:  # fmt: skip
+async def test_backfill_refuses_a_live_version(
+    broker: EmbeddedBroker, topics: dict[str, str], aredis: aioredis.Redis, redis_url: str, prefix: str
+) -> None:
     from streameval.errors import ConfigError
     from streameval.versionstore import VersionInfo, register_versions
 

@@ -46,9 +46,13 @@ N = 600
 
 
 async def test_live_and_shadow_on_two_workers_with_kill_9_count_each_event_once_per_version(
-    broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], aredis: aioredis.Redis,
-    prefix: str, tmp_path: Path,
-) -> None:  # fmt: skip
+    broker: EmbeddedBroker,
+    start_worker: Callable[..., Any],
+    topics: dict[str, str],
+    aredis: aioredis.Redis,
+    prefix: str,
+    tmp_path: Path,
+) -> None:
     config = tmp_path / "suites.yaml"
     config.write_text(CONFIG)
     _, suites = load_config(config)
@@ -58,12 +62,25 @@ async def test_live_and_shadow_on_two_workers_with_kill_9_count_each_event_once_
     env = {"STREAMEVAL_WINDOWS": "2"}
     workers = [start_worker(config, app_id=app_id, **env) for _ in range(2)]
     run = uuid.uuid4().hex[:6]
-    raws = [raw_event(id=f"{run}-{i}", model="m", output=OUTPUTS[i % len(OUTPUTS)], expected="Paris",
-                      timestamp=format_time(time.time())) for i in range(N)]  # fmt: skip
+    raws = [
+        raw_event(
+            id=f"{run}-{i}",
+            model="m",
+            output=OUTPUTS[i % len(OUTPUTS)],
+            expected="Paris",
+            timestamp=format_time(time.time()),
+        )
+        for i in range(N)
+    ]
 
     async def send() -> None:  # in slices, so that the kill lands mid-stream
         for i in range(0, N, 50):
-            await produce(broker.bootstrap, topics["requests"], raws[i : i + 50], key=lambda v: orjson.loads(v)["id"].encode())
+            await produce(
+                broker.bootstrap,
+                topics["requests"],
+                raws[i : i + 50],
+                key=lambda v: orjson.loads(v)["id"].encode(),
+            )
             await asyncio.sleep(0.2)
 
     producing = asyncio.create_task(send())

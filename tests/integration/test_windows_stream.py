@@ -48,9 +48,12 @@ async def redis_now(client: aioredis.Redis) -> float:
 
 
 async def test_two_workers_publish_each_window_and_alert_once_and_place_late_events(
-    broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], aredis: aioredis.Redis,
+    broker: EmbeddedBroker,
+    start_worker: Callable[..., Any],
+    topics: dict[str, str],
+    aredis: aioredis.Redis,
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     config = tmp_path / "suites.yaml"
     config.write_text(CONFIG)
     await ensure_topics(broker.bootstrap, topics.values(), partitions=2)
@@ -59,16 +62,30 @@ async def test_two_workers_publish_each_window_and_alert_once_and_place_late_eve
 
     # warm up: both workers joined and consuming
     now = await redis_now(aredis)
-    await produce(broker.bootstrap, topics["requests"], [event(f"warm-{i}", now, model="warm") for i in range(4)], key=lambda v: orjson.loads(v)["id"].encode())
+    await produce(
+        broker.bootstrap,
+        topics["requests"],
+        [event(f"warm-{i}", now, model="warm") for i in range(4)],
+        key=lambda v: orjson.loads(v)["id"].encode(),
+    )
     await collect(broker.bootstrap, results_topic, until=lambda r: len(r) >= 4, timeout=60)
 
     # the main batch: current events for two models, one event late within the lateness, one far too late
     now = await redis_now(aredis)
-    current = [event(f"c-{i}", now, model=f"m{i % 2}", output="Paris" if i % 3 else "Rome") for i in range(40)]
-    ended = (now // SIZE) * SIZE  # the previous window ended here, less than SIZE ago: late, >= 2 s within LATENESS
+    current = [
+        event(f"c-{i}", now, model=f"m{i % 2}", output="Paris" if i % 3 else "Rome") for i in range(40)
+    ]
+    ended = (
+        now // SIZE
+    ) * SIZE  # the previous window ended here, less than SIZE ago: late, >= 2 s within LATENESS
     late_ok = event("late-ok", ended - 0.5)
     ancient = event("ancient", now - 120, model="old")
-    await produce(broker.bootstrap, topics["requests"], [*current, late_ok, ancient], key=lambda v: orjson.loads(v)["id"].encode())
+    await produce(
+        broker.bootstrap,
+        topics["requests"],
+        [*current, late_ok, ancient],
+        key=lambda v: orjson.loads(v)["id"].encode(),
+    )
     total = 4 + len(current) + 2
 
     def all_counted(records: list[Record]) -> bool:

@@ -19,12 +19,28 @@ from streameval.models import JudgeVerdict
 
 def _judges(*weights: float, enabled: tuple[bool, ...] | None = None) -> list[dict[str, Any]]:
     flags = enabled or (True,) * len(weights)
-    return [{"name": f"j{i}", "protocol": "openai", "base_url": "http://127.0.0.1:9/v1", "model": f"m{i}",
-             "weight": w, "enabled": e} for i, (w, e) in enumerate(zip(weights, flags, strict=True))]  # fmt: skip
+    return [
+        {
+            "name": f"j{i}",
+            "protocol": "openai",
+            "base_url": "http://127.0.0.1:9/v1",
+            "model": f"m{i}",
+            "weight": w,
+            "enabled": e,
+        }
+        for i, (w, e) in enumerate(zip(weights, flags, strict=True))
+    ]
 
 
-def _config(judges: list[dict[str, Any]], judge_block: dict[str, Any] | None = None, **suite: Any) -> dict[str, Any]:
-    s = {"name": "qa", "default": True, "evaluators": [{"evaluator": "exact_match"}], "judge": judge_block or {}}
+def _config(
+    judges: list[dict[str, Any]], judge_block: dict[str, Any] | None = None, **suite: Any
+) -> dict[str, Any]:
+    s = {
+        "name": "qa",
+        "default": True,
+        "evaluators": [{"evaluator": "exact_match"}],
+        "judge": judge_block or {},
+    }
     s.update(suite)
     return {"judges": judges, "suites": [s]}
 
@@ -66,8 +82,11 @@ def test_suite_subset_panel_weights_are_checked_on_the_subset() -> None:
     ("block", "path", "words"),
     [
         ({"judges": ["nope"]}, "suites[0].judge.judges[0]", "unknown judge 'nope'"),
-        ({"mode": "fallback", "fallbacks": [{"evaluator": "missing", "prompt": "equivalence"}]},
-         "suites[0].judge.fallbacks[0].evaluator", "no evaluator named 'missing'"),
+        (
+            {"mode": "fallback", "fallbacks": [{"evaluator": "missing", "prompt": "equivalence"}]},
+            "suites[0].judge.fallbacks[0].evaluator",
+            "no evaluator named 'missing'",
+        ),
         ({"min_judges": 4}, "suites[0].judge.min_judges", "more than the panel"),
         ({"mode": "fallback"}, "suites[0].judge", "non-empty 'fallbacks'"),
         ({"default_category": "poetry"}, "suites[0].judge.default_category", "unknown category"),
@@ -104,14 +123,23 @@ def test_keys_cannot_be_written_into_the_config() -> None:
         JudgeConfig(**fields)
     assert "sk-should-not-be-here" not in str(info.value.errors(include_input=False))
     with pytest.raises(ConfigError) as cfg_info:
-        parse_config({"judges": [fields], "suites": [{"name": "s", "evaluators": [{"evaluator": "exact_match"}]}]})
+        parse_config(
+            {"judges": [fields], "suites": [{"name": "s", "evaluators": [{"evaluator": "exact_match"}]}]}
+        )
     assert "sk-should-not-be-here" not in str(cfg_info.value)
 
 
 def test_defaults_follow_seed_003() -> None:
     cfg = JudgeConfig(**_judges(1.0)[0])
-    assert (cfg.temperature, cfg.max_tokens, cfg.blind, cfg.attempts, cfg.retry_wait_s, cfg.scale, cfg.enabled) == (
-        0.3, 2048, True, 3, 2.0, "1-5", True)
+    assert (
+        cfg.temperature,
+        cfg.max_tokens,
+        cfg.blind,
+        cfg.attempts,
+        cfg.retry_wait_s,
+        cfg.scale,
+        cfg.enabled,
+    ) == (0.3, 2048, True, 3, 2.0, "1-5", True)
 
 
 async def test_missing_key_variable_fails_at_start_naming_the_variable_only() -> None:
@@ -131,13 +159,18 @@ def test_demo_judges_fragment_is_seed_003_panel() -> None:
 
 
 def _verdict(name: str, score: float | None, weight: float, ok: bool = True) -> JudgeVerdict:
-    return JudgeVerdict(name=name, model="m", weight=weight, status="ok" if ok else "error", prompt="standard",
-                        scale="1-5", score=score)  # fmt: skip
+    return JudgeVerdict(
+        name=name,
+        model="m",
+        weight=weight,
+        status="ok" if ok else "error",
+        prompt="standard",
+        scale="1-5",
+        score=score,
+    )
 
 
-panels = st.lists(
-    st.tuples(st.floats(0, 10), st.floats(0.01, 1), st.booleans()), min_size=1, max_size=6
-)
+panels = st.lists(st.tuples(st.floats(0, 10), st.floats(0.01, 1), st.booleans()), min_size=1, max_size=6)
 
 
 @given(panels, st.floats(0.1, 10), st.randoms())
@@ -150,8 +183,10 @@ def test_panel_score_invariants(panel: list[tuple[float, float, bool]], factor: 
         return
     assert score is not None and 0.0 <= score <= 10.0 + 1e-9
     assert min(v.score for v in answered) - 1e-6 <= score <= max(v.score for v in answered) + 1e-6  # type: ignore[type-var]
-    scaled = [_verdict(v.name, v.score, min(1.0, v.weight * factor) if factor < 1 else v.weight, v.status == "ok")
-              for v in verdicts]
+    scaled = [
+        _verdict(v.name, v.score, min(1.0, v.weight * factor) if factor < 1 else v.weight, v.status == "ok")
+        for v in verdicts
+    ]
     if factor < 1:  # scaling every weight by the same factor changes nothing
         assert panel_score(scaled) == pytest.approx(score, abs=1e-5)
     shuffled = list(verdicts)
@@ -178,12 +213,22 @@ def test_public_api_names() -> None:
 
     assert len(set(judges.__all__)) == len(judges.__all__)
     assert all(getattr(judges, name, None) is not None for name in judges.__all__)
-    assert {"JudgeConfig", "SuiteJudgeConfig", "JudgeHub", "JudgeCache", "JudgeError", "map_httpx_error",
-            "PANEL_RESULT_NAME", "sampled", "parse_answer"} <= set(judges.__all__)
+    assert {
+        "JudgeConfig",
+        "SuiteJudgeConfig",
+        "JudgeHub",
+        "JudgeCache",
+        "JudgeError",
+        "map_httpx_error",
+        "PANEL_RESULT_NAME",
+        "sampled",
+        "parse_answer",
+    } <= set(judges.__all__)
 
 
-@pytest.mark.parametrize("key", [*JudgeConfig.model_fields, *SuiteJudgeConfig.model_fields,
-                                 *BackpressureConfig.model_fields])
+@pytest.mark.parametrize(
+    "key", [*JudgeConfig.model_fields, *SuiteJudgeConfig.model_fields, *BackpressureConfig.model_fields]
+)
 def test_every_judge_option_is_documented(key: str) -> None:
     from pathlib import Path
 

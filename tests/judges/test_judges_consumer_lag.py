@@ -20,17 +20,27 @@ def test_consumer_lag_keeps_the_latest_lag_of_each_partition() -> None:
 
 def test_observe_lag_returns_the_lags_it_sets() -> None:
     marks = {("lag-topic", 0): 10, ("lag-topic", 1): None}
-    lags = telemetry.observe_lag([("lag-topic", 0, 3), ("lag-topic", 0, 6), ("lag-topic", 1, 4), (None, None, None)],
-                                 lambda topic, partition: marks[(topic, partition)])
+    lags = telemetry.observe_lag(
+        [("lag-topic", 0, 3), ("lag-topic", 0, 6), ("lag-topic", 1, 4), (None, None, None)],
+        lambda topic, partition: marks[(topic, partition)],
+    )
     assert lags == {("lag-topic", 0): 3}  # offsets 7, 8, 9 wait; partition 1 has no high watermark yet
 
 
 def _suites(max_lag: int) -> LoadedConfig:
-    _, suites = parse_config({
-        "judges": [judge("lag-judge", "http://127.0.0.1:9", weight=1).model_dump()],
-        "suites": [{"name": "lag-suite", "default": True, "evaluators": [{"evaluator": "exact_match"}],
-                    "judge": {"backpressure": {"max_lag": max_lag, "min_share": 0.25, "interval_s": 0.001}}}],
-    })
+    _, suites = parse_config(
+        {
+            "judges": [judge("lag-judge", "http://127.0.0.1:9", weight=1).model_dump()],
+            "suites": [
+                {
+                    "name": "lag-suite",
+                    "default": True,
+                    "evaluators": [{"evaluator": "exact_match"}],
+                    "judge": {"backpressure": {"max_lag": max_lag, "min_share": 0.25, "interval_s": 0.001}},
+                }
+            ],
+        }
+    )
     return suites
 
 

@@ -24,7 +24,11 @@ from streameval.judges._client import _retry_after
 from streameval.judges._errors import HTTPX_ERROR_MAP, status_error
 
 HTTPX_EXCEPTIONS = sorted(
-    (obj for name in httpx.__all__ if inspect.isclass(obj := getattr(httpx, name)) and issubclass(obj, Exception)),
+    (
+        obj
+        for name in httpx.__all__
+        if inspect.isclass(obj := getattr(httpx, name)) and issubclass(obj, Exception)
+    ),
     key=lambda cls: cls.__name__,
 )
 
@@ -92,7 +96,14 @@ def test_non_httpx_exception_is_a_type_error() -> None:
 
 @pytest.mark.parametrize(
     ("value", "seconds"),
-    [(None, None), ("7", 7.0), (" 1.5 ", 1.5), ("-3", 0.0), ("soon", None), ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0)],
+    [
+        (None, None),
+        ("7", 7.0),
+        (" 1.5 ", 1.5),
+        ("-3", 0.0),
+        ("soon", None),
+        ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0),
+    ],
 )
 def test_retry_after_header(value: str | None, seconds: float | None) -> None:
     assert _retry_after(value) == seconds

@@ -20,27 +20,37 @@ from streameval.judges._refusal import find_refusal
 from streameval.judges.sim import start_judge_sim
 from streameval.pipeline import Pipeline
 
-GOOD = orjson.dumps({"scores": {"accuracy": 5, "conciseness": 4, "clarity": 5}, "overall_score": 4.7,
-                     "reasoning": "fine"}).decode()  # fmt: skip
+GOOD = orjson.dumps(
+    {"scores": {"accuracy": 5, "conciseness": 4, "clarity": 5}, "overall_score": 4.7, "reasoning": "fine"}
+).decode()
 
 
 def _raw(**fields: Any) -> bytes:
-    base = {"id": f"ev-{uuid.uuid4().hex}", "model": "m", "input": "What is the capital of France?",
-            "output": "The capital of France is Paris.", "expected": "Paris", "category": "qa_simple"}
+    base = {
+        "id": f"ev-{uuid.uuid4().hex}",
+        "model": "m",
+        "input": "What is the capital of France?",
+        "output": "The capital of France is Paris.",
+        "expected": "Paris",
+        "category": "qa_simple",
+    }
     base.update(fields)
     return orjson.dumps(base)
 
 
 async def _pipeline(judges: list[Any], suite: dict[str, Any], **kw: Any) -> Pipeline:
-    _, suites = parse_config({"judges": [j.model_dump() for j in judges],
-                              "suites": [{"name": "s", "default": True, **suite}]})  # fmt: skip
+    _, suites = parse_config(
+        {"judges": [j.model_dump() for j in judges], "suites": [{"name": "s", "default": True, **suite}]}
+    )
     pipeline = Pipeline(suites, **kw)
     await pipeline.start()
     return pipeline
 
 
 @pytest.mark.parametrize("with_cache", [False, True])
-async def test_identical_requests_in_flight_make_one_call(with_cache: bool, redis_url: str, prefix: str) -> None:
+async def test_identical_requests_in_flight_make_one_call(
+    with_cache: bool, redis_url: str, prefix: str
+) -> None:
     """50 events with 4 distinct outputs at once: 4 calls per judge, 46 cache hits (was 50 calls)."""
     requests: list[dict[str, Any]] = []
     client = aioredis.Redis.from_url(redis_url)
@@ -50,9 +60,13 @@ async def test_identical_requests_in_flight_make_one_call(with_cache: bool, redi
         hub = JudgeHub(cfgs, cache=cache, log_interval_s=None)
         await hub.start()
         try:
-            prompts = [build_rubric(event(id=f"e{n}", output=f"Paris {n % 4}"), "qa_simple", "1-5", blind=True)
-                       for n in range(50)]  # fmt: skip
-            verdicts = await asyncio.gather(*(hub.ask_all([(j, p) for j in hub.panel(None)]) for p in prompts))
+            prompts = [
+                build_rubric(event(id=f"e{n}", output=f"Paris {n % 4}"), "qa_simple", "1-5", blind=True)
+                for n in range(50)
+            ]
+            verdicts = await asyncio.gather(
+                *(hub.ask_all([(j, p) for j in hub.panel(None)]) for p in prompts)
+            )
         finally:
             await hub.close()
             await client.aclose()
@@ -115,8 +129,10 @@ async def test_the_consistency_repeat_goes_after_its_primary_and_its_failure_kee
     """One slot, consistency 1: the primary is answered first (ok), the repeat gets the 500."""
     requests: list[dict[str, Any]] = []
     async with start_judge_sim(reply=GOOD, script=["ok", "500"], requests=requests) as url:
-        pipeline = await _pipeline([judge("a", url, weight=1, attempts=1, max_concurrency=1)],
-                                   {"evaluators": [{"evaluator": "exact_match"}], "judge": {"consistency_rate": 1.0}})
+        pipeline = await _pipeline(
+            [judge("a", url, weight=1, attempts=1, max_concurrency=1)],
+            {"evaluators": [{"evaluator": "exact_match"}], "judge": {"consistency_rate": 1.0}},
+        )
         try:
             outcome = await pipeline.process(_raw())
         finally:
@@ -135,14 +151,18 @@ async def test_a_repeat_never_rescues_a_failed_primary() -> None:
     """The primary fails (500), its repeat (in flight at the same time) answers: the panel still failed."""
     requests: list[dict[str, Any]] = []
     async with start_judge_sim(reply=GOOD, script=["500"], requests=requests) as url:
-        pipeline = await _pipeline([judge("a", url, weight=1, attempts=1)],
-                                   {"evaluators": [{"evaluator": "exact_match"}], "judge": {"consistency_rate": 1.0}})
+        pipeline = await _pipeline(
+            [judge("a", url, weight=1, attempts=1)],
+            {"evaluators": [{"evaluator": "exact_match"}], "judge": {"consistency_rate": 1.0}},
+        )
         try:
             outcome = await pipeline.process(_raw())
         finally:
             await pipeline.close()
     assert outcome.result is not None and outcome.result.judge is not None
-    assert outcome.result.judge.status == "failed" and outcome.result.judge.judges[0].error == "judge_http_error"
+    assert (
+        outcome.result.judge.status == "failed" and outcome.result.judge.judges[0].error == "judge_http_error"
+    )
     assert "repeat:n" not in outcome.counters["judge_panel"]
 
 
@@ -150,8 +170,10 @@ async def test_a_primary_that_failed_before_any_call_gets_no_repeat() -> None:
     requests: list[dict[str, Any]] = []
     async with start_judge_sim(reply=GOOD, requests=requests) as url:
         # a budget of one token: the first call spends it, the second event's primary is skipped
-        pipeline = await _pipeline([judge("a", url, weight=1, tokens_per_minute=1)],
-                                   {"evaluators": [{"evaluator": "exact_match"}], "judge": {"consistency_rate": 1.0}})
+        pipeline = await _pipeline(
+            [judge("a", url, weight=1, tokens_per_minute=1)],
+            {"evaluators": [{"evaluator": "exact_match"}], "judge": {"consistency_rate": 1.0}},
+        )
         try:
             await pipeline.process(_raw(output="one"))
             calls = len(requests)
@@ -167,22 +189,39 @@ REFUSAL = "I am unable to evaluate this material."
 
 @pytest.mark.parametrize(
     ("text", "phrase"),
-    [(REFUSAL, "I am unable to evaluate"), ("I'm sorry, but I can't help with that.", "I'm sorry, but"),
-     ("I cannot provide a score for this content.", "I cannot provide"), ("抱歉，我无法评估该内容。", "抱歉"),
-     ("Accuracy: 4. The answer is clear.", None), ("The model is unable to evaluate integrals.", None)],
-)  # fmt: skip
+    [
+        (REFUSAL, "I am unable to evaluate"),
+        ("I'm sorry, but I can't help with that.", "I'm sorry, but"),
+        ("I cannot provide a score for this content.", "I cannot provide"),
+        ("抱歉，我无法评估该内容。", "抱歉"),
+        ("Accuracy: 4. The answer is clear.", None),
+        ("The model is unable to evaluate integrals.", None),
+    ],
+)
 def test_find_refusal(text: str, phrase: str | None) -> None:
     assert find_refusal(text) == phrase
 
 
-@pytest.mark.parametrize(("policy", "reply"), [("midpoint", REFUSAL), ("exclude", REFUSAL),
-                                              ("midpoint", "no scores here"), ("exclude", "no scores here")])
+@pytest.mark.parametrize(
+    ("policy", "reply"),
+    [
+        ("midpoint", REFUSAL),
+        ("exclude", REFUSAL),
+        ("midpoint", "no scores here"),
+        ("exclude", "no scores here"),
+    ],
+)
 async def test_refusals_and_default_answers_make_the_panel_partial(policy: str, reply: str) -> None:
     kind = "refusal" if reply == REFUSAL else "default"
     async with start_judge_sim(reply=GOOD) as good_url, start_judge_sim(reply=reply) as bad_url:
         judges = [judge("good", good_url, weight=0.5), judge("bad", bad_url, weight=0.5)]
-        pipeline = await _pipeline(judges, {"evaluators": [{"evaluator": "exact_match"}],
-                                            "judge": {"consistency_rate": 0, "unscored": policy}})  # fmt: skip
+        pipeline = await _pipeline(
+            judges,
+            {
+                "evaluators": [{"evaluator": "exact_match"}],
+                "judge": {"consistency_rate": 0, "unscored": policy},
+            },
+        )
         try:
             outcome = await pipeline.process(_raw())
         finally:
@@ -209,7 +248,9 @@ async def test_refusals_are_not_cached(redis_url: str, prefix: str) -> None:
     client = aioredis.Redis.from_url(redis_url)
     try:
         async with start_judge_sim(reply=REFUSAL + " Accuracy: 2", requests=requests) as url:
-            hub = JudgeHub([judge("a", url, weight=1)], cache=JudgeCache(client, prefix=prefix), log_interval_s=None)
+            hub = JudgeHub(
+                [judge("a", url, weight=1)], cache=JudgeCache(client, prefix=prefix), log_interval_s=None
+            )
             await hub.start()
             try:
                 [j] = hub.panel(None)
@@ -229,11 +270,15 @@ async def test_refusals_are_not_cached(redis_url: str, prefix: str) -> None:
 async def test_waiting_for_a_judge_slot_never_counts_against_the_timeout() -> None:
     """One slot, 300 ms answers, a 1.5 s timeout, 10 distinct requests at once: the last waits ~2.7 s."""
     async with start_judge_sim(reply=GOOD, latency_ms=300) as url:
-        hub = JudgeHub([judge("a", url, weight=1, attempts=1, max_concurrency=1, timeout_s=1.5)], log_interval_s=None)
+        hub = JudgeHub(
+            [judge("a", url, weight=1, attempts=1, max_concurrency=1, timeout_s=1.5)], log_interval_s=None
+        )
         await hub.start()
         try:
             [j] = hub.panel(None)
-            prompts = [build_rubric(event(output=f"Paris {n}"), "qa_simple", "1-5", blind=True) for n in range(10)]
+            prompts = [
+                build_rubric(event(output=f"Paris {n}"), "qa_simple", "1-5", blind=True) for n in range(10)
+            ]
             verdicts = await asyncio.gather(*(hub.ask(j, p) for p in prompts))
         finally:
             await hub.close()

@@ -39,8 +39,9 @@ async def barrier_server() -> AsyncIterator[tuple[str, list[int]]]:
     async def handle(request: web.Request) -> web.Response:
         seen.append(1)
         await asyncio.wait_for(state["barrier"].wait(), timeout=5)
-        text = orjson.dumps({"scores": {"accuracy": 5, "conciseness": 5, "clarity": 5}, "overall_score": 5,
-                             "reasoning": "r"}).decode()  # fmt: skip
+        text = orjson.dumps(
+            {"scores": {"accuracy": 5, "conciseness": 5, "clarity": 5}, "overall_score": 5, "reasoning": "r"}
+        ).decode()
         return web.json_response({"choices": [{"message": {"content": text}}], "usage": {}})
 
     app = web.Application()
@@ -60,14 +61,23 @@ async def barrier_server() -> AsyncIterator[tuple[str, list[int]]]:
 @pytest.mark.parametrize("events", [1, 10])
 async def test_fan_out_all_judges_of_all_events_are_in_flight_together(barrier_server, events: int) -> None:  # type: ignore[no-untyped-def]
     url, seen, state = barrier_server
-    state["set"](3 * events)  # answers only arrive once every call is in flight: a serial caller would time out
+    state["set"](
+        3 * events
+    )  # answers only arrive once every call is in flight: a serial caller would time out
     cfgs = [judge(f"j{i}", url, weight=w, timeout_s=4, attempts=1) for i, w in enumerate((0.3, 0.3, 0.4))]
     hub = JudgeHub(cfgs)
     await hub.start()
     try:
         # distinct outputs: identical requests in flight would make one call (single-flight)
-        asks = [hub.ask_all([(j, build_rubric(event(id=f"e{n}", output=f"Paris {n}"), "qa_simple", "1-5", blind=True))
-                             for j in hub.panel(None)]) for n in range(events)]  # fmt: skip
+        asks = [
+            hub.ask_all(
+                [
+                    (j, build_rubric(event(id=f"e{n}", output=f"Paris {n}"), "qa_simple", "1-5", blind=True))
+                    for j in hub.panel(None)
+                ]
+            )
+            for n in range(events)
+        ]
         results = await asyncio.gather(*asks)
     finally:
         await hub.close()
@@ -77,8 +87,12 @@ async def test_fan_out_all_judges_of_all_events_are_in_flight_together(barrier_s
 
 @pytest.mark.parametrize(
     ("script", "attempts", "status", "calls"),
-    [(["500", "500"], 3, "ok", 3), (["500", "500", "500"], 3, "error", 3), (["500"], 1, "error", 1),
-     (["500", "ok"], 2, "ok", 2)],
+    [
+        (["500", "500"], 3, "ok", 3),
+        (["500", "500", "500"], 3, "error", 3),
+        (["500"], 1, "error", 1),
+        (["500", "ok"], 2, "ok", 2),
+    ],
 )
 async def test_retries(script: list[str], attempts: int, status: str, calls: int) -> None:
     requests: list[dict[str, Any]] = []
@@ -112,7 +126,9 @@ async def test_429_on_every_attempt_is_rate_limited() -> None:
     assert verdict.status == "error" and verdict.error == "judge_rate_limited"
 
 
-@pytest.mark.parametrize(("script", "attempts", "status"), [(["timeout"], 1, "error"), (["timeout", "ok"], 2, "ok")])
+@pytest.mark.parametrize(
+    ("script", "attempts", "status"), [(["timeout"], 1, "error"), (["timeout", "ok"], 2, "ok")]
+)
 async def test_timeouts(script: list[str], attempts: int, status: str) -> None:
     async with start_judge_sim(script=script, hang_s=10) as url:
         # 2 s: far under the 10 s hang, and room for the answer on a loaded machine (0.3 s was not)
@@ -130,8 +146,16 @@ async def test_connection_refused_is_unavailable() -> None:
     assert verdict.status == "error" and verdict.error == "judge_unavailable"
 
 
-@pytest.mark.parametrize(("fault", "stage"), [("ok", "json"), ("prose", "regex"), ("fenced", "fenced_json"),
-                                               ("broken", "regex"), ("garbage", "default")])
+@pytest.mark.parametrize(
+    ("fault", "stage"),
+    [
+        ("ok", "json"),
+        ("prose", "regex"),
+        ("fenced", "fenced_json"),
+        ("broken", "regex"),
+        ("garbage", "default"),
+    ],
+)
 @pytest.mark.parametrize("protocol", ["openai", "anthropic"])
 async def test_parse_fallbacks_over_http(fault: str, stage: str, protocol: str) -> None:
     async with start_judge_sim(script=[fault]) as url:
@@ -148,12 +172,17 @@ async def test_parse_fallbacks_over_http(fault: str, stage: str, protocol: str) 
 async def test_blind_mode_model_name_absent_from_every_request_body(blind: bool) -> None:
     requests: list[dict[str, Any]] = []
     async with start_judge_sim(requests=requests) as url:
-        cfgs = [judge("a", url, weight=0.5, blind=blind), judge("b", url, weight=0.5, protocol="anthropic", blind=blind)]
+        cfgs = [
+            judge("a", url, weight=0.5, blind=blind),
+            judge("b", url, weight=0.5, protocol="anthropic", blind=blind),
+        ]
         hub = JudgeHub(cfgs)
         await hub.start()
         ev = event(model="secret-model-under-test", tags=["secret-model-under-test"])
         try:
-            verdicts = await hub.ask_all([(j, build_rubric(ev, "qa_simple", "1-5", blind=blind)) for j in hub.panel(None)])
+            verdicts = await hub.ask_all(
+                [(j, build_rubric(ev, "qa_simple", "1-5", blind=blind)) for j in hub.panel(None)]
+            )
         finally:
             await hub.close()
     assert all(v.status == "ok" for v in verdicts) and len(requests) == 2
@@ -199,8 +228,12 @@ async def test_cache_hit_costs_no_call(redis_client: tuple[aioredis.Redis, str])
             await hub.close()
     assert (first.cached, again.cached, other.cached) == (False, True, False)
     assert len(requests) == 2 and again.score == first.score and again.scores == first.scores
-    assert judge_counters([again]) == {"j.cache_hits": 1.0, "j.n": 1.0, "j.score_sum": first.score,
-                                       "j.score_sumsq": first.score**2}  # type: ignore[operator]
+    assert judge_counters([again]) == {
+        "j.cache_hits": 1.0,
+        "j.n": 1.0,
+        "j.score_sum": first.score,
+        "j.score_sumsq": first.score**2,
+    }  # type: ignore[operator]
     keys = [k.decode() async for k in client.scan_iter(match=f"{prefix}judge:j:*")]
     assert len(keys) == 2 and all(":judge-model-j:v1:" in k for k in keys)
 
@@ -223,13 +256,18 @@ async def test_token_budget_skips_with_reason_budget() -> None:
 SECRET = "sk-test-" + uuid.uuid4().hex
 
 
-@pytest.mark.parametrize("answer", [
-    httpx.Response(401, json={"error": f"bad key {SECRET}"}),
-    httpx.Response(500, text=f"upstream said {SECRET}"),
-    httpx.Response(200, text=f"<html>{SECRET}</html>"),
-    httpx.Response(200, json={"unexpected": SECRET}),
-])  # fmt: skip
-async def test_api_key_never_in_results_errors_or_logs(answer: httpx.Response, caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    "answer",
+    [
+        httpx.Response(401, json={"error": f"bad key {SECRET}"}),
+        httpx.Response(500, text=f"upstream said {SECRET}"),
+        httpx.Response(200, text=f"<html>{SECRET}</html>"),
+        httpx.Response(200, json={"unexpected": SECRET}),
+    ],
+)
+async def test_api_key_never_in_results_errors_or_logs(
+    answer: httpx.Response, caplog: pytest.LogCaptureFixture
+) -> None:
     seen_headers: list[httpx.Headers] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -251,10 +289,20 @@ async def test_protocol_request_shapes(protocol: str) -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         captured.append(request)
         if protocol == "openai":
-            return httpx.Response(200, json={"choices": [{"message": {"content": "0.5"}}],
-                                             "usage": {"prompt_tokens": 3, "completion_tokens": 1}})
-        return httpx.Response(200, json={"content": [{"type": "text", "text": "0.5"}],
-                                         "usage": {"input_tokens": 3, "output_tokens": 1}})
+            return httpx.Response(
+                200,
+                json={
+                    "choices": [{"message": {"content": "0.5"}}],
+                    "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+                },
+            )
+        return httpx.Response(
+            200,
+            json={
+                "content": [{"type": "text", "text": "0.5"}],
+                "usage": {"input_tokens": 3, "output_tokens": 1},
+            },
+        )
 
     base = "https://judge.example/api" + ("/v1" if protocol == "openai" else "")
     cfg = JudgeConfig(name="j", protocol=protocol, base_url=base, model="judge-m", weight=1, api_key_env="K")  # type: ignore[arg-type]

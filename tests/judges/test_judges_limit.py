@@ -14,8 +14,9 @@ from streameval.judges import JudgeHub, build_rubric
 from streameval.judges._limit import AdaptiveLimit
 from streameval.judges.sim import start_judge_sim
 
-GOOD = orjson.dumps({"scores": {"accuracy": 5, "conciseness": 4, "clarity": 5}, "overall_score": 4.7,
-                     "reasoning": "fine"}).decode()  # fmt: skip
+GOOD = orjson.dumps(
+    {"scores": {"accuracy": 5, "conciseness": 4, "clarity": 5}, "overall_score": 4.7, "reasoning": "fine"}
+).decode()
 
 
 def gauge(name: str) -> float | None:
@@ -80,15 +81,21 @@ async def test_a_cancelled_waiter_gives_no_slot_away() -> None:
 async def test_429s_lower_the_judges_limit_over_http_and_answers_raise_it() -> None:
     requests: list[dict[str, Any]] = []
     async with start_judge_sim(reply=GOOD, script=["429"] * 4, retry_after_s=0.05, requests=requests) as url:
-        hub = JudgeHub([judge("aimd-http", url, weight=1, max_concurrency=8, attempts=3, max_retry_after_s=0.05)],
-                       log_interval_s=None)  # fmt: skip
+        hub = JudgeHub(
+            [judge("aimd-http", url, weight=1, max_concurrency=8, attempts=3, max_retry_after_s=0.05)],
+            log_interval_s=None,
+        )
         await hub.start()
         try:
             [j] = hub.panel(None)
-            prompts = [build_rubric(event(output=f"Paris {n}"), "qa_simple", "1-5", blind=True) for n in range(4)]
+            prompts = [
+                build_rubric(event(output=f"Paris {n}"), "qa_simple", "1-5", blind=True) for n in range(4)
+            ]
             verdicts = await asyncio.gather(*(hub.ask(j, p) for p in prompts))
             low = j.client._slots.limit
-            more = [build_rubric(event(output=f"Lyon {n}"), "qa_simple", "1-5", blind=True) for n in range(40)]
+            more = [
+                build_rubric(event(output=f"Lyon {n}"), "qa_simple", "1-5", blind=True) for n in range(40)
+            ]
             for p in more:
                 await hub.ask(j, p)
         finally:
@@ -101,8 +108,10 @@ async def test_429s_lower_the_judges_limit_over_http_and_answers_raise_it() -> N
 @pytest.mark.parametrize("adaptive", [False])
 async def test_fixed_concurrency_when_not_adaptive(adaptive: bool) -> None:
     async with start_judge_sim(reply=GOOD, script=["500"] * 3) as url:
-        hub = JudgeHub([judge("aimd-off", url, weight=1, max_concurrency=8, attempts=1, adaptive_concurrency=adaptive)],
-                       log_interval_s=None)  # fmt: skip
+        hub = JudgeHub(
+            [judge("aimd-off", url, weight=1, max_concurrency=8, attempts=1, adaptive_concurrency=adaptive)],
+            log_interval_s=None,
+        )
         await hub.start()
         try:
             [j] = hub.panel(None)
@@ -135,7 +144,9 @@ async def test_the_money_budget_is_shared_by_workers_through_redis(redis_url: st
                 assert a.money is not None and b.money is not None
                 await a.money.sync()
                 await b.money.sync()
-                skipped = await second.ask(b, build_rubric(event(output="two"), "qa_simple", "1-5", blind=True))
+                skipped = await second.ask(
+                    b, build_rubric(event(output="two"), "qa_simple", "1-5", blind=True)
+                )
             finally:
                 await first.close()
                 await second.close()
@@ -143,7 +154,11 @@ async def test_the_money_budget_is_shared_by_workers_through_redis(redis_url: st
     finally:
         await client.aclose()
     assert spent.status == "ok" and total == pytest.approx(spent.prompt_tokens + 0.0)
-    assert skipped.status == "skipped" and skipped.error == "budget" and "for this hour" in (skipped.reason or "")
+    assert (
+        skipped.status == "skipped"
+        and skipped.error == "budget"
+        and "for this hour" in (skipped.reason or "")
+    )
     assert len(requests) == 1 and judge_counters([skipped]) == {"priced.budget_skips": 1.0}
 
 

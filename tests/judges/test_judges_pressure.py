@@ -21,8 +21,13 @@ from streameval.pipeline import Pipeline
 
 def test_levels_go_down_over_a_bound_and_back_up_when_calm() -> None:
     now, lag = [0.0], [0]
-    bp = Backpressure("bp-unit", BackpressureConfig(max_lag=1000, min_share=0.1, interval_s=1.0),
-                      queued=lambda: 0, lag=lambda: lag[0], clock=lambda: now[0])  # fmt: skip
+    bp = Backpressure(
+        "bp-unit",
+        BackpressureConfig(max_lag=1000, min_share=0.1, interval_s=1.0),
+        queued=lambda: 0,
+        lag=lambda: lag[0],
+        clock=lambda: now[0],
+    )
     shares = []
     for value in (5000, 5000, 5000, 5000, 5000, 800, 400, 400, 400, 400, 400):
         lag[0] = value
@@ -51,17 +56,38 @@ def test_backpressure_needs_a_bound() -> None:
 async def test_a_judge_queue_over_its_bound_skips_events_with_the_reason() -> None:
     """One slot, 30 ms answers, 60 events at once: the queue passes 2 and the share drops."""
     async with start_judge_sim(latency_ms=30) as url:
-        _, suites = parse_config({
-            "judges": [judge("bp", url, weight=1, max_concurrency=1, adaptive_concurrency=False).model_dump()],
-            "suites": [{"name": "bp-suite", "default": True, "evaluators": [{"evaluator": "exact_match"}],
-                        "judge": {"consistency_rate": 0,
-                                  "backpressure": {"max_queue": 2, "min_share": 0.25, "interval_s": 0.001}}}],
-        })  # fmt: skip
+        _, suites = parse_config(
+            {
+                "judges": [
+                    judge("bp", url, weight=1, max_concurrency=1, adaptive_concurrency=False).model_dump()
+                ],
+                "suites": [
+                    {
+                        "name": "bp-suite",
+                        "default": True,
+                        "evaluators": [{"evaluator": "exact_match"}],
+                        "judge": {
+                            "consistency_rate": 0,
+                            "backpressure": {"max_queue": 2, "min_share": 0.25, "interval_s": 0.001},
+                        },
+                    }
+                ],
+            }
+        )
         pipeline = Pipeline(suites)
         await pipeline.start()
         try:
-            raws = [orjson.dumps({"id": f"ev-{uuid.uuid4().hex}", "model": "m", "output": f"Paris {n}",
-                                  "expected": "Paris"}) for n in range(60)]  # fmt: skip
+            raws = [
+                orjson.dumps(
+                    {
+                        "id": f"ev-{uuid.uuid4().hex}",
+                        "model": "m",
+                        "output": f"Paris {n}",
+                        "expected": "Paris",
+                    }
+                )
+                for n in range(60)
+            ]
             first = [asyncio.ensure_future(pipeline.process(raw)) for raw in raws[:20]]
             assert pipeline.judges is not None
             [bp] = pipeline.judges.panel(None)
@@ -82,7 +108,9 @@ async def test_a_judge_queue_over_its_bound_skips_events_with_the_reason() -> No
     assert sum(counted) == len(skipped)
     # rule scores are kept for skipped events
     assert all(o.result.evaluators[0].name == "exact_match" for o in outcomes)
-    assert REGISTRY.get_sample_value("streameval_judge_backpressure_skips_total", {"suite": "bp-suite"}) == len(skipped)
+    assert REGISTRY.get_sample_value(
+        "streameval_judge_backpressure_skips_total", {"suite": "bp-suite"}
+    ) == len(skipped)
 
 
 def test_the_aggregate_carries_judge_calls_cost_and_backpressure_skips() -> None:
@@ -92,12 +120,26 @@ def test_the_aggregate_carries_judge_calls_cost_and_backpressure_skips() -> None
     from streameval.windows import build_aggregate
 
     c = "ev:judge_panel:c:"
-    fields = {"count": 10.0, "sum": 5.0, "sumsq": 3.0, f"{c}a.calls": 6.0, f"{c}a.repeat_calls": 1.0,
-              f"{c}a.cache_hits": 3.0, f"{c}a.cost": 0.0125, f"{c}a.n": 7.0, f"{c}a.score_sum": 50.0,
-              f"{c}a.score_sumsq": 400.0, f"{c}b.calls": 4.0, f"{c}b.n": 4.0, f"{c}b.score_sum": 20.0,
-              f"{c}b.score_sumsq": 110.0, f"{c}skip:backpressure": 3.0}  # fmt: skip
-    aggregate = build_aggregate("m", "s", 60, 0, fields, {}, dead_letters=0, window_events=10,
-                                published_at="2026-11-23T10:00:00Z")  # fmt: skip
+    fields = {
+        "count": 10.0,
+        "sum": 5.0,
+        "sumsq": 3.0,
+        f"{c}a.calls": 6.0,
+        f"{c}a.repeat_calls": 1.0,
+        f"{c}a.cache_hits": 3.0,
+        f"{c}a.cost": 0.0125,
+        f"{c}a.n": 7.0,
+        f"{c}a.score_sum": 50.0,
+        f"{c}a.score_sumsq": 400.0,
+        f"{c}b.calls": 4.0,
+        f"{c}b.n": 4.0,
+        f"{c}b.score_sum": 20.0,
+        f"{c}b.score_sumsq": 110.0,
+        f"{c}skip:backpressure": 3.0,
+    }
+    aggregate = build_aggregate(
+        "m", "s", 60, 0, fields, {}, dead_letters=0, window_events=10, published_at="2026-11-23T10:00:00Z"
+    )
     assert aggregate.judges["a"].calls == 7 and aggregate.judges["a"].cache_hits == 3
     assert aggregate.judges["a"].cost == pytest.approx(0.0125) and aggregate.judges["b"].cost is None
     assert aggregate.judge_cost == pytest.approx(0.0125) and aggregate.backpressure_skips == 3

@@ -43,8 +43,14 @@ def test_standard_prompt_carries_seed_003_level_descriptions() -> None:
 
 def test_report_prompt_has_seed_000_dimensions() -> None:
     prompt = build_report(event(), blind=True)
-    assert prompt.weights == {"relevance": 0.2, "depth": 0.2, "accuracy": 0.2, "structure": 0.15,
-                              "clarity": 0.15, "completeness": 0.1}
+    assert prompt.weights == {
+        "relevance": 0.2,
+        "depth": 0.2,
+        "accuracy": 0.2,
+        "structure": 0.15,
+        "clarity": 0.15,
+        "completeness": 0.1,
+    }
     assert "3-5 concrete strengths" in prompt.system and prompt.scale == "0-10"
 
 
@@ -56,12 +62,15 @@ def test_metric_prompts_ask_for_one_number(metric: str) -> None:
     assert _data(prompt.user)["context"] == retrieval
 
 
-@pytest.mark.parametrize("build", [
-    lambda e: build_rubric(e, "qa_simple", "1-5", blind=True),
-    lambda e: build_rubric(e, "qa_simple", "0-10", blind=True),
-    lambda e: build_report(e, blind=True),
-    lambda e: build_metric(e, "equivalence", blind=True),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda e: build_rubric(e, "qa_simple", "1-5", blind=True),
+        lambda e: build_rubric(e, "qa_simple", "0-10", blind=True),
+        lambda e: build_report(e, blind=True),
+        lambda e: build_metric(e, "equivalence", blind=True),
+    ],
+)
 def test_injection_in_the_output_does_not_change_the_instructions(build) -> None:  # type: ignore[no-untyped-def]
     benign, hostile = build(event()), build(event(output=INJECTION, input=INJECTION))
     assert hostile.system == benign.system, "instructions must not depend on the evaluated text"
@@ -75,13 +84,18 @@ def test_injection_in_the_output_does_not_change_the_instructions(build) -> None
 @pytest.mark.parametrize("blind", [True, False])
 def test_blind_mode_never_sends_the_model_name(blind: bool) -> None:
     ev = event(model="secret-model-7b", tags=["secret-model-7b"], metadata={"m": "secret-model-7b"})
-    for prompt in (build_rubric(ev, "qa_simple", "1-5", blind=blind), build_report(ev, blind=blind),
-                   build_metric(ev, "coherence", blind=blind)):  # fmt: skip
+    for prompt in (
+        build_rubric(ev, "qa_simple", "1-5", blind=blind),
+        build_report(ev, blind=blind),
+        build_metric(ev, "coherence", blind=blind),
+    ):
         text = prompt.system + prompt.user
         assert ("secret-model-7b" in text) is (not blind)
         assert _data(prompt.user)["output_label"] == (BLIND_LABEL if blind else "secret-model-7b")
 
 
 def test_references_are_sent_as_data() -> None:
-    data = _data(build_rubric(event(expected=None, references=["a", "b"]), "qa_simple", "1-5", blind=True).user)
+    data = _data(
+        build_rubric(event(expected=None, references=["a", "b"]), "qa_simple", "1-5", blind=True).user
+    )
     assert data["reference"] == ["a", "b"]

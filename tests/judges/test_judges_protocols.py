@@ -10,11 +10,17 @@ from streameval.judges import PROTOCOLS, JudgeConfig
 from streameval.judges._protocols import endpoint
 from streameval.judges._structured import TOOL_NAME
 
-SCHEMA = {"type": "object", "properties": {"overall_score": {"type": "number"}}, "required": ["overall_score"]}
+SCHEMA = {
+    "type": "object",
+    "properties": {"overall_score": {"type": "number"}},
+    "required": ["overall_score"],
+}
 
 
 def config(protocol: str, **kw: object) -> JudgeConfig:
-    return JudgeConfig(name="j", protocol=protocol, base_url="http://127.0.0.1:9/api", model="m", weight=1.0, **kw)
+    return JudgeConfig(
+        name="j", protocol=protocol, base_url="http://127.0.0.1:9/api", model="m", weight=1.0, **kw
+    )
 
 
 @pytest.mark.parametrize("name", sorted(PROTOCOLS))
@@ -44,19 +50,27 @@ def test_the_protocols_own_fields() -> None:
     assert anthropic.headers("k") == {"x-api-key": "k", "anthropic-version": "2023-06-01"}
     assert anthropic.headers(None) == {"anthropic-version": "2023-06-01"}
     body = anthropic.body(config("anthropic"), "s", "u", SCHEMA)
-    assert body["tool_choice"] == {"type": "tool", "name": TOOL_NAME} and body["tools"][0]["input_schema"] == SCHEMA
-    assert openai.body(config("openai"), "s", "u", SCHEMA)["response_format"]["json_schema"]["schema"] == SCHEMA
+    assert (
+        body["tool_choice"] == {"type": "tool", "name": TOOL_NAME}
+        and body["tools"][0]["input_schema"] == SCHEMA
+    )
+    assert (
+        openai.body(config("openai"), "s", "u", SCHEMA)["response_format"]["json_schema"]["schema"] == SCHEMA
+    )
     # an OpenAI structured refusal carries its text in `refusal`
     assert openai.read({"choices": [{"message": {"content": None, "refusal": "no"}}]}) == ("no", 0, 0)
     with pytest.raises(KeyError):
         anthropic.read({"choices": []})
 
 
-@pytest.mark.parametrize(("base", "path", "url"), [
-    ("https://h/api", "v1/messages", "https://h/api/v1/messages"),
-    ("https://h/v1/", "chat/completions", "https://h/v1/chat/completions"),
-    ("https://h", "models", "https://h/models"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("base", "path", "url"),
+    [
+        ("https://h/api", "v1/messages", "https://h/api/v1/messages"),
+        ("https://h/v1/", "chat/completions", "https://h/v1/chat/completions"),
+        ("https://h", "models", "https://h/models"),
+    ],
+)
 def test_endpoints_are_always_below_the_base_url(base: str, path: str, url: str) -> None:
     assert str(endpoint(base, path)) == url
 

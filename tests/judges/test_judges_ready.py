@@ -19,8 +19,12 @@ from streameval.judges.sim import start_judge_sim
 @pytest.mark.parametrize("protocol", ["openai", "anthropic"])
 async def test_the_probe_is_authenticated_and_cached(protocol: str) -> None:
     async with start_judge_sim(api_key="right") as url:
-        good = JudgeProbe(judge("j", url, weight=1, protocol=protocol, api_key_env="K"), environ={"K": "right"})
-        bad = JudgeProbe(judge("j", url, weight=1, protocol=protocol, api_key_env="K"), environ={"K": "wrong"})
+        good = JudgeProbe(
+            judge("j", url, weight=1, protocol=protocol, api_key_env="K"), environ={"K": "right"}
+        )
+        bad = JudgeProbe(
+            judge("j", url, weight=1, protocol=protocol, api_key_env="K"), environ={"K": "wrong"}
+        )
         for _ in range(3):
             await good()
             with pytest.raises(JudgeError, match="refused the credentials"):
@@ -60,16 +64,34 @@ async def test_a_listing_missing_is_ready_except_for_the_doubled_v1() -> None:
         await JudgeProbe(cfg, transport=_mock(404, {}))()
 
 
-UPSTREAM = {"error": {"message": "litellm.AuthenticationError: AnthropicException - invalid x-api-key",
-                      "type": "auth_error", "code": "401"}}  # fmt: skip
-OWN_KEY = {"error": {"message": "Authentication Error, Invalid proxy server token passed.",
-                     "type": "token_not_found_in_db", "code": "401"}}  # fmt: skip
+UPSTREAM = {
+    "error": {
+        "message": "litellm.AuthenticationError: AnthropicException - invalid x-api-key",
+        "type": "auth_error",
+        "code": "401",
+    }
+}
+OWN_KEY = {
+    "error": {
+        "message": "Authentication Error, Invalid proxy server token passed.",
+        "type": "token_not_found_in_db",
+        "code": "401",
+    }
+}
 
 
-@pytest.mark.parametrize(("body", "needle"), [(UPSTREAM, "its own upstream credential"), (OWN_KEY, "check its api_key_env"),
-                                              ({}, "check its api_key_env")])
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        (UPSTREAM, "its own upstream credential"),
+        (OWN_KEY, "check its api_key_env"),
+        ({}, "check its api_key_env"),
+    ],
+)
 def test_a_gateway_401_about_its_upstream_key_says_so(body: dict[str, Any], needle: str) -> None:
-    cfg = JudgeConfig(name="gw", protocol="openai", base_url="https://x/v1", model="m", weight=1, api_key_env="GW_KEY")
+    cfg = JudgeConfig(
+        name="gw", protocol="openai", base_url="https://x/v1", model="m", weight=1, api_key_env="GW_KEY"
+    )
     error = explain_status(cfg, 401, orjson.dumps(body), status_error("gw", 401, None))
     assert error.code == "judge_auth" and needle in str(error)
     assert "AnthropicException" not in str(error) and "invalid x-api-key" not in str(error)  # never quoted
@@ -84,7 +106,9 @@ async def test_an_anthropic_base_url_ending_in_v1_is_explained_at_start_and_on_4
 
     caplog.set_level(logging.WARNING)
     async with start_judge_sim() as url:
-        cfg = JudgeConfig(name="j", protocol="anthropic", base_url=f"{url}/v1", model="m", weight=1, attempts=1)
+        cfg = JudgeConfig(
+            name="j", protocol="anthropic", base_url=f"{url}/v1", model="m", weight=1, attempts=1
+        )
         hub = JudgeHub([cfg], log_interval_s=None)
         await hub.start()
         try:

@@ -16,14 +16,18 @@ from streameval.judges import JudgeClient, JudgeHub, build_metric, build_report,
 from streameval.judges.sim import SimOptions, main, start_judge_sim
 
 
-async def _score(url: str, output: str, *, protocol: str = "openai", kind: str = "rubric", scale: str = "1-5") -> float:
+async def _score(
+    url: str, output: str, *, protocol: str = "openai", kind: str = "rubric", scale: str = "1-5"
+) -> float:
     hub = JudgeHub([judge("j", url, weight=1, protocol=protocol, scale=scale)])
     await hub.start()
     [j] = hub.panel(None)
     ev = event(output=output)
-    prompt = {"rubric": lambda: build_rubric(ev, "qa_simple", scale, blind=True),
-              "report": lambda: build_report(ev, blind=True),
-              "metric": lambda: build_metric(ev, "equivalence", blind=True)}[kind]()
+    prompt = {
+        "rubric": lambda: build_rubric(ev, "qa_simple", scale, blind=True),
+        "report": lambda: build_report(ev, blind=True),
+        "metric": lambda: build_metric(ev, "equivalence", blind=True),
+    }[kind]()
     try:
         verdict = await hub.ask(j, prompt)
     finally:
@@ -33,13 +37,24 @@ async def _score(url: str, output: str, *, protocol: str = "openai", kind: str =
     return verdict.score
 
 
-@pytest.mark.parametrize(("protocol", "kind", "scale"), [("openai", "rubric", "1-5"), ("anthropic", "rubric", "0-10"),
-                                                         ("anthropic", "report", "1-5"), ("openai", "metric", "1-5")])
-async def test_sim_scores_follow_closeness_to_the_reference_deterministically(protocol: str, kind: str, scale: str) -> None:
+@pytest.mark.parametrize(
+    ("protocol", "kind", "scale"),
+    [
+        ("openai", "rubric", "1-5"),
+        ("anthropic", "rubric", "0-10"),
+        ("anthropic", "report", "1-5"),
+        ("openai", "metric", "1-5"),
+    ],
+)
+async def test_sim_scores_follow_closeness_to_the_reference_deterministically(
+    protocol: str, kind: str, scale: str
+) -> None:
     async with start_judge_sim() as url:
         good = await _score(url, "Paris.", protocol=protocol, kind=kind, scale=scale)
         again = await _score(url, "Paris.", protocol=protocol, kind=kind, scale=scale)
-        bad = await _score(url, "I think it is Berlin, or maybe Madrid.", protocol=protocol, kind=kind, scale=scale)
+        bad = await _score(
+            url, "I think it is Berlin, or maybe Madrid.", protocol=protocol, kind=kind, scale=scale
+        )
     assert good == again and good > bad
 
 
@@ -65,12 +80,17 @@ def test_sim_cli_serves_until_terminated() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "streameval.judges.sim", "--port", str(port)],
-                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streameval.judges.sim", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None and "SIMULATED judge listening" in proc.stdout.readline()
-        response = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions",
-                              json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        response = httpx.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+        )
         assert response.status_code == 200 and response.json()["choices"][0]["message"]["content"]
     finally:
         proc.terminate()
@@ -88,8 +108,9 @@ async def test_max_concurrency_bounds_requests_in_flight() -> None:
         state["inflight"] -= 1
         return httpx.Response(200, json={"choices": [{"message": {"content": "0.5"}}]})
 
-    client = JudgeClient(judge("j", "http://127.0.0.1:1", weight=1, max_concurrency=3),
-                         transport=httpx.MockTransport(handler))  # fmt: skip
+    client = JudgeClient(
+        judge("j", "http://127.0.0.1:1", weight=1, max_concurrency=3), transport=httpx.MockTransport(handler)
+    )
     await client.start()
     try:
         tasks = [asyncio.ensure_future(client.complete("s", "u")) for _ in range(10)]
@@ -115,8 +136,12 @@ async def test_requests_per_second_spaces_request_starts() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, json={"choices": [{"message": {"content": "0.5"}}]})
 
-    client = JudgeClient(judge("j", "http://127.0.0.1:1", weight=1, requests_per_second=4),
-                         transport=httpx.MockTransport(handler), clock=lambda: 100.0, sleep=record)  # fmt: skip
+    client = JudgeClient(
+        judge("j", "http://127.0.0.1:1", weight=1, requests_per_second=4),
+        transport=httpx.MockTransport(handler),
+        clock=lambda: 100.0,
+        sleep=record,
+    )
     await client.start()
     try:
         for _ in range(4):
@@ -124,5 +149,3 @@ async def test_requests_per_second_spaces_request_starts() -> None:
     finally:
         await client.close()
     assert sleeps == pytest.approx([0.25, 0.5, 0.75])  # frozen clock: each start waits one more 1/4 s slot
-
-

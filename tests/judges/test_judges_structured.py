@@ -44,7 +44,9 @@ async def test_structured_answers_over_both_protocols(protocol: str) -> None:
     assert verdict.status == "ok" and verdict.parse == "json" and set(verdict.scores) == set(prompt.weights)
 
 
-async def test_a_rejecting_endpoint_falls_back_to_prompt_only_and_says_so_once(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_rejecting_endpoint_falls_back_to_prompt_only_and_says_so_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     caplog.set_level(logging.WARNING)
     requests: list[dict[str, Any]] = []
     prompts = [build_rubric(event(output=f"Paris {n}"), "qa_simple", "1-5", blind=True) for n in range(3)]
@@ -60,8 +62,10 @@ async def test_a_rejecting_endpoint_falls_back_to_prompt_only_and_says_so_once(c
 async def test_metric_prompts_stay_prompt_only() -> None:
     requests: list[dict[str, Any]] = []
     async with start_judge_sim(requests=requests) as url:
-        [verdict] = await _ask(judge("j", url, weight=1, protocol="anthropic", structured=True),
-                               [build_metric(event(), "coherence", blind=True)])  # fmt: skip
+        [verdict] = await _ask(
+            judge("j", url, weight=1, protocol="anthropic", structured=True),
+            [build_metric(event(), "coherence", blind=True)],
+        )
     assert "tools" not in requests[0] and verdict.status == "ok" and verdict.parse == "number"
 
 
@@ -70,7 +74,9 @@ async def test_an_openai_structured_refusal_is_read_as_a_refusal() -> None:
 
     async def handle(request: web.Request) -> web.Response:
         message = {"role": "assistant", "content": None, "refusal": "I'm sorry, but I can't help with that."}
-        return web.json_response({"choices": [{"message": message}], "usage": {"prompt_tokens": 5, "completion_tokens": 3}})
+        return web.json_response(
+            {"choices": [{"message": message}], "usage": {"prompt_tokens": 5, "completion_tokens": 3}}
+        )
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", handle)
@@ -80,8 +86,10 @@ async def test_an_openai_structured_refusal_is_read_as_a_refusal() -> None:
     await site.start()
     try:
         url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-        [verdict] = await _ask(judge("j", url, weight=1, structured=True),
-                               [build_rubric(event(), "qa_simple", "1-5", blind=True)])  # fmt: skip
+        [verdict] = await _ask(
+            judge("j", url, weight=1, structured=True),
+            [build_rubric(event(), "qa_simple", "1-5", blind=True)],
+        )
     finally:
         await runner.cleanup()
     assert verdict.status == "ok" and verdict.parse == "default" and verdict.score == 5.0

@@ -24,8 +24,9 @@ from streameval.judges._errors import map_httpx_error
 from streameval.judges._transport import AIOHTTP_ERROR_MAP, AiohttpTransport, to_httpx_error
 from streameval.judges.sim import start_judge_sim
 
-ANSWER = orjson.dumps({"scores": {"accuracy": 5, "conciseness": 5, "clarity": 5}, "overall_score": 5,
-                       "reasoning": "r"}).decode()  # fmt: skip
+ANSWER = orjson.dumps(
+    {"scores": {"accuracy": 5, "conciseness": 5, "clarity": 5}, "overall_score": 5, "reasoning": "r"}
+).decode()
 OPENAI_BODY = {
     "choices": [{"message": {"content": ANSWER}}],
     "usage": {"prompt_tokens": 7, "completion_tokens": 3},
@@ -63,9 +64,17 @@ async def _ask(url: str, count: int = 1, **cfg: Any) -> list[Any]:
     await hub.start()
     try:
         [j] = hub.panel(None)
-        return list(await asyncio.gather(*(hub.ask(j, build_rubric(event(id=f"e{n}", output=f"Paris {n}"),
-                                                                      "qa_simple", "1-5", blind=True))
-                                           for n in range(count))))  # fmt: skip
+        return list(
+            await asyncio.gather(
+                *(
+                    hub.ask(
+                        j,
+                        build_rubric(event(id=f"e{n}", output=f"Paris {n}"), "qa_simple", "1-5", blind=True),
+                    )
+                    for n in range(count)
+                )
+            )
+        )
     finally:
         await hub.close()
 
@@ -73,10 +82,13 @@ async def _ask(url: str, count: int = 1, **cfg: Any) -> list[Any]:
 # -- the error boundary ------------------------------------------------------------------------------------
 
 AIOHTTP_EXCEPTIONS = sorted(
-    (obj for name in aiohttp.__all__
-     if isinstance(obj := getattr(aiohttp, name), type) and issubclass(obj, aiohttp.ClientError)),
+    (
+        obj
+        for name in aiohttp.__all__
+        if isinstance(obj := getattr(aiohttp, name), type) and issubclass(obj, aiohttp.ClientError)
+    ),
     key=lambda cls: cls.__name__,
-)  # fmt: skip
+)
 
 
 @pytest.mark.parametrize("cls", AIOHTTP_EXCEPTIONS, ids=lambda c: c.__name__)
@@ -92,10 +104,15 @@ def test_every_aiohttp_client_error_is_listed_and_becomes_a_mapped_httpx_error(c
 
 @pytest.mark.parametrize(
     ("cls", "expected"),
-    [(aiohttp.ConnectionTimeoutError, httpx.ConnectTimeout), (aiohttp.SocketTimeoutError, httpx.ReadTimeout),
-     (aiohttp.ServerDisconnectedError, httpx.RemoteProtocolError), (aiohttp.ClientConnectorError, httpx.ConnectError),
-     (aiohttp.ClientPayloadError, httpx.RemoteProtocolError), (ConnectionResetError, httpx.NetworkError)],
-)  # fmt: skip
+    [
+        (aiohttp.ConnectionTimeoutError, httpx.ConnectTimeout),
+        (aiohttp.SocketTimeoutError, httpx.ReadTimeout),
+        (aiohttp.ServerDisconnectedError, httpx.RemoteProtocolError),
+        (aiohttp.ClientConnectorError, httpx.ConnectError),
+        (aiohttp.ClientPayloadError, httpx.RemoteProtocolError),
+        (ConnectionResetError, httpx.NetworkError),
+    ],
+)
 def test_aiohttp_errors_become_the_httpx_error_of_the_same_kind(
     cls: type[Exception], expected: type[Exception]
 ) -> None:
@@ -192,8 +209,10 @@ async def test_header_injection_is_refused_as_a_request_error() -> None:
 
 async def test_gzip_answers_are_decoded(server) -> None:  # type: ignore[no-untyped-def]
     async def handle(request: web.Request) -> web.Response:
-        return web.Response(body=gzip.compress(orjson.dumps(OPENAI_BODY)),
-                            headers={"Content-Encoding": "gzip", "Content-Type": "application/json"})  # fmt: skip
+        return web.Response(
+            body=gzip.compress(orjson.dumps(OPENAI_BODY)),
+            headers={"Content-Encoding": "gzip", "Content-Type": "application/json"},
+        )
 
     [verdict] = await _ask(await server(handle))
     assert verdict.status == "ok" and verdict.score == 10.0
@@ -285,8 +304,12 @@ async def test_proxy_from_the_environment(monkeypatch: pytest.MonkeyPatch, bypas
 async def test_transport_closes_its_pool() -> None:
     transport = AiohttpTransport(4)
     async with start_judge_sim() as url:
-        request = httpx.Request("POST", f"{url}/v1/chat/completions", json={"messages": []},
-                                extensions={"timeout": {"connect": 5, "read": 5, "write": 5, "pool": 5}})  # fmt: skip
+        request = httpx.Request(
+            "POST",
+            f"{url}/v1/chat/completions",
+            json={"messages": []},
+            extensions={"timeout": {"connect": 5, "read": 5, "write": 5, "pool": 5}},
+        )
         response = await transport.handle_async_request(request)
         await response.aread()
         assert response.status_code == 200 and response.headers["x-judge-simulated"] == "true"
@@ -298,8 +321,9 @@ async def test_transport_closes_its_pool() -> None:
 # -- the coalesced cache -----------------------------------------------------------------------------------
 
 
-async def test_concurrent_cache_reads_and_writes_are_coalesced(aredis: aioredis.Redis, prefix: str,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+async def test_concurrent_cache_reads_and_writes_are_coalesced(
+    aredis: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cache = JudgeCache(aredis, prefix=prefix, ttl_s=60)
     calls: dict[str, int] = {"mget": 0, "get": 0, "set": 0, "pipeline": 0}
     for name in list(calls):

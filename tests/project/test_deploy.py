@@ -33,7 +33,9 @@ def test_compose_services_and_references() -> None:
     services = compose["services"]
     assert set(services) == {"kafka", "redis", "worker"}
     assert services["kafka"]["image"].startswith("apache/kafka:")
-    assert "broker,controller" in services["kafka"]["environment"]["KAFKA_PROCESS_ROLES"]  # KRaft, no ZooKeeper
+    assert (
+        "broker,controller" in services["kafka"]["environment"]["KAFKA_PROCESS_ROLES"]
+    )  # KRaft, no ZooKeeper
     worker = services["worker"]
     assert (ROOT / worker["build"]["context"] / worker["build"]["dockerfile"]).is_file()
     assert set(worker["environment"]) <= setting_env_names()
@@ -75,10 +77,17 @@ def test_k8s_objects_reference_each_other() -> None:
     objects = {(d["kind"], d["metadata"]["name"]): d for d in manifests()}
     deployment = objects[("Deployment", "streameval-worker")]
     spec = deployment["spec"]["template"]["spec"]
-    assert deployment["spec"]["selector"]["matchLabels"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert (
+        deployment["spec"]["selector"]["matchLabels"].items()
+        <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    )
     [container] = spec["containers"]
     for source in container["envFrom"]:
-        kind, ref = ("ConfigMap", source["configMapRef"]) if "configMapRef" in source else ("Secret", source["secretRef"])
+        kind, ref = (
+            ("ConfigMap", source["configMapRef"])
+            if "configMapRef" in source
+            else ("Secret", source["secretRef"])
+        )
         assert (kind, ref["name"]) in objects
     for volume in spec["volumes"]:
         if "configMap" in volume:
@@ -94,8 +103,13 @@ def test_k8s_settings_are_real_and_the_suites_valid() -> None:
     secret = objects[("Secret", "streameval-keys")]["stringData"]
     assert "REDIS_URL" in secret
     suites_map = objects[("ConfigMap", "streameval-suites")]["data"]
-    mount = next(m for m in objects[("Deployment", "streameval-worker")]["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
-                 if m["name"] == "suites")  # fmt: skip
+    mount = next(
+        m
+        for m in objects[("Deployment", "streameval-worker")]["spec"]["template"]["spec"]["containers"][0][
+            "volumeMounts"
+        ]
+        if m["name"] == "suites"
+    )
     assert settings["STREAMEVAL_CONFIG"] == f"{mount['mountPath']}/suites.yaml"
     shipped = yaml.safe_load(suites_map["suites.yaml"])
     parse_config(shipped)
@@ -150,7 +164,9 @@ def test_redis_cluster_options_parse_and_point_the_worker_at_a_cluster() -> None
     init = " ".join(override["redis-cluster-init"]["command"])
     assert "--cluster-replicas 1" in init and all(f"{n}:6379" in init for n in nodes)
     worker = override["worker"]
-    assert set(worker["environment"]) <= setting_env_names() and set(worker["environment"]) <= set(base["worker"]["environment"])
+    assert set(worker["environment"]) <= setting_env_names() and set(worker["environment"]) <= set(
+        base["worker"]["environment"]
+    )
     assert worker["environment"]["REDIS_URL"].startswith("redis+cluster://redis-")
     assert set(worker["depends_on"]) <= set(override)
     overlay = K8S / "redis-cluster"
@@ -167,14 +183,23 @@ def test_compose_sasl_ssl_variant_uses_real_settings_and_a_secret_file() -> None
     worker = variant["services"]["worker"]
     env = worker["environment"]
     assert set(env) <= setting_env_names()
-    assert env["STREAMEVAL_KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL" and "STREAMEVAL_KAFKA_SASL_PASSWORD" not in env
+    assert (
+        env["STREAMEVAL_KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL"
+        and "STREAMEVAL_KAFKA_SASL_PASSWORD" not in env
+    )
     [secret] = worker["secrets"]
-    assert env["STREAMEVAL_KAFKA_SASL_PASSWORD_FILE"] == f"/run/secrets/{secret}" and secret in variant["secrets"]
+    assert (
+        env["STREAMEVAL_KAFKA_SASL_PASSWORD_FILE"] == f"/run/secrets/{secret}"
+        and secret in variant["secrets"]
+    )
     kafka = variant["services"]["kafka"]["environment"]
     advertised = dict(entry.split("://") for entry in kafka["KAFKA_ADVERTISED_LISTENERS"].split(","))
     assert advertised["SASL_SSL"] == env["KAFKA_BOOTSTRAP_SERVERS"]
     assert "SASL_SSL:SASL_SSL" in kafka["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"]
-    assert "kafka_sasl_password" in variant["secrets"] and (ROOT / "deploy" / "compose" / "make-certs.sh").is_file()
+    assert (
+        "kafka_sasl_password" in variant["secrets"]
+        and (ROOT / "deploy" / "compose" / "make-certs.sh").is_file()
+    )
     assert "sasl-ssl.yml" in (ROOT / "docker-compose.yml").read_text()
 
 

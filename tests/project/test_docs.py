@@ -82,13 +82,17 @@ def test_every_suite_key_is_documented(key: str) -> None:
 @pytest.mark.parametrize("key", [f"sessions[].{k}" for k in SessionConfig.model_fields])
 def test_every_session_key_is_documented(key: str) -> None:
     assert f"`{key}`" in README
-    assert f"`{key.removeprefix('sessions[].')}`" in (ROOT / "docs" / "sessions.md").read_text(encoding="utf-8")
+    assert f"`{key.removeprefix('sessions[].')}`" in (ROOT / "docs" / "sessions.md").read_text(
+        encoding="utf-8"
+    )
 
 
 def input_keys() -> list[str]:
     from streameval.inputs import JsonInput, NativeInput, OtlpInput
 
-    return sorted({f"inputs[].{k}" for model in (NativeInput, JsonInput, OtlpInput) for k in model.model_fields})
+    return sorted(
+        {f"inputs[].{k}" for model in (NativeInput, JsonInput, OtlpInput) for k in model.model_fields}
+    )
 
 
 @pytest.mark.parametrize("key", input_keys())

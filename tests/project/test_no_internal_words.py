@@ -32,7 +32,7 @@ INTERNAL = re.compile(
 
 
 def hits(text: str) -> list[str]:
-    return [text[max(0, m.start() - 40): m.end() + 20].replace("\n", " ") for m in INTERNAL.finditer(text)]
+    return [text[max(0, m.start() - 40) : m.end() + 20].replace("\n", " ") for m in INTERNAL.finditer(text)]
 
 
 def test_the_pattern_catches_what_it_should() -> None:
@@ -41,7 +41,9 @@ def test_the_pattern_catches_what_it_should() -> None:
     assert not hits("SQuAD v2.0, /api/v1, the RNG seed, `seed=False`, issues with judges")
 
 
-@pytest.mark.parametrize("path", ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))])
+@pytest.mark.parametrize(
+    "path", ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+)
 def test_readme_and_docs(path: str) -> None:
     assert hits((ROOT / path).read_text(encoding="utf-8")) == []
 
@@ -52,9 +54,14 @@ def _without_web_comments(text: str) -> str:
     return re.sub(r"(?<![:\"'\\])//[^\n]*", "", text)  # not the // of a URL
 
 
-@pytest.mark.parametrize("path", sorted(p.name for p in (ROOT / "stream" / "api" / "web").iterdir() if p.is_file()))
+@pytest.mark.parametrize(
+    "path", sorted(p.name for p in (ROOT / "stream" / "api" / "web").iterdir() if p.is_file())
+)
 def test_web_pages(path: str) -> None:
-    assert hits(_without_web_comments((ROOT / "stream" / "api" / "web" / path).read_text(encoding="utf-8"))) == []
+    assert (
+        hits(_without_web_comments((ROOT / "stream" / "api" / "web" / path).read_text(encoding="utf-8")))
+        == []
+    )
 
 
 def _string_literals(path: Path) -> Iterator[tuple[int, str]]:
@@ -72,9 +79,12 @@ def _string_literals(path: Path) -> Iterator[tuple[int, str]]:
 
 @pytest.mark.parametrize("package", ["stream", "agents"])
 def test_string_literals_of_the_code(package: str) -> None:
-    found = [f"{path.relative_to(ROOT)}:{line}: {hit}"
-             for path in sorted((ROOT / package).rglob("*.py")) for line, text in _string_literals(path)
-             for hit in hits(text)]  # fmt: skip
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {hit}"
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for line, text in _string_literals(path)
+        for hit in hits(text)
+    ]
     assert found == []
 
 
@@ -94,8 +104,19 @@ def test_what_the_program_shows() -> None:
 
 #: a document or issue number in any form, in comments and docstrings too
 NUMBERED = re.compile(r"\b[Ss]eeds? ?\d|\b[Ii]ssues? ?#?\d+\b|\bthe issue's\b|shared/seeds")
-REPOSITORY = ("README.md", "pyproject.toml", ".ci", "agents", "bench", "deploy", "docs", "examples", "schemas",
-              "stream", "tests")
+REPOSITORY = (
+    "README.md",
+    "pyproject.toml",
+    ".ci",
+    "agents",
+    "bench",
+    "deploy",
+    "docs",
+    "examples",
+    "schemas",
+    "stream",
+    "tests",
+)
 #: this file (its pattern and examples) and the test corpus of real sentences
 NOT_CHECKED = {Path(__file__).resolve(), ROOT / "tests" / "data"}
 
@@ -104,8 +125,12 @@ def _repository_files() -> Iterator[Path]:
     for name in REPOSITORY:
         top = ROOT / name
         for path in [top] if top.is_file() else sorted(top.rglob("*")):
-            if (path.is_file() and "node_modules" not in path.parts and "__pycache__" not in path.parts
-                    and not any(path == skip or skip in path.parents for skip in NOT_CHECKED)):
+            if (
+                path.is_file()
+                and "node_modules" not in path.parts
+                and "__pycache__" not in path.parts
+                and not any(path == skip or skip in path.parents for skip in NOT_CHECKED)
+            ):
                 yield path
 
 
@@ -116,6 +141,10 @@ def test_no_document_or_issue_numbers_anywhere() -> None:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             continue
-        found += [f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r}"
-                  for m in NUMBERED.finditer(text)]
-    assert found == [], "cite the spec by its name (docs/glossary.md) or describe the feature:\n" + "\n".join(found)
+        found += [
+            f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r}"
+            for m in NUMBERED.finditer(text)
+        ]
+    assert found == [], "cite the spec by its name (docs/glossary.md) or describe the feature:\n" + "\n".join(
+        found
+    )

@@ -12,10 +12,21 @@ from streameval.sandbox import _boot, _evaluator
 
 def imported_by(*args: str) -> set[str]:
     """Modules imported by ``python -I _boot.py ARGS`` (stdin empty: the zygote ends at once)."""
-    done = subprocess.run([sys.executable, "-X", "importtime", "-I", _boot.__file__, *args],
-                          input="", capture_output=True, text=True, timeout=60, env={}, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-I", _boot.__file__, *args],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={},
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
-    lines = [line.rpartition("|")[2].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
+    lines = [
+        line.rpartition("|")[2].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+    ]
     return set(lines)
 
 
@@ -29,8 +40,13 @@ def test_an_entry_module_runs_with_only_its_siblings_imported(entry: str) -> Non
 
 
 def test_an_unknown_entry_is_refused() -> None:
-    done = subprocess.run([sys.executable, "-I", _boot.__file__, "setup"], capture_output=True, text=True,
-                          timeout=60, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-I", _boot.__file__, "setup"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode != 0
     assert "_zygote,_launch" in done.stderr
 

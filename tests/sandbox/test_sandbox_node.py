@@ -181,19 +181,21 @@ async def test_heap_bomb_kills_only_its_host(anchor: object) -> None:
 
 async def test_prototype_pollution_does_not_leak_between_calls(anchor: object) -> None:
     polluter = nodejs(
-        "const _ = require('lodash');\n" + body(
+        "const _ = require('lodash');\n"
+        + body(
             "Object.prototype.polluted = true; Array.prototype.includes = () => true;"
             "Object.getPrototypeOf(_).hacked = 1; _.difference = () => [];"
-            "JSON.stringify = () => '{\"ok\":{\"passed\":true}}';"
+            'JSON.stringify = () => \'{"ok":{"passed":true}}\';'
             "return { passed: true };"
         )
-    )  # fmt: skip
+    )
     checker = nodejs(
-        "const _ = require('lodash');\n" + body(
+        "const _ = require('lodash');\n"
+        + body(
             "return { passed: ({}).polluted === undefined && ![1].includes(2) && _.difference([1, 2], [1]).length === 1"
             " && Object.getPrototypeOf(_).hacked === undefined };"
         )
-    )  # fmt: skip
+    )
     await polluter.start()
     await checker.start()
     try:
@@ -304,8 +306,19 @@ s.on('error', (e) => { out.tcp = e.code; process.stdout.write(JSON.stringify(out
 s.on('connect', () => { out.tcp = 'ALLOWED'; process.stdout.write(JSON.stringify(out)); process.exit(0); });
 """
     node = shutil.which("node")
-    argv = [sys.executable, "-I", "-m", "streameval.sandbox._launch", "--data-mb", "512", "--", node,
-            f"--openssl-config={NODE_DIR / 'openssl.cnf'}", "-e", script]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-I",
+        "-m",
+        "streameval.sandbox._launch",
+        "--data-mb",
+        "512",
+        "--",
+        node,
+        f"--openssl-config={NODE_DIR / 'openssl.cnf'}",
+        "-e",
+        script,
+    ]
     done = subprocess.run(argv, capture_output=True, timeout=30, env={}, check=False)
     results = json.loads(done.stdout)
     assert results.keys() == {"read", "write", "list", "spawn", "kill", "tcp"}

@@ -243,11 +243,29 @@ async def test_through_the_pipeline_errors_are_results_and_the_stream_goes_on(an
     from streameval.pipeline import Pipeline
 
     evaluators = [
-        {"evaluator": "code", "name": "boom", "params": {"language": "python", "code": "def evaluate(i, o, e, m):\n    return 1 / 0"}},
-        {"evaluator": "code", "name": "slow", "params": {"language": "python", "timeout_ms": 200,
-                                                          "code": "def evaluate(i, o, e, m):\n    while True:\n        pass"}},
-        {"evaluator": "code", "name": "ok", "params": {"language": "python", "code": "def evaluate(i, o, e, m):\n    return {'passed': True}"}},
-    ]  # fmt: skip
+        {
+            "evaluator": "code",
+            "name": "boom",
+            "params": {"language": "python", "code": "def evaluate(i, o, e, m):\n    return 1 / 0"},
+        },
+        {
+            "evaluator": "code",
+            "name": "slow",
+            "params": {
+                "language": "python",
+                "timeout_ms": 200,
+                "code": "def evaluate(i, o, e, m):\n    while True:\n        pass",
+            },
+        },
+        {
+            "evaluator": "code",
+            "name": "ok",
+            "params": {
+                "language": "python",
+                "code": "def evaluate(i, o, e, m):\n    return {'passed': True}",
+            },
+        },
+    ]
     _, suites = parse_config({"suites": [{"name": "s", "default": True, "evaluators": evaluators}]})
     pipeline = Pipeline(suites)
     await pipeline.start()

@@ -18,9 +18,21 @@ from streameval.sandbox._result import to_score
 
 def test_public_names() -> None:
     assert sorted(sandbox.__all__) == sorted(
-        ["ALLOWED_MODULES", "NODE_MODULES", "SEED_ERROR_CODE", "CodeEvaluator", "CodeParams", "Mechanisms",
-         "SandboxError", "SandboxTimeout", "SandboxUnavailable", "allow_weaker_sandbox", "probe", "sandbox_setup"]
-    )  # fmt: skip
+        [
+            "ALLOWED_MODULES",
+            "NODE_MODULES",
+            "SEED_ERROR_CODE",
+            "CodeEvaluator",
+            "CodeParams",
+            "Mechanisms",
+            "SandboxError",
+            "SandboxTimeout",
+            "SandboxUnavailable",
+            "allow_weaker_sandbox",
+            "probe",
+            "sandbox_setup",
+        ]
+    )
     assert sandbox.SEED_ERROR_CODE == 503002
     assert sandbox.NODE_MODULES == ("lodash", "dayjs", "validator", "ajv")
 

@@ -35,34 +35,92 @@ PAIRS: list[tuple[str, type[BaseModel]]] = [("request", RequestEvent), *((o.kind
 
 WINDOW = {"size_s": 60, "start": "2026-11-21T10:00:00Z", "end": "2026-11-21T10:01:00Z"}
 ALERT = {
-    "id": "a1", "rule": "low-mean", "severity": "warning", "metric": "mean_score", "comparator": "<",
-    "threshold": 0.6, "value": 0.41, "count": 120, "model": "gpt-4o", "suite": "qa", "window": WINDOW,
-    "message": "mean score 0.41 < 0.6", "fired_at": "2026-11-21T10:01:02.500Z",
-}  # fmt: skip
+    "id": "a1",
+    "rule": "low-mean",
+    "severity": "warning",
+    "metric": "mean_score",
+    "comparator": "<",
+    "threshold": 0.6,
+    "value": 0.41,
+    "count": 120,
+    "model": "gpt-4o",
+    "suite": "qa",
+    "window": WINDOW,
+    "message": "mean score 0.41 < 0.6",
+    "fired_at": "2026-11-21T10:01:02.500Z",
+}
 AGGREGATE = {
-    "model": "gpt-4o", "suite": "qa", "window": WINDOW, "count": 120, "mean": 0.71, "std": 0.2,
-    "pass_rate": 0.8, "grades": {"excellent": 60, "pass": 36, "fail": 24},
+    "model": "gpt-4o",
+    "suite": "qa",
+    "window": WINDOW,
+    "count": 120,
+    "mean": 0.71,
+    "std": 0.2,
+    "pass_rate": 0.8,
+    "grades": {"excellent": 60, "pass": 36, "fail": 24},
     "evaluators": {"exact_match": {"count": 120, "mean": 0.5, "pass_rate": 0.5}},
     "published_at": "2026-11-21T10:01:05Z",
-}  # fmt: skip
+}
 # with every optional field of the window statistics (docs/statistics.md), so mutations reach them too
 AGGREGATE_FULL = {
-    **AGGREGATE, "ci_low": 0.67, "ci_high": 0.75, "dead_letters": 3, "dead_letter_rate": 0.024,
-    "judge_error_rate": 0.01, "tokens": {"prompt": 1200, "completion": 300}, "latency_p95_ms": 250.0,
-    "judges": {"glm": {"n": 100, "mean": 7.1, "std": 1.2, "errors": 1, "error_rate": 0.0099, "drift": 0.4},
-               "new": {"n": 0, "mean": None, "std": None, "errors": 0, "error_rate": None, "drift": None}},
-    "judge_pearson": {"deepseek|glm": 0.83, "glm|minimax": None}, "alpha": 0.71, "consistency": 0.9,
-    "consistency_n": 12, "late": 2, "late_redirected": 1, "warnings": ["consistency 0.75 < 0.8"],
-}  # fmt: skip
+    **AGGREGATE,
+    "ci_low": 0.67,
+    "ci_high": 0.75,
+    "dead_letters": 3,
+    "dead_letter_rate": 0.024,
+    "judge_error_rate": 0.01,
+    "tokens": {"prompt": 1200, "completion": 300},
+    "latency_p95_ms": 250.0,
+    "judges": {
+        "glm": {"n": 100, "mean": 7.1, "std": 1.2, "errors": 1, "error_rate": 0.0099, "drift": 0.4},
+        "new": {"n": 0, "mean": None, "std": None, "errors": 0, "error_rate": None, "drift": None},
+    },
+    "judge_pearson": {"deepseek|glm": 0.83, "glm|minimax": None},
+    "alpha": 0.71,
+    "consistency": 0.9,
+    "consistency_n": 12,
+    "late": 2,
+    "late_redirected": 1,
+    "warnings": ["consistency 0.75 < 0.8"],
+}
 ALERT_FULL = {**ALERT, "min_count": 20, "cooldown_s": 300, "figures": {"mean": 0.41, "alpha": None}}
-REVIEW = {"id": "e1", "model": "gpt-4o", "suite": "qa", "reasons": ["judges_disagree"], "reason": "spread 4 >= 3",
-          "score": 0.58, "passed": False, "threshold": 0.6, "event_time": "2026-11-21T10:00:00Z",
-          "selected_at": "2026-11-21T10:00:01.250Z"}  # fmt: skip
-REVIEW_FULL = {**REVIEW, "schema_version": 1, "reasons": ["gate_failed", "near_threshold"], "judges": {"a": 9.0, "b": None},
-               "judge_spread": 0.0, "failed_gates": ["no_pii"], "input": "q", "output": None}  # fmt: skip
-ALERT_SHIFT = {**ALERT, "metric": "score_shift", "change": {
-    "series": "evaluator:similarity", "direction": "down", "start": "2026-11-21T10:00:00Z", "event_id": "ev-1",
-    "shift": -0.1, "reference_mean": 0.7, "reference_std": 0.15, "ewma": 0.62, "events_since": 80}}  # fmt: skip
+REVIEW = {
+    "id": "e1",
+    "model": "gpt-4o",
+    "suite": "qa",
+    "reasons": ["judges_disagree"],
+    "reason": "spread 4 >= 3",
+    "score": 0.58,
+    "passed": False,
+    "threshold": 0.6,
+    "event_time": "2026-11-21T10:00:00Z",
+    "selected_at": "2026-11-21T10:00:01.250Z",
+}
+REVIEW_FULL = {
+    **REVIEW,
+    "schema_version": 1,
+    "reasons": ["gate_failed", "near_threshold"],
+    "judges": {"a": 9.0, "b": None},
+    "judge_spread": 0.0,
+    "failed_gates": ["no_pii"],
+    "input": "q",
+    "output": None,
+}
+ALERT_SHIFT = {
+    **ALERT,
+    "metric": "score_shift",
+    "change": {
+        "series": "evaluator:similarity",
+        "direction": "down",
+        "start": "2026-11-21T10:00:00Z",
+        "event_id": "ev-1",
+        "shift": -0.1,
+        "reference_mean": 0.7,
+        "reference_std": 0.15,
+        "ewma": 0.62,
+        "events_since": 80,
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +128,9 @@ def valid_documents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[
     """Real documents: the example events, and the results and dead letters the pipeline makes of them."""
     tmp = tmp_path_factory.mktemp("contracts")
     _, suites = load_config(EXAMPLES / "suites.yaml")
-    asyncio.run(evaluate_file(Pipeline(suites), EXAMPLES / "events.jsonl", tmp / "out.jsonl", tmp / "dl.jsonl"))
+    asyncio.run(
+        evaluate_file(Pipeline(suites), EXAMPLES / "events.jsonl", tmp / "out.jsonl", tmp / "dl.jsonl")
+    )
     requests = []
     for line in (EXAMPLES / "events.jsonl").read_bytes().splitlines():
         try:
@@ -78,34 +138,84 @@ def valid_documents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[
         except ValidationError:
             continue
         requests.append(orjson.loads(line))
-    requests.append({"id": "full", "model": "m", "output": "o", "input": None, "expected": None, "references": [],
-                     "category": "qa_simple", "suite": "qa", "tags": ["a"], "metadata": {"k": [1, {"x": None}]},
-                     "timestamp": "2026-11-21T10:00:00.123456+08:00", "schema_version": 1})  # fmt: skip
+    requests.append(
+        {
+            "id": "full",
+            "model": "m",
+            "output": "o",
+            "input": None,
+            "expected": None,
+            "references": [],
+            "category": "qa_simple",
+            "suite": "qa",
+            "tags": ["a"],
+            "metadata": {"k": [1, {"x": None}]},
+            "timestamp": "2026-11-21T10:00:00.123456+08:00",
+            "schema_version": 1,
+        }
+    )
     load = lambda p: [orjson.loads(x) for x in p.read_bytes().splitlines()]  # noqa: E731
     dead = load(tmp / "dl.jsonl")
     # a dead letter cut to fit the broker (streameval.deadletters), so mutations reach `truncated` too
-    dead.append({**dead[0], "raw": "aGVhZA==", "truncated": {
-        "length": 900000, "sha256": "ab" * 32, "tail": "dGFpbA==", "stored_key": "streameval:dlraw:" + "ab" * 32,
-        "stored_until": "2026-11-30T10:00:00Z"}})  # fmt: skip
-    return {"request": requests, "result": load(tmp / "out.jsonl"), "deadletter": dead,
-            "alert": [ALERT, ALERT_FULL, ALERT_SHIFT], "aggregate": [AGGREGATE, AGGREGATE_FULL],
-            "session": _session_results(tmp), "review": [REVIEW, REVIEW_FULL]}  # fmt: skip
+    dead.append(
+        {
+            **dead[0],
+            "raw": "aGVhZA==",
+            "truncated": {
+                "length": 900000,
+                "sha256": "ab" * 32,
+                "tail": "dGFpbA==",
+                "stored_key": "streameval:dlraw:" + "ab" * 32,
+                "stored_until": "2026-11-30T10:00:00Z",
+            },
+        }
+    )
+    return {
+        "request": requests,
+        "result": load(tmp / "out.jsonl"),
+        "deadletter": dead,
+        "alert": [ALERT, ALERT_FULL, ALERT_SHIFT],
+        "aggregate": [AGGREGATE, AGGREGATE_FULL],
+        "session": _session_results(tmp),
+        "review": [REVIEW, REVIEW_FULL],
+    }
 
 
 def _session_results(tmp: Path) -> list[dict[str, Any]]:
     """Session results the offline pipeline makes of a short conversation (streameval.sessions)."""
     config = tmp / "sessions.yaml"
-    config.write_text("suites: [{name: chat, default: true, evaluators: [{evaluator: exact_match}]}]\n"
-                      "sessions: [{name: conv, key: metadata.c, end: metadata.last, evaluators: "
-                      "[{evaluator: turn_scores}, {evaluator: thread_clean, weight: 0, gate: true}]}]\n")  # fmt: skip
-    turns = [{"id": f"t{i}", "model": "m", "input": "q", "output": "Paris" if i else "Rome", "expected": "Paris",
-              "timestamp": f"2026-11-21T10:00:0{i}Z", "metadata": {"c": f"c{i % 2}", "last": i == 3,
-              "tool_calls": [{"name": "f", "arguments": {"a": 1}, "error": "boom" if i == 2 else None}]}}
-             for i in range(4)]  # fmt: skip
+    config.write_text(
+        "suites: [{name: chat, default: true, evaluators: [{evaluator: exact_match}]}]\n"
+        "sessions: [{name: conv, key: metadata.c, end: metadata.last, evaluators: "
+        "[{evaluator: turn_scores}, {evaluator: thread_clean, weight: 0, gate: true}]}]\n"
+    )
+    turns = [
+        {
+            "id": f"t{i}",
+            "model": "m",
+            "input": "q",
+            "output": "Paris" if i else "Rome",
+            "expected": "Paris",
+            "timestamp": f"2026-11-21T10:00:0{i}Z",
+            "metadata": {
+                "c": f"c{i % 2}",
+                "last": i == 3,
+                "tool_calls": [{"name": "f", "arguments": {"a": 1}, "error": "boom" if i == 2 else None}],
+            },
+        }
+        for i in range(4)
+    ]
     (tmp / "turns.jsonl").write_bytes(b"\n".join(orjson.dumps(t) for t in turns))
     _, suites = load_config(config)
-    asyncio.run(evaluate_file(Pipeline(suites), tmp / "turns.jsonl", tmp / "t.jsonl", tmp / "tdl.jsonl",
-                              sessions_path=tmp / "sessions.jsonl"))  # fmt: skip
+    asyncio.run(
+        evaluate_file(
+            Pipeline(suites),
+            tmp / "turns.jsonl",
+            tmp / "t.jsonl",
+            tmp / "tdl.jsonl",
+            sessions_path=tmp / "sessions.jsonl",
+        )
+    )
     found = [orjson.loads(x) for x in (tmp / "sessions.jsonl").read_bytes().splitlines()]
     assert len(found) == 2
     return found
@@ -138,7 +248,9 @@ def test_same_properties_and_required(name: str, model: type[BaseModel]) -> None
 
 
 @pytest.mark.parametrize(("name", "model"), PAIRS)
-def test_valid_documents_pass_both(name: str, model: type[BaseModel], valid_documents: dict[str, list[Any]]) -> None:
+def test_valid_documents_pass_both(
+    name: str, model: type[BaseModel], valid_documents: dict[str, list[Any]]
+) -> None:
     assert valid_documents[name], f"no {name} documents to check"
     for document in valid_documents[name]:
         assert _verdicts(name, model, document) == (True, True), document
@@ -152,7 +264,9 @@ def test_round_trip(name: str, model: type[BaseModel], valid_documents: dict[str
 
 
 # Values of every JSON type, including edge cases, to put where they do not belong.
-ODD_VALUES = st.sampled_from([None, True, 0, -1, 2.5, "", "x", "2026-11-21T10:00:00Z", [], ["x"], [1], {}, {"a": 1}])
+ODD_VALUES = st.sampled_from(
+    [None, True, 0, -1, 2.5, "", "x", "2026-11-21T10:00:00Z", [], ["x"], [1], {}, {"a": 1}]
+)
 
 
 def _paths(document: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

@@ -35,8 +35,20 @@ def test_llm_spans_of_a_trace_form_one_session(tmp_path: Path) -> None:
     source = tmp_path / "spans.jsonl"
     source.write_bytes(b"\n".join(lines) + b"\n")
     out = tmp_path / "out.jsonl"
-    code = main(["evaluate", "--config", str(config), "--input", str(source), "--output", str(out),
-                 "--input-topic", "spans", "--quiet"])  # fmt: skip
+    code = main(
+        [
+            "evaluate",
+            "--config",
+            str(config),
+            "--input",
+            str(source),
+            "--output",
+            str(out),
+            "--input-topic",
+            "spans",
+            "--quiet",
+        ]
+    )
     assert code == 0
     results = [orjson.loads(line) for line in out.read_bytes().splitlines()]
     sessions = [orjson.loads(line) for line in (tmp_path / "out.sessions.jsonl").read_bytes().splitlines()]
@@ -52,21 +64,52 @@ def test_llm_spans_of_a_trace_form_one_session(tmp_path: Path) -> None:
 
 def test_evaluation_processes_give_the_same_sessions(tmp_path: Path) -> None:
     config = tmp_path / "suites.yaml"
-    config.write_text("suites: [{name: s, default: true, evaluators: [{evaluator: exact_match}]}]\n"
-                      "sessions: [{name: c, key: metadata.c, max_turns: 4}]\n")  # fmt: skip
-    events = [{"id": f"e{i}", "model": "m", "output": "a" if i % 3 else "b", "expected": "a",
-               "timestamp": f"2026-11-21T10:{i // 60:02d}:{i % 60:02d}Z", "metadata": {"c": f"k{i % 7}"}}
-              for i in range(300)]  # fmt: skip
+    config.write_text(
+        "suites: [{name: s, default: true, evaluators: [{evaluator: exact_match}]}]\n"
+        "sessions: [{name: c, key: metadata.c, max_turns: 4}]\n"
+    )
+    events = [
+        {
+            "id": f"e{i}",
+            "model": "m",
+            "output": "a" if i % 3 else "b",
+            "expected": "a",
+            "timestamp": f"2026-11-21T10:{i // 60:02d}:{i % 60:02d}Z",
+            "metadata": {"c": f"k{i % 7}"},
+        }
+        for i in range(300)
+    ]
     source = tmp_path / "in.jsonl"
     source.write_bytes(b"\n".join(orjson.dumps(e) for e in events))
     found = []
     for processes in ("0", "2"):
         out = tmp_path / f"out{processes}.jsonl"
-        assert main(["evaluate", "--config", str(config), "--input", str(source), "--output", str(out),
-                     "--processes", processes, "--concurrency", "16", "--quiet"]) == 0  # fmt: skip
+        assert (
+            main(
+                [
+                    "evaluate",
+                    "--config",
+                    str(config),
+                    "--input",
+                    str(source),
+                    "--output",
+                    str(out),
+                    "--processes",
+                    processes,
+                    "--concurrency",
+                    "16",
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
         skip = ("closed_at", "evaluated_at", "latency_ms")
-        found.append([{k: v for k, v in orjson.loads(x).items() if k not in skip}
-                      for x in (tmp_path / f"out{processes}.sessions.jsonl").read_bytes().splitlines()])  # fmt: skip
+        found.append(
+            [
+                {k: v for k, v in orjson.loads(x).items() if k not in skip}
+                for x in (tmp_path / f"out{processes}.sessions.jsonl").read_bytes().splitlines()
+            ]
+        )
     assert len(found[0]) == 7 and found[0] == found[1]
     assert all(s["truncated"] and len(s["turn_ids"]) == 4 for s in found[0])
 
@@ -83,8 +126,16 @@ def test_code_evaluators_receive_the_transcript(tmp_path: Path) -> None:
         "suites: [{name: s, default: true, evaluators: [{evaluator: exact_match}]}]\n"
         f'sessions: [{{name: c, key: metadata.c, evaluators: [{{evaluator: code, params: {{language: python, code: "{code}"}}}}]}}]\n'
     )
-    events = [{"id": f"e{i}", "model": "m", "output": "Hello Ada" if i else "Hi", "timestamp": f"2026-11-21T10:00:0{i}Z",
-               "metadata": {"c": "k"}} for i in range(4)]  # fmt: skip
+    events = [
+        {
+            "id": f"e{i}",
+            "model": "m",
+            "output": "Hello Ada" if i else "Hi",
+            "timestamp": f"2026-11-21T10:00:0{i}Z",
+            "metadata": {"c": "k"},
+        }
+        for i in range(4)
+    ]
     source = tmp_path / "in.jsonl"
     source.write_bytes(b"\n".join(orjson.dumps(e) for e in events))
     out = tmp_path / "out.jsonl"

@@ -24,10 +24,23 @@ from streameval.sessions.turns import TOOL_TEXT
 
 SUITES: dict[str, Any] = {
     "inputs": [{"topic": "spans", "format": "otlp_proto"}, {"topic": "spans.json", "format": "otlp_json"}],
-    "suites": [{"name": "llm", "default": True, "evaluators": [{"evaluator": "contains", "params": {"value": "巴黎"}}]}],
-    "sessions": [{"name": "runs", "key": "metadata.trace_id", "assemble": "spans", "category": "agent",
-                  "evaluators": [{"evaluator": "turn_scores"}, {"evaluator": "thread_clean", "weight": 0}]}],
-}  # fmt: skip
+    "suites": [
+        {
+            "name": "llm",
+            "default": True,
+            "evaluators": [{"evaluator": "contains", "params": {"value": "巴黎"}}],
+        }
+    ],
+    "sessions": [
+        {
+            "name": "runs",
+            "key": "metadata.trace_id",
+            "assemble": "spans",
+            "category": "agent",
+            "evaluators": [{"evaluator": "turn_scores"}, {"evaluator": "thread_clean", "weight": 0}],
+        }
+    ],
+}
 
 
 def _export(fmt: str) -> tuple[bytes, str]:
@@ -49,11 +62,16 @@ def test_tool_and_root_spans_are_steps_only_with_a_spans_session(fmt: str) -> No
     assert all(item.error is None for item in items)
     docs = [orjson.loads(item.raw) for item in items]
     assert [(item.step, d.get("kind"), d.get("name")) for item, d in zip(items, docs, strict=True)] == [
-        (False, None, None), (True, "tool", "get_weather"), (True, "tool", "book_hotel"), (False, None, None),
+        (False, None, None),
+        (True, "tool", "get_weather"),
+        (True, "tool", "book_hotel"),
+        (False, None, None),
         (True, "root", "travel"),
-    ]  # fmt: skip
+    ]
     weather, hotel, root = docs[1], docs[2], docs[4]
-    assert weather["error"] is None and weather["result"] == "晴, 21°C" and LONG_ARGUMENT in weather["arguments"]
+    assert (
+        weather["error"] is None and weather["result"] == "晴, 21°C" and LONG_ARGUMENT in weather["arguments"]
+    )
     assert hotel["error"] == "no rooms left" and hotel["result"] is None  # the exception event's message
     assert root["root"] is True and root["error"] is None
     assert all(d["metadata"]["trace_id"] == trace_id for d in docs)
@@ -64,13 +82,21 @@ async def test_the_run_holds_its_steps_in_time_order_with_the_failed_tool(fmt: s
     raw, trace_id = _export(fmt)
     _, suites = parse_config(SUITES)
     pipeline = Pipeline(suites)
-    items = Inputs(suites.inputs, steps=True).expand([(raw, Source("spans" if fmt == "proto" else "spans.json", 0, 0))])
+    items = Inputs(suites.inputs, steps=True).expand(
+        [(raw, Source("spans" if fmt == "proto" else "spans.json", 0, 0))]
+    )
     outcomes = await evaluate_items(pipeline, items)
     # the LLM spans are evaluated as events; the steps are not (no result, no dead letter), only turns
     assert [o.result is not None for o in outcomes] == [True, False, False, True, False]
     assert all(o.dead_letter is None for o in outcomes)
     turns = [t for o in outcomes for t in o.turns]
-    assert {t.key for t in turns} == {trace_id} and [t.end for t in turns] == [False, False, False, False, True]
+    assert {t.key for t in turns} == {trace_id} and [t.end for t in turns] == [
+        False,
+        False,
+        False,
+        False,
+        True,
+    ]
     records = [orjson.loads(t.payload) for t in sorted(turns, key=lambda t: t.time)]
     assert [r.get("step") for r in records] == [None, "tool", "tool", None, "end"]
     event, metrics = thread_event("runs", trace_id, "agent", 0, records, len(records))
@@ -84,7 +110,12 @@ async def test_the_run_holds_its_steps_in_time_order_with_the_failed_tool(fmt: s
     assert "gpt-4o" not in event.output  # blind mode: the judges never read the model's name
     assert event.input is not None and event.input.startswith("An agent run of 5 step(s)")
     assert event.model == "gpt-4o-2024-08-06"
-    assert (metrics["tool_calls"], metrics["tool_errors"], metrics["steps"], metrics["unclean_turns"]) == (2, 1, 3, 1)
+    assert (metrics["tool_calls"], metrics["tool_errors"], metrics["steps"], metrics["unclean_turns"]) == (
+        2,
+        1,
+        3,
+        1,
+    )
     assert (metrics["turns"], metrics["score_mean"], metrics["errors"]) == (5, 0.5, 0)
     assert len(event.agent.results) == 2  # type: ignore[union-attr]  # the scored turns: the two LLM calls
 
@@ -100,8 +131,23 @@ def test_streameval_evaluate_closes_the_run_on_its_root_span(tmp_path: Path) -> 
     source = tmp_path / "spans.jsonl"
     source.write_bytes(b"\n".join(lines) + b"\n")
     out = tmp_path / "out.jsonl"
-    assert main(["evaluate", "--config", str(config), "--input", str(source), "--output", str(out),
-                 "--input-topic", "spans.json", "--quiet"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "evaluate",
+                "--config",
+                str(config),
+                "--input",
+                str(source),
+                "--output",
+                str(out),
+                "--input-topic",
+                "spans.json",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     results = [orjson.loads(line) for line in out.read_bytes().splitlines()]
     assert len(results) == 4 and {r["suite"] for r in results} == {"llm"}  # steps are never evaluated events
     runs = [orjson.loads(line) for line in (tmp_path / "out.sessions.jsonl").read_bytes().splitlines()]
@@ -145,16 +191,33 @@ def test_a_trace_without_llm_spans_gives_no_run_result(tmp_path: Path) -> None:
     config.write_text(json.dumps(SUITES, ensure_ascii=False), encoding="utf-8")
     with record() as (tracer, finished):
         with tracer.start_as_current_span("GET /health"):
-            with tracer.start_as_current_span("execute_tool ping", attributes={
-                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "ping"}):  # fmt: skip
+            with tracer.start_as_current_span(
+                "execute_tool ping",
+                attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "ping"},
+            ):
                 pass
         quiet = export_json(finished())
     raw, trace_id = _export("json")
     source = tmp_path / "spans.jsonl"
     source.write_bytes(quiet + b"\n" + raw + b"\n")
     out = tmp_path / "out.jsonl"
-    assert main(["evaluate", "--config", str(config), "--input", str(source), "--output", str(out),
-                 "--input-topic", "spans.json", "--quiet"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "evaluate",
+                "--config",
+                str(config),
+                "--input",
+                str(source),
+                "--output",
+                str(out),
+                "--input-topic",
+                "spans.json",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     runs = [orjson.loads(line) for line in (tmp_path / "out.sessions.jsonl").read_bytes().splitlines()]
     assert [r["key"] for r in runs] == [trace_id]
 
@@ -162,8 +225,17 @@ def test_a_trace_without_llm_spans_gives_no_run_result(tmp_path: Path) -> None:
 def test_a_step_without_an_end_time_is_placed_when_it_arrived() -> None:
     _, suites = parse_config(SUITES)
     pipeline = Pipeline(suites, clock=lambda: 1_800_000_000.25)
-    step = {"id": "t-s", "kind": "tool", "name": "ping", "t": 0.0, "root": False, "error": None,
-            "metadata": {"trace_id": "ab" * 16}, "arguments": None, "result": "pong"}  # fmt: skip
+    step = {
+        "id": "t-s",
+        "kind": "tool",
+        "name": "ping",
+        "t": 0.0,
+        "root": False,
+        "error": None,
+        "metadata": {"trace_id": "ab" * 16},
+        "arguments": None,
+        "result": "pong",
+    }
     [turn] = pipeline.step(orjson.dumps(step), Source()).turns
     assert (turn.key, turn.time, turn.end) == ("ab" * 16, 1_800_000_000.25, False)
     assert orjson.loads(turn.payload)["tools"] == [{"name": "ping", "result": "pong", "error": None}]

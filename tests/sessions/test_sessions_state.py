@@ -39,8 +39,17 @@ sessions:
 class Rig:
     """A pipeline, the result store and the session state and closer on one Redis prefix."""
 
-    def __init__(self, client: aioredis.Redis, prefix: str, *, gap: float = 60, grace: float = 60, max_turns: int = 500,
-                 closers: int = 1, settle: float = 0.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        prefix: str,
+        *,
+        gap: float = 60,
+        grace: float = 60,
+        max_turns: int = 500,
+        closers: int = 1,
+        settle: float = 0.0,
+    ) -> None:
         text = (
             CONFIG.replace("{gap}", str(gap))
             .replace("{grace}", str(grace))
@@ -84,8 +93,15 @@ class Rig:
 def turn(
     i: int, at: float, *, conv: str = "c1", output: str = "Paris", last: bool = False, model: str = "m"
 ) -> dict[str, Any]:
-    return {"id": f"{conv}-{i}", "model": model, "input": f"question {i}", "output": output, "expected": "Paris",
-            "timestamp": format_time(at), "metadata": {"conversation_id": conv, "last": last}}  # fmt: skip
+    return {
+        "id": f"{conv}-{i}",
+        "model": model,
+        "input": f"question {i}",
+        "output": output,
+        "expected": "Paris",
+        "timestamp": format_time(at),
+        "metadata": {"conversation_id": conv, "last": last},
+    }
 
 
 async def redis_now(client: aioredis.Redis) -> float:
@@ -274,8 +290,11 @@ sessions:
             now = await redis_now(aredis)
             turns = []
             for i, said in enumerate(["My name is Ada.", "What is my name?"]):
-                event = {**turn(i, now - 9 + i, last=i == 1, model="secret-model-x"), "input": said,
-                         "output": f"reply {i}: Ada" if i else "Hello Ada."}  # fmt: skip
+                event = {
+                    **turn(i, now - 9 + i, last=i == 1, model="secret-model-x"),
+                    "input": said,
+                    "output": f"reply {i}: Ada" if i else "Hello Ada.",
+                }
                 turns += (await pipeline.process(orjson.dumps(event))).turns
             await state.append(turns)
             sent: list[Publish] = []

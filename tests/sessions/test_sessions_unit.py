@@ -45,17 +45,24 @@ def test_defaults_and_the_default_evaluator() -> None:
     assert suites.by_name.keys() == {"chat"}  # a session is never a routing target
 
 
-@pytest.mark.parametrize(("session", "path", "words"), [
-    ({"key": "metadata..c"}, "sessions[0].key", "cannot read"),
-    ({"gap_s": 0}, "sessions[0].gap_s", "greater than 0"),
-    ({"max_turns": 2}, "sessions[0].max_turns", "greater than or equal to 3"),
-    ({"assemble": "spans"}, "sessions[0].assemble", "no otlp_proto or otlp_json input"),
-    ({"assemble": "spans", "key": "metadata.session_id"}, "sessions[0].key", "key: metadata.trace_id"),
-    ({"evaluators": [{"evaluator": "turn_scores", "params": {"stat": "median"}}]}, "sessions[0].evaluators[0].params.stat", "'min'"),
-    ({"evaluators": [{"evaluator": "nope"}]}, "sessions[0].evaluators[0].evaluator", "unknown evaluator"),
-    ({"judge": {}}, "sessions[0].judge", "no top-level 'judges'"),
-    ({"surprise": 1}, "sessions[0].surprise", "Extra inputs"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("session", "path", "words"),
+    [
+        ({"key": "metadata..c"}, "sessions[0].key", "cannot read"),
+        ({"gap_s": 0}, "sessions[0].gap_s", "greater than 0"),
+        ({"max_turns": 2}, "sessions[0].max_turns", "greater than or equal to 3"),
+        ({"assemble": "spans"}, "sessions[0].assemble", "no otlp_proto or otlp_json input"),
+        ({"assemble": "spans", "key": "metadata.session_id"}, "sessions[0].key", "key: metadata.trace_id"),
+        (
+            {"evaluators": [{"evaluator": "turn_scores", "params": {"stat": "median"}}]},
+            "sessions[0].evaluators[0].params.stat",
+            "'min'",
+        ),
+        ({"evaluators": [{"evaluator": "nope"}]}, "sessions[0].evaluators[0].evaluator", "unknown evaluator"),
+        ({"judge": {}}, "sessions[0].judge", "no top-level 'judges'"),
+        ({"surprise": 1}, "sessions[0].surprise", "Extra inputs"),
+    ],
+)
 def test_bad_session_fields_fail_with_their_path(session: dict[str, Any], path: str, words: str) -> None:
     found = issues(config(**session))
     assert any(p == path and words in m for p, m in found), found
@@ -78,14 +85,38 @@ def test_event_paths_reach_fields_dicts_and_lists() -> None:
 
 
 def record(i: int, t: float, **extra: Any) -> dict[str, Any]:
-    return {"id": f"t{i}", "t": t, "role": "assistant", "input": f"q{i}", "output": f"a{i}", "model": "secret-model",
-            "category": "qa_simple", "domain": "d1", "suite": "chat", "score": 0.5, "passed": True, "gates": [],
-            "refusal": False, "error": False, **extra}  # fmt: skip
+    return {
+        "id": f"t{i}",
+        "t": t,
+        "role": "assistant",
+        "input": f"q{i}",
+        "output": f"a{i}",
+        "model": "secret-model",
+        "category": "qa_simple",
+        "domain": "d1",
+        "suite": "chat",
+        "score": 0.5,
+        "passed": True,
+        "gates": [],
+        "refusal": False,
+        "error": False,
+        **extra,
+    }
 
 
 def test_rule_metrics_over_the_thread() -> None:
-    turns = [record(0, 10.0, score=0.2, domain="a"), record(1, 12.0, score=1.0, domain="a", refusal=True),
-             record(2, 14.0, score=0.6, domain="b", gates=["g"], tools=[{"name": "f", "error": "boom"}, {"name": "g", "error": None}])]  # fmt: skip
+    turns = [
+        record(0, 10.0, score=0.2, domain="a"),
+        record(1, 12.0, score=1.0, domain="a", refusal=True),
+        record(
+            2,
+            14.0,
+            score=0.6,
+            domain="b",
+            gates=["g"],
+            tools=[{"name": "f", "error": "boom"}, {"name": "g", "error": None}],
+        ),
+    ]
     m = thread_metrics(turns, received=5)
     assert (m["turns"], m["kept"], m["dropped"], m["duration_s"]) == (5, 3, 2, 4.0)
     assert (m["score_min"], m["score_mean"], m["score_last"]) == (0.2, pytest.approx(0.6), 0.6)
@@ -102,11 +133,24 @@ def test_rule_metrics_over_the_thread() -> None:
 
 
 def test_the_thread_shows_every_turn_in_order_and_counts_dropped_turns_where_they_were() -> None:
-    turns = [record(0, 1.0), record(1, 2.0, tools=[{"name": "search", "arguments": '{"q":1}', "result": "r"}]),
-             record(8, 9.0), record(9, 10.0, role="planner")]  # fmt: skip
+    turns = [
+        record(0, 1.0),
+        record(1, 2.0, tools=[{"name": "search", "arguments": '{"q":1}', "result": "r"}]),
+        record(8, 9.0),
+        record(9, 10.0, role="planner"),
+    ]
     text = render(turns, dropped=6)
-    order = [text.index(s) for s in ("### turn 1 - user\nq0", "### turn 2 - assistant\na1", "- tool call search({\"q\":1}) -> r",
-                                     "6 turn(s) left out", "### turn 9 - user\nq8", "### turn 10 - planner\na9")]  # fmt: skip
+    order = [
+        text.index(s)
+        for s in (
+            "### turn 1 - user\nq0",
+            "### turn 2 - assistant\na1",
+            '- tool call search({"q":1}) -> r',
+            "6 turn(s) left out",
+            "### turn 9 - user\nq8",
+            "### turn 10 - planner\na9",
+        )
+    ]
     assert order == sorted(order)
 
 
@@ -129,8 +173,14 @@ async def test_offline_sessions_append_once_and_keep_first_and_last_turns() -> N
     pipeline = Pipeline(suites)
     local = LocalSessions(suites.sessions)
     for i in (0, 3, 1, 4, 2, 1):  # out of order, turn 1 twice
-        event = {"id": f"e{i}", "model": "m", "output": "x", "expected": "x", "timestamp": f"2026-11-21T10:00:0{i}Z",
-                 "metadata": {"c": "k", "end": i == 4}}  # fmt: skip
+        event = {
+            "id": f"e{i}",
+            "model": "m",
+            "output": "x",
+            "expected": "x",
+            "timestamp": f"2026-11-21T10:00:0{i}Z",
+            "metadata": {"c": "k", "end": i == 4},
+        }
         outcome = await pipeline.process(orjson.dumps(event))
         local.add(outcome.turns)
     [(graded, result)] = await local.close_all(pipeline)

@@ -29,8 +29,11 @@ def test_json_mapped_and_native_topics_become_request_events_with_their_record_t
     mapped = orjson.dumps({"request_id": "r-1", "model": "m", "answer": "Paris"})
     native = orjson.dumps({"id": "n-1", "model": "m", "output": "Lyon"})
     unmapped = orjson.dumps({"model": "m"})  # no request_id: the live worker dead-lettered it
-    messages = [(mapped, Source("app.completions", 0, 7), 100.0), (native, Source("evals.requests", 2, 3), 200.0),
-                (unmapped, Source("app.completions", 0, 8), 300.0)]  # fmt: skip
+    messages = [
+        (mapped, Source("app.completions", 0, 7), 100.0),
+        (native, Source("evals.requests", 2, 3), 200.0),
+        (unmapped, Source("app.completions", 0, 8), 300.0),
+    ]
     report = BackfillReport(group="g")
     events = native_events(Inputs(suites.inputs), messages, report)
     assert [(orjson.loads(raw), source.offset, at) for raw, source, at in events] == [

@@ -33,12 +33,19 @@ OUTPUTS = ["Paris", "Pariss", "London", "paris", "Paris!", "Lyon", "Paris", "Rom
 
 
 def batch(run: str, outputs: list[str] = OUTPUTS) -> list[tuple[bytes, Source]]:
-    return [(orjson.dumps({"id": f"{run}-{i}", "model": "m", "output": o, "expected": "Paris"}),
-             Source("evals.requests", 0, i)) for i, o in enumerate(outputs)]  # fmt: skip
+    return [
+        (
+            orjson.dumps({"id": f"{run}-{i}", "model": "m", "output": o, "expected": "Paris"}),
+            Source("evals.requests", 0, i),
+        )
+        for i, o in enumerate(outputs)
+    ]
 
 
 @pytest.fixture
-async def setup(aredis: aioredis.Redis, prefix: str) -> AsyncIterator[tuple[TestClient[Any, Any], Processor, str, str]]:
+async def setup(
+    aredis: aioredis.Redis, prefix: str
+) -> AsyncIterator[tuple[TestClient[Any, Any], Processor, str, str]]:
     _, suites = parse_config_text(textwrap.dedent(CONFIG))
     store = ResultStore(aredis, prefix=prefix, windows=(60,))
     shadows = [Pipeline(r, result_marks={"shadow": True}) for r in shadow_routings(suites)]
@@ -66,8 +73,12 @@ async def test_compare_flips_equal_those_of_the_published_results(setup: Any) ->
     assert expected_to_fail or expected_to_pass  # the versions disagree somewhere
     body = (await get(client, f"/api/v1/stats/compare?model=m&suite=qa&a={live}&b={shadow}"))["data"]
     assert body["n"] == len(OUTPUTS) and body["empty"] is False
-    assert sorted(body["pass_to_fail_ids"]) == expected_to_fail and body["pass_to_fail"] == len(expected_to_fail)
-    assert sorted(body["fail_to_pass_ids"]) == expected_to_pass and body["fail_to_pass"] == len(expected_to_pass)
+    assert sorted(body["pass_to_fail_ids"]) == expected_to_fail and body["pass_to_fail"] == len(
+        expected_to_fail
+    )
+    assert sorted(body["fail_to_pass_ids"]) == expected_to_pass and body["fail_to_pass"] == len(
+        expected_to_pass
+    )
     diff = sum(b[i].score - a[i].score for i in a) / len(a)
     assert body["mean_diff"] == pytest.approx(diff, abs=1e-6)  # float32 storage
     assert body["ci_low"] <= body["mean_diff"] <= body["ci_high"]
@@ -76,7 +87,9 @@ async def test_compare_flips_equal_those_of_the_published_results(setup: Any) ->
     assert body["evaluators"]["exact_match"] == {"n": 0, "only_in": "a"}
 
 
-async def test_versions_without_shared_events_compare_empty(setup: Any, aredis: aioredis.Redis, prefix: str) -> None:
+async def test_versions_without_shared_events_compare_empty(
+    setup: Any, aredis: aioredis.Redis, prefix: str
+) -> None:
     client, proc, live, shadow = setup
     live_only = Processor(proc.pipeline, proc.store)
     await live_only.process_batch(batch("only-live"))

@@ -47,13 +47,22 @@ def flips(a: list[GradedResult], b: list[GradedResult]) -> dict[tuple[str, str],
 
 
 @pytest.mark.parametrize("mode", ["suites", "results"])
-def test_offline_compare_flips_equal_the_results(mode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_offline_compare_flips_equal_the_results(
+    mode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     softer = tmp_path / "softer.yaml"
     softer.write_text(SOFTER)
     a = results_of(EXAMPLES / "suites.yaml", tmp_path / "a.jsonl")
     b = results_of(softer, tmp_path / "b.jsonl")
     if mode == "suites":
-        argv = ["compare", str(EXAMPLES / "suites.yaml"), str(softer), "--input", str(EXAMPLES / "events.jsonl"), "--json"]
+        argv = [
+            "compare",
+            str(EXAMPLES / "suites.yaml"),
+            str(softer),
+            "--input",
+            str(EXAMPLES / "events.jsonl"),
+            "--json",
+        ]
     else:
         argv = ["compare", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"), "--json"]
     assert main(argv) == 0
@@ -68,7 +77,9 @@ def test_offline_compare_flips_equal_the_results(mode: str, tmp_path: Path, caps
     assert sum(r["fail_to_pass"] + r["pass_to_fail"] for r in qa) > 0
     if mode == "results":  # suites only in a: compared with nothing, said so
         others = [r for r in reports if r["suite"] != "qa"]
-        assert others and all(r["empty"] and r["reason"] == "version b has no retained scores" for r in others)
+        assert others and all(
+            r["empty"] and r["reason"] == "version b has no retained scores" for r in others
+        )
 
 
 def test_offline_compare_of_a_missing_file_is_a_usage_error(tmp_path: Path) -> None:

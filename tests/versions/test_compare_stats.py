@@ -20,9 +20,9 @@ def records(scores: list[tuple[float, bool]], prefix: str = "e") -> dict[str, Co
 
 
 def test_chunks_round_trip_and_the_first_record_of_an_id_wins() -> None:
-    data = (pack_chunk([("id-1", 1_800_000_000.7, 0.25, True, [(0.5, True), (0.0, False)]),
-                        ("ü\0" * 100, 5, 1.0, False, [])])
-            + pack_chunk([("id-1", 1_800_000_001, 0.9, False, [(1.0, False)])]))  # a redelivered copy  # fmt: skip
+    data = pack_chunk(
+        [("id-1", 1_800_000_000.7, 0.25, True, [(0.5, True), (0.0, False)]), ("ü\0" * 100, 5, 1.0, False, [])]
+    ) + pack_chunk([("id-1", 1_800_000_001, 0.9, False, [(1.0, False)])])  # a redelivered copy
     out = unpack_chunks(data)
     assert set(out) == {"id-1", "ü\1" * 100}
     first = out["id-1"]
@@ -38,7 +38,11 @@ def test_chunks_round_trip_and_the_first_record_of_an_id_wins() -> None:
 
 @pytest.mark.filterwarnings("ignore:Precision loss occurred")  # scipy's, on near-constant data
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1), st.booleans(), st.booleans()), min_size=3, max_size=60))
+@given(
+    st.lists(
+        st.tuples(st.floats(0, 1), st.floats(0, 1), st.booleans(), st.booleans()), min_size=3, max_size=60
+    )
+)
 def test_statistics_match_scipy_and_sklearn(rows: list[tuple[float, float, bool, bool]]) -> None:
     xs = [float(np.float32(r[0])) for r in rows]  # float32 storage: compare on what is stored
     ys = [float(np.float32(r[1])) for r in rows]
@@ -73,10 +77,16 @@ def test_ranks_match_scipy() -> None:
 
 
 def test_flips_name_their_events_and_evaluators_get_deltas() -> None:
-    a = {"x": compact(0, 0.8, True, [(0.8, True), (1.0, True)]), "y": compact(0, 0.2, False, [(0.2, False), (0.0, False)]),
-         "only-a": compact(0, 1.0, True, [])}
-    b = {"x": compact(0, 0.4, False, [(0.4, False)]), "y": compact(0, 0.9, True, [(0.9, True)]),
-         "only-b": compact(0, 0.0, False, [])}  # fmt: skip
+    a = {
+        "x": compact(0, 0.8, True, [(0.8, True), (1.0, True)]),
+        "y": compact(0, 0.2, False, [(0.2, False), (0.0, False)]),
+        "only-a": compact(0, 1.0, True, []),
+    }
+    b = {
+        "x": compact(0, 0.4, False, [(0.4, False)]),
+        "y": compact(0, 0.9, True, [(0.9, True)]),
+        "only-b": compact(0, 0.0, False, []),
+    }
     out = compare(a, b, names_a=["sim", "gone"], names_b=["sim"])
     assert (out["n"], out["n_a"], out["n_b"]) == (2, 3, 3)
     assert out["pass_to_fail_ids"] == ["x"] and out["fail_to_pass_ids"] == ["y"]

@@ -32,15 +32,27 @@ OUTPUTS = ["Paris", "Pariss", "London", "paris", "Paris!", "Lyon", "Paris", "Rom
 
 
 def batch(run: str) -> list[tuple[bytes, Source]]:
-    return [(orjson.dumps({"id": f"{run}-{i}", "model": "m", "output": o, "expected": "Paris"}),
-             Source("evals.requests", 0, i)) for i, o in enumerate(OUTPUTS)]  # fmt: skip
+    return [
+        (
+            orjson.dumps({"id": f"{run}-{i}", "model": "m", "output": o, "expected": "Paris"}),
+            Source("evals.requests", 0, i),
+        )
+        for i, o in enumerate(OUTPUTS)
+    ]
 
 
 def processor(store: ResultStore, text: str = LIVE) -> tuple[Processor, str, list[str]]:
     _, suites = parse_config_text(textwrap.dedent(text))
-    shadows = [Pipeline(r, result_marks={"shadow": True}, judge_budget_scope="~shadow") for r in shadow_routings(suites)]
+    shadows = [
+        Pipeline(r, result_marks={"shadow": True}, judge_budget_scope="~shadow")
+        for r in shadow_routings(suites)
+    ]
     qa = suites.by_name["qa"]
-    return Processor(Pipeline(suites), store, shadows=shadows), qa.version, [s.suite.version for s in qa.shadows]
+    return (
+        Processor(Pipeline(suites), store, shadows=shadows),
+        qa.version,
+        [s.suite.version for s in qa.shadows],
+    )
 
 
 @pytest.fixture
@@ -66,7 +78,11 @@ async def test_shadows_score_the_same_events_under_their_own_versions(store: Res
     # figures: each version its own, each event once; a redelivered batch counts nothing
     await proc.process_batch(batch(run))
     counts = {a.version: a.count for a in await store.all_time()}
-    assert counts == {live: len(OUTPUTS), soft: len(OUTPUTS), **({strict: len(sampled_ids)} if sampled_ids else {})}
+    assert counts == {
+        live: len(OUTPUTS),
+        soft: len(OUTPUTS),
+        **({strict: len(sampled_ids)} if sampled_ids else {}),
+    }
     exact = {a.version: a for a in await store.all_time()}
     assert exact[live].fields["passes"] == sum(r.passed for r in by_version[live])
     assert exact[soft].fields["sum"] == pytest.approx(sum(r.score for r in by_version[soft]))
@@ -109,8 +125,15 @@ def test_a_shadow_file_adds_candidates_by_suite_name(tmp_path: Path) -> None:
 def test_shadows_have_a_judge_budget_of_their_own() -> None:
     from streameval.judges import JudgeCache, JudgeConfig, JudgeHub
 
-    cfg = JudgeConfig(name="j1", protocol="openai", base_url="http://127.0.0.1:1/v1", model="m", weight=1.0,
-                      budget_per_hour=1.0, price_input_per_mtok=1.0)  # fmt: skip
+    cfg = JudgeConfig(
+        name="j1",
+        protocol="openai",
+        base_url="http://127.0.0.1:1/v1",
+        model="m",
+        weight=1.0,
+        budget_per_hour=1.0,
+        price_input_per_mtok=1.0,
+    )
     cache = JudgeCache(aioredis.Redis(), prefix="p:")
     live, shadow = JudgeHub([cfg], cache=cache), JudgeHub([cfg], cache=cache, budget_scope="~shadow")
     live_money, shadow_money = live.judges["j1"].money, shadow.judges["j1"].money

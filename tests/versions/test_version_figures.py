@@ -28,8 +28,16 @@ T0 = 1_800_000_000
 SIZE = 10
 V1 = {"suites": [{"name": "qa", "default": True, "evaluators": [{"evaluator": "exact_match"}]}]}
 # v2: a softer suite (similarity instead of exact match): some verdicts flip
-V2 = {"suites": [{"name": "qa", "default": True, "threshold": 0.5,
-                  "evaluators": [{"evaluator": "similarity", "params": {"algorithm": "levenshtein"}}]}]}  # fmt: skip
+V2 = {
+    "suites": [
+        {
+            "name": "qa",
+            "default": True,
+            "threshold": 0.5,
+            "evaluators": [{"evaluator": "similarity", "params": {"algorithm": "levenshtein"}}],
+        }
+    ]
+}
 OUTPUTS = ["Paris", "Pariss", "London", "paris", "Paris!", "Lyon"]
 
 
@@ -49,8 +57,15 @@ async def graded(config: dict[str, Any], outputs: list[str] = OUTPUTS) -> list[G
     pipeline = Pipeline(suites)
     out = []
     for i, output in enumerate(outputs):
-        raw = orjson.dumps({"id": f"e{i}", "model": "m", "output": output, "expected": "Paris",
-                            "timestamp": format_time(T0 + 1 + i / 10)})  # fmt: skip
+        raw = orjson.dumps(
+            {
+                "id": f"e{i}",
+                "model": "m",
+                "output": output,
+                "expected": "Paris",
+                "timestamp": format_time(T0 + 1 + i / 10),
+            }
+        )
         outcome = await pipeline.process(raw)
         assert outcome.result is not None
         out.append(outcome.result)
@@ -101,13 +116,30 @@ async def test_pairs_of_the_layout_before_versions_stay_readable(store: ResultSt
 async def test_a_label_names_one_version(aredis: aioredis.Redis, prefix: str) -> None:
     keys = Keys(prefix)
     await register_versions(aredis, keys, [VersionInfo("qa", "aaaaaaaaaaaa", "stable", {"x": 1})], run="live")
-    await register_versions(aredis, keys, [VersionInfo("qa", "aaaaaaaaaaaa", "stable", {"x": 1})], run="live")  # same: fine
-    await register_versions(aredis, keys, [VersionInfo("other", "bbbbbbbbbbbb", "stable", {"x": 2})], run="live")
+    await register_versions(
+        aredis, keys, [VersionInfo("qa", "aaaaaaaaaaaa", "stable", {"x": 1})], run="live"
+    )  # same: fine
+    await register_versions(
+        aredis, keys, [VersionInfo("other", "bbbbbbbbbbbb", "stable", {"x": 2})], run="live"
+    )
     with pytest.raises(ConfigError) as caught:
-        await register_versions(aredis, keys, [VersionInfo("qa", "cccccccccccc", "stable", {"x": 3}),
-                                               VersionInfo("z", "dddddddddddd", None, {})], run="live", file="s.yaml")
+        await register_versions(
+            aredis,
+            keys,
+            [
+                VersionInfo("qa", "cccccccccccc", "stable", {"x": 3}),
+                VersionInfo("z", "dddddddddddd", None, {}),
+            ],
+            run="live",
+            file="s.yaml",
+        )
     message = str(caught.value)
-    assert "aaaaaaaaaaaa" in message and "cccccccccccc" in message and "stable" in message and "s.yaml" in message
+    assert (
+        "aaaaaaaaaaaa" in message
+        and "cccccccccccc" in message
+        and "stable" in message
+        and "s.yaml" in message
+    )
     current = {k.decode(): v.decode() for k, v in (await aredis.hgetall(keys.current_versions)).items()}
     assert current == {"qa": "aaaaaaaaaaaa", "other": "bbbbbbbbbbbb"}  # the refused call wrote nothing
     await register_versions(aredis, keys, [VersionInfo("qa", "eeeeeeeeeeee", None, {"x": 4})], run="shadow")
@@ -126,8 +158,13 @@ async def test_alerts_fire_only_on_the_live_version(store: ResultStore, clock: C
         await asyncio.sleep(0)
         sent.append(message)
 
-    closer = WindowCloser(store, [rule], allowed_lateness_s=3.0, clock=clock.redis,
-                          live_versions={"qa": v1[0].suite_version or ""})  # fmt: skip
+    closer = WindowCloser(
+        store,
+        [rule],
+        allowed_lateness_s=3.0,
+        clock=clock.redis,
+        live_versions={"qa": v1[0].suite_version or ""},
+    )
     clock.now = T0 + SIZE + 3
     assert await closer.run_once(send) == 1
     aggregates = [Aggregate.model_validate_json(m.value) for m in sent if m.kind == "aggregate"]
@@ -140,7 +177,9 @@ async def test_alerts_fire_only_on_the_live_version(store: ResultStore, clock: C
 
 
 @pytest.fixture
-async def api(store: ResultStore, aredis: aioredis.Redis, prefix: str) -> AsyncIterator[tuple[TestClient[Any, Any], str, str]]:
+async def api(
+    store: ResultStore, aredis: aioredis.Redis, prefix: str
+) -> AsyncIterator[tuple[TestClient[Any, Any], str, str]]:
     v1, v2 = await graded(V1), await graded(V2)
     old = [r.model_copy(update={"suite_version": None}) for r in v1]
     await store.record_many(items(v1) + items(v2) + items(old))
@@ -157,7 +196,9 @@ async def get(client: TestClient[Any, Any], path: str, status: int = 200) -> Any
     return await resp.json()
 
 
-async def test_the_api_shows_the_current_version_and_can_pick_others(api: tuple[TestClient[Any, Any], str, str]) -> None:
+async def test_the_api_shows_the_current_version_and_can_pick_others(
+    api: tuple[TestClient[Any, Any], str, str],
+) -> None:
     client, a, b = api
     [pair] = (await get(client, "/api/v1/stats/pairs"))["data"]
     assert (pair["version"], pair["current"], pair["count"]) == (a, True, 6)
@@ -174,7 +215,9 @@ async def test_the_api_shows_the_current_version_and_can_pick_others(api: tuple[
     assert all(e["suite_version"] == b for e in examples["examples"])
 
 
-async def test_an_unknown_version_is_a_404_naming_the_known_ones(api: tuple[TestClient[Any, Any], str, str]) -> None:
+async def test_an_unknown_version_is_a_404_naming_the_known_ones(
+    api: tuple[TestClient[Any, Any], str, str],
+) -> None:
     client, a, b = api
     body = await get(client, "/api/v1/stats/pairs?version=0123456789ab", 404)
     assert sorted(body["data"]["known"]) == sorted([a, b, "legacy"])

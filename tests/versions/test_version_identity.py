@@ -68,14 +68,17 @@ def test_defaults_spelled_out_keep_the_version() -> None:
     assert version_of(plain) == version_of(BASE)
 
 
-@pytest.mark.parametrize(("old", "new"), [
-    ("threshold: 0.6", "threshold: 0.7"),                         # threshold
-    ("{evaluator: exact_match, weight: 2}", "{evaluator: exact_match, weight: 3}"),  # weight
-    ("threshold: 0.8}", "threshold: 0.9}"),                       # an evaluator's params
-    ("weight: 0, gate: true", "weight: 0, gate: false"),          # gates
-    ("threshold: 0.6\n", "threshold: 0.6\n    grading: letters\n"),  # grade scale
-    ("name: has_digit", "name: has_number"),                      # result names
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("threshold: 0.6", "threshold: 0.7"),  # threshold
+        ("{evaluator: exact_match, weight: 2}", "{evaluator: exact_match, weight: 3}"),  # weight
+        ("threshold: 0.8}", "threshold: 0.9}"),  # an evaluator's params
+        ("weight: 0, gate: true", "weight: 0, gate: false"),  # gates
+        ("threshold: 0.6\n", "threshold: 0.6\n    grading: letters\n"),  # grade scale
+        ("name: has_digit", "name: has_number"),  # result names
+    ],
+)
 def test_what_changes_a_result_changes_the_version(old: str, new: str) -> None:
     changed = BASE.replace(old, new, 1)
     assert changed != BASE
@@ -83,7 +86,9 @@ def test_what_changes_a_result_changes_the_version(old: str, new: str) -> None:
 
 
 def test_routing_and_labels_do_not_change_the_version() -> None:
-    routed = BASE.replace("match: {category: [qa_simple]}", "match: {category: [qa_simple, other]}\n    default: true")
+    routed = BASE.replace(
+        "match: {category: [qa_simple]}", "match: {category: [qa_simple, other]}\n    default: true"
+    )
     labelled = BASE.replace("threshold: 0.6", "threshold: 0.6\n    label: v1")
     assert version_of(routed) == version_of(labelled) == version_of(BASE)
 
@@ -119,7 +124,9 @@ suites:
 def test_judge_model_changes_the_version_its_timeout_does_not() -> None:
     assert version_of(JUDGED.replace("glm-4", "glm-5")) != version_of(JUDGED)
     assert version_of(JUDGED.replace("timeout_s: 30", "timeout_s: 90")) == version_of(JUDGED)
-    assert version_of(JUDGED.replace("weight: 1.0, timeout", "weight: 1.0, scale: 0-10, timeout")) != version_of(JUDGED)
+    assert version_of(
+        JUDGED.replace("weight: 1.0, timeout", "weight: 1.0, scale: 0-10, timeout")
+    ) != version_of(JUDGED)
 
 
 def test_registered_versions_enter_the_version() -> None:
@@ -139,7 +146,10 @@ def test_registered_versions_enter_the_version() -> None:
 
 
 def test_the_hash_is_of_canonical_json() -> None:
-    assert canonical_json({"b": 1, "a": [1.0, {"d": None, "c": True}]}) == b'{"a":[1.0,{"c":true,"d":null}],"b":1}'
+    assert (
+        canonical_json({"b": 1, "a": [1.0, {"d": None, "c": True}]})
+        == b'{"a":[1.0,{"c":true,"d":null}],"b":1}'
+    )
     assert definition_hash({"a": 1, "b": 2}) == definition_hash({"b": 2, "a": 1})
     assert definition_hash({"a": 1}) != definition_hash({"a": 2})
 
@@ -156,7 +166,9 @@ async def test_results_carry_the_version_and_match_the_contract() -> None:
     # without a version the document is what it was before versions: no new key at all
     plain = outcome.result.model_copy(update={"suite_version": None}).model_dump_json()
     assert "suite_version" not in plain
-    assert GradedResult.model_validate_json(plain) == outcome.result.model_copy(update={"suite_version": None})
+    assert GradedResult.model_validate_json(plain) == outcome.result.model_copy(
+        update={"suite_version": None}
+    )
     marked = outcome.result.model_copy(update={"shadow": True}).model_dump_json()
     Draft202012Validator(schemas.load("result")).validate(orjson.loads(marked))
     assert orjson.loads(marked)["shadow"] is True
@@ -176,8 +188,11 @@ async def test_a_registry_update_moves_the_suite_version(aredis: Any, prefix: st
     """
     _, suites = parse_config_text(textwrap.dedent(text))
     store = RegistryStore(aredis, prefix=prefix)
-    record = await store.create(name="short", description=None,
-                                config=CodeConfig(language="python", code="def evaluate(o, e, c):\n    return 1.0\n"))  # fmt: skip
+    record = await store.create(
+        name="short",
+        description=None,
+        config=CodeConfig(language="python", code="def evaluate(o, e, c):\n    return 1.0\n"),
+    )
     registry = LiveRegistry(store, resync_s=60)  # only pub/sub brings the change within the deadline
     registry.listeners.append(lambda live: suites.resolve_registry(live.versions()))
     await registry.start()
@@ -186,7 +201,9 @@ async def test_a_registry_update_moves_the_suite_version(aredis: Any, prefix: st
         assert suites.by_name["qa"].definition["evaluators"][0]["registered_version"] == f"{record.id}@1"
         await asyncio.sleep(0.5)  # the follower subscribed (a close during its SUBSCRIBE hangs in redis-py)
         registry.changed.clear()
-        await store.update(record, config=CodeConfig(language="python", code="def evaluate(o, e, c):\n    return 0.5\n"))
+        await store.update(
+            record, config=CodeConfig(language="python", code="def evaluate(o, e, c):\n    return 0.5\n")
+        )
         await asyncio.wait_for(registry.changed.wait(), 10)
         assert suites.by_name["qa"].version != v1
         assert suites.by_name["qa"].definition["evaluators"][0]["registered_version"] == f"{record.id}@2"

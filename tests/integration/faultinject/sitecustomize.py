@@ -67,7 +67,9 @@ def _install() -> None:  # one small patch per stage
         record_many = ResultStore.record_many
 
         async def bad_record(self, results, dead):  # type: ignore[no-untyped-def]
-            if _fire(any(MARKER in item[0].id.encode() for item in results)):  # (result, encoded, counters[, content])
+            if _fire(
+                any(MARKER in item[0].id.encode() for item in results)
+            ):  # (result, encoded, counters[, content])
                 if STAGE == "hang":
                     await asyncio.Event().wait()
                 raise ResponseError("OOM command not allowed when used memory > 'maxmemory' (injected)")
@@ -134,7 +136,11 @@ def _install() -> None:  # one small patch per stage
             return decode(self, raw)
 
         def lossy_send(self, request, expect_response=True):  # type: ignore[no-untyped-def]
-            if expect_response and type(request).__name__.startswith("ProduceRequest") and _fire(_state["seen"]):
+            if (
+                expect_response
+                and type(request).__name__.startswith("ProduceRequest")
+                and _fire(_state["seen"])
+            ):
                 import logging
 
                 logging.getLogger("faultinject").warning("injected: a produce request is lost")
