@@ -24,7 +24,7 @@ from ._logs import AIOKAFKA_LOGGERS, install_repeat_summary
 from .errors import BrokerUnavailable, ConfigError, ConnectFailed, StoreUnavailable, UsageError
 
 if TYPE_CHECKING:
-    from .config import Suites
+    from .config import LoadedConfig
     from .inputs import Decoder, InputConfig
     from .settings import Settings
 
@@ -464,7 +464,9 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
     return EXIT_FAILED if failed else EXIT_OK
 
 
-def _human_agreement(args: argparse.Namespace, suites: Suites, settings: Settings, console: Console) -> bool:
+def _human_agreement(
+    args: argparse.Namespace, suites: LoadedConfig, settings: Settings, console: Console
+) -> bool:
     """``--labels``: join the labels to the results just written, print the table; True when the gate fails."""
     from .errors import EventError
     from .keyspace import Keys
