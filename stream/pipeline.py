@@ -30,6 +30,9 @@ from . import schemas, telemetry
 from ._util import clip, json_path
 from ._version import __version__
 from .config import BoundEvaluator, LoadedConfig, Suite
+from .embedding import encoder
+from .embedding_drift import DriftSample, sample
+from .embedding_drift import sampled as drift_sampled
 from .envelope import DEFAULT_MAX_EVENT_BYTES, Outcome, Source
 from .errors import EvaluatorError, EventError, EventTooLarge, InvalidJSON, SchemaViolation
 from .evaluators import Evaluator, Score
@@ -97,6 +100,9 @@ class Pipeline:
         self.clock = clock
         # Built once: used only to explain a rejection in the contract's own terms.
         self._request_validator = Draft202012Validator(schemas.load("request"))
+        # embedding drift (docs/drift.md): the outputs' vectors, live evaluations only (shadows and
+        # backfills never alert)
+        self.embedding_drift = None if self.result_marks else suites.windowing.embedding_drift
 
     async def start(self) -> None:
         await self.suites.start()
@@ -341,15 +347,37 @@ class Pipeline:
                         bound.evaluator.prepare(wanted)
                     except Exception:  # evaluate() then meets the same problem per event, as a result
                         log.warning("evaluator %s could not prepare a batch", bound.name, exc_info=True)
-        for i, event, suite in routed:
+        drifts = self.drift_samples([event for _, event, _ in routed])  # one encoder call a batch
+        for (i, event, suite), drift in zip(routed, drifts, strict=True):
             raw, source = batch[i]
             try:
                 result, counters = self.evaluate_sync(event, suite, received_at=received_at)
             except Exception as exc:
                 found[i] = self._failed(raw, source, exc)
                 continue
-            found[i] = self._outcome(event, result, counters)  # with the session turns, as process_sync
+            # with the session turns, as process_sync
+            found[i] = self._outcome(event, result, counters, drift=drift or False)
         return found
+
+    def drift_samples(self, events: Sequence[RequestEvent]) -> list[DriftSample | None]:
+        """The embedding-drift numbers of each event's output (None: off, or not sampled), from one
+        :meth:`~streameval.embedding.Encoder.encode_exact` call: the vectors do not depend on the batch."""
+        cfg = self.embedding_drift
+        if cfg is None:
+            return [None] * len(events)
+        chosen = [e for e in events if drift_sampled(e.id, cfg.sample_rate)]
+        if not chosen:
+            return [None] * len(events)
+        try:
+            texts = sorted({e.output for e in chosen})
+            vectors = dict(zip(texts, encoder(cfg.folder).encode_exact(texts), strict=True))
+            return [
+                sample(vectors[e.output], e.id, cfg) if drift_sampled(e.id, cfg.sample_rate) else None
+                for e in events
+            ]
+        except Exception:  # the evaluation goes on without them
+            log.warning("embedding drift: could not embed a batch's outputs", exc_info=True)
+            return [None] * len(events)
 
     async def process(
         self, raw: bytes, source: Source = Source(), *, received_at: float | None = None
@@ -405,11 +433,24 @@ class Pipeline:
         return self._outcome(event, result, counters)
 
     def _outcome(
-        self, event: RequestEvent, result: GradedResult, counters: dict[str, dict[str, float]]
+        self,
+        event: RequestEvent,
+        result: GradedResult,
+        counters: dict[str, dict[str, float]],
+        *,
+        drift: DriftSample | bool | None = None,
     ) -> Outcome:
+        """``drift``: the event's drift numbers; False: none (not sampled); None: computed here if on."""
         sessions = self.suites.sessions
         turns = turns_of(sessions, event, result) if sessions else ()
-        return Outcome(result=result, counters=counters, turns=turns)
+        if drift is None and self.embedding_drift is not None:
+            drift = self.drift_samples([event])[0]
+        return Outcome(
+            result=result,
+            counters=counters,
+            turns=turns,
+            drift=drift if isinstance(drift, DriftSample) else None,
+        )
 
     def step(self, raw: bytes, source: Source) -> Outcome:
         """The outcome of an agent run's step (an input's step item: a tool or root span's document): its

@@ -185,6 +185,7 @@ class Runtime:
         await retry_forever(lambda: keyspace.ping(client, redis_url), what="connecting to Redis")
         lag = ConsumerLag()
         store = open_store(client, settings, allowed_lateness_s=suites.windowing.allowed_lateness_s)
+        store.embedding_drift = suites.windowing.embedding_drift  # its sums go with the events' figures
         pipeline = Pipeline(
             suites,
             max_event_bytes=settings.max_event_bytes,
@@ -339,6 +340,7 @@ class Runtime:
             allowed_lateness_s=windowing.allowed_lateness_s,
             lease_s=windowing.lease_s,
             score_shift=windowing.score_shift,
+            embedding_drift=windowing.embedding_drift,
             live_versions=live_versions,
             labels=labels,
         )
