@@ -36,6 +36,7 @@ from .embedding_drift import sampled as drift_sampled
 from .envelope import DEFAULT_MAX_EVENT_BYTES, Outcome, Source
 from .errors import EvaluatorError, EventError, EventTooLarge, InvalidJSON, SchemaViolation
 from .evaluators import Evaluator, Score
+from .evaluators.semantic import SemanticSimilarity
 from .grading import Verdict, apply_gates, combine, grade
 from .judges import PANEL_RESULT_NAME, JudgeCache, JudgeHub, SuiteJudge, sampled
 from .models import (
@@ -347,7 +348,8 @@ class Pipeline:
                         bound.evaluator.prepare(wanted)
                     except Exception:  # evaluate() then meets the same problem per event, as a result
                         log.warning("evaluator %s could not prepare a batch", bound.name, exc_info=True)
-        drifts = self.drift_samples([event for _, event, _ in routed])  # one encoder call a batch
+        # one encoder call a batch, for the outputs semantic_similarity did not embed already
+        drifts = self.drift_samples([event for _, event, _ in routed], [s for _, _, s in routed])
         for (i, event, suite), drift in zip(routed, drifts, strict=True):
             raw, source = batch[i]
             try:
@@ -359,9 +361,13 @@ class Pipeline:
             found[i] = self._outcome(event, result, counters, drift=drift or False)
         return found
 
-    def drift_samples(self, events: Sequence[RequestEvent]) -> list[DriftSample | None]:
-        """The embedding-drift numbers of each event's output (None: off, or not sampled), from one
-        :meth:`~streameval.embedding.Encoder.encode_exact` call: the vectors do not depend on the batch."""
+    def drift_samples(
+        self, events: Sequence[RequestEvent], suites: Sequence[Suite] = ()
+    ) -> list[DriftSample | None]:
+        """The embedding-drift numbers of each event's output (None: off, or not sampled): the vectors the
+        ``suites``' semantic_similarity evaluators embedded for this batch, the rest from one
+        :meth:`~streameval.embedding.Encoder.encode_exact` call (either way, a text's vector does not
+        depend on its batch)."""
         cfg = self.embedding_drift
         if cfg is None:
             return [None] * len(events)
@@ -369,8 +375,14 @@ class Pipeline:
         if not chosen:
             return [None] * len(events)
         try:
-            texts = sorted({e.output for e in chosen})
-            vectors = dict(zip(texts, encoder(cfg.folder).encode_exact(texts), strict=True))
+            known: dict[str, Any] = {}
+            for suite in {s.name: s for s in suites}.values():
+                for bound in suite.evaluators:
+                    if isinstance(bound.evaluator, SemanticSimilarity):
+                        known.update(bound.evaluator.batch_vectors(cfg.folder))
+            texts = sorted({e.output for e in chosen if e.output not in known})
+            vectors = dict(zip(texts, encoder(cfg.folder).encode_exact(texts), strict=True)) if texts else {}
+            vectors.update((e.output, known[e.output]) for e in chosen if e.output in known)
             return [
                 sample(vectors[e.output], e.id, cfg) if drift_sampled(e.id, cfg.sample_rate) else None
                 for e in events

@@ -240,3 +240,40 @@ def test_config_errors_name_the_field(aredis: aioredis.Redis) -> None:
         parse_config_text(_config(model="no_such_model_package"))
     with pytest.raises(ConfigError, match=r"windowing\.embedding_drift\.features"):
         parse_config_text(_config(features=2))
+
+
+async def test_a_late_event_follows_its_figures_into_the_open_window(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
+    """An event of an already closed window is counted in the window open now (late_redirected): its
+    drift numbers go there too, never into the published window."""
+    need_extra()
+    windows = _outcomes(SHIFT_AT)
+    _, suites = parse_config_text(_config())
+    cfg = suites.windowing.embedding_drift
+    assert cfg is not None
+    clock = Clock()
+    store = ResultStore(aredis, prefix=prefix, windows=(SIZE,), allowed_lateness_s=LATENESS, clock=clock)
+    store.embedding_drift = cfg
+    pair = store.pair_id("m", "qa", _version())
+
+    def items(outcomes: list[Outcome]) -> list[Any]:
+        return [
+            (o.result, o.result.model_dump_json().encode(), o.counters, b"", o.drift)
+            for o in outcomes
+            if o.result
+        ]
+
+    clock.now = T0 + 1
+    await store.record_many(items(windows[0][:10]))
+    clock.now = T0 + 3 * SIZE + 1  # window 0 is past the watermark: its late events are redirected
+    before = await aredis.hgetall(store.keys.embedding_window(pair, SIZE, T0))
+    await store.record_many(items(windows[0][10:12]))
+    assert await aredis.hgetall(store.keys.embedding_window(pair, SIZE, T0)) == before
+    open_now = await aredis.hget(store.keys.embedding_window(pair, SIZE, T0 + 3 * SIZE), "s")
+    assert open_now is not None
+    from streameval.embedding_drift import unpack_sums
+
+    assert unpack_sums(open_now)[0] == 2
+    figures = (await store.window(SIZE, T0 + 3 * SIZE, "m", "qa", _version())).fields
+    assert figures["late_redirected"] == 2

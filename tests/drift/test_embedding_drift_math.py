@@ -1,0 +1,238 @@
+"""Embedding drift's numbers without Redis: a text's vector does not depend on its batch, the fixed-point
+sums do not depend on the split, the random-feature MMD² follows the kernel's, the fold's reference and
+one alert per shift, and the same numbers from the evaluation processes as from the worker."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import orjson
+import pytest
+import yaml
+from _semantic_extra import need_extra
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streameval.embedding_drift import (
+    Drift,
+    EmbeddingDriftConfig,
+    WindowSums,
+    centroid_distance,
+    mmd2,
+    pack_sums,
+    sample,
+    sum_samples,
+    unpack_sums,
+)
+
+DIM = 384
+
+
+def _cfg(**kw: object) -> EmbeddingDriftConfig:
+    need_extra()
+    return EmbeddingDriftConfig.model_validate({"window": 60, **kw})
+
+
+def _unit(rng: np.random.Generator, centre: np.ndarray, spread: float) -> np.ndarray:
+    v = centre + spread * rng.standard_normal(DIM)
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+def _sums(vectors: list[np.ndarray], cfg: EmbeddingDriftConfig, tag: str = "e") -> WindowSums:
+    samples = [sample(v, f"{tag}-{i}", cfg) for i, v in enumerate(vectors)]
+    return WindowSums.parse([int(x) for x in sum_samples(samples)], DIM)
+
+
+def test_a_text_gets_the_same_vector_in_any_batch() -> None:
+    need_extra()
+    from streameval.embedding import encoder
+
+    enc = encoder()
+    texts = [
+        "The weather is sunny today in Paris.",
+        "def f(x): return x + 1",
+        "A much longer sentence about the rain in Spain falling mainly on the plain, again and again.",
+        "hi",
+        *(f"Sentence number {i} about cats and dogs." for i in range(12)),
+    ]
+    alone = np.stack([enc.encode_exact([t])[0] for t in texts])
+    assert np.array_equal(enc.encode_exact(texts), alone)
+    assert np.array_equal(enc.encode_exact(texts[::-1])[::-1], alone)
+    assert np.array_equal(enc.encode_exact(texts[3:9]), alone[3:9])
+    # padding (the evaluator's encode) moves the last bits: why drift does not reuse those vectors
+    assert np.allclose(enc.encode(texts), alone, atol=1e-5)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 5))
+def test_sums_do_not_depend_on_the_split(seed: int, workers: int) -> None:
+    cfg = _cfg()
+    rng = np.random.default_rng(seed)
+    samples = [sample(_unit(rng, np.zeros(DIM), 1.0), f"e{i}", cfg) for i in range(40)]
+    whole = pack_sums(sum_samples(samples))
+    order = random.Random(seed).sample(range(len(samples)), len(samples))
+    parts = [[samples[i] for i in order[w::workers]] for w in range(workers)]
+    # each worker's batch sum, added as the record script adds them (doubles holding integers)
+    total = [0] * (2 + DIM + cfg.features)
+    for part in parts:
+        if part:
+            total = [a + b for a, b in zip(total, unpack_sums(pack_sums(sum_samples(part))), strict=True)]
+    assert pack_sums(np.array(total, dtype=np.int64)) == whole
+
+
+def _exact_mmd2(x: np.ndarray, y: np.ndarray, bandwidth: float) -> float:
+    def k(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        d = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2 * a @ b.T
+        return np.exp(-d / (2 * bandwidth**2))
+
+    n, m = len(x), len(y)
+    kxx, kyy = k(x, x), k(y, y)
+    return float(
+        (kxx.sum() - np.trace(kxx)) / (n * (n - 1))
+        + (kyy.sum() - np.trace(kyy)) / (m * (m - 1))
+        - 2 * k(x, y).mean()
+    )
+
+
+def test_the_feature_mmd_follows_the_kernel_mmd() -> None:
+    cfg = _cfg(features=1024)
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal(DIM), rng.standard_normal(DIM)
+    x = [_unit(rng, a, 1.5) for _ in range(60)]
+    same = [_unit(rng, a, 1.5) for _ in range(60)]
+    moved = [_unit(rng, 0.6 * a + 0.8 * b, 1.5) for _ in range(60)]
+    sx = _sums(x, cfg, "x")
+    for y, tag in ((same, "s"), (moved, "m")):
+        estimate = mmd2(sx, _sums(y, cfg, tag))
+        exact = _exact_mmd2(np.stack(x).astype(float), np.stack(y).astype(float), cfg.bandwidth)
+        assert estimate == pytest.approx(exact, abs=0.01), tag
+    assert mmd2(sx, _sums(moved, cfg, "m")) > 0.05 > abs(mmd2(sx, _sums(same, cfg, "s")))
+    assert centroid_distance(sx, _sums(same, cfg, "s")) < 0.05 < centroid_distance(sx, _sums(moved, cfg, "m"))
+
+
+def test_the_fold_learns_a_reference_then_alerts_once_per_shift() -> None:
+    cfg = _cfg(reference_events=60, min_events=10)
+    rng = np.random.default_rng(9)
+    a, b = rng.standard_normal(DIM), rng.standard_normal(DIM)
+    drift = Drift(cfg)
+    verdicts = []
+    for w in range(16):
+        centre = a if w < 8 else b
+        window = _sums([_unit(rng, centre, 1.0) for _ in range(20)], cfg, f"w{w}")
+        verdicts.append(drift.fold(w * 60, window))
+        # a repeated fold (a crash before the state was saved elsewhere) is a no-op
+        assert drift.fold(w * 60, window) is None
+        drift = Drift.from_json(cfg, orjson.loads(orjson.dumps(drift.to_json())))
+    assert verdicts[:3] == [None, None, None]  # the reference: 60 events
+    assert all(v is not None and not v.fired for v in verdicts[3:8])
+    fired = [w for w, v in enumerate(verdicts) if v is not None and v.fired]
+    assert fired == [8]
+    assert verdicts[8] is not None and verdicts[8].reference_count == 60
+    assert verdicts[9:12] == [None, None, None]  # the new level is learnt again
+    # a window below min_events is not compared
+    assert drift.fold(16 * 60, _sums([_unit(rng, b, 1.0) for _ in range(5)], cfg, "small")) is None
+
+
+def test_a_trailing_reference_follows_a_slow_move() -> None:
+    cfg = _cfg(reference="trailing", reference_events=40, min_events=10)
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal(DIM), rng.standard_normal(DIM)
+    drift, fired = Drift(cfg), []
+    for w in range(40):  # from a to b over 40 windows: each step is small
+        t = w / 39
+        centre = math.cos(t * math.pi / 2) * a + math.sin(t * math.pi / 2) * b
+        verdict = drift.fold(w, _sums([_unit(rng, centre, 1.0) for _ in range(20)], cfg, f"w{w}"))
+        fired += [w] if verdict is not None and verdict.fired else []
+        assert sum(s.n for s in drift.trail) <= 60
+    assert fired == []
+    pinned = Drift(_cfg(reference_events=40, min_events=10))
+    rng = np.random.default_rng(3)
+    hits = 0
+    for w in range(40):
+        t = w / 39
+        centre = math.cos(t * math.pi / 2) * a + math.sin(t * math.pi / 2) * b
+        verdict = pinned.fold(w, _sums([_unit(rng, centre, 1.0) for _ in range(20)], cfg, f"w{w}"))
+        hits += verdict is not None and bool(verdict.fired)
+    assert hits >= 1  # the pinned reference does see the move
+
+
+async def test_evaluation_processes_give_the_same_numbers() -> None:
+    need_extra()
+    from streameval.config import parse_config_text
+    from streameval.envelope import Source
+    from streameval.evalpool import EvalPool
+    from streameval.pipeline import Pipeline
+
+    text = yaml.safe_dump(
+        {
+            "suites": [{"name": "qa", "default": True, "evaluators": [{"evaluator": "similarity"}]}],
+            "windowing": {"embedding_drift": {"window": 60, "sample_rate": 0.5}},
+        }
+    )
+    batch = [
+        (
+            orjson.dumps(
+                {"id": f"e-{i}", "model": "m", "output": f"Reply number {i}" + " and more" * (i % 4)}
+            ),
+            Source(),
+        )
+        for i in range(16)
+    ]
+    _, suites = parse_config_text(text)
+    local = Pipeline(suites).process_sync_batch(batch, 0.0)
+    pool = EvalPool(text, "suite.yaml", 1, max_event_bytes=1 << 20, max_event_depth=64)
+    await pool.start()
+    try:
+        remote = await pool.evaluate(batch, 0.0)
+    finally:
+        await pool.close()
+    chosen = 0
+    for a, b in zip(local, remote, strict=True):
+        assert a is not None and b is not None
+        assert (a.drift is None) == (b.drift is None)
+        if a.drift is not None and b.drift is not None:
+            chosen += 1
+            assert np.array_equal(a.drift.numbers, b.drift.numbers) and a.drift.vector == b.drift.vector
+    assert 3 <= chosen <= 13  # sample_rate 0.5 of 16 events
+
+
+def test_drift_reuses_the_semantic_evaluators_vectors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a suite with semantic_similarity, the outputs it embedded are not embedded again for drift."""
+    need_extra()
+    from streameval.config import parse_config_text
+    from streameval.embedding import encoder
+    from streameval.envelope import Source
+    from streameval.pipeline import Pipeline
+
+    def suite(evaluators: list[dict[str, object]]) -> Pipeline:
+        text = yaml.safe_dump(
+            {
+                "suites": [{"name": "qa", "default": True, "evaluators": evaluators}],
+                "windowing": {"embedding_drift": {"window": 60}},
+            }
+        )
+        return Pipeline(parse_config_text(text)[1])
+
+    batch = [
+        (orjson.dumps({"id": f"e-{i}", "model": "m", "output": f"answer {i % 5}", "expected": "x"}), Source())
+        for i in range(10)
+    ]
+    calls: list[int] = []
+    enc = encoder()
+    exact = enc.encode_exact
+
+    def counting(texts: list[str], **kw: object) -> np.ndarray:
+        calls.append(len(texts))
+        return exact(texts)
+
+    monkeypatch.setattr(enc, "encode_exact", counting)
+    with_semantic = suite([{"evaluator": "semantic_similarity"}]).process_sync_batch(batch, 0.0)
+    assert calls == [6]  # the 5 outputs and the target, once, by the evaluator; drift found them all
+    calls.clear()
+    alone = suite([{"evaluator": "similarity"}]).process_sync_batch(batch, 0.0)
+    assert calls == [5]
+    for a, b in zip(with_semantic, alone, strict=True):
+        assert a is not None and b is not None and a.drift is not None and b.drift is not None
+        assert np.array_equal(a.drift.numbers, b.drift.numbers)
