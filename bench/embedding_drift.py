@@ -65,7 +65,7 @@ def _pipeline(evaluator: str, drift: bool) -> Pipeline:
     }
     if drift:
         doc["windowing"] = {"embedding_drift": {"window": 60}}
-    return Pipeline(parse_config_text(yaml.safe_dump(doc))[1])
+    return Pipeline(parse_config_text(yaml.safe_dump(doc))[1], embed_outputs=True)
 
 
 def _cpu_per_event(pipeline: Pipeline, batches: list[list[tuple[bytes, Source]]], min_cpu_s: float) -> float:

@@ -77,7 +77,10 @@ class Pipeline:
         lag: Callable[[], int] = no_lag,
         result_marks: Mapping[str, Any] | None = None,
         judge_budget_scope: str = "",
+        embed_outputs: bool = False,
     ) -> None:
+        """``embed_outputs``: compute embedding drift's numbers of each output (the stream worker's
+        live pipeline, when the suite file has ``windowing.embedding_drift``; offline runs do not)."""
         self.suites = suites
         # fields set on every result: {"shadow": True} for shadows, {"backfill": True} for backfills
         self.result_marks = dict(result_marks or {})
@@ -103,7 +106,8 @@ class Pipeline:
         self._request_validator = Draft202012Validator(schemas.load("request"))
         # embedding drift (docs/drift.md): the outputs' vectors, live evaluations only (shadows and
         # backfills never alert)
-        self.embedding_drift = None if self.result_marks else suites.windowing.embedding_drift
+        drift = suites.windowing.embedding_drift
+        self.embedding_drift = drift if embed_outputs and not self.result_marks else None
 
     async def start(self) -> None:
         await self.suites.start()

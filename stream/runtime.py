@@ -192,6 +192,7 @@ class Runtime:
             max_event_depth=settings.max_event_depth,
             judge_cache=JudgeCache(client, prefix=settings.redis_prefix),
             lag=lag.total,  # judges' backpressure (the agent updates it)
+            embed_outputs=True,  # embedding drift's vectors, when the suite file turns it on
         )
         # registered evaluators read this copy of the registry; it follows API changes live
         api = config.api
@@ -285,6 +286,7 @@ class Runtime:
                 settings.eval_processes,
                 max_event_bytes=settings.max_event_bytes,
                 max_event_depth=settings.max_event_depth,
+                embed_outputs=True,  # embedding drift's vectors, when the suite file turns it on
             )
         raw_store = RawStore(
             client,

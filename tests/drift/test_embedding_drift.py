@@ -68,7 +68,7 @@ def _outcomes(shift_at: int) -> list[list[Outcome]]:
     from streameval.pipeline import Pipeline
 
     _, suites = parse_config_text(_config())
-    pipeline, rng, out = Pipeline(suites), random.Random(7), []
+    pipeline, rng, out = Pipeline(suites, embed_outputs=True), random.Random(7), []
     for w in range(WINDOWS):
         make: Callable[[random.Random], str] = weather if w < shift_at else code
         batch = [

@@ -181,8 +181,8 @@ async def test_evaluation_processes_give_the_same_numbers() -> None:
         for i in range(16)
     ]
     _, suites = parse_config_text(text)
-    local = Pipeline(suites).process_sync_batch(batch, 0.0)
-    pool = EvalPool(text, "suite.yaml", 1, max_event_bytes=1 << 20, max_event_depth=64)
+    local = Pipeline(suites, embed_outputs=True).process_sync_batch(batch, 0.0)
+    pool = EvalPool(text, "suite.yaml", 1, max_event_bytes=1 << 20, max_event_depth=64, embed_outputs=True)
     await pool.start()
     try:
         remote = await pool.evaluate(batch, 0.0)
@@ -196,6 +196,8 @@ async def test_evaluation_processes_give_the_same_numbers() -> None:
             chosen += 1
             assert np.array_equal(a.drift.numbers, b.drift.numbers) and a.drift.vector == b.drift.vector
     assert 3 <= chosen <= 13  # sample_rate 0.5 of 16 events
+    # offline runs (streameval evaluate, compare, backfills) do not embed: nothing would record it
+    assert all(o is not None and o.drift is None for o in Pipeline(suites).process_sync_batch(batch, 0.0))
 
 
 def test_drift_reuses_the_semantic_evaluators_vectors(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -213,7 +215,7 @@ def test_drift_reuses_the_semantic_evaluators_vectors(monkeypatch: pytest.Monkey
                 "windowing": {"embedding_drift": {"window": 60}},
             }
         )
-        return Pipeline(parse_config_text(text)[1])
+        return Pipeline(parse_config_text(text)[1], embed_outputs=True)
 
     batch = [
         (orjson.dumps({"id": f"e-{i}", "model": "m", "output": f"answer {i % 5}", "expected": "x"}), Source())
