@@ -197,7 +197,7 @@ for d = 1, nd do
   local t, sums, nr = tonumber(ARGV[a]), ARGV[a + 1], tonumber(ARGV[a + 2])
   local key = KEYS[dk + 3 * (d - 1) + 1 + (via[t] or 0)]
   local have = redis.call('HGET', key, 's')
-  if have then
+  if have and #have == #sums then  -- (another length: the model or features changed; start again)
     local fmt = '<' .. string.rep('d', #sums / 8)
     local x, y = {struct.unpack(fmt, have)}, {struct.unpack(fmt, sums)}
     for i = 1, #sums / 8 do y[i] = x[i] + y[i] end

@@ -283,6 +283,11 @@ class Verdict:
     reference_centroid: list[float]
 
 
+def _kernel(cfg: EmbeddingDriftConfig) -> list[Any]:
+    """What a reference's sums depend on: the model, the features and the bandwidth."""
+    return [cfg.model, cfg.features, cfg.bandwidth]
+
+
 #: trailing reference: windows kept at most (each ~5 kB of JSON at the default sizes)
 _MAX_TRAIL = 64
 
@@ -326,6 +331,9 @@ class Drift:
         self.last = start
         if window.n <= 0:
             return None
+        shape = (len(window.v), len(window.f))
+        if any((len(w.v), len(w.f)) != shape for w in [*self.trail, *filter(None, [self.reference])]):
+            self.reference, self.trail = None, []  # another model or feature count: learn again
         reference = self._reference()
         if reference is None or window.n < self.cfg.min_events:
             self._learn(window)
@@ -356,6 +364,7 @@ class Drift:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "kernel": _kernel(self.cfg),
             "last": self.last,
             "reference": self.reference.to_json() if self.reference is not None else None,
             "trail": [w.to_json() for w in self.trail],
@@ -365,6 +374,8 @@ class Drift:
     def from_json(cls, cfg: EmbeddingDriftConfig, doc: dict[str, Any] | None) -> Drift:
         if not doc:
             return cls(cfg)
+        if doc.get("kernel") != _kernel(cfg):  # the settings changed: the reference is learnt again
+            return cls(cfg, doc.get("last"))
         ref = doc.get("reference")
         return cls(
             cfg,

@@ -470,6 +470,8 @@ class WindowCloser:
         if packed is None:
             return
         numbers = unpack_sums(packed)
+        if len(numbers) - 2 - cfg.features <= 0:  # sums of other settings (features changed): skipped
+            return
         window = WindowSums.parse(numbers, len(numbers) - 2 - cfg.features)
         state_key = keys.embedding_drift(pair, size)
         doc = await guard(client.get(state_key))

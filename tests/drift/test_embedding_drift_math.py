@@ -135,6 +135,24 @@ def test_the_fold_learns_a_reference_then_alerts_once_per_shift() -> None:
     assert drift.fold(16 * 60, _sums([_unit(rng, b, 1.0) for _ in range(5)], cfg, "small")) is None
 
 
+def test_other_settings_learn_the_reference_again() -> None:
+    """A state saved under another model, feature count or bandwidth is not compared with: it restarts."""
+    cfg = _cfg(reference_events=20, min_events=10)
+    rng = np.random.default_rng(1)
+    drift = Drift(cfg)
+    for w in range(3):
+        drift.fold(w, _sums([_unit(rng, np.ones(DIM), 1.0) for _ in range(20)], cfg, f"w{w}"))
+    doc = orjson.loads(orjson.dumps(drift.to_json()))
+    assert Drift.from_json(cfg, doc).reference is not None
+    for other in (_cfg(features=128), _cfg(bandwidth=0.5)):
+        again = Drift.from_json(other, doc)
+        assert again.reference is None and again.trail == [] and again.last == 2
+    # a window of another shape (another model's dimension) drops the reference too
+    small = WindowSums(20, 0, [1] * 8, [1] * cfg.features)
+    assert drift.fold(3, small) is None and drift.reference is not None
+    assert (drift.reference.n, len(drift.reference.v)) == (20, 8)  # learnt again from the new shape
+
+
 def test_a_trailing_reference_follows_a_slow_move() -> None:
     cfg = _cfg(reference="trailing", reference_events=40, min_events=10)
     rng = np.random.default_rng(3)
