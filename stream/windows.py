@@ -499,7 +499,8 @@ class WindowCloser:
         window = AlertWindow(size_s=size, start=format_time(start), end=format_time(start + size))
         on_mmd = "mmd2" in verdict.fired
         value = verdict.mmd2 if on_mmd else verdict.centroid_distance
-        threshold = cfg.mmd_threshold if on_mmd else cfg.centroid_threshold
+        threshold = cfg.mmd_threshold if on_mmd or cfg.centroid_threshold is None else cfg.centroid_threshold
+        centroid_limit = "" if cfg.centroid_threshold is None else f" (threshold {cfg.centroid_threshold:g})"
         # the reservoir's events farthest from the reference centroid (ties: by id)
         centre = verdict.reference_centroid
         far = sorted(
@@ -508,7 +509,7 @@ class WindowCloser:
         )
         message = (
             f"outputs of {model} / {suite} drifted from the reference: centroid cosine distance "
-            f"{verdict.centroid_distance:.3g} (threshold {cfg.centroid_threshold:g}), MMD² "
+            f"{verdict.centroid_distance:.3g}{centroid_limit}, MMD² "
             f"{verdict.mmd2:.3g} (threshold {cfg.mmd_threshold:g}); {verdict.count} events against "
             f"{verdict.reference_count}"
         )

@@ -256,3 +256,15 @@ def test_drift_reuses_the_semantic_evaluators_vectors(monkeypatch: pytest.Monkey
     for a, b in zip(with_semantic, alone, strict=True):
         assert a is not None and b is not None and a.drift is not None and b.drift is not None
         assert np.array_equal(a.drift.numbers, b.drift.numbers)
+
+
+def test_the_centroid_distance_alerts_only_when_given_a_threshold() -> None:
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal(DIM), rng.standard_normal(DIM)
+    for threshold, expected in ((None, ()), (0.2, ("centroid_distance",))):
+        cfg = _cfg(reference_events=40, min_events=10, mmd_threshold=100.0, centroid_threshold=threshold)
+        drift = Drift(cfg)
+        for w in range(2):
+            drift.fold(w, _sums([_unit(rng, a, 1.0) for _ in range(20)], cfg, f"w{w}"))
+        verdict = drift.fold(2, _sums([_unit(rng, b, 1.0) for _ in range(20)], cfg, "moved"))
+        assert verdict is not None and verdict.centroid_distance > 0.2 and verdict.fired == expected
