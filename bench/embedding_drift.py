@@ -138,6 +138,55 @@ async def _bytes(url: str, outcomes: list[list[Outcome]], drift: Any) -> int:
         await client.aclose()
 
 
+async def _fold(
+    url: str, outcomes: list[list[Outcome]], drift: Any, windows: int
+) -> tuple[float, float, int]:
+    """(worker CPU s, Redis CPU s) per pair × window folded by the window closer (publishing included
+    neither: measured around the drift fold alone), and the state's bytes after ``windows`` windows."""
+    from streameval.windows import WindowCloser
+
+    client = aioredis.Redis.from_url(url)
+    try:
+        await client.flushall()
+        clock = [T0 + 1.0]
+        store = ResultStore(client, prefix="fold:", windows=(60,), clock=lambda: clock[0])
+        store.embedding_drift = drift
+        flat = [o for batch in outcomes for o in batch]
+        for w in range(windows):
+            clock[0] = T0 + 60 * w + 1
+            items = []
+            for i, o in enumerate(flat):
+                assert o.result is not None
+                result = o.result.model_copy(
+                    update={"id": f"{o.result.id}-{w}", "event_time": format_time(T0 + 60 * w + 1 + i / 1000)}
+                )
+                items.append((result, result.model_dump_json().encode(), o.counters, b"", o.drift))
+            await store.record_many(items)
+
+        async def now() -> float:
+            return T0 + 60.0 * (windows + 1)
+
+        async def sink(_: Any) -> None:
+            return None
+
+        closer = WindowCloser(store, allowed_lateness_s=0.0, clock=now, embedding_drift=drift)
+        closer.embedding_drift = None  # publish every window first, then fold them alone
+        await closer.run_once(sink)
+        closer.embedding_drift = drift
+        for w in range(windows):
+            await client.zadd(store.keys.drift_queue(60), {str(T0 + 60 * w): T0 + 60 * w})
+        redis0, cpu0 = await _redis_cpu(client), time.process_time()
+        await closer._detect_drift(drift, await now(), sink)
+        worker, redis_s = time.process_time() - cpu0, await _redis_cpu(client) - redis0
+        result = flat[0].result
+        assert result is not None
+        pair = store.pair_id(result.model, result.suite, result.suite_version or "")
+        state = await client.strlen(store.keys.embedding_drift(pair, 60))
+        return worker / windows, redis_s / windows, int(state)
+    finally:
+        await client.aclose()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch", type=int, default=32, help="events per batch")
@@ -185,6 +234,10 @@ def main() -> None:
         on = asyncio.run(_record(server.url, outcomes, cfg, args.repeat))
         full = asyncio.run(_bytes(server.url, outcomes, cfg))
         bare = asyncio.run(_bytes(server.url, outcomes, cfg.model_copy(update={"reservoir": 0})))
+        folds = [
+            asyncio.run(_fold(server.url, outcomes, cfg.model_copy(update=update), 12))
+            for update in ({}, {"reference": "trailing"})
+        ]
     print(f"Redis CPU per batch of {args.batch} (one pair, 3 window sizes), {on[3]} batches:")
     for name, (per_batch, worker, _, _) in (("drift off", off), ("drift on", on)):
         print(
@@ -192,6 +245,11 @@ def main() -> None:
             f"worker record_many {worker * 1e6:6.1f} µs an event"
         )
     print(f"Redis bytes per pair x window (drift hash): {full} (reservoir 16), {bare} (no reservoir)")
+    for name, (worker, redis_s, state) in zip(("pinned", "trailing"), folds, strict=True):
+        print(
+            f"closer fold, {name} reference (200 events; windows of {len(outcomes) * args.batch}): "
+            f"worker {worker * 1000:.2f} ms, Redis {redis_s * 1e6:.0f} µs a pair x window; state {state} bytes"
+        )
 
 
 if __name__ == "__main__":
