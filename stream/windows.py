@@ -477,6 +477,13 @@ class WindowCloser:
         doc = await guard(client.get(state_key))
         drift = Drift.from_json(cfg, orjson.loads(doc) if doc else None)
         verdict = drift.fold(start, window)
+        if verdict is not None:
+            for figure, value in (
+                ("centroid_distance", verdict.centroid_distance),
+                ("mmd2", verdict.mmd2),
+                ("count", float(verdict.count)),
+            ):
+                telemetry.EMBEDDING_DRIFT.labels(suite, figure).set(value)
         if verdict is not None and verdict.fired:
             alert = self._drift_alert(cfg, model, suite, verdict, raw, now)
             if version:

@@ -16,6 +16,7 @@ import redis.asyncio as aioredis
 import yaml
 from _semantic_extra import need_extra
 
+from streameval import telemetry
 from streameval.config import parse_config_text
 from streameval.envelope import Outcome, Source
 from streameval.errors import ConfigError
@@ -181,6 +182,9 @@ async def test_two_workers_give_the_alerts_of_one(aredis: aioredis.Redis, prefix
     assert alert.value == alert.figures["mmd2"] and alert.value > alert.threshold
     assert alert.count == PER_WINDOW and alert.figures["reference_count"] == 100
     assert alert.examples and all(e.startswith(f"w{SHIFT_AT}-") for e in alert.examples)
+    # the last window compared, on /metrics (a code window against the code reference learnt again)
+    assert telemetry.EMBEDDING_DRIFT.labels("qa", "count")._value.get() == PER_WINDOW
+    assert 0.0 <= telemetry.EMBEDDING_DRIFT.labels("qa", "centroid_distance")._value.get() < 0.2
     print(alert.message)
 
 
