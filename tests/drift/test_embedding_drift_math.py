@@ -268,3 +268,45 @@ def test_the_centroid_distance_alerts_only_when_given_a_threshold() -> None:
             drift.fold(w, _sums([_unit(rng, a, 1.0) for _ in range(20)], cfg, f"w{w}"))
         verdict = drift.fold(2, _sums([_unit(rng, b, 1.0) for _ in range(20)], cfg, "moved"))
         assert verdict is not None and verdict.centroid_distance > 0.2 and verdict.fired == expected
+
+
+def test_the_numbers_do_not_depend_on_the_batching() -> None:
+    """Each worker batches events its own way: an event's drift numbers are the same in any batch."""
+    need_extra()
+    from streameval.config import parse_config_text
+    from streameval.envelope import Source
+    from streameval.pipeline import Pipeline
+
+    text = yaml.safe_dump(
+        {
+            "suites": [{"name": "qa", "default": True, "evaluators": [{"evaluator": "semantic_similarity"}]}],
+            "windowing": {"embedding_drift": {"window": 60}},
+        }
+    )
+    rng = random.Random(2)
+    words = "the rain in Spain falls mainly on plain while code runs fast and slow".split()
+    raws = [
+        (
+            orjson.dumps(
+                {
+                    "id": f"e-{i}",
+                    "model": "m",
+                    "output": " ".join(rng.choices(words, k=rng.randint(1, 30))),
+                    "expected": " ".join(rng.choices(words, k=rng.randint(1, 30))),
+                }
+            ),
+            Source(),
+        )
+        for i in range(16)
+    ]
+    seen: list[list[bytes]] = []
+    for size in (16, 5, 1):
+        pipeline = Pipeline(parse_config_text(text)[1], embed_outputs=True)
+        numbers: list[bytes] = []
+        for first in range(0, len(raws), size):
+            for outcome in pipeline.process_sync_batch(raws[first : first + size], 0.0):
+                assert outcome is not None and outcome.drift is not None and outcome.result is not None
+                [semantic] = [e for e in outcome.result.evaluators if e.name == "semantic_similarity"]
+                numbers.append(outcome.drift.numbers.tobytes() + semantic.model_dump_json().encode())
+        seen.append(numbers)
+    assert seen[0] == seen[1] == seen[2]  # the drift numbers, and semantic_similarity's results too
