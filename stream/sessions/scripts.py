@@ -26,19 +26,25 @@ end
 # Append the turns of one batch to the sessions of one shard, and set their due-index entries, in one call.
 # KEYS: 1 the shard's due zset; then per session: turns (list), meta (hash).
 # ARGV: 1 the number T of term sets; then per term set: gap_s, grace_s, max_turns, max_bytes, the open
-#       session's TTL, settle_s; then per session, in the order of KEYS: its due-index member, its term set
-#       (1..T), n; then per turn: id, event time, end (1/0), payload.
-# Returns a code per turn, in the order of ARGV: 0 already appended, 1 appended, 2 late (closed for longer
-# than grace_s: not appended), 3 appended to a closed session within grace_s (it reopens: revision).
+#       session's TTL (whole seconds), settle_s; last, every session's turns in one string: per session, in
+#       the order of KEYS, ``struct`` ``<ddHI4`` (the least and the greatest event time of its turns, its
+#       term set 1..T, n its turns), one character per turn ('1': it carries the end marker, else '0'),
+#       then per turn ``<I4c0I4c0``: ``i:`` + its id, its entry (below). One argument, not four per turn:
+#       the call's own cost (the client's and the server's) does not grow with its arguments.
+# Returns one character per turn, in order: '0' already appended, '1' appended, '2' late (closed for
+# longer than grace_s: not appended), '3' appended to a closed session within grace_s (it reopens: revision).
 # The due index gets a session's deadline only when it must (a new or reopened session, a first end
-# marker): deadlines only grow otherwise, and an early index entry costs the closer one look.
-# A turn's entry is its event time (20 characters, 6 decimals) and 10-digit arrival number, then its
-# payload: sorted as strings, the entries are in event-time order, ties in arrival order. Appending is an
-# RPUSH (a list entry is far cheaper than a zset member of this size), one per session and call; the order
-# is made when the session is read, and in here only when the bounds bite: over max_turns or max_bytes the
-# entry in the middle of that order is dropped (never the first or the last), turn by turn.
-# A session costs three commands a call however many turns it gets: HMGET (its figures and the turns' ids),
-# RPUSH, HSET (figures and ids); EXPIRE when its TTL is renewed.
+# marker): deadlines only grow otherwise, and an early index entry costs the closer one look; its member
+# is the session's name in its shard, ``ss:{name}:{key}`` (the end of its keys' names).
+# A turn's entry is its event time (``%020.6f``: 20 characters) and its payload, appended (RPUSH, one per
+# session and call) in arrival order: sorted by the 20 characters, stably, the entries are in event-time
+# order, ties in arrival order. The order is made when the session is read, and in here only when the
+# bounds bite: over max_turns or max_bytes the entry in the middle of that order is dropped (never the
+# first or the last), turn by turn. Each entry counts 10 bytes more than its length toward max_bytes (the
+# arrival number it once carried: the bounds bite where they always did, and offline alike).
+# A session costs three commands a call however many turns it gets: HMGET (its figures and the turns'
+# ids), RPUSH, HSET (figures and ids); EXPIRE when its TTL is renewed. Nothing per turn is parsed or
+# formatted here: the worker sends each turn ready to store.
 APPEND = (
     _UNPACK
     + """
@@ -48,19 +54,29 @@ local terms = {}
 for j = 1, tonumber(ARGV[1]) do
   local b = 2 + (j - 1) * 6
   terms[j] = {tonumber(ARGV[b]), tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]),
-              tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5])}
+              tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), ARGV[b + 4]}
 end
+local blob = ARGV[2 + tonumber(ARGV[1]) * 6]
 local codes, due = {}, {}
-local a = 2 + tonumber(ARGV[1]) * 6  -- the next argument
 
-local function session(turns, meta, member, term, n)
-  local gap, grace, max_turns, max_bytes, ttl, settle = unpack(term)
+local function order(all)  -- positions of the entries by event time, then arrival (list order)
+  local at, pos = {}, {}
+  for j = 1, #all do at[j], pos[j] = string.sub(all[j], 1, 20), j end
+  table.sort(pos, function(x, y)
+    if at[x] ~= at[y] then return at[x] < at[y] end
+    return x < y
+  end)
+  return pos
+end
+
+local function session(turns, meta, low, high, t, n, flags, ids, entries)
+  local gap, grace, max_turns, max_bytes, ttl, settle = unpack(terms[t])
   local fields = {'state', 'v', 'closed_at'}
-  for i = 1, n do fields[3 + i] = 'i:' .. ARGV[a + 4 * i - 4] end
+  for i = 1, n do fields[3 + i] = ids[i] end
   local m = redis.call('HMGET', meta, unpack(fields))
   local state = m[1]
   if state == 'closed' and now > tonumber(m[3]) + grace then
-    for i = 1, n do codes[#codes + 1] = m[3 + i] and 0 or 2 end
+    for i = 1, n do codes[#codes + 1] = m[3 + i] and '0' or '2' end
     return
   end
   local v = unpack_v(m[2])
@@ -69,44 +85,49 @@ local function session(turns, meta, member, term, n)
     first, last, kept, bytes, ended, seq, received, dropped = v[1], v[2], v[6], v[7], v[8] == 1, v[9], v[10], v[11]
   end
   local was_ended = ended
-  local code = state == 'closed' and 3 or 1
+  local code = state == 'closed' and '3' or '1'
   local seen, members, marks = {}, {}, {}
   local size = 0
   for i = 1, n do
-    local b = a + 4 * i - 4
-    local id = ARGV[b]
+    local id = ids[i]
     if m[3 + i] or seen[id] then
-      codes[#codes + 1] = 0
+      codes[#codes + 1] = '0'
     else
       seen[id] = true
-      seq = seq + 1
-      local t = tonumber(ARGV[b + 1])
-      local entry = string.format('%020.6f%010d', t, seq) .. ARGV[b + 3]
+      local entry = entries[i]
       members[#members + 1] = entry
-      marks[#marks + 1] = fields[3 + i]
-      marks[#marks + 1] = 1
-      size = size + #entry
-      if not first or t < first then first = t end
-      if not last or t > last then last = t end
-      if ARGV[b + 2] == '1' then ended = true end
+      marks[#marks + 1] = id
+      marks[#marks + 1] = '1'
+      size = size + #entry + 10
+      if string.byte(blob, flags + i - 1) == 49 then ended = true end  -- '1': the end marker
       codes[#codes + 1] = code
     end
   end
   local added = #members
   if added == 0 then return end
+  if added < n then  -- some were appended before: the least and greatest of the new ones only
+    low, high = nil, nil
+    for i = 1, added do
+      local at = tonumber(string.sub(members[i], 1, 20))
+      if not low or at < low then low = at end
+      if not high or at > high then high = at end
+    end
+  end
+  if not first or low < first then first = low end
+  if not last or high > last then last = high end
+  seq = seq + added
   if kept + added <= max_turns and bytes + size <= max_bytes then
     redis.call('RPUSH', turns, unpack(members))
     kept, bytes = kept + added, bytes + size
-  else  -- the bounds bite: turn by turn, the entry in the middle of the order (fixed-width prefix) goes
+  else  -- the bounds bite: turn by turn, the entry in the middle of the order goes
     for i = 1, added do
       redis.call('RPUSH', turns, members[i])
-      kept, bytes = kept + 1, bytes + #members[i]
+      kept, bytes = kept + 1, bytes + #members[i] + 10
       while (kept > max_turns or bytes > max_bytes) and kept > 2 do
         local all = redis.call('LRANGE', turns, 0, -1)
-        table.sort(all)
-        local gone = all[math.floor(kept / 2) + 1]
+        local gone = all[order(all)[math.floor(kept / 2) + 1]]
         redis.call('LREM', turns, 1, gone)
-        kept, bytes, dropped = kept - 1, bytes - #gone, dropped + 1
+        kept, bytes, dropped = kept - 1, bytes - #gone - 10, dropped + 1
       end
     end
   end
@@ -132,28 +153,32 @@ local function session(turns, meta, member, term, n)
   end
   redis.call('HSET', meta, unpack(marks))
   if renew then
-    redis.call('EXPIRE', turns, ttl)
-    redis.call('EXPIRE', meta, ttl)
+    redis.call('EXPIRE', turns, terms[t][7])
+    redis.call('EXPIRE', meta, terms[t][7])
   end
   -- the due index needs this deadline only when it is new or earlier than the entry there (a new or reopened
   -- session, a first end marker); otherwise deadlines only grow and the closer's claim finds the later one
   if not state or state == 'closed' or (ended and not was_ended) then
     due[#due + 1] = string.format('%.6f', deadline)
-    due[#due + 1] = member
+    due[#due + 1] = 'ss:' .. string.match(meta, '}:meta:(.*)$')
   end
 end
 
-local k = 2
-while a <= #ARGV do
-  local member, term, n = ARGV[a], terms[tonumber(ARGV[a + 1])], tonumber(ARGV[a + 2])
-  a = a + 3
-  session(KEYS[k], KEYS[k + 1], member, term, n)
-  a, k = a + 4 * n, k + 2
+local pos, k = 1, 2
+while pos <= #blob do
+  local low, high, t, n
+  low, high, t, n, pos = struct.unpack('<ddHI4', blob, pos)
+  local flags = pos
+  pos = pos + n
+  local ids, entries = {}, {}
+  for i = 1, n do ids[i], entries[i], pos = struct.unpack('<I4c0I4c0', blob, pos) end
+  session(KEYS[k], KEYS[k + 1], low, high, t, n, flags, ids, entries)
+  k = k + 2
 end
 for i = 1, #due, 1000 do
   redis.call('ZADD', KEYS[1], unpack(due, i, math.min(#due, i + 999)))
 end
-return codes
+return table.concat(codes)
 """
 )
 

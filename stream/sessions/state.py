@@ -38,6 +38,8 @@ revise it, its meta ``grace_s`` + :data:`TOMBSTONE_S` to tell a late turn from a
 
 from __future__ import annotations
 
+import re
+import struct
 import zlib
 from collections import defaultdict
 from collections.abc import Sequence
@@ -82,21 +84,27 @@ DUE_SHARDS = 16
 #: how long a closed session's meta outlives its grace (a turn of it after grace is late, not a new session)
 TOMBSTONE_S = 86400
 _OPEN_MARGIN_S = 3600
-_PREFIX = 30  # event time (20 characters) and arrival number (10 digits) in front of each turn
+_TIME = 20  # the event time in front of each turn entry (``%020.6f``)
+_SESSION = struct.Struct("<ddHI")  # a session in an append call: its turns' least and greatest time, terms, n
+_LENGTH = struct.Struct("<I")
 _MAX_CALL_TURNS = 1024  # turns of one append script call at most (a larger batch takes more calls per shard)
-_OUTCOMES = {0: "duplicate", 1: "appended", 2: "late", 3: "revised"}
+_OUTCOMES = {48: "duplicate", 49: "appended", 50: "late", 51: "revised"}  # the script's '0' .. '3' per turn
+
+
+_NAMES: dict[str, str] = {}  # a session name's tag prefix, ``ss:{quoted name}:``
+_UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*").fullmatch  # what quote(safe="") leaves as it is
 
 
 class _ShardCall:
     """The append script call of one shard: its keys, term sets and arguments, and the turns in order."""
 
-    __slots__ = ("args", "keys", "size", "term_args", "terms", "turns")
+    __slots__ = ("keys", "parts", "size", "term_args", "terms", "turns")
 
     def __init__(self, due: str) -> None:
         self.keys: list[str] = [due]
         self.terms: dict[str, int] = {}
         self.term_args: list[Any] = []
-        self.args: list[Any] = []
+        self.parts: list[bytes] = []
         self.turns: list[Turn] = []
         self.size = 0
 
@@ -111,7 +119,12 @@ class SessionKeys:
     @staticmethod
     def tag(session: str, key: str) -> str:
         """The session's name in its shard: ``ss:{name}:{key}`` (each URL-quoted), its due-index member."""
-        return f"ss:{quote(session, safe='')}:{quote(key, safe='')}"
+        name = _NAMES.get(session)
+        if name is None:
+            if len(_NAMES) >= 1024:
+                _NAMES.clear()
+            name = _NAMES[session] = "ss:" + quote(session, safe="") + ":"
+        return name + (key if _UNRESERVED(key) else quote(key, safe=""))
 
     @staticmethod
     def split(tag: str) -> tuple[str, str]:
@@ -244,21 +257,28 @@ class SessionStore:
                 term = call.terms[session] = len(call.terms) + 1
                 call.term_args += self._term_args[session]
             call.keys += self.keys.state(shard, name)
-            args = call.args
-            args += (name, term, len(group))
+            parts = call.parts
+            times = [turn.time for turn in group]
+            parts += (
+                _SESSION.pack(min(times), max(times), term, len(group)),
+                bytes([49 if turn.end else 48 for turn in group]),  # '1' / '0'
+            )
             for turn in group:
-                args += (turn.id, repr(turn.time), "1" if turn.end else "0", turn.payload)
+                ident = ("i:" + turn.id).encode()
+                entry = b"%020.6f" % turn.time + turn.payload
+                parts += (_LENGTH.pack(len(ident)), ident, _LENGTH.pack(len(entry)), entry)
             call.turns += group
             call.size += len(group)
         replies = await guard(
             run_scripts(
                 self.client,
-                [(self._append, c.keys, [len(c.terms), *c.term_args, *c.args]) for c in calls],
+                [(self._append, c.keys, [len(c.terms), *c.term_args, b"".join(c.parts)]) for c in calls],
             )
         )
         counts = report.counts
         for call, reply in zip(calls, replies, strict=True):
-            for turn, code in zip(call.turns, reply, strict=True):
+            codes = reply.encode() if isinstance(reply, str) else reply
+            for turn, code in zip(call.turns, codes, strict=True):
                 counts[(turn.session, _OUTCOMES[code])] += 1
         return report
 
@@ -310,7 +330,8 @@ class SessionStore:
             received=int(r[8]),
             dropped=int(r[9]),
             previous=bytes(r[10]) if r[10] else b"",
-            turns=[m[_PREFIX:] for m in sorted(bytes(m) for m in r[12:])],
+            # event-time order, ties in arrival order: the list's order (a stable sort)
+            turns=[m[_TIME:] for m in sorted((bytes(m) for m in r[12:]), key=lambda m: m[:_TIME])],
         )
 
     async def finish(
