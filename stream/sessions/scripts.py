@@ -27,10 +27,13 @@ end
 # KEYS: 1 the shard's due zset; then per session: turns (list), meta (hash).
 # ARGV: 1 the number T of term sets; then per term set: gap_s, grace_s, max_turns, max_bytes, the open
 #       session's TTL (whole seconds), settle_s; last, every session's turns in one string: per session, in
-#       the order of KEYS, ``struct`` ``<ddHI4`` (the least and the greatest event time of its turns, its
-#       term set 1..T, n its turns), one character per turn ('1': it carries the end marker, else '0'),
-#       then per turn ``<I4c0I4c0``: ``i:`` + its id, its entry (below). One argument, not four per turn:
-#       the call's own cost (the client's and the server's) does not grow with its arguments.
+#       the order of KEYS, ``struct`` ``<ddHI4B`` (the least and the greatest event time of its turns, its
+#       term set 1..T, n its turns, flags: 1 one of them carries the end marker, 2 an id comes twice),
+#       one character per turn ('1': it carries the end marker, else '0'), then per turn ``<I4c0``: ``i:``
+#       + its id, then per turn ``<I4c0``: its entry (below). One argument, not four per turn: the call's
+#       own cost (the client's and the server's) does not grow with its arguments, and a session whose
+#       turns are all new (the common case) is read with two ``struct.unpack`` calls and no work per turn
+#       beyond counting its bytes.
 # Returns one character per turn, in order: '0' already appended, '1' appended, '2' late (closed for
 # longer than grace_s: not appended), '3' appended to a closed session within grace_s (it reopens: revision).
 # The due index gets a session's deadline only when it must (a new or reopened session, a first end
@@ -69,11 +72,9 @@ local function order(all)  -- positions of the entries by event time, then arriv
   return pos
 end
 
-local function session(turns, meta, low, high, t, n, flags, ids, entries)
+local function session(turns, meta, low, high, t, n, any, ends, ids, entries)
   local gap, grace, max_turns, max_bytes, ttl, settle = unpack(terms[t])
-  local fields = {'state', 'v', 'closed_at'}
-  for i = 1, n do fields[3 + i] = ids[i] end
-  local m = redis.call('HMGET', meta, unpack(fields))
+  local m = redis.call('HMGET', meta, 'state', 'v', 'closed_at', unpack(ids, 1, n))
   local state = m[1]
   if state == 'closed' and now > tonumber(m[3]) + grace then
     for i = 1, n do codes[#codes + 1] = m[3 + i] and '0' or '2' end
@@ -86,33 +87,45 @@ local function session(turns, meta, low, high, t, n, flags, ids, entries)
   end
   local was_ended = ended
   local code = state == 'closed' and '3' or '1'
-  local seen, members, marks = {}, {}, {}
-  local size = 0
-  for i = 1, n do
-    local id = ids[i]
-    if m[3 + i] or seen[id] then
-      codes[#codes + 1] = '0'
-    else
-      seen[id] = true
-      local entry = entries[i]
-      members[#members + 1] = entry
-      marks[#marks + 1] = id
-      marks[#marks + 1] = '1'
-      size = size + #entry + 10
-      if string.byte(blob, flags + i - 1) == 49 then ended = true end  -- '1': the end marker
-      codes[#codes + 1] = code
+  local fresh = any < 2  -- no id twice in this call (the worker says): then only those appended before repeat
+  if fresh then
+    for i = 1, n do
+      if m[3 + i] then fresh = false break end
+    end
+  end
+  local members, marks, size
+  if fresh then  -- every turn is new: the common case, nothing to do per turn but count its bytes
+    members, marks, size = entries, {}, 0
+    for i = 1, n do
+      marks[2 * i - 1], marks[2 * i] = ids[i], '1'
+      size = size + #entries[i] + 10
+    end
+    if any % 2 == 1 then ended = true end
+    codes[#codes + 1] = string.rep(code, n)
+  else
+    local seen = {}
+    members, marks, size, low, high = {}, {}, 0, nil, nil
+    for i = 1, n do
+      local id = ids[i]
+      if m[3 + i] or seen[id] then
+        codes[#codes + 1] = '0'
+      else
+        seen[id] = true
+        local entry = entries[i]
+        members[#members + 1] = entry
+        marks[#marks + 1] = id
+        marks[#marks + 1] = '1'
+        size = size + #entry + 10
+        if string.byte(blob, ends + i - 1) == 49 then ended = true end  -- '1': the end marker
+        local at = tonumber(string.sub(entry, 1, 20))
+        if not low or at < low then low = at end
+        if not high or at > high then high = at end
+        codes[#codes + 1] = code
+      end
     end
   end
   local added = #members
   if added == 0 then return end
-  if added < n then  -- some were appended before: the least and greatest of the new ones only
-    low, high = nil, nil
-    for i = 1, added do
-      local at = tonumber(string.sub(members[i], 1, 20))
-      if not low or at < low then low = at end
-      if not high or at > high then high = at end
-    end
-  end
   if not first or low < first then first = low end
   if not last or high > last then last = high end
   seq = seq + added
@@ -164,15 +177,17 @@ local function session(turns, meta, low, high, t, n, flags, ids, entries)
   end
 end
 
-local pos, k = 1, 2
-while pos <= #blob do
-  local low, high, t, n
-  low, high, t, n, pos = struct.unpack('<ddHI4', blob, pos)
-  local flags = pos
-  pos = pos + n
-  local ids, entries = {}, {}
-  for i = 1, n do ids[i], entries[i], pos = struct.unpack('<I4c0I4c0', blob, pos) end
-  session(KEYS[k], KEYS[k + 1], low, high, t, n, flags, ids, entries)
+local pos, k, size = 1, 2, #blob
+while pos <= size do
+  local low, high, t, n, any, ends
+  low, high, t, n, any, pos = struct.unpack('<ddHI4B', blob, pos)
+  ends, pos = pos, pos + n
+  local format = string.rep('I4c0', n)
+  local ids = {struct.unpack(format, blob, pos)}
+  local entries = {struct.unpack(format, blob, ids[n + 1])}
+  pos, ids[n + 1] = entries[n + 1], nil
+  entries[n + 1] = nil
+  session(KEYS[k], KEYS[k + 1], low, high, t, n, any, ends, ids, entries)
   k = k + 2
 end
 for i = 1, #due, 1000 do

@@ -85,7 +85,8 @@ DUE_SHARDS = 16
 TOMBSTONE_S = 86400
 _OPEN_MARGIN_S = 3600
 _TIME = 20  # the event time in front of each turn entry (``%020.6f``)
-_SESSION = struct.Struct("<ddHI")  # a session in an append call: its turns' least and greatest time, terms, n
+# a session in an append call: its turns' least and greatest time, terms, n, flags (1 end marker, 2 an id twice)
+_SESSION = struct.Struct("<ddHIB")
 _LENGTH = struct.Struct("<I")
 _MAX_CALL_TURNS = 1024  # turns of one append script call at most (a larger batch takes more calls per shard)
 _OUTCOMES = {48: "duplicate", 49: "appended", 50: "late", 51: "revised"}  # the script's '0' .. '3' per turn
@@ -257,16 +258,17 @@ class SessionStore:
                 term = call.terms[session] = len(call.terms) + 1
                 call.term_args += self._term_args[session]
             call.keys += self.keys.state(shard, name)
-            parts = call.parts
             times = [turn.time for turn in group]
-            parts += (
-                _SESSION.pack(min(times), max(times), term, len(group)),
-                bytes([49 if turn.end else 48 for turn in group]),  # '1' / '0'
-            )
+            ends = bytes([49 if turn.end else 48 for turn in group])  # '1' / '0'
+            idents = [("i:" + turn.id).encode() for turn in group]
+            flags = (49 in ends) | (2 if len(set(idents)) < len(idents) else 0)
+            parts = call.parts
+            parts += (_SESSION.pack(min(times), max(times), term, len(group), flags), ends)
+            for ident in idents:
+                parts += (_LENGTH.pack(len(ident)), ident)
             for turn in group:
-                ident = ("i:" + turn.id).encode()
                 entry = b"%020.6f" % turn.time + turn.payload
-                parts += (_LENGTH.pack(len(ident)), ident, _LENGTH.pack(len(entry)), entry)
+                parts += (_LENGTH.pack(len(entry)), entry)
             call.turns += group
             call.size += len(group)
         replies = await guard(
