@@ -30,10 +30,10 @@ end
 #       the order of KEYS, ``struct`` ``<ddHI4B`` (the least and the greatest event time of its turns, its
 #       term set 1..T, n its turns, flags: 1 one of them carries the end marker, 2 an id comes twice),
 #       one character per turn ('1': it carries the end marker, else '0'), then per turn ``<I4c0``: ``i:``
-#       + its id, then per turn ``<I4c0``: its entry (below). One argument, not four per turn: the call's
-#       own cost (the client's and the server's) does not grow with its arguments, and a session whose
-#       turns are all new (the common case) is read with two ``struct.unpack`` calls and no work per turn
-#       beyond counting its bytes.
+#       + its id; then each turn's entry (below), one argument each, in the same order. Not four arguments
+#       per turn: the call's own cost (the client's and the server's) grows little with its turns, and a
+#       session whose turns are all new (the common case) is read with one ``struct.unpack`` call and no
+#       work per turn beyond counting its bytes; an entry goes from its argument to RPUSH as it is.
 # Returns one character per turn, in order: '0' already appended, '1' appended, '2' late (closed for
 # longer than grace_s: not appended), '3' appended to a closed session within grace_s (it reopens: revision).
 # The due index gets a session's deadline only when it must (a new or reopened session, a first end
@@ -74,23 +74,23 @@ end
 
 local function session(turns, meta, low, high, t, n, any, ends, ids, entries)
   local gap, grace, max_turns, max_bytes, ttl, settle = unpack(terms[t])
-  local m = redis.call('HMGET', meta, 'state', 'v', 'closed_at', unpack(ids, 1, n))
+  local m = redis.call('HMGET', meta, 'state', 'v', unpack(ids, 1, n))
   local state = m[1]
-  if state == 'closed' and now > tonumber(m[3]) + grace then
-    for i = 1, n do codes[#codes + 1] = m[3 + i] and '0' or '2' end
+  if state == 'closed' and now > tonumber(redis.call('HGET', meta, 'closed_at')) + grace then
+    for i = 1, n do codes[#codes + 1] = m[2 + i] and '0' or '2' end
     return
   end
-  local v = unpack_v(m[2])
-  local first, last, kept, bytes, ended, seq, received, dropped = nil, nil, 0, 0, false, 0, 0, 0
-  if v then
-    first, last, kept, bytes, ended, seq, received, dropped = v[1], v[2], v[6], v[7], v[8] == 1, v[9], v[10], v[11]
+  local first, last, expires, kept, bytes, ended, seq, received, dropped, _ = nil, nil, nil, 0, 0, 0, 0, 0, 0
+  if m[2] then
+    first, last, expires, _, _, kept, bytes, ended, seq, received, dropped = struct.unpack('<dddddiiiiii', m[2])
   end
+  ended = ended == 1
   local was_ended = ended
   local code = state == 'closed' and '3' or '1'
   local fresh = any < 2  -- no id twice in this call (the worker says): then only those appended before repeat
   if fresh then
     for i = 1, n do
-      if m[3 + i] then fresh = false break end
+      if m[2 + i] then fresh = false break end
     end
   end
   local members, marks, size
@@ -107,7 +107,7 @@ local function session(turns, meta, low, high, t, n, any, ends, ids, entries)
     members, marks, size, low, high = {}, {}, 0, nil, nil
     for i = 1, n do
       local id = ids[i]
-      if m[3 + i] or seen[id] then
+      if m[2 + i] or seen[id] then
         codes[#codes + 1] = '0'
       else
         seen[id] = true
@@ -154,7 +154,6 @@ local function session(turns, meta, low, high, t, n, any, ends, ids, entries)
     new_state = 'open'
   end
   -- the TTL is renewed when less than half of it is left (not on every turn: two commands fewer)
-  local expires = v and v[3]
   local renew = not expires or expires - now < ttl / 2 or state == 'closed'
   if renew then expires = now + ttl end
   marks[#marks + 1] = 'v'
@@ -177,18 +176,15 @@ local function session(turns, meta, low, high, t, n, any, ends, ids, entries)
   end
 end
 
-local pos, k, size = 1, 2, #blob
+local pos, k, e, size = 1, 2, 3 + tonumber(ARGV[1]) * 6, #blob
 while pos <= size do
   local low, high, t, n, any, ends
   low, high, t, n, any, pos = struct.unpack('<ddHI4B', blob, pos)
   ends, pos = pos, pos + n
-  local format = string.rep('I4c0', n)
-  local ids = {struct.unpack(format, blob, pos)}
-  local entries = {struct.unpack(format, blob, ids[n + 1])}
-  pos, ids[n + 1] = entries[n + 1], nil
-  entries[n + 1] = nil
-  session(KEYS[k], KEYS[k + 1], low, high, t, n, any, ends, ids, entries)
-  k = k + 2
+  local ids = {struct.unpack(string.rep('I4c0', n), blob, pos)}
+  pos, ids[n + 1] = ids[n + 1], nil
+  session(KEYS[k], KEYS[k + 1], low, high, t, n, any, ends, ids, {unpack(ARGV, e, e + n - 1)})
+  k, e = k + 2, e + n
 end
 for i = 1, #due, 1000 do
   redis.call('ZADD', KEYS[1], unpack(due, i, math.min(#due, i + 999)))

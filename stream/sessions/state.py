@@ -99,13 +99,14 @@ _UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*").fullmatch  # what quote(safe="") l
 class _ShardCall:
     """The append script call of one shard: its keys, term sets and arguments, and the turns in order."""
 
-    __slots__ = ("keys", "parts", "size", "term_args", "terms", "turns")
+    __slots__ = ("entries", "keys", "parts", "size", "term_args", "terms", "turns")
 
     def __init__(self, due: str) -> None:
         self.keys: list[str] = [due]
         self.terms: dict[str, int] = {}
         self.term_args: list[Any] = []
         self.parts: list[bytes] = []
+        self.entries: list[bytes] = []
         self.turns: list[Turn] = []
         self.size = 0
 
@@ -266,15 +267,16 @@ class SessionStore:
             parts += (_SESSION.pack(min(times), max(times), term, len(group), flags), ends)
             for ident in idents:
                 parts += (_LENGTH.pack(len(ident)), ident)
-            for turn in group:
-                entry = b"%020.6f" % turn.time + turn.payload
-                parts += (_LENGTH.pack(len(entry)), entry)
+            call.entries += [b"%020.6f" % turn.time + turn.payload for turn in group]
             call.turns += group
             call.size += len(group)
         replies = await guard(
             run_scripts(
                 self.client,
-                [(self._append, c.keys, [len(c.terms), *c.term_args, b"".join(c.parts)]) for c in calls],
+                [
+                    (self._append, c.keys, [len(c.terms), *c.term_args, b"".join(c.parts), *c.entries])
+                    for c in calls
+                ],
             )
         )
         counts = report.counts
