@@ -1,21 +1,25 @@
 """Session state in Redis, shared by every worker: the turns, the session's figures, its closing lease
 and the sharded index of close deadlines. No keyspace SCAN anywhere.
 
-``P`` is the prefix (``STREAMEVAL_REDIS_PREFIX``); a session's hash tag is ``ss:{name}:{key}`` (each
-URL-quoted), so its keys live in one slot:
+``P`` is the prefix (``STREAMEVAL_REDIS_PREFIX``). A session is named ``ss:{name}:{key}`` (each
+URL-quoted: its tag ``T`` below) and lives in shard N, 0 <= N < ``STREAMEVAL_SESSION_SHARDS`` (16), by
+CRC-32 of that name: every key of a session and its shard's due index carry the hash tag ``{sx:N}``, so
+one script call per shard and batch appends every turn of the batch that falls in that shard and sets
+their index entries (Redis Cluster: each script touches one slot):
 
 ================================  ===================================================================
-``P{ss:name:key}:turns``          list of turns, each: event time (``%020.6f``) + 10-digit arrival
-                                  number + the turn (JSON, streameval.sessions.turns); sorted as
-                                  strings they are in event-time order, then arrival
-``P{ss:name:key}:meta``           hash: state (open, closing, closed), first / last event time, arrival
-                                  (Redis clock of the last turn), deadline, seq, n (turns received),
-                                  kept, bytes, dropped, end, rev (next revision), prev (the last
-                                  published result), closed_at, closed_by; ``i:{turn id}`` per turn
-                                  (a redelivered turn is appended once)
-``P{ss:name:key}:lease``          the closing lease (``SET NX PX``)
-``P{sx:N}:due``                   zset of sessions to close: member = the session's tag, score = its
-                                  close deadline (Redis clock); N in 0..15 by CRC-32 of the tag
+``P{sx:N}:turns:T``               list of turns in arrival order, each: event time (``%020.6f``) + the
+                                  turn (JSON, streameval.sessions.turns); sorted stably by the 20
+                                  characters they are in event-time order, then arrival
+``P{sx:N}:meta:T``                hash: ``state`` (open, closing, closed); ``v``, the figures packed in
+                                  64 bytes (:data:`META_FIELDS`, :data:`META_FORMAT`: first / last event
+                                  time, expires, deadline, arrival (Redis clock of the last turn), kept,
+                                  bytes, end, seq, n (turns received), dropped); rev (next revision), prev
+                                  (the last published result), closed_at, closed_by; ``i:{turn id}`` per
+                                  turn (a redelivered turn is appended once)
+``P{sx:N}:lease:T``               the closing lease (``SET NX PX``)
+``P{sx:N}:due``                   zset of the shard's sessions to close: member = ``T``, score = its
+                                  close deadline (Redis clock)
 ================================  ===================================================================
 
 Deadline: ``min(last event time, arrival) + gap_s``, but never sooner than ``settle_s`` after the last
@@ -26,10 +30,13 @@ the clock, the watermark windows use too, passed the last event time + gap_s); w
 are ahead of the clock (a producer's clock, future timestamps), a quiet session still closes gap_s
 after its last turn arrived (``idle``). Deadlines only grow, except when a session starts, reopens or
 meets its end marker: only those appends set the session's index entry (``ZADD``); otherwise the entry
-stays early and the closer's claim, which re-reads the deadline in the meta, moves it once
-(:data:`~streameval.sessions.scripts.DUE_SET`: only if it still holds the score it read), so an early
-entry costs one look, never an early close. (Two workers appending to one session at the same moment can
-leave the later of their two deadlines in the index: that session then closes up to gap_s late.)
+stays early and the closer's claim, which re-reads the deadline in the meta, moves it once (only if it
+still holds the score it read), so an early entry costs one look, never an early close. The append
+script sets the entry itself, in the same call as the turns (no second round trip, and no two workers'
+entries landing out of order).
+
+An index entry whose member belongs to another shard (left by another shard count) is dropped when the
+closer reads it; that state is not read (it expires).
 
 Lifetime: an open session's keys expire ``gap_s + grace_s + 1 h`` after its last turn (a safety net:
 the closer closes it long before); once closed, its turns stay ``grace_s`` (+1 min) for late turns to
@@ -99,7 +106,7 @@ _UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*").fullmatch  # what quote(safe="") l
 class _ShardCall:
     """The append script call of one shard: its keys, term sets and arguments, and the turns in order."""
 
-    __slots__ = ("entries", "keys", "parts", "size", "term_args", "terms", "turns")
+    __slots__ = ("entries", "groups", "keys", "parts", "size", "term_args", "terms")
 
     def __init__(self, due: str) -> None:
         self.keys: list[str] = [due]
@@ -107,7 +114,7 @@ class _ShardCall:
         self.term_args: list[Any] = []
         self.parts: list[bytes] = []
         self.entries: list[bytes] = []
-        self.turns: list[Turn] = []
+        self.groups: list[tuple[str, int]] = []  # each session's name and turns, in call order
         self.size = 0
 
 
@@ -237,23 +244,26 @@ class SessionStore:
         the shard in it, its due-index entries too), all in one round trip (one per node on a cluster).
         Idempotent per turn id."""
         report = AppendReport()
-        groups: dict[str, list[Turn]] = {}
-        tag = self.keys.tag
+        groups: dict[tuple[str, str], list[Turn]] = {}
         for turn in turns:
             if turn.key is not None:
-                group = groups.setdefault(tag(turn.session, turn.key), [])
-                group.append(turn)
+                group = groups.get((turn.session, turn.key))
+                if group is None:
+                    groups[(turn.session, turn.key)] = [turn]
+                else:
+                    group.append(turn)
         if not groups:
             return report
         shards: dict[int, _ShardCall] = {}
         calls = []
-        for name, group in groups.items():
-            shard = self.keys.shard(name)
+        tag, shard_of = self.keys.tag, self.keys.shard
+        for (session, key), group in groups.items():
+            name = tag(session, key)
+            shard = shard_of(name)
             call = shards.get(shard)
             if call is None or call.size >= _MAX_CALL_TURNS:
                 call = shards[shard] = _ShardCall(self.keys.due(shard))
                 calls.append(call)
-            session = group[0].session
             term = call.terms.get(session)
             if term is None:
                 term = call.terms[session] = len(call.terms) + 1
@@ -268,7 +278,7 @@ class SessionStore:
             for ident in idents:
                 parts += (_LENGTH.pack(len(ident)), ident)
             call.entries += [b"%020.6f" % turn.time + turn.payload for turn in group]
-            call.turns += group
+            call.groups.append((session, len(group)))
             call.size += len(group)
         replies = await guard(
             run_scripts(
@@ -282,8 +292,17 @@ class SessionStore:
         counts = report.counts
         for call, reply in zip(calls, replies, strict=True):
             codes = reply.encode() if isinstance(reply, str) else reply
-            for turn, code in zip(call.turns, codes, strict=True):
-                counts[(turn.session, _OUTCOMES[code])] += 1
+            if len(codes) != call.size:
+                raise RuntimeError(f"the append script answered {len(codes)} codes for {call.size} turns")
+            at = 0
+            for session, n in call.groups:
+                part = codes[at : at + n]
+                at += n
+                if part.count(49) == n:  # every turn appended: the common case
+                    counts[(session, "appended")] += n
+                else:
+                    for code in part:
+                        counts[(session, _OUTCOMES[code])] += 1
         return report
 
     async def due(self, now: float, limit: int) -> list[tuple[str, float]]:
