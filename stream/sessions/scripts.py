@@ -27,8 +27,9 @@ end
 # KEYS: 1 the shard's due zset; then per session: turns (list), meta (hash).
 # ARGV: 1 the number T of term sets; then per term set: gap_s, grace_s, max_turns, max_bytes, the open
 #       session's TTL (whole seconds), settle_s; last, every session's turns in one string: per session, in
-#       the order of KEYS, ``struct`` ``<ddHI4B`` (the least and the greatest event time of its turns, its
-#       term set 1..T, n its turns, flags: 1 one of them carries the end marker, 2 an id comes twice),
+#       the order of KEYS, ``struct`` ``<ddHI4BI4`` (the least and the greatest event time of its turns,
+#       its term set 1..T, n its turns, flags: 1 one of them carries the end marker, 2 an id comes twice,
+#       the bytes its entries count toward max_bytes: their lengths + 10 each),
 #       one character per turn ('1': it carries the end marker, else '0'), then per turn ``<I4c0``: ``i:``
 #       + its id; then each turn's entry (below), one argument each, in the same order. Not four arguments
 #       per turn: the call's own cost (the client's and the server's) grows little with its turns, and a
@@ -72,7 +73,7 @@ local function order(all)  -- positions of the entries by event time, then arriv
   return pos
 end
 
-local function session(turns, meta, low, high, t, n, any, ends, ids, entries)
+local function session(turns, meta, low, high, t, n, any, ends, ids, e, size)
   local gap, grace, max_turns, max_bytes, ttl, settle = unpack(terms[t])
   local m = redis.call('HMGET', meta, 'state', 'v', unpack(ids, 1, n))
   local state = m[1]
@@ -87,19 +88,12 @@ local function session(turns, meta, low, high, t, n, any, ends, ids, entries)
   ended = ended == 1
   local was_ended = ended
   local code = state == 'closed' and '3' or '1'
-  local fresh = any < 2  -- no id twice in this call (the worker says): then only those appended before repeat
-  if fresh then
-    for i = 1, n do
-      if m[2 + i] then fresh = false break end
-    end
+  local fresh, marks, members = any < 2, {}, nil  -- any < 2: no id twice in this call (the worker says)
+  for i = 1, n do
+    if m[2 + i] then fresh = false break end
+    marks[2 * i - 1], marks[2 * i] = ids[i], '1'
   end
-  local members, marks, size
-  if fresh then  -- every turn is new: the common case, nothing to do per turn but count its bytes
-    members, marks, size = entries, {}, 0
-    for i = 1, n do
-      marks[2 * i - 1], marks[2 * i] = ids[i], '1'
-      size = size + #entries[i] + 10
-    end
+  if fresh then  -- every turn is new (the common case): nothing to do per turn
     if any % 2 == 1 then ended = true end
     codes[#codes + 1] = string.rep(code, n)
   else
@@ -111,7 +105,7 @@ local function session(turns, meta, low, high, t, n, any, ends, ids, entries)
         codes[#codes + 1] = '0'
       else
         seen[id] = true
-        local entry = entries[i]
+        local entry = ARGV[e + i - 1]
         members[#members + 1] = entry
         marks[#marks + 1] = id
         marks[#marks + 1] = '1'
@@ -124,15 +118,16 @@ local function session(turns, meta, low, high, t, n, any, ends, ids, entries)
       end
     end
   end
-  local added = #members
+  local added = members and #members or n
   if added == 0 then return end
   if not first or low < first then first = low end
   if not last or high > last then last = high end
   seq = seq + added
   if kept + added <= max_turns and bytes + size <= max_bytes then
-    redis.call('RPUSH', turns, unpack(members))
+    if members then redis.call('RPUSH', turns, unpack(members)) else redis.call('RPUSH', turns, unpack(ARGV, e, e + n - 1)) end
     kept, bytes = kept + added, bytes + size
   else  -- the bounds bite: turn by turn, the entry in the middle of the order goes
+    members = members or {unpack(ARGV, e, e + n - 1)}
     for i = 1, added do
       redis.call('RPUSH', turns, members[i])
       kept, bytes = kept + 1, bytes + #members[i] + 10
@@ -178,12 +173,12 @@ end
 
 local pos, k, e, size = 1, 2, 3 + tonumber(ARGV[1]) * 6, #blob
 while pos <= size do
-  local low, high, t, n, any, ends
-  low, high, t, n, any, pos = struct.unpack('<ddHI4B', blob, pos)
+  local low, high, t, n, any, bytes, ends
+  low, high, t, n, any, bytes, pos = struct.unpack('<ddHI4BI4', blob, pos)
   ends, pos = pos, pos + n
   local ids = {struct.unpack(string.rep('I4c0', n), blob, pos)}
   pos, ids[n + 1] = ids[n + 1], nil
-  session(KEYS[k], KEYS[k + 1], low, high, t, n, any, ends, ids, {unpack(ARGV, e, e + n - 1)})
+  session(KEYS[k], KEYS[k + 1], low, high, t, n, any, ends, ids, e, bytes)
   k, e = k + 2, e + n
 end
 for i = 1, #due, 1000 do

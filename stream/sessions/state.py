@@ -92,8 +92,9 @@ DUE_SHARDS = 16
 TOMBSTONE_S = 86400
 _OPEN_MARGIN_S = 3600
 _TIME = 20  # the event time in front of each turn entry (``%020.6f``)
-# a session in an append call: its turns' least and greatest time, terms, n, flags (1 end marker, 2 an id twice)
-_SESSION = struct.Struct("<ddHIB")
+# a session in an append call: its turns' least and greatest time, terms, n, flags (1 end marker, 2 an id
+# twice), the bytes they count toward max_bytes
+_SESSION = struct.Struct("<ddHIBI")
 _LENGTH = struct.Struct("<I")
 _MAX_CALL_TURNS = 1024  # turns of one append script call at most (a larger batch takes more calls per shard)
 _OUTCOMES = {48: "duplicate", 49: "appended", 50: "late", 51: "revised"}  # the script's '0' .. '3' per turn
@@ -273,11 +274,13 @@ class SessionStore:
             ends = bytes([49 if turn.end else 48 for turn in group])  # '1' / '0'
             idents = [("i:" + turn.id).encode() for turn in group]
             flags = (49 in ends) | (2 if len(set(idents)) < len(idents) else 0)
+            entries = [b"%020.6f" % turn.time + turn.payload for turn in group]
+            size = sum(map(len, entries)) + 10 * len(entries)  # what they count toward max_bytes
             parts = call.parts
-            parts += (_SESSION.pack(min(times), max(times), term, len(group), flags), ends)
+            parts += (_SESSION.pack(min(times), max(times), term, len(group), flags, size), ends)
             for ident in idents:
                 parts += (_LENGTH.pack(len(ident)), ident)
-            call.entries += [b"%020.6f" % turn.time + turn.payload for turn in group]
+            call.entries += entries
             call.groups.append((session, len(group)))
             call.size += len(group)
         replies = await guard(
