@@ -167,7 +167,7 @@ async def close_all(
     deadlines: dict[str, float] = {}
     for shard in range(state.keys.shards):
         for member, score in await client.zrange(state.keys.due(shard), 0, -1, withscores=True):
-            deadlines[SessionKeys.split(member.decode())[1]] = score
+            deadlines[SessionKeys.split(member.decode())[1]] = score / 1000  # the index holds ms
     cpu, redis0, wall = time.process_time(), await redis_cpu(client), time.monotonic()
     while len(published) < sessions:
         tick = time.monotonic()
@@ -218,7 +218,7 @@ async def closer_with_open(client: aioredis.Redis, parts: Any, prefix: str, n: i
             members: dict[int, list[Any]] = {}
             for i in range(start, min(n, start + chunk)):
                 tag = SessionKeys.tag("conv", f"open-{i}")
-                members.setdefault(state.keys.shard(tag), []).extend([future + i % 3600, tag])
+                members.setdefault(state.keys.shard(tag), []).extend([int((future + i % 3600) * 1000), tag])
             for shard, values in members.items():
                 pipe.execute_command("ZADD", state.keys.due(shard), *values)
             await pipe.execute()

@@ -237,7 +237,7 @@ class SessionCloser:
             telemetry.observe_outcomes([Outcome(result=graded, counters=counters)])
         await send(Publish("session", f"{claim.session}:{claim.key}".encode(), value))
         telemetry.SESSIONS_CLOSED.labels(claim.session, closed_by).inc()
-        telemetry.SESSION_CLOSE_DELAY.observe(max(0.0, claim.now - score))
+        telemetry.SESSION_CLOSE_DELAY.observe(max(0.0, claim.now - score / 1000))  # the index holds ms
         counted = orjson.dumps({"graded": graded.model_dump(mode="json"), "counters": counters})
         # closed (its due entry dropped), or reopened: turns came in while closing (their own appends set the
         # entry, else it moves to their deadline); lost: our lease ran out, the entry is the next worker's

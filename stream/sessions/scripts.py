@@ -21,6 +21,9 @@ local function unpack_v(v)
   if not v then return nil end
   return {struct.unpack('<dddddiiiiii', v)}
 end
+local function due_score(deadline)  -- whole milliseconds (the claim reads the exact deadline in the meta)
+  return string.format('%d', math.floor(deadline * 1000))
+end
 """
 
 # Append the turns of one batch to the sessions of one shard, and set their due-index entries, in one call.
@@ -166,7 +169,7 @@ local function session(turns, meta, low, high, t, n, any, ends, ids, e, size)
   -- the due index needs this deadline only when it is new or earlier than the entry there (a new or reopened
   -- session, a first end marker); otherwise deadlines only grow and the closer's claim finds the later one
   if not state or state == 'closed' or (ended and not was_ended) then
-    due[#due + 1] = string.format('%.6f', deadline)
+    due[#due + 1] = due_score(deadline)
     due[#due + 1] = 'ss:' .. string.match(meta, '}:meta:(.*)$')
   end
 end
@@ -214,7 +217,7 @@ local function move(deadline)
 end
 if not m[1] then move(nil) return {'gone'} end
 if m[1] == 'closed' then move(nil) return {'closed'} end
-if tonumber(m[2]) > now then move(m[2]) return {'later', m[2]} end
+if tonumber(m[2]) > now then move(due_score(tonumber(m[2]))) return {'later', m[2]} end
 if not redis.call('SET', KEYS[3], ARGV[1], 'NX', 'PX', ARGV[2]) then return {'busy'} end
 redis.call('HSET', KEYS[2], 'state', 'closing')
 local out = {'ok', string.format('%.6f', now), m[3], m[4] or '0', m[5], m[6], m[7], m[8], m[9], m[10] or '0',
@@ -247,7 +250,7 @@ local v = unpack_v(redis.call('HGET', KEYS[2], 'v'))
 if v[9] > tonumber(ARGV[2]) then
   redis.call('HSET', KEYS[2], 'state', 'open')
   local deadline = string.format('%.17g', v[4])
-  if mine then redis.call('ZADD', KEYS[4], deadline, ARGV[8]) end
+  if mine then redis.call('ZADD', KEYS[4], due_score(v[4]), ARGV[8]) end
   return {'reopened', deadline}
 end
 redis.call('HSET', KEYS[2], 'state', 'closed')

@@ -19,7 +19,9 @@ their index entries (Redis Cluster: each script touches one slot):
                                   turn (a redelivered turn is appended once)
 ``P{sx:N}:lease:T``               the closing lease (``SET NX PX``)
 ``P{sx:N}:due``                   zset of the shard's sessions to close: member = ``T``, score = its
-                                  close deadline (Redis clock)
+                                  close deadline (Redis clock) in whole milliseconds: integers (a small
+                                  zset, a listpack, compares them without parsing text); the claim reads
+                                  the exact deadline in the meta
 ================================  ===================================================================
 
 Deadline: ``min(last event time, arrival) + gap_s``, but never sooner than ``settle_s`` after the last
@@ -45,6 +47,7 @@ revise it, its meta ``grace_s`` + :data:`TOMBSTONE_S` to tell a late turn from a
 
 from __future__ import annotations
 
+import math
 import re
 import struct
 import zlib
@@ -309,11 +312,12 @@ class SessionStore:
         return report
 
     async def due(self, now: float, limit: int) -> list[tuple[str, float]]:
-        """Up to ``limit`` sessions per shard whose deadline is at or before ``now``: (tag, deadline)."""
+        """Up to ``limit`` sessions per shard whose deadline is at or before ``now`` (to the millisecond):
+        (tag, its score in the index: the deadline in whole milliseconds)."""
         async with self.client.pipeline(transaction=False) as pipe:
             for shard in range(self.keys.shards):
                 pipe.zrangebyscore(
-                    self.keys.due(shard), "-inf", repr(now), start=0, num=limit, withscores=True
+                    self.keys.due(shard), "-inf", math.floor(now * 1000), start=0, num=limit, withscores=True
                 )
             replies = await guard(pipe.execute())
         out, strays = [], []
@@ -388,7 +392,7 @@ class SessionStore:
         call = (
             self._due_set,
             [self.keys.due(self.keys.shard(tag))],
-            [tag, repr(score), "" if deadline is None else repr(deadline)],
+            [tag, repr(score), "" if deadline is None else math.floor(deadline * 1000)],
         )
         await guard(run_scripts(self.client, [call]))
 

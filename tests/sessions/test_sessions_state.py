@@ -364,7 +364,7 @@ async def test_sessions_spread_over_the_configured_shards_and_stray_index_entrie
     assert not await aredis.exists(state.keys.due(3))
     # an entry another shard count left in a shard that is not its own: dropped, never claimed
     stray = next(t for t in (state.keys.tag("conv", f"x{i}") for i in range(20)) if state.keys.shard(t) != 0)
-    await aredis.zadd(state.keys.due(0), {stray: now - 30})
+    await aredis.zadd(state.keys.due(0), {stray: int((now - 30) * 1000)})  # deadlines in ms
     sent: list[Publish] = []
 
     async def send(message: Publish) -> None:
