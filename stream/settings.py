@@ -94,7 +94,7 @@ class Settings(BaseSettings, OutputTopics):  # the output topics' settings: stre
         "compact (listpacks): buckets >= results per STREAMEVAL_LABEL_JOIN_TTL_S / 128",
     )
     session_shards: int = Field(
-        default=16,
+        default=6,
         ge=1,
         le=16384,
         description="hash tags the sessions' state and due index are spread over (docs/sessions.md): one append "

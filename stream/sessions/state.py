@@ -2,7 +2,7 @@
 and the sharded index of close deadlines. No keyspace SCAN anywhere.
 
 ``P`` is the prefix (``STREAMEVAL_REDIS_PREFIX``). A session is named ``ss:{name}:{key}`` (each
-URL-quoted: its tag ``T`` below) and lives in shard N, 0 <= N < ``STREAMEVAL_SESSION_SHARDS`` (16), by
+URL-quoted: its tag ``T`` below) and lives in shard N, 0 <= N < ``STREAMEVAL_SESSION_SHARDS`` (6), by
 CRC-32 of that name: every key of a session and its shard's due index carry the hash tag ``{sx:N}``, so
 one script call per shard and batch appends every turn of the batch that falls in that shard and sets
 their index entries (Redis Cluster: each script touches one slot):
@@ -63,6 +63,7 @@ from .turns import Turn
 
 __all__ = [
     "DUE_SHARDS",
+    "LEGACY_SHARDS",
     "META_FIELDS",
     "META_FORMAT",
     "TOMBSTONE_S",
@@ -89,8 +90,11 @@ META_FIELDS = (
     "dropped",
 )
 META_FORMAT = "<5d6i"
-#: shards of the due index (one zset per shard, one hash tag each: spread over a cluster's slots)
-DUE_SHARDS = 16
+#: shards the sessions are spread over by default (``STREAMEVAL_SESSION_SHARDS``): one append call per
+#: shard and batch; on the smallest Redis Cluster (3 masters) the six tags fall two on each master
+DUE_SHARDS = 6
+#: the shards of the earlier layout's due index (one tag per session, 16 index shards)
+LEGACY_SHARDS = 16
 #: how long a closed session's meta outlives its grace (a turn of it after grace is late, not a new session)
 TOMBSTONE_S = 86400
 _OPEN_MARGIN_S = 3600
@@ -225,6 +229,7 @@ class SessionStore:
         self.client = client
         self.terms = terms
         self.keys = SessionKeys(prefix, shards)
+        self._swept = False  # the earlier layout's index shards beyond ours (due())
         self._term_args = {
             name: [
                 repr(t.gap_s),
@@ -313,7 +318,16 @@ class SessionStore:
 
     async def due(self, now: float, limit: int) -> list[tuple[str, float]]:
         """Up to ``limit`` sessions per shard whose deadline is at or before ``now`` (to the millisecond):
-        (tag, its score in the index: the deadline in whole milliseconds)."""
+        (tag, its score in the index: the deadline in whole milliseconds). The first call also deletes the
+        index shards beyond this shard count that the earlier layout had (16): nothing reads them."""
+        if not self._swept:
+            beyond = [self.keys.due(shard) for shard in range(self.keys.shards, LEGACY_SHARDS)]
+            if beyond:
+                async with self.client.pipeline(transaction=False) as pipe:
+                    for key in beyond:  # one key a command: each its own slot on a cluster
+                        pipe.delete(key)
+                    await guard(pipe.execute())
+            self._swept = True
         async with self.client.pipeline(transaction=False) as pipe:
             for shard in range(self.keys.shards):
                 pipe.zrangebyscore(

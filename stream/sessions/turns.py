@@ -53,6 +53,12 @@ def text_limit(max_bytes: int) -> int:
 
 def session_key(value: Any) -> str | None:
     """The session key of a value found at the key path: strings and integers (not booleans), else None."""
+    if type(value) is str:  # the common case
+        if not value:
+            return None
+        return (
+            value if len(value) <= MAX_KEY_CHARS else "sha256:" + hashlib.sha256(value.encode()).hexdigest()
+        )
     if isinstance(value, bool) or not isinstance(value, str | int):
         return None
     text = str(value)
@@ -138,7 +144,8 @@ def _result_time(result: GradedResult) -> float:
             if len(_SECONDS) >= 256:
                 _SECONDS.clear()
             whole = _SECONDS[text[:19]] = round(parse_time(text[:19]))
-        return max(0.0, (whole * 1000 + int(text[20:23])) / 1000)
+        t = (whole * 1000 + int(text[20:23])) / 1000
+        return t if t > 0.0 else 0.0
     return max(0.0, round(parse_time(text), 3))
 
 
@@ -148,17 +155,18 @@ def turns_of(sessions: Sequence[Any], event: RequestEvent, result: GradedResult)
     out = []
     t = None
     for session in sessions:
-        if not session.accepts(event):
+        config = session.config
+        if config.match is not None and not config.match.accepts(event):
             continue
         if t is None:
             t = _result_time(result)
         key = session_key(session.key.find(event))
         if key is None:
-            out.append(Turn(session.name, None, event.id, t))
+            out.append(Turn(config.name, None, event.id, t))
             continue
         end = session.end is not None and session.end.find(event) is True
-        record = _record(event, result, t, text_limit(session.config.max_bytes))
-        out.append(Turn(session.name, key, event.id, t, end, orjson.dumps(record)))
+        record = _record(event, result, t, text_limit(config.max_bytes))
+        out.append(Turn(config.name, key, event.id, t, end, orjson.dumps(record)))
     return tuple(out)
 
 
