@@ -13,13 +13,13 @@ __all__ = ["APPEND", "CLAIM", "DUE_SET", "FINISH"]
 # A session's meta hash keeps its figures packed in one field, ``v``: two hash commands a batch instead of
 # a dozen fields to read and write. ``v`` is 64 bytes (a listpack keeps values up to 64 bytes: the hash
 # stays compact): first, last, expires, deadline, arrival (doubles), kept, bytes, end (1/0), seq, n,
-# dropped (32-bit integers), little-endian (streameval.sessions.state.META_FORMAT). ``state`` stays a field
+# dropped (unsigned 32-bit integers), little-endian (streameval.sessions.state.META_FORMAT). ``state`` stays a field
 # of its own (written when it changes), as do rev, prev, closed_at, closed_by (FINISH) and ``i:{turn id}``
 # per turn.
 _UNPACK = """
 local function unpack_v(v)
   if not v then return nil end
-  return {struct.unpack('<dddddiiiiii', v)}
+  return {struct.unpack('<dddddIIIIII', v)}
 end
 local function due_score(deadline)  -- whole milliseconds (the claim reads the exact deadline in the meta)
   return string.format('%d', math.floor(deadline * 1000))
@@ -29,8 +29,8 @@ end
 # Append the turns of one batch to the sessions of one shard, and set their due-index entries, in one call.
 # KEYS: 1 the shard's due zset; then per session: turns (list), meta (hash).
 # ARGV: 1 the number T of term sets; then per term set: gap_s, grace_s, max_turns, max_bytes, the open
-#       session's TTL (whole seconds), settle_s; last, every session's turns in one string: per session, in
-#       the order of KEYS, ``struct`` ``<ddHI4BI4`` (the least and the greatest event time of its turns,
+#       session's TTL (whole seconds), settle_s; then every session's header and turn ids in one string:
+#       per session, in the order of KEYS, ``struct`` ``<ddHI4BI4`` (the least and the greatest event time of its turns,
 #       its term set 1..T, n its turns, flags: 1 one of them carries the end marker, 2 an id comes twice,
 #       the bytes its entries count toward max_bytes: their lengths + 10 each),
 #       one character per turn ('1': it carries the end marker, else '0'), then per turn ``<I4c0``: ``i:``
@@ -86,7 +86,7 @@ local function session(turns, meta, low, high, t, n, any, ends, ids, e, size)
   end
   local first, last, expires, kept, bytes, ended, seq, received, dropped, _ = nil, nil, nil, 0, 0, 0, 0, 0, 0
   if m[2] then
-    first, last, expires, _, _, kept, bytes, ended, seq, received, dropped = struct.unpack('<dddddiiiiii', m[2])
+    first, last, expires, _, _, kept, bytes, ended, seq, received, dropped = struct.unpack('<dddddIIIIII', m[2])
   end
   ended = ended == 1
   local was_ended = ended
@@ -155,7 +155,7 @@ local function session(turns, meta, low, high, t, n, any, ends, ids, e, size)
   local renew = not expires or expires - now < ttl / 2 or state == 'closed'
   if renew then expires = now + ttl end
   marks[#marks + 1] = 'v'
-  marks[#marks + 1] = struct.pack('<dddddiiiiii', first, last, expires, deadline, now, kept, bytes,
+  marks[#marks + 1] = struct.pack('<dddddIIIIII', first, last, expires, deadline, now, kept, bytes,
                                   ended and 1 or 0, seq, received + added, dropped)
   if new_state ~= state then
     marks[#marks + 1] = 'state'

@@ -89,7 +89,7 @@ META_FIELDS = (
     "n",
     "dropped",
 )
-META_FORMAT = "<5d6i"
+META_FORMAT = "<5d6I"
 #: shards the sessions are spread over by default (``STREAMEVAL_SESSION_SHARDS``): one append call per
 #: shard and batch; on the smallest Redis Cluster (3 masters) the six tags fall two on each master
 DUE_SHARDS = 6
@@ -266,11 +266,17 @@ class SessionStore:
         shards: dict[int, _ShardCall] = {}
         calls = []
         tag, shard_of = self.keys.tag, self.keys.shard
-        for (session, key), group in groups.items():
+        chunks = (
+            (session, key, turns_of_session[start : start + _MAX_CALL_TURNS])
+            for (session, key), turns_of_session in groups.items()
+            # a session's turns in calls of at most _MAX_CALL_TURNS, one after the other (as batches would be)
+            for start in range(0, len(turns_of_session), _MAX_CALL_TURNS)
+        )
+        for session, key, group in chunks:
             name = tag(session, key)
             shard = shard_of(name)
             call = shards.get(shard)
-            if call is None or call.size >= _MAX_CALL_TURNS:
+            if call is None or (call.size and call.size + len(group) > _MAX_CALL_TURNS):
                 call = shards[shard] = _ShardCall(self.keys.due(shard))
                 calls.append(call)
             term = call.terms.get(session)

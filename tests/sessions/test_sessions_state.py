@@ -376,3 +376,25 @@ async def test_sessions_spread_over_the_configured_shards_and_stray_index_entrie
     )
     assert await aredis.zscore(state.keys.due(0), stray) is None
     assert [await aredis.zcard(state.keys.due(shard)) for shard in range(3)] == [0, 0, 0]
+
+
+async def test_a_batch_larger_than_one_call_is_split_and_appends_the_same(
+    aredis: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streameval.sessions import state as state_module
+
+    monkeypatch.setattr(state_module, "_MAX_CALL_TURNS", 4)  # calls of at most 4 turns
+    rig = Rig(aredis, prefix, max_turns=6)
+    now = await redis_now(aredis)
+    events = [turn(i, now - 100 + i, last=i == 9) for i in (0, 5, 1, 9, 2, 8, 3, 7, 4, 6)]
+    events += [turn(i, now - 50 + i, conv="c2", last=i == 2) for i in range(3)]
+    turns = await rig.turns(*events)
+    report = await rig.states[0].append([*turns, turns[0]])
+    assert dict(report.counts) == {("conv", "appended"): 13, ("conv", "duplicate"): 1}
+    assert await rig.close() == 2
+    online = {r.key: r for r in rig.results()}
+    local = LocalSessions(rig.suites.sessions)
+    local.add(turns)
+    offline = {r.key: r for _, r in await local.close_all(rig.pipeline)}
+    assert online["c1"].metrics.dropped == 4 and online["c1"].turn_ids == offline["c1"].turn_ids
+    assert online["c2"].turn_ids == ["c2-0", "c2-1", "c2-2"]
