@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import struct
 import sys
 import tempfile
 import time
@@ -47,7 +48,7 @@ from streameval.outputs import Publish
 from streameval.pipeline import Pipeline, Source
 from streameval.processor import Processor
 from streameval.sessions.closer import SessionCloser
-from streameval.sessions.state import DUE_SHARDS, SessionKeys, SessionStore, session_terms
+from streameval.sessions.state import META_FIELDS, META_FORMAT, SessionKeys, SessionStore, session_terms
 from streameval.store import ResultStore
 
 PROFILE = False  # --profile: Redis commandstats per event of each run
@@ -164,9 +165,9 @@ async def close_all(
         published.append((time.time(), SessionResult.model_validate_json(message.value)))
 
     deadlines: dict[str, float] = {}
-    for shard in range(DUE_SHARDS):
+    for shard in range(state.keys.shards):
         for member, score in await client.zrange(state.keys.due(shard), 0, -1, withscores=True):
-            deadlines[SessionKeys.split(member.decode())[1]] = score
+            deadlines[SessionKeys.split(member.decode())[1]] = score / 1000  # the index holds ms
     cpu, redis0, wall = time.process_time(), await redis_cpu(client), time.monotonic()
     while len(published) < sessions:
         tick = time.monotonic()
@@ -217,7 +218,7 @@ async def closer_with_open(client: aioredis.Redis, parts: Any, prefix: str, n: i
             members: dict[int, list[Any]] = {}
             for i in range(start, min(n, start + chunk)):
                 tag = SessionKeys.tag("conv", f"open-{i}")
-                members.setdefault(SessionKeys.shard(tag), []).extend([future + i % 3600, tag])
+                members.setdefault(state.keys.shard(tag), []).extend([int((future + i % 3600) * 1000), tag])
             for shard, values in members.items():
                 pipe.execute_command("ZADD", state.keys.due(shard), *values)
             await pipe.execute()
@@ -251,9 +252,9 @@ async def main_async(args: argparse.Namespace) -> None:
             async with client.pipeline(transaction=False) as pipe:
                 keys = list(arrivals)
                 for conv in keys:
-                    pipe.hget(state.keys.keys(SessionKeys.tag("conv", conv))[1], "arrival")
+                    pipe.hget(state.keys.keys(SessionKeys.tag("conv", conv))[1], "v")
                 for conv, value in zip(keys, await pipe.execute(), strict=True):
-                    arrivals[conv] = float(value)
+                    arrivals[conv] = struct.unpack(META_FORMAT, value)[META_FIELDS.index("arrival")]
             n = args.conversations
             print(
                 f"{n} conversations, {turns} turns ({turns / n:.1f} per conversation), {args.partitions} partitions, "

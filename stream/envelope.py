@@ -8,6 +8,7 @@ types, so they import nothing above the data models.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .embedding_drift import DriftSample
 from .models import DeadLetter, GradedResult
@@ -38,10 +39,10 @@ class Source:
     item: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Turn:
+class Turn(NamedTuple):
     """One event's place in one session of the suite file (streameval.sessions). ``key`` None: the event
-    matched the session but carries no key there (counted as keyless, not appended)."""
+    matched the session but carries no key there (counted as keyless, not appended). A named tuple: made
+    per turn at the cost of a tuple, and of atomic values only, so the garbage collector stops tracking it."""
 
     session: str
     key: str | None

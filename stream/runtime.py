@@ -321,6 +321,7 @@ class Runtime:
                 prefix=settings.redis_prefix,
                 lease_s=windowing.lease_s,
                 worker_id=f"{os.getpid()}-{uuid.uuid4().hex[:8]}",
+                shards=settings.session_shards,
             )
         processor = Processor(
             pipeline,

@@ -93,6 +93,13 @@ class Settings(BaseSettings, OutputTopics):  # the output topics' settings: stre
         description="hashes the kept verdicts are spread over; at most ~128 results per bucket and TTL keep them "
         "compact (listpacks): buckets >= results per STREAMEVAL_LABEL_JOIN_TTL_S / 128",
     )
+    session_shards: int = Field(
+        default=6,
+        ge=1,
+        le=16384,
+        description="hash tags the sessions' state and due index are spread over (docs/sessions.md): one append "
+        "call per shard and batch; every worker must use the same number, and a change leaves open sessions behind",
+    )
     label_wait_s: float = Field(
         default=900.0,
         gt=0,

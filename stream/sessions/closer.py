@@ -13,7 +13,8 @@ The worker calls :meth:`SessionCloser.run_once` every ``close_interval_s`` (the 
    idempotent by its id (``session:key#revision``) and turn ids; a revision also retracts the previous
    revision's figures in the same call, so the aggregates hold the latest revision only;
 5. publishes the :class:`~streameval.models.SessionResult` on ``evals.sessions`` (the stored one when a
-   crashed worker had recorded it already), then marks the session closed and drops its due entry.
+   crashed worker had recorded it already), then marks the session closed and drops its due entry (one
+   script: the entry is in the session's shard, streameval.sessions.state).
 
 A worker killed between 2 and 5 leaves its lease to expire (``lease_s``): the next worker closes the
 session then, finds the result recorded and publishes the stored bytes again (at least once on the
@@ -185,13 +186,8 @@ class SessionCloser:
                 return 0
 
     async def close(self, tag: str, score: float, send: Send) -> int:
-        claim = await self.state.claim(tag)
-        if not isinstance(claim, Claim):
-            status, deadline = claim
-            if status in ("gone", "closed"):
-                await self.state.move(tag, score, None)
-            elif status == "later" and deadline is not None:
-                await self.state.move(tag, score, deadline)
+        claim = await self.state.claim(tag, score)
+        if not isinstance(claim, Claim):  # gone, closed, busy, or later: the claim moved its due entry
             return 0
         session = self.sessions.get(claim.session)
         if session is None:  # a session removed from the suite file: forget its state's index entry
@@ -202,9 +198,7 @@ class SessionCloser:
         closed_by = claim.closed_by
         if not judged(turns):  # an agent run of steps only (a trace with no LLM span): nothing to judge
             telemetry.SESSIONS_CLOSED.labels(claim.session, "unjudged").inc()
-            status, deadline = await self.state.finish(claim, claim.previous or b"", closed_by)
-            if status != "lost":
-                await self.state.move(tag, score, deadline if status == "reopened" else None)
+            await self.state.finish(claim, score, claim.previous or b"", closed_by)
             return 0
         graded, result, counters = await evaluate_thread(
             self.pipeline,
@@ -243,9 +237,11 @@ class SessionCloser:
             telemetry.observe_outcomes([Outcome(result=graded, counters=counters)])
         await send(Publish("session", f"{claim.session}:{claim.key}".encode(), value))
         telemetry.SESSIONS_CLOSED.labels(claim.session, closed_by).inc()
-        telemetry.SESSION_CLOSE_DELAY.observe(max(0.0, claim.now - score))
+        telemetry.SESSION_CLOSE_DELAY.observe(max(0.0, claim.now - score / 1000))  # the index holds ms
         counted = orjson.dumps({"graded": graded.model_dump(mode="json"), "counters": counters})
-        status, deadline = await self.state.finish(claim, counted, closed_by)
+        # closed (its due entry dropped), or reopened: turns came in while closing (their own appends set the
+        # entry, else it moves to their deadline); lost: our lease ran out, the entry is the next worker's
+        status, _ = await self.state.finish(claim, score, counted, closed_by)
         if status == "lost":  # our lease ran out and another worker closes it: its entry is that worker's
             log.warning(
                 "session %s:%s: the closing lease expired before the result was marked; another worker "
@@ -253,7 +249,4 @@ class SessionCloser:
                 claim.session,
                 claim.key,
             )
-            return 1
-        # reopened: turns came in while closing (their own appends set the entry; else it moves to their deadline)
-        await self.state.move(tag, score, deadline if status == "reopened" else None)
         return 1

@@ -27,6 +27,11 @@ class EventPath:
         """The value at this path in ``event`` (a model, its dicts and lists), or :data:`MISSING`."""
         node: Any = event
         for step in self.steps:
+            if type(node) is dict and type(step) is str:  # the common step, at its cheapest
+                node = node.get(step)
+                if node is None:  # absent, or null
+                    return MISSING
+                continue
             if isinstance(node, BaseModel):
                 if not isinstance(step, str) or step not in type(node).__pydantic_fields__:
                     return MISSING

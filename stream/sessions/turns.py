@@ -55,6 +55,12 @@ def text_limit(max_bytes: int) -> int:
 
 def session_key(value: Any) -> str | None:
     """The session key of a value found at the key path: strings and integers (not booleans), else None."""
+    if type(value) is str:  # the common case
+        if not value:
+            return None
+        return (
+            value if len(value) <= MAX_KEY_CHARS else "sha256:" + hashlib.sha256(value.encode()).hexdigest()
+        )
     if isinstance(value, bool) or not isinstance(value, str | int):
         return None
     text = str(value)
@@ -91,16 +97,23 @@ def _tools(metadata: dict[str, Any]) -> list[dict[str, Any]] | None:
 
 def _record(event: RequestEvent, result: GradedResult, t: float, limit: int) -> dict[str, Any]:
     metadata = event.metadata
-    role = metadata.get("role")
-    domain = metadata.get("domain")
-    refusal = metadata.get("refusal")
-    error = metadata.get("error")
+    get = metadata.get
+    role = get("role")
+    domain = get("domain")
+    refusal = get("refusal")
+    text, output = event.input, event.output
+    error = bool(get("error"))
+    if not error:
+        for outcome in result.evaluators:
+            if outcome.error is not None:
+                error = True
+                break
     record: dict[str, Any] = {
         "id": event.id,
         "t": t,  # the result's event time (the event's own, or when it was received)
         "role": clip(role, 64) if isinstance(role, str) and role else "assistant",
-        "input": clip(event.input, limit) if event.input is not None else None,
-        "output": clip(event.output, limit),
+        "input": text if text is None or len(text) <= limit else clip(text, limit),
+        "output": output if len(output) <= limit else clip(output, limit),
         "model": event.model,
         "category": event.category,
         "domain": clip(domain, 128) if isinstance(domain, str) and domain else (event.category or "default"),
@@ -108,18 +121,34 @@ def _record(event: RequestEvent, result: GradedResult, t: float, limit: int) -> 
         "score": result.score,
         "passed": result.passed,
         "gates": list(result.failed_gates),
-        "refusal": refusal if isinstance(refusal, bool) else find_refusal(event.output) is not None,
-        "error": bool(error) or any(r.error is not None for r in result.evaluators),
+        "refusal": refusal if isinstance(refusal, bool) else find_refusal(output) is not None,
+        "error": error,
     }
-    tools = _tools(metadata)
-    if tools is not None:
-        record["tools"] = tools
+    if "tool_calls" in metadata:
+        tools = _tools(metadata)
+        if tools is not None:
+            record["tools"] = tools
     return record
 
 
+# epoch seconds of ``YYYY-MM-DDTHH:MM:SS`` (the whole seconds of the last event times read)
+_SECONDS: dict[str, int] = {}
+
+
 def _result_time(result: GradedResult) -> float:
-    """Epoch seconds (ms), at least 0: the state orders turns by it as a fixed-width string."""
-    return max(0.0, round(parse_time(result.event_time), 3))
+    """Epoch seconds (ms), at least 0: the state orders turns by it as a fixed-width string. A result's
+    event time is format_time's (``YYYY-MM-DDTHH:MM:SS.mmmZ``): its whole seconds are read once per
+    second (cached), its milliseconds as digits; the same float as ``round(parse_time(...), 3)``."""
+    text = result.event_time
+    if len(text) == 24 and text[19] == "." and text[23] == "Z" and text[20:23].isdecimal() and text.isascii():
+        whole = _SECONDS.get(text[:19])
+        if whole is None:
+            if len(_SECONDS) >= 256:
+                _SECONDS.clear()
+            whole = _SECONDS[text[:19]] = round(parse_time(text[:19]))
+        t = (whole * 1000 + int(text[20:23])) / 1000
+        return t if t > 0.0 else 0.0
+    return max(0.0, round(parse_time(text), 3))
 
 
 def turns_of(sessions: Sequence[Any], event: RequestEvent, result: GradedResult) -> tuple[Turn, ...]:
@@ -128,17 +157,18 @@ def turns_of(sessions: Sequence[Any], event: RequestEvent, result: GradedResult)
     out = []
     t = None
     for session in sessions:
-        if not session.accepts(event):
+        config = session.config
+        if config.match is not None and not config.match.accepts(event):
             continue
         if t is None:
             t = _result_time(result)
         key = session_key(session.key.find(event))
         if key is None:
-            out.append(Turn(session.name, None, event.id, t))
+            out.append(Turn(config.name, None, event.id, t))
             continue
         end = session.end is not None and session.end.find(event) is True
-        record = _record(event, result, t, text_limit(session.config.max_bytes))
-        out.append(Turn(session.name, key, event.id, t, end, orjson.dumps(record)))
+        record = _record(event, result, t, text_limit(config.max_bytes))
+        out.append(Turn(config.name, key, event.id, t, end, orjson.dumps(record)))
     return tuple(out)
 
 

@@ -18,6 +18,7 @@ import redis.asyncio as aioredis
 from streameval.embedded import EmbeddedBroker
 from streameval.kafka_io import collect, ensure_topics, produce
 from streameval.models import SessionResult
+from streameval.sessions.state import SessionKeys
 
 from ._topics import read_all
 
@@ -94,5 +95,6 @@ sessions:
     assert sorted(orjson.loads(r.value)["id"] for r in results) == sorted([ids[0], ids[3]])
     assert not await read_all(broker.bootstrap, [topics["deadletter"]])
     # the quiet trace's run was closed (its root span's end), without a result
-    meta = f"{prefix}{{ss:runs:{quiet[0].context.trace_id:032x}}}:meta"  # type: ignore[union-attr]
+    keys = SessionKeys(prefix)  # the worker's shard count: the default
+    meta = keys.keys(keys.tag("runs", f"{quiet[0].context.trace_id:032x}"))[1]  # type: ignore[union-attr]
     assert (await aredis.hget(meta, "state")) in (b"closed", "closed")

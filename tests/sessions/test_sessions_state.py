@@ -318,3 +318,83 @@ sessions:
     ):
         assert text_seen in prompt
     assert "secret-model-x" not in prompt  # blind
+
+
+async def test_one_call_with_a_turn_twice_and_bounds_biting_appends_as_turn_by_turn(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
+    rig = Rig(aredis, prefix, max_turns=4)
+    now = await redis_now(aredis)
+    events = [turn(i, now - 100 + i, last=i == 9) for i in (0, 5, 1, 9, 2, 8, 3, 7, 4, 6)]
+    turns = await rig.turns(*events)
+    report = await rig.states[0].append([*turns, turns[2]])  # one call; the third turn comes twice
+    assert dict(report.counts) == {("conv", "appended"): 10, ("conv", "duplicate"): 1}
+    assert await rig.close() == 1
+    [online] = rig.results()
+    local = LocalSessions(rig.suites.sessions)
+    local.add(turns)
+    [(_, offline)] = await local.close_all(rig.pipeline)
+    assert online.metrics.dropped == 6 and online.turn_ids == offline.turn_ids
+    assert online.turn_ids[0] == "c1-0" and online.turn_ids[-1] == "c1-9"
+
+
+async def test_sessions_spread_over_the_configured_shards_and_stray_index_entries_are_dropped(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
+    _, suites = parse_config_text(
+        CONFIG.replace("{gap}", "60")
+        .replace("{grace}", "60")
+        .replace("{max_turns}", "500")
+        .replace("{{", "{")
+        .replace("}}", "}")
+    )
+    pipeline = Pipeline(suites)
+    store = ResultStore(aredis, prefix=prefix, windows=(60,))
+    state = SessionStore(aredis, session_terms(suites.sessions, 0.0), prefix=prefix, shards=3)
+    closer = SessionCloser(state, store, pipeline, suites.sessions)
+    now = await redis_now(aredis)
+    turns = []
+    for c in range(12):
+        for i in range(2):
+            outcome = await pipeline.process(orjson.dumps(turn(i, now - 20 + i, conv=f"s{c}", last=i == 1)))
+            turns += outcome.turns
+    assert dict((await state.append(turns)).counts) == {("conv", "appended"): 24}
+    sizes = [await aredis.zcard(state.keys.due(shard)) for shard in range(3)]
+    assert sum(sizes) == 12 and all(sizes)  # every shard holds some
+    assert not await aredis.exists(state.keys.due(3))
+    # an entry another shard count left in a shard that is not its own: dropped, never claimed
+    stray = next(t for t in (state.keys.tag("conv", f"x{i}") for i in range(20)) if state.keys.shard(t) != 0)
+    await aredis.zadd(state.keys.due(0), {stray: int((now - 30) * 1000)})  # deadlines in ms
+    sent: list[Publish] = []
+
+    async def send(message: Publish) -> None:
+        sent.append(message)
+
+    assert await closer.run_once(send) == 12
+    assert sorted(SessionResult.model_validate_json(m.value).key for m in sent) == sorted(
+        f"s{c}" for c in range(12)
+    )
+    assert await aredis.zscore(state.keys.due(0), stray) is None
+    assert [await aredis.zcard(state.keys.due(shard)) for shard in range(3)] == [0, 0, 0]
+
+
+async def test_a_batch_larger_than_one_call_is_split_and_appends_the_same(
+    aredis: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streameval.sessions import state as state_module
+
+    monkeypatch.setattr(state_module, "_MAX_CALL_TURNS", 4)  # calls of at most 4 turns
+    rig = Rig(aredis, prefix, max_turns=6)
+    now = await redis_now(aredis)
+    events = [turn(i, now - 100 + i, last=i == 9) for i in (0, 5, 1, 9, 2, 8, 3, 7, 4, 6)]
+    events += [turn(i, now - 50 + i, conv="c2", last=i == 2) for i in range(3)]
+    turns = await rig.turns(*events)
+    report = await rig.states[0].append([*turns, turns[0]])
+    assert dict(report.counts) == {("conv", "appended"): 13, ("conv", "duplicate"): 1}
+    assert await rig.close() == 2
+    online = {r.key: r for r in rig.results()}
+    local = LocalSessions(rig.suites.sessions)
+    local.add(turns)
+    offline = {r.key: r for _, r in await local.close_all(rig.pipeline)}
+    assert online["c1"].metrics.dropped == 4 and online["c1"].turn_ids == offline["c1"].turn_ids
+    assert online["c2"].turn_ids == ["c2-0", "c2-1", "c2-2"]
