@@ -38,7 +38,7 @@ from ._config import FallbackSpec, SuiteJudgeConfig
 from ._cost import add_costs, prices_of
 from ._panel import Judge, JudgeHub
 from ._pressure import Backpressure
-from ._prompts import Prompt, build_metric, build_report, build_rubric, known_category
+from ._prompts import Prompt, build_metric, build_report, build_rubric, data_block, known_category
 from ._refusal import unscored_kind
 from ._scoring import agreement_counters, judge_counters, panel_score, repeat_counters, zscore_panel_score
 
@@ -189,7 +189,15 @@ class SuiteJudge:
         category = self._category(event)
         if category is None:
             return [(j, build_report(event, blind=j.config.blind)) for j in self.judges]
-        return [(j, build_rubric(event, category, j.config.scale, blind=j.config.blind)) for j in self.judges]
+        blocks: dict[bool, str] = {}  # the user message, built once per blind setting (not per judge)
+        asks = []
+        for j in self.judges:
+            blind = j.config.blind
+            user = blocks.get(blind)
+            if user is None:
+                user = blocks[blind] = data_block(event, blind=blind)
+            asks.append((j, build_rubric(event, category, j.config.scale, blind=blind, user=user)))
+        return asks
 
     def _blend(
         self,
