@@ -111,7 +111,7 @@ def _copied(cfg: Any, prompt: Any, verdict: Any, answer: CachedAnswer) -> JudgeV
         '{"scores": {"accuracy": 4, "conciseness": 5, "clarity": 3}, "overall_score": 4, "reasoning": "ok",'
         ' "strengths": ["a"], "weaknesses": []}',
         '{"scores": {"accuracy": 4.5}, "reasoning": "partial"}',
-        "I'd say 3 out of 5. ```json\n{\"overall_score\": 3}\n```",
+        'I\'d say 3 out of 5. ```json\n{"overall_score": 3}\n```',
         "no score here at all",
     ],
 )
