@@ -27,6 +27,9 @@ throughput.py's (b) / (a') that is not Kafka or Faust.
 shared box; ``perf stat -e instructions`` is not supported here): for each workload three child runs of
 this script under callgrind, each doing the same set-up and a 50-event warm-up, then nothing, the bare
 loop or evaluate on N outputs; instructions per output = (run - set-up only run) / N.
+The start-up heap is frozen (``gc.freeze``) after the warm-up, as ``streameval evaluate`` freezes it
+once configured; ``--no-freeze`` measures without (what main did before the fourth pass).
+
 Nothing is asserted: numbers only.
 """
 
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import random
 import re as stdlib_re
@@ -208,7 +212,9 @@ def cpu_per_output(run: Any, count: int) -> float:
     return (time.process_time() - started) / count * 1e6
 
 
-def measure(workload: str, count: int, rounds: int, workdir: Path) -> tuple[list[float], list[float]]:
+def measure(
+    workload: str, count: int, rounds: int, workdir: Path, *, freeze: bool = True
+) -> tuple[list[float], list[float]]:
     src = workdir / f"{workload}.jsonl"
     src.write_bytes(b"".join(line + b"\n" for line in events(workload, count)))
     evaluate = Evaluate(workload, workdir)
@@ -216,6 +222,9 @@ def measure(workload: str, count: int, rounds: int, workdir: Path) -> tuple[list
     warm.write_bytes(b"".join(line + b"\n" for line in events(workload, 50)))
     run_bare(workload, warm, workdir / "bare.jsonl")
     evaluate.run(warm)
+    if freeze:  # what `streameval evaluate` does once configured (streameval._util.frozen_heap)
+        gc.collect()
+        gc.freeze()
     bare, framework = [], []
     for _ in range(rounds):
         bare.append(cpu_per_output(lambda: run_bare(workload, src, workdir / "bare.jsonl"), count))
@@ -408,6 +417,11 @@ def main() -> int:
         metavar="rules,demo",
         help="also the worker's batch step against the raw evaluation (needs Redis: REDIS_URL)",
     )
+    parser.add_argument(
+        "--no-freeze",
+        action="store_true",
+        help="leave the start-up heap to the collector (main before the fourth pass: no gc.freeze)",
+    )
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -417,7 +431,9 @@ def main() -> int:
     print(f"{args.events} outputs x {args.rounds} rounds; CPU µs per output: median (fastest)")
     with tempfile.TemporaryDirectory(prefix="bench-share-") as tmp:
         for workload in workloads:
-            bare, framework = measure(workload, args.events, args.rounds, Path(tmp))
+            bare, framework = measure(
+                workload, args.events, args.rounds, Path(tmp), freeze=not args.no_freeze
+            )
             ratio = statistics.median(framework) / statistics.median(bare)
             print(
                 f"{workload:6} bare {statistics.median(bare):7.1f} ({min(bare):.1f})   evaluate "
