@@ -244,6 +244,8 @@ def breakdown(workload: str, count: int, rounds: int) -> dict[str, float]:
     decoded = [pipeline.decode(raw) for raw in lines]
     suite = pipeline.suites.route(decoded[0])
     evaluators = [bound.evaluator for bound in suite.evaluators]
+    gc.collect()
+    gc.freeze()  # as measure() and `streameval evaluate`
 
     def checks() -> None:
         for event in decoded:
