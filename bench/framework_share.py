@@ -270,11 +270,16 @@ def breakdown(workload: str, count: int, rounds: int) -> dict[str, float]:
         for raw in lines:
             pipeline.process_sync(raw, Source(), 1.0)
 
+    try:
+        from streameval.models import encode_result
+    except ImportError:  # code before the fourth pass (--before)
+        encode_result = None
+
     def write() -> None:
         summary, seen = Summary(), {}
         for raw in lines:
             result = pipeline.process_sync(raw, Source(), 1.0).result  # type: ignore[union-attr]
-            encoded = result.model_dump_json().encode()
+            encoded = encode_result(result) if encode_result else result.model_dump_json().encode()
             seen[result.id] = encoded
             summary.add(result)
 
@@ -295,7 +300,7 @@ def breakdown(workload: str, count: int, rounds: int) -> dict[str, float]:
         "process_sync beyond decode + evaluate (route, outcome; fresh events)": best["process"]
         - best["graded"]
         - best["decode"],
-        "encode the result (model_dump_json), summary": best["write"] - best["process"],
+        "encode the result (encode_result), summary": best["write"] - best["process"],
         "Pipeline.process_sync + encode, total": best["write"],
     }
 
@@ -303,12 +308,12 @@ def breakdown(workload: str, count: int, rounds: int) -> dict[str, float]:
 async def processor_share(workload: str, count: int, rounds: int) -> tuple[list[float], list[float]]:
     """CPU µs per event of the worker's batch step without Kafka (``Processor.process_batch``: decode,
     evaluate, record in Redis, encode; batches of 256, ``emit`` as the worker passes it) and of the raw
-    evaluation (``process_sync`` + ``model_dump_json``, what bench/throughput.py's (a') loop does per
+    evaluation (``process_sync`` + the result's encoding, what bench/throughput.py's (a') loop does per
     event), alternated. ``rules``: bench/_worker.py's rule suite; ``demo``: examples/suites.yaml."""
     import uuid
 
     import redis.asyncio as aioredis
-    from _worker import RULE_SUITE, demo_events, rule_events
+    from _worker import RULE_SUITE, demo_events, outcome_encoder, rule_events
 
     from streameval.config import parse_config_text
     from streameval.pipeline import Pipeline, Source
@@ -324,6 +329,7 @@ async def processor_share(workload: str, count: int, rounds: int) -> tuple[list[
     prefix = f"streameval-bench-share:{uuid.uuid4().hex[:8]}:"
     processor = Processor(Pipeline(suites), ResultStore(client, prefix=prefix, windows=(60,)))
     raw_pipeline = Pipeline(suites)
+    encode_outcome = outcome_encoder()
     await processor.start()
 
     async def emit(messages: list[Publish]) -> None:
@@ -341,8 +347,7 @@ async def processor_share(workload: str, count: int, rounds: int) -> tuple[list[
     def raw_step() -> float:
         started = time.process_time()
         for raw in lines:
-            outcome = raw_pipeline.process_sync(raw, Source(), time.time())
-            (outcome.result or outcome.dead_letter).model_dump_json().encode()  # type: ignore[union-attr]
+            encode_outcome(raw_pipeline.process_sync(raw, Source(), time.time()))
         return (time.process_time() - started) / len(lines) * 1e6
 
     worker, raw = [], []
