@@ -17,7 +17,9 @@ processed with W in flight (as the worker does). Printed:
   (the floor of an aiohttp client), the simulator's CPU per call and the box's load average (the
   simulator and other processes share the cores: a throughput short of the ideal with the worker
   far from a full core is the box, not the worker). ``--no-trickle`` leaves the rule-only events out
-of the judged run: the CPU per call is then the judged path's alone. ``--consistency-rate`` (default the suite default, 0.1) and ``--duplicates`` (share of
+of the judged run: the CPU per call is then the judged path's alone. The start-up heap is frozen
+(``gc.freeze``) before the judged run, as the worker freezes it; ``--no-freeze`` leaves it (main
+before the fourth pass). ``--consistency-rate`` (default the suite default, 0.1) and ``--duplicates`` (share of
   events repeating an earlier output, served by single-flight or the cache) change the call mix.
 
 Usage: python bench/judges.py [--windows 16,32,64,128] [--per-window 30] [--latency-ms 200]
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import statistics
 import time
@@ -81,6 +84,7 @@ async def run(
     consistency: float | None,
     duplicates: float,
     no_trickle: bool = False,
+    freeze: bool = True,
 ) -> None:
     bodies = await panel_bodies()
     sim = await start_sim(latency_ms)
@@ -97,6 +101,7 @@ async def run(
                 consistency,
                 duplicates,
                 no_trickle,
+                freeze,
             )
     finally:
         sim.stop()
@@ -111,6 +116,7 @@ async def _one(
     consistency: float | None,
     duplicates: float,
     no_trickle: bool = False,
+    freeze: bool = True,
 ) -> None:
     ceiling, bare_cpu = bare
     judges = [{**j, "max_concurrency": window} for j in demo_judges(sim.url)]
@@ -137,6 +143,9 @@ async def _one(
             *(pipeline.process(_event(-n, "judged")) for n in range(1, window + 1))
         )  # warm pools
         idle = await _rule_latencies(pipeline, 300)
+        if freeze:  # what the worker does before it starts (streameval._util.freeze_heap)
+            gc.collect()
+            gc.freeze()
 
         slots = asyncio.Semaphore(window)
         failed = 0
@@ -224,6 +233,11 @@ def main() -> None:
         action="store_true",
         help="no rule-only events during the judged run: the CPU per call is the judged path's alone",
     )
+    parser.add_argument(
+        "--no-freeze",
+        action="store_true",
+        help="leave the start-up heap to the collector (the worker freezes it; main did not before the fourth pass)",
+    )
     args = parser.parse_args()
     asyncio.run(
         run(
@@ -233,6 +247,7 @@ def main() -> None:
             args.consistency_rate,
             args.duplicates,
             args.no_trickle,
+            not args.no_freeze,
         )
     )
 
