@@ -302,36 +302,68 @@ def _not_plain(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is left to pydantic")
 
 
+class _LeftToPydantic(Exception):
+    pass
+
+
+def _fields(model: BaseModel, cls: type[BaseModel], names: tuple[str, ...]) -> dict[str, Any]:
+    """``model``'s field dictionary when it is exactly a ``cls`` holding exactly its fields in order
+    (what pydantic writes, in that order); else the document is left to pydantic."""
+    if type(model) is not cls:
+        raise _LeftToPydantic
+    fields = model.__dict__
+    if tuple(fields) != names:
+        raise _LeftToPydantic
+    return fields
+
+
+def _judge_document(block: JudgeBlock) -> dict[str, Any]:
+    document = dict(_fields(block, JudgeBlock, _JUDGE_BLOCK_FIELDS))
+    document["judges"] = [_fields(v, JudgeVerdict, _VERDICT_FIELDS) for v in document["judges"]]
+    fallbacks = []
+    for fallback in document["fallbacks"]:
+        item = dict(_fields(fallback, JudgeFallback, _FALLBACK_FIELDS))
+        item["judges"] = [_fields(v, JudgeVerdict, _VERDICT_FIELDS) for v in item["judges"]]
+        fallbacks.append(item)
+    document["fallbacks"] = fallbacks
+    return document
+
+
 def encode_result(result: GradedResult) -> bytes:
-    """``result.model_dump_json().encode()``, byte for byte, at a third of the CPU (the wire bytes of a
-    graded result: ``streameval evaluate``, the worker, backfills).
+    """``result.model_dump_json().encode()``, byte for byte, at a fraction of the CPU (the wire bytes of
+    a graded result: ``streameval evaluate``, the worker, backfills).
 
     ``model_dump_json`` of a :class:`GradedResult` goes through :class:`_Versioned`'s Python wrap
     serializer, so pydantic first builds the whole document as Python objects and then writes them
     (~10 µs for six evaluators). Here the document is the models' own field dictionaries (their
-    values are the validated ones, in field order) written by orjson, which writes JSON as pydantic
-    does for these types: strings escaped alike, floats in the shortest form that reads back (non-finite
-    ones as null), tuples as lists. Anything orjson would write differently or refuses is left to
-    ``model_dump_json``: a judge block, a subclass of a model, of str, int, dict or list, dates,
-    dataclasses, keys that are not strings, integers beyond 64 bits, strings that are not valid
-    UTF-8 (tests/core/test_result_codec.py compares both on the result corpora and on edge values)."""
-    if type(result) is GradedResult and result.judge is None:
-        fields = result.__dict__
-        evaluators = []
-        for item in fields["evaluators"]:
-            if type(item) is not EvaluatorResult:
-                break
-            evaluators.append(item.__dict__)
-        else:
-            document = {**fields, "evaluators": evaluators}
-            for name in GradedResult.omitted_when_unset:
-                if document[name] is None:
-                    del document[name]
-            try:
-                return orjson.dumps(document, default=_not_plain, option=_PASSTHROUGH)
-            except TypeError:
-                pass
-    return result.model_dump_json().encode()
+    values are the validated ones) written by orjson, which writes JSON as pydantic does for these
+    types: strings escaped alike, floats in the shortest form that reads back (non-finite ones as
+    null), tuples as lists. Anything orjson would write differently or refuses is left to
+    ``model_dump_json``: a subclass of a model, a model whose dictionary is not exactly its fields in
+    order, subclasses of str, int, dict or list, dates, dataclasses, keys that are not strings,
+    integers beyond 64 bits, strings that are not valid UTF-8 (tests/core/test_result_codec.py and
+    tests/judges/test_judges_fastpath.py compare both on the result corpora and on edge values)."""
+    try:
+        fields = _fields(result, GradedResult, _GRADED_FIELDS)
+        document = {
+            **fields,
+            "evaluators": [_fields(r, EvaluatorResult, _RESULT_FIELDS) for r in fields["evaluators"]],
+        }
+        if document["judge"] is not None:
+            document["judge"] = _judge_document(document["judge"])
+        for name in GradedResult.omitted_when_unset:
+            if document[name] is None:
+                del document[name]
+        return orjson.dumps(document, default=_not_plain, option=_PASSTHROUGH)
+    except (_LeftToPydantic, TypeError):
+        return result.model_dump_json().encode()
+
+
+_GRADED_FIELDS = tuple(GradedResult.model_fields)
+_RESULT_FIELDS = tuple(EvaluatorResult.model_fields)
+_JUDGE_BLOCK_FIELDS = tuple(JudgeBlock.model_fields)
+_VERDICT_FIELDS = tuple(JudgeVerdict.model_fields)
+_FALLBACK_FIELDS = tuple(JudgeFallback.model_fields)
 
 
 class SessionMetrics(BaseModel):

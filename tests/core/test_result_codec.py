@@ -5,8 +5,8 @@ text-metric corpus with thirteen evaluators), on the documents of the contract t
 values: every control character and some non-ASCII text in strings, floats from subnormal to huge
 (non-finite ones in details), details nesting lists, tuples and dicts, the optional version marks
 set and unset. What orjson would write differently or refuses (dates, sets, bytes, subclasses,
-non-string keys, integers beyond 64 bits, a judge block) must take pydantic's path, so the bytes
-stay the same there too.
+non-string keys, integers beyond 64 bits, a model whose dictionary is not exactly its fields) must take
+pydantic's path, so the bytes stay the same there too. Judged results: tests/judges/test_judges_fastpath.py.
 """
 
 from __future__ import annotations
@@ -235,7 +235,7 @@ def test_what_orjson_would_write_otherwise_takes_pydantics_path(
     assert encode_result(result) == expected
 
 
-def test_a_judged_result_and_a_subclass_are_left_to_pydantic(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_what_is_left_to_pydantic_and_what_is_not(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
     dump = GradedResult.model_dump_json
 
@@ -257,7 +257,12 @@ def test_a_judged_result_and_a_subclass_are_left_to_pydantic(monkeypatch: pytest
         fallbacks=[],
     )
     _same(_result(judge=block))
-    assert len(calls) == 2  # encode_result's and the comparison's
+    assert len(calls) == 1  # only the comparison: a judge block is written by orjson too
+    calls.clear()
+    odd = block.model_copy()
+    odd.__dict__["extra"] = 1  # a dictionary that is not exactly the fields: left to pydantic
+    _same(_result(judge=odd))
+    assert len(calls) == 2
 
     class Sub(GradedResult):
         pass

@@ -22,7 +22,7 @@ from streameval.judges._cache import CachedAnswer
 from streameval.judges._parse import parse_answer
 from streameval.judges._prompts import build_rubric
 from streameval.judges.sim import demo_judges, start_judge_sim
-from streameval.models import GradedResult, JudgeVerdict, RequestEvent
+from streameval.models import GradedResult, JudgeVerdict, RequestEvent, encode_result
 from streameval.pipeline import Pipeline, Source
 from streameval.stats import alpha_unit
 
@@ -65,6 +65,7 @@ async def test_judged_graded_results_equal_validated_ones(consistency_rate: floa
                 assert got == expected and got.model_fields_set == expected.model_fields_set
                 assert got.__getstate__() == expected.__getstate__() and repr(got) == repr(expected)
                 assert got.model_dump_json() == expected.model_dump_json()
+                assert encode_result(got) == got.model_dump_json().encode()  # the judge block by orjson
                 repeats += "repeat" in (got.evaluators[-1].details or {})
                 checked += 1
         finally:
@@ -172,3 +173,41 @@ def test_agreement_counters_are_the_same_names_values_and_order() -> None:
     for chosen in (units, units[:1], units[1:], [units[0], units[0]]):
         got, expected = _scoring.agreement_counters(chosen), _agreement_before(chosen)
         assert orjson.dumps(got) == orjson.dumps(expected)
+
+
+async def test_fallback_mode_results_encode_as_pydantic_writes_them() -> None:
+    """The RAG-evaluation spec's per-metric fallback: judge blocks holding fallbacks with their verdicts."""
+    async with start_judge_sim(malformed_rate=0.1, seed=5) as url:
+        _, suites = parse_config(
+            {
+                "judges": demo_judges(url),
+                "suites": [
+                    {
+                        "name": "rag",
+                        "default": True,
+                        "evaluators": [{"evaluator": "exact_match"}, {"evaluator": "similarity"}],
+                        "judge": {
+                            "mode": "fallback",
+                            "fallbacks": [
+                                {"evaluator": "exact_match", "prompt": "equivalence", "trigger": "always"},
+                                {"evaluator": "similarity", "prompt": "similarity", "trigger": 0.9},
+                            ],
+                        },
+                    }
+                ],
+            }
+        )
+        pipeline = Pipeline(suites, clock=lambda: CLOCK)
+        await pipeline.start()
+        try:
+            fallbacks = 0
+            for raw in _events()[:25]:
+                outcome = await pipeline.process(raw, Source(), received_at=CLOCK - 0.5)
+                if outcome.result is None:
+                    continue
+                assert outcome.result.judge is not None
+                fallbacks += len(outcome.result.judge.fallbacks)
+                assert encode_result(outcome.result) == outcome.result.model_dump_json().encode()
+        finally:
+            await pipeline.close()
+    assert fallbacks > 20
