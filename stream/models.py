@@ -302,31 +302,42 @@ def _not_plain(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is left to pydantic")
 
 
-class _LeftToPydantic(Exception):
-    pass
-
-
-def _fields(model: BaseModel, cls: type[BaseModel], names: tuple[str, ...]) -> dict[str, Any]:
+def _fields(model: Any, cls: type[BaseModel], names: tuple[str, ...]) -> dict[str, Any] | None:
     """``model``'s field dictionary when it is exactly a ``cls`` holding exactly its fields in order
-    (what pydantic writes, in that order); else the document is left to pydantic."""
+    (what pydantic writes, in that order); else None: the document is left to pydantic."""
     if type(model) is not cls:
-        raise _LeftToPydantic
-    fields = model.__dict__
-    if tuple(fields) != names:
-        raise _LeftToPydantic
-    return fields
+        return None
+    fields: dict[str, Any] = model.__dict__
+    return fields if tuple(fields) == names else None
 
 
-def _judge_document(block: JudgeBlock) -> dict[str, Any]:
-    document = dict(_fields(block, JudgeBlock, _JUDGE_BLOCK_FIELDS))
-    document["judges"] = [_fields(v, JudgeVerdict, _VERDICT_FIELDS) for v in document["judges"]]
+def _all_fields(
+    models: list[Any], cls: type[BaseModel], names: tuple[str, ...]
+) -> list[dict[str, Any]] | None:
+    out = []
+    for model in models:
+        fields = _fields(model, cls, names)
+        if fields is None:
+            return None
+        out.append(fields)
+    return out
+
+
+def _judge_document(block: Any) -> dict[str, Any] | None:
+    fields = _fields(block, JudgeBlock, _JUDGE_BLOCK_FIELDS)
+    if fields is None:
+        return None
+    judges = _all_fields(fields["judges"], JudgeVerdict, _VERDICT_FIELDS)
+    if judges is None:
+        return None
     fallbacks = []
-    for fallback in document["fallbacks"]:
-        item = dict(_fields(fallback, JudgeFallback, _FALLBACK_FIELDS))
-        item["judges"] = [_fields(v, JudgeVerdict, _VERDICT_FIELDS) for v in item["judges"]]
-        fallbacks.append(item)
-    document["fallbacks"] = fallbacks
-    return document
+    for fallback in fields["fallbacks"]:
+        item = _fields(fallback, JudgeFallback, _FALLBACK_FIELDS)
+        verdicts = None if item is None else _all_fields(item["judges"], JudgeVerdict, _VERDICT_FIELDS)
+        if item is None or verdicts is None:
+            return None
+        fallbacks.append({**item, "judges": verdicts})
+    return {**fields, "judges": judges, "fallbacks": fallbacks}
 
 
 def encode_result(result: GradedResult) -> bytes:
@@ -343,20 +354,24 @@ def encode_result(result: GradedResult) -> bytes:
     order, subclasses of str, int, dict or list, dates, dataclasses, keys that are not strings,
     integers beyond 64 bits, strings that are not valid UTF-8 (tests/core/test_result_codec.py and
     tests/judges/test_judges_fastpath.py compare both on the result corpora and on edge values)."""
-    try:
-        fields = _fields(result, GradedResult, _GRADED_FIELDS)
-        document = {
-            **fields,
-            "evaluators": [_fields(r, EvaluatorResult, _RESULT_FIELDS) for r in fields["evaluators"]],
-        }
-        if document["judge"] is not None:
-            document["judge"] = _judge_document(document["judge"])
-        for name in GradedResult.omitted_when_unset:
-            if document[name] is None:
-                del document[name]
-        return orjson.dumps(document, default=_not_plain, option=_PASSTHROUGH)
-    except (_LeftToPydantic, TypeError):
-        return result.model_dump_json().encode()
+    fields = _fields(result, GradedResult, _GRADED_FIELDS)
+    evaluators = (
+        None if fields is None else _all_fields(fields["evaluators"], EvaluatorResult, _RESULT_FIELDS)
+    )
+    if fields is not None and evaluators is not None:
+        document = {**fields, "evaluators": evaluators}
+        judge = document["judge"]
+        if judge is not None:
+            document["judge"] = _judge_document(judge)
+        if judge is None or document["judge"] is not None:
+            for name in GradedResult.omitted_when_unset:
+                if document[name] is None:
+                    del document[name]
+            try:
+                return orjson.dumps(document, default=_not_plain, option=_PASSTHROUGH)
+            except TypeError:
+                pass
+    return result.model_dump_json().encode()
 
 
 _GRADED_FIELDS = tuple(GradedResult.model_fields)
