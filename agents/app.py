@@ -109,6 +109,27 @@ def _process(proc: Processor, batch: list[tuple[bytes, Source]], emit: Emit) -> 
     return proc.process_batch(batch, emit=emit)
 
 
+async def _closer_tick(what: str, failures: list[int], work: Awaitable[Any], lease_ms: int) -> None:
+    """One tick of a closer (windows or sessions), recovered in place: a failure or a tick longer than
+    the lease is logged (with its traceback the first time) and counted in ``failures[0]``; the next
+    tick retries, and the first that succeeds logs that closing resumed."""
+    try:
+        await asyncio.wait_for(work, timeout=lease_ms / 1000)
+    except Exception as exc:
+        failures[0] += 1
+        log.error(
+            "closing %s failed (%d in a row; retrying at the next tick): %r",
+            what,
+            failures[0],
+            exc,
+            exc_info=failures[0] == 1,
+        )
+        return
+    if failures[0]:
+        log.warning("closing %s resumed after %d failed tick(s)", what, failures[0])
+        failures[0] = 0
+
+
 def create_app(
     settings: Settings,
     make_runtime: Callable[[], Awaitable[Runtime]],
@@ -299,20 +320,7 @@ def create_app(
             return
         # Recovered in place: a failed or hung tick is retried at the next one (a window's lease makes a
         # half-done publish safe); the log says when it failed and when it resumed.
-        try:
-            await asyncio.wait_for(parts.close_windows(send), timeout=parts.closer.lease_ms / 1000)
-        except Exception as exc:
-            closer_failures[0] += 1
-            log.error(
-                "closing windows failed (%d in a row; retrying at the next tick): %r",
-                closer_failures[0],
-                exc,
-                exc_info=closer_failures[0] == 1,
-            )
-            return
-        if closer_failures[0]:
-            log.warning("closing windows resumed after %d failed tick(s)", closer_failures[0])
-            closer_failures[0] = 0
+        await _closer_tick("windows", closer_failures, parts.close_windows(send), parts.closer.lease_ms)
 
     session_failures = [0]
 
@@ -326,20 +334,8 @@ def create_app(
             return
         if parts.sessions is None:
             return
-        try:  # recovered in place like the window closer: the next tick retries, leases hold
-            await asyncio.wait_for(parts.close_sessions(send), timeout=parts.closer.lease_ms / 1000)
-        except Exception as exc:
-            session_failures[0] += 1
-            log.error(
-                "closing sessions failed (%d in a row; retrying at the next tick): %r",
-                session_failures[0],
-                exc,
-                exc_info=session_failures[0] == 1,
-            )
-            return
-        if session_failures[0]:
-            log.warning("closing sessions resumed after %d failed tick(s)", session_failures[0])
-            session_failures[0] = 0
+        # recovered in place like the window closer: the next tick retries, leases hold
+        await _closer_tick("sessions", session_failures, parts.close_sessions(send), parts.closer.lease_ms)
 
     @app.on_before_shutdown.connect  # type: ignore[arg-type]  # mode's receiver type (NamedArg) matches no plain def
     async def _close(app: faust.App, **kwargs: Any) -> None:

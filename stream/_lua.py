@@ -45,6 +45,10 @@ __all__ = [
 # Legacy marks (the layout before the buckets, kept for the replay horizon after an upgrade): one hash
 # per pair, generation and shard `mk:{gen}:{shard}` (shard: first 2 digest bytes, big-endian, mod 64),
 # field: the 8-byte digest. Read only; an event marked there counts as seen (streameval.store).
+# Then the embedding-drift block (streameval.embedding_drift; empty when off): KEYS per drift target, the
+# drift hashes of the target window and of the size's two candidate open windows; ARGV (after the legacy
+# shards): drift targets (0: off), reservoir kept per window; per drift target: its target's number,
+# the batch's sums (little-endian doubles), reservoir candidates r, r × (field, vector).
 # Then the drill-down block's own KEYS and ARGV: the window examples (streameval.drilldown), the last block
 # of the script, run in the writes section once the batch is counted. It owns the last KEYS and the last
 # ARGV entries, found from the end (the last ARGV says how many entries it owns), so it does not depend
@@ -123,7 +127,7 @@ if not now then
   now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 end
 local lateness = tonumber(ARGV[5])
-local hashes, late = {}, {}
+local hashes, late, via = {}, {}, {}
 for t = 1, ntargets do
   local a = at + 4 * (t - 1)
   local s, start = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
@@ -134,7 +138,7 @@ for t = 1, ntargets do
     local open = math.floor(now / size) * size
     hashes[t] = nil
     for c = 1, 2 do
-      if tonumber(ARGV[13 + 3 * (s - 1) + c]) == open then hashes[t] = KEYS[5 + 2 * (s - 1) + c] end
+      if tonumber(ARGV[13 + 3 * (s - 1) + c]) == open then hashes[t], via[t] = KEYS[5 + 2 * (s - 1) + c], c end
     end
     if not hashes[t] then return {'skew', string.format('%.6f', now)} end
     late[t] = 'late_redirected'
@@ -182,6 +186,37 @@ for t = 1, ntargets do
 end
 local ttl = tonumber(ARGV[7])
 add(KEYS[1], ARGV[11], math.abs(ttl), ttl > 0)
+-- embedding drift (streameval.embedding_drift): per target window of its size, the batch's sums (doubles
+-- holding integers: exact) added into field 's' of the window's drift hash (the open window's when the
+-- target was redirected, like its figures), and its reservoir candidates merged: the lowest fields kept
+local da = ae + 3 * nevents + nlegacy + 1
+local nd, dk = tonumber(ARGV[da]), kt + 2 * ntargets + 2 * nlegacy
+local a = da + 2
+local keepd = tonumber(ARGV[da + 1] or 0)
+for d = 1, nd do
+  local t, sums, nr = tonumber(ARGV[a]), ARGV[a + 1], tonumber(ARGV[a + 2])
+  local key = KEYS[dk + 3 * (d - 1) + 1 + (via[t] or 0)]
+  local have = redis.call('HGET', key, 's')
+  if have and #have == #sums then  -- (another length: the model or features changed; start again)
+    local fmt = '<' .. string.rep('d', #sums / 8)
+    local x, y = {struct.unpack(fmt, have)}, {struct.unpack(fmt, sums)}
+    for i = 1, #sums / 8 do y[i] = x[i] + y[i] end
+    sums = struct.pack(fmt, unpack(y, 1, #sums / 8))
+  end
+  redis.call('HSET', key, 's', sums)
+  if nr > 0 then
+    redis.call('HSET', key, unpack(ARGV, a + 3, a + 2 + 2 * nr))
+    local names = redis.call('HKEYS', key)
+    if #names > keepd + 1 then
+      table.sort(names)  -- 's' sorts after every entry: its first byte is below 0x10 (a 52-bit hash)
+      local drop = {}
+      for i = keepd + 1, #names do if names[i] ~= 's' then drop[#drop + 1] = names[i] end end
+      if #drop > 0 then redis.call('HDEL', key, unpack(drop)) end
+    end
+  end
+  if not have then redis.call('EXPIRE', key, ARGV[6]) end
+  a = a + 3 + 2 * nr
+end
 local xa = #ARGV - tonumber(ARGV[#ARGV])
 local xk = #KEYS - tonumber(ARGV[xa + 1])
 local keep = tonumber(ARGV[xa + 2])

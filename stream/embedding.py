@@ -241,6 +241,24 @@ class Encoder:
             start = end
         return out
 
+    def encode_exact(self, texts: list[str], *, batch_tokens: int = 8192) -> np.ndarray:
+        """:meth:`encode` without padding: a chunk holds texts of one token count only, so each text's
+        vector is bit for bit the one it gets when encoded alone, whatever else the batch holds (padding
+        changes the sums' rounding: ~2e-7). Embedding drift's sums need that (streameval.embedding_drift)."""
+        import numpy as np
+
+        out: np.ndarray = np.zeros((len(texts), self.dim), dtype=np.float32)
+        by_length: dict[int, list[int]] = {}
+        encoded = [self.tokens(t) for t in texts]
+        for i, ids in enumerate(encoded):
+            by_length.setdefault(len(ids), []).append(i)
+        for length, rows in sorted(by_length.items()):
+            per_chunk = max(1, batch_tokens // max(length, 1))
+            for first in range(0, len(rows), per_chunk):
+                chunk = rows[first : first + per_chunk]
+                out[chunk] = self._forward([encoded[i] for i in chunk])
+        return out
+
     def _forward(self, batch: list[list[int]]) -> np.ndarray:
         import numpy as np
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .embedding_drift import DriftSample
 from .models import DeadLetter, GradedResult
 from .strictjson import DEFAULT_MAX_EVENT_DEPTH
 
@@ -54,9 +55,11 @@ class Turn:
 class Outcome:
     """At most one of ``result`` / ``dead_letter`` is set. ``counters`` feed the window aggregates; ``turns``
     are appended to their sessions once the result is recorded. Neither set: a step of an agent run (a
-    tool or root span), never evaluated: only its ``turns`` are appended (docs/sessions.md)."""
+    tool or root span), never evaluated: only its ``turns`` are appended (docs/sessions.md). ``drift``:
+    the output's embedding-drift numbers (streameval.embedding_drift), when that is on and the event sampled."""
 
     result: GradedResult | None = None
     dead_letter: DeadLetter | None = None
     counters: dict[str, dict[str, float]] | None = None
     turns: tuple[Turn, ...] = ()
+    drift: DriftSample | None = None

@@ -62,13 +62,20 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _init(
-    parent: int, config_text: str, config_file: str, max_event_bytes: int, max_event_depth: int
+    parent: int,
+    config_text: str,
+    config_file: str,
+    max_event_bytes: int,
+    max_event_depth: int,
+    embed_outputs: bool = False,
 ) -> None:
     global _pipeline, _inputs
     _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the worker shuts us down
     _, suites = parse_config_text(config_text, file=config_file)
-    _pipeline = Pipeline(suites, max_event_bytes=max_event_bytes, max_event_depth=max_event_depth)
+    _pipeline = Pipeline(
+        suites, max_event_bytes=max_event_bytes, max_event_depth=max_event_depth, embed_outputs=embed_outputs
+    )
     _inputs = Inputs(suites.inputs, max_depth=max_event_depth, steps=suites.assembles_spans)
     telemetry.capture_latencies()
     freeze_heap()  # configured: full collections skip the start-up heap for the process's lifetime
@@ -123,11 +130,20 @@ class EvalPool:
         *,
         max_event_bytes: int,
         max_event_depth: int,
+        embed_outputs: bool = False,
     ) -> None:
+        """``embed_outputs``: the processes embed the outputs for embedding drift (the worker's pool)."""
         if processes < 1:
             raise ValueError("an evaluation pool needs at least one process")
         self.processes = processes
-        self._initargs = (os.getpid(), config_text, config_file, max_event_bytes, max_event_depth)
+        self._initargs = (
+            os.getpid(),
+            config_text,
+            config_file,
+            max_event_bytes,
+            max_event_depth,
+            embed_outputs,
+        )
         self._executor: ProcessPoolExecutor | None = None
         self.restarts = 0
 

@@ -14,6 +14,8 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{T}:res:{gen}``                  encoded results by digest (the previous layout; read only)
 ``P{T}:alert:{rule}:{size}:{start}``  an alert's claim; ``P{T}:cool:{rule}`` its cooldown
 ``P{T}:shift:{size}``                the score-shift detector's state of the pair (JSON, streameval.changes)
+``P{T}:ed:{size}:{start}``           a window's embedding sums (field ``s``) and reservoir (streameval.embedding_drift)
+``P{T}:edrift:{size}``               the embedding-drift state of the pair: reference, last window folded (JSON)
 ``P{T}:ex:{kind}:{size}:{start}``   a window's examples: zset of compact results, ``worst`` (score: the
                                     result's score) or ``failing`` (score: event time); bounded, TTL
                                     ``example_ttl_s`` (at most ``window_ttl_s``)
@@ -27,6 +29,7 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{ix}:lease:{size}:{start}``      a window's publishing lease
 ``P{ix}:shiftq:{size}``             published windows the score-shift detector has not folded (zset)
 ``P{ix}:shiftlease:{size}``         the score-shift detector's lease (streameval.windows)
+``P{ix}:edq:{size}`` / ``edlease``   the same two for embedding drift
 ``P{ix}:alerts:recent``             list of the last alerts published (bounded)
 ``P{dl}:all`` / ``P{dl}:w:{size}:{start}``  dead-letter counts by kind; ``P{dl}:win:{size}`` index
 ``P{dl}:seen:{gen}:{topic}:{part}``  offsets of dead letters already counted
@@ -156,6 +159,14 @@ class Keys:
     def score_shift(self, pair: str, size: int) -> str:
         return f"{self.pair(pair)}shift:{size}"
 
+    def embedding_window(self, pair: str, size: int, start: int) -> str:
+        """A window's embedding sums and reservoir (streameval.embedding_drift)."""
+        return f"{self.pair(pair)}ed:{size}:{start}"
+
+    def embedding_drift(self, pair: str, size: int) -> str:
+        """A pair's embedding-drift state: its reference and the last window folded (JSON)."""
+        return f"{self.pair(pair)}edrift:{size}"
+
     def examples(self, pair: str, kind: str, size: int, start: int) -> str:
         """A window's examples, ``kind`` ``worst`` or ``failing`` (streameval.drilldown)."""
         return f"{self.pair(pair)}ex:{kind}:{size}:{start}"
@@ -186,6 +197,12 @@ class Keys:
 
     def shift_lease(self, size: int) -> str:
         return f"{self.ix}shiftlease:{size}"
+
+    def drift_queue(self, size: int) -> str:
+        return f"{self.ix}edq:{size}"
+
+    def drift_lease(self, size: int) -> str:
+        return f"{self.ix}edlease:{size}"
 
     @property
     def recent_alerts(self) -> str:

@@ -30,9 +30,13 @@ from . import schemas, telemetry
 from ._util import clip, json_path
 from ._version import __version__
 from .config import BoundEvaluator, LoadedConfig, Suite
+from .embedding import encoder
+from .embedding_drift import DriftSample, sample
+from .embedding_drift import sampled as drift_sampled
 from .envelope import DEFAULT_MAX_EVENT_BYTES, Outcome, Source
 from .errors import EvaluatorError, EventError, EventTooLarge, InvalidJSON, SchemaViolation
 from .evaluators import Evaluator, Score
+from .evaluators.semantic import SemanticSimilarity
 from .grading import Verdict, apply_gates, combine, grade
 from .judges import PANEL_RESULT_NAME, JudgeCache, JudgeHub, SuiteJudge, sampled
 from .models import (
@@ -73,7 +77,10 @@ class Pipeline:
         lag: Callable[[], int] = no_lag,
         result_marks: Mapping[str, Any] | None = None,
         judge_budget_scope: str = "",
+        embed_outputs: bool = False,
     ) -> None:
+        """``embed_outputs``: compute embedding drift's numbers of each output (the stream worker's
+        live pipeline, when the suite file has ``windowing.embedding_drift``; offline runs do not)."""
         self.suites = suites
         # fields set on every result: {"shadow": True} for shadows, {"backfill": True} for backfills
         self.result_marks = dict(result_marks or {})
@@ -97,6 +104,10 @@ class Pipeline:
         self.clock = clock
         # Built once: used only to explain a rejection in the contract's own terms.
         self._request_validator = Draft202012Validator(schemas.load("request"))
+        # embedding drift (docs/drift.md): the outputs' vectors, live evaluations only (shadows and
+        # backfills never alert)
+        drift = suites.windowing.embedding_drift
+        self.embedding_drift = drift if embed_outputs and not self.result_marks else None
 
     async def start(self) -> None:
         await self.suites.start()
@@ -342,15 +353,48 @@ class Pipeline:
                         bound.evaluator.prepare(wanted)
                     except Exception:  # evaluate() then meets the same problem per event, as a result
                         log.warning("evaluator %s could not prepare a batch", bound.name, exc_info=True)
-        for i, event, suite in routed:
+        # one encoder call a batch, for the outputs semantic_similarity did not embed already
+        drifts = self.drift_samples([event for _, event, _ in routed], [s for _, _, s in routed])
+        for (i, event, suite), drift in zip(routed, drifts, strict=True):
             raw, source = batch[i]
             try:
                 result, counters = self.evaluate_sync(event, suite, received_at=received_at)
             except Exception as exc:
                 found[i] = self._failed(raw, source, exc)
                 continue
-            found[i] = self._outcome(event, result, counters)  # with the session turns, as process_sync
+            # with the session turns, as process_sync
+            found[i] = self._outcome(event, result, counters, drift=drift or False)
         return found
+
+    def drift_samples(
+        self, events: Sequence[RequestEvent], suites: Sequence[Suite] = ()
+    ) -> list[DriftSample | None]:
+        """The embedding-drift numbers of each event's output (None: off, or not sampled): the vectors the
+        ``suites``' semantic_similarity evaluators embedded for this batch, the rest from one
+        :meth:`~streameval.embedding.Encoder.encode_exact` call (either way, a text's vector does not
+        depend on its batch)."""
+        cfg = self.embedding_drift
+        if cfg is None:
+            return [None] * len(events)
+        chosen = [e for e in events if drift_sampled(e.id, cfg.sample_rate)]
+        if not chosen:
+            return [None] * len(events)
+        try:
+            known: dict[str, Any] = {}
+            for suite in {s.name: s for s in suites}.values():
+                for bound in suite.evaluators:
+                    if isinstance(bound.evaluator, SemanticSimilarity):
+                        known.update(bound.evaluator.batch_vectors(cfg.folder))
+            texts = sorted({e.output for e in chosen if e.output not in known})
+            vectors = dict(zip(texts, encoder(cfg.folder).encode_exact(texts), strict=True)) if texts else {}
+            vectors.update((e.output, known[e.output]) for e in chosen if e.output in known)
+            return [
+                sample(vectors[e.output], e.id, cfg) if drift_sampled(e.id, cfg.sample_rate) else None
+                for e in events
+            ]
+        except Exception:  # the evaluation goes on without them
+            log.warning("embedding drift: could not embed a batch's outputs", exc_info=True)
+            return [None] * len(events)
 
     async def process(
         self, raw: bytes, source: Source = Source(), *, received_at: float | None = None
@@ -406,11 +450,24 @@ class Pipeline:
         return self._outcome(event, result, counters)
 
     def _outcome(
-        self, event: RequestEvent, result: GradedResult, counters: dict[str, dict[str, float]]
+        self,
+        event: RequestEvent,
+        result: GradedResult,
+        counters: dict[str, dict[str, float]],
+        *,
+        drift: DriftSample | bool | None = None,
     ) -> Outcome:
+        """``drift``: the event's drift numbers; False: none (not sampled); None: computed here if on."""
         sessions = self.suites.sessions
         turns = turns_of(sessions, event, result) if sessions else ()
-        return Outcome(result=result, counters=counters, turns=turns)
+        if drift is None and self.embedding_drift is not None:
+            drift = self.drift_samples([event])[0]
+        return Outcome(
+            result=result,
+            counters=counters,
+            turns=turns,
+            drift=drift if isinstance(drift, DriftSample) else None,
+        )
 
     def step(self, raw: bytes, source: Source) -> Outcome:
         """The outcome of an agent run's step (an input's step item: a tool or root span's document): its

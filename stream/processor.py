@@ -173,7 +173,7 @@ class Processor:
         stored = await retry_forever(
             lambda: self.store.record_many(
                 [
-                    (r, enc, outcomes[i].counters, raw_of.get(_position(sources[i]), b""))
+                    (r, enc, outcomes[i].counters, raw_of.get(_position(sources[i]), b""), outcomes[i].drift)
                     for i, r, enc in results
                 ],
                 [(d.kind, _source_key(sources[i]), parse_time(d.failed_at)) for i, d in dead],

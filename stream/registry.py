@@ -29,7 +29,6 @@ a step naming one left out fails as "no registered evaluator" like an unknown na
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -243,11 +242,17 @@ class LiveRegistry:
             self._task = asyncio.create_task(self._follow(), name="registry-follower")
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        if task is None:
+            return
+        # redis-py can swallow a cancellation that lands while the pub/sub connection is being made
+        # (the task then stays "cancelling" and waits out ``resync_s`` in get_message): cancel again
+        # until the task has ended, without swallowing a cancellation of the caller itself.
+        while not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=0.1)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("registry follower ended with %r", task.exception())
 
     async def _follow(self) -> None:
         while True:
@@ -256,6 +261,8 @@ class LiveRegistry:
                     await pubsub.subscribe(self.store.channel)
                     await self.reload()  # anything changed before the subscription took effect
                     while True:
+                        if _cancel_swallowed():
+                            raise asyncio.CancelledError
                         message = await pubsub.get_message(
                             ignore_subscribe_messages=True, timeout=self.resync_s
                         )
@@ -266,6 +273,12 @@ class LiveRegistry:
             except Exception as exc:  # Redis went away: keep serving the last copy, try again
                 log.warning("registry follower lost Redis (%s); retrying in %.0fs", exc, self.resync_s)
                 await asyncio.sleep(self.resync_s)
+
+
+def _cancel_swallowed() -> bool:
+    """Whether this task was cancelled while a library call caught the CancelledError."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _text(value: bytes | str) -> str:

@@ -185,12 +185,14 @@ class Runtime:
         await retry_forever(lambda: keyspace.ping(client, redis_url), what="connecting to Redis")
         lag = ConsumerLag()
         store = open_store(client, settings, allowed_lateness_s=suites.windowing.allowed_lateness_s)
+        store.embedding_drift = suites.windowing.embedding_drift  # its sums go with the events' figures
         pipeline = Pipeline(
             suites,
             max_event_bytes=settings.max_event_bytes,
             max_event_depth=settings.max_event_depth,
             judge_cache=JudgeCache(client, prefix=settings.redis_prefix),
             lag=lag.total,  # judges' backpressure (the agent updates it)
+            embed_outputs=True,  # embedding drift's vectors, when the suite file turns it on
         )
         # registered evaluators read this copy of the registry; it follows API changes live
         api = config.api
@@ -284,6 +286,7 @@ class Runtime:
                 settings.eval_processes,
                 max_event_bytes=settings.max_event_bytes,
                 max_event_depth=settings.max_event_depth,
+                embed_outputs=True,  # embedding drift's vectors, when the suite file turns it on
             )
         raw_store = RawStore(
             client,
@@ -339,6 +342,7 @@ class Runtime:
             allowed_lateness_s=windowing.allowed_lateness_s,
             lease_s=windowing.lease_s,
             score_shift=windowing.score_shift,
+            embedding_drift=windowing.embedding_drift,
             live_versions=live_versions,
             labels=labels,
         )

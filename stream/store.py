@@ -44,6 +44,7 @@ from typing import Any, Protocol, cast
 from . import _lua, telemetry
 from .compare import Compact, pack_chunk, unpack_chunks
 from .drilldown import Candidates
+from .embedding_drift import DriftSample, EmbeddingDriftConfig, pack_sums, reservoir_field, sum_samples
 from .errors import StoreUnavailable
 from .keyspace import OVERFLOW_MODEL, Client, Keys, guard, is_cluster, retry_forever, run_scripts
 from .models import GradedResult, parse_time
@@ -89,6 +90,7 @@ MAX_COUNTER_LABELS = 64
 RecordEntry = (
     tuple[GradedResult, bytes, dict[str, dict[str, float]] | None]
     | tuple[GradedResult, bytes, dict[str, dict[str, float]] | None, bytes]
+    | tuple[GradedResult, bytes, dict[str, dict[str, float]] | None, bytes, DriftSample | None]
 )
 
 
@@ -124,6 +126,7 @@ class _Event:
     result: GradedResult | None = None  # for the drill-down examples (streameval.drilldown)
     pointer: bytes = b""  # where its encoded result is kept (:func:`stored_results`), once its call is built
     retract: bool = False  # takes an earlier result's figures back (record_many's retractions)
+    drift: DriftSample | None = None  # its output's embedding-drift numbers (streameval.embedding_drift)
 
 
 #: per evaluator result name: its aggregate fields (``ev:{name}:`` and count, sum, sumsq, passes, errors),
@@ -208,6 +211,9 @@ class ResultStore:
         self._legacy: dict[tuple[str, int], tuple[bool, float]] = {}
         # keeps each result's verdicts for the human-label join in the same pipeline (streameval.labels)
         self.verdicts: VerdictKeeper | None = None
+        # embedding drift (streameval.embedding_drift): its window's sums and reservoir, added by the
+        # record script with the events' figures; None: off (the events' drift numbers are ignored)
+        self.embedding_drift: EmbeddingDriftConfig | None = None
 
     # -- keys (for callers that address one pair) -----------------------------------------------
     def pair_id(self, model: str, suite: str, version: str = "") -> str:
@@ -542,7 +548,8 @@ class ResultStore:
             event_time = self._event_times[result.event_time] = parse_time(result.event_time)
         if retract:
             inc = defaultdict(float, {name: -value for name, value in inc.items()})
-        return _Event(index, pair, digest, event_time, encoded, inc, result, retract=retract)
+        drift = item[4] if len(item) > 4 and not retract else None
+        return _Event(index, pair, digest, event_time, encoded, inc, result, retract=retract, drift=drift)
 
     def _label(self, pair: str, evaluator: str, counter: str) -> str:
         """``domain:{name}:{stat}`` counters (agent domains) beyond MAX_COUNTER_LABELS names fold into ``_other``."""
@@ -642,8 +649,47 @@ class ResultStore:
                 keys.legacy_marks(pair, generation - 1, shard),
             ]
         args += [*per_event, *legacy]
+        self._drift_part(pair, group, list(targets), now, klist, args)
         self._examples_part(pair, group, klist, args)
         return self._record, klist, args
+
+    def _drift_part(
+        self,
+        pair: str,
+        group: list[_Event],
+        targets: list[tuple[int, int]],
+        now: float,
+        klist: list[str],
+        args: list[Any],
+    ) -> None:
+        """Append RECORD's embedding-drift block: per window of the drift size, the batch's sums (added up
+        here: exact integers) and its bottom-k reservoir candidates (the script keeps the window's bottom k)."""
+        cfg = self.embedding_drift
+        samples = [e for e in group if e.drift is not None and e.result is not None]
+        if cfg is None or cfg.window not in self.windows or not samples:
+            args += [0, 0]
+            return
+        s, size = self.windows.index(cfg.window), cfg.window
+        by_start: dict[int, list[_Event]] = defaultdict(list)
+        for event in samples:
+            by_start[int(event.event_time // size) * size].append(event)
+        first, second = self._candidates(size, now)
+        args += [len(by_start), cfg.reservoir]
+        for start, events in by_start.items():
+            keys = self.keys
+            klist += [
+                keys.embedding_window(pair, size, start),
+                keys.embedding_window(pair, size, first),
+                keys.embedding_window(pair, size, second),
+            ]
+            drifts = [cast(DriftSample, e.drift) for e in events]
+            candidates = sorted(
+                (reservoir_field(d, cast(GradedResult, e.result).id), d.vector)
+                for e, d in zip(events, drifts, strict=True)
+            )[: cfg.reservoir]
+            args += [targets.index((s, start)) + 1, pack_sums(sum_samples(drifts)), len(candidates)]
+            for name, vector in candidates:
+                args += [name, vector]
 
     def _examples_part(self, pair: str, group: list[_Event], klist: list[str], args: list[Any]) -> None:
         """Append the keys and args of RECORD's drill-down block: the window examples' candidates."""

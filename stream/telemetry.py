@@ -358,6 +358,13 @@ HUMAN_AGREEMENT = Gauge(
     ["suite", "rater", "figure"],
 )
 
+EMBEDDING_DRIFT = Gauge(
+    "streameval_embedding_drift",
+    "the outputs' embedding drift in the last window compared, of a suite (any model): figure "
+    "centroid_distance, mmd2, count (docs/drift.md); set by the worker that folded it",
+    ["suite", "figure"],
+)
+
 
 def observe_human_agreement(suite: str, raters: dict[str, dict[str, float | None]]) -> None:
     """Set the gauges of a window's human agreement (``raters``: rater -> figure -> value)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from .changes import ScoreShiftConfig
+from .embedding_drift import EmbeddingDriftConfig
 
 __all__ = ["WindowingConfig"]
 
@@ -31,4 +32,8 @@ class WindowingConfig(BaseModel):
     )
     score_shift: ScoreShiftConfig | None = Field(
         default=None, description="change detection on every score series (docs/drift.md); none: off"
+    )
+    embedding_drift: EmbeddingDriftConfig | None = Field(
+        default=None,
+        description="outputs' embeddings per window compared with a reference (docs/drift.md); none: off",
     )

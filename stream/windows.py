@@ -45,6 +45,7 @@ from . import _lua, telemetry
 from .alerts import AlertRule, build_alert, check_alert_windows, fires
 from .changes import Change, Detector, ScoreShiftConfig
 from .drilldown import example_ids
+from .embedding_drift import Drift, EmbeddingDriftConfig, Verdict, WindowSums, unpack_sums, unquantise
 from .errors import ConfigError, ConfigIssue
 from .keyspace import guard, is_cluster, run_scripts
 from .labels import LabelStore
@@ -248,21 +249,24 @@ class WindowCloser:
         score_shift: ScoreShiftConfig | None = None,
         live_versions: Mapping[str, str] | None = None,
         labels: LabelStore | None = None,
+        embedding_drift: EmbeddingDriftConfig | None = None,
     ) -> None:
         check_alert_windows(rules, store.windows)
-        if score_shift is not None and score_shift.window not in store.windows:
-            kept = ", ".join(map(str, store.windows))
-            raise ConfigError(
-                [
-                    ConfigIssue(
-                        file="<config>",
-                        path="windowing.score_shift.window",
-                        message=f"window {score_shift.window} is not one of the kept "
-                        f"windows (STREAMEVAL_WINDOWS={kept})",
-                    )
-                ]
-            )
+        for name, cfg in (("score_shift", score_shift), ("embedding_drift", embedding_drift)):
+            if cfg is not None and cfg.window not in store.windows:
+                kept = ", ".join(map(str, store.windows))
+                raise ConfigError(
+                    [
+                        ConfigIssue(
+                            file="<config>",
+                            path=f"windowing.{name}.window",
+                            message=f"window {cfg.window} is not one of the kept "
+                            f"windows (STREAMEVAL_WINDOWS={kept})",
+                        )
+                    ]
+                )
         self.score_shift = score_shift
+        self.embedding_drift = embedding_drift
         self.store = store
         # suite -> the version this worker runs live (docs/versions.md): alert rules fire only on those
         # (and on figures of the layout before versions); None: on every pair (no versions known)
@@ -314,6 +318,8 @@ class WindowCloser:
                 published += sent > 0
         if self.score_shift is not None:
             await self._detect_shifts(self.score_shift, now, send)
+        if self.embedding_drift is not None:
+            await self._detect_drift(self.embedding_drift, now, send)
         return published
 
     async def _publish(self, size: int, start: int, now: float, send: Send) -> int:
@@ -345,6 +351,9 @@ class WindowCloser:
         ):  # folded in order by _detect_shifts
             await guard(client.zadd(keys.shift_queue(size), {str(start): start}))
             await guard(client.zremrangebyscore(keys.shift_queue(size), "-inf", start - store.window_ttl_s))
+        if self.embedding_drift is not None and size == self.embedding_drift.window:  # by _detect_drift
+            await guard(client.zadd(keys.drift_queue(size), {str(start): start}))
+            await guard(client.zremrangebyscore(keys.drift_queue(size), "-inf", start - store.window_ttl_s))
         stamp = format_time(now)
         human: dict[str, HumanAgreement | None] = {}
         if self.labels is not None and data:  # the labels joined in this window: one read for every pair
@@ -407,14 +416,24 @@ class WindowCloser:
         worker published which window. Order of steps for a crash: alerts are claimed (``SET NX`` on
         their id) and sent before the state is saved, so a fold repeated after a crash sends nothing twice.
         """
-        client, keys, size = self.store.client, self.store.keys, cfg.window
-        lease = keys.shift_lease(size)
+        keys, size = self.store.keys, cfg.window
+
+        async def fold(pair: str, start: int) -> None:
+            await self._fold_pair(cfg, pair, start, now, send)
+
+        await self._fold_in_order(size, keys.shift_queue(size), keys.shift_lease(size), fold)
+
+    async def _fold_in_order(
+        self, size: int, queue: str, lease: str, fold: Callable[[str, int], Awaitable[None]]
+    ) -> None:
+        """Under ``lease``, fold every queued window (``queue``) of ``size`` into each of its pairs, in
+        window order, stopping at the first one with an earlier window still unpublished."""
+        client, keys = self.store.client, self.store.keys
         if not await guard(client.set(lease, self.worker_id, nx=True, px=self.lease_ms)):
             return
         try:
             queued = [
-                int(float(_text(m)))
-                for m in cast(list[bytes], await guard(client.zrange(keys.shift_queue(size), 0, -1)))
+                int(float(_text(m))) for m in cast(list[bytes], await guard(client.zrange(queue, 0, -1)))
             ]
             oldest_open = await guard(client.zrange(keys.open_windows(size), 0, 0, withscores=True))
             for start in queued:
@@ -424,10 +443,107 @@ class WindowCloser:
                     _text(m) for m in await guard(client.smembers(keys.window_pairs(size, start)))
                 )
                 for pair in members:
-                    await self._fold_pair(cfg, pair, start, now, send)
-                await guard(client.zrem(keys.shift_queue(size), str(start)))
+                    await fold(pair, start)
+                await guard(client.zrem(queue, str(start)))
         finally:
             await guard(client.delete(lease))
+
+    async def _detect_drift(self, cfg: EmbeddingDriftConfig, now: float, send: Send) -> None:
+        """Compare each published window's embeddings with the pair's reference, in window order, under
+        one lease (docs/drift.md): the same fold as :meth:`_detect_shifts`, over the drift sums."""
+        keys, size = self.store.keys, cfg.window
+
+        async def fold(pair: str, start: int) -> None:
+            await self._fold_drift(cfg, pair, start, now, send)
+
+        await self._fold_in_order(size, keys.drift_queue(size), keys.drift_lease(size), fold)
+
+    async def _fold_drift(
+        self, cfg: EmbeddingDriftConfig, pair: str, start: int, now: float, send: Send
+    ) -> None:
+        store, client, keys, size = self.store, self.store.client, self.store.keys, cfg.window
+        model, suite, version = keys.split_pair(pair)
+        if not self._live(suite, version):  # shadow and backfill versions never alert
+            return
+        raw = cast(dict[bytes, bytes], await guard(client.hgetall(keys.embedding_window(pair, size, start))))
+        packed = raw.pop(b"s", None)
+        if packed is None:
+            return
+        numbers = unpack_sums(packed)
+        if len(numbers) - 2 - cfg.features <= 0:  # sums of other settings (features changed): skipped
+            return
+        window = WindowSums.parse(numbers, len(numbers) - 2 - cfg.features)
+        state_key = keys.embedding_drift(pair, size)
+        doc = await guard(client.get(state_key))
+        drift = Drift.from_json(cfg, orjson.loads(doc) if doc else None)
+        verdict = drift.fold(start, window)
+        if verdict is not None:
+            for figure, value in (
+                ("centroid_distance", verdict.centroid_distance),
+                ("mmd2", verdict.mmd2),
+                ("count", float(verdict.count)),
+            ):
+                telemetry.EMBEDDING_DRIFT.labels(suite, figure).set(value)
+        if verdict is not None and verdict.fired:
+            alert = self._drift_alert(cfg, model, suite, verdict, raw, now)
+            if version:
+                alert = alert.model_copy(update={"suite_version": version, "id": f"{alert.id}:{version}"})
+            claim = keys.alert_claim(pair, "embedding_drift", size, format_time(start))
+            if await guard(client.set(claim, self.worker_id, nx=True, ex=store.window_ttl_s)):
+                await send(Publish("alert", alert.id.encode(), alert.model_dump_json().encode()))
+        await guard(client.set(state_key, orjson.dumps(drift.to_json()), ex=_SHIFT_STATE_TTL_S))
+
+    def _drift_alert(
+        self,
+        cfg: EmbeddingDriftConfig,
+        model: str,
+        suite: str,
+        verdict: Verdict,
+        reservoir: dict[bytes, bytes],
+        now: float,
+    ) -> Alert:
+        size, start = cfg.window, verdict.start
+        window = AlertWindow(size_s=size, start=format_time(start), end=format_time(start + size))
+        on_mmd = "mmd2" in verdict.fired
+        value = verdict.mmd2 if on_mmd else verdict.centroid_distance
+        threshold = cfg.mmd_threshold if on_mmd or cfg.centroid_threshold is None else cfg.centroid_threshold
+        centroid_limit = "" if cfg.centroid_threshold is None else f" (threshold {cfg.centroid_threshold:g})"
+        # the reservoir's events farthest from the reference centroid (ties: by id)
+        centre = verdict.reference_centroid
+        far = sorted(
+            (float(sum(a * b for a, b in zip(unquantise(vec), centre, strict=True))), name[8:].decode())
+            for name, vec in reservoir.items()
+        )
+        message = (
+            f"outputs of {model} / {suite} drifted from the reference: centroid cosine distance "
+            f"{verdict.centroid_distance:.3g}{centroid_limit}, MMD² "
+            f"{verdict.mmd2:.3g} (threshold {cfg.mmd_threshold:g}); {verdict.count} events against "
+            f"{verdict.reference_count}"
+        )
+        return Alert(
+            id=f"embedding_drift:{size}:{window.start}:{model}:{suite}",
+            rule="embedding_drift",
+            severity=cfg.severity,
+            metric="embedding_drift",
+            comparator=">",
+            threshold=threshold,
+            value=value,
+            count=verdict.count,
+            model=model,
+            suite=suite,
+            window=window,
+            message=message,
+            fired_at=format_time(now),
+            figures={
+                "centroid_distance": verdict.centroid_distance,
+                "centroid_threshold": cfg.centroid_threshold,
+                "mmd2": verdict.mmd2,
+                "mmd_threshold": cfg.mmd_threshold,
+                "count": float(verdict.count),
+                "reference_count": float(verdict.reference_count),
+            },
+            examples=[event_id for _, event_id in far[:3]],
+        )
 
     async def _fold_pair(self, cfg: ScoreShiftConfig, pair: str, start: int, now: float, send: Send) -> None:
         store, client, keys, size = self.store, self.store.client, self.store.keys, cfg.window

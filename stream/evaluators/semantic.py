@@ -5,8 +5,9 @@ model's weights). A suite without the extra installed fails at start, naming the
 
 Cost: an embedding is ~50-300x dearer than a levenshtein check (bench/semantic.py, docs/drift.md).
 The pipeline hands the evaluator each batch's events first (:meth:`SemanticSimilarity.prepare`), so
-the batch's outputs and targets go through the model together, in as few matrix products as their
-lengths allow; ``sample_rate`` evaluates only a deterministic share of the events (same id hash as a
+the batch's outputs and targets go through the model together, texts of one token count per matrix
+product (``encode_exact``: no padding, so a text's vector, and the score, do not depend on its batch;
+embedding drift reuses the vectors); ``sample_rate`` evaluates only a deterministic share of the events (same id hash as a
 judge panel's ``sample_rate``), the rest get no ``semantic_similarity`` entry.
 """
 
@@ -87,11 +88,16 @@ class SemanticSimilarity(Evaluator):
         if len(texts) > _CACHE_TEXTS:
             texts = set(list(texts)[:_CACHE_TEXTS])
         ordered = sorted(texts)
-        self._vectors = dict(zip(ordered, self.encoder.encode(ordered), strict=True))
+        self._vectors = dict(zip(ordered, self.encoder.encode_exact(ordered), strict=True))
+
+    def batch_vectors(self, folder: str) -> dict[str, Any]:
+        """The vectors of the last prepared batch by text, when the model is ``folder`` (else none):
+        embedding drift reuses them (encode_exact: a text's vector does not depend on its batch)."""
+        return self._vectors if str(self.params._folder) == folder else {}
 
     def _embed(self, texts: list[str]) -> list[Any]:
         missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
-        found = dict(zip(missing, self.encoder.encode(missing), strict=True)) if missing else {}
+        found = dict(zip(missing, self.encoder.encode_exact(missing), strict=True)) if missing else {}
         return [self._vectors[t] if t in self._vectors else found[t] for t in texts]
 
     def evaluate(self, event: RequestEvent) -> Score:

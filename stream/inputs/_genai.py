@@ -333,6 +333,12 @@ _TOOL_MARKERS = (
     ("openinference.span.kind", "TOOL"),
     ("traceloop.span.kind", "tool"),
 )
+#: span kinds that are an agent's invocation (a sub-agent when below the trace's root span)
+_AGENT_MARKERS = (
+    ("gen_ai.operation.name", "invoke_agent"),
+    ("openinference.span.kind", "AGENT"),
+    ("traceloop.span.kind", "agent"),
+)
 #: characters kept of a step's text (a tool call's arguments and result, an error): what the session's
 #: turn keeps of a tool call (streameval.sessions.turns.TOOL_TEXT clips again to its own bound)
 STEP_TEXT = 2000
@@ -340,6 +346,10 @@ STEP_TEXT = 2000
 
 def _is_tool(attrs: dict[str, Any]) -> bool:
     return any(attrs.get(key) == value for key, value in _TOOL_MARKERS)
+
+
+def _is_agent(attrs: dict[str, Any]) -> bool:
+    return any(attrs.get(key) == value for key, value in _AGENT_MARKERS)
 
 
 def _step_text(value: Any) -> str | None:
@@ -380,13 +390,28 @@ def _tool_texts(span: Span) -> tuple[str | None, str | None]:
     return _step_text(arguments), _step_text(result)
 
 
+def _agent_texts(span: Span) -> tuple[str | None, str | None]:
+    """A sub-agent's (input, output): the last user message of ``gen_ai.input.messages`` and the first
+    text of ``gen_ai.output.messages``, else OpenInference ``input.value`` / ``output.value``, else
+    OpenLLMetry ``traceloop.entity.input`` / ``output``."""
+    attrs = span.attributes
+    given = _last_user(_gen_ai_messages(attrs, "gen_ai.input.messages")) or _pick(
+        attrs, "input.value", "traceloop.entity.input"
+    )
+    answer = _first(_gen_ai_messages(attrs, "gen_ai.output.messages")) or _pick(
+        attrs, "output.value", "traceloop.entity.output"
+    )
+    return _step_text(given), _step_text(answer)
+
+
 def to_step(span: Span) -> dict[str, Any] | None:
-    """The step document of a tool span or of a trace's root span (an agent run's own steps, which are
-    not evaluated as events); None for any other span. Raises :class:`SchemaViolation` when the span
-    has no valid trace and span id."""
+    """The step document of a tool span, of a sub-agent's span (an agent invoked below the trace's
+    root) or of a trace's root span (an agent run's own steps, which are not evaluated as events); None
+    for any other span. Raises :class:`SchemaViolation` when the span has no valid trace and span id."""
     attrs = span.attributes
     tool = _is_tool(attrs)
-    if not tool and not span.is_root:
+    agent = not tool and not span.is_root and _is_agent(attrs)
+    if not tool and not agent and not span.is_root:
         return None
     if len(span.trace_id) != 32 or len(span.span_id) != 16 or span.span_id == _MISSING_ID:
         raise SchemaViolation(
@@ -395,7 +420,7 @@ def to_step(span: Span) -> dict[str, Any] | None:
         )
     step: dict[str, Any] = {
         "id": f"{span.trace_id}-{span.span_id}",
-        "kind": "tool" if tool else "root",
+        "kind": "tool" if tool else "agent" if agent else "root",
         "name": str(_pick(attrs, "gen_ai.tool.name", "tool.name", "gen_ai.agent.name") or span.name)[:128],
         "t": span.end_ns / 1e9,
         "root": span.is_root,
@@ -409,4 +434,6 @@ def to_step(span: Span) -> dict[str, Any] | None:
     }
     if tool:
         step["arguments"], step["result"] = _tool_texts(span)
+    elif agent:
+        step["arguments"], step["result"] = _agent_texts(span)
     return step

@@ -4,8 +4,8 @@ The thread event goes through the same :meth:`streameval.pipeline.Pipeline.evalu
 the session's scoring suite: its rule evaluators, its judge panel, combine, gates and grades. It holds:
 
 * ``output``: the whole thread in order (:func:`render`): each turn's input (``user``) and reply (the
-  turn's role, ``assistant`` by default) and its tool calls; an agent run's steps (tool spans: the call,
-  its clipped arguments and result or its error; the root span's end) in their place in time; the judges see it as the text under
+  turn's role, ``assistant`` by default) and its tool calls; an agent run's steps (tool and sub-agent
+  spans: the call, its clipped arguments and result or its error; the root span's end) in their place in time; the judges see it as the text under
   evaluation. The model's name is not in it (blind mode holds: the judges see it as "Model A").
 * ``input``: one line saying what the thread is (turn count, turns left out).
 * ``category``: the session's ``category`` (default ``multi_turn``: the multi-judge spec's rubric
@@ -82,7 +82,7 @@ def thread_metrics(turns: list[dict[str, Any]], received: int) -> dict[str, Any]
 
 
 def _call(call: dict[str, Any]) -> str:
-    text = f"tool call {call['name']}"
+    text = f"{'sub-agent' if call.get('agent') else 'tool call'} {call['name']}"
     if "arguments" in call:
         text += f"({call['arguments']})"
     if call.get("error"):
@@ -104,7 +104,7 @@ def render(turns: list[dict[str, Any]], dropped: int) -> str:
             )
         number = n + 1 if not dropped or n < middle else n + 1 + dropped
         step = turn.get("step")
-        if step == "tool":  # an agent run's tool span: the call, its arguments, result or error
+        if step in ("tool", "agent"):  # a tool or sub-agent span: the call, its arguments, result or error
             lines.extend(f"### turn {number} - {_call(call)}" for call in turn.get("tools") or ())
             continue
         if step == "end":  # the run's root span ended

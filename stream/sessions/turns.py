@@ -10,9 +10,11 @@ the turn's own ``score`` / ``passed`` / ``gates`` (failed gates), ``refusal`` an
 ``tools`` (tool calls, when the event carries ``metadata.tool_calls``).
 
 An agent run (a session with ``assemble: spans``) also has steps that are not request events: the
-trace's tool spans and its root span (:func:`step_turns`). A step's turn has ``step`` (``tool`` or
-``end``), no score (``score`` None: the rule metrics and the agent figures read the scored turns only),
-and for a tool span one tool call in ``tools``; the root span's step carries the run's end marker.
+trace's tool spans, its sub-agents' spans (``invoke_agent`` below the root) and its root span
+(:func:`step_turns`). A step's turn has ``step`` (``tool``, ``agent`` or ``end``), no score (``score``
+None: the rule metrics and the agent figures read the scored turns only), and for a tool or sub-agent
+span one call in ``tools`` (a sub-agent's has ``agent: true``, its input as the arguments and its answer
+as the result); the root span's step carries the run's end marker.
 """
 
 from __future__ import annotations
@@ -154,12 +156,13 @@ def step_turns(sessions: Sequence[Any], step: dict[str, Any], received_at: float
             out.append(Turn(session.name, None, step["id"], t))
             continue
         error = step.get("error")
-        tool = step["kind"] == "tool"
+        kind = step["kind"]
+        tool = kind in ("tool", "agent")  # a sub-agent is called by the run as a tool is
         record: dict[str, Any] = {
             "id": step["id"],
             "t": t,
-            "step": "tool" if tool else "end",
-            "role": "tool" if tool else "agent",
+            "step": kind if tool else "end",
+            "role": "tool" if kind == "tool" else "agent",
             "name": clip(str(step.get("name") or "?"), 128),
             "input": None,
             "output": "",
@@ -176,6 +179,8 @@ def step_turns(sessions: Sequence[Any], step: dict[str, Any], received_at: float
         }
         if tool:
             call: dict[str, Any] = {"name": record["name"]}
+            if kind == "agent":
+                call["agent"] = True
             for field in ("arguments", "result"):
                 if step.get(field) is not None:
                     call[field] = clip(str(step[field]), TOOL_TEXT)

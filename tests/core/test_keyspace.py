@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import orjson
 import pytest
 import redis.asyncio as aioredis
@@ -15,6 +16,7 @@ from redis.cluster import key_slot
 from streameval import _lua, keyspace
 from streameval.alerts import AlertRule
 from streameval.deadletters import RawStore
+from streameval.embedding_drift import DriftSample, EmbeddingDriftConfig
 from streameval.errors import ConfigError, StoreUnavailable
 from streameval.models import EvaluatorResult, GradedResult, format_time
 from streameval.outputs import Publish
@@ -70,12 +72,22 @@ async def test_every_script_touches_one_hash_slot(
     store = ResultStore(
         aredis, prefix=prefix, windows=(10, 60), allowed_lateness_s=1, max_pairs=2, clock=lambda: now[0]
     )
+    # embedding drift's block of the record script (its keys: the target's and the open windows' drift hashes)
+    store.embedding_drift = EmbeddingDriftConfig.model_construct(window=10, features=16, reservoir=2)
+
+    def drift(i: int) -> DriftSample:
+        numbers = np.array([1, 5, *range(4), *range(16)], dtype=np.int64)
+        return DriftSample(numbers, i, b"\0\0\x80?" + bytes(4))
+
     models = ["a", "b{x}", "c:d", "e/f"]  # braces and colons must not leak into hash tags
-    items = [(result(i, models[i % 4], f"s{i % 3}", T0 + i), b"r", None) for i in range(24)]
+    items: list[Any] = [
+        (result(i, models[i % 4], f"s{i % 3}", T0 + i), b"r", None, b"", drift(i)) for i in range(24)
+    ]
     await store.record_many(items, [("schema", "t:0:1", T0), ("invalid_json", "t:1:7", T0 + 30)])
     await store.record_many(items[:3])  # duplicates
     now[0] = T0 + 200.0
-    await store.record_many([(result(99, "a", "s0", T0 + 2), b"late", None)])  # redirected to the open window
+    # redirected to the open window
+    await store.record_many([(result(99, "a", "s0", T0 + 2), b"late", None, b"", drift(99))])
 
     async def clock() -> float:
         return now[0]
@@ -103,6 +115,7 @@ async def test_every_script_touches_one_hash_slot(
         for keys in calls:
             assert keys, name
             assert len({key_slot(k.encode()) for k in keys}) == 1, (name, keys)
+    assert any(":ed:10:" in k for keys in seen["RECORD"] for k in keys)  # the drift block was exercised
     # the encoded results, written before the record calls: each in the slot of a record call's keys
     assert written and {key_slot(k.encode()) for k in written} <= {
         key_slot(keys[0].encode()) for keys in seen["RECORD"]

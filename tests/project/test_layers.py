@@ -49,6 +49,7 @@ FLOORS: dict[str, int] = {
     "changes": VOCABULARY,  # the score-shift detector's logic and settings (pydantic only)
     "wordpiece": VOCABULARY,
     "embedding": VOCABULARY,  # the sentence encoder (numpy, errors, wordpiece)
+    "embedding_drift": VOCABULARY,  # embedding drift's numbers, settings and comparison (embedding, pydantic)
     "versioning": VOCABULARY,
     "compare": VOCABULARY,
     # 2. sinks and clients: metrics, logs, Redis keys and scripts, broker and Redis security and connections

@@ -122,6 +122,26 @@ ALERT_SHIFT = {
     },
 }
 
+ALERT_DRIFT = {  # embedding drift (docs/drift.md): the alert v1 schema as it was, a metric and its figures
+    **ALERT,
+    "id": "embedding_drift:300:2026-11-21T10:00:00.000Z:m:qa",
+    "rule": "embedding_drift",
+    "metric": "embedding_drift",
+    "comparator": ">",
+    "threshold": 0.05,
+    "value": 0.631,
+    "count": 20,
+    "figures": {
+        "centroid_distance": 1.01,
+        "centroid_threshold": None,
+        "mmd2": 0.631,
+        "mmd_threshold": 0.05,
+        "count": 20.0,
+        "reference_count": 200.0,
+    },
+    "examples": ["w11-3", "w11-7", "w11-0"],
+}
+
 
 @pytest.fixture(scope="module")
 def valid_documents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
@@ -174,7 +194,7 @@ def valid_documents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[
         "request": requests,
         "result": load(tmp / "out.jsonl"),
         "deadletter": dead,
-        "alert": [ALERT, ALERT_FULL, ALERT_SHIFT],
+        "alert": [ALERT, ALERT_FULL, ALERT_SHIFT, ALERT_DRIFT],
         "aggregate": [AGGREGATE, AGGREGATE_FULL],
         "session": _session_results(tmp),
         "review": [REVIEW, REVIEW_FULL],

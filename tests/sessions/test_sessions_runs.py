@@ -1,17 +1,18 @@
 """Agent runs (``assemble: spans``): the spans of one trace, made by the real OpenTelemetry SDK, become one
-run: its LLM spans are evaluated as events and are the run's scored turns, its tool spans and its root
-span are steps (never evaluated), the thread holds them in time order with a failing tool call, the rule
+run: its LLM spans are evaluated as events and are the run's scored turns, its tool spans, its
+sub-agents' spans and its root span are steps (never evaluated), the thread holds them in time order with a failing tool call, the rule
 metrics count the failure, and the root span's end closes the run."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from _otel import LONG_ARGUMENT, agent_trace, export_json, export_proto, record
+from _otel import LONG_ARGUMENT, agent_trace, export_json, export_proto, gen_ai_span, record
 
 from streameval.batch import evaluate_items
 from streameval.cli import main
@@ -239,3 +240,87 @@ def test_a_step_without_an_end_time_is_placed_when_it_arrived() -> None:
     [turn] = pipeline.step(orjson.dumps(step), Source()).turns
     assert (turn.key, turn.time, turn.end) == ("ab" * 16, 1_800_000_000.25, False)
     assert orjson.loads(turn.payload)["tools"] == [{"name": "ping", "result": "pong", "error": None}]
+
+
+def _sub_agent_trace(tracer: Any, convention: str) -> None:
+    """A root agent that hands the research to a sub-agent (one that fails in the second run), under
+    each convention's marker of an agent span."""
+    from opentelemetry.trace import Status, StatusCode
+
+    markers = {
+        "gen_ai": {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": "researcher",
+            "gen_ai.input.messages": json.dumps(
+                [{"role": "user", "parts": [{"type": "text", "content": "巴黎明天的天气"}]}]
+            ),
+            "gen_ai.output.messages": json.dumps(
+                [{"role": "assistant", "parts": [{"type": "text", "content": "晴, 21°C"}]}]
+            ),
+        },
+        "openinference": {
+            "openinference.span.kind": "AGENT",
+            "input.value": "巴黎明天的天气",
+            "output.value": "晴, 21°C",
+        },
+        "openllmetry": {
+            "traceloop.span.kind": "agent",
+            "traceloop.entity.input": "巴黎明天的天气",
+            "traceloop.entity.output": "晴, 21°C",
+        },
+    }[convention]
+    with tracer.start_as_current_span(
+        "invoke_agent travel",
+        attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "travel"},
+    ):
+        gen_ai_span(tracer, prompt="明天巴黎天气如何?", answer="我请研究员查一下。")
+        time.sleep(0.003)
+        with tracer.start_as_current_span("invoke_agent researcher", attributes=markers):
+            time.sleep(0.003)
+        time.sleep(0.003)
+        with tracer.start_as_current_span(
+            "invoke_agent researcher",
+            attributes={**markers, "output.value": "", "traceloop.entity.output": ""},
+        ) as span:
+            span.set_status(Status(StatusCode.ERROR, "researcher timed out"))
+        time.sleep(0.003)
+        gen_ai_span(tracer, prompt="结果?", answer="明天巴黎晴, 21°C。")
+        time.sleep(0.003)
+
+
+@pytest.mark.parametrize("convention", ["gen_ai", "openinference", "openllmetry"])
+async def test_a_sub_agent_below_the_root_is_a_step_of_the_run(convention: str) -> None:
+    with record() as (tracer, finished):
+        _sub_agent_trace(tracer, convention)
+        spans = finished()
+    raw = export_proto(spans)
+    _, suites = parse_config(SUITES)
+    items = Inputs(suites.inputs, steps=True).expand([(raw, Source("spans", 0, 0))])
+    docs = [orjson.loads(item.raw) for item in items if item.step]
+    assert [(d["kind"], d["name"]) for d in docs] == [
+        ("agent", "researcher" if convention == "gen_ai" else "invoke_agent researcher"),
+        ("agent", "researcher" if convention == "gen_ai" else "invoke_agent researcher"),
+        ("root", "travel"),
+    ]
+    assert docs[0]["arguments"] == "巴黎明天的天气" and docs[0]["result"] == "晴, 21°C"
+    assert docs[1]["error"] == "researcher timed out"
+    outcomes = await evaluate_items(Pipeline(suites), items)
+    assert [o.result is not None for o in outcomes] == [True, False, False, True, False]  # never an event
+    records = [
+        orjson.loads(t.payload) for t in sorted((t for o in outcomes for t in o.turns), key=lambda t: t.time)
+    ]
+    assert [r.get("step") for r in records] == [None, "agent", "agent", None, "end"]
+    trace_id = f"{spans[0].context.trace_id:032x}"
+    event, metrics = thread_event("runs", trace_id, "agent", 0, records, len(records))
+    lines = [line for line in event.output.splitlines() if line.startswith("### turn")]
+    name = docs[0]["name"]
+    assert lines[2] == f"### turn 2 - sub-agent {name}(巴黎明天的天气) -> 晴, 21°C"
+    assert lines[3] == f"### turn 3 - sub-agent {name}(巴黎明天的天气) failed: researcher timed out"
+    assert lines[-1] == "### turn 5 - the run ended (travel)"
+    # a sub-agent is called as a tool is: it counts in the run's calls and their errors
+    assert (metrics["tool_calls"], metrics["tool_errors"], metrics["steps"], metrics["errors"]) == (
+        2,
+        1,
+        3,
+        0,
+    )
