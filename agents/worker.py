@@ -9,6 +9,7 @@ from typing import Any
 
 import faust
 
+from streameval._util import freeze_heap
 from streameval.runtime import Runtime, WebServer, WorkerConfig, load_worker_config, prepare, serve_web
 from streameval.settings import Settings
 
@@ -43,7 +44,9 @@ def run_worker(settings: Settings) -> None:
     )
     if config.api.web_port is not None:
         _serve_web(app, config)
-    make_faust_worker(app, settings, lifeline).execute_from_commandline()
+    worker = make_faust_worker(app, settings, lifeline)
+    freeze_heap()  # everything imported and configured: full collections skip it from now on
+    worker.execute_from_commandline()
 
 
 def make_faust_worker(app: faust.App, settings: Settings, lifeline: Lifeline | None = None) -> faust.Worker:

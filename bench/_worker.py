@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import orjson
 import redis
@@ -187,14 +187,33 @@ async def raw_eval_loop(bootstrap: str, source: str, sink: str, count: int, conf
     from streameval.pipeline import Pipeline, Source
 
     pipeline = Pipeline(load_config(config)[1])
+    encode_outcome = outcome_encoder()
 
     def transform(value: bytes) -> bytes:
         outcome = pipeline.process_sync(value, Source(), time.time())
         if outcome is None:
             raise RuntimeError("the raw evaluation baseline needs a suite without judges or async evaluators")
-        return (outcome.result or outcome.dead_letter).model_dump_json().encode()  # type: ignore[union-attr]
+        return encode_outcome(outcome)
 
     return await raw_loop(bootstrap, source, sink, count, transform=transform)
+
+
+def outcome_encoder() -> Callable[[Any], bytes]:
+    """The wire bytes of an outcome's result or dead letter, as the worker writes them: the result by
+    ``encode_result`` (the same bytes as ``model_dump_json``) in code that has it, else by pydantic."""
+    try:
+        from streameval.models import encode_result
+    except ImportError:  # code before the fourth pass (--before runs)
+
+        def encode_result(result: Any) -> bytes:
+            return bytes(result.model_dump_json().encode())
+
+    def encode(outcome: Any) -> bytes:
+        if outcome.result is not None:
+            return encode_result(outcome.result)
+        return bytes(outcome.dead_letter.model_dump_json().encode())
+
+    return encode
 
 
 _TICK = os.sysconf("SC_CLK_TCK")

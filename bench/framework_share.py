@@ -27,6 +27,9 @@ throughput.py's (b) / (a') that is not Kafka or Faust.
 shared box; ``perf stat -e instructions`` is not supported here): for each workload three child runs of
 this script under callgrind, each doing the same set-up and a 50-event warm-up, then nothing, the bare
 loop or evaluate on N outputs; instructions per output = (run - set-up only run) / N.
+The start-up heap is frozen (``gc.freeze``) after the warm-up, as ``streameval evaluate`` freezes it
+once configured; ``--no-freeze`` measures without (what main did before the fourth pass).
+
 Nothing is asserted: numbers only.
 """
 
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import random
 import re as stdlib_re
@@ -208,7 +212,9 @@ def cpu_per_output(run: Any, count: int) -> float:
     return (time.process_time() - started) / count * 1e6
 
 
-def measure(workload: str, count: int, rounds: int, workdir: Path) -> tuple[list[float], list[float]]:
+def measure(
+    workload: str, count: int, rounds: int, workdir: Path, *, freeze: bool = True
+) -> tuple[list[float], list[float]]:
     src = workdir / f"{workload}.jsonl"
     src.write_bytes(b"".join(line + b"\n" for line in events(workload, count)))
     evaluate = Evaluate(workload, workdir)
@@ -216,6 +222,9 @@ def measure(workload: str, count: int, rounds: int, workdir: Path) -> tuple[list
     warm.write_bytes(b"".join(line + b"\n" for line in events(workload, 50)))
     run_bare(workload, warm, workdir / "bare.jsonl")
     evaluate.run(warm)
+    if freeze:  # what `streameval evaluate` does once configured (streameval._util.frozen_heap)
+        gc.collect()
+        gc.freeze()
     bare, framework = [], []
     for _ in range(rounds):
         bare.append(cpu_per_output(lambda: run_bare(workload, src, workdir / "bare.jsonl"), count))
@@ -235,6 +244,8 @@ def breakdown(workload: str, count: int, rounds: int) -> dict[str, float]:
     decoded = [pipeline.decode(raw) for raw in lines]
     suite = pipeline.suites.route(decoded[0])
     evaluators = [bound.evaluator for bound in suite.evaluators]
+    gc.collect()
+    gc.freeze()  # as measure() and `streameval evaluate`
 
     def checks() -> None:
         for event in decoded:
@@ -259,11 +270,16 @@ def breakdown(workload: str, count: int, rounds: int) -> dict[str, float]:
         for raw in lines:
             pipeline.process_sync(raw, Source(), 1.0)
 
+    try:
+        from streameval.models import encode_result
+    except ImportError:  # code before the fourth pass (--before)
+        encode_result = None
+
     def write() -> None:
         summary, seen = Summary(), {}
         for raw in lines:
             result = pipeline.process_sync(raw, Source(), 1.0).result  # type: ignore[union-attr]
-            encoded = result.model_dump_json().encode()
+            encoded = encode_result(result) if encode_result else result.model_dump_json().encode()
             seen[result.id] = encoded
             summary.add(result)
 
@@ -284,7 +300,7 @@ def breakdown(workload: str, count: int, rounds: int) -> dict[str, float]:
         "process_sync beyond decode + evaluate (route, outcome; fresh events)": best["process"]
         - best["graded"]
         - best["decode"],
-        "encode the result (model_dump_json), summary": best["write"] - best["process"],
+        "encode the result (encode_result), summary": best["write"] - best["process"],
         "Pipeline.process_sync + encode, total": best["write"],
     }
 
@@ -292,12 +308,12 @@ def breakdown(workload: str, count: int, rounds: int) -> dict[str, float]:
 async def processor_share(workload: str, count: int, rounds: int) -> tuple[list[float], list[float]]:
     """CPU µs per event of the worker's batch step without Kafka (``Processor.process_batch``: decode,
     evaluate, record in Redis, encode; batches of 256, ``emit`` as the worker passes it) and of the raw
-    evaluation (``process_sync`` + ``model_dump_json``, what bench/throughput.py's (a') loop does per
+    evaluation (``process_sync`` + the result's encoding, what bench/throughput.py's (a') loop does per
     event), alternated. ``rules``: bench/_worker.py's rule suite; ``demo``: examples/suites.yaml."""
     import uuid
 
     import redis.asyncio as aioredis
-    from _worker import RULE_SUITE, demo_events, rule_events
+    from _worker import RULE_SUITE, demo_events, outcome_encoder, rule_events
 
     from streameval.config import parse_config_text
     from streameval.pipeline import Pipeline, Source
@@ -313,6 +329,7 @@ async def processor_share(workload: str, count: int, rounds: int) -> tuple[list[
     prefix = f"streameval-bench-share:{uuid.uuid4().hex[:8]}:"
     processor = Processor(Pipeline(suites), ResultStore(client, prefix=prefix, windows=(60,)))
     raw_pipeline = Pipeline(suites)
+    encode_outcome = outcome_encoder()
     await processor.start()
 
     async def emit(messages: list[Publish]) -> None:
@@ -330,8 +347,7 @@ async def processor_share(workload: str, count: int, rounds: int) -> tuple[list[
     def raw_step() -> float:
         started = time.process_time()
         for raw in lines:
-            outcome = raw_pipeline.process_sync(raw, Source(), time.time())
-            (outcome.result or outcome.dead_letter).model_dump_json().encode()  # type: ignore[union-attr]
+            encode_outcome(raw_pipeline.process_sync(raw, Source(), time.time()))
         return (time.process_time() - started) / len(lines) * 1e6
 
     worker, raw = [], []
@@ -408,6 +424,11 @@ def main() -> int:
         metavar="rules,demo",
         help="also the worker's batch step against the raw evaluation (needs Redis: REDIS_URL)",
     )
+    parser.add_argument(
+        "--no-freeze",
+        action="store_true",
+        help="leave the start-up heap to the collector (main before the fourth pass: no gc.freeze)",
+    )
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -417,7 +438,9 @@ def main() -> int:
     print(f"{args.events} outputs x {args.rounds} rounds; CPU µs per output: median (fastest)")
     with tempfile.TemporaryDirectory(prefix="bench-share-") as tmp:
         for workload in workloads:
-            bare, framework = measure(workload, args.events, args.rounds, Path(tmp))
+            bare, framework = measure(
+                workload, args.events, args.rounds, Path(tmp), freeze=not args.no_freeze
+            )
             ratio = statistics.median(framework) / statistics.median(bare)
             print(
                 f"{workload:6} bare {statistics.median(bare):7.1f} ({min(bare):.1f})   evaluate "

@@ -20,7 +20,8 @@ Printed per C, all in the same run: the ideal; the ceiling (``bench/_judgesim.py
 loop with 3 x C in flight against the same simulator, measured before and after the worker runs,
 the higher of the two: what this box and simulator can serve); the
 simulator's CPU per request and share of a core during the worker run; the worker's rate, rate /
-ideal (target >= 0.9) and rate / ceiling. ``--before DIR`` also runs, for each C and just before the
+ideal (target >= 0.9) and rate / ceiling; and the worker's CPU per judge call (its user + system time
+per result while results flowed, over the judge calls per result: target <= 300 µs at C = 64). ``--before DIR`` also runs, for each C and just before the
 current code, a worker whose ``streameval`` package is imported from DIR (e.g. an older checkout's
 package tree), for a before / after comparison in one run.
 """
@@ -40,6 +41,7 @@ from _worker import pick_redis, run_workers, step, topic_names, write_config
 from streameval.embedded import EmbeddedBroker
 from streameval.judges.sim import demo_judges
 from streameval.kafka_io import Record, ensure_topics, produce
+from streameval.models import PANEL_RESULT_NAME
 
 
 def _events(count: int, tag: str) -> list[bytes]:
@@ -60,8 +62,9 @@ def _events(count: int, tag: str) -> list[bytes]:
 
 async def _worker_rate(
     bootstrap: str, redis_url: str, sim: Sim, c: int, count: int, pythonpath: str | None
-) -> tuple[float, float]:
-    """(events/s, simulator CPU seconds per request) of one worker at max_concurrency ``c``."""
+) -> tuple[float, float, float]:
+    """(events/s, simulator CPU seconds per request, worker CPU µs per judge call) of one worker at
+    max_concurrency ``c``."""
     config = write_config(
         {
             "judges": [{**j, "max_concurrency": c} for j in demo_judges(sim.url)],
@@ -76,9 +79,15 @@ async def _worker_rate(
     warm, measured = _events(2 * c, f"warm{run_id}"), _events(count, f"ev{run_id}")
     evaluated: list[float] = []  # evaluated_at (epoch s) of every result
     clock: dict[str, float] = {}
+    calls = [0]  # judge calls of all results: the panel's verdicts and the consistency repeats
 
     def record(r: Record) -> None:
-        evaluated.append(datetime.fromisoformat(orjson.loads(r.value)["evaluated_at"]).timestamp())
+        result = orjson.loads(r.value)
+        evaluated.append(datetime.fromisoformat(result["evaluated_at"]).timestamp())
+        calls[0] += len(result["judge"]["judges"])
+        for evaluator in result["evaluators"]:
+            if evaluator["name"] == PANEL_RESULT_NAME:
+                calls[0] += len((evaluator.get("details") or {}).get("repeat") or {})
 
     async def started() -> None:
         await produce(bootstrap, topics["requests"], warm)
@@ -89,11 +98,13 @@ async def _worker_rate(
         await produce(bootstrap, topics["requests"], measured)
 
     env = {"PYTHONPATH": pythonpath} if pythonpath else None
-    await run_workers(
+    run = await run_workers(
         bootstrap, redis_url, topics, len(warm) + count, config, on_record=record, started=started, env=env
     )
     sim_cpu = sim.cpu_s() - clock["cpu"]
-    return count / (max(evaluated) - clock["t0"]), sim_cpu / (3 * count)
+    # the worker's CPU per result while results flowed (bench/_worker.py), over the calls per result
+    per_call = run.cpu_us_per_event / (calls[0] / len(evaluated))
+    return count / (max(evaluated) - clock["t0"]), sim_cpu / (3 * count), per_call
 
 
 async def main() -> None:
@@ -132,7 +143,10 @@ async def main() -> None:
                 step(
                     f"C={c}: ceilings {', '.join(f'{v:.0f}' for v in ceilings)} events/s; the higher is used"
                 )
-                rows += [(c, label, ideal, max(ceilings), rate, sim_cpu) for label, rate, sim_cpu in measured]
+                rows += [
+                    (c, label, ideal, max(ceilings), rate, sim_cpu, per_call)
+                    for label, rate, sim_cpu, per_call in measured
+                ]
     finally:
         sim.stop()
         if embedded:
@@ -143,13 +157,18 @@ async def main() -> None:
     )
     print(
         "   C  code     ideal/s  ceiling/s  worker/s  worker/ideal  worker/ceiling  ceiling/ideal  sim us/req  sim core"
+        "  worker us/call"
     )
-    for c, label, ideal, ceiling, rate, sim_cpu in rows:
+    for c, label, ideal, ceiling, rate, sim_cpu, per_call in rows:
         print(
             f"{c:4d}  {label:7s} {ideal:8.0f} {ceiling:10.0f} {rate:9.0f} {rate / ideal:13.3f} {rate / ceiling:15.3f} "
-            f"{ceiling / ideal:14.3f} {sim_cpu * 1e6:11.0f} {sim_cpu * 3 * rate:9.2f}"
+            f"{ceiling / ideal:14.3f} {sim_cpu * 1e6:11.0f} {sim_cpu * 3 * rate:9.2f} {per_call:15.0f}"
         )
     print("target: worker/ideal >= 0.9; the simulator alone serves ~1 / (sim us/req) requests/s per core")
+    print(
+        "worker us/call: the worker's CPU (user + system) per result while results flowed, over the judge calls"
+        " per result (the panel's verdicts and consistency repeats, counted in the results); target <= 300"
+    )
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ from .judges import JudgeCache, sampled
 from .kafka_io import _servers, _start
 from .kafka_security import KafkaSecurity
 from .keyspace import Client, guard
-from .models import RequestEvent
+from .models import RequestEvent, encode_result
 from .pipeline import Pipeline, Source
 from .redis_client import connect
 from .redis_security import redis_options
@@ -406,7 +406,7 @@ async def _evaluate_and_publish(
         for name, value in (outcome.counters or {}).get("judge_panel", {}).items():
             if name.endswith(".cost") and math.isfinite(value):
                 report.cost += value
-        items.append((outcome.result, outcome.result.model_dump_json().encode(), outcome.counters, raw))
+        items.append((outcome.result, encode_result(outcome.result), outcome.counters, raw))
     if not items:
         return
     stored = await store.record_many(items)

@@ -21,6 +21,7 @@ from rich.console import Console
 
 from ._cliargs import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, build_parser
 from ._logs import AIOKAFKA_LOGGERS, install_repeat_summary
+from ._util import frozen_heap
 from .errors import BrokerUnavailable, ConfigError, ConnectFailed, StoreUnavailable, UsageError
 
 if TYPE_CHECKING:
@@ -417,23 +418,26 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
         transient=True,
     ) as progress:
         task = progress.add_task("evaluate", total=size, done=0)
-        summary = asyncio.run(
-            evaluate_file(
-                Pipeline(
-                    suites, max_event_bytes=settings.max_event_bytes, max_event_depth=settings.max_event_depth
-                ),
-                args.input,
-                args.output,
-                deadletter,
-                concurrency=args.concurrency,
-                processes=args.processes,
-                config_text=config_text,
-                config_file=str(args.config),
-                on_progress=lambda done, read: progress.update(task, completed=read, done=done),
-                decoder=decoder,
-                sessions_path=sessions,
+        with frozen_heap():  # configured and loaded: full collections skip all that from here
+            summary = asyncio.run(
+                evaluate_file(
+                    Pipeline(
+                        suites,
+                        max_event_bytes=settings.max_event_bytes,
+                        max_event_depth=settings.max_event_depth,
+                    ),
+                    args.input,
+                    args.output,
+                    deadletter,
+                    concurrency=args.concurrency,
+                    processes=args.processes,
+                    config_text=config_text,
+                    config_file=str(args.config),
+                    on_progress=lambda done, read: progress.update(task, completed=read, done=done),
+                    decoder=decoder,
+                    sessions_path=sessions,
+                )
             )
-        )
     if not args.quiet:
         render_summary(summary, console, title=f"streameval evaluate {args.input.name}")
     console.print(

@@ -38,6 +38,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from . import telemetry
+from ._util import freeze_heap
 from .config import parse_config_text
 from .envelope import Outcome, Source
 from .inputs import Inputs
@@ -77,6 +78,7 @@ def _init(
     )
     _inputs = Inputs(suites.inputs, max_depth=max_event_depth, steps=suites.assembles_spans)
     telemetry.capture_latencies()
+    freeze_heap()  # configured: full collections skip the start-up heap for the process's lifetime
 
 
 def _ready() -> bool:

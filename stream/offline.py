@@ -24,6 +24,7 @@ from .envelope import Outcome, Source
 from .evalpool import EvalPool
 from .inputs import Decoder
 from .judges import prices_of
+from .models import encode_result
 from .pipeline import Pipeline
 from .sessions.local import LocalSessions
 from .summary import Summary
@@ -107,7 +108,7 @@ async def evaluate_file(
                         if result.id in seen:
                             out.write(seen[result.id] + b"\n")
                             continue
-                        encoded = result.model_dump_json().encode()
+                        encoded = encode_result(result)
                         seen[result.id] = encoded
                         if sessions is not None:
                             sessions.add(outcome.turns)

@@ -294,7 +294,8 @@ class Pipeline:
             "shadow": self.result_marks.get("shadow"),
             "backfill": self.result_marks.get("backfill"),
         }
-        if judge_block is None and _plain_graded(values):
+        # a judge block is a JudgeBlock already: validation would keep that very instance
+        if (judge_block is None or type(judge_block) is JudgeBlock) and _plain_graded(values):
             return _built_graded(values)
         return GradedResult(**values)
 

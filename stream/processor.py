@@ -26,7 +26,7 @@ from .errors import EventError
 from .evalpool import EvalPool
 from .inputs import Inputs
 from .labels import FeedbackDecoder, Label, LabelStore, decode_error_letter
-from .models import DeadLetter, parse_time
+from .models import DeadLetter, encode_result, parse_time
 from .outputs import Publish, Send
 from .pipeline import Pipeline
 from .review import ReviewQueue
@@ -162,9 +162,7 @@ class Processor:
         raw_of: dict[tuple[str | None, int | None, int | None], bytes],
     ) -> list[Publish]:
         """Record the outcomes at ``indexes`` in Redis (one call per batch phase), then encode them in order."""
-        results = [
-            (i, r, r.model_dump_json().encode()) for i in indexes if (r := outcomes[i].result) is not None
-        ]
+        results = [(i, r, encode_result(r)) for i in indexes if (r := outcomes[i].result) is not None]
         dead = [(i, d) for i in indexes if (d := outcomes[i].dead_letter) is not None]
         # steps of agent runs (tool and root spans): nothing to record or publish, only turns to append
         steps = [i for i in indexes if outcomes[i].result is None and outcomes[i].dead_letter is None]

@@ -55,6 +55,10 @@ __all__ = ["ANTHROPIC_VERSION", "Completion", "JudgeClient"]
 log = logging.getLogger(__name__)
 
 
+#: the timeouts given to the default transport: none of its own (see :meth:`JudgeClient.start`)
+_BOUNDED_BY_CALLER: Mapping[str, float | None] = {}
+
+
 @dataclass(frozen=True, slots=True)
 class Completion:
     text: str
@@ -155,6 +159,7 @@ class JudgeClient:
         self._protocol = protocol_of(config)
         self._route: tuple[str, list[tuple[str, str]]] | None = None  # (URL, headers)
         self._wire: _Wire | None = None
+        self._wire_timeout: Mapping[str, float | None] = _BOUNDED_BY_CALLER
         self._timeout = {
             "connect": config.timeout_s,
             "read": config.timeout_s,
@@ -205,7 +210,15 @@ class JudgeClient:
             value.encode("ascii")  # as httpx.Headers encodes str values: a non-ASCII key fails here, at start
         self._route = (str(endpoint(cfg.base_url, proto.path)), list(headers.items()))
         self._http = self._transport if self._transport is not None else AiohttpTransport(cfg.max_concurrency)
-        self._wire = self._http if isinstance(self._http, AiohttpTransport) else HttpxWire(self._http)
+        if isinstance(self._http, AiohttpTransport):
+            self._wire = self._http
+            # every attempt runs under asyncio.timeout(timeout_s), started before the POST: aiohttp's own
+            # timers (total, connect) would start later with the same or longer delays, so they could
+            # never fire first; without them a request arms no timer of its own (docs/performance.md)
+            self._wire_timeout = _BOUNDED_BY_CALLER
+        else:
+            self._wire = HttpxWire(self._http)
+            self._wire_timeout = self._timeout
 
     async def close(self) -> None:
         if self._http is not None:
@@ -285,7 +298,7 @@ class JudgeClient:
             try:
                 async with asyncio.timeout(cfg.timeout_s):
                     status, answer_headers, content = await self._wire.post(
-                        url, headers, orjson.dumps(body), self._timeout
+                        url, headers, orjson.dumps(body), self._wire_timeout
                     )
             except TimeoutError:
                 self._slots.congested(started)

@@ -302,16 +302,18 @@ def _verdict(
     )
     if verdict is None:
         return out
-    return out.model_copy(
-        update={
-            "score": min(10.0, max(0.0, verdict.score)),
-            "parse": verdict.parse,
-            "scores": verdict.scores,
-            "overall": verdict.overall,
-            "computed": verdict.computed,
-            "reasoning": verdict.reasoning,
-            "strengths": verdict.strengths,
-            "weaknesses": verdict.weaknesses,
-            "warnings": verdict.warnings,
-        }
-    )
+    # what out.model_copy(update=...) stores (no validation), on ``out`` itself: nobody else holds it yet
+    update = {
+        "score": min(10.0, max(0.0, verdict.score)),
+        "parse": verdict.parse,
+        "scores": verdict.scores,
+        "overall": verdict.overall,
+        "computed": verdict.computed,
+        "reasoning": verdict.reasoning,
+        "strengths": verdict.strengths,
+        "weaknesses": verdict.weaknesses,
+        "warnings": verdict.warnings,
+    }
+    out.__dict__.update(update)
+    out.__pydantic_fields_set__.update(update)
+    return out

@@ -122,13 +122,16 @@ def _answer_shape(weights: dict[str, float], example: float, overall: float) -> 
     return orjson.dumps(shape).decode()
 
 
-def build_rubric(event: RequestEvent, category: str, scale: str, *, blind: bool) -> Prompt:
-    """The multi-judge spec's standard (1-5) or overall (0-10) prompt for one of the ten categories."""
+def build_rubric(
+    event: RequestEvent, category: str, scale: str, *, blind: bool, user: str | None = None
+) -> Prompt:
+    """The multi-judge spec's standard (1-5) or overall (0-10) prompt for one of the ten categories.
+    ``user``: the event's :func:`data_block` (with the same ``blind``) when the caller has it already."""
     kind, system = _rubric_system(category, scale)
     return Prompt(
         kind,
         system,
-        data_block(event, blind=blind),
+        data_block(event, blind=blind) if user is None else user,
         "1-5" if scale == "1-5" else "0-10",
         dict(RUBRICS[category]),
         category,

@@ -6,6 +6,7 @@ statistics the store adds into the window (docs/statistics.md).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 
@@ -69,20 +70,20 @@ def agreement_counters(units: Sequence[Sequence[JudgeVerdict]]) -> dict[str, flo
         scored = sorted((v.name, v.score) for v in unit if v.status == "ok" and v.score is not None)
         for i, (a, x) in enumerate(scored):
             for b, y in scored[i + 1 :]:
-                base = f"pair:{a}:{b}:"
-                for stat, value in (
-                    ("n", 1.0),
-                    ("sx", x),
-                    ("sy", y),
-                    ("sxx", x * x),
-                    ("syy", y * y),
-                    ("sxy", x * y),
-                ):
-                    add(base + stat, value)
-        m, s1, s2, observed = alpha_unit([score for _, score in scored])
-        for stat, value in (("n", m), ("s1", s1), ("s2", s2), ("do", observed)):
-            add("alpha:" + stat, value)
+                for name, value in zip(_pair_names(a, b), (1.0, x, y, x * x, y * y, x * y), strict=True):
+                    add(name, value)
+        for name, value in zip(_ALPHA_NAMES, alpha_unit([score for _, score in scored]), strict=True):
+            add(name, value)
     return out
+
+
+_ALPHA_NAMES = ("alpha:n", "alpha:s1", "alpha:s2", "alpha:do")
+
+
+@functools.lru_cache(maxsize=1024)
+def _pair_names(a: str, b: str) -> tuple[str, ...]:
+    """The six counter names of the judge pair (a, b), in the order they are added."""
+    return tuple(f"pair:{a}:{b}:{stat}" for stat in ("n", "sx", "sy", "sxx", "syy", "sxy"))
 
 
 def repeat_counters(first: Sequence[JudgeVerdict], repeat: Sequence[JudgeVerdict]) -> dict[str, float]:
@@ -127,7 +128,8 @@ def judge_counters(verdicts: Sequence[JudgeVerdict]) -> dict[str, float]:
 
     def add(judge: str, counter: str, value: float) -> None:
         if value:
-            out[f"{judge}.{counter}"] = out.get(f"{judge}.{counter}", 0.0) + value
+            key = f"{judge}.{counter}"
+            out[key] = out.get(key, 0.0) + value
 
     for v in verdicts:
         if v.cached:

@@ -38,7 +38,7 @@ from ._config import FallbackSpec, SuiteJudgeConfig
 from ._cost import add_costs, prices_of
 from ._panel import Judge, JudgeHub
 from ._pressure import Backpressure
-from ._prompts import Prompt, build_metric, build_report, build_rubric, known_category
+from ._prompts import Prompt, build_metric, build_report, build_rubric, data_block, known_category
 from ._refusal import unscored_kind
 from ._scoring import agreement_counters, judge_counters, panel_score, repeat_counters, zscore_panel_score
 
@@ -63,6 +63,8 @@ def rejudged(event_id: str, rate: float) -> bool:
 
 Pair = tuple[JudgeVerdict, JudgeVerdict]
 Asked = tuple[list[JudgeVerdict], list[Pair]]  # the panel's verdicts, and (first, repeat) pairs (or [])
+#: what :meth:`SuiteJudge.begin` started: the panel's verdicts (no repeats), or a task asking repeats too
+Started = asyncio.Future[list[JudgeVerdict]] | asyncio.Task[Asked]
 
 
 @dataclass(frozen=True)
@@ -115,10 +117,13 @@ class SuiteJudge:
                 return "backpressure"
         return None
 
-    def begin(self, event: RequestEvent) -> asyncio.Task[Asked] | None:
+    def begin(self, event: RequestEvent) -> Started | None:
         """Start a blend panel's calls now (they do not depend on the rule scores); None otherwise."""
         if self.config.mode != "blend" or self._left_out(event) is not None:
             return None
+        if not rejudged(event.id, self.config.consistency_rate):
+            # the panel's asks gathered directly: no task around them (one task per event less)
+            return asyncio.gather(*(self.hub.ask(j, p) for j, p in self._blend_asks(event)))
         return asyncio.ensure_future(self._ask_blend(event))
 
     async def _ask_blend(self, event: RequestEvent) -> Asked:
@@ -149,7 +154,7 @@ class SuiteJudge:
         return first, [(first[i], r) for i, r in enumerate(repeat) if r is not None]
 
     async def run(
-        self, event: RequestEvent, results: list[EvaluatorResult], started: asyncio.Task[Asked] | None = None
+        self, event: RequestEvent, results: list[EvaluatorResult], started: Started | None = None
     ) -> Judgement:
         """Judge ``event`` given its rule results; ``started`` is what :meth:`begin` returned."""
         metrics = combine((r.score, r.weight) for r in results)
@@ -167,7 +172,8 @@ class SuiteJudge:
             block = self._block("unsampled", metrics, metrics, None, reason, category=None)
             return Judgement(metrics, block, results, {"skip:backpressure": 1.0})
         if self.config.mode == "blend":
-            verdicts, repeat = await (started if started is not None else self._ask_blend(event))
+            got = await (started if started is not None else self._ask_blend(event))
+            verdicts, repeat = got if isinstance(got, tuple) else (got, [])
             return self._blend(event, results, metrics, verdicts, repeat)
         return await self._fallback(event, results, metrics)
 
@@ -183,7 +189,15 @@ class SuiteJudge:
         category = self._category(event)
         if category is None:
             return [(j, build_report(event, blind=j.config.blind)) for j in self.judges]
-        return [(j, build_rubric(event, category, j.config.scale, blind=j.config.blind)) for j in self.judges]
+        blocks: dict[bool, str] = {}  # the user message, built once per blind setting (not per judge)
+        asks = []
+        for j in self.judges:
+            blind = j.config.blind
+            user = blocks.get(blind)
+            if user is None:
+                user = blocks[blind] = data_block(event, blind=blind)
+            asks.append((j, build_rubric(event, category, j.config.scale, blind=blind, user=user)))
+        return asks
 
     def _blend(
         self,
