@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 import pytest
 import yaml
+from _gates_helpers import CARD, CLEAN, suite
 from jsonschema import Draft202012Validator
 
 from streameval import schemas
@@ -17,35 +18,6 @@ from streameval.errors import ConfigError
 from streameval.grading import apply_gates, lowest_grade
 from streameval.offline import evaluate_file
 from streameval.pipeline import Pipeline
-
-# "no card number": passes when the output has no 16-digit card number (a negative lookahead)
-NO_CARD = r"^(?!.*\b\d{4}[ -]?\d{4}[ -]?\d{4}[ -]?\d{4}\b)"
-CARD = "Your refund is on its way to card 4111 1111 1111 1111, order ORD-123456."
-CLEAN = "Your refund is on its way, order ORD-123456."
-
-
-def suite(grading: str = "levels", gate: bool = True, **extra: Any) -> dict[str, Any]:
-    return {
-        "suites": [
-            {
-                "name": "support",
-                "default": True,
-                "threshold": 0.6,
-                "grading": grading,
-                "evaluators": [
-                    {"evaluator": "contains", "params": {"value": "ORD-123456"}, "weight": 3},
-                    {
-                        "evaluator": "regex",
-                        "name": "no_card",
-                        "params": {"pattern": NO_CARD, "flags": "s"},
-                        "weight": 1,
-                        "gate": gate,
-                        **extra,
-                    },
-                ],
-            }
-        ]
-    }
 
 
 async def run(config: dict[str, Any], output: str, **event: Any) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 import yaml
-from test_gates import CARD, CLEAN, suite
+from _gates_helpers import CARD, CLEAN, suite
 
 from streameval.embedded import EmbeddedBroker
 from streameval.kafka_io import collect, produce
