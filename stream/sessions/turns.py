@@ -187,11 +187,11 @@ def step_turns(sessions: Sequence[Any], step: dict[str, Any], received_at: float
             continue
         error = step.get("error")
         kind = step["kind"]
-        tool = kind in ("tool", "agent")  # a sub-agent is called by the run as a tool is
+        called = kind in ("tool", "agent")  # a tool call, or a sub-agent (called by the run as a tool is)
         record: dict[str, Any] = {
             "id": step["id"],
             "t": t,
-            "step": kind if tool else "end",
+            "step": kind if called else "end",
             "role": "tool" if kind == "tool" else "agent",
             "name": clip(str(step.get("name") or "?"), 128),
             "input": None,
@@ -204,10 +204,10 @@ def step_turns(sessions: Sequence[Any], step: dict[str, Any], received_at: float
             "passed": None,
             "gates": [],
             "refusal": False,
-            # a failed tool call counts as a tool error (below), a failed run as an error of the run
-            "error": not tool and bool(error),
+            # a failed call counts as a tool error (below), a failed run as an error of the run
+            "error": not called and bool(error),
         }
-        if tool:
+        if called:
             call: dict[str, Any] = {"name": record["name"]}
             if kind == "agent":
                 call["agent"] = True
