@@ -19,6 +19,11 @@ robin: once with a suite file without sessions (the baseline: plain events), onc
 * the closer with ``--open`` open sessions waiting in the due index (deadlines in the future): CPU and
   wall time of one closer run, against the same run with an empty index.
 
+``--callgrind`` runs that ``redis-server`` under ``valgrind --tool=callgrind`` (``hz 1``, active expiry
+off) and also prints Redis instructions per event of each run (counters zeroed before a run, dumped after
+it, with ``callgrind_control``): they repeat exactly however loaded the box is, where CPU time moves by
+±15 % between runs here. About 50 times slower: use it with ``--conversations 2000 --open 0``.
+
 Nothing is asserted. Event times are an hour in the past, so each session's deadline is its last arrival
 + ``windowing.allowed_lateness_s`` (5 s; docs/sessions.md, "Closing").
 """
@@ -27,8 +32,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import glob
 import random
+import shutil
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,7 +48,7 @@ import orjson
 import redis.asyncio as aioredis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from redis_cost import _start_node
+from redis_cost import _free_port, _start_node, _wait_for
 
 from streameval.config import parse_config_text
 from streameval.models import SessionResult, format_time
@@ -52,6 +60,55 @@ from streameval.sessions.state import META_FIELDS, META_FORMAT, SessionKeys, Ses
 from streameval.store import ResultStore
 
 PROFILE = False  # --profile: Redis commandstats per event of each run
+CALLGRIND: tuple[int, str] | None = None  # --callgrind: the valgrind'd server's pid and its output file
+
+
+def _start_callgrind(directory: str) -> tuple[int, subprocess.Popen[bytes]]:
+    """``redis-server`` under callgrind on a free loopback port, answering PING once this returns."""
+    global CALLGRIND
+    port = _free_port()
+    out = str(Path(directory) / "callgrind.out")
+    server = shutil.which("redis-server") or "redis-server"
+    options = [
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        directory,
+        "--hz",
+        "1",
+        "--enable-debug-command",
+        "yes",
+    ]
+    proc = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", server, *options],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    _wait_for(port, timeout_s=60)
+    CALLGRIND = (proc.pid, out)
+    return port, proc
+
+
+def _callgrind(command: str) -> int:
+    """Zero (``-z``) or dump (``-d``: returns the instructions since the last zero) the server's counters."""
+    assert CALLGRIND is not None
+    pid, out = CALLGRIND
+    before = set(glob.glob(out + ".*"))
+    subprocess.run(["callgrind_control", command, str(pid)], check=True, capture_output=True)
+    if command != "-d":
+        return 0
+    [dump] = set(glob.glob(out + ".*")) - before
+    for line in Path(dump).read_text().splitlines():
+        if line.startswith("totals:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no totals in {dump}")
+
 
 SUITES = """
 suites:
@@ -135,11 +192,19 @@ async def run_events(
     processor = Processor(pipeline, store, sessions=state)
     await processor.process_batch(batches[0][:1])  # warm: scripts loaded, pairs admitted
     await client.config_resetstat()
+    if CALLGRIND:
+        _callgrind("-z")
     memory, cpu, redis0 = await used_memory(client), time.process_time(), await redis_cpu(client)
     for batch in batches:
         await processor.process_batch(batch)
     worker = time.process_time() - cpu
     redis = await redis_cpu(client) - redis0
+    if CALLGRIND:
+        events = sum(len(b) for b in batches)
+        instructions = _callgrind("-d")
+        print(
+            f"{'sessions' if with_sessions else 'plain'}: Redis instructions per event {instructions / events:,.0f}"
+        )
     if PROFILE:
         events = sum(len(b) for b in batches)
         stats = await client.info("commandstats")
@@ -239,9 +304,11 @@ async def main_async(args: argparse.Namespace) -> None:
     batches = partitioned(events, args.partitions, args.batch)
     arrivals: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as directory:
-        port, proc = _start_node(directory)
+        port, proc = (_start_callgrind if args.callgrind else _start_node)(directory)
         client = aioredis.Redis(port=port)
         try:
+            if args.callgrind:
+                await client.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")
             plain = await run_events(client, SUITES, "plain:", batches, with_sessions=False)
             text = SUITES + SESSIONS.replace("{gap}", str(args.gap_s)).replace("{{", "{").replace("}}", "}")
             sess = await run_events(client, text, "sess:", batches, with_sessions=True)
@@ -301,6 +368,9 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="Redis commandstats per event of each run")
+    parser.add_argument(
+        "--callgrind", action="store_true", help="Redis under callgrind: instructions per event of each run"
+    )
     args = parser.parse_args()
     global PROFILE
     PROFILE = args.profile

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Set as AbstractSet
 from typing import cast
 
 from . import telemetry
@@ -30,7 +31,7 @@ from .models import DeadLetter, encode_result, parse_time
 from .outputs import Publish, Send
 from .pipeline import Pipeline
 from .review import ReviewQueue
-from .sessions.state import SessionStore
+from .sessions.state import AppendReport, SessionStore
 from .store import ResultStore, retry_forever
 from .windows import WindowCloser
 
@@ -181,13 +182,20 @@ class Processor:
             what="recording a batch in Redis",
         )
         if self.sessions is not None:
-            # a shadow's turns are the live evaluation's: only the live results (and the steps) are turns
+            # a shadow's turns are the live evaluation's: only the live results (and the steps) are turns;
+            # a result counted for the first time just now was never a turn before: its turns are fresh
             await self._append_turns(
                 [
                     turn
                     for i in sorted([i for i, r, _ in results if not r.shadow] + steps)
                     for turn in outcomes[i].turns
-                ]
+                ],
+                {
+                    turn.id
+                    for (i, r, _), previous in zip(results, stored, strict=True)
+                    if previous is None and not r.shadow
+                    for turn in outcomes[i].turns
+                },
             )
         out: dict[int, Publish] = {}
         for (i, result, encoded), previous in zip(results, stored, strict=True):
@@ -278,9 +286,11 @@ class Processor:
         await self.labels.settle_expired(report)
         return report.joined
 
-    async def _append_turns(self, turns: list[Turn]) -> None:
+    async def _append_turns(self, turns: list[Turn], fresh: AbstractSet[str] = frozenset()) -> None:
         """Append the batch's turns to their sessions (after their own results are recorded: a turn carries
-        its final score); keyless turns are only counted."""
+        its final score); keyless turns are only counted. ``fresh``: ids of turns never appended before
+        (streameval.sessions.state.SessionStore.append); an append tried again looks every turn up (the
+        first try may have landed)."""
         assert self.sessions is not None
         for turn in turns:
             if turn.key is None:
@@ -288,7 +298,14 @@ class Processor:
         if not any(turn.key is not None for turn in turns):
             return
         store = self.sessions
-        report = await retry_forever(lambda: store.append(turns), what="appending turns to sessions in Redis")
+        tries = 0
+
+        def attempt() -> Awaitable[AppendReport]:
+            nonlocal tries
+            tries += 1
+            return store.append(turns, fresh if tries == 1 else frozenset())
+
+        report = await retry_forever(attempt, what="appending turns to sessions in Redis")
         for (session, outcome), n in report.counts.items():
             telemetry.SESSION_TURNS.labels(session, outcome).inc(n)
 

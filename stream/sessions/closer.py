@@ -43,7 +43,7 @@ from ..store import ResultStore
 from .state import Claim, SessionStore
 from .thread import thread_event
 
-__all__ = ["SessionCloser", "build_result", "content_of", "evaluate_thread", "graded_of", "judged"]
+__all__ = ["SessionCloser", "build_result", "content_of", "evaluate_thread", "graded_of", "judged", "once"]
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,22 @@ async def evaluate_thread(
         build_result(graded, session.name, key, revision, turns, metrics, closed_by, closed_at),
         counters,
     )
+
+
+def once(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The thread's turns, each id once (the first in thread order). The append script appends a turn
+    once, looking up the turns it cannot vouch are new; a turn whose result was counted afresh under
+    another pair (another suite version, or the same id with other content) is vouched for and could
+    be there twice (streameval.sessions.scripts, APPEND)."""
+    if len({t["id"] for t in turns}) == len(turns):
+        return turns
+    seen: set[str] = set()
+    out = []
+    for turn in turns:
+        if turn["id"] not in seen:
+            seen.add(turn["id"])
+            out.append(turn)
+    return out
 
 
 def judged(turns: Sequence[dict[str, Any]]) -> bool:
@@ -194,7 +210,8 @@ class SessionCloser:
             log.warning("session %r is no longer configured; dropping its due entry", claim.session)
             await self.state.move(tag, score, None)
             return 0
-        turns = [orjson.loads(t) for t in claim.turns]
+        turns = once([orjson.loads(t) for t in claim.turns])
+        received = claim.received - (len(claim.turns) - len(turns))
         closed_by = claim.closed_by
         if not judged(turns):  # an agent run of steps only (a trace with no LLM span): nothing to judge
             telemetry.SESSIONS_CLOSED.labels(claim.session, "unjudged").inc()
@@ -206,7 +223,7 @@ class SessionCloser:
             claim.key,
             claim.revision,
             turns,
-            claim.received,
+            received,
             closed_by,
             claim.now,
             received_at=self._clock() if self._clock else claim.now,

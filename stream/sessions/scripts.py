@@ -14,8 +14,8 @@ __all__ = ["APPEND", "CLAIM", "DUE_SET", "FINISH"]
 # a dozen fields to read and write. ``v`` is 64 bytes (a listpack keeps values up to 64 bytes: the hash
 # stays compact): first, last, expires, deadline, arrival (doubles), kept, bytes, end (1/0), seq, n,
 # dropped (unsigned 32-bit integers), little-endian (streameval.sessions.state.META_FORMAT). ``state`` stays a field
-# of its own (written when it changes), as do rev, prev, closed_at, closed_by (FINISH) and ``i:{turn id}``
-# per turn.
+# of its own (written when it changes), as do rev, prev, closed_at, closed_by (FINISH), and in a marked
+# session (APPEND) ``mk`` and ``i:{turn id}`` per turn.
 _UNPACK = """
 local function unpack_v(v)
   if not v then return nil end
@@ -32,14 +32,30 @@ end
 #       session's TTL (whole seconds), settle_s; then every session's header and turn ids in one string:
 #       per session, in the order of KEYS, ``struct`` ``<ddHI4BI4`` (the least and the greatest event time of its turns,
 #       its term set 1..T, n its turns, flags: 1 one of them carries the end marker, 2 an id comes twice,
-#       the bytes its entries count toward max_bytes: their lengths + 10 each),
-#       one character per turn ('1': it carries the end marker, else '0'), then per turn ``<I4c0``: ``i:``
-#       + its id; then each turn's entry (below), one argument each, in the same order. Not four arguments
-#       per turn: the call's own cost (the client's and the server's) grows little with its turns, and a
-#       session whose turns are all new (the common case) is read with one ``struct.unpack`` call and no
-#       work per turn beyond counting its bytes; an entry goes from its argument to RPUSH as it is.
+#       4 one of them must be looked up (below), 8 their marks follow, 16 a session that keeps its marks
+#       from the start (an agent run: its steps are never vouched for); the bytes its entries count toward
+#       max_bytes: their lengths + 10 each), then one character per turn ('1': it carries the end marker,
+#       else '0'), then with flag 8 per turn ``<I4c0``: its mark, ``i:`` + its id as the turn's JSON
+#       writes it (between the quotes); then each turn's entry (below), one argument each, in the same
+#       order. Not four arguments per turn: the call's own cost (the client's and the server's) grows
+#       little with its turns, and a session whose turns are all new (the common case) is read with one
+#       ``struct.unpack`` call and no work per turn: an entry goes from its argument to RPUSH as it is.
+#       Without flag 8 a turn's id is read off its entry when it is needed (the first field of its JSON).
 # Returns one character per turn, in order: '0' already appended, '1' appended, '2' late (closed for
 # longer than grace_s: not appended), '3' appended to a closed session within grace_s (it reopens: revision).
+#
+# A redelivered or replayed turn is appended once. The worker knows most turns are new: their results
+# were just counted for the first time by the record script (its idempotency marks), and a turn is
+# appended only after its result is recorded. Those turns are appended without a look: no mark per turn
+# to read or write (the marks were ~15 % of this script's cost, and ~45 bytes a turn). A turn the worker
+# cannot vouch for (its result was counted before, an agent run's step, an append call tried again) is
+# looked up: the first such turn of a session marks it (``mk``): every turn in its list gets its mark
+# ``i:{id}`` (read off the entries: the id is the first field of a turn's JSON), and from then on each
+# turn appended to it gets its own mark too. So an unmarked session's list holds every turn ever appended
+# to it (when the bounds bite, the session is marked before an entry is dropped), and its marks, once
+# made, are complete. The closer also keeps one turn per id (streameval.sessions.closer): a turn whose
+# result was counted afresh under another pair (a suite's new version) is not appended twice to the thread.
+#
 # The due index gets a session's deadline only when it must (a new or reopened session, a first end
 # marker): deadlines only grow otherwise, and an early index entry costs the closer one look; its member
 # is the session's name in its shard, ``ss:{name}:{key}`` (the end of its keys' names).
@@ -49,9 +65,9 @@ end
 # bounds bite: over max_turns or max_bytes the entry in the middle of that order is dropped (never the
 # first or the last), turn by turn. Each entry counts 10 bytes more than its length toward max_bytes (the
 # arrival number it once carried: the bounds bite where they always did, and offline alike).
-# A session costs three commands a call however many turns it gets: HMGET (its figures and the turns'
-# ids), RPUSH, HSET (figures and ids); EXPIRE when its TTL is renewed. Nothing per turn is parsed or
-# formatted here: the worker sends each turn ready to store.
+# A session costs three commands a call however many turns it gets: HMGET (its figures, and the marks of
+# turns to look up), RPUSH, HSET (figures and marks); EXPIRE when its TTL is renewed. Nothing per turn is
+# parsed or formatted here: the worker sends each turn ready to store.
 APPEND = (
     _UNPACK
     + """
@@ -65,6 +81,9 @@ for j = 1, tonumber(ARGV[1]) do
 end
 local blob = ARGV[2 + tonumber(ARGV[1]) * 6]
 local codes, due = {}, {}
+-- a session's due-index member is the end of its meta's name: ``P{sx:N}:meta:`` is the due index's
+-- name (``P{sx:N}:due``) without ``due``, and ``meta:``
+local member_at = #KEYS[1] - 3 + 6
 
 local function order(all)  -- positions of the entries by event time, then arrival (list order)
   local at, pos = {}, {}
@@ -76,12 +95,57 @@ local function order(all)  -- positions of the entries by event time, then arriv
   return pos
 end
 
-local function session(turns, meta, low, high, t, n, any, ends, ids, e, size)
+local function mark_of(entry)  -- 'i:' .. the turn's id as its JSON writes it: {"id":"..." after the time
+  if string.sub(entry, 21, 27) ~= '{"id":"' then return nil end
+  local j = string.find(entry, '"', 28, true)
+  if j and string.byte(entry, j - 1) == 92 then  -- a backslash before it: walk the escapes
+    j = 28
+    while true do
+      local c = string.byte(entry, j)
+      if not c or c == 34 then break end
+      j = j + (c == 92 and 2 or 1)
+    end
+  end
+  if not j or j > #entry then return nil end
+  return 'i:' .. string.sub(entry, 28, j - 1)
+end
+
+local function marks_of(e, n)  -- the marks of the call's entries e .. e + n - 1
+  local ids = {}
+  for i = 1, n do ids[i] = mark_of(ARGV[e + i - 1]) or ('?' .. (e + i)) end  -- '?': not a turn's JSON
+  return ids
+end
+
+-- mark every entry of an unmarked session's list (its marks are complete from then on): the fields and
+-- values to add to the meta's HSET, and the marks as a set
+local function mark_list(turns, marks)
+  local known = {}
+  for _, entry in ipairs(redis.call('LRANGE', turns, 0, -1)) do
+    local id = mark_of(entry)
+    if id and not known[id] then
+      known[id] = true
+      marks[#marks + 1] = id
+      marks[#marks + 1] = '1'
+    end
+  end
+  marks[#marks + 1] = 'mk'
+  marks[#marks + 1] = '1'
+  return known
+end
+
+local function session(turns, meta, low, high, t, n, flags, ends, ids, e, size)
   local gap, grace, max_turns, max_bytes, ttl, settle = unpack(terms[t])
-  local m = redis.call('HMGET', meta, 'state', 'v', unpack(ids, 1, n))
+  local look = flags % 8 >= 4 or flags >= 16  -- a turn to look up, or a session that keeps its marks
+  ids = ids or ((look or flags % 4 >= 2) and marks_of(e, n)) or nil
+  local m = look and redis.call('HMGET', meta, 'state', 'v', 'mk', unpack(ids, 1, n))
+                 or redis.call('HMGET', meta, 'state', 'v', 'mk')
   local state = m[1]
   if state == 'closed' and now > tonumber(redis.call('HGET', meta, 'closed_at')) + grace then
-    for i = 1, n do codes[#codes + 1] = m[2 + i] and '0' or '2' end
+    local known = {}  -- late: none is appended; one already there is a duplicate (its list kept grace_s + 1 min)
+    if look and not m[3] then
+      for _, entry in ipairs(redis.call('LRANGE', turns, 0, -1)) do known[mark_of(entry) or ''] = true end
+    end
+    for i = 1, n do codes[#codes + 1] = look and (m[3 + i] or known[ids[i]]) and '0' or '2' end
     return
   end
   local first, last, expires, kept, bytes, ended, seq, received, dropped, _ = nil, nil, nil, 0, 0, 0, 0, 0, 0
@@ -91,27 +155,37 @@ local function session(turns, meta, low, high, t, n, any, ends, ids, e, size)
   ended = ended == 1
   local was_ended = ended
   local code = state == 'closed' and '3' or '1'
-  local fresh, marks, members = any < 2, {}, nil  -- any < 2: no id twice in this call (the worker says)
-  for i = 1, n do
-    if m[2 + i] then fresh = false break end
-    marks[2 * i - 1], marks[2 * i] = ids[i], '1'
+  local marked, marks, members, appended = m[3], {}, nil, ids
+  local known = nil  -- the marks of an unmarked session's list, when a turn must be looked up there
+  if look and not marked then
+    if m[2] then
+      known = mark_list(turns, marks)
+    else  -- a new session: no list to read
+      marks[1], marks[2] = 'mk', '1'
+    end
+    marked = true
   end
-  if fresh then  -- every turn is new (the common case): nothing to do per turn
-    if any % 2 == 1 then ended = true end
+  local fresh = flags % 4 < 2  -- no id twice in this call (the worker says)
+  if fresh and look then  -- and none found
+    for i = 1, n do
+      if m[3 + i] or (known and known[ids[i]]) then fresh = false break end
+    end
+  end
+  if fresh then  -- every turn new and once (the common case): nothing to do per turn
+    if flags % 2 == 1 then ended = true end
     codes[#codes + 1] = string.rep(code, n)
   else
     local seen = {}
-    members, marks, size, low, high = {}, {}, 0, nil, nil
+    members, appended, size, low, high = {}, {}, 0, nil, nil
     for i = 1, n do
       local id = ids[i]
-      if m[2 + i] or seen[id] then
+      if seen[id] or m[3 + i] or (known and known[id]) then
         codes[#codes + 1] = '0'
       else
         seen[id] = true
         local entry = ARGV[e + i - 1]
         members[#members + 1] = entry
-        marks[#marks + 1] = id
-        marks[#marks + 1] = '1'
+        appended[#appended + 1] = id
         size = size + #entry + 10
         if string.byte(blob, ends + i - 1) == 49 then ended = true end  -- '1': the end marker
         local at = tonumber(string.sub(entry, 1, 20))
@@ -122,7 +196,10 @@ local function session(turns, meta, low, high, t, n, any, ends, ids, e, size)
     end
   end
   local added = members and #members or n
-  if added == 0 then return end
+  if added == 0 then
+    if #marks > 0 then redis.call('HSET', meta, unpack(marks)) end
+    return
+  end
   if not first or low < first then first = low end
   if not last or high > last then last = high end
   seq = seq + added
@@ -131,6 +208,10 @@ local function session(turns, meta, low, high, t, n, any, ends, ids, e, size)
     kept, bytes = kept + added, bytes + size
   else  -- the bounds bite: turn by turn, the entry in the middle of the order goes
     members = members or {unpack(ARGV, e, e + n - 1)}
+    if not marked then  -- a dropped turn keeps its mark: the list is marked before any entry goes
+      mark_list(turns, marks)
+      marked = true
+    end
     for i = 1, added do
       redis.call('RPUSH', turns, members[i])
       kept, bytes = kept + 1, bytes + #members[i] + 10
@@ -154,14 +235,28 @@ local function session(turns, meta, low, high, t, n, any, ends, ids, e, size)
   -- the TTL is renewed when less than half of it is left (not on every turn: two commands fewer)
   local renew = not expires or expires - now < ttl / 2 or state == 'closed'
   if renew then expires = now + ttl end
-  marks[#marks + 1] = 'v'
-  marks[#marks + 1] = struct.pack('<dddddIIIIII', first, last, expires, deadline, now, kept, bytes,
-                                  ended and 1 or 0, seq, received + added, dropped)
-  if new_state ~= state then
-    marks[#marks + 1] = 'state'
-    marks[#marks + 1] = new_state
+  local v = struct.pack('<dddddIIIIII', first, last, expires, deadline, now, kept, bytes, ended and 1 or 0, seq,
+                        received + added, dropped)
+  if marked then  -- a marked session's turns each get their mark
+    appended = appended or marks_of(e, n)
+    for i = 1, added do
+      marks[#marks + 1] = appended[i]
+      marks[#marks + 1] = '1'
+    end
   end
-  redis.call('HSET', meta, unpack(marks))
+  if #marks > 0 then
+    marks[#marks + 1] = 'v'
+    marks[#marks + 1] = v
+    if new_state ~= state then
+      marks[#marks + 1] = 'state'
+      marks[#marks + 1] = new_state
+    end
+    redis.call('HSET', meta, unpack(marks))
+  elseif new_state ~= state then
+    redis.call('HSET', meta, 'v', v, 'state', new_state)
+  else  -- the common case: one field
+    redis.call('HSET', meta, 'v', v)
+  end
   if renew then
     redis.call('EXPIRE', turns, terms[t][7])
     redis.call('EXPIRE', meta, terms[t][7])
@@ -170,18 +265,21 @@ local function session(turns, meta, low, high, t, n, any, ends, ids, e, size)
   -- session, a first end marker); otherwise deadlines only grow and the closer's claim finds the later one
   if not state or state == 'closed' or (ended and not was_ended) then
     due[#due + 1] = due_score(deadline)
-    due[#due + 1] = 'ss:' .. string.match(meta, '}:meta:(.*)$')
+    due[#due + 1] = 'ss:' .. string.sub(meta, member_at)
   end
 end
 
 local pos, k, e, size = 1, 2, 3 + tonumber(ARGV[1]) * 6, #blob
 while pos <= size do
-  local low, high, t, n, any, bytes, ends
-  low, high, t, n, any, bytes, pos = struct.unpack('<ddHI4BI4', blob, pos)
+  local low, high, t, n, flags, bytes, ends
+  low, high, t, n, flags, bytes, pos = struct.unpack('<ddHI4BI4', blob, pos)
   ends, pos = pos, pos + n
-  local ids = {struct.unpack(string.rep('I4c0', n), blob, pos)}
-  pos, ids[n + 1] = ids[n + 1], nil
-  session(KEYS[k], KEYS[k + 1], low, high, t, n, any, ends, ids, e, bytes)
+  local ids = nil
+  if flags % 16 >= 8 then  -- the turns' marks follow
+    ids = {struct.unpack(string.rep('I4c0', n), blob, pos)}
+    pos, ids[n + 1] = ids[n + 1], nil
+  end
+  session(KEYS[k], KEYS[k + 1], low, high, t, n, flags, ends, ids, e, bytes)
   k, e = k + 2, e + n
 end
 for i = 1, #due, 1000 do

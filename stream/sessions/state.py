@@ -15,8 +15,9 @@ their index entries (Redis Cluster: each script touches one slot):
                                   64 bytes (:data:`META_FIELDS`, :data:`META_FORMAT`: first / last event
                                   time, expires, deadline, arrival (Redis clock of the last turn), kept,
                                   bytes, end, seq, n (turns received), dropped); rev (next revision), prev
-                                  (the last published result), closed_at, closed_by; ``i:{turn id}`` per
-                                  turn (a redelivered turn is appended once)
+                                  (the last published result), closed_at, closed_by; in a marked session
+                                  ``mk`` and ``i:{turn id}`` per turn (a redelivered turn is appended
+                                  once: streameval.sessions.scripts, APPEND)
 ``P{sx:N}:lease:T``               the closing lease (``SET NX PX``)
 ``P{sx:N}:due``                   zset of the shard's sessions to close: member = ``T``, score = its
                                   close deadline (Redis clock) in whole milliseconds: integers (a small
@@ -53,9 +54,12 @@ import struct
 import zlib
 from collections import defaultdict
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote
+
+from orjson import dumps as _dumps
 
 from ..redis_client import Client, guard, run_scripts
 from . import scripts
@@ -174,6 +178,9 @@ class SessionTerms:
     max_turns: int
     max_bytes: int
     settle_s: float = 5.0
+    #: keep every turn's idempotency mark from the start: an agent run (``assemble: spans``), whose steps
+    #: (tool and root spans) have no result that vouches for them
+    marked: bool = False
 
 
 @dataclass
@@ -241,6 +248,8 @@ class SessionStore:
             ]
             for name, t in terms.items()
         }
+        # an agent run keeps its marks (16), sent with its turns (8)
+        self._marked = {name: 24 if t.marked else 0 for name, t in terms.items()}
         self.lease_ms = int(lease_s * 1000)
         self.worker_id = worker_id
         self._append = client.register_script(scripts.APPEND)
@@ -248,10 +257,14 @@ class SessionStore:
         self._finish = client.register_script(scripts.FINISH)
         self._due_set = client.register_script(scripts.DUE_SET)
 
-    async def append(self, turns: Sequence[Turn]) -> AppendReport:
+    async def append(self, turns: Sequence[Turn], fresh: AbstractSet[str] = frozenset()) -> AppendReport:
         """Append keyed turns: one script call per shard (at most ``shards`` per batch, every session of
         the shard in it, its due-index entries too), all in one round trip (one per node on a cluster).
-        Idempotent per turn id."""
+
+        Idempotent per turn id. ``fresh``: the ids of turns the caller knows were never appended (their
+        results were just counted for the first time, and a turn is appended only after its result is
+        recorded); those are appended without a look. Every other turn is looked up in its session
+        (streameval.sessions.scripts, APPEND): with the default, every turn is."""
         report = AppendReport()
         groups: dict[tuple[str, str], list[Turn]] = {}
         for turn in turns:
@@ -286,14 +299,22 @@ class SessionStore:
             call.keys += self.keys.state(shard, name)
             times = [turn.time for turn in group]
             ends = bytes([49 if turn.end else 48 for turn in group])  # '1' / '0'
-            idents = [("i:" + turn.id).encode() for turn in group]
-            flags = (49 in ends) | (2 if len(set(idents)) < len(idents) else 0)
+            flags = (
+                (49 in ends)
+                | (2 if len(group) > 1 and len({turn.id for turn in group}) < len(group) else 0)
+                | (0 if all(turn.id in fresh for turn in group) else 4)
+                | self._marked[session]
+            )
+            if flags & 6:  # a turn to look up or an id twice: their marks go with them
+                flags |= 8
             entries = [b"%020.6f" % turn.time + turn.payload for turn in group]
             size = sum(map(len, entries)) + 10 * len(entries)  # what they count toward max_bytes
             parts = call.parts
             parts += (_SESSION.pack(min(times), max(times), term, len(group), flags, size), ends)
-            for ident in idents:
-                parts += (_LENGTH.pack(len(ident)), ident)
+            if flags & 8:  # each turn's mark: the id as the turn's JSON writes it (between the quotes)
+                for turn in group:
+                    mark = b"i:" + _dumps(turn.id)[1:-1]
+                    parts += (_LENGTH.pack(len(mark)), mark)
             call.entries += entries
             call.groups.append((session, len(group)))
             call.size += len(group)
@@ -427,6 +448,13 @@ class SessionStore:
 def session_terms(sessions: Sequence[Any], settle_s: float = 5.0) -> dict[str, SessionTerms]:
     """Each configured session's :class:`SessionTerms` (``sessions``: :class:`streameval.config.Session`)."""
     return {
-        s.name: SessionTerms(s.config.gap_s, s.config.grace, s.config.max_turns, s.config.max_bytes, settle_s)
+        s.name: SessionTerms(
+            s.config.gap_s,
+            s.config.grace,
+            s.config.max_turns,
+            s.config.max_bytes,
+            settle_s,
+            marked=s.config.assemble == "spans",
+        )
         for s in sessions
     }
