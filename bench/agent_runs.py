@@ -29,7 +29,8 @@ their run, the other spans are steps appended to it). Printed:
 * Redis CPU µs per span and per LLM span (``INFO cpu``, sys + user) and the ratio run / plain;
 * worker CPU µs per span and per LLM span (``time.process_time``: decode, evaluate, record, append) and
   the ratio;
-* bytes per open run (``used_memory`` delta of the runs pass minus the plain pass's, per run);
+* bytes per open run (``used_memory`` delta of the runs pass minus the plain pass's, per run), and the
+  wall time each pass took to read every message;
 * closing: the session closer runs every second until every run is published; latency from each run's
   deadline (its last span's arrival + ``windowing.allowed_lateness_s``, 5 s: the root span carries the
   end marker) to its publication, and from the batch that held its root span to its publication (p50,
@@ -510,9 +511,9 @@ async def run_spans(
     batches: list[list[tuple[bytes, Source, list[str]]]],
     spans: int,
     with_runs: bool,
-) -> tuple[float, float, int, dict[str, float], Any]:
+) -> tuple[float, float, int, dict[str, float], float, Any]:
     """Worker CPU s, Redis CPU s and memory delta of processing every batch; when each root span's batch
-    was done (wall clock); and the parts for closing."""
+    was done (wall clock); the wall time it took; and the parts for closing."""
     _, suites = parse_config_text(text)
     pipeline = Pipeline(suites)
     store = ResultStore(client, prefix=prefix, windows=(60,))
@@ -527,12 +528,13 @@ async def run_spans(
     await client.config_resetstat()
     roots: dict[str, float] = {}
     memory, cpu, redis0 = await used_memory(client), time.process_time(), await redis_cpu(client)
+    wall = time.perf_counter()
     for batch in batches:
         await processor.process_batch([(raw, source) for raw, source, _ in batch])
         done = time.time()
         for _, _, held in batch:
             roots.update(dict.fromkeys(held, done))
-    worker = time.process_time() - cpu
+    worker, wall = time.process_time() - cpu, time.perf_counter() - wall
     redis = await redis_cpu(client) - redis0
     if PROFILE:
         stats = await client.info("commandstats")
@@ -544,7 +546,7 @@ async def run_spans(
                 for k, v in sorted(stats.items(), key=lambda kv: -kv[1]["usec"])[:7]
             )
         )
-    return worker, redis, await used_memory(client) - memory, roots, (pipeline, store, state, suites)
+    return worker, redis, await used_memory(client) - memory, roots, wall, (pipeline, store, state, suites)
 
 
 def _q(xs: list[float], p: float) -> float:
@@ -634,9 +636,10 @@ async def main_async(args: argparse.Namespace) -> None:
                 print(f"worker CPU per {label}: plain {pw:7.1f} µs   run {rw:7.1f} µs   ratio {rw / pw:.2f}x")
             print(
                 f"bytes per open run: {(runs[2] - plain[2]) / n:.0f} "
-                f"(runs pass {runs[2] / n:.0f} per run, plain pass {plain[2] / n:.0f})"
+                f"(runs pass {runs[2] / n:.0f} per run, plain pass {plain[2] / n:.0f}); read in "
+                f"{runs[4]:.1f} s (plain pass {plain[4]:.1f} s)"
             )
-            closing, results = await close_all(client, runs[4], n, runs[3])
+            closing, results = await close_all(client, runs[5], n, runs[3])
             print(
                 f"closing {closing['closed']} runs: deadline -> published p50 {closing['delay_p50']:.2f} s, "
                 f"p99 {closing['delay_p99']:.2f} s; root span's batch -> published p50 {closing['since_root_p50']:.2f} s, "
