@@ -2,7 +2,8 @@
 spans evaluated as plain LLM events, in one run.
 
     python bench/agent_runs.py [--runs 2000] [--pods 8] [--export-s 5] [--jitter-s 2] [--partitions 6]
-                               [--batch 10] [--spread-s 600] [--format otlp_proto] [--seed N] [--profile]
+                               [--batch 10] [--spread-s 600] [--format otlp_proto] [--tool-only 0]
+                               [--seed N] [--profile]
 
 One fresh ``redis-server`` (free loopback port, no persistence). ``--runs`` agent runs made with the real
 OpenTelemetry SDK (explicit start and end times, an hour in the past, starts spread over ``--spread-s``),
@@ -18,7 +19,10 @@ what the Collector's ``kafka`` exporter writes by default) on a random partition
 key): so the spans of a run are spread over several messages and partitions. A message arrives its
 export time + a random delay in [0, ``--jitter-s``); each partition is read in arrival order, in batches
 of ``--batch`` messages taken round robin (as workers interleave partitions): spans of a run arrive out
-of order, the root span sometimes before its children.
+of order, the root span sometimes before its children. Every LLM call that asks for tools also says
+something ("Let me call get_weather first."); with ``--tool-only SHARE`` that share of them answers with
+tool calls only, as OpenAI's chat completions do (no text: such a span is a ``schema`` dead letter, not a
+turn of its run; docs/inputs.md).
 
 The same messages go through the worker's :class:`~streameval.processor.Processor` (its OTLP input
 decoding included, in the worker's process) twice: once with a suite file without sessions (the
@@ -26,6 +30,7 @@ baseline: LLM spans are evaluated as events, tool, sub-agent and root spans are 
 with a session ``assemble: spans`` keyed by ``metadata.trace_id`` (runs: the LLM spans are also turns of
 their run, the other spans are steps appended to it). Printed:
 
+* the messages each pass published by kind (results, dead letters);
 * Redis CPU µs per span and per LLM span (``INFO cpu``, sys + user) and the ratio run / plain;
 * worker CPU µs per span and per LLM span (``time.process_time``: decode, evaluate, record, append) and
   the ratio;
@@ -82,6 +87,7 @@ from streameval.sessions.state import META_FIELDS, META_FORMAT, SessionKeys, Ses
 from streameval.store import ResultStore
 
 PROFILE = False  # --profile: Redis commandstats per span of each pass
+TOOL_ONLY = 0.0  # --tool-only: share of the LLM calls asking for tools that give no text
 TOPIC = "otlp_spans"
 SESSION = "runs"
 
@@ -208,6 +214,7 @@ class Tally:
     agents: int = 0
     roots: int = 0
     root_errors: int = 0
+    tool_only: int = 0  # LLM spans with tool calls and no text (--tool-only)
     traces: list[str] = field(default_factory=list)
 
 
@@ -222,7 +229,9 @@ def _llm(
     tally: Tally,
 ) -> None:
     start = clock.take(0.01, 0.05, rng)
-    output: dict[str, Any] = _text_message("assistant", answer)
+    output: dict[str, Any] = (
+        _text_message("assistant", answer) if answer else {"role": "assistant", "parts": []}
+    )
     for call_id, name, arguments in calls:
         output["parts"].append({"type": "tool_call", "id": call_id, "name": name, "arguments": arguments})
     output["finish_reason"] = "tool_calls" if calls else "stop"
@@ -300,7 +309,11 @@ def _round(
         for name in rng.sample(sorted(TOOLS), rng.choice([1, 1, 1, 2]))
     ]
     names = " and ".join(name for _, name, _ in calls)
-    _llm(tracer, rng, clock, model, history, f"Let me call {names} first.", calls, tally)
+    text = f"Let me call {names} first."
+    if TOOL_ONLY and rng.random() < TOOL_ONLY:
+        text = ""  # only tool calls, as OpenAI's chat completions answer them (content null)
+        tally.tool_only += 1
+    _llm(tracer, rng, clock, model, history, text, calls, tally)
     for call in calls:
         result = _tool(tracer, rng, clock, call, tally)
         history.append(
@@ -495,6 +508,21 @@ def spread(messages: list[Message], batches: list[list[tuple[bytes, Source, list
     )
 
 
+@dataclass
+class Pass:
+    """One pass over every batch: worker and Redis CPU s, the memory delta, the wall time; messages
+    published by kind (result, deadletter); when each root span's batch was done (wall clock); the parts
+    for closing."""
+
+    worker: float
+    redis: float
+    memory: int
+    wall: float
+    published: Counter[str]
+    roots: dict[str, float]
+    parts: Any
+
+
 async def redis_cpu(client: aioredis.Redis) -> float:
     info = await client.info("cpu")
     return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
@@ -511,9 +539,8 @@ async def run_spans(
     batches: list[list[tuple[bytes, Source, list[str]]]],
     spans: int,
     with_runs: bool,
-) -> tuple[float, float, int, dict[str, float], float, Any]:
-    """Worker CPU s, Redis CPU s and memory delta of processing every batch; when each root span's batch
-    was done (wall clock); the wall time it took; and the parts for closing."""
+) -> Pass:
+    """Read every batch with the suite file ``text`` (module docstring)."""
     _, suites = parse_config_text(text)
     pipeline = Pipeline(suites)
     store = ResultStore(client, prefix=prefix, windows=(60,))
@@ -527,10 +554,12 @@ async def run_spans(
     await processor.process_batch([m[:2] for m in batches[0][:1]])  # warm: scripts loaded, pairs admitted
     await client.config_resetstat()
     roots: dict[str, float] = {}
+    topics: Counter[str] = Counter()
     memory, cpu, redis0 = await used_memory(client), time.process_time(), await redis_cpu(client)
     wall = time.perf_counter()
     for batch in batches:
-        await processor.process_batch([(raw, source) for raw, source, _ in batch])
+        for message in await processor.process_batch([(raw, source) for raw, source, _ in batch]):
+            topics[message.kind] += 1
         done = time.time()
         for _, _, held in batch:
             roots.update(dict.fromkeys(held, done))
@@ -546,7 +575,15 @@ async def run_spans(
                 for k, v in sorted(stats.items(), key=lambda kv: -kv[1]["usec"])[:7]
             )
         )
-    return worker, redis, await used_memory(client) - memory, roots, wall, (pipeline, store, state, suites)
+    return Pass(
+        worker,
+        redis,
+        await used_memory(client) - memory,
+        wall,
+        topics,
+        roots,
+        (pipeline, store, state, suites),
+    )
 
 
 def _q(xs: list[float], p: float) -> float:
@@ -615,7 +652,8 @@ async def main_async(args: argparse.Namespace) -> None:
     order = spread(messages, batches)
     print(
         f"{n} agent runs, {spans} spans ({spans / n:.1f} per run: {llm / n:.1f} LLM, {tally.tools / n:.1f} tool "
-        f"({tally.tool_errors} failed tool or sub-agent spans), {tally.agents / n:.2f} sub-agent, 1 root), "
+        f"({tally.tool_errors} failed tool or sub-agent spans), {tally.agents / n:.2f} sub-agent, 1 root; "
+        f"{tally.tool_only} LLM spans with only tool calls), "
         f"{len(messages)} {args.format} messages ({spans / len(messages):.1f} spans, "
         f"{sum(len(m.raw) for m in messages) / len(messages) / 1024:.1f} KiB each), {args.pods} pods exporting "
         f"every {args.export_s:g} s, {args.partitions} partitions, batches of {args.batch} messages "
@@ -630,16 +668,17 @@ async def main_async(args: argparse.Namespace) -> None:
             plain = await run_spans(client, suites, "plain:", batches, spans, with_runs=False)
             runs = await run_spans(client, suites + SESSIONS, "runs:", batches, spans, with_runs=True)
             for label, count in (("span", spans), ("LLM span", llm)):
-                pr, rr = plain[1] / count * 1e6, runs[1] / count * 1e6
-                pw, rw = plain[0] / count * 1e6, runs[0] / count * 1e6
+                pr, rr = plain.redis / count * 1e6, runs.redis / count * 1e6
+                pw, rw = plain.worker / count * 1e6, runs.worker / count * 1e6
                 print(f"Redis CPU per {label}:  plain {pr:7.1f} µs   run {rr:7.1f} µs   ratio {rr / pr:.2f}x")
                 print(f"worker CPU per {label}: plain {pw:7.1f} µs   run {rw:7.1f} µs   ratio {rw / pw:.2f}x")
             print(
-                f"bytes per open run: {(runs[2] - plain[2]) / n:.0f} "
-                f"(runs pass {runs[2] / n:.0f} per run, plain pass {plain[2] / n:.0f}); read in "
-                f"{runs[4]:.1f} s (plain pass {plain[4]:.1f} s)"
+                f"bytes per open run: {(runs.memory - plain.memory) / n:.0f} "
+                f"(runs pass {runs.memory / n:.0f} per run, plain pass {plain.memory / n:.0f}); read in "
+                f"{runs.wall:.1f} s (plain pass {plain.wall:.1f} s); published per pass: "
+                f"{dict(plain.published)} (runs pass {dict(runs.published)})"
             )
-            closing, results = await close_all(client, runs[5], n, runs[3])
+            closing, results = await close_all(client, runs.parts, n, runs.roots)
             print(
                 f"closing {closing['closed']} runs: deadline -> published p50 {closing['delay_p50']:.2f} s, "
                 f"p99 {closing['delay_p99']:.2f} s; root span's batch -> published p50 {closing['since_root_p50']:.2f} s, "
@@ -671,11 +710,18 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=10, help="messages per batch")
     parser.add_argument("--spread-s", type=float, default=600.0, help="the runs start within this long")
     parser.add_argument("--format", choices=["otlp_proto", "otlp_json"], default="otlp_proto")
+    parser.add_argument(
+        "--tool-only",
+        type=float,
+        default=0.0,
+        help="share of the LLM calls that ask for tools answering with tool calls only, no text (OpenAI's "
+        "chat completions): such a span is a dead letter",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="Redis commandstats per span of each pass")
     args = parser.parse_args()
-    global PROFILE
-    PROFILE = args.profile
+    global PROFILE, TOOL_ONLY
+    PROFILE, TOOL_ONLY = args.profile, args.tool_only
     asyncio.run(main_async(args))
 
 
