@@ -3,8 +3,9 @@
 The thread event goes through the same :meth:`streameval.pipeline.Pipeline.evaluate` as any event, with
 the session's scoring suite: its rule evaluators, its judge panel, combine, gates and grades. It holds:
 
-* ``output``: the whole thread in order (:func:`render`): each turn's input (``user``) and reply (the
-  turn's role, ``assistant`` by default) and its tool calls; an agent run's steps (tool and sub-agent
+* ``output``: the whole thread in order (:func:`render`): each turn's input (``user``; a turn whose input
+  is the user message shown last, as an agent run's LLM calls each carry the run's task, says so in one
+  line instead of repeating it) and reply (the turn's role, ``assistant`` by default) and its tool calls; an agent run's steps (tool and sub-agent
   spans: the call, its clipped arguments and result or its error; the root span's end) in their place in time; the judges see it as the text under
   evaluation. The model's name is not in it (blind mode holds: the judges see it as "Model A").
 * ``input``: one line saying what the thread is (turn count, turns left out).
@@ -97,6 +98,7 @@ def render(turns: list[dict[str, Any]], dropped: int) -> str:
     they were (the middle)."""
     lines: list[str] = []
     middle = len(turns) // 2 if dropped else -1
+    shown: tuple[str, int] | None = None  # the last user message shown, and its turn
     for n, turn in enumerate(turns):
         if n == middle:
             lines.append(
@@ -111,8 +113,14 @@ def render(turns: list[dict[str, Any]], dropped: int) -> str:
             failed = f" failed: {turn['output']}" if turn.get("error") else ""
             lines.append(f"### turn {number} - the run ended ({turn.get('name', '?')}){failed}")
             continue
-        if turn.get("input") is not None:
-            lines.append(f"### turn {number} - user\n{turn['input']}")
+        text = turn.get("input")
+        if text is not None:
+            # an agent's LLM calls each carry the run's last user message: shown once, then referred to
+            if shown is not None and shown[0] == text:
+                lines.append(f"### turn {number} - user: the same message as turn {shown[1]}")
+            else:
+                lines.append(f"### turn {number} - user\n{text}")
+                shown = (text, number)
         lines.append(f"### turn {number} - {turn['role']}\n{turn['output']}")
         lines.extend(f"- {_call(call)}" for call in turn.get("tools") or ())
     return "\n".join(lines)

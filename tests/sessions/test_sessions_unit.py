@@ -154,6 +154,21 @@ def test_the_thread_shows_every_turn_in_order_and_counts_dropped_turns_where_the
     assert order == sorted(order)
 
 
+def test_a_user_message_repeated_by_the_next_turns_is_shown_once() -> None:
+    task = "Plan a trip to Lyon and book the train."
+    turns = [
+        record(0, 1.0, input=task, output="Let me look for trains."),
+        record(1, 2.0, step="tool", tools=[{"name": "trains", "arguments": "{}", "result": "9:00"}]),
+        record(2, 3.0, input=task, output="The 9:00 train is booked."),
+        record(3, 4.0, input="And a hotel?"),
+        record(4, 5.0, input=task),  # not the last one shown: shown again
+    ]
+    text = render(turns, dropped=0)
+    assert text.count(task) == 2
+    assert "### turn 3 - user: the same message as turn 1\n### turn 3 - assistant\nThe 9:00 train" in text
+    assert "### turn 4 - user\nAnd a hotel?" in text and f"### turn 5 - user\n{task}" in text
+
+
 def test_judges_see_the_whole_thread_blind_with_the_multi_turn_rubric() -> None:
     turns = [record(i, float(i)) for i in range(3)]
     event, _ = thread_event("conv", "k", "multi_turn", 0, turns, received=3)
