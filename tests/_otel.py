@@ -25,6 +25,7 @@ from opentelemetry.trace import Status, StatusCode, Tracer
 
 __all__ = [
     "LONG_ARGUMENT",
+    "PLANNED",
     "agent_trace",
     "export_json",
     "export_proto",
@@ -34,6 +35,7 @@ __all__ = [
     "openllmetry_span",
     "record",
     "span_event_span",
+    "tool_calls_span",
 ]
 
 
@@ -167,6 +169,119 @@ def openinference_span(
         pass
 
 
+def tool_calls_span(
+    tracer: Tracer,
+    convention: str,
+    *,
+    prompt: str,
+    calls: Sequence[tuple[str, dict[str, Any]]],
+    model: str = "gpt-4o",
+) -> None:
+    """An LLM call that answers with tool calls only, no text (OpenAI's chat completions when the model
+    calls tools: ``content`` null, finish reason ``tool_calls``), as each convention records it:
+    ``gen_ai`` (``tool_call`` parts of ``gen_ai.output.messages``), ``span_events`` (the older
+    ``gen_ai.choice`` event with OpenAI's ``tool_calls``), ``openllmetry``
+    (``gen_ai.completion.0.tool_calls.M.*``), ``openinference``
+    (``llm.output_messages.0.message.tool_calls.M.tool_call.function.*``, and the response as JSON in
+    ``output.value``)."""
+    ids = [f"call_{i}{name}" for i, (name, _) in enumerate(calls)]
+    events: list[tuple[str, dict[str, Any]]] = []
+    if convention == "gen_ai":
+        parts = [
+            {"type": "tool_call", "id": i, "name": name, "arguments": arguments}
+            for i, (name, arguments) in zip(ids, calls, strict=True)
+        ]
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": model,
+            "gen_ai.response.model": f"{model}-2024-08-06",
+            "gen_ai.response.finish_reasons": ["tool_calls"],
+            "gen_ai.input.messages": json.dumps(
+                [{"role": "user", "parts": [{"type": "text", "content": prompt}]}], ensure_ascii=False
+            ),
+            "gen_ai.output.messages": json.dumps(
+                [{"role": "assistant", "parts": parts, "finish_reason": "tool_calls"}], ensure_ascii=False
+            ),
+        }
+    elif convention == "span_events":
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.system": "openai",
+            "gen_ai.request.model": model,
+        }
+        message = {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": i, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+                for i, (name, arguments) in zip(ids, calls, strict=True)
+            ],
+        }
+        events = [
+            ("gen_ai.user.message", {"content": prompt}),
+            ("gen_ai.choice", {"index": 0, "finish_reason": "tool_calls", "message": json.dumps(message)}),
+        ]
+    elif convention == "openllmetry":
+        attributes = {
+            "llm.request.type": "chat",
+            "gen_ai.system": "OpenAI",
+            "gen_ai.request.model": model,
+            "gen_ai.response.model": f"{model}-2024-08-06",
+            "gen_ai.prompt.0.role": "user",
+            "gen_ai.prompt.0.content": prompt,
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.finish_reason": "tool_calls",
+        }
+        for m, (i, (name, arguments)) in enumerate(zip(ids, calls, strict=True)):
+            attributes[f"gen_ai.completion.0.tool_calls.{m}.id"] = i
+            attributes[f"gen_ai.completion.0.tool_calls.{m}.name"] = name
+            attributes[f"gen_ai.completion.0.tool_calls.{m}.arguments"] = json.dumps(
+                arguments, ensure_ascii=False
+            )
+    else:
+        assert convention == "openinference", convention
+        response = {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "tool_calls",
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+                            for i, (n, a) in zip(ids, calls, strict=True)
+                        ],
+                    },
+                }
+            ],
+        }
+        attributes = {
+            "openinference.span.kind": "LLM",
+            "llm.model_name": model,
+            "llm.provider": "openai",
+            "input.value": json.dumps(
+                {"messages": [{"role": "user", "content": prompt}]}, ensure_ascii=False
+            ),
+            "output.value": json.dumps(response),
+            "output.mime_type": "application/json",
+            "llm.input_messages.0.message.role": "user",
+            "llm.input_messages.0.message.content": prompt,
+            "llm.output_messages.0.message.role": "assistant",
+        }
+        for m, (i, (name, arguments)) in enumerate(zip(ids, calls, strict=True)):
+            prefix = f"llm.output_messages.0.message.tool_calls.{m}.tool_call"
+            attributes[f"{prefix}.id"] = i
+            attributes[f"{prefix}.function.name"] = name
+            attributes[f"{prefix}.function.arguments"] = json.dumps(arguments, ensure_ascii=False)
+    with tracer.start_as_current_span(f"chat {model}", attributes=attributes) as span:
+        for name, body in events:
+            span.add_event(name, body)
+
+
 def http_span(tracer: Tracer, name: str = "GET /health") -> None:
     """Not an LLM span."""
     with tracer.start_as_current_span(
@@ -183,8 +298,15 @@ def _pause() -> None:
     time.sleep(0.003)  # spans end in distinct milliseconds (turns are ordered by event time in ms)
 
 
-def agent_trace(tracer: Tracer, *, model: str = "gpt-4o") -> None:
-    """An agent run: plan (LLM), a tool that answers, a tool that fails, the answer (LLM), under a root span."""
+#: the tool calls the first LLM call of agent_trace(plan=...) asks for
+PLANNED = (("get_weather", {"city": "Paris"}), ("book_hotel", {"city": "Paris"}))
+
+
+def agent_trace(tracer: Tracer, *, model: str = "gpt-4o", plan: str | None = None) -> None:
+    """An agent run: plan (LLM), a tool that answers, a tool that fails, the answer (LLM), under a root span.
+
+    ``plan``: a convention of :func:`tool_calls_span`: the first LLM call answers with tool calls only
+    (get_weather and book_hotel: :data:`PLANNED`), recorded as that convention does."""
     with tracer.start_as_current_span(
         "invoke_agent travel",
         attributes={
@@ -192,9 +314,12 @@ def agent_trace(tracer: Tracer, *, model: str = "gpt-4o") -> None:
             "gen_ai.agent.name": "travel",
         },
     ):
-        gen_ai_span(
-            tracer, prompt="明天巴黎天气如何?顺便订酒店。", answer="我先查天气,再订酒店。", model=model
-        )
+        if plan is None:
+            gen_ai_span(
+                tracer, prompt="明天巴黎天气如何?顺便订酒店。", answer="我先查天气,再订酒店。", model=model
+            )
+        else:
+            tool_calls_span(tracer, plan, prompt="明天巴黎天气如何?顺便订酒店。", calls=PLANNED, model=model)
         _pause()
         with tracer.start_as_current_span(
             "execute_tool get_weather",

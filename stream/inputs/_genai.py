@@ -19,6 +19,16 @@ Input and output are each taken from the first of those places that has text, in
 the convention that marked the span. The input is the last user message (the last message when none
 has the user role); the output is the first output message (choice) with text. Text parts of one
 message are joined with newlines; tool calls and other non-text parts are left out.
+
+An LLM span whose output is tool calls only (what OpenAI's chat completions answer when the model calls
+tools) has no text to evaluate: :func:`to_event` raises :class:`ToolCallsOnly` (a ``schema`` dead letter
+naming the tools), and with an ``assemble: spans`` session the decoder makes it a ``plan`` step of its
+run instead (:func:`to_plan`). The calls are read from the first of these places that has one:
+``gen_ai.output.messages`` parts of type ``tool_call``; the ``gen_ai.choice`` event's
+``message.tool_calls`` (OpenAI's shape); OpenLLMetry ``gen_ai.completion.N.tool_calls.M.name`` /
+``.arguments``; OpenInference ``llm.output_messages.N.message.tool_calls.M.tool_call.function.name`` /
+``.arguments``. A span that has such calls never takes its output from ``output.value`` (OpenInference
+writes the response there as it came, JSON with ``"content": null``, not an answer).
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ from ..errors import SchemaViolation
 from ..models import format_time
 from ._otlp import Span
 
-__all__ = ["STEP_TEXT", "convention", "to_event", "to_step"]
+__all__ = ["STEP_TEXT", "ToolCallsOnly", "convention", "to_event", "to_plan", "to_step"]
 
 _OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 _REQUEST_TYPES = frozenset({"chat", "completion"})
@@ -188,11 +198,125 @@ def _texts(span: Span) -> tuple[str | None, str | None]:
         lambda: from_events(1),
         lambda: _indexed(attrs, "gen_ai.completion", "content", "role"),
         lambda: _indexed(attrs, "llm.output_messages", "message.content", "message.role"),
-        lambda: [(None, _text(attrs.get("output.value")))],
+        # OpenInference's output.value is the response as it came (JSON): not the answer of a tool call
+        lambda: [] if _found_calls(span) else [(None, _text(attrs.get("output.value")))],
     )
     found_in = next((t for t in (_last_user(place()) for place in inputs) if t), None)
     found_out = next((t for t in (_first(place()) for place in outputs) if t), None)
     return found_in, found_out
+
+
+# -- requested tool calls (an output of tool calls only) --------------------------------------------
+#: tool calls kept of one LLM call's output (the session's turn keeps as many: turns.MAX_TOOL_CALLS)
+_MAX_CALLS = 20
+#: output choices looked at for tool calls in the indexed conventions (OpenLLMetry, OpenInference)
+_CHOICES = 4
+
+
+def _message_calls(message: Any) -> list[tuple[Any, Any]]:
+    """(name, arguments) of one output message's tool calls: GenAI ``tool_call`` parts, else OpenAI's
+    ``tool_calls`` (``function.name`` / ``function.arguments``)."""
+    if not isinstance(message, dict):
+        return []
+    parts = message.get("parts")
+    if isinstance(parts, list):
+        found = [
+            (p.get("name"), p.get("arguments"))
+            for p in parts
+            if isinstance(p, dict) and p.get("type") == "tool_call"
+        ]
+        if found:
+            return found
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list):
+        return []
+    out = []
+    for call in calls:
+        if isinstance(call, dict):
+            function = call.get("function")
+            body = function if isinstance(function, dict) else call
+            out.append((body.get("name"), body.get("arguments")))
+    return out
+
+
+def _first_calls(messages: list[Any]) -> list[tuple[Any, Any]]:
+    return next((calls for calls in map(_message_calls, messages) if calls), [])
+
+
+def _choice_calls(span: Span) -> list[tuple[Any, Any]]:
+    """Tool calls of the older conventions' ``gen_ai.choice`` events (first choice that has some)."""
+    messages = []
+    for name, attrs in span.events:
+        if name == "gen_ai.choice":
+            message = attrs.get("message")
+            if isinstance(message, str):
+                message = _json_object(message)
+            if not isinstance(message, dict):
+                message = _event_content(attrs).get("message")
+            messages.append(message)
+    return _first_calls(messages)
+
+
+def _indexed_calls(
+    attrs: dict[str, Any], prefix: str, calls: str, name: str, arguments: str
+) -> list[tuple[Any, Any]]:
+    """``prefix.N.calls.M.name`` / ``.arguments`` (N: choice, M: call) of the first choice with calls."""
+    for i in range(_CHOICES):
+        out: list[tuple[Any, Any]] = []
+        while (
+            len(out) < _MAX_CALLS
+            and (called := attrs.get(f"{prefix}.{i}.{calls}.{len(out)}.{name}")) is not None
+        ):
+            out.append((called, attrs.get(f"{prefix}.{i}.{calls}.{len(out)}.{arguments}")))
+        if out:
+            return out
+    return []
+
+
+def _found_calls(span: Span) -> list[tuple[Any, Any]]:
+    """(name, arguments) of the tool calls in the first place that has one (module docstring)."""
+    attrs = span.attributes
+    places: tuple[Callable[[], list[tuple[Any, Any]]], ...] = (
+        lambda: _first_calls(_messages(attrs.get("gen_ai.output.messages"))),
+        lambda: _choice_calls(span) if span.events else [],
+        lambda: _indexed_calls(attrs, "gen_ai.completion", "tool_calls", "name", "arguments"),
+        lambda: _indexed_calls(
+            attrs,
+            "llm.output_messages",
+            "message.tool_calls",
+            "tool_call.function.name",
+            "tool_call.function.arguments",
+        ),
+    )
+    return next((calls for calls in (place() for place in places) if calls), [])
+
+
+def requested_calls(span: Span) -> list[dict[str, str | None]]:
+    """The tool calls an LLM span's output asks for (module docstring: the first place that has one), at
+    most 20, each ``{"name", "arguments"}`` with the arguments as text clipped to :data:`STEP_TEXT`."""
+    return [
+        {"name": str(name)[:128] if name not in (None, "") else "?", "arguments": _step_text(arguments)}
+        for name, arguments in _found_calls(span)[:_MAX_CALLS]
+    ]
+
+
+class ToolCallsOnly(SchemaViolation):
+    """An LLM span that answered with tool calls only: nothing to evaluate as an event (a ``schema`` dead
+    letter naming the tools), a ``plan`` step of its run with an ``assemble: spans`` session."""
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        event_id: str,
+        calls: list[dict[str, str | None]],
+        model: str | None,
+        input_text: str | None,
+    ) -> None:
+        super().__init__(reason, event_id=event_id)
+        self.calls = calls
+        self.model = model
+        self.input_text = input_text
 
 
 # -- the request event ------------------------------------------------------------------------------
@@ -238,7 +362,8 @@ def to_event(
     span: Span, *, category_attribute: str | None = None, tag_attributes: tuple[str, ...] = ()
 ) -> dict[str, Any] | None:
     """The request event of an LLM span; None for any other span. Raises :class:`SchemaViolation` for an
-    LLM span that cannot make one (no output text, no model, no trace or span id)."""
+    LLM span that cannot make one (no output text, no model, no trace or span id): :class:`ToolCallsOnly`
+    when its output is tool calls only."""
     attrs = span.attributes
     family = convention(attrs)
     texts = None
@@ -269,6 +394,17 @@ def to_event(
     )
     input_text, output_text = texts or _texts(span)
     if output_text is None:
+        calls = requested_calls(span)
+        if calls:
+            names = ", ".join(c["name"] or "?" for c in calls[:5]) + (", ..." if len(calls) > 5 else "")
+            raise ToolCallsOnly(
+                f"LLM span {span.span_id} ({span.name!r}, trace {span.trace_id}) answered with tool calls "
+                f"only ({names}): no text to evaluate",
+                event_id=event_id,
+                calls=calls,
+                model=model if isinstance(model, str) else None,
+                input_text=input_text,
+            )
         raise SchemaViolation(
             f"LLM span {span.span_id} ({span.name!r}, trace {span.trace_id}) has no output text "
             "(is content capture on in its instrumentation?)",
@@ -437,3 +573,27 @@ def to_step(span: Span) -> dict[str, Any] | None:
     elif agent:
         step["arguments"], step["result"] = _agent_texts(span)
     return step
+
+
+def to_plan(span: Span, only: ToolCallsOnly) -> dict[str, Any]:
+    """The ``plan`` step of an LLM span that answered with tool calls only (``only``, raised by
+    :func:`to_event` for it): the model, the tool calls it asked for, its input (the last user message).
+    Never evaluated: with an ``assemble: spans`` session it is a step of its run, shown as the calls."""
+    return {
+        "id": f"{span.trace_id}-{span.span_id}",
+        "kind": "plan",
+        "name": span.name[:128],
+        "t": span.end_ns / 1e9,
+        "root": span.is_root,
+        "error": None,
+        "model": only.model[:256] if only.model is not None else None,
+        "input": only.input_text,  # clipped by the turn as an LLM turn's input is
+        "calls": only.calls,
+        "metadata": {
+            "trace_id": span.trace_id,
+            "span_id": span.span_id,
+            "span_name": span.name,
+            "service.name": span.resource.get("service.name"),
+            "finish_reasons": _finish_reasons(span),
+        },
+    }

@@ -16,7 +16,7 @@ from ..outputs import OUTPUTS
 from ..strictjson import DEFAULT_MAX_EVENT_DEPTH
 from ._base import Decoder, Item, NativeDecoder, check_size
 from ._config import InputConfig, JsonInput, NativeInput, OtlpInput
-from ._genai import to_event, to_step
+from ._genai import ToolCallsOnly, to_event, to_plan, to_step
 from ._json_map import JsonDecoder
 from ._otlp import Span, spans_from_json, spans_from_proto
 
@@ -28,9 +28,11 @@ __all__ = ["Inputs", "OtlpDecoder", "build_decoder", "check_input_topics"]
 class OtlpDecoder:
     """One request event per LLM span of an OTLP trace export; other spans are skipped and counted.
 
-    With ``steps`` (the suite file has an ``assemble: spans`` session), tool spans and each trace's root
-    span are also handed on, as step items (:attr:`Item.step`): steps of the trace's agent run, never
-    evaluated as events. A root span that is also an LLM span gives both (the step's id ends in ``:end``).
+    With ``steps`` (the suite file has an ``assemble: spans`` session), tool spans, sub-agent spans and
+    each trace's root span are also handed on, as step items (:attr:`Item.step`): steps of the trace's
+    agent run, never evaluated as events; so is an LLM span that answered with tool calls only (a
+    ``plan`` step; without ``steps`` it is a ``schema`` dead letter naming the tools). A root span that
+    is also an LLM span gives both (the end step's id ends in ``:end``).
     """
 
     def __init__(
@@ -57,10 +59,16 @@ class OtlpDecoder:
         skipped = 0
         llm = 0
         for span in spans:
+            plan = None
             try:
-                event = to_event(
-                    span, category_attribute=self.spec.category_attribute, tag_attributes=self._tags
-                )
+                try:
+                    event = to_event(
+                        span, category_attribute=self.spec.category_attribute, tag_attributes=self._tags
+                    )
+                except ToolCallsOnly as only:
+                    if not self.steps:
+                        raise
+                    event, plan = None, to_plan(span, only)
                 step = to_step(span) if self.steps else None
             except SchemaViolation as exc:
                 items.append(
@@ -74,11 +82,14 @@ class OtlpDecoder:
             if event is not None:
                 llm += 1
                 items.append(Item(orjson.dumps(event), replace(source, item=event["id"])))
+            elif plan is not None:
+                llm += 1
+                items.append(Item(orjson.dumps(plan), replace(source, item=plan["id"]), step=True))
             if step is not None:
-                if event is not None:
+                if event is not None or plan is not None:
                     step["id"] += ":end"
                 items.append(Item(orjson.dumps(step), replace(source, item=step["id"]), step=True))
-            elif event is None:
+            elif event is None and plan is None:
                 skipped += 1
         telemetry.observe_spans(self.spec.topic, llm=llm, skipped=skipped)
         return items

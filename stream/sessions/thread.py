@@ -5,9 +5,12 @@ the session's scoring suite: its rule evaluators, its judge panel, combine, gate
 
 * ``output``: the whole thread in order (:func:`render`): each turn's input (``user``; a turn whose input
   is the user message shown last, as an agent run's LLM calls each carry the run's task, says so in one
-  line instead of repeating it) and reply (the turn's role, ``assistant`` by default) and its tool calls; an agent run's steps (tool and sub-agent
-  spans: the call, its clipped arguments and result or its error; the root span's end) in their place in time; the judges see it as the text under
-  evaluation. The model's name is not in it (blind mode holds: the judges see it as "Model A").
+  line instead of repeating it) and reply (the turn's role, ``assistant`` by default) and its tool
+  calls; an agent run's steps (tool and sub-agent spans: the call, its clipped arguments and result or
+  its error; an LLM call that answered with tool calls only: its input as any turn's and ``assistant
+  asked for get_weather({...}), ...``; the root span's end) in their place in time; the judges see it as
+  the text under evaluation. The model's name is not in it (blind mode holds: the judges see it as
+  "Model A").
 * ``input``: one line saying what the thread is (turn count, turns left out).
 * ``category``: the session's ``category`` (default ``multi_turn``: the multi-judge spec's rubric
   context_retention 40 %, relevance 30 %, coherence 30 %).
@@ -41,8 +44,9 @@ def result_id(session: str, key: str, revision: int) -> str:
 def thread_metrics(turns: list[dict[str, Any]], received: int) -> dict[str, Any]:
     """Rule metrics over the kept ``turns`` (in order) of a session that received ``received`` turns.
 
-    Scores, domains and the agent figures read the scored turns (an agent run's tool and end steps
-    have no score); a run with no scored turn kept scores 0."""
+    Scores, domains and the agent figures read the scored turns (an agent run's steps have no score);
+    tool calls and their errors are the ``tools`` of turns and of tool and sub-agent steps (a ``plan``
+    step's requested ``calls`` are not: the tool spans are); a run with no scored turn kept scores 0."""
     scored = [t for t in turns if t.get("score") is not None]
     scores = [float(t["score"]) for t in scored] or [0.0]
     first, last = turns[0]["t"], turns[-1]["t"]
@@ -93,6 +97,12 @@ def _call(call: dict[str, Any]) -> str:
     return text
 
 
+def _request(call: dict[str, Any]) -> str:
+    """A tool call an LLM call asked for (a ``plan`` step): its name and arguments."""
+    arguments = call.get("arguments")
+    return f"{call['name']}({arguments})" if arguments is not None else f"{call['name']}()"
+
+
 def render(turns: list[dict[str, Any]], dropped: int) -> str:
     """The thread as the judges read it: turns in order, roles, tool calls; dropped turns counted where
     they were (the middle)."""
@@ -121,6 +131,10 @@ def render(turns: list[dict[str, Any]], dropped: int) -> str:
             else:
                 lines.append(f"### turn {number} - user\n{text}")
                 shown = (text, number)
+        if step == "plan":  # an LLM call that answered with tool calls only: what it asked for
+            asked = ", ".join(_request(call) for call in turn.get("calls") or ()) or "tools"
+            lines.append(f"### turn {number} - {turn['role']} asked for {asked}")
+            continue
         lines.append(f"### turn {number} - {turn['role']}\n{turn['output']}")
         lines.extend(f"- {_call(call)}" for call in turn.get("tools") or ())
     return "\n".join(lines)

@@ -10,11 +10,14 @@ the turn's own ``score`` / ``passed`` / ``gates`` (failed gates), ``refusal`` an
 ``tools`` (tool calls, when the event carries ``metadata.tool_calls``).
 
 An agent run (a session with ``assemble: spans``) also has steps that are not request events: the
-trace's tool spans, its sub-agents' spans (``invoke_agent`` below the root) and its root span
-(:func:`step_turns`). A step's turn has ``step`` (``tool``, ``agent`` or ``end``), no score (``score``
-None: the rule metrics and the agent figures read the scored turns only), and for a tool or sub-agent
-span one call in ``tools`` (a sub-agent's has ``agent: true``, its input as the arguments and its answer
-as the result); the root span's step carries the run's end marker.
+trace's tool spans, its sub-agents' spans (``invoke_agent`` below the root), its LLM calls that answered
+with tool calls only and its root span (:func:`step_turns`). A step's turn has ``step`` (``tool``,
+``agent``, ``plan`` or ``end``), no score (``score`` None: the rule metrics and the agent figures read
+the scored turns only), and for a tool or sub-agent span one call in ``tools`` (a sub-agent's has
+``agent: true``, its input as the arguments and its answer as the result); a ``plan`` step (an LLM call
+that asked for tools and said nothing) has the ``model``, the ``input`` (the last user message) and the
+calls it asked for in ``calls`` (name and arguments; not in ``tools``: the tool spans are the calls, a
+request is neither a call nor an error); the root span's step carries the run's end marker.
 """
 
 from __future__ import annotations
@@ -172,10 +175,42 @@ def turns_of(sessions: Sequence[Any], event: RequestEvent, result: GradedResult)
     return tuple(out)
 
 
+def _plan(step: dict[str, Any], t: float, limit: int) -> dict[str, Any]:
+    """The turn of a ``plan`` step: an LLM call that answered with tool calls only (module docstring)."""
+    given = step.get("input")
+    model = step.get("model")
+    calls = []
+    for call in (step.get("calls") or ())[:MAX_TOOL_CALLS]:
+        entry = {"name": clip(str(call.get("name") or "?"), 128)}
+        if call.get("arguments") is not None:
+            entry["arguments"] = clip(str(call["arguments"]), TOOL_TEXT)
+        calls.append(entry)
+    return {
+        "id": step["id"],
+        "t": t,
+        "step": "plan",
+        "role": "assistant",
+        "name": clip(str(step.get("name") or "?"), 128),
+        "input": clip(str(given), limit) if given is not None else None,
+        "output": "",
+        "model": clip(model, 256) if isinstance(model, str) and model else None,
+        "category": None,
+        "domain": None,
+        "suite": None,
+        "score": None,
+        "passed": None,
+        "gates": [],
+        "refusal": False,
+        "error": False,
+        "calls": calls,
+    }
+
+
 def step_turns(sessions: Sequence[Any], step: dict[str, Any], received_at: float) -> tuple[Turn, ...]:
-    """The turns a step of an agent run (a tool or root span: :func:`streameval.inputs._genai.to_step`)
-    adds to the ``assemble: spans`` sessions; the root span's step ends the run (the end marker). A span
-    without an end time is placed when it was received (as an event without a timestamp)."""
+    """The turns a step of an agent run (a tool, sub-agent, plan or root span:
+    :func:`streameval.inputs._genai.to_step`, :func:`~streameval.inputs._genai.to_plan`) adds to the
+    ``assemble: spans`` sessions; the root span's step ends the run (the end marker). A span without an
+    end time is placed when it was received (as an event without a timestamp)."""
     out = []
     t = max(0.0, round(float(step["t"]) or received_at, 3))
     for session in sessions:
@@ -185,8 +220,12 @@ def step_turns(sessions: Sequence[Any], step: dict[str, Any], received_at: float
         if key is None:
             out.append(Turn(session.name, None, step["id"], t))
             continue
-        error = step.get("error")
         kind = step["kind"]
+        if kind == "plan":
+            plan = _plan(step, t, text_limit(session.config.max_bytes))
+            out.append(Turn(session.name, key, step["id"], t, False, orjson.dumps(plan)))
+            continue
+        error = step.get("error")
         called = kind in ("tool", "agent")  # a tool call, or a sub-agent (called by the run as a tool is)
         record: dict[str, Any] = {
             "id": step["id"],

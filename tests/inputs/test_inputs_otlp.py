@@ -18,6 +18,7 @@ from _otel import (
     openllmetry_span,
     record,
     span_event_span,
+    tool_calls_span,
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -249,6 +250,66 @@ def test_llm_span_without_output_is_a_schema_dead_letter(fmt: str) -> None:
     )  # type: ignore[union-attr]
     assert no_model.error is not None and "model" in no_model.error.reason
     assert orjson.loads(no_output.raw)["spanId"] == f"{spans[0].context.span_id:016x}"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("convention", ["gen_ai", "span_events", "openllmetry", "openinference"])
+@pytest.mark.parametrize("fmt", ENCODERS)
+def test_an_answer_of_tool_calls_only_is_a_dead_letter_naming_the_tools(fmt: str, convention: str) -> None:
+    """What OpenAI's chat completions answer when the model calls tools (no text): nothing to evaluate;
+    the reason names the tools, not content capture. OpenInference's output.value (the response as JSON,
+    ``"content": null``) is not taken for the answer."""
+    calls = [(f"tool_{i}", {"n": i}) for i in range(7)]
+    with record() as (tracer, finished):
+        tool_calls_span(tracer, convention, prompt="天气?", calls=calls[:2])
+        tool_calls_span(tracer, convention, prompt="all", calls=calls)
+        spans = finished()
+        items = decoder(fmt).decode(ENCODERS[fmt](spans), SOURCE)
+    assert [i.error is not None for i in items] == [True, True]
+    two, seven = (i.error for i in items)
+    assert two is not None and two.kind == "schema" and two.event_id == span_id(spans[0])  # type: ignore[attr-defined]
+    assert str(two).endswith("answered with tool calls only (tool_0, tool_1): no text to evaluate")
+    assert "content capture" not in str(two)
+    assert "(tool_0, tool_1, tool_2, tool_3, tool_4, ...): no text" in str(seven)
+    # with an assemble: spans session the same spans are plan steps of their runs
+    spec = OtlpInput(topic="otlp_spans", format=fmt)  # type: ignore[arg-type]
+    planned = OtlpDecoder(spec, steps=True).decode(ENCODERS[fmt](spans), SOURCE)
+    docs = [orjson.loads(i.raw) for i in planned]
+    assert all(i.error is None and i.step for i in planned)
+    # root spans: each is also its run's end (the end step's id ends in :end)
+    assert [(d["kind"], d["id"]) for d in docs] == [
+        ("plan", span_id(spans[0])),
+        ("root", span_id(spans[0]) + ":end"),
+        ("plan", span_id(spans[1])),
+        ("root", span_id(spans[1]) + ":end"),
+    ]
+    assert [c["name"] for c in docs[2]["calls"]] == [n for n, _ in calls]
+    assert docs[0]["calls"][1]["arguments"] in ('{"n":1}', '{"n": 1}')
+
+
+def test_an_answer_with_text_and_tool_calls_is_an_event_as_before() -> None:
+    with record() as (tracer, finished):
+        gen_ai_span(
+            tracer,
+            prompt="天气?",
+            answer="x",
+            **{
+                "gen_ai.output.messages": json.dumps(
+                    [
+                        {
+                            "role": "assistant",
+                            "parts": [
+                                {"type": "text", "content": "Let me look."},
+                                {"type": "tool_call", "name": "get_weather", "arguments": {"city": "Paris"}},
+                            ],
+                        }
+                    ]
+                )
+            },
+        )
+        spec = OtlpInput(topic="otlp_spans", format="otlp_json")  # type: ignore[call-arg]
+        item, end = OtlpDecoder(spec, steps=True).decode(export_json(finished()), SOURCE)
+    assert item.error is None and not item.step and orjson.loads(item.raw)["output"] == "Let me look."
+    assert end.step and orjson.loads(end.raw)["kind"] == "root"
 
 
 @pytest.mark.parametrize(

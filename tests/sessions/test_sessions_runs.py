@@ -1,7 +1,8 @@
 """Agent runs (``assemble: spans``): the spans of one trace, made by the real OpenTelemetry SDK, become one
 run: its LLM spans are evaluated as events and are the run's scored turns, its tool spans, its
-sub-agents' spans and its root span are steps (never evaluated), the thread holds them in time order with a failing tool call, the rule
-metrics count the failure, and the root span's end closes the run."""
+sub-agents' spans, its LLM calls that answered with tool calls only (plan steps) and its root span are
+steps (never evaluated), the thread holds them in time order with a failing tool call, the rule metrics
+count the failure, and the root span's end closes the run, online as offline."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import orjson
 import pytest
-from _otel import LONG_ARGUMENT, agent_trace, export_json, export_proto, gen_ai_span, record
+from _otel import LONG_ARGUMENT, PLANNED, agent_trace, export_json, export_proto, gen_ai_span, record
 
 from streameval.batch import evaluate_items
 from streameval.cli import main
@@ -21,7 +22,7 @@ from streameval.envelope import Source
 from streameval.inputs import Inputs
 from streameval.pipeline import Pipeline
 from streameval.sessions.thread import thread_event
-from streameval.sessions.turns import TOOL_TEXT
+from streameval.sessions.turns import TOOL_TEXT, text_limit
 
 SUITES: dict[str, Any] = {
     "inputs": [{"topic": "spans", "format": "otlp_proto"}, {"topic": "spans.json", "format": "otlp_json"}],
@@ -44,9 +45,9 @@ SUITES: dict[str, Any] = {
 }
 
 
-def _export(fmt: str) -> tuple[bytes, str]:
+def _export(fmt: str, plan: str | None = None) -> tuple[bytes, str]:
     with record() as (tracer, finished):
-        agent_trace(tracer)
+        agent_trace(tracer, plan=plan)
         spans = finished()
     trace_id = f"{spans[0].context.trace_id:032x}"
     return (export_proto(spans) if fmt == "proto" else export_json(spans)), trace_id
@@ -242,6 +243,32 @@ def test_a_step_without_an_end_time_is_placed_when_it_arrived() -> None:
     assert orjson.loads(turn.payload)["tools"] == [{"name": "ping", "result": "pong", "error": None}]
 
 
+def test_a_plan_step_keeps_its_calls_clipped_as_tool_calls_are() -> None:
+    _, suites = parse_config(SUITES)
+    step = {
+        "id": "t-p",
+        "kind": "plan",
+        "name": "chat gpt-4o",
+        "t": 1_800_000_000.5,
+        "root": True,  # a root LLM span: its own end step (another item) carries the end marker
+        "error": None,
+        "model": "gpt-4o-2024-08-06",
+        "input": "问" * 200_000,
+        "calls": [{"name": f"t{i}", "arguments": LONG_ARGUMENT} for i in range(30)] + [{"name": None}],
+        "metadata": {"trace_id": "ab" * 16},
+    }
+    [turn] = Pipeline(suites).step(orjson.dumps(step), Source()).turns
+    record = orjson.loads(turn.payload)
+    assert (turn.end, record["step"], record["score"], record["model"]) == (
+        False,
+        "plan",
+        None,
+        "gpt-4o-2024-08-06",
+    )
+    assert len(record["calls"]) == 20 and all(len(c["arguments"]) == TOOL_TEXT for c in record["calls"])
+    assert len(record["input"]) == text_limit(1 << 20) and record["input"].endswith("…")  # as an LLM turn's
+
+
 def _sub_agent_trace(tracer: Any, convention: str) -> None:
     """A root agent that hands the research to a sub-agent (one that fails in the second run), under
     each convention's marker of an agent span."""
@@ -324,3 +351,128 @@ async def test_a_sub_agent_below_the_root_is_a_step_of_the_run(convention: str) 
         3,
         0,
     )
+
+
+#: the conventions of an LLM call answering with tool calls only (tests/_otel.py tool_calls_span)
+PLANS = ["gen_ai", "span_events", "openllmetry", "openinference"]
+
+
+def _asked(convention: str) -> str:
+    """How the thread shows PLANNED: GenAI's structured arguments are written as compact JSON, the
+    others' JSON text as the instrumentation wrote it."""
+    if convention == "gen_ai":
+        return 'get_weather({"city":"Paris"}), book_hotel({"city":"Paris"})'
+    return 'get_weather({"city": "Paris"}), book_hotel({"city": "Paris"})'
+
+
+@pytest.mark.parametrize("convention", PLANS)
+async def test_an_llm_call_answering_with_tool_calls_only_is_a_plan_step_of_the_run(convention: str) -> None:
+    raw, trace_id = _export("proto", plan=convention)
+    _, suites = parse_config(SUITES)
+    items = Inputs(suites.inputs, steps=True).expand([(raw, Source("spans", 0, 0))])
+    assert all(item.error is None for item in items)  # not a dead letter any more
+    docs = [orjson.loads(item.raw) for item in items]
+    assert [(item.step, d.get("kind")) for item, d in zip(items, docs, strict=True)] == [
+        (True, "plan"),
+        (True, "tool"),
+        (True, "tool"),
+        (False, None),
+        (True, "root"),
+    ]
+    plan = docs[0]
+    assert [c["name"] for c in plan["calls"]] == [name for name, _ in PLANNED]
+    assert plan["input"] == "明天巴黎天气如何?顺便订酒店。" and plan["model"].startswith("gpt-4o")
+    assert plan["id"] == f"{trace_id}-{plan['metadata']['span_id']}" and plan["root"] is False
+
+    outcomes = await evaluate_items(Pipeline(suites), items)
+    assert [o.result is not None for o in outcomes] == [False, False, False, True, False]
+    assert all(o.dead_letter is None for o in outcomes)
+    turns = [t for o in outcomes for t in o.turns]
+    assert [t.end for t in turns] == [False, False, False, False, True]  # the root's end step only
+    records = [orjson.loads(t.payload) for t in sorted(turns, key=lambda t: t.time)]
+    assert [r.get("step") for r in records] == ["plan", "tool", "tool", None, "end"]
+    assert records[0]["score"] is None and "tools" not in records[0]
+    event, metrics = thread_event("runs", trace_id, "agent", 0, records, len(records))
+    lines = [line for line in event.output.splitlines() if line.startswith("### turn")]
+    assert lines[:2] == ["### turn 1 - user", f"### turn 1 - assistant asked for {_asked(convention)}"]
+    assert lines[2].startswith("### turn 2 - tool call get_weather(")
+    assert lines[3] == '### turn 3 - tool call book_hotel({"city": "Paris"}) failed: no rooms left'
+    assert lines[4:] == ["### turn 4 - user", "### turn 4 - assistant", "### turn 5 - the run ended (travel)"]
+    assert "明天巴黎天气如何?顺便订酒店。" in event.output.split("### turn 2")[0]
+    assert "gpt-4o" not in event.output  # blind mode: the plan's model is kept, not shown
+    # the request is neither a tool call nor an error: the tool spans are the calls
+    assert (metrics["tool_calls"], metrics["tool_errors"], metrics["steps"], metrics["errors"]) == (
+        2,
+        1,
+        4,
+        0,
+    )
+    assert (metrics["turns"], metrics["score_mean"], metrics["unclean_turns"]) == (5, 1.0, 1)
+    assert len(event.agent.results) == 1  # type: ignore[union-attr]  # the one scored turn: the answer
+
+
+@pytest.mark.parametrize("convention", PLANS)
+def test_without_a_spans_session_a_tool_call_only_answer_is_a_dead_letter_naming_the_tools(
+    convention: str,
+) -> None:
+    raw, _ = _export("proto", plan=convention)
+    _, suites = parse_config({**SUITES, "sessions": []})
+    items = Inputs(suites.inputs, steps=suites.assembles_spans).expand([(raw, Source("spans", 0, 0))])
+    assert [item.error is None for item in items] == [False, True]
+    error = items[0].error
+    assert error is not None and error.kind == "schema"  # type: ignore[attr-defined]
+    assert "answered with tool calls only (get_weather, book_hotel): no text to evaluate" in str(error)
+    assert "content capture" not in str(error)
+
+
+async def test_a_run_with_plan_steps_gives_the_same_result_online_and_offline(
+    tmp_path: Path, aredis: Any, prefix: str
+) -> None:
+    """The worker's path (Processor, Redis state, closer) and ``streameval evaluate`` on the same OTLP/JSON
+    exports: the same run results, plan steps included."""
+    from streameval.models import SessionResult
+    from streameval.outputs import Publish
+    from streameval.processor import Processor
+    from streameval.sessions.closer import SessionCloser
+    from streameval.sessions.state import SessionStore, session_terms
+    from streameval.store import ResultStore
+
+    exports = [_export("json", plan=convention)[0] for convention in PLANS]
+    config = tmp_path / "suites.yaml"
+    config.write_text(json.dumps(SUITES, ensure_ascii=False), encoding="utf-8")
+    source = tmp_path / "spans.jsonl"
+    source.write_bytes(b"\n".join(exports) + b"\n")
+    out = tmp_path / "out.jsonl"
+    argv = ["evaluate", "--config", str(config), "--input", str(source), "--output", str(out)]
+    import asyncio
+
+    assert await asyncio.to_thread(main, [*argv, "--input-topic", "spans.json", "--quiet"]) == 0
+    offline = [
+        SessionResult.model_validate_json(line)
+        for line in (tmp_path / "out.sessions.jsonl").read_bytes().splitlines()
+    ]
+    assert not (tmp_path / "out.deadletter.jsonl").read_bytes()
+
+    _, suites = parse_config(SUITES)
+    pipeline = Pipeline(suites)
+    store = ResultStore(aredis, prefix=prefix, windows=(60,))
+    state = SessionStore(aredis, session_terms(suites.sessions, 0.0), prefix=prefix, worker_id="w")
+    processor = Processor(pipeline, store, inputs=Inputs(suites.inputs, steps=True), sessions=state)
+    published = await processor.process_batch(
+        [(raw, Source("spans.json", 0, i)) for i, raw in enumerate(exports)]
+    )
+    assert [m.kind for m in published] == ["result"] * len(exports)  # the answers; no dead letter
+    sent: list[Publish] = []
+
+    async def send(message: Publish) -> None:
+        sent.append(message)
+
+    assert await SessionCloser(state, store, pipeline, suites.sessions).run_once(send) == len(exports)
+    online = [SessionResult.model_validate_json(m.value) for m in sent if m.kind == "session"]
+    skip = {"closed_at", "evaluated_at", "latency_ms"}
+    assert sorted((r.model_dump(exclude=skip) for r in online), key=lambda r: r["key"]) == sorted(
+        (r.model_dump(exclude=skip) for r in offline), key=lambda r: r["key"]
+    )
+    for run in online:
+        assert run.closed_by == "end" and len(run.turn_ids) == 5
+        assert (run.metrics.tool_calls, run.metrics.tool_errors, run.metrics.steps) == (2, 1, 4)
