@@ -172,10 +172,11 @@ async def test_evaluation_processes_decode_the_steps_the_same_way() -> None:
     from streameval.evalpool import EvalPool
 
     raw, _ = _export("proto")
+    planned, _ = _export("proto", plan="openinference")  # a plan step, decoded in the process too
     text = yaml.safe_dump(SUITES, allow_unicode=True)
     _, suites = parse_config_text(text)
     inputs, pipeline = Inputs(suites.inputs, steps=True), Pipeline(suites)
-    batch = [(raw, Source("spans", 0, 0))]
+    batch = [(raw, Source("spans", 0, 0)), (planned, Source("spans", 0, 1))]
     _, here = await evaluate_messages(pipeline, inputs, batch)
     pool = EvalPool(text, "<test>", 1, max_event_bytes=1 << 20, max_event_depth=64)
     await pool.start()
@@ -184,7 +185,10 @@ async def test_evaluation_processes_decode_the_steps_the_same_way() -> None:
     finally:
         await pool.close()
     assert [t for o in there for t in o.turns] == [t for o in here for t in o.turns]
-    assert [o.result is None for o in there] == [False, True, True, False, True]
+    # the first trace: answer, tools, answer, end; the second: its plan step, tools, answer, end
+    answered = [False, True, True, False, True]
+    assert [o.result is None for o in there] == [*answered, True, *answered[1:]]
+    assert all(o.dead_letter is None for o in there)
 
 
 def test_a_trace_without_llm_spans_gives_no_run_result(tmp_path: Path) -> None:
