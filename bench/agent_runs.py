@@ -21,8 +21,9 @@ export time + a random delay in [0, ``--jitter-s``); each partition is read in a
 of ``--batch`` messages taken round robin (as workers interleave partitions): spans of a run arrive out
 of order, the root span sometimes before its children. Every LLM call that asks for tools also says
 something ("Let me call get_weather first."); with ``--tool-only SHARE`` that share of them answers with
-tool calls only, as OpenAI's chat completions do (no text: such a span is a ``schema`` dead letter, not a
-turn of its run; docs/inputs.md).
+tool calls only, as OpenAI's chat completions do (no text: in the plain pass such a span is a ``schema``
+dead letter naming its tools, in the runs pass a ``plan`` step of its run; docs/inputs.md,
+docs/sessions.md).
 
 The same messages go through the worker's :class:`~streameval.processor.Processor` (its OTLP input
 decoding included, in the worker's process) twice: once with a suite file without sessions (the
@@ -689,7 +690,8 @@ async def main_async(args: argparse.Namespace) -> None:
             by = Counter(r.closed_by for r in results)
             print(
                 f"results: {sum(len(r.turn_ids) for r in results)} turns and steps of {spans} spans, "
-                f"{sum(r.metrics.steps for r in results)} steps (generated {spans - llm}), "
+                f"{sum(r.metrics.steps for r in results)} steps (generated {spans - llm + tally.tool_only}: "
+                f"{tally.tool_only} of them plan steps), "
                 f"{sum(r.metrics.tool_errors for r in results)} tool errors (generated {tally.tool_errors}), "
                 f"{sum(r.metrics.errors for r in results)} failed runs (generated {tally.root_errors}), "
                 f"closed_by {dict(by)}, revisions {sum(r.revision > 0 for r in results)}"
@@ -715,7 +717,7 @@ def main() -> None:
         type=float,
         default=0.0,
         help="share of the LLM calls that ask for tools answering with tool calls only, no text (OpenAI's "
-        "chat completions): such a span is a dead letter",
+        "chat completions): a dead letter in the plain pass, a plan step of its run in the runs pass",
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="Redis commandstats per span of each pass")
