@@ -403,7 +403,8 @@ class SessionMetrics(BaseModel):
     steps: int = Field(
         default=0,
         ge=0,
-        description="an agent run's steps that are not LLM calls (tool spans, the root span's end)",
+        description="an agent run's unscored steps (tool and sub-agent spans, LLM calls that answered "
+        "with tool calls only, the root span's end)",
     )
     unclean_turns: int = Field(ge=0, description="turns with any of the above")
     collaboration_efficiency: float = Field(
