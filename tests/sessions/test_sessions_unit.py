@@ -169,6 +169,25 @@ def test_a_user_message_repeated_by_the_next_turns_is_shown_once() -> None:
     assert "### turn 4 - user\nAnd a hotel?" in text and f"### turn 5 - user\n{task}" in text
 
 
+def test_a_plan_step_shows_its_input_as_any_turn_and_the_calls_it_asked_for() -> None:
+    task = "Plan a trip to Lyon and book the train."
+    calls = [{"name": "trains", "arguments": '{"to": "Lyon"}'}, {"name": "ping"}]
+    turns = [
+        record(0, 1.0, step="plan", input=task, output="", calls=calls),
+        record(1, 2.0, step="tool", tools=[{"name": "trains", "arguments": "{}", "result": "9:00"}]),
+        record(2, 3.0, input=task, output="The 9:00 train is booked."),
+    ]
+    assert render(turns, dropped=0).splitlines() == [
+        "### turn 1 - user",
+        task,
+        '### turn 1 - assistant asked for trains({"to": "Lyon"}), ping()',
+        "### turn 2 - tool call trains({}) -> 9:00",
+        "### turn 3 - user: the same message as turn 1",
+        "### turn 3 - assistant",
+        "The 9:00 train is booked.",
+    ]
+
+
 def test_judges_see_the_whole_thread_blind_with_the_multi_turn_rubric() -> None:
     turns = [record(i, float(i)) for i in range(3)]
     event, _ = thread_event("conv", "k", "multi_turn", 0, turns, received=3)
