@@ -322,10 +322,13 @@ def _fields(model: Any, cls: type[BaseModel], names: tuple[str, ...]) -> dict[st
 def _all_fields(
     models: list[Any], cls: type[BaseModel], names: tuple[str, ...]
 ) -> list[dict[str, Any]] | None:
+    """:func:`_fields` of each of ``models``, or None as soon as one is None."""
     out = []
     for model in models:
-        fields = _fields(model, cls, names)
-        if fields is None:
+        if type(model) is not cls:
+            return None
+        fields = model.__dict__
+        if tuple(fields) != names:
             return None
         out.append(fields)
     return out

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .batch import evaluate_batch, evaluate_items
-from .envelope import Outcome, Source
+from .envelope import Outcome, line_source
 from .evalpool import EvalPool
 from .inputs import Decoder
 from .judges import prices_of
@@ -50,7 +50,7 @@ def iter_lines(handle: BinaryIO) -> Iterator[tuple[int, bytes]]:
     """``(line number, raw bytes)`` of every non-blank line, without its line ending."""
     for number, line in enumerate(handle, start=1):
         raw = line.rstrip(b"\r\n")
-        if raw.strip():
+        if raw and not raw.isspace():  # what raw.strip() tells, without copying the line
             yield number, raw
 
 
@@ -144,7 +144,7 @@ async def evaluate_file(
                 if paused:
                     gc.disable()
                 try:
-                    batch = [(raw, Source(source_name, None, n)) for n, raw in chunk]
+                    batch = [(raw, line_source(source_name, n)) for n, raw in chunk]
                     if decoder is None:
                         step = evaluate_batch(pipeline, batch, pool)
                     else:

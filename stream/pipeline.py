@@ -33,7 +33,7 @@ from .config import BoundEvaluator, LoadedConfig, Suite
 from .embedding import encoder
 from .embedding_drift import DriftSample, sample
 from .embedding_drift import sampled as drift_sampled
-from .envelope import DEFAULT_MAX_EVENT_BYTES, Outcome, Source
+from .envelope import DEFAULT_MAX_EVENT_BYTES, Outcome, Source, result_outcome
 from .errors import EvaluatorError, EventError, EventTooLarge, InvalidJSON, SchemaViolation
 from .evaluators import Evaluator, Score
 from .evaluators.semantic import SemanticSimilarity
@@ -509,12 +509,7 @@ class Pipeline:
         turns = turns_of(sessions, event, result) if sessions else ()
         if drift is None and self.embedding_drift is not None:
             drift = self.drift_samples([event])[0]
-        return Outcome(
-            result=result,
-            counters=counters,
-            turns=turns,
-            drift=drift if isinstance(drift, DriftSample) else None,
-        )
+        return result_outcome(result, counters, turns, drift if isinstance(drift, DriftSample) else None)
 
     def step(self, raw: bytes, source: Source) -> Outcome:
         """The outcome of an agent run's step (an input's step item: a tool or root span's document): its
