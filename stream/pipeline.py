@@ -154,8 +154,9 @@ class Pipeline:
         """The event :meth:`decode` gives for ``raw``, parsed once, or None: then :meth:`decode` goes the
         usual way (depth, pydantic's JSON validation, the strict pass), which also gives every rejection.
 
-        The strict pass's parse (:func:`~streameval.strictjson.parse_plain`) validated by pydantic from
-        Python objects: for a plain document (see there) pydantic's JSON parser reads the same values,
+        One strict parse (:func:`~streameval.strictjson.parse_plain`: orjson's when the bytes are exactly
+        its own writing, else the strict pass's) validated by pydantic from Python objects: for a plain
+        document (see there) pydantic's JSON parser reads the same values,
         and the request model's strict validation accepts them alike from JSON and from Python
         (tests/core/test_decode_once.py compares the two ways on every corpus and on edge documents).
         Depth is checked after, unless the event cannot nest (no metadata, no blocks: depth 2 at most).

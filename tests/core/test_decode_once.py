@@ -1,7 +1,8 @@
 """Decoding an event once gives what the two-parse decode gave: the same event or the same rejection.
 
-:meth:`Pipeline.decode` first tries the strict pass's own parse validated from Python objects
-(``Pipeline._decode_once``, :func:`streameval.strictjson.parse_plain`); when that declines, the usual
+:meth:`Pipeline.decode` first tries one strict parse (orjson's for bytes that are exactly orjson's writing,
+else the strict pass's) validated from Python objects (``Pipeline._decode_once``,
+:func:`streameval.strictjson.parse_plain`); when that declines, the usual
 way runs (depth, pydantic's JSON validation, the strict pass). Here every event of the corpora, edge
 documents and drawn documents is decoded both ways: the events must be equal value for value (types,
 float signs, key order, fields set) and rejections identical (kind, reason, event id).
@@ -21,6 +22,7 @@ from metrics_corpus import multi_reference, text_pairs
 from pydantic import BaseModel
 
 from streameval import pipeline as pipeline_module
+from streameval import strictjson
 from streameval.config import parse_config
 from streameval.errors import EventError
 from streameval.pipeline import Pipeline
@@ -130,6 +132,16 @@ EDGES = [
             '{"\\ud800":1}',
             '{"a":1,"a":2}',
             "[[[[[1]]]]]",
+            "18446744073709551615",
+            "18446744073709551616",
+            "-9223372036854775808",
+            "1e+16",
+            "1.0",
+            "0.1",
+            '"\\u00e9"',
+            '"é"',
+            '"\\u001f\\n\\"\\\\"',
+            '{"a":[],"b":{}}',
         ]
     ),
     (BASE % ',"output":"y"').encode(),  # a duplicate top-level key
@@ -174,6 +186,20 @@ EDGES = [
 @pytest.mark.parametrize("raw", EDGES)
 def test_edge_documents_decode_alike(raw: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
     _check(raw, monkeypatch)
+
+
+def test_orjson_writing_is_read_by_orjson_and_the_rest_by_the_strict_pass() -> None:
+    event = {"id": "a", "model": "m", "output": 'é \u001f "x"', "metadata": {"n": [1, 2.5, -0.0, None]}}
+    canonical = orjson.dumps(event)
+    assert strictjson._canonical(canonical) == event
+    assert strictjson._canonical(json.dumps(event).encode()) is None  # ": " after the first key
+    for other in (
+        json.dumps(event, separators=(",", ":")).encode(),  # \u escapes
+        canonical.replace(b"2.5", b"25e-1"),  # another number form
+        canonical.replace(b'"model":"m"', b'"model":"m","model":"m"'),  # a duplicate key
+    ):
+        assert strictjson._canonical(other) is None
+        assert parse_plain(other) == (None if b'"model":"m","model"' in other else event)
 
 
 def test_only_bytes_are_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
