@@ -100,6 +100,8 @@ class Pipeline:
             }
         self._sync_suites: dict[str, bool] = {}
         self._gated: dict[str, frozenset[str]] = {}  # per suite: the names of its gate evaluators
+        # per suite object (held, so its id stays its own): its evaluators as _run_rules reads them
+        self._rules: dict[int, tuple[Suite, tuple[tuple[BoundEvaluator, Evaluator, bool], ...]]] = {}
         self.max_event_bytes = max_event_bytes
         self.max_event_depth = max_event_depth
         self.clock = clock
@@ -265,9 +267,8 @@ class Pipeline:
         """Evaluate the suite's synchronous evaluators into ``results`` / ``counters``, in suite order; each
         async one is started as a task into ``pending`` (its placeholder in ``results``)."""
         noted = latency_sink()  # each duration observed once per batch (telemetry)
-        for bound in suite.evaluators:
-            evaluator = bound.evaluator
-            if not evaluator.wants(event):
+        for bound, evaluator, samples in self._rules_of(suite):
+            if samples and not evaluator.wants(event):
                 continue
             if evaluator.is_async:
                 if pending is None:
@@ -288,6 +289,20 @@ class Pipeline:
             if score.counters:
                 counters[bound.name] = score.counters
         noted_latencies()
+
+    def _rules_of(self, suite: Suite) -> tuple[tuple[BoundEvaluator, Evaluator, bool], ...]:
+        """The suite's (bound evaluator, evaluator, whether it may leave events out) once per suite: the
+        base class's ``wants`` takes every event, so it is not called for evaluators that keep it."""
+        found = self._rules.get(id(suite))
+        if found is None or found[0] is not suite:
+            found = self._rules[id(suite)] = (
+                suite,
+                tuple(
+                    (bound, bound.evaluator, type(bound.evaluator).wants is not Evaluator.wants)
+                    for bound in suite.evaluators
+                ),
+            )
+        return found[1]
 
     def _graded(
         self,
