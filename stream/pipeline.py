@@ -170,7 +170,7 @@ class Pipeline:
             if document is None:
                 return None
             try:
-                event = _validate_event(document)
+                event: RequestEvent = _validate_event(document)
             except ValidationError:
                 return None
         finally:
