@@ -295,6 +295,8 @@ class Pipeline:
         base class's ``wants`` takes every event, so it is not called for evaluators that keep it."""
         found = self._rules.get(id(suite))
         if found is None or found[0] is not suite:
+            if len(self._rules) >= 1024:  # a pipeline's suites are fixed: a guard, not a path
+                self._rules.clear()
             found = self._rules[id(suite)] = (
                 suite,
                 tuple(
