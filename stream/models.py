@@ -115,6 +115,10 @@ def format_time(epoch: float) -> str:
     (tests/core/test_result_fastpath.py compares them), ~3x cheaper: the date and time of day are formatted
     once per second; the fraction is rounded to microseconds as datetime rounds it (half to even, a
     carry into the next second included), then cut to milliseconds as isoformat cuts it."""
+    global _last
+    last = _last
+    if epoch == last[0]:  # a batch's events without a timestamp of their own share one time
+        return last[1]
     if not isfinite(epoch):
         return _format_time(epoch)  # raises as datetime does
     fraction, whole = modf(epoch)
@@ -130,7 +134,9 @@ def format_time(epoch: float) -> str:
         if len(_seconds) >= 256:
             _seconds.clear()
         prefix = _seconds[whole] = datetime.fromtimestamp(whole, tz=UTC).isoformat(timespec="seconds")[:-6]
-    return f"{prefix}.{micros // 1000:03d}Z"
+    text = f"{prefix}.{micros // 1000:03d}Z"
+    _last = (epoch, text)
+    return text
 
 
 def _format_time(epoch: float) -> str:
@@ -139,6 +145,8 @@ def _format_time(epoch: float) -> str:
 
 # ``YYYY-MM-DDTHH:MM:SS`` of the last whole seconds formatted (a batch's events share a few)
 _seconds: dict[float, str] = {}
+# the last time formatted and its text (equal times have the same text, 5 and 5.0 or 0.0 and -0.0 too)
+_last: tuple[float, str] = (float("nan"), "")
 
 
 class RequestEvent(BaseModel):
@@ -314,10 +322,13 @@ def _fields(model: Any, cls: type[BaseModel], names: tuple[str, ...]) -> dict[st
 def _all_fields(
     models: list[Any], cls: type[BaseModel], names: tuple[str, ...]
 ) -> list[dict[str, Any]] | None:
+    """:func:`_fields` of each of ``models``, or None as soon as one is None."""
     out = []
     for model in models:
-        fields = _fields(model, cls, names)
-        if fields is None:
+        if type(model) is not cls:
+            return None
+        fields = model.__dict__
+        if tuple(fields) != names:
             return None
         out.append(fields)
     return out

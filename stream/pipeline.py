@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import httpx
 import orjson
 from jsonschema import Draft202012Validator
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from . import schemas, telemetry
 from ._util import clip, json_path
@@ -33,11 +33,11 @@ from .config import BoundEvaluator, LoadedConfig, Suite
 from .embedding import encoder
 from .embedding_drift import DriftSample, sample
 from .embedding_drift import sampled as drift_sampled
-from .envelope import DEFAULT_MAX_EVENT_BYTES, Outcome, Source
+from .envelope import DEFAULT_MAX_EVENT_BYTES, Outcome, Source, result_outcome
 from .errors import EvaluatorError, EventError, EventTooLarge, InvalidJSON, SchemaViolation
 from .evaluators import Evaluator, Score
 from .evaluators.semantic import SemanticSimilarity
-from .grading import Verdict, apply_gates, combine, grade
+from .grading import apply_gates, grade
 from .judges import PANEL_RESULT_NAME, JudgeCache, JudgeHub, SuiteJudge, sampled
 from .models import (
     DeadLetter,
@@ -50,11 +50,12 @@ from .models import (
 )
 from .sessions.turns import step_turns, turns_of
 from .signals import no_lag
-from .strictjson import DEFAULT_MAX_EVENT_DEPTH, check_depth, check_strict
-from .telemetry import note_latency
+from .strictjson import DEFAULT_MAX_EVENT_DEPTH, check_depth, check_strict, parse_plain
+from .telemetry import latency_sink, noted_latencies
 
 T = TypeVar("T")
 perf_counter = time.perf_counter
+_validate_event = RequestEvent.__pydantic_validator__.validate_python  # strict: the model's config
 
 __all__ = ["DEFAULT_MAX_EVENT_BYTES", "Outcome", "Pipeline", "Source"]
 
@@ -99,6 +100,8 @@ class Pipeline:
             }
         self._sync_suites: dict[str, bool] = {}
         self._gated: dict[str, frozenset[str]] = {}  # per suite: the names of its gate evaluators
+        # per suite object (held, so its id stays its own): its evaluators as _run_rules reads them
+        self._rules: dict[int, tuple[Suite, tuple[tuple[BoundEvaluator, Evaluator, bool], ...]]] = {}
         self.max_event_bytes = max_event_bytes
         self.max_event_depth = max_event_depth
         self.clock = clock
@@ -129,6 +132,9 @@ class Pipeline:
         """
         if len(raw) > self.max_event_bytes:
             raise EventTooLarge(f"event is {len(raw)} bytes; the limit is {self.max_event_bytes}")
+        event = self._decode_once(raw)
+        if event is not None:
+            return event
         check_depth(raw, max_depth=self.max_event_depth)  # before pydantic parses any depth
         # Parsing builds only trees (no cycles): with the cyclic GC paused, an event of 350,000 empty
         # arrays costs ~100 ms/MiB instead of ~400 ms, the collector re-walking the heap as it grows.
@@ -144,6 +150,40 @@ class Pipeline:
         finally:
             if paused:
                 gc.enable()
+        return event
+
+    def _decode_once(self, raw: bytes) -> RequestEvent | None:
+        """The event :meth:`decode` gives for ``raw``, parsed once, or None: then :meth:`decode` goes the
+        usual way (depth, pydantic's JSON validation, the strict pass), which also gives every rejection.
+
+        One strict parse (:func:`~streameval.strictjson.parse_plain`: orjson's when the bytes are exactly
+        its own writing, else the strict pass's) validated by pydantic from Python objects: for a plain
+        document (see there) pydantic's JSON parser reads the same values,
+        and the request model's strict validation accepts them alike from JSON and from Python
+        (tests/core/test_decode_once.py compares the two ways on every corpus and on edge documents).
+        Depth is checked after, unless the event cannot nest (no metadata, no blocks: depth 2 at most).
+        """
+        paused = gc.isenabled()
+        gc.disable()  # as in decode
+        try:
+            document = parse_plain(raw)
+            if document is None:
+                return None
+            try:
+                event: RequestEvent = _validate_event(document)
+            except ValidationError:
+                return None
+        finally:
+            if paused:
+                gc.enable()
+        if (
+            event.metadata
+            or event.report is not None
+            or event.retrieval is not None
+            or event.agent is not None
+            or self.max_event_depth < 2
+        ):
+            check_depth(raw, max_depth=self.max_event_depth)  # what decode would raise first
         return event
 
     def _explain(self, raw: bytes, exc: ValidationError) -> EventError:
@@ -193,7 +233,7 @@ class Pipeline:
             if score.counters:
                 counters[bound.name] = score.counters
 
-        overall = combine((r.score, r.weight) for r in results)
+        overall = _combined(results)
         judge_block = None
         if suite_judge is not None:
             judgement = await suite_judge.run(event, results, early)
@@ -213,7 +253,7 @@ class Pipeline:
         results: list[EvaluatorResult] = []
         counters: dict[str, dict[str, float]] = {}
         self._run_rules(event, suite, results, counters, None)
-        overall = combine((r.score, r.weight) for r in results)
+        overall = _combined(results)
         return self._graded(event, suite, results, overall, None, received_at), counters
 
     def _run_rules(
@@ -226,27 +266,45 @@ class Pipeline:
     ) -> None:
         """Evaluate the suite's synchronous evaluators into ``results`` / ``counters``, in suite order; each
         async one is started as a task into ``pending`` (its placeholder in ``results``)."""
-        for bound in suite.evaluators:
-            if not bound.evaluator.wants(event):
+        noted = latency_sink()  # each duration observed once per batch (telemetry)
+        for bound, evaluator, samples in self._rules_of(suite):
+            if samples and not evaluator.wants(event):
                 continue
-            if bound.evaluator.is_async:
+            if evaluator.is_async:
                 if pending is None:
                     raise RuntimeError(f"evaluator {bound.name!r} is asynchronous: await evaluate()")
-                task = asyncio.ensure_future(telemetry.timed(bound.name, bound.evaluator.aevaluate(event)))
+                task = asyncio.ensure_future(telemetry.timed(bound.name, evaluator.aevaluate(event)))
                 pending.append((len(results), bound, task))
                 results.append(_placeholder(bound))
                 continue
             started = perf_counter()
             try:
-                score = bound.evaluator.evaluate(event)
+                score = evaluator.evaluate(event)
             except Exception as exc:  # an evaluator failing on one event never stops the stream
-                note_latency(bound.name, perf_counter() - started)
+                noted((bound.name, perf_counter() - started))
                 results.append(_error_result(bound, exc, event))
                 continue
-            note_latency(bound.name, perf_counter() - started)  # observed once per batch (telemetry)
+            noted((bound.name, perf_counter() - started))
             results.append(_to_result(bound, score))
             if score.counters:
                 counters[bound.name] = score.counters
+        noted_latencies()
+
+    def _rules_of(self, suite: Suite) -> tuple[tuple[BoundEvaluator, Evaluator, bool], ...]:
+        """The suite's (bound evaluator, evaluator, whether it may leave events out) once per suite: the
+        base class's ``wants`` takes every event, so it is not called for evaluators that keep it."""
+        found = self._rules.get(id(suite))
+        if found is None or found[0] is not suite:
+            if len(self._rules) >= 1024:  # a pipeline's suites are fixed: a guard, not a path
+                self._rules.clear()
+            found = self._rules[id(suite)] = (
+                suite,
+                tuple(
+                    (bound, bound.evaluator, type(bound.evaluator).wants is not Evaluator.wants)
+                    for bound in suite.evaluators
+                ),
+            )
+        return found[1]
 
     def _graded(
         self,
@@ -263,36 +321,43 @@ class Pipeline:
             gated = self._gated[suite.name] = frozenset(
                 bound.name for bound in suite.evaluators if bound.gate
             )
+        config = suite.config
+        failed_gates: list[str] = []
+        reason = None
         if gated:
             verdict = apply_gates(
                 overall,
-                suite.config.threshold,
-                suite.config.grading,
+                config.threshold,
+                config.grading,
                 ((r.name, r.passed and r.error is None, r.reason) for r in results if r.name in gated),
             )
+            passed, grade_ = verdict.passed, verdict.grade
+            failed_gates = list(verdict.failed_gates)
+            reason = clip(verdict.reason) if verdict.reason else None
         else:  # what apply_gates gives without gates
-            verdict = Verdict(overall >= suite.config.threshold, grade(overall, suite.config.grading))
+            passed, grade_ = overall >= config.threshold, grade(overall, config.grading)
         now = self.clock()
+        marks = self.result_marks
         values: dict[str, Any] = {
             "id": event.id,
             "model": event.model,
             "suite": suite.name,
             "category": event.category,
             "score": overall,
-            "passed": verdict.passed,
-            "threshold": suite.config.threshold,
-            "grade": verdict.grade,
+            "passed": passed,
+            "threshold": config.threshold,
+            "grade": grade_,
             "evaluators": results,
             "event_time": format_time(event.event_time(received_at)),
             "evaluated_at": format_time(now),
             "latency_ms": round(max(0.0, now - received_at) * 1000, 3),
             "pipeline_version": __version__,
             "judge": judge_block,
-            "failed_gates": list(verdict.failed_gates),
-            "reason": clip(verdict.reason) if verdict.reason else None,
+            "failed_gates": failed_gates,
+            "reason": reason,
             "suite_version": suite.version or None,  # docs/versions.md
-            "shadow": self.result_marks.get("shadow"),
-            "backfill": self.result_marks.get("backfill"),
+            "shadow": marks.get("shadow") if marks else None,
+            "backfill": marks.get("backfill") if marks else None,
         }
         # a judge block is a JudgeBlock already: validation would keep that very instance
         if (judge_block is None or type(judge_block) is JudgeBlock) and _plain_graded(values):
@@ -462,12 +527,7 @@ class Pipeline:
         turns = turns_of(sessions, event, result) if sessions else ()
         if drift is None and self.embedding_drift is not None:
             drift = self.drift_samples([event])[0]
-        return Outcome(
-            result=result,
-            counters=counters,
-            turns=turns,
-            drift=drift if isinstance(drift, DriftSample) else None,
-        )
+        return result_outcome(result, counters, turns, drift if isinstance(drift, DriftSample) else None)
 
     def step(self, raw: bytes, source: Source) -> Outcome:
         """The outcome of an agent run's step (an input's step item: a tool or root span's document): its
@@ -527,26 +587,21 @@ def _to_result(bound: BoundEvaluator, score: Score) -> EvaluatorResult:
             error="bad_score",
         )
     reason, details, version = score.reason, score.details, score.version
+    weight = bound.weight
     if (
         type(value) is float
         and type(score.passed) is bool
-        and type(bound.weight) is float
-        and bound.weight >= 0.0
+        and type(weight) is float
+        and weight >= 0.0
         and (reason is None or type(reason) is str)
         and (version is None or type(version) is str)
-        and (details is None or (type(details) is dict and all(type(k) is str for k in details)))
     ):
         # exactly what validation would store (the same values, details copied as pydantic copies a
         # dict), without pydantic's ~1.3 µs per result; any other type goes through validation below
-        return _built_result(
-            bound.name,
-            value,
-            score.passed,
-            bound.weight,
-            reason,
-            None if details is None else dict(details),
-            version,
-        )
+        if details is None:
+            return _built_result(bound.name, value, score.passed, weight, reason, None, version)
+        if type(details) is dict and _str_keys(details):
+            return _built_result(bound.name, value, score.passed, weight, reason, dict(details), version)
     return EvaluatorResult(
         name=bound.name,
         score=value,
@@ -556,6 +611,26 @@ def _to_result(bound: BoundEvaluator, score: Score) -> EvaluatorResult:
         details=details,
         version=version,
     )
+
+
+def _combined(results: list[EvaluatorResult]) -> float:
+    """``combine((r.score, r.weight) for r in results)``: the same sums in the same order, without a
+    generator."""
+    total = weighted = 0.0
+    for result in results:
+        weight = result.weight
+        total += weight
+        weighted += result.score * weight
+    if total <= 0.0:
+        return 0.0
+    return min(1.0, max(0.0, weighted / total))
+
+
+def _str_keys(details: dict[Any, Any]) -> bool:
+    for key in details:
+        if type(key) is not str:
+            return False
+    return True
 
 
 def _plain_graded(values: dict[str, Any]) -> bool:
@@ -568,7 +643,7 @@ def _plain_graded(values: dict[str, Any]) -> bool:
         values["reason"],
         values["category"],
     )
-    return (
+    if not (
         type(score) is float
         and 0.0 <= score <= 1.0
         and type(threshold) is float
@@ -582,9 +657,15 @@ def _plain_graded(values: dict[str, Any]) -> bool:
         and type(values["id"]) is str
         and type(values["model"]) is str
         and type(values["suite"]) is str
-        and all(type(name) is str for name in values["failed_gates"])
-        and all(type(result) is EvaluatorResult for result in values["evaluators"])
-    )  # event_time and evaluated_at are format_time's: RFC 3339 by construction
+    ):
+        return False
+    for name in values["failed_gates"]:
+        if type(name) is not str:
+            return False
+    for result in values["evaluators"]:
+        if type(result) is not EvaluatorResult:
+            return False
+    return True  # event_time and evaluated_at are format_time's: RFC 3339 by construction
 
 
 _new_graded = GradedResult.__new__
@@ -598,14 +679,18 @@ def _built_graded(values: dict[str, Any]) -> GradedResult:
     fields["evaluators"] = list(values["evaluators"])
     fields["failed_gates"] = list(values["failed_gates"])
     _set(graded, "__dict__", fields)
-    _set(graded, "__pydantic_fields_set__", set(values))
-    _set(graded, "__pydantic_extra__", None)
-    _set(graded, "__pydantic_private__", None)
+    _set_fields_set(graded, set(values))
+    _set_extra(graded, None)
+    _set_private(graded, None)
     return graded
 
 
 _new_result = EvaluatorResult.__new__
 _set = object.__setattr__
+# pydantic's instance slots, set through their descriptors (what object.__setattr__ ends up calling)
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 _RESULT_FIELDS_SET = frozenset({"name", "score", "passed", "weight", "reason", "details", "version"})
 
 
@@ -636,9 +721,9 @@ def _built_result(
             "version": version,
         },
     )
-    _set(result, "__pydantic_fields_set__", set(_RESULT_FIELDS_SET))
-    _set(result, "__pydantic_extra__", None)
-    _set(result, "__pydantic_private__", None)
+    _set_fields_set(result, set(_RESULT_FIELDS_SET))
+    _set_extra(result, None)
+    _set_private(result, None)
     return result
 
 

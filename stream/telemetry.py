@@ -37,7 +37,9 @@ __all__ = [
     "capture_latencies",
     "flush_latencies",
     "in_flight",
+    "latency_sink",
     "note_latency",
+    "noted_latencies",
     "observe_lag",
     "observe_latencies",
     "observe_outcomes",
@@ -188,6 +190,18 @@ def note_latency(name: str, seconds: float) -> None:
         _captured.append((name, seconds))
         return
     _noted.append((name, seconds))
+    if len(_noted) >= _FLUSH_AT:
+        flush_latencies()
+
+
+def latency_sink() -> Callable[[tuple[str, float]], None]:
+    """What :func:`note_latency` appends ``(name, seconds)`` to, for a caller noting several at once (the
+    pipeline, once per event); call :func:`noted_latencies` after them."""
+    return _noted.append if _captured is None else _captured.append
+
+
+def noted_latencies() -> None:
+    """After appending to :func:`latency_sink`: flush when many wait, as :func:`note_latency` does."""
     if len(_noted) >= _FLUSH_AT:
         flush_latencies()
 

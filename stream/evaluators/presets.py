@@ -26,6 +26,22 @@ from ._text import word_tokens
 
 _SHOWN = 80  # characters of a pattern or expected answer quoted in a reason
 
+# the last text quoted by _shown and its quoted form: exact_match and contains quote the same expected
+# answer of an event (a string of the event, so the same object)
+_last_shown: tuple[str, str] = ("", "''")
+
+
+def _shown(text: str) -> str:
+    """``as_written(clip(text, _SHOWN))``, remembered for the last text."""
+    global _last_shown
+    last = _last_shown
+    if text is last[0]:
+        return last[1]
+    quoted = as_written(clip(text, _SHOWN))
+    _last_shown = (text, quoted)
+    return quoted
+
+
 __all__ = ["Contains", "ExactMatch", "JsonSchema", "RegexMatch", "Similarity"]
 
 
@@ -38,14 +54,12 @@ class ExactMatch(Evaluator):
     Params = NoParams
 
     def evaluate(self, event: RequestEvent) -> Score:
-        for index, target in enumerate(self.targets(event)):
-            if event.output == target:
+        targets = self.targets(event)
+        output = event.output
+        for index, target in enumerate(targets):
+            if output == target:
                 return Score(1.0, True, "output equals the expected answer", {"target": index})
-        return Score(
-            0.0,
-            False,
-            f"output differs from the expected answer {as_written(clip(event.targets()[0], _SHOWN))}",
-        )
+        return Score(0.0, False, f"output differs from the expected answer {_shown(targets[0])}")
 
 
 class ContainsParams(Params):
@@ -65,13 +79,15 @@ class Contains(Evaluator):
     params: ContainsParams
 
     def evaluate(self, event: RequestEvent) -> Score:
-        needles = [self.params.value] if self.params.value is not None else self.targets(event)
-        haystack = event.output.casefold() if self.params.ignore_case else event.output
+        params = self.params
+        ignore_case = params.ignore_case
+        needles = [params.value] if params.value is not None else self.targets(event)
+        haystack = event.output.casefold() if ignore_case else event.output
         for needle in needles:
-            probe = needle.casefold() if self.params.ignore_case else needle
+            probe = needle.casefold() if ignore_case else needle
             if probe in haystack:
-                return Score(1.0, True, f"output contains {as_written(clip(needle, _SHOWN))}")
-        return Score(0.0, False, f"output does not contain {as_written(clip(needles[0], _SHOWN))}")
+                return Score(1.0, True, f"output contains {_shown(needle)}")
+        return Score(0.0, False, f"output does not contain {_shown(needles[0])}")
 
 
 # JavaScript RegExp flags (the evaluator-module spec uses `new RegExp(pattern, flags)`) mapped onto the regex
@@ -133,6 +149,8 @@ class RegexMatch(Evaluator):
         self._search = params._compiled.search
         self._timeout_s = params.timeout_ms / 1000
         self._shown = as_written(clip(params.pattern, _SHOWN))
+        self._matches = f"output matches {self._shown}"
+        self._no_match = f"output does not match {self._shown}"
 
     def evaluate(self, event: RequestEvent) -> Score:
         try:
@@ -142,8 +160,8 @@ class RegexMatch(Evaluator):
                 f"regex {self._shown} timed out after {self.params.timeout_ms:g} ms"
             ) from None
         if match is None:
-            return Score(0.0, False, f"output does not match {self._shown}")
-        return Score(1.0, True, f"output matches {self._shown}", {"span": list(match.span())})
+            return Score(0.0, False, self._no_match)
+        return Score(1.0, True, self._matches, {"span": list(match.span())})
 
 
 class JsonSchemaParams(Params):
@@ -176,14 +194,19 @@ class JsonSchema(Evaluator):
     Params = JsonSchemaParams
     params: JsonSchemaParams
 
+    def __init__(self, params: JsonSchemaParams) -> None:
+        super().__init__(params)
+        self._iter_errors = params._validator.iter_errors  # a private attribute costs ~1 µs per access
+
     def evaluate(self, event: RequestEvent) -> Score:
         try:
             document = orjson.loads(event.output)
         except orjson.JSONDecodeError as exc:
             return Score(0.0, False, f"output is not valid JSON: {exc}", {"stage": "parse"})
-        errors = sorted(self.params._validator.iter_errors(document), key=lambda e: list(e.absolute_path))
+        errors = list(self._iter_errors(document))
         if not errors:
             return Score(1.0, True, "output satisfies the schema")
+        errors.sort(key=lambda e: list(e.absolute_path))  # stable, as sorted()
         shown = errors[: self.params.max_errors]
         reason = "; ".join(f"{json_path(e.absolute_path)}: {e.message}" for e in shown)
         if len(errors) > len(shown):
@@ -244,18 +267,26 @@ class Similarity(Evaluator):
     # above it up to ~2x. The score is exact whatever the hint (see levenshtein()).
     _hint: float | None = None
 
+    def __init__(self, params: SimilarityParams) -> None:
+        super().__init__(params)
+        self._levenshtein = params.algorithm == "levenshtein"
+        self._threshold = params.threshold
+        # the reason's fixed parts, written once
+        self._named = f"{params.algorithm} similarity "
+        self._at_least = f" is at least {params.threshold:g}"
+        self._below = f" is below {params.threshold:g}"
+
     def evaluate(self, event: RequestEvent) -> Score:
-        if self.params.algorithm == "levenshtein":
+        output, targets = event.output, self.targets(event)
+        if self._levenshtein:
             hint = self._hint
-            score = max(levenshtein(event.output, target, hint=hint) for target in self.targets(event))
+            if len(targets) == 1:
+                score = levenshtein(output, targets[0], hint=hint)
+            else:
+                score = max(levenshtein(output, target, hint=hint) for target in targets)
             self._hint = max(0.0, score - 0.05)
         else:
             measure = SIMILARITY[self.params.algorithm]
-            score = max(measure(event.output, target) for target in self.targets(event))
-        passed = score >= self.params.threshold
-        verdict = "at least" if passed else "below"
-        return Score(
-            score,
-            passed,
-            f"{self.params.algorithm} similarity {score:.3f} is {verdict} {self.params.threshold:g}",
-        )
+            score = max(measure(output, target) for target in targets)
+        passed = score >= self._threshold
+        return Score(score, passed, f"{self._named}{score:.3f}{self._at_least if passed else self._below}")
