@@ -226,3 +226,20 @@ async def test_offline_sessions_append_once_and_keep_first_and_last_turns() -> N
         "end",
     )
     assert (graded.suite, graded.id) == ("conv", "conv:k#0")
+
+
+def test_a_turns_event_time_is_the_results_read_exactly_over_many_minutes() -> None:
+    import random
+    from types import SimpleNamespace
+
+    from streameval.models import format_time, parse_time
+    from streameval.sessions.turns import _result_time
+
+    rng = random.Random(7)
+    stamps = [rng.uniform(0, 4e9) for _ in range(3000)] + [0.0, 59.999, 60.0, 951782400.5, 1e9 + 0.001]
+    for stamp in stamps:  # far more minutes than the cache holds: it is cleared and refilled
+        text = format_time(stamp)
+        assert _result_time(SimpleNamespace(event_time=text)) == max(0.0, round(parse_time(text), 3)), text
+    odd = "2026-11-25T10:00:61.000Z"  # not a time: read the slow way, which refuses it as before
+    with pytest.raises(ValueError, match="second"):
+        _result_time(SimpleNamespace(event_time=odd))
