@@ -180,3 +180,38 @@ async def test_an_agent_run_keeps_its_marks_from_its_first_turn(aredis: aioredis
     report = await state.append([turn(1, now - 1), turn(2, now)], {"t-1", "t-2"})
     assert dict(report.counts) == {("conv", "duplicate"): 1, ("conv", "appended"): 1}
     assert await listed(aredis, state) == ["t-0", "t-1", "t-2"]
+
+
+@pytest.mark.parametrize("ident", ["plain-1", 'q"uote\\d', "é\u2028"])
+def test_every_kind_of_turn_starts_with_its_id_as_the_append_script_reads_it(ident: str) -> None:
+    """The append script reads a listed turn's id off its entry: the JSON's first field."""
+    from streameval.sessions.turns import step_turns, turns_of
+
+    _, suites = parse_config_text(
+        """
+inputs: [{topic: spans, format: otlp_json}]
+suites:
+  - {name: chat, default: true, evaluators: [{evaluator: exact_match}]}
+sessions:
+  - {name: conv, key: metadata.k, evaluators: [{evaluator: turn_scores}]}
+  - {name: run, key: metadata.trace_id, assemble: spans, evaluators: [{evaluator: turn_scores}]}
+"""
+    )
+    pipeline = Pipeline(suites)
+    event = {
+        "id": ident,
+        "model": "m",
+        "output": "a",
+        "expected": "a",
+        "metadata": {"k": "c", "trace_id": "t"},
+    }
+    outcome = pipeline.process_sync(orjson.dumps(event), Source(), time.time())
+    assert outcome is not None and outcome.result is not None
+    turns = list(turns_of(suites.sessions, pipeline.decode(orjson.dumps(event)), outcome.result))
+    for kind in ("tool", "agent", "plan", "root"):
+        step = {"id": ident, "t": 1.0, "kind": kind, "name": "x", "metadata": {"trace_id": "t"}}
+        step["calls"] = [{"name": "f"}]
+        turns += step_turns(suites.sessions, step, 1.0)
+    assert len(turns) >= 5
+    for t in turns:
+        assert t.payload.startswith(b'{"id":' + orjson.dumps(t.id) + b","), t.payload[:60]
