@@ -49,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -242,12 +243,16 @@ async def _measure_cluster(events: int, batch: int, ports: list[int], wait: int 
     }
 
 
-def _start_node(directory: str) -> tuple[int, subprocess.Popen[bytes]]:
-    """One ``redis-server`` on a free loopback port, no persistence, answering PING once this returns."""
+def _start_node(
+    directory: str, *, wrapper: Sequence[str] = (), options: Sequence[str] = (), timeout_s: float = 10.0
+) -> tuple[int, subprocess.Popen[bytes]]:
+    """One ``redis-server`` on a free loopback port, no persistence, answering PING once this returns.
+    ``wrapper``: a command it runs under (e.g. valgrind); ``options``: more server options."""
     server = shutil.which("redis-server") or "redis-server"
     port = _free_port()
     proc = subprocess.Popen(
         [
+            *wrapper,
             server,
             "--port",
             str(port),
@@ -259,11 +264,13 @@ def _start_node(directory: str) -> tuple[int, subprocess.Popen[bytes]]:
             "no",
             "--dir",
             directory,
+            *options,
         ],
         stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL if wrapper else None,
     )
     try:
-        _wait_for(port)
+        _wait_for(port, timeout_s)
     except BaseException:
         proc.terminate()
         proc.wait()

@@ -34,7 +34,6 @@ import argparse
 import asyncio
 import glob
 import random
-import shutil
 import struct
 import subprocess
 import sys
@@ -48,7 +47,7 @@ import orjson
 import redis.asyncio as aioredis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from redis_cost import _free_port, _start_node, _wait_for
+from redis_cost import _start_node
 
 from streameval.config import parse_config_text
 from streameval.models import SessionResult, format_time
@@ -66,31 +65,13 @@ CALLGRIND: tuple[int, str] | None = None  # --callgrind: the valgrind'd server's
 def _start_callgrind(directory: str) -> tuple[int, subprocess.Popen[bytes]]:
     """``redis-server`` under callgrind on a free loopback port, answering PING once this returns."""
     global CALLGRIND
-    port = _free_port()
     out = str(Path(directory) / "callgrind.out")
-    server = shutil.which("redis-server") or "redis-server"
-    options = [
-        "--port",
-        str(port),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
+    port, proc = _start_node(
         directory,
-        "--hz",
-        "1",
-        "--enable-debug-command",
-        "yes",
-    ]
-    proc = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", server, *options],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        wrapper=["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"],
+        options=["--hz", "1", "--enable-debug-command", "yes"],
+        timeout_s=60,
     )
-    _wait_for(port, timeout_s=60)
     CALLGRIND = (proc.pid, out)
     return port, proc
 
