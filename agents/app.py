@@ -109,12 +109,12 @@ def _process(proc: Processor, batch: list[tuple[bytes, Source]], emit: Emit) -> 
     return proc.process_batch(batch, emit=emit)
 
 
-async def _closer_tick(what: str, failures: list[int], work: Awaitable[Any], lease_ms: int) -> None:
+async def _closer_tick(what: str, failures: list[int], work: Awaitable[Any], timeout_s: float | None) -> None:
     """One tick of a closer (windows or sessions), recovered in place: a failure or a tick longer than
-    the lease is logged (with its traceback the first time) and counted in ``failures[0]``; the next
+    ``timeout_s`` is logged (with its traceback the first time) and counted in ``failures[0]``; the next
     tick retries, and the first that succeeds logs that closing resumed."""
     try:
-        await asyncio.wait_for(work, timeout=lease_ms / 1000)
+        await asyncio.wait_for(work, timeout=timeout_s)
     except Exception as exc:
         failures[0] += 1
         log.error(
@@ -320,7 +320,9 @@ def create_app(
             return
         # Recovered in place: a failed or hung tick is retried at the next one (a window's lease makes a
         # half-done publish safe); the log says when it failed and when it resumed.
-        await _closer_tick("windows", closer_failures, parts.close_windows(send), parts.closer.lease_ms)
+        await _closer_tick(
+            "windows", closer_failures, parts.close_windows(send), parts.closer.lease_ms / 1000
+        )
 
     session_failures = [0]
 
@@ -334,8 +336,11 @@ def create_app(
             return
         if parts.sessions is None:
             return
-        # recovered in place like the window closer: the next tick retries, leases hold
-        await _closer_tick("sessions", session_failures, parts.close_sessions(send), parts.closer.lease_ms)
+        # recovered in place like the window closer: the next tick retries, leases hold. Not bounded by the
+        # lease: judging a session can take longer, and each closing keeps its own lease meanwhile (a tick cut
+        # at the lease would drop every closing still being judged, again at every tick); judges' timeouts
+        # and Redis's socket timeouts bound it
+        await _closer_tick("sessions", session_failures, parts.close_sessions(send), None)
 
     @app.on_before_shutdown.connect  # type: ignore[arg-type]  # mode's receiver type (NamedArg) matches no plain def
     async def _close(app: faust.App, **kwargs: Any) -> None:

@@ -16,7 +16,8 @@ The worker calls :meth:`SessionCloser.run_once` every ``close_interval_s`` (the 
    crashed worker had recorded it already), then marks the session closed and drops its due entry (one
    script: the entry is in the session's shard, streameval.sessions.state).
 
-A worker killed between 2 and 5 leaves its lease to expire (``lease_s``): the next worker closes the
+While a session is being closed its worker extends the lease every third of ``lease_s`` (judging may take
+longer than the lease). A worker killed between 2 and 5 leaves its lease to expire: the next worker closes the
 session then, finds the result recorded and publishes the stored bytes again (at least once on the
 topic, once in the figures).
 """
@@ -205,6 +206,30 @@ class SessionCloser:
         claim = await self.state.claim(tag, score)
         if not isinstance(claim, Claim):  # gone, closed, busy, or later: the claim moved its due entry
             return 0
+        # the lease is kept while the session is judged: judges may take longer than the lease, and a
+        # closing whose lease ran out would be taken over, and judged again, by the next claimer
+        keeper = asyncio.create_task(self._keep(claim))
+        try:
+            return await self._close(claim, score, send)
+        finally:
+            keeper.cancel()
+
+    async def _keep(self, claim: Claim) -> None:
+        """Extend ``claim``'s lease every third of it until cancelled or lost; a Redis error is retried at
+        the next beat (the lease may run out meanwhile: then another worker takes over, which is safe)."""
+        beat = self.state.lease_ms / 3000
+        while True:
+            await asyncio.sleep(beat)
+            try:
+                if not await self.state.renew(claim.tag):
+                    return
+            except Exception as exc:
+                log.warning(
+                    "session %s:%s: extending the closing lease failed: %r", claim.session, claim.key, exc
+                )
+
+    async def _close(self, claim: Claim, score: float, send: Send) -> int:
+        tag = claim.tag
         session = self.sessions.get(claim.session)
         if session is None:  # a session removed from the suite file: forget its state's index entry
             log.warning("session %r is no longer configured; dropping its due entry", claim.session)

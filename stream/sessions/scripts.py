@@ -369,3 +369,11 @@ if ARGV[3] == '' then return redis.call('ZREM', KEYS[1], ARGV[1]) end
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
 return 1
 """
+
+# Keep a closing lease while its session is being judged (judges can take longer than the lease): extend it
+# only while this worker still holds it. KEYS: 1 the lease. ARGV: 1 worker id, 2 lease ms.
+# Returns 1 (extended) or 0 (lost: it ran out and another worker may hold it now, or the closing finished).
+RENEW = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+"""

@@ -256,6 +256,7 @@ class SessionStore:
         self._claim = client.register_script(scripts.CLAIM)
         self._finish = client.register_script(scripts.FINISH)
         self._due_set = client.register_script(scripts.DUE_SET)
+        self._renew = client.register_script(scripts.RENEW)
 
     async def append(self, turns: Sequence[Turn], fresh: AbstractSet[str] = frozenset()) -> AppendReport:
         """Append keyed turns: one script call per shard (at most ``shards`` per batch, every session of
@@ -427,6 +428,14 @@ class SessionStore:
         [reply] = await guard(run_scripts(self.client, [(self._finish, self.keys.keys(claim.tag), args)]))
         status = _text(reply[0])
         return status, float(_text(reply[1])) if status == "reopened" else None
+
+    async def renew(self, tag: str) -> bool:
+        """Extend this worker's closing lease on ``tag`` by ``lease_s``; False when it is not ours any more."""
+        lease = self.keys.keys(tag)[2]
+        [reply] = await guard(
+            run_scripts(self.client, [(self._renew, [lease], [self.worker_id, self.lease_ms])])
+        )
+        return bool(reply)
 
     async def move(self, tag: str, score: float, deadline: float | None) -> None:
         """Set a due entry read with ``score`` to ``deadline`` (None: drop it), unless an append changed it."""

@@ -218,7 +218,12 @@ windowing: {allowed_lateness_s: 0, close_interval_s: 0.5}
         )
     finally:
         reading.cancel()
-    assert "closing windows resumed after 1 failed tick(s)" in worker.log()
+    # logged once the tick that published it returns: the aggregate can be read first
+    await wait_until(
+        lambda: "closing windows resumed after 1 failed tick(s)" in worker.log(),
+        timeout=30,
+        what="the resumed log",
+    )
     assert worker.proc.poll() is None
     assert worker.stop() == 0
 

@@ -8,6 +8,7 @@ closes those sessions, finding any result the dead worker had already recorded.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -112,3 +113,59 @@ sessions:
     figures = {(a.model, a.suite): a for a in await ResultStore(aredis, prefix=prefix).all_time()}
     assert figures[("m", "conv")].count == CONVERSATIONS
     assert figures[("m", "conv")].mean == pytest.approx(sum(r.score for r in latest.values()) / CONVERSATIONS)
+
+
+async def test_a_judge_slower_than_the_lease_still_closes_each_session_once(
+    broker: EmbeddedBroker,
+    start_worker: Callable[..., Any],
+    topics: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    """The closing worker keeps its lease while the judge answers (2.5 s against a 1 s lease): each session
+    is published once, and no tick is cut short (a tick bounded by the lease dropped every closing still
+    being judged, at every tick: nothing was ever published)."""
+    await ensure_topics(broker.bootstrap, topics.values(), partitions=1)
+    async with start_judge_sim(latency_ms=2500) as url:
+        config = tmp_path / "suites.yaml"
+        config.write_text(f"""
+windowing: {{close_interval_s: 0.2, lease_s: 1}}
+judges:
+  - {{name: sim, protocol: openai, base_url: '{url}/v1', model: simulated, weight: 1, timeout_s: 10}}
+suites:
+  - {{name: chat, default: true, evaluators: [{{evaluator: exact_match}}]}}
+sessions:
+  - name: conv
+    key: metadata.c
+    end: metadata.last
+    gap_s: 2
+    evaluators: [{{evaluator: turn_scores}}]
+    judge: {{consistency_rate: 0}}
+""")
+        worker = start_worker(config, app_id="slow-judge-sessions")
+        now = time.time()
+        turns = [
+            orjson.dumps(
+                {
+                    "id": f"s{c}-{i}",
+                    "model": "m",
+                    "input": f"q{c}-{i}",
+                    "output": "Paris",
+                    "expected": "Paris",
+                    "timestamp": format_time(now - 60 + i),
+                    "metadata": {"c": f"s{c}", "last": i == 1},
+                }
+            )
+            for c in range(4)
+            for i in range(2)
+        ]
+        await produce(broker.bootstrap, topics["requests"], turns)
+        await collect(broker.bootstrap, [topics["sessions"]], until=lambda r: len(r) >= 4, timeout=120)
+        # a re-close would come one lease after the first: wait for it to show
+        await asyncio.sleep(3)
+        records = await read_all(broker.bootstrap, [topics["sessions"]])
+    results = [SessionResult.model_validate_json(r.value) for r in records]
+    assert sorted(r.key for r in results) == [f"s{c}" for c in range(4)]
+    assert all(r.judge is not None and r.judge.status == "ok" for r in results)
+    assert "closing sessions failed" not in worker.log()
+    assert worker.proc.poll() is None
+    assert worker.stop() == 0

@@ -115,6 +115,23 @@ async def test_a_redelivered_turn_of_a_session_closed_past_grace_is_a_duplicate(
     assert dict(report.counts) == {("conv", "duplicate"): 1, ("conv", "late"): 1}
 
 
+async def test_a_closing_lease_is_extended_only_by_its_holder(aredis: aioredis.Redis, prefix: str) -> None:
+    state = store(aredis, prefix)
+    other = SessionStore(aredis, state.terms, prefix=prefix, worker_id="other")
+    now = time.time()
+    await state.append([turn(0, now - 100)], {"t-0"})
+    [(tag, score)] = await state.due(time.time() + 3600, 10)
+    claim = await state.claim(tag, score)
+    assert not isinstance(claim, tuple), claim
+    lease = state.keys.keys(tag)[2]
+    await aredis.pexpire(lease, 50)
+    assert await state.renew(tag) is True
+    assert 25_000 < await aredis.pttl(lease) <= 30_000
+    assert await other.renew(tag) is False  # not its lease: left as it is
+    assert (await state.finish(claim, score, b"{}", "gap"))[0] == "closed"
+    assert await state.renew(tag) is False and await aredis.exists(lease) == 0  # finished: nothing to extend
+
+
 def test_the_closer_keeps_each_turn_id_once_in_thread_order() -> None:
     turns: list[dict[str, Any]] = [{"id": "a", "n": 1}, {"id": "b"}, {"id": "a", "n": 2}, {"id": "c"}]
     assert once(turns) == [{"id": "a", "n": 1}, {"id": "b"}, {"id": "c"}]
