@@ -8,6 +8,9 @@ One core: BLAS is held to one thread (set before numpy loads), and every rate is
 process (``time.process_time``), with the wall time beside it. Each event has an output and an expected
 answer of the given length in model tokens (real English sentences from tests/data, cut to length);
 events go through the pipeline's batch step, as in an evaluation process: one embedding pass per batch.
+Last, one batch (``--loop-batch`` events of 128 tokens) through the worker's own batch step
+(``streameval.batch.evaluate_batch``, no evaluation processes): the longest the event loop went without a
+turn, against the time of the same batch in one call.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"  # per core: before numpy is imported
 
 import argparse  # noqa: E402  (the thread limits above must come first)
+import asyncio  # noqa: E402
 import json  # noqa: E402
 import random  # noqa: E402
 import time  # noqa: E402
@@ -26,6 +30,7 @@ from pathlib import Path  # noqa: E402
 import orjson  # noqa: E402
 import yaml  # noqa: E402
 
+from streameval.batch import SLICE_S, evaluate_batch  # noqa: E402
 from streameval.config import parse_config_text  # noqa: E402
 from streameval.pipeline import Pipeline, Source  # noqa: E402
 
@@ -82,10 +87,33 @@ def _rate(
     return events / (time.process_time() - cpu0), events / (time.perf_counter() - wall0)
 
 
+async def _loop_hold(pipeline: Pipeline, batch: list[tuple[bytes, Source]]) -> tuple[float, float]:
+    """(the longest the loop went without a turn, CPU s) while :func:`evaluate_batch` evaluates ``batch``."""
+    longest, last = 0.0, time.perf_counter()
+
+    async def ticker() -> None:
+        nonlocal longest, last
+        while True:
+            now = time.perf_counter()
+            longest, last = max(longest, now - last), now
+            await asyncio.sleep(0)
+
+    ticking = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    cpu0 = time.process_time()
+    await evaluate_batch(pipeline, batch)
+    cpu = time.process_time() - cpu0
+    ticking.cancel()
+    return longest, cpu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch", type=int, default=32, help="events per batch (the worker's batch)")
     parser.add_argument("--cpu-s", type=float, default=4.0, help="CPU seconds measured per row")
+    parser.add_argument(
+        "--loop-batch", type=int, default=64, help="events of the batch run through the worker's batch step"
+    )
     args = parser.parse_args()
 
     before = _rss_kb()
@@ -127,6 +155,30 @@ def main() -> None:
         lev_cpu, _ = _rate(levenshtein, batches, min(1.0, args.cpu_s))
         peak = max(peak, _rss_kb(), key=lambda r: r["VmRSS"])
         print(f"{tokens:>6} {sem_cpu:>16.1f} {sem_wall:>8.1f} {lev_cpu:>19.0f} {lev_cpu / sem_cpu:>6.0f}x")
+    # the worker's batch step (no evaluation processes): how long the event loop is held at a time
+    batch = [
+        (
+            orjson.dumps(
+                {
+                    "id": f"loop-{i}",
+                    "model": "m",
+                    "output": _text(rng, sentences, 128, lambda t: len(encoder.tokens(t))),
+                    "expected": _text(rng, sentences, 128, lambda t: len(encoder.tokens(t))),
+                }
+            ),
+            Source(),
+        )
+        for i in range(args.loop_batch)
+    ]
+    held, cpu = asyncio.run(_loop_hold(semantic, batch))
+    wall0 = time.perf_counter()
+    semantic.process_sync_batch(batch, 0.0)
+    whole = time.perf_counter() - wall0
+    print(
+        f"worker's batch step, {len(batch)} events of 128 tokens: the event loop held at most {held * 1000:.0f} ms "
+        f"at a time (slices of ~{SLICE_S * 1000:.0f} ms), against {whole * 1000:.0f} ms for the batch in one call; "
+        f"{len(batch) / cpu:.1f} events / CPU s"
+    )
     print(
         f"RSS: {before['VmRSS'] / 1024:.0f} MB before the model; +{(loaded['VmRSS'] - before['VmRSS']) / 1024:.0f} MB "
         f"after loading; peak +{(peak['VmRSS'] - before['VmRSS']) / 1024:.0f} MB "

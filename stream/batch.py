@@ -9,6 +9,8 @@ The stream worker (:class:`~streameval.processor.Processor`) and ``streameval ev
 from __future__ import annotations
 
 import asyncio
+import time
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import cast
 
@@ -17,7 +19,16 @@ from .evalpool import EvalPool
 from .inputs import Inputs, Item
 from .pipeline import Pipeline
 
-__all__ = ["Ready", "evaluate_batch", "evaluate_items", "evaluate_messages", "finish_batch"]
+__all__ = ["SLICE_S", "Ready", "evaluate_batch", "evaluate_items", "evaluate_messages", "finish_batch"]
+
+#: the longest the event loop is held by synchronous evaluation (no evaluation processes) before it turns:
+#: the consumer's heartbeats, the closers' timers and /metrics run in between. A batch of events dearer than
+#: this (an embedding model, a big rule set) is evaluated in slices sized from what an event cost so far
+SLICE_S = 0.05
+#: events in the first slice of a pipeline whose cost is not known yet (it is measured on them)
+_FIRST_SLICE = 1
+#: seconds of synchronous evaluation per event, per pipeline (the last slice's, smoothed)
+_COST: weakref.WeakKeyDictionary[Pipeline, float] = weakref.WeakKeyDictionary()
 
 
 async def evaluate_messages(
@@ -114,8 +125,38 @@ async def evaluate_batch(
     if pool is not None:
         found = await pool.evaluate(batch, received_at)
     else:
-        found = pipeline.process_sync_batch(batch, received_at)
+        found = await _in_slices(pipeline, batch, received_at)
     return await finish_batch(pipeline, batch, found, received_at, ready)
+
+
+async def _in_slices(
+    pipeline: Pipeline, batch: Sequence[tuple[bytes, Source]], received_at: float
+) -> list[Outcome | None]:
+    """``pipeline.process_sync_batch`` over ``batch`` in slices of about :data:`SLICE_S` each, the loop
+    turning between them; the whole batch in one call while its events are cheap (the common case). An
+    event's outcome does not depend on the slice it is in: the same ``received_at`` for all, and the
+    embedding model's vectors do not depend on their batch (streameval.embedding)."""
+    cost = _COST.get(pipeline)
+    found: list[Outcome | None] = []
+    start = 0
+    while start < len(batch):
+        left = len(batch) - start
+        if cost is None:
+            size = min(left, _FIRST_SLICE)
+        elif cost * left <= SLICE_S:
+            size = left
+        else:
+            size = max(1, int(SLICE_S / cost))
+        if start:
+            await asyncio.sleep(0)  # the loop's turn: heartbeats, timers, other batches' judges
+        began = time.perf_counter()
+        found += pipeline.process_sync_batch(batch[start : start + size], received_at)
+        spent = (time.perf_counter() - began) / size
+        cost = spent if cost is None else (cost + spent) / 2
+        start += size
+    if cost is not None:
+        _COST[pipeline] = cost
+    return found
 
 
 async def finish_batch(

@@ -144,6 +144,7 @@ def test_batch_exported_names() -> None:
 
     assert sorted(streameval.batch.__all__) == [
         "Ready",
+        "SLICE_S",
         "evaluate_batch",
         "evaluate_items",
         "evaluate_messages",
