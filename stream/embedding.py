@@ -264,8 +264,10 @@ class Encoder:
         """Vectors of ``batch`` (token ids, padded to the longest). ``per_text``: each weight product runs
         on one text's rows at a time (numpy's matmul over a stack: one BLAS call per text), so a text's
         vector does not depend on how many texts share the batch. One product over every row is faster
-        (1.3-1.8x), but BLAS kernels may round a row differently with the product's row count: measured
-        with OpenBLAS 0.3.31's Haswell kernels (AMD EPYC), up to 5e-5 on a 384 x 1152 product."""
+        (~1.8x for the products at 20 tokens a text; bench/semantic.py: the evaluator ~15 % faster at 32
+        tokens, the same from 128), but BLAS kernels may round a row differently with the product's row
+        count: measured with OpenBLAS 0.3.31's Haswell kernels (AMD EPYC), up to 5e-5 on a 384 x 1152
+        product."""
         import numpy as np
 
         n, length = len(batch), max(len(ids) for ids in batch)

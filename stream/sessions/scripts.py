@@ -8,7 +8,7 @@ closer uses as its watermark.
 
 from __future__ import annotations
 
-__all__ = ["APPEND", "CLAIM", "DUE_SET", "FINISH"]
+__all__ = ["APPEND", "CLAIM", "DUE_SET", "FINISH", "RENEW"]
 
 # A session's meta hash keeps its figures packed in one field, ``v``: two hash commands a batch instead of
 # a dozen fields to read and write. ``v`` is 64 bytes (a listpack keeps values up to 64 bytes: the hash
