@@ -338,8 +338,8 @@ def create_app(
             return
         # recovered in place like the window closer: the next tick retries, leases hold. Not bounded by the
         # lease: judging a session can take longer, and each closing keeps its own lease meanwhile (a tick cut
-        # at the lease would drop every closing still being judged, again at every tick); judges' timeouts
-        # and Redis's socket timeouts bound it
+        # at the lease would drop every closing still being judged, again at every tick); each closing is
+        # bounded on its own (streameval.sessions.closer.MAX_CLOSE_S)
         await _closer_tick("sessions", session_failures, parts.close_sessions(send), None)
 
     @app.on_before_shutdown.connect  # type: ignore[arg-type]  # mode's receiver type (NamedArg) matches no plain def

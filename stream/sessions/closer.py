@@ -44,9 +44,22 @@ from ..store import ResultStore
 from .state import Claim, SessionStore
 from .thread import thread_event
 
-__all__ = ["SessionCloser", "build_result", "content_of", "evaluate_thread", "graded_of", "judged", "once"]
+__all__ = [
+    "MAX_CLOSE_S",
+    "SessionCloser",
+    "build_result",
+    "content_of",
+    "evaluate_thread",
+    "graded_of",
+    "judged",
+    "once",
+]
 
 log = logging.getLogger(__name__)
+
+#: the longest one session's closing may take (its judges' attempts and waits included) before it is given up
+#: as hung; its lease is kept until then. The tick itself is not bounded (agents.app)
+MAX_CLOSE_S = 600.0
 
 
 async def evaluate_thread(
@@ -173,8 +186,10 @@ class SessionCloser:
         limit: int = 256,
         concurrency: int = 32,
         clock: Callable[[], float] | None = None,
+        max_close_s: float = MAX_CLOSE_S,
     ) -> None:
         self.state = state
+        self.max_close_s = max_close_s
         self.store = store
         self.pipeline = pipeline
         self.sessions = {s.name: s for s in sessions}
@@ -195,7 +210,17 @@ class SessionCloser:
     async def _guarded(self, tag: str, score: float, send: Send) -> int:
         async with self._gate:
             try:
-                return await self.close(tag, score, send)
+                return await asyncio.wait_for(self.close(tag, score, send), timeout=self.max_close_s)
+            except (
+                TimeoutError
+            ):  # a hang: the closing is dropped, its lease runs out, a later claim tries again
+                log.error(
+                    "closing session %s took longer than %g s; given up, it is tried again once its lease "
+                    "expires",
+                    tag,
+                    self.max_close_s,
+                )
+                return 0
             except StoreUnavailable:
                 raise  # Redis is down: the tick fails and the next one tries again
             except Exception:  # one session's failure costs only itself: tried again once its lease expires

@@ -398,3 +398,49 @@ async def test_a_batch_larger_than_one_call_is_split_and_appends_the_same(
     offline = {r.key: r for _, r in await local.close_all(rig.pipeline)}
     assert online["c1"].metrics.dropped == 4 and online["c1"].turn_ids == offline["c1"].turn_ids
     assert online["c2"].turn_ids == ["c2-0", "c2-1", "c2-2"]
+
+
+async def test_a_closing_longer_than_its_bound_is_given_up_and_closed_by_a_later_claim(
+    aredis: aioredis.Redis, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from streameval.judges.sim import start_judge_sim
+
+    async with start_judge_sim(latency_ms=1000) as url:
+        text = f"""
+judges:
+  - {{name: sim, protocol: openai, base_url: '{url}/v1', model: simulated, weight: 1}}
+suites:
+  - {{name: chat, default: true, evaluators: [{{evaluator: exact_match}}]}}
+sessions:
+  - name: conv
+    key: metadata.conversation_id
+    end: metadata.last
+    evaluators: [{{evaluator: turn_scores}}]
+    judge: {{consistency_rate: 0}}
+"""
+        _, suites = parse_config_text(text)
+        pipeline = Pipeline(suites)
+        await pipeline.start()
+        try:
+            store = ResultStore(aredis, prefix=prefix, windows=(60,))
+            state = SessionStore(aredis, session_terms(suites.sessions, 0.0), prefix=prefix, lease_s=0.5)
+            now = await redis_now(aredis)
+            turns = []
+            for i in range(2):
+                turns += (await pipeline.process(orjson.dumps(turn(i, now - 9 + i, last=i == 1)))).turns
+            await state.append(turns)
+            sent: list[Publish] = []
+
+            async def send(message: Publish) -> None:
+                sent.append(message)
+
+            hasty = SessionCloser(state, store, pipeline, suites.sessions, max_close_s=0.3)
+            assert await hasty.run_once(send) == 0 and sent == []
+            assert "took longer than 0.3 s; given up" in caplog.text
+            await asyncio.sleep(0.6)  # its lease, no longer kept, runs out
+            closer = SessionCloser(state, store, pipeline, suites.sessions)
+            assert await closer.run_once(send) == 1
+        finally:
+            await pipeline.close()
+    [result] = [SessionResult.model_validate_json(m.value) for m in sent]
+    assert result.judge is not None and result.judge.status == "ok" and len(result.turn_ids) == 2
