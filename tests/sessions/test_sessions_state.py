@@ -437,7 +437,11 @@ sessions:
             hasty = SessionCloser(state, store, pipeline, suites.sessions, max_close_s=0.3)
             assert await hasty.run_once(send) == 0 and sent == []
             assert "took longer than 0.3 s; given up" in caplog.text
-            await asyncio.sleep(0.6)  # its lease, no longer kept, runs out
+            lease = state.keys.keys(state.keys.tag("conv", "c1"))[2]
+            for _ in range(200):  # its lease, no longer kept, runs out (0.5 s)
+                if not await aredis.exists(lease):
+                    break
+                await asyncio.sleep(0.05)
             closer = SessionCloser(state, store, pipeline, suites.sessions)
             assert await closer.run_once(send) == 1
         finally:
