@@ -302,7 +302,11 @@ class SessionCloser:
             )
         else:  # /metrics: results, quality series and judge activity by model x session name, per revision
             telemetry.observe_outcomes([Outcome(result=graded, counters=counters)])
-        await send(Publish("session", f"{claim.session}:{claim.key}".encode(), value))
+        delivery = await send(Publish("session", f"{claim.session}:{claim.key}".encode(), value))
+        if delivery is not None and hasattr(delivery, "__await__"):
+            # on the broker before the session is marked closed: a worker killed in between leaves it to be
+            # closed (and published) again, never a closed session whose result never reached the topic
+            await delivery
         telemetry.SESSIONS_CLOSED.labels(claim.session, closed_by).inc()
         telemetry.SESSION_CLOSE_DELAY.observe(max(0.0, claim.now - score / 1000))  # the index holds ms
         counted = orjson.dumps({"graded": graded.model_dump(mode="json"), "counters": counters})
