@@ -14,11 +14,13 @@ The worker calls :meth:`WindowCloser.run_once` every ``STREAMEVAL_CLOSE_INTERVAL
    the window hash. A record script that runs after that mark, or after the watermark passed, sends
    the window's late events to the window open now, counting them as ``late_redirected``
    (streameval.store): in the published figures or redirected, never lost, never twice.
-4. builds :class:`~streameval.models.Aggregate` records, checks the alert rules (each alert is claimed
-   with ``SET NX`` on its id, and a cooldown key per rule × model × suite), sends everything, then marks
-   the lease ``done`` and forgets the window. A worker that dies after step 2 leaves the lease to
-   expire (``lease_s``); the next worker publishes the window then (at least once in that crash case;
-   the alert claims still hold, so alerts are not repeated).
+4. builds :class:`~streameval.models.Aggregate` records and the alerts of its rules (each claimed on its
+   id, with a cooldown key per rule × model × suite: :data:`streameval._lua.ALERT_CLAIM`), sends them all
+   and waits for the broker's acknowledgement of every one (:func:`~streameval.outputs.publish_all`), marks
+   the alerts ``sent``, then marks the lease ``done`` and forgets the window. A worker that dies before
+   that leaves the lease to expire (``lease_s``); the next worker publishes the window again: at least
+   once, with the same keys and content (the first try's time, :meth:`WindowCloser._stamp`), and every
+   alert not yet marked sent again, with the same id (consumers deduplicate by it).
 
 Why the Redis clock and not the largest event time seen: each worker owns only some partitions, so
 per-worker event-time maxima disagree and an idle partition would hold windows open for ever; a shared
@@ -364,7 +366,7 @@ class WindowCloser:
         if self.labels is not None and data:  # the labels joined in this window: one read for every pair
             human = await self.labels.agreement([m for m, _, _ in kept], size, start)
         messages: list[Publish] = []
-        claims: list[str] = []  # alert claims to mark sent once the broker has the alerts
+        firing: list[tuple[AlertRule, Aggregate, float]] = []
         for ((model, suite, version), window, all_time), (member, _, _) in zip(data, kept, strict=True):
             agreement = human.get(member)
             aggregate = build_aggregate(
@@ -401,24 +403,19 @@ class WindowCloser:
             messages.append(Publish("aggregate", key.encode(), aggregate.model_dump_json().encode()))
             if not self._live(suite, version):  # shadow and backfill versions never alert
                 continue
-            for rule in self.rules:
-                value = fires(rule, aggregate)
-                if value is None:
-                    continue
-                claim = await self._claim(rule, aggregate, now)
-                if claim is None:
-                    continue
-                alert = build_alert(
-                    rule,
-                    aggregate,
-                    value,
-                    fired_at=stamp,
-                    examples=await self._worst_ids(model, suite, size, start, version),
-                )
-                messages.append(Publish("alert", alert.id.encode(), alert.model_dump_json().encode()))
-                claims.append(claim)
+            firing += [
+                (rule, aggregate, value)
+                for rule in self.rules
+                if (value := fires(rule, aggregate)) is not None
+            ]
+        claims = await self._claim(firing, now)  # alert claims, marked sent once the broker has the alerts
+        sending = [(f, claim) for f, claim in zip(firing, claims, strict=True) if claim is not None]
+        examples = await self._worst_ids([aggregate for (_, aggregate, _), _ in sending], size, start)
+        for ((rule, aggregate, value), _), worst in zip(sending, examples, strict=True):
+            alert = build_alert(rule, aggregate, value, fired_at=stamp, examples=worst)
+            messages.append(Publish("alert", alert.id.encode(), alert.model_dump_json().encode()))
         await publish_all(send, messages)
-        await self._mark_sent(claims)
+        await self._mark_sent([claim for _, claim in sending if claim])
         return len(data)
 
     async def _stamp(self, size: int, start: int, now: float) -> str:
@@ -671,22 +668,41 @@ class WindowCloser:
         """Whether figures of ``suite`` at ``version`` are a live version's (alerts fire on them)."""
         return self.live_versions is None or not version or self.live_versions.get(suite) == version
 
-    async def _worst_ids(self, model: str, suite: str, size: int, start: int, version: str = "") -> list[str]:
-        """Ids of up to 3 of the window's lowest-scored results (streameval.drilldown), for its alerts."""
-        key = self.store.keys.examples(self.store.pair_id(model, suite, version), "worst", size, start)
-        return example_ids(cast(list[bytes], await guard(self.store.client.zrange(key, 0, 2))))
+    async def _worst_ids(self, aggregates: Sequence[Aggregate], size: int, start: int) -> list[list[str]]:
+        """Ids of up to 3 of the window's lowest-scored results of each aggregate's pair
+        (streameval.drilldown), for its alerts: one round trip."""
+        if not aggregates:
+            return []
+        store = self.store
+        async with store.client.pipeline(transaction=False) as pipe:
+            for a in aggregates:
+                pair = store.pair_id(a.model, a.suite, a.suite_version or "")
+                pipe.zrange(store.keys.examples(pair, "worst", size, start), 0, 2)
+            replies = await guard(pipe.execute())
+        return [example_ids(cast(list[bytes], reply)) for reply in replies]
 
-    async def _claim(self, rule: AlertRule, aggregate: Aggregate, now: float) -> str | None:
-        """The alert's claim key when it is to be sent: once per rule × window × pair (a version's pair) once
-        acknowledged (a try that died before that is retried), and not within the rule's cooldown of
-        another alert of the pair. ``None``: sent already, or within the cooldown."""
-        keys = self.store.keys
-        pair = self.store.pair_id(aggregate.model, aggregate.suite, aggregate.suite_version or "")
-        claim = keys.alert_claim(pair, rule.name, aggregate.window.size_s, aggregate.window.start)
-        reply = await self._try_claim(claim, keys.cooldown(pair, rule.name), now, rule.cooldown_s)
-        if reply == -1:
-            log.info("alert %s for %s / %s suppressed: cooldown", rule.name, aggregate.model, aggregate.suite)
-        return claim if reply == 1 else None
+    async def _claim(
+        self, firing: Sequence[tuple[AlertRule, Aggregate, float]], now: float
+    ) -> list[str | None]:
+        """Each firing alert's claim key when it is to be sent (one round trip for all): once per rule ×
+        window × pair (a version's pair) once acknowledged (a try that died before that is retried), and not
+        within the rule's cooldown of another alert of the pair. ``None``: sent already, or within the
+        cooldown (logged)."""
+        keys, calls = self.store.keys, []
+        for rule, aggregate, _ in firing:
+            pair = self.store.pair_id(aggregate.model, aggregate.suite, aggregate.suite_version or "")
+            claim = keys.alert_claim(pair, rule.name, aggregate.window.size_s, aggregate.window.start)
+            args = [self.worker_id, self.store.window_ttl_s, repr(now), rule.cooldown_s]
+            calls.append((self._alert_claim, [claim, keys.cooldown(pair, rule.name)], args))
+        replies = await guard(run_scripts(self.store.client, calls))
+        for (rule, aggregate, _), reply in zip(firing, replies, strict=True):
+            if int(reply) == -1:
+                log.info(
+                    "alert %s for %s / %s suppressed: cooldown", rule.name, aggregate.model, aggregate.suite
+                )
+        return [
+            names[0] if int(reply) == 1 else None for (_, names, _), reply in zip(calls, replies, strict=True)
+        ]
 
     async def _try_claim(self, claim: str, cooldown: str, now: float, cooldown_s: float) -> int:
         """The claim script's answer (streameval._lua.ALERT_CLAIM): 1 send, 0 sent already, -1 cooldown."""
