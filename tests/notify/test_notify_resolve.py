@@ -66,7 +66,10 @@ class Sink:
             if kind == "alert":
                 assert not [e.message for e in validator.iter_errors(orjson.loads(value))]
 
-RULE = AlertRule(name="low-mean", metric="mean_score", comparator="<", threshold=0.6, window=SIZE, min_count=2)
+
+RULE = AlertRule(
+    name="low-mean", metric="mean_score", comparator="<", threshold=0.6, window=SIZE, min_count=2
+)
 
 
 @pytest.fixture
@@ -79,13 +82,20 @@ def store(aredis: aioredis.Redis, prefix: str, clock: Clock) -> ResultStore:
     return ResultStore(aredis, prefix=prefix, windows=(SIZE,), allowed_lateness_s=LATENESS, clock=clock)
 
 
-async def close_windows(store: ResultStore, clock: Clock, outputs: list[str], *, resolve: bool = True) -> Sink:
+async def close_windows(
+    store: ResultStore, clock: Clock, outputs: list[str], *, resolve: bool = True
+) -> Sink:
     """One window per entry of ``outputs`` ("bad": mean 0.5, "good": mean 1, "few": one event), closed by two
     racing closers."""
     sink = Sink()
     closers = [
         WindowCloser(
-            store, [RULE], allowed_lateness_s=LATENESS, worker_id=f"w{i}", clock=clock.redis, resolve_alerts=resolve
+            store,
+            [RULE],
+            allowed_lateness_s=LATENESS,
+            worker_id=f"w{i}",
+            clock=clock.redis,
+            resolve_alerts=resolve,
         )
         for i in range(2)
     ]
