@@ -229,13 +229,17 @@ def _details(alert: Alert) -> dict[str, Any]:
 _OG_PRIORITY = {"critical": "P1", "warning": "P3", "info": "P5"}
 
 
-def opsgenie_request(alert: Alert, base: str, links: Links) -> tuple[str, dict[str, Any]]:
+def opsgenie_request(alert: Alert, links: Links) -> tuple[str, dict[str, Any]]:
     """(path, body) of the Opsgenie Alert API call: create with ``alias``, or close by alias."""
     alias = incident_key(alert)
     if _resolved(alert):
         path = f"/v2/alerts/{quote(alias, safe='')}/close?identifierType=alias"
         return path, {"source": "streameval", "note": alert.message[:25000]}
-    details = {k: v if isinstance(v, str) else orjson.dumps(v).decode() for k, v in _details(alert).items()}
+    details = {
+        k: v if isinstance(v, str) else orjson.dumps(v).decode()
+        for k, v in _details(alert).items()
+        if v is not None and v != {}
+    }
     for href, text in links.all(alert):
         details[text] = href
     description = alert.message
@@ -310,7 +314,7 @@ def build_request(
         key = channel.secret("routing_key") or ""
         return HttpRequest(channel.endpoint(), (_JSON,), orjson.dumps(pagerduty_body(alert, key, links)))
     if kind == "opsgenie":
-        path, doc = opsgenie_request(alert, channel.endpoint(), links)
+        path, doc = opsgenie_request(alert, links)
         auth = ("Authorization", f"GenieKey {channel.secret('api_key') or ''}")
         return HttpRequest(channel.endpoint().rstrip("/") + path, (_JSON, auth), orjson.dumps(doc))
     if kind == "webhook":
