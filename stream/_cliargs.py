@@ -396,7 +396,12 @@ def build_parser() -> argparse.ArgumentParser:
     notify.add_argument(
         "--config", type=Path, default=None, metavar="FILE", help="suite YAML (default: STREAMEVAL_CONFIG)"
     )
-    notify.add_argument("--channel", default=None, metavar="NAME", help="test: the channel to send to")
+    notify.add_argument(
+        "--channel",
+        default=None,
+        metavar="NAME",
+        help="test: the channel to send to (required with test; default: none)",
+    )
     notify.add_argument("--bootstrap", metavar="HOSTS", help=BOOTSTRAP_HELP)
     notify.add_argument("--redis-url", metavar="URL", help=REDIS_HELP)
 
