@@ -36,12 +36,14 @@ from ._deliver import ChannelWorker, Outcome
 from ._marks import DEDUPE_TTL_S, Marks
 from ._payloads import Links
 
-__all__ = ["MAX_AGE_S", "Notifier"]
+__all__ = ["MAX_AGE_S", "STOP_GRACE_S", "Notifier"]
 
 log = logging.getLogger(__name__)
 
 #: alerts read more than this long after they fired are not sent (a new group reads the topic from its start)
 MAX_AGE_S = 24 * 3600
+#: on a stop, how long deliveries under way may still finish (the rest are read again by the next notifier)
+STOP_GRACE_S = 5.0
 _FETCH_WAIT_MS = 50  # Tansu holds a caught-up fetch for the whole wait (streameval.kafka_io)
 
 
@@ -155,14 +157,23 @@ class Notifier:
         room = asyncio.Semaphore(self.max_pending)
         tasks: set[asyncio.Task[None]] = set()
 
+        failures: list[BaseException] = []
+
         async def handle(tp: TopicPartition, record: Any) -> None:
             try:
                 await self._deliver(record, producer, workers)
-            finally:
+            except asyncio.CancelledError:
+                raise  # not done: the next notifier of the group reads it again
+            except Exception as exc:  # a bug: the notifier starts again and reads it again
+                failures.append(exc)
+            else:
                 offsets.done(tp, record.offset)
+            finally:
                 room.release()
 
         while not stop.is_set():
+            if failures:
+                raise failures[0]
             batch = await consumer.getmany(timeout_ms=200, max_records=500)
             self.ready.set()  # joined: the first fetch came back
             for tp, records in batch.items():
@@ -173,8 +184,11 @@ class Notifier:
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)
             await self._commit(consumer, offsets)
-        if tasks:
-            await asyncio.wait(tasks)
+        if tasks:  # a stop: what finishes within the grace is committed; the rest is read again later
+            _, late = await asyncio.wait(tasks, timeout=STOP_GRACE_S)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
         await self._commit(consumer, offsets)
 
     async def _commit(self, consumer: AIOKafkaConsumer, offsets: _Offsets) -> None:
