@@ -18,6 +18,7 @@ import httpx
 
 from ... import keyspace
 from ...config import load_config
+from ...connect_check import check_kafka, check_redis_settings
 from ...errors import ConfigError, ConfigIssue, UsageError
 from ...kafka_security import KafkaSecurity
 from ...models import Alert, AlertWindow, format_time
@@ -103,6 +104,10 @@ def run_until_signal(settings: Settings, config_file: str) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        # one line and exit 3 (1: refused) when the broker or Redis is not there, as the worker does
+        await check_kafka(settings.kafka_bootstrap_servers, KafkaSecurity.from_settings(settings))
+        if settings.redis_url:
+            await check_redis_settings(settings.redis_url, redis_options(settings))
         log.warning("notify: delivering alerts of %s to %d channel(s)", settings.topic_alerts, len(channels))
         await run_notifier(settings, channels, stop, restart=False)
 
