@@ -12,11 +12,18 @@ Built only when the suite file has a ``notify:`` list. The pieces:
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._config import KINDS, ChannelConfig, ChannelKind, notify_issues
-from ._deliver import ChannelWorker, Outcome
-from ._marks import Marks
 from ._payloads import SIGNATURE_HEADER, HttpRequest, Links, build_request, incident_key, sign
-from ._service import Notifier
+
+if TYPE_CHECKING:  # imported when first used: loading a suite file must not load the Kafka and HTTP clients
+    from ._deliver import ChannelWorker, Outcome
+    from ._marks import Marks
+    from ._service import Notifier
+
+_LAZY = {"ChannelWorker": "._deliver", "Outcome": "._deliver", "Marks": "._marks", "Notifier": "._service"}
 
 __all__ = [
     "KINDS",
@@ -34,3 +41,9 @@ __all__ = [
     "notify_issues",
     "sign",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

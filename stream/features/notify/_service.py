@@ -110,7 +110,6 @@ class Notifier:
         self.max_age_s = max_age_s
         self.max_dead_letter_bytes = max_dead_letter_bytes
         self.base_delay_s = base_delay_s
-        self.ready = asyncio.Event()  # set once the consumer joined its group
 
     def _workers(self, http: httpx.AsyncClient) -> list[ChannelWorker]:
         extra: dict[str, Any] = {} if self.base_delay_s is None else {"base_delay_s": self.base_delay_s}
@@ -175,7 +174,6 @@ class Notifier:
             if failures:
                 raise failures[0]
             batch = await consumer.getmany(timeout_ms=200, max_records=500)
-            self.ready.set()  # joined: the first fetch came back
             for tp, records in batch.items():
                 for record in records:
                     await room.acquire()
