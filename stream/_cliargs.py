@@ -381,6 +381,30 @@ def build_parser() -> argparse.ArgumentParser:
     bf.add_argument("--redis-url", metavar="URL", help=REDIS_HELP)
     bf.add_argument("--quiet", action="store_true", help="no progress bar")
 
+    notify = _sub(
+        sub,
+        "notify",
+        "deliver alerts to the suite file's notify: channels, or send one a test",
+        "Read the alerts topic in a consumer group of its own ({app id}-notify) and deliver each alert to the "
+        "channels of the suite file's notify: list (Slack, PagerDuty, Opsgenie, signed webhooks, "
+        "Alertmanager), with retries; what cannot be delivered becomes a dead letter. 'notify test' sends "
+        "one clearly marked test notification to --channel and prints its answer (docs/notify.md).",
+    )
+    notify.add_argument(
+        "action", nargs="?", choices=["run", "test"], default="run", help="run (default) or test"
+    )
+    notify.add_argument(
+        "--config", type=Path, default=None, metavar="FILE", help="suite YAML (default: STREAMEVAL_CONFIG)"
+    )
+    notify.add_argument(
+        "--channel",
+        default=None,
+        metavar="NAME",
+        help="test: the channel to send to (required with test; default: none)",
+    )
+    notify.add_argument("--bootstrap", metavar="HOSTS", help=BOOTSTRAP_HELP)
+    notify.add_argument("--redis-url", metavar="URL", help=REDIS_HELP)
+
     cmp = _sub(
         sub,
         "compare",

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import sys
 import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, cast
 
@@ -128,6 +128,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             if v
         }
         return _backfill(args, load_settings(**overrides), console)
+    if args.command == "notify":
+        return _notify(args, load_settings)
     if args.command == "dead-letter-raw":
         return asyncio.run(
             _dead_letter_raw(
@@ -142,6 +144,22 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if args.command == "tail":
         return asyncio.run(_tail(args, settings))
     raise AssertionError(f"unhandled command {args.command}")
+
+
+def _notify(args: argparse.Namespace, load: Callable[..., Settings]) -> int:
+    from .features.notify._program import run_test, run_until_signal
+
+    overrides = {
+        "kafka_bootstrap_servers": args.bootstrap,
+        "redis_url": args.redis_url,
+        "config": args.config,
+    }
+    settings = load(**{k: str(v) for k, v in overrides.items() if v})
+    if not settings.config:
+        raise UsageError("no suite config: pass --config FILE or set STREAMEVAL_CONFIG")
+    if args.action == "test":
+        return run_test(settings, settings.config, args.channel)
+    return run_until_signal(settings, settings.config)
 
 
 def _api(args: argparse.Namespace, settings: Settings) -> int:

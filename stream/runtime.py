@@ -346,6 +346,7 @@ class Runtime:
             embedding_drift=windowing.embedding_drift,
             live_versions=live_versions,
             labels=labels,
+            resolve_alerts=bool(suites.notify),  # resolves for the notifier (streameval.features.notify)
         )
         sessions = (
             None if session_state is None else SessionCloser(session_state, store, pipeline, suites.sessions)

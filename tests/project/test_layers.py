@@ -87,6 +87,7 @@ FLOORS: dict[str, int] = {
     # 4. configuration: the environment's settings and the suite file
     "settings": CONFIGURATION,
     "config": CONFIGURATION,
+    "features.notify._config": CONFIGURATION,  # the suite file's notify: channels (config reads them)
     # 5. engine
     "pipeline": ENGINE,
     # 6. orchestration: a batch of messages to outcomes, the evaluation processes, the worker's batch loop
@@ -106,6 +107,7 @@ FLOORS: dict[str, int] = {
     "demo": COMPOSITION,
     "up": COMPOSITION,
     "judges.sim": COMPOSITION,  # a program: the scripted judge server
+    "features.*": COMPOSITION,  # features built by the composition root when the suite file asks for them
     "": COMPOSITION,  # the package root re-exports the public API from every floor
     # 8. the Faust wiring, and the command line that starts it (``streameval worker``) among the rest
     "agents.*": AGENTS,
