@@ -7,6 +7,7 @@ when the page is on); ``streameval review export`` writes the labelled items as 
 
 from __future__ import annotations
 
+from ._export import write_export
 from ._items import EXPORT_FORMATS, ExportFormat, export_lines, form_of, item_key
 from ._store import Progress, ReviewPageStore, Summary
 
@@ -19,4 +20,5 @@ __all__ = [
     "export_lines",
     "form_of",
     "item_key",
+    "write_export",
 ]

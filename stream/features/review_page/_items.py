@@ -11,7 +11,7 @@ categories, or the report-quality spec's six dimensions for a report prompt).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import orjson
@@ -130,7 +130,7 @@ def summary_of(item: ReviewItem) -> dict[str, Any]:
 
 
 def export_lines(
-    docs: list[tuple[dict[str, Any], Mapping[str, dict[str, Any]]]], kind: ExportFormat
+    docs: Sequence[tuple[dict[str, Any], Mapping[str, dict[str, Any]]]], kind: ExportFormat
 ) -> list[bytes]:
     """The JSONL lines of labelled items ``(document, annotator -> label)``.
 

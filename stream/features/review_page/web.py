@@ -231,7 +231,7 @@ async def _export(request: web.Request) -> web.Response:
     docs = await request.app[_STORE].labelled_documents(
         model=_query(request, "model"), suite=_query(request, "suite")
     )
-    lines = export_lines(docs, kind)  # type: ignore[arg-type]
+    lines = export_lines(docs, kind)
     return web.Response(body=b"".join(line + b"\n" for line in lines), content_type="application/x-ndjson")
 
 
