@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
@@ -33,7 +33,15 @@ from ._items import EXPORT_FORMATS, export_lines
 from ._openapi import PATHS
 from ._store import ReviewPageStore
 
-__all__ = ["PREFIX", "FeedbackSender", "LabelBody", "open_review_feature", "review_feature", "review_page_on"]
+__all__ = [
+    "PREFIX",
+    "FeedbackSender",
+    "LabelBody",
+    "Sender",
+    "open_review_feature",
+    "review_feature",
+    "review_page_on",
+]
 
 PREFIX = "/api/v1/review/"
 _LIST_LIMIT = 200
@@ -58,6 +66,14 @@ class LabelBody(BaseModel):
     criteria: dict[str, float] = Field(default_factory=dict, max_length=64)
     expected: str | None = Field(default=None, max_length=65536, description="a corrected expected answer")
     comment: str | None = Field(default=None, max_length=4096)
+
+
+class Sender(Protocol):
+    """Where labels go: :class:`FeedbackSender` (the feedback topic), or a test's recorder."""
+
+    async def send(self, key: bytes, value: bytes) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 class FeedbackSender:
@@ -235,7 +251,7 @@ async def _export(request: web.Request) -> web.Response:
     return web.Response(body=b"".join(line + b"\n" for line in lines), content_type="application/x-ndjson")
 
 
-def review_feature(store: ReviewPageStore, sender: FeedbackSender) -> WebFeature:
+def review_feature(store: ReviewPageStore, sender: Sender) -> WebFeature:
     """The page and its endpoints on ``store``, sending labels with ``sender`` (closed with the app)."""
 
     routes = [
