@@ -27,6 +27,7 @@ import yaml
 from _support import raw_event
 
 from streameval.embedded import EmbeddedBroker
+from streameval.judges.sim import demo_judges
 from streameval.kafka_io import Record, collect, ensure_topics, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
@@ -112,15 +113,33 @@ def site(
     redis_url: str,
     prefix: str,
 ) -> Iterator[Site]:
-    """A worker with the review page on: every result goes to review (margin 1), kept for the page."""
+    """A worker with the review page on, judged by the demo's three SIMULATED judges: every result goes to
+    review (margin 1) and is kept for the page."""
+    judge_port = free_port()
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "streameval", "judge-sim", "--port", str(judge_port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", judge_port), timeout=0.5):
+                break
+        except OSError:
+            assert time.monotonic() < deadline and sim.poll() is None, "the simulated judge did not start"
+            time.sleep(0.1)  # polling the judge's start with a deadline
     config = tmp_path / "suites.yaml"
     config.write_text(
         yaml.safe_dump(
             {
+                "judges": demo_judges(f"http://127.0.0.1:{judge_port}"),
                 "suites": [
                     {
                         "name": "qa",
                         "default": True,
+                        "judge": {"consistency_rate": 0},
                         "evaluators": [
                             {"evaluator": "exact_match"},
                             {
@@ -159,7 +178,11 @@ def site(
         assert time.monotonic() < deadline, "the worker's web server did not start"
         time.sleep(0.1)  # polling the server's start with a deadline
     env = {"REDIS_URL": redis_url, "STREAMEVAL_REDIS_PREFIX": prefix}
-    yield Site(base, feedback, broker.bootstrap, topics["requests"], env)
+    try:
+        yield Site(base, feedback, broker.bootstrap, topics["requests"], env)
+    finally:
+        sim.terminate()
+        sim.wait(timeout=10)
 
 
 def wait(driver: WebDriver, check: Callable[[WebDriver], Any], what: str) -> Any:
@@ -240,6 +263,10 @@ def test_label_with_the_keyboard_only_and_the_labels_join(
     assert driver.find_element(By.ID, "annotator").text == "ana"
     wait(driver, lambda d: d.find_element(By.ID, "item").is_displayed(), "the first item opened")
     assert driver.find_element(By.ID, "item-why").text.startswith("near_threshold")
+    judges = [r.text for r in driver.find_elements(By.CSS_SELECTOR, "#item-judges tbody tr")]
+    assert [j.split()[0] for j in judges] == ["sim-deepseek", "sim-glm", "sim-minimax"] and all(
+        "/10" in j for j in judges
+    )
     criteria = [
         i.get_attribute("data-criterion") for i in driver.find_elements(By.CSS_SELECTOR, "#criteria input")
     ]
@@ -254,13 +281,14 @@ def test_label_with_the_keyboard_only_and_the_labels_join(
     first = item_id(driver)
     keys(driver, "f", "2", "e")
     keys(driver, "北京市", Keys.ESCAPE, "c", "wrong key")
+    driver.save_screenshot(str(ARTIFACTS / "review-01-form.png"))  # docs/review-page.png
     ActionChains(driver).key_down(Keys.CONTROL).send_keys(Keys.ENTER).key_up(Keys.CONTROL).perform()
     wait(
         driver,
         lambda d: item_id(d) != first and "labelled" in d.find_element(By.ID, "message").text,
         "the next item",
     )
-    driver.save_screenshot(str(ARTIFACTS / "review-01-labelled.png"))
+    driver.save_screenshot(str(ARTIFACTS / "review-02-labelled.png"))
     # 2: pass, 5 and per-criterion scores by Tab, submitted with Enter
     second = item_id(driver)
     keys(driver, "p", "5")
@@ -335,7 +363,7 @@ def test_hostile_text_renders_as_text(site: Site, browsers: Callable[[], WebDriv
     assert driver.execute_script("return window.pwned === undefined")
     logs = [e["message"] for e in driver.get_log("browser")]
     assert not [m for m in logs if "Content Security Policy" in m], logs  # the page broke none of it
-    driver.save_screenshot(str(ARTIFACTS / "review-02-hostile.png"))
+    driver.save_screenshot(str(ARTIFACTS / "review-03-hostile.png"))
 
 
 def test_two_browsers_never_hold_the_same_item(site: Site, browsers: Callable[[], WebDriver]) -> None:
@@ -372,7 +400,7 @@ def test_two_browsers_never_hold_the_same_item(site: Site, browsers: Callable[[]
     assert current(bo) != held
     result = site.api("POST", f"/api/v1/review/items/{held}/label", TOKENS["bo"], json={"passed": True})
     assert result.status_code == 409 and result.json()["data"]["reason"] == "taken"
-    bo.save_screenshot(str(ARTIFACTS / "review-03-two-people.png"))
+    bo.save_screenshot(str(ARTIFACTS / "review-04-two-people.png"))
 
 
 def test_a_page_without_a_named_token_cannot_submit(site: Site, browsers: Callable[[], WebDriver]) -> None:

@@ -117,7 +117,7 @@ function renderItem(doc, leaseUntil) {
   for (const ref of event.references || []) refs.append(SE.el("li", {}, ref));
   const judges = $("item-judges").tBodies[0]; clear(judges);
   for (const j of (result.judge && result.judge.judges) || []) {
-    const words = [j.reasoning, j.error, j.reason, ...(j.strengths || []).map((s) => "+ " + s), ...(j.weaknesses || []).map((s) => "− " + s)].filter(Boolean).join("\n");
+    const words = [j.reasoning, j.error, j.reason, ...(j.strengths || []).map((s) => "+ " + s), ...(j.weaknesses || []).map((s) => "− " + s)].filter((w, i, all) => w && all.indexOf(w) === i).join("\n");
     judges.append(SE.el("tr", {}, SE.el("td", {}, j.name), SE.el("td", {}, j.status === "ok" ? num(j.score, 1) + " /10" : j.status), SE.el("td", { class: "pre" }, words || "—")));
   }
   if (!judges.children.length) judges.append(SE.el("tr", {}, SE.el("td", { colspan: 3, class: "muted" }, "no judge panel")));
