@@ -4,6 +4,7 @@ Labels go to a recording sender here; tests/integration/test_review_page.py send
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,8 @@ from streameval.api._errors import Unavailable
 from streameval.config import parse_config_text
 from streameval.errors import ConfigError
 from streameval.features.review_page import ReviewPageStore, item_key
-from streameval.features.review_page.web import review_feature, review_page_on
+from streameval.features.review_page.web import FeedbackSender, review_feature, review_page_on
+from streameval.kafka_security import KafkaSecurity
 from streameval.keyspace import Keys
 from streameval.review import ReviewConfig, ReviewQueue
 
@@ -263,3 +265,13 @@ def test_bad_review_keys_fail_with_their_path(review: dict[str, Any], path: str)
     with pytest.raises(ConfigError) as failed:
         parse_config_text(text, file="suites.yaml")
     assert path in str(failed.value)
+
+
+async def test_a_label_the_broker_does_not_take_is_unavailable() -> None:
+    with socket.socket() as sock:  # a loopback port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    sender = FeedbackSender(f"127.0.0.1:{port}", "t.evals.feedback", KafkaSecurity())
+    with pytest.raises(Unavailable, match="the label was not sent"):
+        await sender.send(b"e1", b'{"id": "e1", "passed": true}')
+    await sender.close()

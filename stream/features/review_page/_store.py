@@ -20,7 +20,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import orjson
 
@@ -30,7 +30,7 @@ from ...review import ReviewConfig
 from . import _scripts
 from ._items import item_document, rank_of, summary_of
 
-__all__ = ["Progress", "ReserveOutcome", "ReviewPageStore", "Summary"]
+__all__ = ["Order", "Progress", "ReserveOutcome", "ReviewPageStore", "Summary"]
 
 ReserveOutcome = Literal["ok", "gone", "labelled", "skipped", "complete", "taken"]
 Order = Literal["newest", "important"]
@@ -228,8 +228,8 @@ class ReviewPageStore:
                 self.client, [(self._reserve, self._keys(key), [self.base, key, annotator, self._now_ms()])]
             )
         )
-        outcome = _text(reply[0])
-        return outcome, int(_text(reply[1])) if outcome == "ok" else None  # type: ignore[return-value]
+        outcome = cast(ReserveOutcome, _text(reply[0]))
+        return outcome, int(_text(reply[1])) if outcome == "ok" else None
 
     async def release(self, key: str, annotator: str) -> None:
         await guard(run_scripts(self.client, [(self._release, self._keys(key), [key, annotator])]))

@@ -11,8 +11,7 @@ acknowledged by the broker) before the item is marked labelled, so the join, the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import orjson
 from aiohttp import web
@@ -31,7 +30,7 @@ from ...review import REASONS, ReviewConfig
 from ...settings import Settings
 from ._items import EXPORT_FORMATS, export_lines
 from ._openapi import PATHS
-from ._store import ReviewPageStore
+from ._store import Order, ReviewPageStore
 
 __all__ = [
     "PREFIX",
@@ -47,7 +46,6 @@ PREFIX = "/api/v1/review/"
 _LIST_LIMIT = 200
 _SEND_TIMEOUT_S = 15.0
 _STORE: web.AppKey[ReviewPageStore] = web.AppKey("review_store", ReviewPageStore)
-_SEND: web.AppKey[Callable[[bytes, bytes], Awaitable[None]]] = web.AppKey("review_send", object)  # type: ignore[arg-type]
 _WHY = {
     "gone": (NotFound, "the item is no longer kept (review.keep, review.keep_ttl_s)"),
     "labelled": (Conflict, "you labelled this item already"),
@@ -74,6 +72,9 @@ class Sender(Protocol):
     async def send(self, key: bytes, value: bytes) -> None: ...
 
     async def close(self) -> None: ...
+
+
+_SENDER: web.AppKey[Sender] = web.AppKey("review_sender", Sender)
 
 
 class FeedbackSender:
@@ -147,7 +148,7 @@ async def _items(request: web.Request) -> web.Response:
         model=_query(request, "model"),
         suite=_query(request, "suite"),
         reason=reason,
-        order=order,  # type: ignore[arg-type]
+        order=cast(Order, order),
     )
     return _ok(
         {
@@ -228,7 +229,9 @@ async def _label(request: web.Request) -> web.Response:
     except ValidationError as exc:
         raise bad_request(exc) from None
     encoded = label.model_dump_json(exclude_none=True).encode()
-    await request.app[_SEND](item["id"].encode(), encoded)  # on the broker before it counts as labelled
+    await request.app[_SENDER].send(
+        item["id"].encode(), encoded
+    )  # on the broker before it counts as labelled
     marked = await store.labelled(key, who, encoded)
     return _ok({"label": orjson.loads(encoded), "marked": marked >= 0})
 
@@ -264,7 +267,7 @@ def review_feature(store: ReviewPageStore, sender: Sender) -> WebFeature:
         web.get(PREFIX + "progress", _progress),
         web.get(PREFIX + "export", _export),
     ]
-    return WebFeature(routes, PREFIX, PATHS, sender.close, state={_STORE: store, _SEND: sender.send})
+    return WebFeature(routes, PREFIX, PATHS, sender.close, state={_STORE: store, _SENDER: sender})
 
 
 def review_page_on(setting: bool | None, review: ReviewConfig | None, *, worker: bool) -> bool:
