@@ -291,9 +291,7 @@ def test_label_with_the_keyboard_only_and_the_labels_join(
     driver.save_screenshot(str(ARTIFACTS / "review-02-labelled.png"))
     # 2: pass, 5 and per-criterion scores by Tab, submitted with Enter
     second = item_id(driver)
-    keys(driver, "p", "5")
-    driver.find_element(By.CSS_SELECTOR, "#criteria input").send_keys("4")  # focus by Tab would do the same
-    keys(driver, Keys.TAB, "5", Keys.ESCAPE, Keys.ENTER)
+    keys(driver, "p", "5", "r", "4", Keys.TAB, "5", Keys.ESCAPE, Keys.ENTER)
     wait(driver, lambda d: item_id(d) != second, "the third item")
     # 3: skipped: never offered to ana again
     third = item_id(driver)

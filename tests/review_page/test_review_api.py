@@ -275,3 +275,17 @@ async def test_a_label_the_broker_does_not_take_is_unavailable() -> None:
     with pytest.raises(Unavailable, match="the label was not sent"):
         await sender.send(b"e1", b'{"id": "e1", "passed": true}')
     await sender.close()
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/api/v1/review/../evaluators", "/api/v1/review/%2e%2e/evaluators", "/api/v1/review/%2E%2E/evaluators"],
+)
+async def test_the_review_prefix_opens_no_other_write(
+    served: tuple[TestClient[Any, Any], Recorder], path: str
+) -> None:
+    client, _ = served
+    resp = await client.post(path, json={"name": "x", "type": "code"}, headers=ANA)
+    assert resp.status in (401, 404), await resp.text()
+    listed = await (await client.get("/api/v1/evaluators", headers=auth(ADMIN))).json()
+    assert not [e for e in listed["data"] if e["name"] == "x"]

@@ -249,6 +249,7 @@ function onKey(event) {
   else if (k === "s") skip();
   else if (k === "c") $("label-comment").focus();
   else if (k === "e") $("label-expected").focus();
+  else if (k === "r") { const first = document.querySelector("#criteria input"); if (first) first.focus(); }
   else if (k === "?") $("help").hidden = !$("help").hidden;
   else return;
   event.preventDefault();
