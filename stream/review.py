@@ -64,7 +64,7 @@ class ReviewConfig(BaseModel):
         default=1, ge=1, le=100, description="labels wanted per item, each by another person"
     )
     keep: int = Field(
-        default=1000, ge=0, le=100_000, description="recent items kept for the review page (0: none)"
+        default=1000, ge=0, le=10_000, description="recent items kept for the review page (0: none)"
     )
     keep_ttl_s: int = Field(
         default=7 * 86400, ge=60, le=90 * 86400, description="how long the review page keeps an item, s"

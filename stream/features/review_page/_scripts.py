@@ -10,7 +10,7 @@ annotator -> the item they hold).
 
 from __future__ import annotations
 
-__all__ = ["ADD", "LABELLED", "RELEASE", "RESERVE", "SKIP"]
+__all__ = ["ADD", "LABELLED", "LIST", "RELEASE", "RESERVE", "SKIP"]
 
 # ARGV: base, now (ms), ttl (s), keep, then per item: K, doc, model, suite, reasons, rank, need, lease (ms),
 # summary. An item already kept is left as it is (its labels stay). Then items older than the TTL, and the
@@ -107,4 +107,18 @@ if redis.call('HEXISTS', KEYS[1], 'l:' .. ARGV[2]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'l:' .. ARGV[2], ARGV[3])
 redis.call('HINCRBY', KEYS[1], 'done', 1)
 return 1
+"""
+
+# KEYS: idx. ARGV: base. Every kept item, newest first, as one JSON array of [K, meta (flat), reservations
+# (flat)]: one reply to parse, not two per item (the page reads the queue every few seconds).
+LIST = """
+local out = {}
+for _, k in ipairs(redis.call('ZREVRANGE', KEYS[1], 0, -1)) do
+  local meta = redis.call('HGETALL', ARGV[1] .. 'm:' .. k)
+  if #meta > 0 then
+    out[#out + 1] = {k, meta, redis.call('HGETALL', ARGV[1] .. 'r:' .. k)}
+  end
+end
+if #out == 0 then return '[]' end
+return cjson.encode(out)
 """

@@ -89,6 +89,13 @@ class Progress:
         }
 
 
+def _pairs(flat: Any) -> dict[str, str]:
+    """A flat ``[field, value, ...]`` as Lua's cjson gives it (an empty one is ``{}``)."""
+    if not isinstance(flat, list):
+        return {}
+    return {str(flat[i]): str(flat[i + 1]) for i in range(0, len(flat) - 1, 2)}
+
+
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -113,6 +120,7 @@ class ReviewPageStore:
         self._release = client.register_script(_scripts.RELEASE)
         self._skip = client.register_script(_scripts.SKIP)
         self._labelled = client.register_script(_scripts.LABELLED)
+        self._list = client.register_script(_scripts.LIST)
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -154,26 +162,13 @@ class ReviewPageStore:
 
     # -- the page's side -----------------------------------------------------------------------------
     async def summaries(self) -> list[Summary]:
-        """Every kept item, newest first (one round trip for the index, one for the states)."""
-        keys = [_text(k) for k in await guard(self.client.zrevrange(f"{self.base}idx", 0, -1))]
-        if not keys:
-            return []
-
-        async def read() -> list[Any]:
-            async with self.client.pipeline(transaction=False) as pipe:
-                for key in keys:
-                    pipe.hgetall(f"{self.base}m:{key}")
-                    pipe.hgetall(f"{self.base}r:{key}")
-                return list(await pipe.execute())
-
-        replies = await guard(read())
+        """Every kept item, newest first: one script call, one JSON reply."""
+        [reply] = await guard(run_scripts(self.client, [(self._list, [f"{self.base}idx"], [self.base])]))
         now = self._now_ms()
         out = []
-        for i, key in enumerate(keys):
-            meta = {_text(k): _text(v) for k, v in replies[2 * i].items()}
-            if "model" not in meta:
-                continue  # expired between the two reads
-            held = {_text(k): int(_text(v)) for k, v in replies[2 * i + 1].items()}
+        for key, flat, held_flat in orjson.loads(reply):
+            meta = _pairs(flat)
+            held = {who: int(end) for who, end in _pairs(held_flat).items()}
             out.append(
                 Summary(
                     key=key,
@@ -200,12 +195,13 @@ class ReviewPageStore:
         suite: str | None = None,
         reason: str | None = None,
         order: Order = "newest",
+        among: Sequence[Summary] | None = None,
     ) -> list[Summary]:
         """The items ``annotator`` may still label (not labelled or skipped by them, not complete), filtered
-        and ordered: newest first, or most important first (then newest)."""
+        and ordered: newest first, or most important first (then newest). ``among``: summaries just read."""
         items = [
             s
-            for s in await self.summaries()
+            for s in (await self.summaries() if among is None else among)
             if annotator not in s.labelled_by
             and annotator not in s.skipped_by
             and s.done < s.need

@@ -149,6 +149,7 @@ async def _items(request: web.Request) -> web.Response:
         suite=_query(request, "suite"),
         reason=reason,
         order=cast(Order, order),
+        among=every,
     )
     return _ok(
         {
