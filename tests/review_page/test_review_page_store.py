@@ -243,3 +243,64 @@ def test_the_form_is_the_suites_rubric(
         "fluency",
         "cultural_appropriateness",
     ]
+
+
+@pytest.mark.parametrize(
+    ("raw", "kept"),
+    [
+        (b'{"id": "x", "model": "m", "output": "o", "expected": "e"}', True),
+        (b'{"trace_id": "x", "completion": "o"}', False),  # a mapped JSON input: not a request event
+        (b'{"resourceSpans": []}', False),  # OTLP/JSON
+        (b"\x0a\x02\x08\x01", False),  # OTLP protobuf
+        (None, False),
+    ],
+)
+def test_only_a_native_request_event_is_kept_as_the_event(raw: bytes | None, kept: bool) -> None:
+    from streameval.features.review_page._items import item_document
+
+    graded = result("x", {"alpha": 9.0, "beta": 1.0})
+    item = ReviewItem(
+        id="x",
+        model="m",
+        suite="qa",
+        reasons=["control"],
+        reason="r",
+        score=0.5,
+        passed=True,
+        threshold=0.6,
+        event_time=graded.event_time,
+        selected_at=graded.event_time,
+    )
+    doc = item_document(item, graded, raw, 1)
+    assert (doc["event"] is not None) == kept and doc["result"]["id"] == "x"
+
+
+def test_a_long_event_keeps_its_texts_cut() -> None:
+    from streameval.features.review_page._items import MAX_EVENT_BYTES, TEXT_CHARS, item_document
+
+    graded = result("x", {"alpha": 9.0})
+    raw = orjson.dumps(
+        {
+            "id": "x",
+            "model": "m",
+            "output": "o" * MAX_EVENT_BYTES,
+            "references": ["r" * 9000],
+            "metadata": {"k": 1},
+        }
+    )
+    item = ReviewItem(
+        id="x",
+        model="m",
+        suite="qa",
+        reasons=["control"],
+        reason="r",
+        score=0.5,
+        passed=True,
+        threshold=0.6,
+        event_time=graded.event_time,
+        selected_at=graded.event_time,
+    )
+    doc = item_document(item, graded, raw, 1)
+    assert doc["truncated"] is True and len(doc["event"]["output"]) == TEXT_CHARS
+    assert len(doc["event"]["references"][0]) == TEXT_CHARS and "metadata" not in doc["event"]
+    assert export_lines([(doc, {"ana": {"id": "x", "passed": True}})], "events") == []  # not a golden event

@@ -75,14 +75,16 @@ def form_of(result: GradedResult) -> dict[str, Any]:
     return {"scale": scale, "category": category, "criteria": criteria}
 
 
-def _event(raw: bytes | None) -> tuple[dict[str, Any] | None, bool]:
+def _event(raw: bytes | None, event_id: str) -> tuple[dict[str, Any] | None, bool]:
+    """The request event of a native message; None for other formats (mapped JSON, OTLP), whose bytes are
+    not a request event."""
     if not raw:
         return None, False
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None, False
-    if not isinstance(doc, dict):
+    if not isinstance(doc, dict) or doc.get("id") != event_id or not isinstance(doc.get("output"), str):
         return None, False
     if len(raw) <= MAX_EVENT_BYTES:
         return doc, False
@@ -100,7 +102,7 @@ def _event(raw: bytes | None) -> tuple[dict[str, Any] | None, bool]:
 def item_document(
     item: ReviewItem, result: GradedResult, raw: bytes | None, reviewers: int
 ) -> dict[str, Any]:
-    event, truncated = _event(raw)
+    event, truncated = _event(raw, result.id)
     return {
         "key": item_key(item.model, item.suite, item.id),
         "item": item.model_dump(mode="json"),
