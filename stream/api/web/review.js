@@ -266,6 +266,9 @@ async function start() {
   $("next").addEventListener("click", () => move(1));
   $("prev").addEventListener("click", () => move(-1));
   $("label-score").addEventListener("input", () => setScore($("label-score").value));
+  window.addEventListener("pagehide", () => {  // leaving the page: the item is free again at once, not at the lease's end
+    if (state.current && SE.token()) fetch(`${API}/items/${encodeURIComponent(state.current)}/release`, { method: "POST", keepalive: true, headers: { Authorization: "Bearer " + SE.token() } });
+  });
   if (await refresh()) await move(1);
   setInterval(async () => { if (!state.busy && !state.moving) { await refresh(); if (!state.current && state.items.some((i) => i.open)) move(1); } }, 5000);
 }
