@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 from _feedback_helpers import result
 
 from streameval.features.review_page import ReviewPageStore, export_lines, form_of, item_key
+from streameval.features.review_page._items import MAX_EVENT_BYTES, TEXT_CHARS, item_document
 from streameval.keyspace import Keys
 from streameval.models import GradedResult, ReviewItem
 from streameval.review import ReviewConfig, ReviewQueue
@@ -245,6 +246,22 @@ def test_the_form_is_the_suites_rubric(
     ]
 
 
+def document_of(graded: GradedResult, raw: bytes | None) -> dict[str, Any]:
+    item = ReviewItem(
+        id=graded.id,
+        model=graded.model,
+        suite=graded.suite,
+        reasons=["control"],
+        reason="r",
+        score=graded.score,
+        passed=graded.passed,
+        threshold=graded.threshold,
+        event_time=graded.event_time,
+        selected_at=graded.event_time,
+    )
+    return item_document(item, graded, raw, 1)
+
+
 @pytest.mark.parametrize(
     ("raw", "kept"),
     [
@@ -256,28 +273,12 @@ def test_the_form_is_the_suites_rubric(
     ],
 )
 def test_only_a_native_request_event_is_kept_as_the_event(raw: bytes | None, kept: bool) -> None:
-    from streameval.features.review_page._items import item_document
-
     graded = result("x", {"alpha": 9.0, "beta": 1.0})
-    item = ReviewItem(
-        id="x",
-        model="m",
-        suite="qa",
-        reasons=["control"],
-        reason="r",
-        score=0.5,
-        passed=True,
-        threshold=0.6,
-        event_time=graded.event_time,
-        selected_at=graded.event_time,
-    )
-    doc = item_document(item, graded, raw, 1)
+    doc = document_of(graded, raw)
     assert (doc["event"] is not None) == kept and doc["result"]["id"] == "x"
 
 
 def test_a_long_event_keeps_its_texts_cut() -> None:
-    from streameval.features.review_page._items import MAX_EVENT_BYTES, TEXT_CHARS, item_document
-
     graded = result("x", {"alpha": 9.0})
     raw = orjson.dumps(
         {
@@ -288,19 +289,7 @@ def test_a_long_event_keeps_its_texts_cut() -> None:
             "metadata": {"k": 1},
         }
     )
-    item = ReviewItem(
-        id="x",
-        model="m",
-        suite="qa",
-        reasons=["control"],
-        reason="r",
-        score=0.5,
-        passed=True,
-        threshold=0.6,
-        event_time=graded.event_time,
-        selected_at=graded.event_time,
-    )
-    doc = item_document(item, graded, raw, 1)
+    doc = document_of(graded, raw)
     assert doc["truncated"] is True and len(doc["event"]["output"]) == TEXT_CHARS
     assert len(doc["event"]["references"][0]) == TEXT_CHARS and "metadata" not in doc["event"]
     assert export_lines([(doc, {"ana": {"id": "x", "passed": True}})], "events") == []  # not a golden event
