@@ -317,6 +317,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     raw.add_argument("--redis-url", metavar="URL", help=REDIS_HELP)
 
+    review = _sub(
+        sub,
+        "review",
+        "export the review page's labelled items as JSONL",
+        "`streameval review export` writes the labelled items the review page keeps (docs/feedback.md) to "
+        "stdout, one JSON document a line: items ({event, result, label}, and expected when corrected), "
+        "labels (feedback v1, for `streameval evaluate --labels`) or events (a golden set, the corrected "
+        "expected answers in).",
+    )
+    review.add_argument("action", choices=["export"], help="what to do: export")
+    review.add_argument(
+        "--format",
+        choices=["items", "labels", "events"],
+        default="items",
+        help="items, labels or events",
+    )
+    review.add_argument(
+        "--model", metavar="NAME", default=None, help="only this model's items (default: all)"
+    )
+    review.add_argument(
+        "--suite", metavar="NAME", default=None, help="only this suite's items (default: all)"
+    )
+    review.add_argument("--redis-url", metavar="URL", help=REDIS_HELP)
+
     check = _sub(
         sub,
         "check",

@@ -136,6 +136,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                 args, load_settings(**({"redis_url": args.redis_url} if args.redis_url else {})), console
             )
         )
+    if args.command == "review":
+        return asyncio.run(
+            _review(args, load_settings(**({"redis_url": args.redis_url} if args.redis_url else {})), console)
+        )
     settings = load_settings(**({"kafka_bootstrap_servers": args.bootstrap} if args.bootstrap else {}))
     # produce and tail say in one line when the broker is not there; aiokafka's per-attempt errors add nothing
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
@@ -179,7 +183,12 @@ def _api(args: argparse.Namespace, settings: Settings) -> int:
     )
     if not 0 <= port <= 65535:
         raise UsageError(f"--port must be within 0..65535, got {port}")
-    asyncio.run(serve_api(settings, api, host=args.host or api.web_host, port=port))
+    features = None
+    if api.review_page:  # the review page (docs/feedback.md): only when asked for
+        from .features.review_page.web import open_review_feature
+
+        features = lambda client: [open_review_feature(client, settings, None)]  # noqa: E731
+    asyncio.run(serve_api(settings, api, host=args.host or api.web_host, port=port, features=features))
     return EXIT_OK
 
 
@@ -593,6 +602,27 @@ async def _dead_letter_raw(args: argparse.Namespace, settings: Settings, console
     else:
         args.output.write_bytes(raw)
         console.print(f"wrote {len(raw)} bytes to {args.output}", highlight=False)
+    return EXIT_OK
+
+
+async def _review(args: argparse.Namespace, settings: Settings, console: Console) -> int:
+    """``streameval review export``: the review page's labelled items on stdout."""
+    from . import keyspace
+    from .features.review_page import write_export
+    from .redis_security import redis_options
+
+    if not settings.redis_url:
+        raise UsageError(
+            "no Redis: set REDIS_URL or pass --redis-url (the review page keeps its items there)"
+        )
+    client = keyspace.connect(settings.redis_url, max_connections=2, **redis_options(settings))
+    try:
+        n = await write_export(
+            client, settings.redis_prefix, args.format, sys.stdout.buffer, model=args.model, suite=args.suite
+        )
+    finally:
+        await client.aclose()
+    console.print(f"{n} {args.format} exported", highlight=False)
     return EXIT_OK
 
 

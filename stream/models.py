@@ -674,6 +674,11 @@ class Feedback(BaseModel):
     annotator: str | None = Field(default=None, min_length=1, max_length=128)
     comment: str | None = Field(default=None, max_length=4096)
     timestamp: str | None = Field(default=None, pattern=RFC3339)
+    expected: str | None = Field(
+        default=None,
+        max_length=65536,
+        description="the person's corrected expected answer (kept, not joined)",
+    )
 
     @model_validator(mode="after")
     def _label_and_range(self) -> Feedback:

@@ -84,6 +84,8 @@ FLOORS: dict[str, int] = {
     "summary": COMPONENTS,
     "labels": COMPONENTS,
     "review": COMPONENTS,
+    "features": VOCABULARY,  # the folder of optional features (nothing in it imports anything)
+    "features.review_page.*": COMPONENTS,  # the review page's queue in Redis, its documents and export
     # 4. configuration: the environment's settings and the suite file
     "settings": CONFIGURATION,
     "config": CONFIGURATION,
@@ -103,6 +105,7 @@ FLOORS: dict[str, int] = {
     "compare_offline": COMPOSITION,
     "backfill": COMPOSITION,
     "api.*": COMPOSITION,
+    "features.review_page.web": COMPOSITION,  # the review page's routes and its feedback producer
     "_cliargs": COMPOSITION,
     "demo": COMPOSITION,
     "up": COMPOSITION,
