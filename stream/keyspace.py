@@ -192,6 +192,10 @@ class Keys:
     def lease(self, size: int, start: int) -> str:
         return f"{self.ix}lease:{size}:{start}"
 
+    def published_at(self, size: int, start: int) -> str:
+        """The time a window was first published: a repeat after a crash carries the same stamp."""
+        return f"{self.ix}pubat:{size}:{start}"
+
     def shift_queue(self, size: int) -> str:
         return f"{self.ix}shiftq:{size}"
 

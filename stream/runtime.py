@@ -373,11 +373,16 @@ class Runtime:
         """
         store = self.processor.store
 
+        async def remembered(delivery: Any, alert: bytes) -> None:
+            if delivery is not None:
+                await delivery
+            await remember_alert(store.client, store.prefix, alert)  # once it is on its topic
+
         async def publish(message: Publish) -> Any:
             delivery = await send(message)
             if message.kind == "alert":  # the dashboard's recent alerts (docs/api.md)
-                await remember_alert(store.client, store.prefix, message.value)
-            return delivery  # a label's dead letter is awaited before the label leaves its waiting list
+                return remembered(delivery, message.value)
+            return delivery
 
         return await self.processor.close_windows(self.closer, publish)
 
