@@ -57,6 +57,14 @@ def test_the_readme_test_command_installs_what_the_tests_need() -> None:
     assert "chromium chromium-driver" in CI
 
 
+def test_the_readme_suite_file_is_valid() -> None:
+    from streameval.config import parse_config_text
+
+    [text] = re.findall(r"```yaml\n(.*?)```", README, flags=re.S)
+    _, suites = parse_config_text(text, file="README.md")
+    assert [s.name for s in suites.all] == ["qa", "fallback"]
+
+
 @pytest.mark.parametrize("name", sorted(Settings.model_fields))
 def test_every_setting_is_documented(name: str) -> None:
     assert f"| `STREAMEVAL_{name.upper()}` |" in PAGES["settings.md"]
