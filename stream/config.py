@@ -48,6 +48,7 @@ from ._util import unknown_name
 from .alerts import AlertRule
 from .errors import ConfigError, ConfigIssue, UnroutableEvent
 from .evaluators import Evaluator, build_evaluator
+from .features.notify._config import ChannelConfig, notify_issues
 from .grading import GRADE_SCALES, GradeScale
 from .inputs import FORMATS, InputConfig, OtlpInput, input_issues
 from .judges import (
@@ -281,6 +282,9 @@ class StreamEvalConfig(_Strict):
     sessions: list[SessionConfig] = Field(
         default_factory=list, description="conversations and agent runs judged as a whole (docs/sessions.md)"
     )
+    notify: list[ChannelConfig] = Field(
+        default_factory=list, description="where alerts are delivered: Slack, PagerDuty, ... (docs/notify.md)"
+    )
 
     @field_validator("sessions")
     @classmethod
@@ -501,6 +505,7 @@ class LoadedConfig:
         self.shadow_judges: tuple[JudgeConfig, ...] = ()  # judges only shadows use (add_shadow_file)
         self.feedback = FeedbackInput()  # the feedback topic's format (streameval.labels)
         self.review: ReviewConfig | None = None  # the review queue (streameval.review); None: off
+        self.notify: tuple[ChannelConfig, ...] = ()  # alert channels (streameval.features.notify); (): none
         self.by_name = {s.name: s for s in suites}
         self._matching = [s for s in suites if s.config.match is not None and not s.is_default]
         self._default = next((s for s in suites if s.is_default), None)
@@ -737,6 +742,7 @@ def parse_config(
     issues: list[ConfigIssue] = [issue(loc, message) for loc, message in input_issues(config.inputs)]
     issues += [issue(("feedback", *loc), message) for loc, message in feedback_issues(config.feedback)]
     issues += [issue(loc, message) for loc, message in _run_issues(config)]
+    issues += [issue(loc, message) for loc, message in notify_issues(config.notify)]
 
     def build(scoring: SuiteConfig | SessionConfig, base: tuple[str | int, ...]) -> Suite:
         """Build one suite's (or session's) evaluators, adding any problem to ``issues``."""
@@ -818,6 +824,7 @@ def parse_config(
     parsed = LoadedConfig(suites, config.judges, config.alerts, config.windowing, config.inputs, sessions)
     parsed.feedback = config.feedback
     parsed.review = config.review
+    parsed.notify = tuple(config.notify)
     return config, parsed
 
 

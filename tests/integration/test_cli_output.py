@@ -11,9 +11,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import httpx
@@ -228,6 +230,41 @@ def case_judge_sim(ctx: Ctx) -> Ran:
     return Ran(code, out, err, out_has=[f"SIMULATED judge listening on http://127.0.0.1:{port}"])
 
 
+def case_review(ctx: Ctx) -> Ran:
+    code, out, err = run(ctx, "review", "export")
+    assert out == ""  # the data (JSONL items) goes to stdout: none kept under this prefix
+    return Ran(code, out, err, err_has=["0 items exported"])
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"received")
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def case_notify(ctx: Ctx) -> Ran:
+    server = HTTPServer(("127.0.0.1", 0), _Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    secret = ctx.tmp / "hook.key"
+    secret.write_text("s3cret-signing-key")
+    config = ctx.tmp / "notify.yaml"
+    config.write_text(
+        "suites:\n  - {name: qa, default: true, evaluators: [{evaluator: exact_match}]}\nnotify:\n"
+        f"  - {{name: hook, kind: webhook, url: 'http://127.0.0.1:{server.server_port}/hook', "
+        f"signing_secret_file: '{secret}'}}\n"
+    )
+    try:
+        code, out, err = run(ctx, "notify", "test", "--config", str(config), "--channel", "hook")
+    finally:
+        server.shutdown()
+    return Ran(code, out, err, out_has=["hook (webhook)"])
+
+
 CASES: dict[str, Callable[[Ctx], Ran]] = {
     "api": case_api,
     "backfill": case_backfill,
@@ -237,7 +274,9 @@ CASES: dict[str, Callable[[Ctx], Ran]] = {
     "demo": case_demo,
     "evaluate": case_evaluate,
     "judge-sim": case_judge_sim,
+    "notify": case_notify,
     "produce": case_produce,
+    "review": case_review,
     "tail": case_tail,
     "up": case_up,
     "worker": case_worker,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import random
 import signal
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -26,6 +25,7 @@ from security_helpers import TansuBehind
 
 from streameval.embedded import free_port
 from streameval.kafka_io import Record, ensure_topics, produce, tail
+from streameval.keyspace import Keys
 from streameval.models import format_time
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
@@ -74,12 +74,16 @@ async def slow_answers(port: int, upstream: int, delay_s: float) -> AsyncIterato
 
 
 async def test_kill_9_while_windows_close_loses_no_aggregate_and_no_alert(
-    start_worker: Callable[..., Any], topics: dict[str, str], aredis: aioredis.Redis, tmp_path: Path
+    start_worker: Callable[..., Any],
+    topics: dict[str, str],
+    aredis: aioredis.Redis,
+    prefix: str,
+    tmp_path: Path,
 ) -> None:
     proxy_port = free_port()
     with TansuBehind(proxy_port) as tansu:
         async with slow_answers(proxy_port, tansu.port, ACK_DELAY_S):
-            await run(f"127.0.0.1:{proxy_port}", start_worker, topics, aredis, tmp_path)
+            await run(f"127.0.0.1:{proxy_port}", start_worker, topics, aredis, prefix, tmp_path)
 
 
 async def run(
@@ -87,6 +91,7 @@ async def run(
     start_worker: Callable[..., Any],
     topics: dict[str, str],
     aredis: aioredis.Redis,
+    prefix: str,
     tmp_path: Path,
 ) -> None:
     config = tmp_path / "suites.yaml"
@@ -126,18 +131,19 @@ async def run(
 
     producing = asyncio.create_task(events())
     worker = start_worker(config, app_id="closers", **env)
-    kills, rng = 0, random.Random()
+    leases = LeaseWatch(aredis, Keys(prefix))
+    kills = 0
     try:
         while kills < KILLS:
-            seen = sum(r.topic == topics["aggregates"] for r in out)
-            # windows are going out
+            # kill points, in turn: a window is being published (its lease holds the worker's id), or its
+            # lease was just marked done (the moment a closer that did not wait for the broker lost it all)
+            point = "publishing" if kills % 2 else "done"
             await wait_until(
-                lambda seen=seen: sum(r.topic == topics["aggregates"] for r in out) > seen,
+                lambda point=point: leases.at(point),
                 timeout=120,
-                what=f"aggregates after kill {kills}",
+                interval=0.005,
+                what=f"a window lease {point} (kill {kills + 1})",
             )
-            # then at a random point of the next closing cycle: before, during or after its send
-            await asyncio.sleep(rng.uniform(0, SIZE))
             os.kill(worker.proc.pid, signal.SIGKILL)
             worker.proc.wait()
             kills += 1
@@ -170,6 +176,28 @@ async def run(
     expected = {f"every-window:{SIZE}:{start}:{key.decode()}".encode() for key, start in aggregates if key}
     assert set(alerts) == expected
     print(f"{len(aggregates)} aggregates and {len(alerts)} alerts over {kills} kills; {repeats} repeats")
+
+
+class LeaseWatch:
+    """Looks at the leases of the windows due last (and the one before) in Redis."""
+
+    def __init__(self, client: aioredis.Redis, keys: Keys) -> None:
+        self.client, self.keys = client, keys
+        self.last: dict[str, bytes | None] = {}
+
+    async def at(self, point: str) -> bool:
+        """Whether such a lease is held by a worker (``publishing``), or turned ``done`` since the last look."""
+        seconds, micros = await self.client.time()
+        due = int((seconds + micros / 1e6 - 1 - SIZE) // SIZE * SIZE)
+        for start in (due, due - SIZE):
+            key = self.keys.lease(SIZE, start)
+            value, before = await self.client.get(key), self.last.get(key)
+            self.last[key] = value
+            if point == "publishing" and value not in (None, b"done"):
+                return True
+            if point == "done" and value == b"done" and before not in (None, b"done"):
+                return True
+        return False
 
 
 def counted(out: list[Record], topics: dict[str, str]) -> int:
