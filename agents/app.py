@@ -240,7 +240,7 @@ def create_app(
             lifeline.fatal("a batch could not be evaluated, recorded or published", exc)
 
         # bounded by events, not batches: a stream of small batches keeps its rule results flowing while
-        # the judges of older batches answer (README "Delivery guarantees")
+        # the judges of older batches answer (docs/guarantees.md)
         inflight: InFlight[EventT[bytes]] = InFlight(
             send, ack, max_events=settings.batches_in_flight * settings.batch_max, on_failure=failed
         )

@@ -46,13 +46,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return judge_sim(argv[1:])
     args = _parser().parse_args(argv)
+    # results on stdout, progress and diagnostics on stderr, in every command (`check F | grep` works)
     console = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 120)
+    out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 120)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     install_repeat_summary(
         (*AIOKAFKA_LOGGERS, "streameval.store")
     )  # an outage: one line, then a summary every 30 s, not an ERROR per attempt
     try:
-        return _run(args, console)
+        return _run(args, console, out)
     except (ConfigError, UsageError) as exc:
         _error(console, exc)
         return EXIT_USAGE
@@ -72,7 +74,7 @@ def _error(console: Console, exc: Exception) -> None:
     console.print(str(exc), highlight=False, markup=False)
 
 
-def _run(args: argparse.Namespace, console: Console) -> int:
+def _run(args: argparse.Namespace, console: Console, out: Console) -> int:
     from .settings import load_settings
 
     if args.command == "worker":
@@ -113,27 +115,27 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if args.command == "demo":
         from .demo import run_demo
 
-        return asyncio.run(run_demo(args, console))
+        return asyncio.run(run_demo(args, console, out))
     if args.command == "evaluate":
         limit = {"max_event_bytes": args.max_event_bytes} if args.max_event_bytes is not None else {}
-        return _evaluate(args, load_settings(**limit), console)
+        return _evaluate(args, load_settings(**limit), console, out)
     if args.command == "check":
-        return _check(args.config, console)
+        return _check(args.config, out)
     if args.command == "compare":
-        return _compare(args, console)
+        return _compare(args, out)
     if args.command == "backfill":
         overrides = {
             k: v
             for k, v in {"kafka_bootstrap_servers": args.bootstrap, "redis_url": args.redis_url}.items()
             if v
         }
-        return _backfill(args, load_settings(**overrides), console)
+        return _backfill(args, load_settings(**overrides), console, out)
     if args.command == "notify":
         return _notify(args, load_settings)
     if args.command == "dead-letter-raw":
         return asyncio.run(
             _dead_letter_raw(
-                args, load_settings(**({"redis_url": args.redis_url} if args.redis_url else {})), console
+                args, load_settings(**({"redis_url": args.redis_url} if args.redis_url else {})), console, out
             )
         )
     if args.command == "review":
@@ -144,7 +146,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     # produce and tail say in one line when the broker is not there; aiokafka's per-attempt errors add nothing
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     if args.command == "produce":
-        return asyncio.run(_produce(args, settings, args.topic or settings.topic_requests, console))
+        return asyncio.run(_produce(args, settings, args.topic or settings.topic_requests, out))
     if args.command == "tail":
         return asyncio.run(_tail(args, settings))
     raise AssertionError(f"unhandled command {args.command}")
@@ -193,6 +195,7 @@ def _api(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _check(path: Path, console: Console) -> int:
+    """The suites of a valid file, one line each, on ``console`` (stdout); a bad file raises ``ConfigError``."""
     from .config import load_config
 
     _, suites = load_config(path)
@@ -236,7 +239,7 @@ def _backfill_time(option: str, raw: str | None) -> int | None:
     return int(seconds * 1000)
 
 
-def _backfill(args: argparse.Namespace, settings: Settings, console: Console) -> int:
+def _backfill(args: argparse.Namespace, settings: Settings, console: Console, out: Console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from .backfill import run_backfill
@@ -289,14 +292,14 @@ def _backfill(args: argparse.Namespace, settings: Settings, console: Console) ->
     versions = ", ".join(f"{name} {version}" for name, version in sorted(report.versions.items()))
     if args.dry_run:
         cost = "no priced judges" if report.estimated_cost is None else f"{report.estimated_cost:.4f}"
-        console.print(
+        out.print(
             f"dry run, {versions}: {report.results} events to evaluate ({report.in_range} in range, "
             f"{report.unsampled} outside the sample, {report.dropped} not evaluable) of {report.offsets} "
             f"offsets read; estimated judge cost {cost}",
             highlight=False,
         )
     else:
-        console.print(
+        out.print(
             f"backfill {report.group}, {versions}: {report.results} results published "
             f"({report.counted} counted now), {report.in_range} events in range, {report.unsampled} outside "
             f"the sample, {report.dropped} not evaluable, {report.offsets} offsets read in "
@@ -394,7 +397,7 @@ def _compare(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
-def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) -> int:
+def _evaluate(args: argparse.Namespace, settings: Settings, console: Console, out: Console) -> int:
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
     from .config import parse_config_text, read_config_text
@@ -466,8 +469,8 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
                 )
             )
     if not args.quiet:
-        render_summary(summary, console, title=f"streameval evaluate {args.input.name}")
-    console.print(
+        render_summary(summary, out, title=f"streameval evaluate {args.input.name}")
+    out.print(
         f"results: {args.output}  dead letters: {deadletter}"
         + (f"  sessions: {sessions}" if sessions is not None else ""),
         highlight=False,
@@ -491,12 +494,12 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console) ->
             )
             failed = True
     if args.labels is not None:
-        failed = _human_agreement(args, suites, settings, console) or failed
+        failed = _human_agreement(args, suites, settings, console, out) or failed
     return EXIT_FAILED if failed else EXIT_OK
 
 
 def _human_agreement(
-    args: argparse.Namespace, suites: LoadedConfig, settings: Settings, console: Console
+    args: argparse.Namespace, suites: LoadedConfig, settings: Settings, console: Console, out: Console
 ) -> bool:
     """``--labels``: join the labels to the results just written, print the table; True when the gate fails."""
     from .errors import EventError
@@ -525,20 +528,18 @@ def _human_agreement(
         Keys.split_pair(pair)[:2]: human_agreement(pair_rows, layouts) for pair, pair_rows in rows.items()
     }
     if not args.quiet:
-        render_agreement(figures, console, unmatched=len(unmatched) + bad)
+        render_agreement(figures, out, unmatched=len(unmatched) + bad)
         for pair, pair_rows in sorted(rows.items()):
             tuned = calibration(pair_rows, layouts)
             if tuned.maps:  # what `judge: {calibrate: true, calibration: ...}` would take (docs/feedback.md)
                 model, suite = Keys.split_pair(pair)[:2]
-                console.print(
+                out.print(
                     f"calibration for {model} / {suite} (suggested weights, isotonic maps):", highlight=False
                 )
                 for judge, entry in tuned.as_dict().items():
                     weight = "-" if entry["weight"] is None else f"{entry['weight']:.3f}"
                     points = ", ".join(f"[{x:.4g}, {y:.4g}]" for x, y in entry["map"])
-                    console.print(
-                        f"  {judge}: n {entry['n']}, weight {weight}, map [{points}]", highlight=False
-                    )
+                    out.print(f"  {judge}: n {entry['n']}, weight {weight}, map [{points}]", highlight=False)
     failed = False
     if args.min_human_kappa is not None:
         for (model, suite), human in sorted(figures.items()):
@@ -580,7 +581,9 @@ def _line_decoder(
     return build_decoder(spec, max_depth=settings.max_event_depth, steps=steps)
 
 
-async def _dead_letter_raw(args: argparse.Namespace, settings: Settings, console: Console) -> int:
+async def _dead_letter_raw(
+    args: argparse.Namespace, settings: Settings, console: Console, out: Console
+) -> int:
     import redis.asyncio as aioredis
 
     from .deadletters import raw_key
@@ -601,7 +604,7 @@ async def _dead_letter_raw(args: argparse.Namespace, settings: Settings, console
         sys.stdout.buffer.flush()
     else:
         args.output.write_bytes(raw)
-        console.print(f"wrote {len(raw)} bytes to {args.output}", highlight=False)
+        out.print(f"wrote {len(raw)} bytes to {args.output}", highlight=False)
     return EXIT_OK
 
 

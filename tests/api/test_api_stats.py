@@ -186,6 +186,17 @@ async def test_pages_and_assets_are_served(client: TestClient[Any, Any], page: s
     assert '<script src="https://' not in html  # nothing from a CDN
 
 
+async def test_the_favicon_is_served_where_browsers_ask_and_where_the_pages_link_it(
+    client: TestClient[Any, Any],
+) -> None:
+    for path in ("/favicon.ico", "/static/favicon.svg"):
+        resp = await client.get(path)
+        assert resp.status == 200 and resp.content_type == "image/svg+xml", path
+        assert (await resp.text()).startswith("<svg")
+    for page in ("/evaluators", "/evaluators/regex", "/dashboard"):
+        assert '<link rel="icon" href="/static/favicon.svg"' in await (await client.get(page)).text()
+
+
 async def test_home_redirects_to_the_evaluators(client: TestClient[Any, Any]) -> None:
     resp = await client.get("/", allow_redirects=False)
     assert resp.status == 302 and resp.headers["Location"] == "/evaluators"

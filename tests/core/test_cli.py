@@ -172,7 +172,7 @@ def test_bad_config_exits_2_with_the_field_path(tmp_path: Path) -> None:
 def test_check_lists_suites() -> None:
     result = run_cli("check", str(EXAMPLES / "suites.yaml"))
     assert result.returncode == 0
-    assert "OK (5 suites)" in result.stderr and "states_answer×1" in result.stderr
+    assert "OK (5 suites)" in result.stdout and "states_answer×1" in result.stdout
 
 
 @pytest.mark.parametrize(

@@ -97,7 +97,8 @@ def _evaluate(
         )
     finally:
         del os.environ["TEST_JUDGE_KEY"]
-    return code, capsys.readouterr().err
+    captured = capsys.readouterr()  # the summary on stdout, a failed gate on stderr
+    return code, captured.out + captured.err
 
 
 def test_a_wrong_key_shows_in_the_judge_table_and_fails_the_gate(

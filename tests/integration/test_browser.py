@@ -9,6 +9,7 @@ skipped with that message when the binaries are missing.
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import time
@@ -115,6 +116,13 @@ def site(
             }
         )
     )
+    yield serve_site(config, broker, start_worker, topics)
+
+
+def serve_site(
+    config: Path, broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str]
+) -> str:
+    """The base URL of a worker serving the pages with the suite file ``config``, once it answers."""
     import asyncio
 
     asyncio.run(ensure_topics(broker.bootstrap, topics.values(), partitions=2))
@@ -130,7 +138,7 @@ def site(
             pass
         assert time.monotonic() < deadline, "the worker's web server did not start"
         time.sleep(0.1)  # polling the server's start with a deadline
-    yield base
+    return base
 
 
 def wait(driver: WebDriver, check: Callable[[WebDriver], Any], what: str) -> Any:
@@ -316,7 +324,7 @@ def test_dashboard_changes_while_events_flow(
     assert "model-a × qa" in legend and "model-b × qa" in legend
     bars = {
         b.get_attribute("data-name"): int(b.get_attribute("data-value"))
-        for b in browser.find_elements(By.CSS_SELECTOR, "#grade-chart rect")
+        for b in browser.find_elements(By.CSS_SELECTOR, "#grade-levels-chart rect")
     }
     assert sum(bars.values()) == 90 and set(bars) <= {"excellent", "good", "pass", "fail", "severe_defect"}
     assert (
@@ -453,3 +461,114 @@ def test_dashboard_changes_while_events_flow(
     browser.set_window_size(1280, 4000)  # the whole page: tables and panels below the charts
     wait(browser, lambda d: not d.find_element(By.ID, "examples-panel").is_displayed(), "the examples closed")
     browser.save_screenshot(str(ARTIFACTS / "12-dashboard-whole.png"))
+
+
+LEVELS = ["excellent", "good", "pass", "fail", "severe_defect"]
+LETTERS = ["A+", "A", "A-", "B+", "B", "B-", "C+", "C", "C-", "D", "F"]
+#: emoji and pictographs: a page that needs them shows empty boxes where no emoji font is installed
+EMOJI = re.compile("[\u2600-\u27bf\U0001f000-\U0001faff\ufe0f]")
+
+
+@pytest.fixture
+def busy_site(
+    broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], tmp_path: Path
+) -> str:
+    """A worker whose two suites grade on different scales: ``qa`` on levels, ``report`` on letters."""
+    config = tmp_path / "suites.yaml"
+    similarity = [{"evaluator": "similarity", "params": {"threshold": 0.6}}]
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "suites": [
+                    {"name": "qa", "match": {"category": ["qa_simple"]}, "evaluators": similarity},
+                    {"name": "report", "default": True, "grading": "letters", "evaluators": similarity},
+                ]
+            }
+        )
+    )
+    return serve_site(config, broker, start_worker, topics)
+
+
+def many_pairs(now: float) -> list[bytes]:
+    """12 models × 2 suites, model ``mNN`` with 13 - NN events in each suite: 24 pairs, 180 events."""
+    outputs = ["北京", "北京市", "北京城区", "上海"]  # similarity 1 down to 0: several grades on each scale
+    out = []
+    for m in range(12):
+        for suite, category in (("qa", "qa_simple"), ("report", "report")):
+            for i in range(13 - m):
+                out.append(
+                    raw_event(
+                        id=f"many-{m}-{suite}-{i}",
+                        model=f"m{m:02d}",
+                        category=category,
+                        output=outputs[(m + i) % len(outputs)],
+                        expected="北京",
+                        timestamp=format_time(now),
+                    )
+                )
+    return out
+
+
+def test_dashboard_stays_readable_with_many_pairs_and_scales(
+    browser: WebDriver, busy_site: str, broker: EmbeddedBroker, topics: dict[str, str]
+) -> None:
+    import asyncio
+
+    browser.get(f"{busy_site}/dashboard")
+    wait(browser, lambda d: d.find_element(By.ID, "updated").text != "—", "the first refresh")
+    asyncio.run(produce(broker.bootstrap, topics["requests"], many_pairs(time.time())))
+    wait(
+        browser, lambda d: d.find_element(By.ID, "total-events").text == "180", "180 events on the dashboard"
+    )
+
+    def legend(element_id: str) -> list[str]:  # read in one step: the page redraws every 2 s
+        return list(
+            browser.execute_script(
+                "return [...document.querySelectorAll(`#${arguments[0]} span[data-series]`)].map(n => n.dataset.series)",
+                element_id,
+            )
+        )
+
+    # the 8 pairs with the most events get a line each, the 16 others share one
+    top = {f"m{m:02d} × {suite}" for m in range(4) for suite in ("qa", "report")}
+    wait(browser, lambda d: len(legend("score-legend")) == 9, "the score legend's 8 pairs and others")
+    assert set(legend("score-legend")) == top | {"others (16 pairs)"}
+    assert set(legend("pass-legend")) == top | {"others (16 pairs)"}
+    assert 'smaller pairs in "others"' in browser.find_element(By.ID, "score-legend").text
+    latency = legend("latency-legend")
+    assert len(latency) == 10 and "others (20 pairs) p95" in latency and "m00 × qa p50" in latency
+    # the others line folds pairs together: it opens no window's examples
+    assert browser.execute_script(
+        "return [...document.querySelectorAll('#score-chart circle.point')].every(c => !c.dataset.series.startsWith('others'))"
+    )
+
+    # one grade chart per scale, each with only its own grades
+    def bars(chart: str) -> dict[str, int]:
+        return {
+            str(name): int(value)
+            for name, value in browser.execute_script(
+                "return [...document.querySelectorAll(`#${arguments[0]} rect`)].map(r => [r.dataset.name, r.dataset.value])",
+                chart,
+            )
+        }
+
+    levels, letters, verdict = (
+        bars("grade-levels-chart"),
+        bars("grade-letters-chart"),
+        bars("grade-verdict-chart"),
+    )
+    assert set(levels) <= set(LEVELS) and sum(levels.values()) == 90 and len(levels) > 1
+    assert set(letters) <= set(LETTERS) and sum(letters.values()) == 90 and len(letters) > 1
+    assert set(verdict) == {"passed", "failed"} and sum(verdict.values()) == 180
+    assert not browser.find_element(By.ID, "grades-other").is_displayed()
+
+    # icons drawn as SVG, no emoji; the favicon is there, so nothing on the page failed to load
+    header = browser.find_element(By.TAG_NAME, "header")
+    assert len(header.find_elements(By.CSS_SELECTOR, "svg.icon")) == 3
+    assert not EMOJI.search(browser.execute_script("return document.body.innerText"))
+    icon = browser.execute_script("return document.querySelector('link[rel=icon]').href")
+    assert httpx.get(icon, timeout=5).headers["content-type"] == "image/svg+xml"
+    assert httpx.get(f"{busy_site}/favicon.ico", timeout=5).status_code == 200
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == [], errors
+    browser.save_screenshot(str(ARTIFACTS / "10-dashboard-many-pairs.png"))

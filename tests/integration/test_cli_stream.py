@@ -46,7 +46,7 @@ def test_produce_worker_tail(
     )
     env = {"KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap}
     sent = cli("produce", str(events), "--topic", topics["requests"], env=env)
-    assert sent.returncode == 0 and b"sent 20 messages" in sent.stderr
+    assert sent.returncode == 0 and b"sent 20 messages" in sent.stdout
     start_worker(EXAMPLES / "suites.yaml")
     tailed = cli("tail", "--topic", topics["results"], "--limit", "20", env=env)
     assert tailed.returncode == 0
@@ -86,7 +86,7 @@ def test_produce_stdin_sends_each_line_as_it_is_read(broker: EmbeddedBroker, top
     proc = subprocess.Popen(
         [sys.executable, "-m", "streameval", "produce", "-", "--topic", topics["requests"]],
         stdin=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
         env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap},
     )
     assert proc.stdin is not None
@@ -103,7 +103,7 @@ def test_produce_stdin_sends_each_line_as_it_is_read(broker: EmbeddedBroker, top
             assert proc.poll() is None
         proc.stdin.close()
         assert proc.wait(timeout=60) == 0
-        assert b"sent 2 messages" in (proc.stderr.read() if proc.stderr else b"")
+        assert b"sent 2 messages" in (proc.stdout.read() if proc.stdout else b"")
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -43,7 +43,8 @@ def start_alertmanager(config: Path, storage: Path, port: int, log: Path) -> sub
 
 
 @pytest.mark.skipif(
-    shutil.which(BINARY) is None, reason="prometheus-alertmanager is not installed (.ci/run installs it)"
+    shutil.which(BINARY) is None,
+    reason="prometheus-alertmanager is not installed: apt-get install -y prometheus-alertmanager (the README)",
 )
 async def test_alertmanager_groups_the_alert_with_its_labels_and_the_resolve_ends_it(tmp_path: Path) -> None:
     notifications: list[dict[str, Any]] = []

@@ -25,7 +25,8 @@ const Charts = (() => {
     return out;
   }
 
-  /* series: [{name, points: [{x, y, ...}]}]; x are window starts (epoch s).
+  /* series: [{name, points: [{x, y, ...}], color?, others?}]; x are window starts (epoch s); an `others`
+     series (many pairs folded into one line) takes no clicks.
      Options: yMin, yMax (null: from the data), format(y) for the y labels, onPoint(series, point) on a click. */
   function line(target, series, { yMin = 0, yMax = 1, width = 1100, height = 220, percent = false, format = null, onPoint = null } = {}) {
     const pad = { l: 52, r: 16, t: 10, b: 26 };
@@ -55,12 +56,13 @@ const Charts = (() => {
       const pts = s.points.filter((p) => p.y !== null && p.y !== undefined);
       const color = s.color || COLORS[i % COLORS.length];
       if (pts.length > 1) root.append(svg("polyline", { points: pts.map((p) => `${px(p.x)},${py(p.y)}`).join(" "), fill: "none", stroke: color, "stroke-width": 2 }));
+      const click = onPoint && !s.others;  // a line folding many pairs has no one window to open
       for (const p of pts) {
-        const dot = svg("circle", { cx: px(p.x), cy: py(p.y), r: onPoint ? 4 : 3, fill: color, "data-series": s.name, "data-start": p.x, class: onPoint ? "point" : "" });
+        const dot = svg("circle", { cx: px(p.x), cy: py(p.y), r: click ? 4 : 3, fill: color, "data-series": s.name, "data-start": p.x, class: click ? "point" : "" });
         const title = svg("title", {});
-        title.textContent = `${s.name} · ${new Date(p.x * 1000).toLocaleString()} · ${yText(p.y)}${onPoint ? " · click for examples" : ""}`;
+        title.textContent = `${s.name} · ${new Date(p.x * 1000).toLocaleString()} · ${yText(p.y)}${click ? " · click for examples" : ""}`;
         dot.append(title);
-        if (onPoint) dot.addEventListener("click", () => onPoint(s, p));
+        if (click) dot.addEventListener("click", () => onPoint(s, p));
         root.append(dot);
       }
     });

@@ -6,7 +6,14 @@ const pct = (v) => (v === null || v === undefined ? "—" : `${(v * 100).toFixed
 const fixed = (v, d) => (v === null || v === undefined ? "—" : Number(v).toFixed(d));
 const money = (v) => (v === null || v === undefined ? "—" : `$${v < 1 ? v.toFixed(4) : v.toFixed(2)}`);
 const ms = (v) => (v === null || v === undefined ? "—" : `${v < 10 ? v.toFixed(1) : Math.round(v)} ms`);
-const GRADE_ORDER = ["excellent", "good", "pass", "fail", "severe_defect", "A+", "A", "A-", "B+", "B", "B-", "C+", "C", "C-", "D", "F"];
+/* The grading scales (stream/grading.py), each drawn on its own chart: never two scales on one axis. */
+const SCALES = {
+  levels: ["excellent", "good", "pass", "fail", "severe_defect"],
+  letters: ["A+", "A", "A-", "B+", "B", "B-", "C+", "C", "C-", "D", "F"],
+};
+/* Pairs drawn as lines of their own, by events in the range shown; the rest share one "others" line. */
+const TOP_PAIRS = 8, TOP_LATENCY_PAIRS = 4;
+const OTHERS_COLOR = "#98a2b3";
 const q = encodeURIComponent;
 
 const state = { model: "", suite: "", size: null, range: "", examples: null, version: "" };
@@ -24,6 +31,63 @@ function options(select, values, allLabel) {
     select.replaceChildren(...want.map((v) => SE.el("option", { value: v }, v === "" ? allLabel : v)));
     select.value = want.includes(current) ? current : "";
   }
+}
+
+/* The pairs with the most events first (ties by name), cut at `top`: { top, rest }. */
+function byVolume(shown, top) {
+  const volume = new Map(shown.map((s) => [s, s.points.reduce((n, p) => n + p.count, 0)]));
+  const ranked = [...shown].sort((a, b) => volume.get(b) - volume.get(a) || pairName(a).localeCompare(pairName(b)));
+  return { top: ranked.slice(0, top), rest: ranked.slice(top) };
+}
+
+/* One line for the folded pairs: per window, the count-weighted mean of `value` over them. */
+function othersLine(rest, value, name) {
+  const acc = new Map();
+  for (const s of rest) for (const p of s.points) {
+    const v = value(p);
+    if (v === null || v === undefined || !p.count) continue;
+    const [sum, n] = acc.get(p.start) || [0, 0];
+    acc.set(p.start, [sum + v * p.count, n + p.count]);
+  }
+  const points = [...acc.entries()].sort((a, b) => a[0] - b[0]).map(([x, [sum, n]]) => ({ x, y: sum / n }));
+  return { name, others: true, color: OTHERS_COLOR, points };
+}
+
+/* A chart's series: the top pairs, each its own line, and one "others" line for the rest. */
+function pairLines(shown, top, value, suffix = "") {
+  const { top: mine, rest } = byVolume(shown, top);
+  const lines = mine.map((s) => ({ name: pairName(s) + suffix, model: s.model, suite: s.suite, version: s.current ? "" : s.version || "legacy",
+    points: s.points.map((p) => ({ x: p.start, y: value(p) })) }));
+  if (rest.length) lines.push(othersLine(rest, value, `others (${rest.length} pairs)${suffix}`));
+  return { lines, folded: rest.length };
+}
+
+/* The legend of a chart: one swatch per line, in the chart's colours, and a note on what was folded. */
+function legend(target, lines, colors, folded) {
+  const entries = lines.map((s, i) => SE.el("span", { "data-series": s.name }, SE.swatch(s.color || colors[i % colors.length]), s.name));
+  if (folded) entries.push(SE.el("span", { class: "note" }, `${folded} smaller pairs in "others": pick a model or suite above to see them`));
+  target.replaceChildren(...entries);
+}
+
+/* Grade counts of the shown pairs, one chart per scale (a scale without results is not drawn). */
+function gradeCharts(all) {
+  const counts = { levels: {}, letters: {}, other: {} };
+  for (const p of all) for (const [g, n] of Object.entries(p.grades)) {
+    const scale = Object.keys(SCALES).find((k) => SCALES[k].includes(g)) || "other";
+    counts[scale][g] = (counts[scale][g] || 0) + n;
+  }
+  for (const scale of Object.keys(SCALES)) {
+    const items = SCALES[scale].filter((g) => counts[scale][g]).map((g) => ({ name: g, value: counts[scale][g] }));
+    const none = !Object.keys(counts.levels).length && !Object.keys(counts.letters).length;
+    $(`grades-${scale}`).hidden = !items.length && !(scale === "levels" && none);
+    Charts.bars($(`grade-${scale}-chart`), items, { width: 360, height: 200 });
+  }
+  const other = Object.entries(counts.other).sort(([a], [b]) => a.localeCompare(b)).map(([name, value]) => ({ name, value }));
+  $("grades-other").hidden = !other.length;
+  Charts.bars($("grade-other-chart"), other, { width: 360, height: 200 });
+  const passed = all.reduce((n, p) => n + Math.round((p.passRate || 0) * p.count), 0);
+  const total = all.reduce((n, p) => n + p.count, 0);
+  Charts.bars($("grade-verdict-chart"), total ? [{ name: "passed", value: passed }, { name: "failed", value: total - passed }] : [], { width: 360, height: 200 });
 }
 
 /* Consumer lag from the worker's /metrics (absent when the API runs without a worker). */
@@ -81,11 +145,13 @@ async function refresh() {
   $("window-size").textContent = `· ${w.size}-second windows`;
   const since = state.range ? Date.now() / 1000 - Number(state.range) : -Infinity;
   const shown = w.series.filter(wanted).map((s) => ({ ...s, points: s.points.filter((p) => p.start >= since) }));
-  const series = shown.map((s) => ({ name: pairName(s), model: s.model, suite: s.suite, version: s.current ? "" : s.version || "legacy", points: s.points.map((p) => ({ x: p.start, y: p.mean })) }));
-  const colors = Charts.line($("score-chart"), series, { onPoint: (s, p) => openExamples(s.model, s.suite, w.size, p.x, "worst", [], s.version) });
-  $("score-legend").replaceChildren(...series.map((s, i) => SE.el("span", {}, SE.swatch(colors[i % colors.length]), s.name)));
-  Charts.line($("pass-chart"), shown.map((s) => ({ name: pairName(s), model: s.model, suite: s.suite, version: s.current ? "" : s.version || "legacy", points: s.points.map((p) => ({ x: p.start, y: p.passRate })) })),
+  const score = pairLines(shown, TOP_PAIRS, (p) => p.mean);
+  const colors = Charts.line($("score-chart"), score.lines, { onPoint: (s, p) => openExamples(s.model, s.suite, w.size, p.x, "worst", [], s.version) });
+  legend($("score-legend"), score.lines, colors, score.folded);
+  const pass = pairLines(shown, TOP_PAIRS, (p) => p.passRate);
+  const passColors = Charts.line($("pass-chart"), pass.lines,
     { width: 540, height: 200, percent: true, onPoint: (s, p) => openExamples(s.model, s.suite, w.size, p.x, "failing", [], s.version) });
+  legend($("pass-legend"), pass.lines, passColors, pass.folded);
 
   // throughput: events of the shown pairs per window, per second
   const perWindow = new Map();
@@ -93,11 +159,12 @@ async function refresh() {
   const rate = [...perWindow.entries()].sort((a, b) => a[0] - b[0]).map(([x, n]) => ({ x, y: n / w.size }));
   Charts.line($("throughput-chart"), [{ name: "events/s", points: rate }], { width: 540, height: 200, yMax: null, format: (y) => y.toFixed(y < 10 ? 2 : 0) });
   $("throughput").textContent = rate.length ? `${rate[rate.length - 1].y.toFixed(2)}/s` : "—";
-  const latency = shown.flatMap((s) => [
-    { name: `${s.model} × ${s.suite} p95`, points: s.points.map((p) => ({ x: p.start, y: p.latencyP95Ms })) },
-    { name: `${s.model} × ${s.suite} p50`, points: s.points.map((p) => ({ x: p.start, y: p.latencyP50Ms })) }]);
+  const p95 = pairLines(shown, TOP_LATENCY_PAIRS, (p) => p.latencyP95Ms, " p95");
+  const p50 = pairLines(shown, TOP_LATENCY_PAIRS, (p) => p.latencyP50Ms, " p50");
+  const latency = p95.lines.flatMap((s, i) => [s, p50.lines[i]]);
+  for (const s of latency) if (s.others && s.name.endsWith("p50")) s.color = "#667085";
   const latencyColors = Charts.line($("latency-chart"), latency, { width: 540, height: 200, yMax: null, format: (y) => `${Math.round(y)}` });
-  $("latency-legend").replaceChildren(...latency.map((s, i) => SE.el("span", {}, SE.swatch(latencyColors[i % latencyColors.length]), s.name)));
+  legend($("latency-legend"), latency, latencyColors, p95.folded);
 
   // judge cost per judge and window (the shown pairs summed)
   const cost = new Map();
@@ -107,7 +174,7 @@ async function refresh() {
     cost.get(name).set(p.start, (cost.get(name).get(p.start) || 0) + j.cost);
   }
   const costSeries = [...cost.entries()].map(([name, m]) => ({ name, points: [...m.entries()].sort((a, b) => a[0] - b[0]).map(([x, y]) => ({ x, y })) }));
-  const costColors = Charts.line($("cost-chart"), costSeries, { width: 540, height: 200, yMax: null, format: (y) => `$${y.toFixed(y < 1 ? 4 : 2)}` });
+  const costColors = Charts.line($("cost-chart"), costSeries, { height: 200, yMax: null, format: (y) => `$${y.toFixed(y < 1 ? 4 : 2)}` });
   $("cost-legend").replaceChildren(...(costSeries.length ? costSeries.map((s, i) => SE.el("span", {}, SE.swatch(costColors[i % costColors.length]), s.name))
     : [SE.el("span", { class: "muted" }, "no judge prices configured, or no judged events")]));
 
@@ -123,10 +190,7 @@ async function refresh() {
   deadPoints.sort((a, b) => a.x - b.x);
   Charts.line($("deadletter-chart"), [{ name: "dead letters", points: deadPoints }], { width: 540, height: 200, percent: true });
 
-  const grades = {};
-  for (const p of all) for (const [g, n] of Object.entries(p.grades)) grades[g] = (grades[g] || 0) + n;
-  const gradeItems = Object.entries(grades).sort(([a], [b]) => GRADE_ORDER.indexOf(a) - GRADE_ORDER.indexOf(b)).map(([name, value]) => ({ name, value }));
-  Charts.bars($("grade-chart"), gradeItems);
+  gradeCharts(all);
 
   const list = alerts.payload.data.filter(wanted);
   $("no-alerts").hidden = list.length > 0;
