@@ -84,6 +84,8 @@ FLOORS: dict[str, int] = {
     "summary": COMPONENTS,
     "labels": COMPONENTS,
     "review": COMPONENTS,
+    "features": COMPONENTS,
+    "features.redact.*": COMPONENTS,  # redaction before judging: detectors, its config block, the redactor
     # 4. configuration: the environment's settings and the suite file
     "settings": CONFIGURATION,
     "config": CONFIGURATION,

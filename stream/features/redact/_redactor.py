@@ -1,0 +1,186 @@
+"""The redactor: finds values with the chosen detectors and replaces them by placeholders.
+
+One :class:`Scope` per event: within it the same value (normalised: ``138 0013 8000`` is ``13800138000``)
+gets the same placeholder in every field and text, and each kind is numbered from 1 in order of first
+appearance (input, output, expected, references, context). Modes:
+
+* ``mask``: ``[EMAIL_1]`` - the kind and the index within the event;
+* ``hash``: ``[EMAIL#1a2b3c4d]`` - the kind and the first 8 hex digits of HMAC-SHA256(key, kind:value): the
+  same value gets the same placeholder in every event (to count repeats across events), and without the
+  key nobody can test guesses (a phone number has only ~10^10 values);
+* ``drop``: ``[REDACTED]`` - neither the kind nor which value.
+
+Detectors run in priority order (:data:`~._detectors.DETECTORS`, then the custom patterns); a value
+overlapping one already taken is left to the first. Allowed values are taken without replacement, so no
+other detector cuts into them. A text already redacted comes out unchanged: no placeholder holds a value
+any detector finds, and custom patterns never match inside a placeholder.
+
+Fail closed: when a pattern runs past the timeout (only a custom pattern can), the whole text becomes
+``[WITHHELD]`` (kind ``WITHHELD``): nothing unredacted leaves because a check gave up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterable
+from typing import Any
+
+import regex
+
+from ...blocks import RetrievalBlock
+from ...models import RequestEvent
+from ._config import RedactConfig
+from ._detectors import DETECTORS
+
+__all__ = ["WITHHELD", "Redactor", "Scope"]
+
+WITHHELD = "[WITHHELD]"
+_DROPPED = "[REDACTED]"
+_PLACEHOLDER = regex.compile(r"\[[A-Z][A-Z0-9_]{0,40}(?:_\d{1,6}|#[0-9a-f]{8})\]|\[REDACTED\]|\[WITHHELD\]")
+
+
+class Redactor:
+    """Built once per suite from its effective ``redact:`` block; ``key``: the ``hash`` mode's key."""
+
+    def __init__(self, config: RedactConfig, *, key: bytes | None = None) -> None:
+        if config.chosen_mode == "hash" and not key:
+            raise ValueError("mode hash needs a key")
+        self.config = config
+        self.mode = config.chosen_mode
+        self.fields = frozenset(config.chosen_fields)
+        self._key = key or b""
+        self._timeout = config.timeout_s
+        self._detectors = [DETECTORS[name] for name in config.chosen_detectors]
+        self._custom = [(spec.kind, regex.compile(spec.pattern)) for spec in config.patterns or ()]
+        self._allow = frozenset(value.lower() for value in config.allow or ())
+
+    def scope(self) -> Scope:
+        return Scope(self)
+
+    def text(self, text: str) -> tuple[str, dict[str, int]]:
+        """``text`` redacted on its own (a scope of its own), and the count of each kind replaced."""
+        scope = Scope(self)
+        return scope.text(text), scope.counts
+
+    def event(self, event: RequestEvent) -> tuple[RequestEvent, dict[str, int]]:
+        """A copy of ``event`` with its chosen fields redacted in one scope (the event itself when nothing
+        was found), and the count of each kind replaced. Rule evaluators keep the original."""
+        scope = Scope(self)
+        fields = self.fields
+        update: dict[str, Any] = {}
+        if "input" in fields and event.input:
+            update["input"] = scope.text(event.input)
+        if "output" in fields and event.output:
+            update["output"] = scope.text(event.output)
+        if "expected" in fields and event.expected:
+            update["expected"] = scope.text(event.expected)
+        if "references" in fields and event.references:
+            update["references"] = [scope.text(r) for r in event.references]
+        if "context" in fields and event.retrieval is not None:
+            update["retrieval"] = _retrieval(event.retrieval, scope)
+        if not scope.counts:
+            return event, {}
+        return event.model_copy(update=update), scope.counts
+
+    # -- finding ----------------------------------------------------------------------------
+    def spans(self, text: str) -> list[tuple[int, int, str, str | None]]:
+        """(start, end, kind, normalised value; None: allowed, keep it) of the values in ``text``, in order.
+        Raises TimeoutError when a pattern runs past the timeout."""
+        taken: list[tuple[int, int, str, str | None]] = []
+        timeout = self._timeout
+        allow = self._allow
+        for detector in self._detectors:
+            if not detector.may_hold(text):
+                continue
+            for start, end, value in detector.find(text, timeout):
+                if _free(taken, start, end):
+                    allowed = allow and (value.lower() in allow or text[start:end].lower() in allow)
+                    taken.append((start, end, detector.kind, None if allowed else value))
+        if self._custom:
+            placeholders = [m.span() for m in _PLACEHOLDER.finditer(text)] if "[" in text else []
+            for kind, pattern in self._custom:
+                for m in pattern.finditer(text, timeout=timeout):
+                    start, end = m.span()
+                    if end == start or not _free(taken, start, end):
+                        continue
+                    if any(s <= start and end <= e for s, e in placeholders):
+                        continue  # an earlier redaction's placeholder: redacting it again changes nothing
+                    allowed = allow and m.group().lower() in allow
+                    taken.append((start, end, kind, None if allowed else m.group()))
+        taken.sort()
+        return taken
+
+    def placeholder(self, kind: str, value: str, index: int) -> str:
+        if self.mode == "mask":
+            return f"[{kind}_{index}]"
+        if self.mode == "hash":
+            digest = hmac.new(self._key, f"{kind}:{value}".encode(), hashlib.sha256).hexdigest()
+            return f"[{kind}#{digest[:8]}]"
+        return _DROPPED
+
+
+def _free(taken: Iterable[tuple[int, int, str, str | None]], start: int, end: int) -> bool:
+    return all(end <= s or e <= start for s, e, _, _ in taken)
+
+
+class Scope:
+    """One event's placeholders: the same value, the same placeholder (module docstring)."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self.redactor = redactor
+        self.counts: dict[str, int] = {}  # kind -> values replaced (every occurrence)
+        self._given: dict[tuple[str, str], str] = {}  # (kind, value) -> placeholder
+        self._next: dict[str, int] = {}  # kind -> the last index given
+
+    def text(self, text: str) -> str:
+        # again until nothing is found: a replacement can end a word that hid a value (bob@x.comT-1 with a
+        # custom T-\d pattern), and a text already redacted must come out unchanged
+        for _ in range(4):
+            try:
+                spans = self.redactor.spans(text)
+            except TimeoutError:
+                self.counts["WITHHELD"] = self.counts.get("WITHHELD", 0) + 1
+                return WITHHELD
+            replaced = self._replace(text, spans) if spans else text
+            if replaced is text:
+                return text
+            text = replaced
+        return WITHHELD  # still changing after 4 passes: withheld rather than risk a value
+
+    def _replace(self, text: str, spans: list[tuple[int, int, str, str | None]]) -> str:
+        parts: list[str] = []
+        at = 0
+        for start, end, kind, value in spans:
+            if value is None:
+                continue
+            parts.append(text[at:start])
+            parts.append(self._placeholder(kind, value))
+            at = end
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+        if not parts:
+            return text
+        parts.append(text[at:])
+        return "".join(parts)
+
+    def _placeholder(self, kind: str, value: str) -> str:
+        given = self._given.get((kind, value))
+        if given is None:
+            index = self._next[kind] = self._next.get(kind, 0) + 1
+            given = self._given[(kind, value)] = self.redactor.placeholder(kind, value, index)
+        return given
+
+
+def _retrieval(block: RetrievalBlock, scope: Scope) -> RetrievalBlock:
+    """The retrieval block (the judges' ``context``) with every text in it redacted."""
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return scope.text(value)
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        return value
+
+    return RetrievalBlock.model_validate(walk(block.model_dump(exclude_defaults=True)))
