@@ -194,6 +194,8 @@ class Runtime:
             lag=lag.total,  # judges' backpressure (the agent updates it)
             embed_outputs=True,  # embedding drift's vectors, when the suite file turns it on
         )
+        if pipeline.redactors is not None:  # drill-down examples' texts redacted (docs/redact.md)
+            store.redact_examples = pipeline.redactors.result
         # registered evaluators read this copy of the registry; it follows API changes live
         api = config.api
         registry = LiveRegistry(
@@ -334,7 +336,14 @@ class Runtime:
             shadows=shadows,
             labels=labels,
             feedback=FeedbackDecoder(suites.feedback, max_depth=settings.max_event_depth),
-            review=ReviewQueue(client, store.keys, suites.review) if suites.review else None,
+            review=ReviewQueue(
+                client,
+                store.keys,
+                suites.review,
+                redact=pipeline.redactors.texts if pipeline.redactors else None,
+            )
+            if suites.review
+            else None,
         )
         await processor.start()
         closer = WindowCloser(

@@ -149,7 +149,7 @@ def build_redactors(
             name = config.hash_key_env or ""
             key = env.get(name, "").encode()
             if not key:
-                path = ".".join(str(p) for p in (*at, "hash_key_env"))
+                path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in (*at, "hash_key_env"))[1:]
                 issues.append(
                     ConfigIssue(file, path, f"environment variable {name!r} (the hash key) is not set")
                 )
