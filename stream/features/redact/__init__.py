@@ -19,7 +19,7 @@ from ._config import (
     effective,
     redact_issues,
 )
-from ._detectors import DETECTORS, Detector, DetectorName, cn_id_valid, iban_valid, luhn_valid
+from ._detectors import DETECTORS, Detector, DetectorName, Shape, cn_id_valid, iban_valid, luhn_valid
 from ._redactor import WITHHELD, Redactor, Scope
 from ._wiring import Redactors, build_redactors, count_redactions, redact_command, redact_raw
 
@@ -37,6 +37,7 @@ __all__ = [
     "Redactor",
     "Redactors",
     "Scope",
+    "Shape",
     "build_redactors",
     "cn_id_valid",
     "count_redactions",

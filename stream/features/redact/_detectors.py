@@ -20,8 +20,11 @@ The checks, so that look-alikes stay (docs/redact.md has the corpus and its figu
 * ``url_credentials``: the ``user:password`` of a URL (the host stays); ``private_key``: a PEM private
   key block, to its end line or, when cut, to the end of the text.
 
-Patterns are written without nested quantifiers (linear time); they run through the ``regex`` package
-like every pattern of the project, with the caller's timeout.
+Patterns are written so that each start position costs a bounded number of steps (linear time); they
+run through the ``regex`` package like every pattern of the project, with the caller's timeout on texts
+over :data:`TIMED_CHARS` characters: below, the timer's fixed cost (~6 µs a call, measured with
+bench/redact.py) would be most of the scan, and a linear scan of a few KB cannot run long. Custom patterns
+(streameval.features.redact._redactor) always run with the timeout.
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ from __future__ import annotations
 import base64
 import binascii
 import ipaddress
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
@@ -43,6 +45,7 @@ __all__ = [
     "Detector",
     "DetectorName",
     "Found",
+    "Shape",
     "cn_id_valid",
     "iban_valid",
     "luhn_valid",
@@ -63,14 +66,16 @@ DetectorName = Literal[
 
 #: (start, end, normalised value) of one value found in a text
 Found = tuple[int, int, str]
+#: texts longer than this run the built-in patterns with the timeout (module docstring)
+TIMED_CHARS = 4096
 
 
 @dataclass(frozen=True)
 class Detector:
     name: str
     kind: str  # the placeholder's kind: EMAIL in [EMAIL_1]
-    may_hold: Callable[[str], bool]  # False: the text cannot hold a value (skip the pattern)
-    find: Callable[[str, float | None], list[Found]]  # (text, timeout in seconds)
+    may_hold: Callable[[Shape], bool]  # False: the text cannot hold a value (skip the pattern)
+    find: Callable[[str, Shape, float | None], list[Found]]  # (text, its shape, timeout in seconds)
 
 
 # -- checks -----------------------------------------------------------------------------------
@@ -127,26 +132,118 @@ def iban_valid(value: str) -> bool:
     return number % 97 == 1
 
 
+# -- where to look ---------------------------------------------------------------------------
+# Digits 0-9 -> "0", A-Z -> "A", every other byte as it is: the text's shape, one byte per character
+_SHAPE_TABLE = bytes(
+    ord("0") if chr(b).isdigit() else ord("A") if "A" <= chr(b) <= "Z" else b for b in range(256)
+)
+_NUMBER_RUN = regex.compile(rb"[+(]?0(?:[ ().-]{0,2}0){3,}")  # 4+ digits, single or double separators
+_IBAN_START = regex.compile(rb"AA00")
+_MARGIN = 4  # characters each side of a run: the patterns' look-behinds and look-aheads read them
+_KEY_PREFIXES = (
+    b"AKIA",
+    b"ASIA",
+    b"ABIA",
+    b"ACCA",
+    b"AIza",
+    b"sk-",
+    b"sk_live_",
+    b"rk_live_",
+    b"xox",
+    b"ghp_",
+    b"gho_",
+    b"ghu_",
+    b"ghs_",
+    b"ghr_",
+    b"github_pat_",
+)
+
+
+class Shape:
+    """What the detectors share of one text, computed once: its ASCII bytes (every other character one
+    ``?``, so byte offsets are character offsets) for cheap ``in`` tests, and the windows where numbers are.
+
+    Scanning a text of mixed scripts for a character class costs the ``regex`` package ~20 ns a character
+    (bench/redact.py); a literal costs far less. So the numeric detectors look only inside the windows of
+    :meth:`numbers` (runs of 4+ digits, found in the shape, where each run starts at a literal ``0``),
+    which cover every number they can match, and the IBAN detector only from each ``AA00`` on."""
+
+    __slots__ = ("_keys", "_numbers", "ascii", "shape")
+
+    def __init__(self, text: str) -> None:
+        self.ascii = text.encode("ascii", "replace")
+        self.shape = self.ascii.translate(_SHAPE_TABLE)
+        self._numbers: list[tuple[int, int]] | None = None
+        self._keys: list[tuple[int, int]] | None = None
+
+    def numbers(self) -> list[tuple[int, int]]:
+        """(start, end) windows around the runs of digits, merged where they touch."""
+        if self._numbers is None:
+            end_of_text = len(self.shape)
+            out: list[tuple[int, int]] = []
+            for m in _NUMBER_RUN.finditer(self.shape):
+                lo, hi = max(0, m.start() - _MARGIN), min(end_of_text, m.end() + _MARGIN)
+                if out and lo <= out[-1][1]:
+                    out[-1] = (out[-1][0], hi)
+                else:
+                    out.append((lo, hi))
+            self._numbers = out
+        return self._numbers
+
+    def keys(self) -> list[tuple[int, int]]:
+        """Windows from each API key prefix on (the longest key the pattern takes fits in them)."""
+        if self._keys is None:
+            data, starts = self.ascii, []
+            for literal in _KEY_PREFIXES:
+                at = data.find(literal)
+                while at >= 0:
+                    starts.append(at)
+                    at = data.find(literal, at + 1)
+            out: list[tuple[int, int]] = []
+            for at in sorted(starts):
+                hi = min(len(data), at + 300)
+                if out and at <= out[-1][1]:
+                    out[-1] = (out[-1][0], hi)
+                else:
+                    out.append((at, hi))
+            self._keys = out
+        return self._keys
+
+    def iban_starts(self) -> list[tuple[int, int]]:
+        end_of_text = len(self.shape)
+        return [(m.start(), min(end_of_text, m.start() + 42)) for m in _IBAN_START.finditer(self.shape)]
+
+
 # -- patterns ---------------------------------------------------------------------------------
+Windows = Callable[[Shape], list[tuple[int, int]]] | None
+
+
 def _finder(
-    pattern: str, check: Callable[[regex.Match[str]], str | None]
-) -> Callable[[str, float | None], list[Found]]:
+    pattern: str, check: Callable[[regex.Match[str]], str | None], windows: Windows = None
+) -> Callable[[str, Shape, float | None], list[Found]]:
     # ASCII: a digit is 0-9 and a word character A-Za-z0-9_, so 手机13912345678 ends a word before the number
     compiled = regex.compile(pattern, regex.ASCII)
 
-    def find(text: str, timeout: float | None) -> list[Found]:
+    def find(text: str, shape: Shape, timeout: float | None) -> list[Found]:
         out: list[Found] = []
-        for match in compiled.finditer(text, timeout=timeout):
-            value = check(match)
-            if value is not None:
-                out.append((match.start(), match.end(), value))
+        timeout = timeout if len(text) > TIMED_CHARS else None
+        spans = [(0, len(text))] if windows is None else windows(shape)
+        for lo, hi in spans:
+            for match in compiled.finditer(text, lo, hi, timeout=timeout):
+                value = check(match)
+                if value is not None:
+                    out.append((match.start(), match.end(), value))
         return out
 
     return find
 
 
+_SEPARATORS = str.maketrans("", "", " -.()+")
+
+
 def _digits(text: str) -> str:
-    return "".join(ch for ch in text if "0" <= ch <= "9")
+    """The digits of a number the patterns matched (digits and `` -.()+`` only)."""
+    return text.translate(_SEPARATORS)
 
 
 def _email(m: regex.Match[str]) -> str | None:
@@ -161,7 +258,7 @@ def _card(m: regex.Match[str]) -> str | None:
     if digits[0] not in "3456" and not 2221 <= int(digits[:4]) <= 2720:
         return None  # no card issuer starts so (Visa 4, Mastercard 51-55 / 2221-2720, Amex 34 37, ...)
     if len(digits) != len(text):  # separated: the printed groups (4-4-4-4, 4-6-5 for Amex, 4-4-4-4-3)
-        groups = [len(g) for g in regex.split(r"[ -]", text)]
+        groups = [len(g) for g in text.replace("-", " ").split(" ")]
         if groups[0] != 4 or not (all(g == 4 for g in groups[1:-1]) or groups[1:] == [6, 5]):
             return None
     return digits
@@ -190,20 +287,23 @@ def _phone(m: regex.Match[str]) -> str | None:
 _VERSION_BEFORE = regex.compile(r"(?i)(?:\bv|version|ver\.?|release|build|版本|版本号)[\s:=：]*$")
 
 
-def _ip_finder() -> Callable[[str, float | None], list[Found]]:
+def _ip_finder() -> Callable[[str, Shape, float | None], list[Found]]:
     v4 = regex.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)", regex.ASCII)
     v6 = regex.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])", regex.ASCII)
 
-    def find(text: str, timeout: float | None) -> list[Found]:
+    def find(text: str, shape: Shape, timeout: float | None) -> list[Found]:
         out: list[Found] = []
-        if "." in text:
-            for m in v4.finditer(text, timeout=timeout):
-                if _VERSION_BEFORE.search(text, max(0, m.start() - 16), m.start()) is not None:
-                    continue
-                ip = _address(m.group())
-                if ip is not None:
-                    out.append((m.start(), m.end(), ip))
-        if "::" in text or text.count(":") >= 7:
+        if len(text) <= TIMED_CHARS:
+            timeout = None
+        if b"." in shape.ascii:
+            for lo, hi in shape.numbers():
+                for m in v4.finditer(text, lo, hi, timeout=timeout):
+                    if _VERSION_BEFORE.search(text, max(0, m.start() - 16), m.start()) is not None:
+                        continue
+                    ip = _address(m.group())
+                    if ip is not None:
+                        out.append((m.start(), m.end(), ip))
+        if b"::" in shape.ascii or shape.ascii.count(b":") >= 7:
             for m in v6.finditer(text, timeout=timeout):
                 found = m.group()
                 # "fe80::1" yes; "a::b" (code), "12:30:45" (a time: not an address anyway) no
@@ -240,26 +340,38 @@ def _whole(m: regex.Match[str]) -> str | None:
     return m.group()
 
 
-_API_KEY_PREFIXES = ("AKIA", "ASIA", "sk-", "sk_live_", "rk_live_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_")
-_API_KEY_MORE = ("github_pat_", "xox", "AIza")
+def _holds(*literals: bytes) -> Callable[[Shape], bool]:
+    """A prefilter: whether the text holds one of ``literals`` (a fast search in its ASCII bytes)."""
+
+    def holds(shape: Shape) -> bool:
+        data = shape.ascii
+        for literal in literals:
+            if literal in data:
+                return True
+        return False
+
+    return holds
 
 
-def _may_hold_key(text: str) -> bool:
-    return any(p in text for p in _API_KEY_PREFIXES) or any(p in text for p in _API_KEY_MORE)
-
-
-_TWO_DIGITS = re.compile(r"[0-9][0-9]")  # a fixed pattern: the stdlib is safe and a little faster
-
-
-def _has_digits(text: str) -> bool:
-    return _TWO_DIGITS.search(text) is not None
+def _email_windows(shape: Shape) -> list[tuple[int, int]]:
+    """Around each ``@``: the longest local part and domain the pattern takes."""
+    out: list[tuple[int, int]] = []
+    at = shape.ascii.find(b"@")
+    while at >= 0:
+        lo, hi = max(0, at - 66), min(len(shape.ascii), at + 700)
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+        at = shape.ascii.find(b"@", at + 1)
+    return out
 
 
 DETECTORS: dict[str, Detector] = {
     "private_key": Detector(
         "private_key",
         "PRIVATE_KEY",
-        lambda t: "PRIVATE KEY" in t,
+        _holds(b"PRIVATE KEY"),
         _finder(
             r"-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----(?:(?!-----END)[\s\S]){0,100000}"
             r"(?:-----END[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----)?",
@@ -269,20 +381,20 @@ DETECTORS: dict[str, Detector] = {
     "jwt": Detector(
         "jwt",
         "JWT",
-        lambda t: "eyJ" in t,
+        _holds(b"eyJ"),
         _finder(r"(?<![\w-])eyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{0,}(?![\w-])", _jwt),
     ),
     "url_credentials": Detector(
         "url_credentials",
         "URL_CREDENTIALS",
-        lambda t: "://" in t and "@" in t,
+        lambda shape: b"://" in shape.ascii and b"@" in shape.ascii,
         # only the user:password part, so the judge still sees which host
         _finder(r"(?<=\b[A-Za-z][A-Za-z0-9+.-]{0,15}://)[^\s/?#@:]{1,256}:[^\s/?#@]{1,256}(?=@)", _whole),
     ),
     "api_key": Detector(
         "api_key",
         "API_KEY",
-        _may_hold_key,
+        lambda shape: bool(shape.keys()),
         _finder(
             r"(?<![\w-])(?:"
             r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}"
@@ -294,44 +406,52 @@ DETECTORS: dict[str, Detector] = {
             r"|(?:sk|rk)_live_[0-9A-Za-z]{24,}"
             r")(?![\w-])",
             _whole,
+            Shape.keys,
         ),
     ),
     "email": Detector(
         "email",
         "EMAIL",
-        lambda t: "@" in t,
+        _holds(b"@"),
         _finder(
             r"(?<![\w.%+-])[A-Za-z0-9](?:[A-Za-z0-9._%+-]{0,63})@"
             r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,8}[A-Za-z]{2,24}(?![A-Za-z_-])",
             _email,
+            _email_windows,
         ),
     ),
     "iban": Detector(
         "iban",
         "IBAN",
-        _has_digits,
-        _finder(r"(?<![\w])[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![\w])", _iban),
+        lambda shape: b"AA00" in shape.shape,
+        _finder(
+            r"(?<![\w])[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![\w])",
+            _iban,
+            Shape.iban_starts,
+        ),
     ),
     "cn_id": Detector(
         "cn_id",
         "CN_ID",
-        _has_digits,
+        lambda shape: bool(shape.numbers()),
         _finder(
             r"(?<![0-9A-Za-z])[1-9]\d{5}(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}[\dXx]"
             r"(?![0-9A-Za-z])",
             _cn_id,
+            Shape.numbers,
         ),
     ),
     "card": Detector(
         "card",
         "CARD",
-        _has_digits,
-        _finder(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d]|-\d)", _card),
+        lambda shape: bool(shape.numbers()),
+        # every issuer prefix starts with 2-6
+        _finder(r"(?<![\d-])[2-6]\d{3}(?:[ -]?\d){9,15}(?![\d]|-\d)", _card, Shape.numbers),
     ),
     "phone": Detector(
         "phone",
         "PHONE",
-        _has_digits,
+        lambda shape: bool(shape.numbers()),
         _finder(
             r"(?<![\w+])(?:"
             r"(?:\+?86[ -]?)?1[3-9]\d(?:\d{8}|[ -]\d{4}[ -]\d{4})"  # mainland China mobile
@@ -340,9 +460,10 @@ DETECTORS: dict[str, Detector] = {
             r"|0\d{2,3}-\d{7,8}"  # China landline with its area code
             r")(?![\w]|[-.]\d)",
             _phone,
+            Shape.numbers,
         ),
     ),
-    "ip": Detector("ip", "IP", lambda t: "." in t or ":" in t, _ip_finder()),
+    "ip": Detector("ip", "IP", lambda shape: b"." in shape.ascii or b":" in shape.ascii, _ip_finder()),
 }
 
 assert tuple(DETECTORS) == get_args(DetectorName)  # one list, in priority order

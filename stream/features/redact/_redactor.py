@@ -31,7 +31,7 @@ import regex
 from ...blocks import RetrievalBlock
 from ...models import RequestEvent
 from ._config import RedactConfig
-from ._detectors import DETECTORS
+from ._detectors import DETECTORS, Shape
 
 __all__ = ["WITHHELD", "Redactor", "Scope"]
 
@@ -53,6 +53,7 @@ class Redactor:
         self._timeout = config.timeout_s
         self._detectors = [DETECTORS[name] for name in config.chosen_detectors]
         self._custom = [(spec.kind, regex.compile(spec.pattern)) for spec in config.patterns or ()]
+        self.custom = bool(self._custom)
         self._allow = frozenset(value.lower() for value in config.allow or ())
 
     def scope(self) -> Scope:
@@ -90,10 +91,11 @@ class Redactor:
         taken: list[tuple[int, int, str, str | None]] = []
         timeout = self._timeout
         allow = self._allow
+        shape = Shape(text)
         for detector in self._detectors:
-            if not detector.may_hold(text):
+            if not detector.may_hold(shape):
                 continue
-            for start, end, value in detector.find(text, timeout):
+            for start, end, value in detector.find(text, shape, timeout):
                 if _free(taken, start, end):
                     allowed = allow and (value.lower() in allow or text[start:end].lower() in allow)
                     taken.append((start, end, detector.kind, None if allowed else value))
@@ -120,6 +122,20 @@ class Redactor:
         return _DROPPED
 
 
+def _touches_word(text: str, spans: list[tuple[int, int, str, str | None]]) -> bool:
+    """Whether a replaced span has an ASCII letter, digit or underscore right before or after it."""
+    for start, end, _, value in spans:
+        if value is None:
+            continue
+        if (start > 0 and _word_char(text[start - 1])) or (end < len(text) and _word_char(text[end])):
+            return True
+    return False
+
+
+def _word_char(ch: str) -> bool:
+    return ch.isascii() and (ch.isalnum() or ch == "_")
+
+
 def _free(taken: Iterable[tuple[int, int, str, str | None]], start: int, end: int) -> bool:
     return all(end <= s or e <= start for s, e, _, _ in taken)
 
@@ -134,8 +150,10 @@ class Scope:
         self._next: dict[str, int] = {}  # kind -> the last index given
 
     def text(self, text: str) -> str:
-        # again until nothing is found: a replacement can end a word that hid a value (bob@x.comT-1 with a
-        # custom T-\d pattern), and a text already redacted must come out unchanged
+        # again while a replacement may have shown a value: one that touched a letter or digit can end a
+        # word that hid a value (bob@x.comT-1 with a custom T-\d pattern), and a text already redacted must
+        # come out unchanged. A replacement between spaces or punctuation changes no boundary, and the
+        # placeholders hold no value, so most texts take one pass.
         for _ in range(4):
             try:
                 spans = self.redactor.spans(text)
@@ -145,6 +163,8 @@ class Scope:
             replaced = self._replace(text, spans) if spans else text
             if replaced is text:
                 return text
+            if not self.redactor.custom and not _touches_word(text, spans):
+                return replaced
             text = replaced
         return WITHHELD  # still changing after 4 passes: withheld rather than risk a value
 
