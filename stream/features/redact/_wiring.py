@@ -56,9 +56,10 @@ class Redactors:
         if redactor is None:
             return list(texts)
         scope = redactor.scope()
-        out = [None if t is None else scope.text(t) for t in texts]
+        present = [t for t in texts if t is not None]
+        done = iter(scope.texts(present))
         count_redactions(scope.counts)
-        return out
+        return [None if t is None else next(done) for t in texts]
 
     def result(self, result: GradedResult) -> GradedResult:
         """``result`` with the texts a drill-down example keeps redacted (the result itself is not changed)."""

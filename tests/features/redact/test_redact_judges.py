@@ -185,3 +185,61 @@ async def test_without_redact_nothing_changes() -> None:
     assert outcome.result is not None and outcome.result.redacted is None
     assert b'"redacted"' not in outcome.result.model_dump_json().encode()
     assert _escaped(PLANTED["EMAIL"]) in orjson.dumps(requests).decode()  # the control: it would leak
+
+
+async def test_fallback_prompts_carry_the_context_redacted() -> None:
+    """The RAG-evaluation spec's metric prompts send the retrieval block as context: redacted too."""
+    requests: list[dict[str, Any]] = []
+    async with start_judge_sim(requests=requests) as url:
+        config = _config(url)
+        config["suites"][0]["judge"] = {
+            "mode": "fallback",
+            "fallbacks": [{"evaluator": "has_email", "prompt": "equivalence", "trigger": "always"}],
+        }
+        _, suites = parse_config(config)
+        pipeline = Pipeline(suites)
+        await pipeline.start()
+        try:
+            outcome = await pipeline.process(orjson.dumps(_events(1)[0]))
+        finally:
+            await pipeline.close()
+    assert outcome.result is not None and outcome.result.judge is not None
+    assert outcome.result.judge.fallbacks[0].triggered
+    body = orjson.dumps(requests).decode()
+    assert "context" in body and "[CARD_1]" in body
+    for value in PLANTED.values():
+        assert _escaped(value) not in body
+
+
+def test_metrics_count_redactions_per_kind() -> None:
+    from streameval import telemetry
+    from streameval.features.redact import count_redactions
+
+    def value(kind: str) -> float:
+        line = f'streameval_redactions_total{{kind="{kind}"}} '
+        found = [x for x in telemetry.render().decode().splitlines() if x.startswith(line)]
+        return float(found[0].split()[-1]) if found else 0.0
+
+    before = value("TEST_KIND")
+    count_redactions({"TEST_KIND": 3})
+    assert value("TEST_KIND") == before + 3
+
+
+def test_the_redact_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from streameval.cli import main
+
+    config = tmp_path / "suites.yaml"
+    config.write_text(
+        "redact: {patterns: [{kind: ORDER_REF, pattern: 'REF-\\d{8}'}]}\n"
+        "suites:\n"
+        "  - {name: qa, default: true, evaluators: [{evaluator: exact_match}], redact: {mode: drop}}\n"
+        "  - {name: raw, evaluators: [{evaluator: exact_match}], redact: false}\n"
+    )
+    assert main(["redact", "--config", str(config), "mail bob@example.com, 13912345678, REF-12345678"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "mail [EMAIL_1], [PHONE_1], [ORDER_REF_1]\n" and "EMAIL 1" in err
+    assert main(["redact", "--config", str(config), "--suite", "qa", "bob@example.com"]) == 0
+    assert capsys.readouterr().out == "[REDACTED]\n"
+    assert main(["redact", "--config", str(config), "--suite", "raw", "x"]) == 2  # redacts nothing: says so
+    assert "redacts nothing" in capsys.readouterr().err
+    assert main(["redact", "--config", str(config), "--suite", "nope", "x"]) == 2
