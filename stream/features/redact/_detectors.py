@@ -34,11 +34,13 @@ import binascii
 import ipaddress
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date
 from typing import Literal, get_args
 
 import orjson
 import regex
+
+from ._checks import cn_id_valid, iban_valid, luhn_valid
+from ._shape import Shape
 
 __all__ = [
     "DETECTORS",
@@ -76,144 +78,6 @@ class Detector:
     kind: str  # the placeholder's kind: EMAIL in [EMAIL_1]
     may_hold: Callable[[Shape], bool]  # False: the text cannot hold a value (skip the pattern)
     find: Callable[[str, Shape, float | None], list[Found]]  # (text, its shape, timeout in seconds)
-
-
-# -- checks -----------------------------------------------------------------------------------
-def luhn_valid(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = ord(ch) - 48
-        if i % 2:
-            d *= 2
-            if d > 9:
-                d -= 9
-        total += d
-    return total % 10 == 0
-
-
-_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
-_ID_CHECK = "10X98765432"
-
-
-def cn_id_valid(number: str) -> bool:
-    """An 18-character resident ID number: a real birth date and the MOD 11-2 check character."""
-    if len(number) != 18 or not number[:17].isdigit():
-        return False
-    try:
-        born = date(int(number[6:10]), int(number[10:12]), int(number[12:14]))
-    except ValueError:
-        return False
-    if born.year < 1900:
-        return False
-    total = sum(int(c) * w for c, w in zip(number[:17], _ID_WEIGHTS, strict=True))
-    return _ID_CHECK[total % 11] == number[17].upper()
-
-
-# ISO 13616 lengths of the countries most often seen (others: 15-34 characters, the check alone)
-_IBAN_LENGTHS = {
-    "AD": 24, "AE": 23, "AT": 20, "BE": 16, "BG": 22, "BH": 22, "BR": 29, "CH": 21, "CY": 28, "CZ": 24,
-    "DE": 22, "DK": 18, "EE": 20, "ES": 24, "FI": 18, "FR": 27, "GB": 22, "GR": 27, "HR": 21, "HU": 28,
-    "IE": 22, "IL": 23, "IS": 26, "IT": 27, "LI": 21, "LT": 20, "LU": 20, "LV": 21, "MC": 27, "MT": 31,
-    "NL": 18, "NO": 15, "PL": 28, "PT": 25, "QA": 29, "RO": 24, "SA": 24, "SE": 24, "SI": 19, "SK": 24,
-    "SM": 27, "TR": 26, "UA": 29,
-}  # fmt: skip
-
-
-def iban_valid(value: str) -> bool:
-    value = value.upper()
-    length = _IBAN_LENGTHS.get(value[:2])
-    if (length is not None and len(value) != length) or not 15 <= len(value) <= 34:
-        return False
-    moved = value[4:] + value[:4]
-    try:
-        number = int("".join(str(int(ch, 36)) for ch in moved))
-    except ValueError:
-        return False
-    return number % 97 == 1
-
-
-# -- where to look ---------------------------------------------------------------------------
-# Digits 0-9 -> "0", A-Z -> "A", every other byte as it is: the text's shape, one byte per character
-_SHAPE_TABLE = bytes(
-    ord("0") if chr(b).isdigit() else ord("A") if "A" <= chr(b) <= "Z" else b for b in range(256)
-)
-# 4+ digits with single or double separators; starting at a literal 0 the scan skips fast (a "+" or "("
-# before the run is within the window's margin)
-_NUMBER_RUN = regex.compile(rb"0(?:[ ().-]{0,2}0){3,}")
-_IBAN_START = regex.compile(rb"AA00")
-_MARGIN = 4  # characters each side of a run: the patterns' look-behinds and look-aheads read them
-_KEY_PREFIXES = (
-    b"AKIA",
-    b"ASIA",
-    b"ABIA",
-    b"ACCA",
-    b"AIza",
-    b"sk-",
-    b"sk_live_",
-    b"rk_live_",
-    b"xox",
-    b"ghp_",
-    b"gho_",
-    b"ghu_",
-    b"ghs_",
-    b"ghr_",
-    b"github_pat_",
-)
-
-
-class Shape:
-    """What the detectors share of one text, computed once: its ASCII bytes (every other character one
-    ``?``, so byte offsets are character offsets) for cheap ``in`` tests, and the windows where numbers are.
-
-    Scanning a text of mixed scripts for a character class costs the ``regex`` package ~20 ns a character
-    (bench/redact.py); a literal costs far less. So the numeric detectors look only inside the windows of
-    :meth:`numbers` (runs of 4+ digits, found in the shape, where each run starts at a literal ``0``),
-    which cover every number they can match, and the IBAN detector only from each ``AA00`` on."""
-
-    __slots__ = ("_keys", "_numbers", "ascii", "shape")
-
-    def __init__(self, text: str) -> None:
-        self.ascii = text.encode("ascii", "replace")
-        self.shape = self.ascii.translate(_SHAPE_TABLE)
-        self._numbers: list[tuple[int, int]] | None = None
-        self._keys: list[tuple[int, int]] | None = None
-
-    def numbers(self) -> list[tuple[int, int]]:
-        """(start, end) windows around the runs of digits, merged where they touch."""
-        if self._numbers is None:
-            end_of_text = len(self.shape)
-            out: list[tuple[int, int]] = []
-            for m in _NUMBER_RUN.finditer(self.shape):
-                lo, hi = max(0, m.start() - _MARGIN), min(end_of_text, m.end() + _MARGIN)
-                if out and lo <= out[-1][1]:
-                    out[-1] = (out[-1][0], hi)
-                else:
-                    out.append((lo, hi))
-            self._numbers = out
-        return self._numbers
-
-    def keys(self) -> list[tuple[int, int]]:
-        """Windows from each API key prefix on (the longest key the pattern takes fits in them)."""
-        if self._keys is None:
-            data, starts = self.ascii, []
-            for literal in _KEY_PREFIXES:
-                at = data.find(literal)
-                while at >= 0:
-                    starts.append(at)
-                    at = data.find(literal, at + 1)
-            out: list[tuple[int, int]] = []
-            for at in sorted(starts):
-                hi = min(len(data), at + 300)
-                if out and at <= out[-1][1]:
-                    out[-1] = (out[-1][0], hi)
-                else:
-                    out.append((at, hi))
-            self._keys = out
-        return self._keys
-
-    def iban_starts(self) -> list[tuple[int, int]]:
-        end_of_text = len(self.shape)
-        return [(m.start(), min(end_of_text, m.start() + 42)) for m in _IBAN_START.finditer(self.shape)]
 
 
 # -- patterns ---------------------------------------------------------------------------------
