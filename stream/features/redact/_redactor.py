@@ -146,16 +146,16 @@ class Redactor:
 
 def _touches_word(text: str, spans: list[tuple[int, int, str, str | None]]) -> bool:
     """Whether a replaced span has an ASCII letter, digit or underscore right before or after it."""
+    end_of_text = len(text)
     for start, end, _, value in spans:
-        if value is None:
-            continue
-        if (start > 0 and _word_char(text[start - 1])) or (end < len(text) and _word_char(text[end])):
+        if value is not None and (
+            (start > 0 and text[start - 1] in _WORD_CHARS) or (end < end_of_text and text[end] in _WORD_CHARS)
+        ):
             return True
     return False
 
 
-def _word_char(ch: str) -> bool:
-    return ch.isascii() and (ch.isalnum() or ch == "_")
+_WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
 def _free(taken: Iterable[tuple[int, int, str, str | None]], start: int, end: int) -> bool:

@@ -26,10 +26,16 @@ from ._redactor import Redactor, Scope
 __all__ = ["Redactors", "build_redactors", "count_redactions", "redact_command", "redact_raw"]
 
 
+_COUNTERS: dict[str, Any] = {}  # kind -> its child counter (labels() costs more than the increment)
+
+
 def count_redactions(counts: Mapping[str, int]) -> None:
     """Add ``counts`` (kind -> values) to ``streameval_redactions_total``."""
     for kind, n in counts.items():
-        telemetry.REDACTIONS.labels(kind).inc(n)
+        counter = _COUNTERS.get(kind)
+        if counter is None:
+            counter = _COUNTERS[kind] = telemetry.REDACTIONS.labels(kind)
+        counter.inc(n)
 
 
 class Redactors:
