@@ -332,7 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Redact TEXT (or standard input) as the judges would see it, for reviewing the rules: the text on "
         "stdout, the count of each kind on stderr (docs/redact.md).",
     )
-    red.add_argument("--config", type=Path, required=True, help="suite YAML with a redact: block")
+    red.add_argument("--config", type=Path, required=True, help="suite YAML with a redact: block (required)")
     red.add_argument(
         "--suite",
         default=None,
