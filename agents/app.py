@@ -28,7 +28,7 @@ from streameval import telemetry
 from streameval.envelope import Source
 from streameval.inflight import InFlight, StallWatchdog, batch_positions
 from streameval.kafka_security import KafkaSecurity, bootstrap_hosts
-from streameval.outputs import Publish, output_topics
+from streameval.outputs import Publish, output_topics, publish_all
 from streameval.processor import Emit, Processor
 from streameval.runtime import Runtime
 from streameval.settings import Settings
@@ -301,8 +301,7 @@ def create_app(
                     )
                     for e in events
                 ]
-                for delivery in [await send(m) for m in await proc.process_feedback(batch)]:
-                    await delivery
+                await publish_all(send, await proc.process_feedback(batch))
                 for event in events:
                     await stream.ack(event)
 

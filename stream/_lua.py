@@ -324,13 +324,22 @@ return {redis.call('HGETALL', KEYS[2]), redis.call('HGETALL', KEYS[3])}
 # KEYS[1] the alert's claim, KEYS[2] the rule × pair cooldown (value: when it last fired, closer clock);
 # both in the pair's slot. ARGV: 1 worker id, 2 ttl, 3 now, 4 cooldown s. Returns 1 publish, 0 already
 # claimed, -1 in cooldown.
+# An alert's claim: at least once, never zero (docs/reliability.md, what each topic promises).
+# KEYS 1 the alert's claim (rule x window x pair), 2 the rule x pair cooldown; ARGV 1 worker id, 2 TTL s,
+# 3 now, 4 cooldown s. Returns 0 when the alert is 'sent' (the closer marks it so once the broker
+# acknowledged it): not again. Otherwise 1, send it: the claim then holds the id of the worker trying, which
+# never stops a later try (that worker may die before its send is acknowledged: a repeat with the same id,
+# never a loss). Only an alert's first try is held to the cooldown, and takes it (-1: suppressed by the
+# cooldown); a retry finds its claim and passes.
 ALERT_CLAIM = """
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) then return 0 end
-if tonumber(ARGV[4]) > 0 then
+local held = redis.call('GET', KEYS[1])
+if held == 'sent' then return 0 end
+if not held and tonumber(ARGV[4]) > 0 then
   local last = redis.call('GET', KEYS[2])
   if last and tonumber(ARGV[3]) - tonumber(last) < tonumber(ARGV[4]) then return -1 end
   redis.call('SET', KEYS[2], ARGV[3], 'EX', ARGV[2])
 end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 return 1
 """
 

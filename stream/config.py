@@ -48,6 +48,7 @@ from ._util import unknown_name
 from .alerts import AlertRule
 from .errors import ConfigError, ConfigIssue, UnroutableEvent
 from .evaluators import Evaluator, build_evaluator
+from .features.notify._config import ChannelConfig, notify_issues
 from .features.redact import RedactConfig, RedactOverride, effective, redact_issues
 from .grading import GRADE_SCALES, GradeScale
 from .inputs import FORMATS, InputConfig, OtlpInput, input_issues
@@ -289,6 +290,9 @@ class StreamEvalConfig(_Strict):
     redact: RedactConfig | None = Field(
         default=None, description="redaction before judging, for every suite and session (docs/redact.md)"
     )
+    notify: list[ChannelConfig] = Field(
+        default_factory=list, description="where alerts are delivered: Slack, PagerDuty, ... (docs/notify.md)"
+    )
 
     @field_validator("sessions")
     @classmethod
@@ -433,10 +437,8 @@ def suite_definition(
     data = suite.model_dump(
         mode="json", exclude=set(_ROUTING_FIELDS) if isinstance(suite, SuiteConfig) else {"name"}
     )
-    if data.get("redact", 0) is None:
-        del data[
-            "redact"
-        ]  # a suite file without redaction keeps its versions (parse_config adds the effective one)
+    if data.get("redact", 0) is None:  # without redaction a suite keeps its version (parse_config adds it)
+        del data["redact"]
     by_name = {b.name: b for b in bound}
     steps = []
     for spec in suite.evaluators:
@@ -514,6 +516,7 @@ class LoadedConfig:
         self.feedback = FeedbackInput()  # the feedback topic's format (streameval.labels)
         self.review: ReviewConfig | None = None  # the review queue (streameval.review); None: off
         self.redact: RedactConfig | None = None  # the top-level redact: block (docs/redact.md); None: none
+        self.notify: tuple[ChannelConfig, ...] = ()  # alert channels (streameval.features.notify); (): none
         self.by_name = {s.name: s for s in suites}
         self._matching = [s for s in suites if s.config.match is not None and not s.is_default]
         self._default = next((s for s in suites if s.is_default), None)
@@ -758,6 +761,7 @@ def parse_config(
             + [(("sessions", i), s.redact) for i, s in enumerate(config.sessions)],
         )
     ]
+    issues += [issue(loc, message) for loc, message in notify_issues(config.notify)]
 
     def build(scoring: SuiteConfig | SessionConfig, base: tuple[str | int, ...]) -> Suite:
         """Build one suite's (or session's) evaluators, adding any problem to ``issues``."""
@@ -843,6 +847,7 @@ def parse_config(
     parsed.feedback = config.feedback
     parsed.review = config.review
     parsed.redact = config.redact
+    parsed.notify = tuple(config.notify)
     return config, parsed
 
 

@@ -11,7 +11,9 @@ closer, is a :class:`Publish` handed to one :data:`Send`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -19,7 +21,7 @@ from pydantic import BaseModel, Field
 
 from .models import Aggregate, Alert, DeadLetter, GradedResult, ReviewItem, SessionResult
 
-__all__ = ["OUTPUTS", "Kind", "Output", "OutputTopics", "Publish", "Send", "output_topics"]
+__all__ = ["OUTPUTS", "Kind", "Output", "OutputTopics", "Publish", "Send", "output_topics", "publish_all"]
 
 #: What a published message is; one per row of :data:`OUTPUTS`.
 Kind = Literal["result", "deadletter", "aggregate", "alert", "session", "review"]
@@ -81,5 +83,27 @@ class Publish:
 
 
 Send = Callable[[Publish], Awaitable[Any]]
-"""Hand one message to the producer. May return (after queueing it) an awaitable of its delivery:
-:class:`streameval.inflight.InFlight` waits for that before acking a batch; the window closer does not."""
+"""Hand one message to the producer. May return (after queueing it) an awaitable of its delivery, which
+resolves once the broker acknowledged the message (or raises). ``None``: delivered already (tests' sinks).
+:class:`streameval.inflight.InFlight` waits for it before acking a batch; everything published outside the
+per-event path goes through :func:`publish_all`."""
+
+
+async def publish_all(send: Send, messages: Iterable[Publish]) -> None:
+    """Send ``messages`` and return only once the broker acknowledged every one of them.
+
+    The one publish discipline of everything emitted outside the per-event path (window aggregates and
+    alerts, session results, label dead letters): build -> ``publish_all`` -> only then mark done, forget or
+    release. All messages are handed to the producer first and their deliveries awaited together, so a
+    window of many pairs costs one round trip to the broker, not one per message. If a send or a delivery
+    fails, this raises (a delivery's failure once every delivery has settled): the caller
+    marks nothing done and a later try publishes the same messages again (at least once, same keys).
+    """
+    deliveries: list[asyncio.Future[Any]] = []
+    for message in messages:
+        delivery = await send(message)
+        if delivery is not None and inspect.isawaitable(delivery):
+            deliveries.append(asyncio.ensure_future(delivery))
+    for outcome in await asyncio.gather(*deliveries, return_exceptions=True):
+        if isinstance(outcome, BaseException):
+            raise outcome

@@ -28,7 +28,7 @@ from .evalpool import EvalPool
 from .inputs import Inputs
 from .labels import FeedbackDecoder, Label, LabelStore, decode_error_letter
 from .models import DeadLetter, encode_result, parse_time
-from .outputs import Publish, Send
+from .outputs import Publish, Send, publish_all
 from .pipeline import Pipeline
 from .review import ReviewQueue
 from .sessions.state import AppendReport, SessionStore
@@ -214,6 +214,11 @@ class Processor:
             items = await retry_forever(
                 lambda: review.select(fresh, self.store.now()), what="choosing results for review"
             )
+            keeper = review.keeper  # the review page's queue, when it is on
+            if keeper is not None and items:
+                await retry_forever(
+                    lambda: keeper.keep(items, fresh), what="keeping review items for the page"
+                )
             for item in items:
                 for reason in item.reasons:
                     telemetry.REVIEW_SENT.labels(item.suite, reason).inc()
@@ -279,10 +284,8 @@ class Processor:
         if self.labels is None:
             return 0
         report = await self.labels.retry_waiting()
-        for message in await self._label_letters(report.dead_letters):
-            delivery = await send(message)
-            if delivery is not None and hasattr(delivery, "__await__"):
-                await delivery  # delivered before the label leaves the waiting list
+        # delivered before the labels leave the waiting list
+        await publish_all(send, await self._label_letters(report.dead_letters))
         await self.labels.settle_expired(report)
         return report.joined
 

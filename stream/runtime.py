@@ -44,6 +44,9 @@ from .connect_check import check_redis_settings
 from .deadletters import DeadLetterPolicy, RawStore
 from .errors import ConfigError
 from .evalpool import EvalPool
+from .features.redact import Redactors
+from .features.review_page import ReviewPageStore
+from .features.review_page.web import open_review_feature, review_page_on
 from .inputs import Inputs, check_input_topics
 from .judges import JudgeCache, judge_ready_checks
 from .kafka_io import ensure_topics
@@ -336,14 +339,7 @@ class Runtime:
             shadows=shadows,
             labels=labels,
             feedback=FeedbackDecoder(suites.feedback, max_depth=settings.max_event_depth),
-            review=ReviewQueue(
-                client,
-                store.keys,
-                suites.review,
-                redact=pipeline.redactors.texts if pipeline.redactors else None,
-            )
-            if suites.review
-            else None,
+            review=_review_queue(client, store, suites, pipeline.redactors),
         )
         await processor.start()
         closer = WindowCloser(
@@ -355,6 +351,7 @@ class Runtime:
             embedding_drift=windowing.embedding_drift,
             live_versions=live_versions,
             labels=labels,
+            resolve_alerts=bool(suites.notify),  # resolves for the notifier (streameval.features.notify)
         )
         sessions = (
             None if session_state is None else SessionCloser(session_state, store, pipeline, suites.sessions)
@@ -382,16 +379,35 @@ class Runtime:
         """
         store = self.processor.store
 
+        async def remembered(delivery: Any, alert: bytes) -> None:
+            if delivery is not None:
+                await delivery
+            await remember_alert(store.client, store.prefix, alert)  # once it is on its topic
+
         async def publish(message: Publish) -> Any:
             delivery = await send(message)
             if message.kind == "alert":  # the dashboard's recent alerts (docs/api.md)
-                await remember_alert(store.client, store.prefix, message.value)
-            return delivery  # a label's dead letter is awaited before the label leaves its waiting list
+                return remembered(delivery, message.value)
+            return delivery
 
         return await self.processor.close_windows(self.closer, publish)
 
     async def close(self) -> None:
         await self.processor.close()
+
+
+def _review_queue(
+    client: Client, store: ResultStore, suites: LoadedConfig, redactors: Redactors | None = None
+) -> ReviewQueue | None:
+    """The review queue, and the review page's store of its items when the suite file keeps any;
+    ``redactors``: the items' texts redacted (docs/redact.md)."""
+    if suites.review is None:
+        return None
+    keeper = None
+    if suites.review.keep:
+        keeper = ReviewPageStore(client, store.prefix, suites.review)
+    redact = redactors.texts if redactors is not None else None
+    return ReviewQueue(client, store.keys, suites.review, keeper=keeper, redact=redact)
 
 
 def version_infos(suites: LoadedConfig, names: Collection[str] | None = None) -> list[VersionInfo]:
@@ -445,6 +461,12 @@ async def serve_web(config: WorkerConfig) -> WebServer:
         registry_limits=api.registry_limits(),
         redelivery_ttl_s=settings.redelivery_ttl_s,
         compare_ttl_s=settings.compare_ttl_s,
+        identities=api.identities(),
+        features=[
+            open_review_feature(client, settings, config.suites.review)
+            for on in [review_page_on(api.review_page, config.suites.review, worker=True)]
+            if on
+        ],
     )
     runner = await start_web(web_app, api.web_host, api.web_port)
     log.info("worker web server on http://%s:%d", api.web_host, api.web_port)

@@ -14,11 +14,13 @@ The worker calls :meth:`WindowCloser.run_once` every ``STREAMEVAL_CLOSE_INTERVAL
    the window hash. A record script that runs after that mark, or after the watermark passed, sends
    the window's late events to the window open now, counting them as ``late_redirected``
    (streameval.store): in the published figures or redirected, never lost, never twice.
-4. builds :class:`~streameval.models.Aggregate` records, checks the alert rules (each alert is claimed
-   with ``SET NX`` on its id, and a cooldown key per rule × model × suite), sends everything, then marks
-   the lease ``done`` and forgets the window. A worker that dies after step 2 leaves the lease to
-   expire (``lease_s``); the next worker publishes the window then (at least once in that crash case;
-   the alert claims still hold, so alerts are not repeated).
+4. builds :class:`~streameval.models.Aggregate` records and the alerts of its rules (each claimed on its
+   id, with a cooldown key per rule × model × suite: :data:`streameval._lua.ALERT_CLAIM`), sends them all
+   and waits for the broker's acknowledgement of every one (:func:`~streameval.outputs.publish_all`), marks
+   the alerts ``sent``, then marks the lease ``done`` and forgets the window. A worker that dies before
+   that leaves the lease to expire (``lease_s``); the next worker publishes the window again: at least
+   once, with the same keys and content (the first try's time, :meth:`WindowCloser._stamp`), and every
+   alert not yet marked sent again, with the same id (consumers deduplicate by it).
 
 Why the Redis clock and not the largest event time seen: each worker owns only some partitions, so
 per-worker event-time maxima disagree and an idle partition would hold windows open for ever; a shared
@@ -42,7 +44,7 @@ from typing import Any, cast
 import orjson
 
 from . import _lua, telemetry
-from .alerts import AlertRule, build_alert, check_alert_windows, fires
+from .alerts import AlertRule, build_alert, check_alert_windows, figures, fires, human_agreement, metric_value
 from .changes import Change, Detector, ScoreShiftConfig
 from .drilldown import example_ids
 from .embedding_drift import Drift, EmbeddingDriftConfig, Verdict, WindowSums, unpack_sums, unquantise
@@ -59,8 +61,9 @@ from .models import (
     AlertWindow,
     HumanAgreement,
     format_time,
+    parse_time,
 )
-from .outputs import Publish, Send
+from .outputs import Publish, Send, publish_all
 from .stats import Moments, confidence_interval, histogram_quantile, krippendorff_alpha, moments, pearson
 from .store import ResultStore, hash_fields
 from .windowing import WindowingConfig
@@ -250,6 +253,7 @@ class WindowCloser:
         live_versions: Mapping[str, str] | None = None,
         labels: LabelStore | None = None,
         embedding_drift: EmbeddingDriftConfig | None = None,
+        resolve_alerts: bool = False,
     ) -> None:
         check_alert_windows(rules, store.windows)
         for name, cfg in (("score_shift", score_shift), ("embedding_drift", embedding_drift)):
@@ -272,6 +276,9 @@ class WindowCloser:
         # (and on figures of the layout before versions); None: on every pair (no versions known)
         self.live_versions = live_versions  # the runtime updates it when a registry change moves a version
         self.rules = tuple(rules)
+        # a rule x pair that fired is resolved by a later window that no longer fires it (:meth:`_resolve`);
+        # on when the suite file has notify: (the notifier sends the resolves)
+        self.resolve_alerts = resolve_alerts
         self.allowed_lateness_s = allowed_lateness_s
         self.lease_ms = int(lease_s * 1000)
         self.worker_id = worker_id or f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -323,7 +330,12 @@ class WindowCloser:
         return published
 
     async def _publish(self, size: int, start: int, now: float, send: Send) -> int:
-        """Publish one window's aggregates and alerts; returns how many aggregates were sent."""
+        """Publish one window's aggregates and alerts; returns how many aggregates were sent.
+
+        Returns only once the broker acknowledged every message (:func:`~streameval.outputs.publish_all`);
+        the caller marks the window done after that. A repeat after a crash sends the same messages: same
+        keys, same content (the stamp is the first try's, :meth:`_stamp`), alerts with the same ids.
+        """
         store, client, keys = self.store, self.store.client, self.store.keys
         members = sorted(_text(m) for m in await guard(client.smembers(keys.window_pairs(size, start))))
         calls = [
@@ -354,10 +366,13 @@ class WindowCloser:
         if self.embedding_drift is not None and size == self.embedding_drift.window:  # by _detect_drift
             await guard(client.zadd(keys.drift_queue(size), {str(start): start}))
             await guard(client.zremrangebyscore(keys.drift_queue(size), "-inf", start - store.window_ttl_s))
-        stamp = format_time(now)
+        stamp = await self._stamp(size, start, now) if data else format_time(now)
         human: dict[str, HumanAgreement | None] = {}
         if self.labels is not None and data:  # the labels joined in this window: one read for every pair
             human = await self.labels.agreement([m for m, _, _ in kept], size, start)
+        messages: list[Publish] = []
+        firing: list[tuple[AlertRule, Aggregate, float]] = []
+        resolves: list[tuple[str, Publish]] = []  # rules x pairs that fired and no longer do (with notify:)
         for ((model, suite, version), window, all_time), (member, _, _) in zip(data, kept, strict=True):
             agreement = human.get(member)
             aggregate = build_aggregate(
@@ -391,22 +406,110 @@ class WindowCloser:
             for warning in aggregate.warnings:
                 log.warning("%s / %s, window %s: %s", model, suite, aggregate.window.start, warning)
             key = f"{model}:{suite}:{version}" if version else f"{model}:{suite}"
-            await send(Publish("aggregate", key.encode(), aggregate.model_dump_json().encode()))
+            messages.append(Publish("aggregate", key.encode(), aggregate.model_dump_json().encode()))
             if not self._live(suite, version):  # shadow and backfill versions never alert
                 continue
-            for rule in self.rules:
-                value = fires(rule, aggregate)
-                if value is None or not await self._claim(rule, aggregate, now):
-                    continue
-                alert = build_alert(
-                    rule,
-                    aggregate,
-                    value,
-                    fired_at=stamp,
-                    examples=await self._worst_ids(model, suite, size, start, version),
-                )
-                await send(Publish("alert", alert.id.encode(), alert.model_dump_json().encode()))
+            firing += [
+                (rule, aggregate, value)
+                for rule in self.rules
+                if (value := fires(rule, aggregate)) is not None
+            ]
+            if self.resolve_alerts:
+                resolves += await self._resolves(aggregate, stamp)
+        claims = await self._claim(firing, now)  # alert claims, marked sent once the broker has the alerts
+        sending = [(f, claim) for f, claim in zip(firing, claims, strict=True) if claim is not None]
+        examples = await self._worst_ids([aggregate for (_, aggregate, _), _ in sending], size, start)
+        fired: dict[str, bytes | None] = {key: None for key, _ in resolves}  # firing state: None forgets it
+        for ((rule, aggregate, value), _), worst in zip(sending, examples, strict=True):
+            alert = build_alert(rule, aggregate, value, fired_at=stamp, examples=worst)
+            messages.append(Publish("alert", alert.id.encode(), alert.model_dump_json().encode()))
+            fired[self._firing_key(rule, aggregate)] = messages[-1].value
+        await publish_all(send, [*messages, *(resolve for _, resolve in resolves)])
+        await self._mark_sent([claim for _, claim in sending if claim])
+        if self.resolve_alerts:
+            await self._mark_firing(fired)
         return len(data)
+
+    def _firing_key(self, rule: AlertRule, aggregate: Aggregate) -> str:
+        pair = self.store.pair_id(aggregate.model, aggregate.suite, aggregate.suite_version or "")
+        return self.store.keys.alert_firing(pair, rule.name, aggregate.window.size_s)
+
+    async def _resolves(self, aggregate: Aggregate, stamp: str) -> list[tuple[str, Publish]]:
+        """(firing state key, resolve) of each rule that fired on the aggregate's pair and no longer does."""
+        out = []
+        for rule in self.rules:
+            if fires(rule, aggregate) is None:
+                resolve = await self._resolve(rule, aggregate, stamp)
+                if resolve is not None:
+                    out.append((self._firing_key(rule, aggregate), resolve))
+        return out
+
+    async def _resolve(self, rule: AlertRule, aggregate: Aggregate, stamp: str) -> Publish | None:
+        """The resolve of ``rule``'s firing alert on the aggregate's pair when this window (of the rule's size,
+        evaluated, later than the alert's) no longer fires it: the firing alert with ``status: resolved``
+        (same id) and this window's figures. Sent with the window's messages; the firing state is removed
+        only after the broker acknowledged it (a repeat sends the same resolve; the notifier sends it once)."""
+        if aggregate.window.size_s != rule.window or not rule.applies(aggregate.model, aggregate.suite):
+            return None
+        value = (
+            human_agreement(aggregate, rule.min_labels)
+            if rule.metric == "human_agreement"
+            else metric_value(rule.metric, aggregate)
+        )
+        if aggregate.count < rule.min_count or value is None:  # not evaluated: neither fires nor resolves
+            return None
+        raw = await guard(self.store.client.get(self._firing_key(rule, aggregate)))
+        if raw is None:
+            return None
+        alert = Alert.model_validate_json(raw)
+        if parse_time(aggregate.window.start) <= parse_time(alert.window.start):
+            return None  # an earlier window closed late: the rule's later firing stands
+        resolved = alert.model_copy(
+            update={
+                "status": "resolved",
+                "value": value,
+                "count": aggregate.count,
+                "window": aggregate.window,
+                "fired_at": stamp,
+                "figures": figures(aggregate),
+                "examples": [],
+                "message": f"resolved: {rule.metric} {value:.4g} no longer {rule.comparator} {rule.threshold:g} "
+                f"for {aggregate.model} / {aggregate.suite} in the {rule.window}s window from "
+                f"{aggregate.window.start} ({aggregate.count} events)",
+            }
+        )
+        return Publish("alert", resolved.id.encode(), resolved.model_dump_json().encode())
+
+    async def _mark_firing(self, firing: Mapping[str, bytes | None]) -> None:
+        """After the broker acknowledged them: remember each rule x pair's firing alert, forget resolved ones."""
+        if not firing:
+            return
+        async with self.store.client.pipeline(transaction=False) as pipe:
+            for key, value in firing.items():
+                if value is None:
+                    pipe.delete(key)
+                else:
+                    pipe.set(key, value, ex=self.store.window_ttl_s)
+            await guard(pipe.execute())
+
+    async def _stamp(self, size: int, start: int, now: float) -> str:
+        """The window's publication time: this try's, or the first try's when an earlier one was cut short
+        (a crash before the broker acknowledged it), so that a repeat carries the same content."""
+        key = self.store.keys.published_at(size, start)
+        async with self.store.client.pipeline(transaction=False) as pipe:
+            pipe.set(key, format_time(now), nx=True, ex=self.store.window_ttl_s)
+            pipe.get(key)
+            _, first = await guard(pipe.execute())
+        return _text(first) if first is not None else format_time(now)
+
+    async def _mark_sent(self, claims: Sequence[str]) -> None:
+        """Mark alerts sent, after the broker acknowledged them: no later try sends them again."""
+        if not claims:
+            return
+        async with self.store.client.pipeline(transaction=False) as pipe:
+            for claim in claims:
+                pipe.set(claim, "sent", ex=self.store.window_ttl_s)
+            await guard(pipe.execute())
 
     async def _detect_shifts(self, cfg: ScoreShiftConfig, now: float, send: Send) -> None:
         """Fold published windows into each pair's detector, in window order, under one lease (docs/drift.md).
@@ -461,7 +564,7 @@ class WindowCloser:
     async def _fold_drift(
         self, cfg: EmbeddingDriftConfig, pair: str, start: int, now: float, send: Send
     ) -> None:
-        store, client, keys, size = self.store, self.store.client, self.store.keys, cfg.window
+        client, keys, size = self.store.client, self.store.keys, cfg.window
         model, suite, version = keys.split_pair(pair)
         if not self._live(suite, version):  # shadow and backfill versions never alert
             return
@@ -489,9 +592,15 @@ class WindowCloser:
             if version:
                 alert = alert.model_copy(update={"suite_version": version, "id": f"{alert.id}:{version}"})
             claim = keys.alert_claim(pair, "embedding_drift", size, format_time(start))
-            if await guard(client.set(claim, self.worker_id, nx=True, ex=store.window_ttl_s)):
-                await send(Publish("alert", alert.id.encode(), alert.model_dump_json().encode()))
+            await self._send_claimed(claim, keys.cooldown(pair, "embedding_drift"), alert, now, send)
         await guard(client.set(state_key, orjson.dumps(drift.to_json()), ex=_SHIFT_STATE_TTL_S))
+
+    async def _send_claimed(self, claim: str, cooldown: str, alert: Alert, now: float, send: Send) -> None:
+        """Send a detector's alert unless it was sent already; mark it sent once acknowledged (the detector's
+        state is saved after this, so a fold cut short by a crash is repeated and its alert retried)."""
+        if await self._try_claim(claim, cooldown, now, 0) == 1:
+            await publish_all(send, [Publish("alert", alert.id.encode(), alert.model_dump_json().encode())])
+            await self._mark_sent([claim])
 
     def _drift_alert(
         self,
@@ -546,7 +655,7 @@ class WindowCloser:
         )
 
     async def _fold_pair(self, cfg: ScoreShiftConfig, pair: str, start: int, now: float, send: Send) -> None:
-        store, client, keys, size = self.store, self.store.client, self.store.keys, cfg.window
+        client, keys, size = self.store.client, self.store.keys, cfg.window
         state_key = keys.score_shift(pair, size)
         raw = await guard(client.get(state_key))
         detector = Detector.from_json(cfg, orjson.loads(raw) if raw else None)
@@ -561,8 +670,7 @@ class WindowCloser:
             if version:
                 alert = alert.model_copy(update={"suite_version": version, "id": f"{alert.id}:{version}"})
             claim = keys.alert_claim(pair, f"score_shift:{change.series}", size, format_time(start))
-            if await guard(client.set(claim, self.worker_id, nx=True, ex=store.window_ttl_s)):
-                await send(Publish("alert", alert.id.encode(), alert.model_dump_json().encode()))
+            await self._send_claimed(claim, keys.cooldown(pair, "score_shift"), alert, now, send)
         await guard(client.set(state_key, orjson.dumps(detector.to_json()), ex=_SHIFT_STATE_TTL_S))
 
     async def _shift_alert(
@@ -634,24 +742,47 @@ class WindowCloser:
         """Whether figures of ``suite`` at ``version`` are a live version's (alerts fire on them)."""
         return self.live_versions is None or not version or self.live_versions.get(suite) == version
 
-    async def _worst_ids(self, model: str, suite: str, size: int, start: int, version: str = "") -> list[str]:
-        """Ids of up to 3 of the window's lowest-scored results (streameval.drilldown), for its alerts."""
-        key = self.store.keys.examples(self.store.pair_id(model, suite, version), "worst", size, start)
-        return example_ids(cast(list[bytes], await guard(self.store.client.zrange(key, 0, 2))))
+    async def _worst_ids(self, aggregates: Sequence[Aggregate], size: int, start: int) -> list[list[str]]:
+        """Ids of up to 3 of the window's lowest-scored results of each aggregate's pair
+        (streameval.drilldown), for its alerts: one round trip."""
+        if not aggregates:
+            return []
+        store = self.store
+        async with store.client.pipeline(transaction=False) as pipe:
+            for a in aggregates:
+                pair = store.pair_id(a.model, a.suite, a.suite_version or "")
+                pipe.zrange(store.keys.examples(pair, "worst", size, start), 0, 2)
+            replies = await guard(pipe.execute())
+        return [example_ids(cast(list[bytes], reply)) for reply in replies]
 
-    async def _claim(self, rule: AlertRule, aggregate: Aggregate, now: float) -> bool:
-        """Exactly once per rule × window × pair (a version's pair), then not again within the rule's cooldown."""
-        keys = self.store.keys
-        pair = self.store.pair_id(aggregate.model, aggregate.suite, aggregate.suite_version or "")
-        claim = [
-            keys.alert_claim(pair, rule.name, aggregate.window.size_s, aggregate.window.start),
-            keys.cooldown(pair, rule.name),
+    async def _claim(
+        self, firing: Sequence[tuple[AlertRule, Aggregate, float]], now: float
+    ) -> list[str | None]:
+        """Each firing alert's claim key when it is to be sent (one round trip for all): once per rule ×
+        window × pair (a version's pair) once acknowledged (a try that died before that is retried), and not
+        within the rule's cooldown of another alert of the pair. ``None``: sent already, or within the
+        cooldown (logged)."""
+        keys, calls = self.store.keys, []
+        for rule, aggregate, _ in firing:
+            pair = self.store.pair_id(aggregate.model, aggregate.suite, aggregate.suite_version or "")
+            claim = keys.alert_claim(pair, rule.name, aggregate.window.size_s, aggregate.window.start)
+            args = [self.worker_id, self.store.window_ttl_s, repr(now), rule.cooldown_s]
+            calls.append((self._alert_claim, [claim, keys.cooldown(pair, rule.name)], args))
+        replies = await guard(run_scripts(self.store.client, calls))
+        for (rule, aggregate, _), reply in zip(firing, replies, strict=True):
+            if int(reply) == -1:
+                log.info(
+                    "alert %s for %s / %s suppressed: cooldown", rule.name, aggregate.model, aggregate.suite
+                )
+        return [
+            names[0] if int(reply) == 1 else None for (_, names, _), reply in zip(calls, replies, strict=True)
         ]
-        args = [self.worker_id, self.store.window_ttl_s, repr(now), rule.cooldown_s]
-        [reply] = await guard(run_scripts(self.store.client, [(self._alert_claim, claim, args)]))
-        if int(reply) == -1:
-            log.info("alert %s for %s / %s suppressed: cooldown", rule.name, aggregate.model, aggregate.suite)
-        return int(reply) == 1
+
+    async def _try_claim(self, claim: str, cooldown: str, now: float, cooldown_s: float) -> int:
+        """The claim script's answer (streameval._lua.ALERT_CLAIM): 1 send, 0 sent already, -1 cooldown."""
+        args = [self.worker_id, self.store.window_ttl_s, repr(now), cooldown_s]
+        [reply] = await guard(run_scripts(self.store.client, [(self._alert_claim, [claim, cooldown], args)]))
+        return int(reply)
 
     async def refresh_norms(self) -> dict[str, Moments]:
         """Per-judge running mean and std from every pair's all-time hash (z-score panel aggregation)."""

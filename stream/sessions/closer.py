@@ -37,7 +37,7 @@ from ..config import Session
 from ..envelope import Outcome
 from ..errors import StoreUnavailable
 from ..models import GradedResult, SessionMetrics, SessionResult, format_time
-from ..outputs import Publish, Send
+from ..outputs import Publish, Send, publish_all
 from ..pipeline import Pipeline
 from ..redis_client import retry_forever
 from ..store import ResultStore
@@ -302,11 +302,9 @@ class SessionCloser:
             )
         else:  # /metrics: results, quality series and judge activity by model x session name, per revision
             telemetry.observe_outcomes([Outcome(result=graded, counters=counters)])
-        delivery = await send(Publish("session", f"{claim.session}:{claim.key}".encode(), value))
-        if delivery is not None and hasattr(delivery, "__await__"):
-            # on the broker before the session is marked closed: a worker killed in between leaves it to be
-            # closed (and published) again, never a closed session whose result never reached the topic
-            await delivery
+        # on the broker before the session is marked closed: a worker killed in between leaves it to be
+        # closed (and published) again, never a closed session whose result never reached the topic
+        await publish_all(send, [Publish("session", f"{claim.session}:{claim.key}".encode(), value)])
         telemetry.SESSIONS_CLOSED.labels(claim.session, closed_by).inc()
         telemetry.SESSION_CLOSE_DELAY.observe(max(0.0, claim.now - score / 1000))  # the index holds ms
         counted = orjson.dumps({"graded": graded.model_dump(mode="json"), "counters": counters})

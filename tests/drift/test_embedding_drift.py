@@ -229,8 +229,10 @@ async def test_bytes_per_pair_and_window_are_bounded(aredis: aioredis.Redis, pre
         await store.record_many(items)
         sizes.append(int(await aredis.memory_usage(key, samples=0)))
     # 642 doubles (5,136 bytes) + 16 reservoir entries (~400 bytes each: hash, id, scale, 384 int8) + the
-    # hash table's overhead (~100 bytes an entry); full from the first batch (20 events > 16), then flat
-    assert max(sizes) < 16_000 and sizes[-1] == sizes[1], sizes
+    # hash table's overhead (~100 bytes an entry); full from the first batch (20 events > 16), then flat up to
+    # the hash's bucket array (Redis rehashes it incrementally, in the background too: MEMORY USAGE counts a
+    # second 32 x 8-byte array while a rehash is under way, so whether a batch sees it depends on timing)
+    assert max(sizes) < 16_000 and max(sizes[1:]) - min(sizes[1:]) <= 32 * 8, sizes
     print("drift hash bytes per pair x window:", sizes)
 
 

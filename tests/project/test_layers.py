@@ -84,11 +84,13 @@ FLOORS: dict[str, int] = {
     "summary": COMPONENTS,
     "labels": COMPONENTS,
     "review": COMPONENTS,
-    "features": COMPONENTS,
+    "features": VOCABULARY,  # the folder of optional features (nothing in it imports anything)
+    "features.review_page.*": COMPONENTS,  # the review page's queue in Redis, its documents and export
     "features.redact.*": COMPONENTS,  # redaction before judging: detectors, its config block, the redactor
     # 4. configuration: the environment's settings and the suite file
     "settings": CONFIGURATION,
     "config": CONFIGURATION,
+    "features.notify._config": CONFIGURATION,  # the suite file's notify: channels (config reads them)
     # 5. engine
     "pipeline": ENGINE,
     # 6. orchestration: a batch of messages to outcomes, the evaluation processes, the worker's batch loop
@@ -104,10 +106,12 @@ FLOORS: dict[str, int] = {
     "compare_offline": COMPOSITION,
     "backfill": COMPOSITION,
     "api.*": COMPOSITION,
+    "features.review_page.web": COMPOSITION,  # the review page's routes and its feedback producer
     "_cliargs": COMPOSITION,
     "demo": COMPOSITION,
     "up": COMPOSITION,
     "judges.sim": COMPOSITION,  # a program: the scripted judge server
+    "features.*": COMPOSITION,  # features built by the composition root when the suite file asks for them
     "": COMPOSITION,  # the package root re-exports the public API from every floor
     # 8. the Faust wiring, and the command line that starts it (``streameval worker``) among the rest
     "agents.*": AGENTS,
