@@ -349,6 +349,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("config", type=Path, help="suite YAML to check")
 
+    red = _sub(
+        sub,
+        "redact",
+        "print what a text becomes under the suite file's redact: block",
+        "Redact TEXT (or standard input) as the judges would see it, for reviewing the rules: the text on "
+        "stdout, the count of each kind on stderr (docs/redact.md).",
+    )
+    red.add_argument("--config", type=Path, required=True, help="suite YAML with a redact: block (required)")
+    red.add_argument(
+        "--suite",
+        default=None,
+        help="the suite or session whose redaction to apply (default: the top level's)",
+    )
+    red.add_argument("text", nargs="?", default="-", help="the text; - or none: standard input")
+
     bf = _sub(
         sub,
         "backfill",

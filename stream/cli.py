@@ -69,6 +69,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
+def _redact(args: argparse.Namespace, console: Console) -> int:
+    """``streameval redact``: what a text becomes under the suite file's redaction (docs/redact.md)."""
+    from .config import load_config
+    from .features.redact import redact_command
+
+    config, _ = load_config(args.config)
+    text = sys.stdin.read() if args.text == "-" else args.text
+    own = {s.name: s.redact for s in config.suites} | {s.name: s.redact for s in config.sessions}
+    out, counts = redact_command(config.redact, own, args.suite, text)
+    sys.stdout.write(out if out.endswith("\n") else out + "\n")
+    found = ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items())) or "nothing"
+    console.print(f"redacted: {found}", highlight=False, markup=False)
+    return EXIT_OK
+
+
 def _error(console: Console, exc: Exception) -> None:
     console.print("[bold red]error:[/] ", end="", markup=True)
     console.print(str(exc), highlight=False, markup=False)
@@ -121,6 +136,8 @@ def _run(args: argparse.Namespace, console: Console, out: Console) -> int:
         return _evaluate(args, load_settings(**limit), console, out)
     if args.command == "check":
         return _check(args.config, out)
+    if args.command == "redact":
+        return _redact(args, console)
     if args.command == "compare":
         return _compare(args, out)
     if args.command == "backfill":

@@ -49,6 +49,7 @@ from .alerts import AlertRule
 from .errors import ConfigError, ConfigIssue, UnroutableEvent
 from .evaluators import Evaluator, build_evaluator
 from .features.notify._config import ChannelConfig, notify_issues
+from .features.redact import RedactConfig, RedactOverride, effective, redact_issues
 from .grading import GRADE_SCALES, GradeScale
 from .inputs import FORMATS, InputConfig, OtlpInput, input_issues
 from .judges import (
@@ -143,6 +144,10 @@ class _Scoring(_Strict):
     grading: GradeScale = Field(default="levels", description="levels or letters")
     evaluators: list[EvaluatorSpec] = Field(min_length=1)
     judge: SuiteJudgeConfig | None = Field(default=None, description="LLM judge panel step (docs/judges.md)")
+    redact: RedactOverride | Literal[False] | None = Field(
+        default=None,
+        description="redaction before judging, over the top-level block; false: off (docs/redact.md)",
+    )
 
 
 _LABEL = r"^[A-Za-z0-9_.@+-]+$"
@@ -281,6 +286,9 @@ class StreamEvalConfig(_Strict):
     )
     sessions: list[SessionConfig] = Field(
         default_factory=list, description="conversations and agent runs judged as a whole (docs/sessions.md)"
+    )
+    redact: RedactConfig | None = Field(
+        default=None, description="redaction before judging, for every suite and session (docs/redact.md)"
     )
     notify: list[ChannelConfig] = Field(
         default_factory=list, description="where alerts are delivered: Slack, PagerDuty, ... (docs/notify.md)"
@@ -429,6 +437,8 @@ def suite_definition(
     data = suite.model_dump(
         mode="json", exclude=set(_ROUTING_FIELDS) if isinstance(suite, SuiteConfig) else {"name"}
     )
+    if data.get("redact", 0) is None:  # without redaction a suite keeps its version (parse_config adds it)
+        del data["redact"]
     by_name = {b.name: b for b in bound}
     steps = []
     for spec in suite.evaluators:
@@ -505,6 +515,7 @@ class LoadedConfig:
         self.shadow_judges: tuple[JudgeConfig, ...] = ()  # judges only shadows use (add_shadow_file)
         self.feedback = FeedbackInput()  # the feedback topic's format (streameval.labels)
         self.review: ReviewConfig | None = None  # the review queue (streameval.review); None: off
+        self.redact: RedactConfig | None = None  # the top-level redact: block (docs/redact.md); None: none
         self.notify: tuple[ChannelConfig, ...] = ()  # alert channels (streameval.features.notify); (): none
         self.by_name = {s.name: s for s in suites}
         self._matching = [s for s in suites if s.config.match is not None and not s.is_default]
@@ -742,6 +753,14 @@ def parse_config(
     issues: list[ConfigIssue] = [issue(loc, message) for loc, message in input_issues(config.inputs)]
     issues += [issue(("feedback", *loc), message) for loc, message in feedback_issues(config.feedback)]
     issues += [issue(loc, message) for loc, message in _run_issues(config)]
+    issues += [
+        issue(loc, message)
+        for loc, message in redact_issues(
+            config.redact,
+            [(("suites", i), s.redact) for i, s in enumerate(config.suites)]
+            + [(("sessions", i), s.redact) for i, s in enumerate(config.sessions)],
+        )
+    ]
     issues += [issue(loc, message) for loc, message in notify_issues(config.notify)]
 
     def build(scoring: SuiteConfig | SessionConfig, base: tuple[str | int, ...]) -> Suite:
@@ -776,6 +795,9 @@ def parse_config(
                 issue(loc, message) for loc, message in _judge_issues(config, scoring.judge, base, names)
             )
         definition = suite_definition(scoring, bound, config.judges)
+        redaction = effective(config.redact, scoring.redact)
+        if redaction is not None:  # what the judges see is part of the suite's meaning (docs/redact.md)
+            definition["redact"] = redaction.model_dump(mode="json", exclude={"dead_letters", "hash_key_env"})
         return Suite(scoring, tuple(bound), definition_hash(definition), definition)
 
     def with_shadows(suite: Suite, suite_cfg: SuiteConfig, base: tuple[str | int, ...]) -> Suite:
@@ -824,6 +846,7 @@ def parse_config(
     parsed = LoadedConfig(suites, config.judges, config.alerts, config.windowing, config.inputs, sessions)
     parsed.feedback = config.feedback
     parsed.review = config.review
+    parsed.redact = config.redact
     parsed.notify = tuple(config.notify)
     return config, parsed
 

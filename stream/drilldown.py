@@ -33,7 +33,7 @@ is retained.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -166,6 +166,8 @@ class Candidates:
     def __init__(self, keys: Keys, keep: int) -> None:
         self.keys = keys
         self.keep = keep
+        # a result as its example may show it (the suite file's redact:, docs/redact.md); None: as it is
+        self.redact: Callable[[GradedResult], GradedResult] | None = None
         self._sent: dict[tuple[str, int, int], _Sent] = {}
 
     def part(
@@ -211,7 +213,8 @@ class Candidates:
                         for rank, result in ranked:
                             body = bodies.get(id(result))
                             if body is None:
-                                body = bodies[id(result)] = compact(result)
+                                shown = result if self.redact is None else self.redact(result)
+                                body = bodies[id(result)] = compact(shown)
                             args += [repr(rank), body]
                             sent.append((window, kind, rank))
         args[0] = len(klist)

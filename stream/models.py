@@ -297,8 +297,13 @@ class GradedResult(_Versioned):
         default=None,
         description="true: made by `streameval backfill` from the retained request topic; absent otherwise",
     )
+    redacted: dict[str, int] | None = Field(
+        default=None,
+        description="values replaced before the judges saw the event, by kind (docs/redact.md); "
+        "absent when the suite does not redact or the event was not judged",
+    )
 
-    omitted_when_unset: ClassVar[tuple[str, ...]] = ("suite_version", "shadow", "backfill")
+    omitted_when_unset: ClassVar[tuple[str, ...]] = ("suite_version", "shadow", "backfill", "redacted")
 
 
 _PASSTHROUGH = (

@@ -37,6 +37,7 @@ from .envelope import DEFAULT_MAX_EVENT_BYTES, Outcome, Source, result_outcome
 from .errors import EvaluatorError, EventError, EventTooLarge, InvalidJSON, SchemaViolation
 from .evaluators import Evaluator, Score
 from .evaluators.semantic import SemanticSimilarity
+from .features.redact import build_redactors
 from .grading import apply_gates, grade
 from .judges import PANEL_RESULT_NAME, JudgeCache, JudgeHub, SuiteJudge, sampled
 from .models import (
@@ -98,6 +99,12 @@ class Pipeline:
                 for s in suites.scoring
                 if s.config.judge is not None
             }
+        # redaction before judging (docs/redact.md); None: the suite file has no redact: block
+        self.redactors = build_redactors(
+            suites.redact,
+            [(s.name, ("suites", i), s.config.redact) for i, s in enumerate(suites.all)]
+            + [(s.name, ("sessions", i), s.config.redact) for i, s in enumerate(suites.sessions)],
+        )
         self._sync_suites: dict[str, bool] = {}
         self._gated: dict[str, frozenset[str]] = {}  # per suite: the names of its gate evaluators
         # per suite object (held, so its id stays its own): its evaluators as _run_rules reads them
@@ -220,8 +227,12 @@ class Pipeline:
         counters: dict[str, dict[str, float]] = {}
         pending: list[tuple[int, BoundEvaluator, asyncio.Task[Score]]] = []
         suite_judge = self._suite_judges.get(suite.name)
+        # the judges see the event redacted; the rule evaluators, the original (docs/redact.md)
+        judged, redacted = event, None
+        if self.redactors is not None and suite_judge is not None and self.may_judge(event, suite):
+            judged, redacted = self.redactors.judged(event, suite.name)
         # a blend panel does not need the rule scores: its judges start before the rules run
-        early = suite_judge.begin(event) if suite_judge is not None else None
+        early = suite_judge.begin(judged) if suite_judge is not None else None
         self._run_rules(event, suite, results, counters, pending)
         for index, bound, task in pending:
             try:
@@ -236,11 +247,11 @@ class Pipeline:
         overall = _combined(results)
         judge_block = None
         if suite_judge is not None:
-            judgement = await suite_judge.run(event, results, early)
+            judgement = await suite_judge.run(judged, results, early)
             overall, results, judge_block = judgement.score, judgement.results, judgement.block
             if judgement.counters:
                 counters[PANEL_RESULT_NAME] = judgement.counters
-        return self._graded(event, suite, results, overall, judge_block, received_at), counters
+        return self._graded(event, suite, results, overall, judge_block, received_at, redacted), counters
 
     def evaluate_sync(
         self, event: RequestEvent, suite: Suite, *, received_at: float
@@ -314,8 +325,9 @@ class Pipeline:
         overall: float,
         judge_block: JudgeBlock | None,
         received_at: float,
+        redacted: dict[str, int] | None = None,
     ) -> GradedResult:
-        """The graded result: gates applied to the overall score."""
+        """The graded result: gates applied to the overall score; ``redacted``: what the judges did not see."""
         gated = self._gated.get(suite.name)
         if gated is None:
             gated = self._gated[suite.name] = frozenset(
@@ -358,6 +370,7 @@ class Pipeline:
             "suite_version": suite.version or None,  # docs/versions.md
             "shadow": marks.get("shadow") if marks else None,
             "backfill": marks.get("backfill") if marks else None,
+            "redacted": redacted,
         }
         # a judge block is a JudgeBlock already: validation would keep that very instance
         if (judge_block is None or type(judge_block) is JudgeBlock) and _plain_graded(values):
@@ -554,8 +567,12 @@ class Pipeline:
     def dead_letter(
         self, raw: bytes, kind: Any, reason: str, source: Source, event_id: str | None
     ) -> DeadLetter:
+        truncated = None
+        if self.redactors is not None:  # redact: dead_letters (docs/redact.md)
+            raw, reason, truncated = self.redactors.dead_letter(raw, reason)
         return DeadLetter(
             raw=base64.b64encode(raw).decode("ascii"),
+            truncated=truncated,
             reason=clip(reason),
             kind=kind,
             event_id=event_id,

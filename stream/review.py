@@ -18,7 +18,7 @@ A burst publishes its first ``rate_per_min`` best candidates and drops the rest 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import orjson
@@ -119,8 +119,13 @@ def _words(result: GradedResult, why: list[Reason], spread: float | None, config
     return "; ".join(parts)
 
 
-def _texts(raw: bytes | None) -> tuple[str | None, str | None]:
-    """Input and output of a native request event's bytes (other formats: unknown here)."""
+#: (suite, texts) -> the texts redacted (docs/redact.md)
+Redact = Callable[[str, Sequence[str | None]], list[str | None]]
+
+
+def _texts(raw: bytes | None, redact: Redact | None = None, suite: str = "") -> tuple[str | None, str | None]:
+    """Input and output of a native request event's bytes (other formats: unknown here), redacted before
+    they are cut (a value cut in half would not be found)."""
     if not raw:
         return None, None
     try:
@@ -130,6 +135,11 @@ def _texts(raw: bytes | None) -> tuple[str | None, str | None]:
     if not isinstance(doc, dict):
         return None, None
     text_in, text_out = doc.get("input"), doc.get("output")
+    if redact is not None:
+        text_in, text_out = redact(
+            suite,
+            [text_in if isinstance(text_in, str) else None, text_out if isinstance(text_out, str) else None],
+        )
     return (
         clip(text_in, _TEXT_CHARS) if isinstance(text_in, str) else None,
         clip(text_out, _TEXT_CHARS) if isinstance(text_out, str) else None,
@@ -148,9 +158,17 @@ class ReviewQueue:
     """Selects candidates and applies the per-pair rate (module docstring); ``keeper`` keeps what it sends."""
 
     def __init__(
-        self, client: Client, keys: Keys, config: ReviewConfig, *, keeper: ReviewKeeper | None = None
+        self,
+        client: Client,
+        keys: Keys,
+        config: ReviewConfig,
+        *,
+        keeper: ReviewKeeper | None = None,
+        redact: Redact | None = None,
     ) -> None:
+        """``redact``: the texts of an item as they may leave (the suite file's ``redact:``)."""
         self.client = client
+        self.redact = redact
         self.keys = keys
         self.config = config
         self.keeper = keeper
@@ -186,7 +204,7 @@ class ReviewQueue:
                 telemetry.REVIEW_DROPPED.labels(group[0][1].suite).inc(len(group) - keep)
             for _, result, why, raw in group[:keep]:
                 spread = _spread(result)
-                text_in, text_out = _texts(raw)
+                text_in, text_out = _texts(raw, self.redact, result.suite)
                 judges = {
                     v.name: v.score if v.status == "ok" else None
                     for v in (result.judge.judges if result.judge else [])

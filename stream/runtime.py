@@ -44,6 +44,7 @@ from .connect_check import check_redis_settings
 from .deadletters import DeadLetterPolicy, RawStore
 from .errors import ConfigError
 from .evalpool import EvalPool
+from .features.redact import Redactors
 from .features.review_page import ReviewPageStore
 from .features.review_page.web import open_review_feature, review_page_on
 from .inputs import Inputs, check_input_topics
@@ -196,6 +197,8 @@ class Runtime:
             lag=lag.total,  # judges' backpressure (the agent updates it)
             embed_outputs=True,  # embedding drift's vectors, when the suite file turns it on
         )
+        if pipeline.redactors is not None:  # drill-down examples' texts redacted (docs/redact.md)
+            store.redact_examples = pipeline.redactors.result
         # registered evaluators read this copy of the registry; it follows API changes live
         api = config.api
         registry = LiveRegistry(
@@ -336,7 +339,7 @@ class Runtime:
             shadows=shadows,
             labels=labels,
             feedback=FeedbackDecoder(suites.feedback, max_depth=settings.max_event_depth),
-            review=_review_queue(client, store, suites),
+            review=_review_queue(client, store, suites, pipeline.redactors),
         )
         await processor.start()
         closer = WindowCloser(
@@ -393,14 +396,18 @@ class Runtime:
         await self.processor.close()
 
 
-def _review_queue(client: Client, store: ResultStore, suites: LoadedConfig) -> ReviewQueue | None:
-    """The review queue, and the review page's store of its items when the suite file keeps any."""
+def _review_queue(
+    client: Client, store: ResultStore, suites: LoadedConfig, redactors: Redactors | None = None
+) -> ReviewQueue | None:
+    """The review queue, and the review page's store of its items when the suite file keeps any;
+    ``redactors``: the items' texts redacted (docs/redact.md)."""
     if suites.review is None:
         return None
     keeper = None
     if suites.review.keep:
         keeper = ReviewPageStore(client, store.prefix, suites.review)
-    return ReviewQueue(client, store.keys, suites.review, keeper=keeper)
+    redact = redactors.texts if redactors is not None else None
+    return ReviewQueue(client, store.keys, suites.review, keeper=keeper, redact=redact)
 
 
 def version_infos(suites: LoadedConfig, names: Collection[str] | None = None) -> list[VersionInfo]:

@@ -203,6 +203,7 @@ class ResultStore:
         # (the worker's cut-offs assume what it sent is still there)
         self.example_ttl_s = min(max(example_ttl_s, 2 * max(self.windows)), window_ttl_s)
         self._candidates_of = Candidates(self.keys, examples)
+        self.redact_examples: Callable[[GradedResult], GradedResult] | None = None  # set by the runtime
         # id(call args) -> (those args, what to remember once the call succeeded); holding the args keeps
         # their id from being reused by another call while the entry lives
         self._examples_sent: dict[int, tuple[list[Any], list[Any]]] = {}
@@ -694,6 +695,7 @@ class ResultStore:
     def _examples_part(self, pair: str, group: list[_Event], klist: list[str], args: list[Any]) -> None:
         """Append the keys and args of RECORD's drill-down block: the window examples' candidates."""
         events = [(e.result, e.event_time, e.digest) for e in group if e.result is not None and not e.retract]
+        self._candidates_of.redact = self.redact_examples  # the examples' texts as they may leave
         xkeys, xargs, sent = self._candidates_of.part(
             pair, self.windows, events, example_ttl_s=self.example_ttl_s
         )

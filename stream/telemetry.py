@@ -415,6 +415,8 @@ SESSION_CLOSE_DELAY = Histogram(
     "from a session's close deadline to its result's publication",
     buckets=(0.25, 0.5, 1, 2, 3, 5, 10, 30, 60, 300),
 )
+#: values replaced before text left the process (judge prompts, review items, examples, dead letters; docs/redact.md)
+REDACTIONS = Counter("streameval_redactions", "values redacted before leaving, by kind", ["kind"])
 
 #: alert notifications per channel (docs/notify.md); channel names come from the suite file (few)
 NOTIFY_SENT = Counter("streameval_notify_sent", "notifications a channel accepted (2xx)", ["channel"])

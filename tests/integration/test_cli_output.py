@@ -236,6 +236,15 @@ def case_review(ctx: Ctx) -> Ran:
     return Ran(code, out, err, err_has=["0 items exported"])
 
 
+def case_redact(ctx: Ctx) -> Ran:
+    config = ctx.tmp / "redact.yaml"
+    config.write_text(
+        "suites:\n  - {name: qa, default: true, evaluators: [{evaluator: exact_match}]}\nredact: {}\n"
+    )
+    code, out, err = run(ctx, "redact", "--config", str(config), "mail ana@example.com")
+    return Ran(code, out, err, out_has=["mail [EMAIL_1]"], err_has=["redacted: EMAIL 1"])
+
+
 class _Receiver(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -276,6 +285,7 @@ CASES: dict[str, Callable[[Ctx], Ran]] = {
     "judge-sim": case_judge_sim,
     "notify": case_notify,
     "produce": case_produce,
+    "redact": case_redact,
     "review": case_review,
     "tail": case_tail,
     "up": case_up,

@@ -86,6 +86,7 @@ FLOORS: dict[str, int] = {
     "review": COMPONENTS,
     "features": VOCABULARY,  # the folder of optional features (nothing in it imports anything)
     "features.review_page.*": COMPONENTS,  # the review page's queue in Redis, its documents and export
+    "features.redact.*": COMPONENTS,  # redaction before judging: detectors, its config block, the redactor
     # 4. configuration: the environment's settings and the suite file
     "settings": CONFIGURATION,
     "config": CONFIGURATION,

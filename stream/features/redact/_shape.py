@@ -1,0 +1,89 @@
+"""Where the detectors look: a text's shape, computed once per text (streameval.features.redact._detectors)."""
+
+from __future__ import annotations
+
+import regex
+
+__all__ = ["Shape"]
+
+# Digits 0-9 -> "0", A-Z -> "A", every other byte as it is: the text's shape, one byte per character
+_SHAPE_TABLE = bytes(
+    ord("0") if chr(b).isdigit() else ord("A") if "A" <= chr(b) <= "Z" else b for b in range(256)
+)
+# 4+ digits with single or double separators; starting at a literal 0 the scan skips fast (a "+" or "("
+# before the run is within the window's margin)
+_NUMBER_RUN = regex.compile(rb"0(?:[ ().-]{0,2}0){3,}")
+_IBAN_START = regex.compile(rb"AA00")
+_MARGIN = 4  # characters each side of a run: the patterns' look-behinds and look-aheads read them
+_KEY_PREFIXES = (
+    b"AKIA",
+    b"ASIA",
+    b"ABIA",
+    b"ACCA",
+    b"AIza",
+    b"sk-",
+    b"sk_live_",
+    b"rk_live_",
+    b"xox",
+    b"ghp_",
+    b"gho_",
+    b"ghu_",
+    b"ghs_",
+    b"ghr_",
+    b"github_pat_",
+)
+
+
+class Shape:
+    """What the detectors share of one text, computed once: its ASCII bytes (every other character one
+    ``?``, so byte offsets are character offsets) for cheap ``in`` tests, and the windows where numbers are.
+
+    Scanning a text of mixed scripts for a character class costs the ``regex`` package ~20 ns a character
+    (bench/redact.py); a literal costs far less. So the numeric detectors look only inside the windows of
+    :meth:`numbers` (runs of 4+ digits, found in the shape, where each run starts at a literal ``0``),
+    which cover every number they can match, and the IBAN detector only from each ``AA00`` on."""
+
+    __slots__ = ("_keys", "_numbers", "ascii", "shape")
+
+    def __init__(self, text: str) -> None:
+        self.ascii = text.encode("ascii", "replace")
+        self.shape = self.ascii.translate(_SHAPE_TABLE)
+        self._numbers: list[tuple[int, int]] | None = None
+        self._keys: list[tuple[int, int]] | None = None
+
+    def numbers(self) -> list[tuple[int, int]]:
+        """(start, end) windows around the runs of digits, merged where they touch."""
+        if self._numbers is None:
+            end_of_text = len(self.shape)
+            out: list[tuple[int, int]] = []
+            for m in _NUMBER_RUN.finditer(self.shape):
+                lo, hi = max(0, m.start() - _MARGIN), min(end_of_text, m.end() + _MARGIN)
+                if out and lo <= out[-1][1]:
+                    out[-1] = (out[-1][0], hi)
+                else:
+                    out.append((lo, hi))
+            self._numbers = out
+        return self._numbers
+
+    def keys(self) -> list[tuple[int, int]]:
+        """Windows from each API key prefix on (the longest key the pattern takes fits in them)."""
+        if self._keys is None:
+            data, starts = self.ascii, []
+            for literal in _KEY_PREFIXES:
+                at = data.find(literal)
+                while at >= 0:
+                    starts.append(at)
+                    at = data.find(literal, at + 1)
+            out: list[tuple[int, int]] = []
+            for at in sorted(starts):
+                hi = min(len(data), at + 300)
+                if out and at <= out[-1][1]:
+                    out[-1] = (out[-1][0], hi)
+                else:
+                    out.append((at, hi))
+            self._keys = out
+        return self._keys
+
+    def iban_starts(self) -> list[tuple[int, int]]:
+        end_of_text = len(self.shape)
+        return [(m.start(), min(end_of_text, m.start() + 42)) for m in _IBAN_START.finditer(self.shape)]

@@ -1,0 +1,167 @@
+"""Review items, drill-down examples and dead letters carry redacted text; without a redact: block they
+are as before."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import uuid
+from typing import Any
+
+import orjson
+import pytest
+import redis.asyncio as aioredis
+
+from streameval.config import parse_config
+from streameval.drilldown import Candidates
+from streameval.features.redact import RedactConfig, Redactors, build_redactors
+from streameval.keyspace import Keys
+from streameval.models import EvaluatorResult, GradedResult
+from streameval.pipeline import Pipeline
+from streameval.review import ReviewConfig, ReviewQueue
+
+EMAIL, PHONE = "wang.fang@example.cn", "13912345678"
+
+
+def _redactors(**top: Any) -> Redactors:
+    built = build_redactors(RedactConfig(**top), [("s", ("suites", 0), None)])
+    assert built is not None
+    return built
+
+
+def _result(reason: str) -> GradedResult:
+    return GradedResult(
+        id=f"ev-{uuid.uuid4().hex[:8]}",
+        model="m",
+        suite="s",
+        score=0.5,
+        passed=False,
+        threshold=0.6,
+        grade="fail",
+        evaluators=[EvaluatorResult(name="contains", score=0.0, passed=False, weight=1.0, reason=reason)],
+        event_time="2026-11-27T10:00:00.000Z",
+        evaluated_at="2026-11-27T10:00:00.000Z",
+        latency_ms=1.0,
+        pipeline_version="test",
+        reason=f"gate failed for {EMAIL}",
+    )
+
+
+async def test_review_items_carry_redacted_text() -> None:
+    client = aioredis.Redis(host="127.0.0.1", port=6379)
+    keys = Keys(f"test-redact-{uuid.uuid4().hex[:8]}")
+    raw = orjson.dumps({"input": f"my mail is {EMAIL}", "output": f"noted {EMAIL}, call {PHONE}"})
+    try:
+        queue = ReviewQueue(client, keys, ReviewConfig(margin=1.0), redact=_redactors().texts)
+        [item] = await queue.select([("pair", _result("x"), raw)], 1_800_000_000.0)
+        plain = ReviewQueue(client, keys, ReviewConfig(margin=1.0))
+        [control] = await plain.select([("pair2", _result("x"), raw)], 1_800_000_000.0)
+    finally:
+        await client.aclose()
+    assert item.input == "my mail is [EMAIL_1]" and item.output == "noted [EMAIL_1], call [PHONE_1]"
+    assert control.output == f"noted {EMAIL}, call {PHONE}"
+
+
+def test_drilldown_examples_carry_redacted_text() -> None:
+    result = _result(f"output does not contain {PHONE!r}")
+    candidates = Candidates(Keys("test-redact"), 3)
+    candidates.redact = _redactors().result
+    _, args, _ = candidates.part("pair", [60], [(result, 1_800_000_000.0, b"\0" * 32)], example_ttl_s=60)
+    bodies = b" ".join(a for a in args if isinstance(a, bytes))
+    assert b"[PHONE_1]" in bodies and b"[EMAIL_1]" in bodies
+    assert PHONE.encode() not in bodies and EMAIL.encode() not in bodies
+    assert result.reason is not None and EMAIL in result.reason  # the result itself is unchanged
+
+
+def _pipeline(dead_letters: str | None) -> Pipeline:
+    config: dict[str, Any] = {
+        "suites": [{"name": "s", "default": True, "evaluators": [{"evaluator": "exact_match"}]}]
+    }
+    if dead_letters is not None:
+        config["redact"] = {"dead_letters": dead_letters}
+    _, suites = parse_config(config)
+    return Pipeline(suites)
+
+
+BAD = orjson.dumps({"id": "e1", "model": "m", "output": 5, "input": f"mail {EMAIL}\n{PHONE}"})
+
+
+@pytest.mark.parametrize("policy", [None, "keep", "redact", "digest"])
+async def test_dead_letters(policy: str | None) -> None:
+    letter = (await _pipeline(policy).process(BAD)).dead_letter
+    assert letter is not None and letter.kind == "schema"
+    raw = base64.b64decode(letter.raw)
+    if policy in (None, "keep"):
+        assert raw == BAD and letter.truncated is None
+    elif policy == "redact":
+        assert orjson.loads(raw)["input"] == "mail [EMAIL_1]\n[PHONE_1]"
+        assert EMAIL.encode() not in raw and PHONE.encode() not in raw
+    else:
+        assert raw == b"" and letter.truncated is not None
+        assert letter.truncated.sha256 == hashlib.sha256(BAD).hexdigest() and letter.truncated.length == len(
+            BAD
+        )
+
+
+def test_hash_key_missing_fails_with_the_path() -> None:
+    from streameval.errors import ConfigError
+
+    _, suites = parse_config(
+        {
+            "redact": {"mode": "hash", "hash_key_env": "STREAMEVAL_TEST_NO_SUCH_KEY"},
+            "suites": [{"name": "s", "default": True, "evaluators": [{"evaluator": "exact_match"}]}],
+        }
+    )
+    with pytest.raises(ConfigError, match=r"redact\.hash_key_env: environment variable"):
+        Pipeline(suites)
+
+
+@pytest.mark.parametrize(
+    ("redact", "path"),
+    [
+        ({"mode": "hash"}, "redact.hash_key_env"),
+        ({"detectors": ["emails"]}, "redact.detectors[0]"),
+        ({"patterns": [{"kind": "X", "pattern": "("}]}, "redact.patterns[0].pattern"),
+        ({"detectors": []}, "redact.detectors"),
+    ],
+)
+def test_bad_blocks_fail_with_their_path(redact: dict[str, Any], path: str) -> None:
+    from streameval.errors import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        parse_config(
+            {
+                "redact": redact,
+                "suites": [{"name": "s", "default": True, "evaluators": [{"evaluator": "exact_match"}]}],
+            }
+        )
+    assert path in [i.path for i in info.value.issues]
+
+
+def test_suite_block_overrides_and_false_turns_it_off() -> None:
+    _, suites = parse_config(
+        {
+            "redact": {"mode": "drop"},
+            "suites": [
+                {
+                    "name": "a",
+                    "default": True,
+                    "evaluators": [{"evaluator": "exact_match"}],
+                    "redact": {"mode": "mask"},
+                },
+                {"name": "b", "evaluators": [{"evaluator": "exact_match"}], "redact": False},
+                {"name": "c", "evaluators": [{"evaluator": "exact_match"}]},
+            ],
+        }
+    )
+    redactors = Pipeline(suites).redactors
+    assert redactors is not None
+    assert redactors.texts("a", [EMAIL]) == ["[EMAIL_1]"]
+    assert redactors.texts("b", [EMAIL]) == [EMAIL]
+    assert redactors.texts("c", [EMAIL]) == ["[REDACTED]"]
+    # versions: a suite without redaction keeps its version; one with it gets another
+    _, plain = parse_config(
+        {"suites": [{"name": "c", "default": True, "evaluators": [{"evaluator": "exact_match"}]}]}
+    )
+    assert plain.by_name["c"].version != suites.by_name["c"].version
+    assert "redact" not in plain.by_name["c"].definition
