@@ -516,7 +516,8 @@ def test_dashboard_stays_readable_with_many_pairs_and_scales(
 
     browser.get(f"{busy_site}/dashboard")
     wait(browser, lambda d: d.find_element(By.ID, "updated").text != "—", "the first refresh")
-    asyncio.run(produce(broker.bootstrap, topics["requests"], many_pairs(time.time())))
+    sent_at = time.time()
+    asyncio.run(produce(broker.bootstrap, topics["requests"], many_pairs(sent_at)))
     wait(
         browser, lambda d: d.find_element(By.ID, "total-events").text == "180", "180 events on the dashboard"
     )
@@ -572,3 +573,26 @@ def test_dashboard_stays_readable_with_many_pairs_and_scales(
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert errors == [], errors
     browser.save_screenshot(str(ARTIFACTS / "10-dashboard-many-pairs.png"))
+
+    # a notification's link into one window: the filters are set and the window's worst results open
+    start = int(sent_at // 60 * 60)
+    worst = httpx.get(
+        f"{busy_site}/api/v1/stats/examples",
+        params={"model": "m00", "suite": "qa", "size": 60, "kind": "worst", "window": start},
+        timeout=5,
+    ).json()["data"]
+    browser.get(f"{busy_site}/dashboard?model=m00&suite=qa&size=60&window={format_time(start)}")
+    title = wait(
+        browser, lambda d: d.find_element(By.ID, "examples-title").text, "the linked window's examples"
+    )
+    assert title.startswith("Examples · m00 × qa · 60-second window from")
+    assert browser.find_element(By.ID, "filter-model").get_attribute("value") == "m00"
+    wait(browser, lambda d: d.find_element(By.ID, "total-events").text == "13", "only m00 × qa counted")
+    rows = wait(
+        browser,
+        lambda d: d.execute_script(
+            "return [...document.querySelectorAll('#examples-table tbody tr')].map(r => r.dataset.id)"
+        ),
+        "the linked window's rows",
+    )
+    assert rows == [e["id"] for e in worst["examples"]]

@@ -22,15 +22,26 @@ const pairName = (p) => `${p.model} × ${p.suite}${p.version && !p.current ? ` @
 const wanted = (p) => (!state.model || p.model === state.model) && (!state.suite || p.suite === state.suite);
 const cell = (text, cls) => SE.el("td", { class: cls, title: String(text) }, String(text));
 
-/* Keep a <select>'s options in step with the values seen, without losing the user's choice. */
-function options(select, values, allLabel) {
-  const current = select.value;
+/* Keep a <select>'s options in step with the values seen, without losing the user's choice (or a link's). */
+function options(select, values, allLabel, chosen) {
+  const current = chosen || select.value;
   const have = [...select.options].map((o) => o.value);
   const want = ["", ...values];
   if (have.join("\u0000") !== want.join("\u0000")) {
     select.replaceChildren(...want.map((v) => SE.el("option", { value: v }, v === "" ? allLabel : v)));
     select.value = want.includes(current) ? current : "";
   }
+}
+
+/* A link into one window, as alert notifications give (docs/notify.md): ?model=&suite=&size=&window=
+   (RFC 3339 start). Sets the filters; returns the window's start in seconds to open its examples, or null. */
+function fromLink() {
+  const p = new URLSearchParams(location.search);
+  state.model = p.get("model") || "";
+  state.suite = p.get("suite") || "";
+  if (Number(p.get("size")) > 0) state.size = Number(p.get("size"));
+  const start = Date.parse(p.get("window") || "");
+  return state.model && state.suite && state.size && !Number.isNaN(start) ? start / 1000 : null;
 }
 
 /* The pairs with the most events first (ties by name), cut at `top`: { top, rest }. */
@@ -118,8 +129,8 @@ async function refresh() {
   $("message").textContent = "";
   listVersions();
   const everyPair = pairs.payload.data;
-  options($("filter-model"), [...new Set(everyPair.map((p) => p.model))].sort(), "all models");
-  options($("filter-suite"), [...new Set(everyPair.map((p) => p.suite))].sort(), "all suites");
+  options($("filter-model"), [...new Set(everyPair.map((p) => p.model))].sort(), "all models", state.model);
+  options($("filter-suite"), [...new Set(everyPair.map((p) => p.suite))].sort(), "all suites", state.suite);
   const all = everyPair.filter(wanted);
   const total = all.reduce((n, p) => n + p.count, 0);
   const sum = all.reduce((n, p) => n + (p.mean || 0) * p.count, 0);
@@ -321,8 +332,10 @@ function bindFilters() {
 
 SE.header("dashboard");
 bindFilters();
+const linked = fromLink();
 refresh();
 setInterval(refresh, 2000);
+if (linked !== null) openExamples(state.model, state.suite, state.size, linked, "worst");
 
 /* Versions of the chosen model × suite (docs/versions.md) for the version filter and the compare view. */
 async function listVersions() {
