@@ -19,6 +19,10 @@ worker does (``ResultStore.record_many``). Figures, from ``INFO`` before and aft
   the whole ``STREAMEVAL_SEEN_TTL_S``), and the idempotency marks' share (``MEMORY USAGE``);
 * worker CPU µs per event spent recording (``time.process_time``).
 
+``--worker`` builds the store on both sides as the worker's composition root does for the demo suites with
+default settings (the features on when configured; the label join's verdicts included), ``--features`` also
+measures this checkout with each per-event feature turned on alone (its setting) and prints its extra cost.
+
 ``BENCH_STORE_KW`` (JSON) passes options to this checkout's ``ResultStore``, e.g. ``{"examples": 0}``
 to measure without the drill-down examples (with ``--no-baseline`` when the baseline lacks the option).
 
@@ -41,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
 import json
 import os
 import shutil
@@ -147,9 +152,12 @@ async def _measure(
         items.append((outcome.result, outcome.result.model_dump_json().encode(), outcome.counters, raw))
     client = aioredis.Redis(port=port)
     sync = redis.Redis(port=port)
-    store = ResultStore(
-        client, prefix="bench:", windows=WINDOWS, **json.loads(os.environ.get("BENCH_STORE_KW", "{}"))
-    )
+    if os.environ.get("BENCH_WORKER"):  # the store as the worker's composition root builds it
+        store = _worker_store(client, suites, json.loads(os.environ["BENCH_WORKER"]))
+    else:
+        store = ResultStore(
+            client, prefix="bench:", windows=WINDOWS, **json.loads(os.environ.get("BENCH_STORE_KW", "{}"))
+        )
     new_api = hasattr(store, "keys")
     await store.record_many(
         [(items[0][0].model_copy(update={"id": "warm-up"}), b"x", None)]
@@ -194,6 +202,41 @@ async def _measure(
         "record_rate": n / wall,
         "by_command": {name: (calls / n, usec / n) for name, (calls, usec) in after["by_command"].items()},
     }
+
+
+def _worker_store(client: Any, suites: Any, overrides: dict[str, Any]) -> Any:
+    """The store a worker builds for the demo suites with default settings plus ``overrides`` (e.g.
+    ``{"examples": 20}``), features included: by ``streameval.runtime.open_store`` and the recorders of the
+    features on (this checkout), or as the versions before them did (the label join's verdicts set after)."""
+    from streameval import runtime
+    from streameval.keyspace import Keys
+    from streameval.labels import LabelStore
+    from streameval.settings import Settings
+
+    settings = Settings(redis_prefix="bench:", windows=WINDOWS, **overrides)
+    lateness = suites.windowing.allowed_lateness_s
+    if "suites" not in inspect.signature(runtime.open_store).parameters:  # before the features were plug-ins
+        store = runtime.open_store(client, settings, allowed_lateness_s=lateness)
+        if settings.label_join_ttl_s:
+            store.verdicts = LabelStore(
+                client, store.keys, join_ttl_s=settings.label_join_ttl_s, windows=WINDOWS, clock=store.now
+            )
+        return store
+    from streameval.features.setup import enabled
+
+    on = enabled(settings, suites)
+    labels = None
+    if on.label_join_ttl_s:
+        labels = LabelStore(client, Keys("bench:"), join_ttl_s=on.label_join_ttl_s, windows=WINDOWS)
+    return runtime.open_store(client, settings, allowed_lateness_s=lateness, suites=suites, labels=labels)
+
+
+#: the per-event features measured one at a time by --features (settings that turn each on alone)
+FEATURES = {
+    "drill-down examples": {"examples": 20},
+    "compact scores (comparison)": {"compare_ttl_s": 3 * 86400},
+    "label-join verdicts": {"label_join_ttl_s": 7 * 86400},
+}
 
 
 async def _evaluated(events: int) -> list[Any]:
@@ -424,7 +467,13 @@ def _child(args: argparse.Namespace) -> None:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _run(label: str, args: argparse.Namespace, code: Path | None, split: float = 0.0) -> dict[str, float]:
+def _run(
+    label: str,
+    args: argparse.Namespace,
+    code: Path | None,
+    split: float = 0.0,
+    worker: dict[str, Any] | None = None,
+) -> dict[str, float]:
     cmd = (
         [
             sys.executable,
@@ -446,9 +495,10 @@ def _run(label: str, args: argparse.Namespace, code: Path | None, split: float =
     )
     if code is not None:
         cmd += ["--code", str(code)]
-    out = subprocess.run(
-        cmd, check=True, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"}
-    )
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    if worker is not None or args.worker:
+        env["BENCH_WORKER"] = json.dumps(worker or {})
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
     figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     if "counted" in figures:
         print(
@@ -506,6 +556,18 @@ def main() -> None:
         help="instead: recording rate and CPU on one node against a 3-master Redis Cluster, and "
         "on 3 masters with a replica each, waiting for it (STREAMEVAL_REDIS_WAIT_REPLICAS=1)",
     )
+    parser.add_argument(
+        "--worker",
+        action="store_true",
+        help="build the store as the worker does for the demo suites with default settings (features on "
+        "when configured, the label join's verdicts included), on both sides",
+    )
+    parser.add_argument(
+        "--features",
+        action="store_true",
+        help="also measure this checkout as a worker with each per-event feature turned on alone, and print "
+        "its extra cost over the worker's default",
+    )
     parser.add_argument("--wait", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument(
         "--marks",
@@ -562,6 +624,16 @@ def main() -> None:
             f"retained after the horizon {ours['bytes_after_horizon'] / base['bytes_after_horizon']:.3f}x, "
             f"worker CPU {ours['worker_cpu_us'] / base['worker_cpu_us']:.3f}x"
         )
+    if args.features:
+        lean = ours if args.worker else _run("worker", args, None, worker={})
+        print(f"{'':>12}  extra per event over the worker's default, each feature alone:")
+        for name, overrides in FEATURES.items():
+            one = _run(name[:12], args, None, worker=overrides)
+            print(
+                f"{'':>12}  {name}: Redis CPU {one['redis_cpu_us'] - lean['redis_cpu_us']:+.1f} µs, worker CPU "
+                f"{one['worker_cpu_us'] - lean['worker_cpu_us']:+.1f} µs, kept after the horizon "
+                f"{one['bytes_after_horizon'] - lean['bytes_after_horizon']:+.0f} B ({json.dumps(overrides)})"
+            )
     if args.split:
         two = _run(f"2 phases {args.split:g}", args, None, args.split)
         print(

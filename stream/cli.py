@@ -134,6 +134,12 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                 args, load_settings(**({"redis_url": args.redis_url} if args.redis_url else {})), console
             )
         )
+    if args.command == "migrate":
+        return asyncio.run(
+            _migrate(
+                args, load_settings(**({"redis_url": args.redis_url} if args.redis_url else {})), console
+            )
+        )
     settings = load_settings(**({"kafka_bootstrap_servers": args.bootstrap} if args.bootstrap else {}))
     # produce and tail say in one line when the broker is not there; aiokafka's per-attempt errors add nothing
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
@@ -575,6 +581,28 @@ async def _dead_letter_raw(args: argparse.Namespace, settings: Settings, console
     else:
         args.output.write_bytes(raw)
         console.print(f"wrote {len(raw)} bytes to {args.output}", highlight=False)
+    return EXIT_OK
+
+
+async def _migrate(args: argparse.Namespace, settings: Settings, console: Console) -> int:
+    import time
+
+    from .keyspace import Keys, connect
+    from .migrate import migrate_marks
+    from .redis_security import redis_options
+
+    if not settings.redis_url:
+        raise UsageError("no Redis: set REDIS_URL or pass --redis-url")
+    client = connect(settings.redis_url, **redis_options(settings))
+    try:
+        moved = await migrate_marks(
+            client, Keys(settings.redis_prefix), seen_ttl_s=settings.seen_ttl_s, now=time.time()
+        )
+    finally:
+        await client.aclose()
+    console.print(
+        f"moved {moved} idempotency marks of the previous layout into the digest buckets", highlight=False
+    )
     return EXIT_OK
 
 

@@ -500,6 +500,7 @@ class LoadedConfig:
         self.windowing = windowing or WindowingConfig()
         self.shadow_judges: tuple[JudgeConfig, ...] = ()  # judges only shadows use (add_shadow_file)
         self.feedback = FeedbackInput()  # the feedback topic's format (streameval.labels)
+        self.feedback_configured = False  # the suite file has a ``feedback:`` section (labels are expected)
         self.review: ReviewConfig | None = None  # the review queue (streameval.review); None: off
         self.by_name = {s.name: s for s in suites}
         self._matching = [s for s in suites if s.config.match is not None and not s.is_default]
@@ -817,6 +818,7 @@ def parse_config(
         raise ConfigError(issues)
     parsed = LoadedConfig(suites, config.judges, config.alerts, config.windowing, config.inputs, sessions)
     parsed.feedback = config.feedback
+    parsed.feedback_configured = "feedback" in config.model_fields_set
     parsed.review = config.review
     return config, parsed
 

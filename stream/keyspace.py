@@ -139,7 +139,7 @@ class Keys:
         return f"{self.pair(pair)}mk:{generation}"
 
     def legacy_marks(self, pair: str, generation: int, shard: int) -> str:
-        """Marks written before the digest buckets (read only, until they expire; streameval.store)."""
+        """Marks written before the digest buckets (moved into them once by ``streameval migrate marks``)."""
         return f"{self.pair(pair)}mk:{generation}:{shard}"
 
     def results(self, pair: str, generation: int) -> str:

@@ -241,7 +241,8 @@ class Processor:
         """
         if self.labels is None:
             raise RuntimeError(
-                "the label join is off (STREAMEVAL_LABEL_JOIN_TTL_S=0): the feedback topic is not read"
+                "the label join is off (STREAMEVAL_LABEL_JOIN_TTL_S=0, or unset with no feedback:, review: or "
+                "human_agreement alert in the suite file): the feedback topic is not read"
             )
         labels, letters = [], []
         now = self.store.now()

@@ -28,11 +28,12 @@ from aiohttp import web
 
 from ..compare import compare
 from ..drilldown import KINDS, parse
+from ..features.compare import compact_scores
 from ..keyspace import Client, Keys, guard
 from ..labels import LabelStore, calibration, human_agreement
 from ..models import PANEL_RESULT_NAME, parse_time
 from ..stats import histogram_quantile, krippendorff_alpha, pearson
-from ..store import compact_scores, hash_fields, stored_results
+from ..store import hash_fields, stored_results
 from ..windows import _panel, _sums
 from ._errors import BadRequest, NotFound, NotRetained
 
