@@ -164,6 +164,11 @@ async def _measure(
     )  # load the scripts
     sync.config_resetstat()
     before = _info(sync)
+    callgrind = os.environ.get("BENCH_CALLGRIND")
+    if callgrind:  # count the server's instructions while the batches are recorded, and only then
+        subprocess.run(
+            ["callgrind_control", "-i", "on", os.environ["BENCH_REDIS_PID"]], check=True, capture_output=True
+        )
     cpu0, wall0 = time.process_time(), time.perf_counter()
     for i in range(0, len(items), batch):
         chunk = [c if new_api else c[:3] for c in items[i : i + batch]]
@@ -174,6 +179,13 @@ async def _measure(
         else:
             await store.record_many(chunk)  # type: ignore[misc]
     worker_cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    instructions = 0.0
+    if callgrind:
+        pid = os.environ["BENCH_REDIS_PID"]
+        subprocess.run(["callgrind_control", "-i", "off", pid], check=True, capture_output=True)
+        subprocess.run(["callgrind_control", "-d", pid], check=True, capture_output=True)
+
+        instructions = _callgrind_total(callgrind)
     after = _info(sync)
     marks = 0
     if new_api:  # the results' TTL has passed: drop them as Redis would, then weigh the marks
@@ -200,8 +212,25 @@ async def _measure(
         "mark_bytes": marks / n,
         "worker_cpu_us": worker_cpu * 1e6 / n,
         "record_rate": n / wall,
+        "instructions": instructions / n,
         "by_command": {name: (calls / n, usec / n) for name, (calls, usec) in after["by_command"].items()},
     }
+
+
+def _callgrind_total(directory: str) -> float:
+    """The instructions of every callgrind dump of the server (the one of the recording, with instrumentation
+    off before and after it): the sum of their ``totals:`` lines (their ``summary:`` may say 0)."""
+    deadline = time.monotonic() + 60
+    while True:
+        totals = []
+        for path in Path(directory).glob("callgrind.out.*"):
+            for line in path.read_text(errors="replace").splitlines():
+                if line.startswith("totals:"):
+                    totals.append(float(line.split()[1]))
+                    break
+        if totals or time.monotonic() > deadline:
+            return sum(totals)
+        time.sleep(0.2)
 
 
 def _worker_store(client: Any, suites: Any, overrides: dict[str, Any]) -> Any:
@@ -455,7 +484,19 @@ def _child(args: argparse.Namespace) -> None:
             shutil.rmtree(directory, ignore_errors=True)
         return
     directory = tempfile.mkdtemp(prefix="redis-cost-")
-    port, proc = _start_node(directory)
+    wrapper: list[str] = []
+    if os.environ.get("BENCH_CALLGRIND"):
+        os.environ["BENCH_CALLGRIND"] = (
+            directory  # the server under callgrind, instrumentation off until recording
+        )
+        wrapper = [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            f"--callgrind-out-file={directory}/callgrind.out.%p",
+        ]
+    port, proc = _start_node(directory, wrapper=wrapper, timeout_s=120 if wrapper else 10)
+    os.environ["BENCH_REDIS_PID"] = str(proc.pid)
     try:
         if args.marks:
             print(json.dumps(asyncio.run(_measure_marks(args.marks, port))))
@@ -497,7 +538,9 @@ def _run(
         cmd += ["--code", str(code)]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     if worker is not None or args.worker:
-        env["BENCH_WORKER"] = json.dumps(worker or {})
+        env["BENCH_WORKER"] = json.dumps(worker if worker is not None else json.loads(args.settings))
+    if args.callgrind:
+        env["BENCH_CALLGRIND"] = "1"
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
     figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     if "counted" in figures:
@@ -519,6 +562,10 @@ def _run(
         f"{figures['bytes_after_horizon']:6.0f} B/event after the redelivery horizon (marks {figures['mark_bytes']:.0f}), "
         f"worker CPU {figures['worker_cpu_us']:6.1f} µs/event, recorded {figures.get('record_rate', 0):,.0f} events/s"
     )
+    if figures.get("instructions"):
+        print(
+            f"{'':>14}Redis instructions per event while recording (callgrind): {figures['instructions']:,.0f}"
+        )
     if args.profile:  # INFO commandstats: a script's time includes its inner commands' own
         for name, (calls, usec) in sorted(figures.get("by_command", {}).items(), key=lambda c: -c[1][1])[:12]:
             print(f"{'':>14}{name:<14} {calls:6.2f} calls/event {usec:6.2f} µs/event")
@@ -563,10 +610,22 @@ def main() -> None:
         "when configured, the label join's verdicts included), on both sides",
     )
     parser.add_argument(
+        "--settings",
+        default="{}",
+        metavar="JSON",
+        help="with --worker: settings of both sides, e.g. '{\"examples\": 20}' (the same configuration before and after)",
+    )
+    parser.add_argument(
         "--features",
         action="store_true",
         help="also measure this checkout as a worker with each per-event feature turned on alone, and print "
         "its extra cost over the worker's default",
+    )
+    parser.add_argument(
+        "--callgrind",
+        action="store_true",
+        help="run each side's redis-server under callgrind and print its instructions per event while "
+        "recording (the record, index and dead-letter calls; use fewer --events: ~50x slower)",
     )
     parser.add_argument("--wait", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument(
