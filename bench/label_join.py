@@ -98,9 +98,8 @@ async def _side(port: int, results: list[Any], args: argparse.Namespace, keep: b
     import redis
     import redis.asyncio as aioredis
 
-    from streameval.features.labels import VerdictRecorder
+    from streameval.features.labels import Label, LabelStore, VerdictRecorder
     from streameval.keyspace import Keys
-    from streameval.labels import Label, LabelStore
     from streameval.models import Feedback
     from streameval.store import ResultStore
 

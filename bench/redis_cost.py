@@ -239,18 +239,20 @@ def _worker_store(client: Any, suites: Any, overrides: dict[str, Any]) -> Any:
     features on (this checkout), or as the versions before them did (the label join's verdicts set after)."""
     from streameval import runtime
     from streameval.keyspace import Keys
-    from streameval.labels import LabelStore
     from streameval.settings import Settings
 
     settings = Settings(redis_prefix="bench:", windows=WINDOWS, **overrides)
     lateness = suites.windowing.allowed_lateness_s
     if "suites" not in inspect.signature(runtime.open_store).parameters:  # before the features were plug-ins
+        from streameval.labels import LabelStore  # type: ignore[import-not-found]
+
         store = runtime.open_store(client, settings, allowed_lateness_s=lateness)
         if settings.label_join_ttl_s:
             store.verdicts = LabelStore(
                 client, store.keys, join_ttl_s=settings.label_join_ttl_s, windows=WINDOWS, clock=store.now
             )
         return store
+    from streameval.features.labels import LabelStore
     from streameval.features.setup import enabled
 
     on = enabled(settings, suites)

@@ -417,7 +417,7 @@ end
 return clashes
 """
 
-# -- the human-label join (streameval.labels) and the review queue (streameval.review) ----------------
+# -- the human-label join (streameval.features.labels) and the review queue (streameval.review) ----------------
 
 # One shard. KEYS: per label, its bucket key of this generation and of the previous one. ARGV: per label,
 # its field. Returns per label the verdict record, or '' when neither generation holds it.

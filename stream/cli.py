@@ -479,8 +479,8 @@ def _human_agreement(
 ) -> bool:
     """``--labels``: join the labels to the results just written, print the table; True when the gate fails."""
     from .errors import EventError
+    from .features.labels import FeedbackDecoder, calibration, human_agreement, join_in_memory, lowest_kappa
     from .keyspace import Keys
-    from .labels import FeedbackDecoder, calibration, human_agreement, join_in_memory, lowest_kappa
     from .models import GradedResult
     from .summary import render_agreement
 

@@ -48,6 +48,7 @@ from ._util import unknown_name
 from .alerts import AlertRule
 from .errors import ConfigError, ConfigIssue, UnroutableEvent
 from .evaluators import Evaluator, build_evaluator
+from .features.labels import FeedbackInput, feedback_issues
 from .grading import GRADE_SCALES, GradeScale
 from .inputs import FORMATS, InputConfig, OtlpInput, input_issues
 from .judges import (
@@ -58,7 +59,6 @@ from .judges import (
     panel_judges,
     sampled,
 )
-from .labels import FeedbackInput, feedback_issues
 from .models import RequestEvent
 from .review import ReviewConfig
 from .sessions.paths import EventPath, compile_event_path
@@ -499,7 +499,7 @@ class LoadedConfig:
         self.alerts = tuple(alerts)  # checked on each closed window (streameval.windows)
         self.windowing = windowing or WindowingConfig()
         self.shadow_judges: tuple[JudgeConfig, ...] = ()  # judges only shadows use (add_shadow_file)
-        self.feedback = FeedbackInput()  # the feedback topic's format (streameval.labels)
+        self.feedback = FeedbackInput()  # the feedback topic's format (streameval.features.labels)
         self.feedback_configured = False  # the suite file has a ``feedback:`` section (labels are expected)
         self.review: ReviewConfig | None = None  # the review queue (streameval.review); None: off
         self.by_name = {s.name: s for s in suites}

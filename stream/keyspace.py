@@ -41,7 +41,7 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{versions}:runs``                hash ``suite:version`` -> how it ran last: live, shadow or backfill
 ``P{T}:sc:{gen}`` ``P{T}:scn``      compact per-event scores of a version, appended per batch, and the
                                     evaluator names (streameval.compare; TTL ``compare_ttl_s``)
-``P{lj:S}:b:{bucket}:{gen}``         verdicts kept for the human-label join (streameval.labels); ``P{lj}:layouts``
+``P{lj:S}:b:{bucket}:{gen}``         verdicts kept for the human-label join (streameval.features.labels); ``P{lj}:layouts``
 ``P{T}:hl:all`` / ``P{T}:hl:{size}:{start}``  joined human labels of a pair; ``P{lpend}:q`` / ``:d`` waiting labels
 ``P{T}:rv:{minute}``                review items sent this minute (streameval.review)
 ``P judge:...``                     judge answers (streameval.judges._cache), one slot per key

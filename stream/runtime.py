@@ -45,13 +45,13 @@ from .deadletters import DeadLetterPolicy, RawStore
 from .errors import ConfigError
 from .evalpool import EvalPool
 from .features.compare import DEFAULT_TTL_S as DEFAULT_COMPARE_TTL_S
+from .features.labels import FeedbackDecoder, LabelStore
 from .features.setup import enabled, record_plugins
 from .inputs import Inputs, check_input_topics
 from .judges import JudgeCache, judge_ready_checks
 from .kafka_io import ensure_topics
 from .kafka_security import KafkaSecurity
 from .keyspace import Client
-from .labels import FeedbackDecoder, LabelStore
 from .outputs import Publish, Send, output_topics
 from .pipeline import Pipeline
 from .processor import Processor

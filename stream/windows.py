@@ -49,8 +49,8 @@ from .changes import Change, Detector, ScoreShiftConfig
 from .drilldown import example_ids
 from .embedding_drift import Drift, EmbeddingDriftConfig, Verdict, WindowSums, unpack_sums, unquantise
 from .errors import ConfigError, ConfigIssue
+from .features.labels import LabelStore
 from .keyspace import guard, is_cluster, run_scripts
-from .labels import LabelStore
 from .models import (
     PANEL_RESULT_NAME,
     Aggregate,
@@ -285,9 +285,7 @@ class WindowCloser:
             else clock_margin_s
         )
         self._clock = clock  # tests inject one; default: the Redis server's clock
-        self.labels = (
-            labels  # the human labels joined per window (streameval.labels); None: no agreement figures
-        )
+        self.labels = labels  # the human labels joined per window (streameval.features.labels); None: no agreement figures
         self._alert_claim = store.client.register_script(_lua.ALERT_CLAIM)
         self._close_read = store.client.register_script(_lua.CLOSE_READ)
 

@@ -6,9 +6,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from streameval.features.labels import VerdictRecorder
+from streameval.features.labels import Label, LabelStore, VerdictRecorder
 from streameval.keyspace import Keys
-from streameval.labels import Label, LabelStore
 from streameval.models import EvaluatorResult, Feedback, GradedResult, JudgeBlock, JudgeVerdict
 from streameval.store import ResultStore
 

@@ -13,13 +13,12 @@ from dataclasses import dataclass
 from ..config import LoadedConfig
 from ..embedding_drift import EmbeddingDriftConfig
 from ..feature import BatchRecorder
-from ..labels import LabelStore
 from ..settings import Settings
 from .compare import DEFAULT_TTL_S as DEFAULT_COMPARE_TTL_S
 from .compare import CompactScoresRecorder
 from .drilldown import ExamplesRecorder
 from .embedding_drift import DriftRecorder
-from .labels import VerdictRecorder
+from .labels import LabelStore, VerdictRecorder
 
 __all__ = [
     "DEFAULT_COMPARE_TTL_S",

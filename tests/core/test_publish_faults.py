@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from test_windows import LATENESS, SIZE, T0, Clock, record, result
 
 from streameval.alerts import AlertRule
 from streameval.outputs import Publish, publish_all
 from streameval.store import ResultStore
 from streameval.windows import WindowCloser
-from test_windows import LATENESS, SIZE, T0, Clock, record, result
 
 RULE = AlertRule(
     name="low-mean", metric="mean_score", comparator="<", threshold=0.9, window=SIZE, cooldown_s=25

@@ -10,8 +10,7 @@ from _feedback_helpers import NOW, label, result
 from cluster_support import Cluster, redis_cluster  # noqa: F401
 
 from streameval import keyspace
-from streameval.features.labels import VerdictRecorder
-from streameval.labels import LabelStore
+from streameval.features.labels import LabelStore, VerdictRecorder
 from streameval.review import ReviewConfig, ReviewQueue
 from streameval.store import ResultStore
 

@@ -83,7 +83,6 @@ FLOORS: dict[str, int] = {
     "windowing": COMPONENTS,
     "registry": COMPONENTS,
     "summary": COMPONENTS,
-    "labels": COMPONENTS,
     "review": COMPONENTS,
     "features": COMPONENTS,  # the features' folders (streameval.feature's protocol; the components they use)
     "features.*": COMPONENTS,
@@ -332,13 +331,13 @@ NOT_YET_PLUGINS = {
     ("pipeline", "embedding_drift"),
     ("pipeline", "sessions.turns"),
     ("envelope", "embedding_drift"),
-    ("processor", "labels"),
+    ("processor", "features.labels"),
     ("processor", "review"),
     ("processor", "sessions.state"),
     ("windows", "changes"),
     ("windows", "drilldown"),
     ("windows", "embedding_drift"),
-    ("windows", "labels"),
+    ("windows", "features.labels"),
 }
 
 
