@@ -31,9 +31,7 @@ counters an evaluator reports. Counts are stored as integers, sums with 17 signi
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import math
 import secrets
 import time
 from collections import defaultdict
@@ -41,14 +39,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from . import _lua, telemetry
+from . import _lua, store_calls, telemetry
 from .errors import StoreUnavailable
 from .feature import BatchRecorder, Call, Recorded
 from .keyspace import OVERFLOW_MODEL, Client, Keys, guard, is_cluster, retry_forever, run_scripts
-from .models import GradedResult, parse_time
+from .models import GradedResult
 from .redelivery import stored_results
-from .stats import latency_bucket
 from .store_codec import PACKED_FIELD, as_text, hash_fields, pack_increments, pointer
+from .store_entries import Entries, RecordEntry
 
 __all__ = [
     "MARK_BUCKET_BYTES",
@@ -73,18 +71,6 @@ log = logging.getLogger(__name__)
 MARK_BUCKET_BYTES = 2
 #: how often (s) a worker renews the TTL of a pair's all-time hash (the TTL is ALL_TIME_TTL_S: days)
 _RENEW_S = 3600.0
-#: how far (s) the worker's guess of the Redis clock may be off before the script asks again
-_CLOCK_MARGIN_S = 2.0
-#: agent domain (and similar) counter labels kept per pair and evaluator in one worker; beyond: "_other"
-MAX_COUNTER_LABELS = 64
-
-#: (result, encoded result, counters[, content[, annotation]]): ``annotation`` is what the pipeline derived
-#: for the features (e.g. an embedding-drift sample); the store hands it to the recorders uninterpreted
-RecordEntry = (
-    tuple[GradedResult, bytes, dict[str, dict[str, float]] | None]
-    | tuple[GradedResult, bytes, dict[str, dict[str, float]] | None, bytes]
-    | tuple[GradedResult, bytes, dict[str, dict[str, float]] | None, bytes, Any]
-)
 
 
 @dataclass(frozen=True)
@@ -98,19 +84,6 @@ class PairAggregate:
     pass_rate: float
     fields: dict[str, float]
     version: str = ""  # the suite version ("": figures of the layout before versions)
-
-
-#: per evaluator result name: its aggregate fields (``ev:{name}:`` and count, sum, sumsq, passes, errors),
-#: built once instead of five string concatenations per evaluator per event
-_EV_FIELDS: dict[str, tuple[str, str, str, str, str, str]] = {}
-
-
-def _ev_fields(name: str) -> tuple[str, str, str, str, str, str]:
-    base = f"ev:{name}:"
-    fields = (base, base + "count", base + "sum", base + "sumsq", base + "passes", base + "errors")
-    if len(_EV_FIELDS) < 10_000:  # names come from suite files (and registered evaluators): few
-        _EV_FIELDS[name] = fields
-    return fields
 
 
 class ResultStore:
@@ -158,11 +131,9 @@ class ResultStore:
         self._cap = client.register_script(_lua.PAIR_CAP)
         self._dead = client.register_script(_lua.DEAD_LETTERS)
         self._admitted: dict[str, bool] = {}  # pair -> within max_pairs (this worker's cache)
-        self._labels: dict[tuple[str, str], set[str]] = {}  # (pair, evaluator) -> counter labels kept
-        self._pair_of: dict[
-            tuple[str, str, str], str
-        ] = {}  # (model, suite, version) -> pair id, computed once
-        self._event_times: dict[str, float] = {}  # RFC 3339 text -> epoch seconds, parsed once
+        self._entries = Entries(
+            self.keys
+        )  # results -> what the record calls count (streameval.store_entries)
         # marks hashes this worker has seen given their TTL: a hash never loses it within its generation
         # (the script writes marks only when it counts), so the EXPIRE is sent once
         self._expiring: set[str] = set()
@@ -185,6 +156,9 @@ class ResultStore:
     def now(self) -> float:
         """Our best guess at the Redis clock (or the injected clock)."""
         return self.clock() if self.clock is not None else time.time() + self._offset
+
+    def _prepare(self, index: int, item: RecordEntry, *, retract: bool = False) -> Recorded:
+        return self._entries.prepare(index, item, retract=retract)
 
     # -- writes -------------------------------------------------------------------------------
     async def record_many(
@@ -252,55 +226,21 @@ class ResultStore:
                 if dups:
                     await self._republish(dups, out)
                 if self.wait_replicas:
-                    await self._wait_replicated(
+                    await store_calls.wait_replicated(
+                        self.client,
+                        self.wait_replicas,
+                        self.wait_timeout_ms,
                         [
                             *(self.keys.pair(p) for p in {e.pair: 0 for e in events}),
                             self.keys.ix,
                             self.keys.dl,
-                        ]
+                        ],
                     )
                 return [
                     out[copies[i]] if copies[i] == i else out[copies[i]] or items[copies[i]][1]
                     for i in range(results)
                 ]
         raise StoreUnavailable("recording a batch did not settle (the Redis clock keeps moving away?)")
-
-    async def _wait_replicated(self, tags: list[str]) -> None:
-        """Return once ``wait_replicas`` replicas of each node written to hold every write made so far.
-
-        Per node one write (a short-lived ``sync`` key in a slot it serves) and WAIT on the same connection:
-        the replication stream is ordered, so replicas that have that write have every earlier one, also
-        those of an earlier attempt at this batch. Fewer replicas within the timeout: StoreUnavailable
-        (the worker retries the batch, which finds its events marked; nothing is published before).
-        """
-        keys = list(dict.fromkeys(tag + "sync" for tag in tags))
-        n, timeout = self.wait_replicas, self.wait_timeout_ms
-
-        async def wait() -> list[int]:
-            async with self.client.pipeline(transaction=False) as pipe:
-                if is_cluster(self.client):
-                    nodes: dict[str, str] = {}
-                    for key in keys:
-                        nodes.setdefault(self.client.get_node_from_key(key).name, key)  # type: ignore[union-attr]
-                    for name, key in nodes.items():
-                        pipe.set(key, 1, ex=60)
-                        pipe.execute_command(
-                            "WAIT",
-                            n,
-                            timeout,
-                            target_nodes=self.client.get_node(node_name=name),  # type: ignore[union-attr]
-                        )
-                else:
-                    pipe.set(keys[0], 1, ex=60)
-                    pipe.execute_command("WAIT", n, timeout)
-                return [int(r) for r in (await pipe.execute())[1::2]]
-
-        acked = await guard(wait())
-        if min(acked) < n:
-            raise StoreUnavailable(
-                f"only {min(acked)} of STREAMEVAL_REDIS_WAIT_REPLICAS={n} replicas acknowledged "
-                f"a batch's writes within {timeout} ms"
-            )
 
     def _result_strings(self, events: Sequence[Recorded], now: float) -> list[tuple[Any, ...]]:
         """The SET commands that keep the batch's encoded results: one string per pair (its events' results
@@ -313,7 +253,7 @@ class ResultStore:
         if not self.redelivery_ttl_s:
             return []
         rgen = int(now // self.redelivery_ttl_s)
-        ttl = _until((rgen + 2) * self.redelivery_ttl_s, now)
+        ttl = store_calls.until((rgen + 2) * self.redelivery_ttl_s, now)
         by_pair: dict[str, list[Recorded]] = defaultdict(list)
         for event in events:
             by_pair[event.pair].append(event)
@@ -386,66 +326,6 @@ class ResultStore:
         call = self._dead_letter_call([(kind, source_key, event_time)])
         return bool((await guard(run_scripts(self.client, [call])))[0])
 
-    def _prepare(self, index: int, item: RecordEntry, *, retract: bool = False) -> Recorded:
-        result, encoded, counters = item[0], item[1], item[2]
-        content = (
-            item[3]
-            if len(item) > 3
-            else (f"{result.model}\0{result.suite}\0{result.event_time}\0{result.category}".encode())
-        )
-        digest = hashlib.blake2b(result.id.encode() + b"\0" + content, digest_size=8).digest()
-        version = result.suite_version or ""  # figures per version (docs/versions.md)
-        pair = self._pair_of.get((result.model, result.suite, version))
-        if pair is None:
-            if len(self._pair_of) > 10_000:  # forget, do not grow without bound
-                self._pair_of.clear()
-            pair = self._pair_of[(result.model, result.suite, version)] = self.pair_id(
-                result.model, result.suite, version
-            )
-        inc: dict[str, float] = defaultdict(float)
-        inc["count"] += 1
-        inc["sum"] += result.score
-        inc["sumsq"] += result.score * result.score
-        inc["passes"] += int(result.passed)
-        inc[f"grade:{result.grade}"] += 1
-        inc[f"lat:{latency_bucket(result.latency_ms)}"] += 1
-        for gate in result.failed_gates:  # the dashboard's gate failures
-            inc[f"gate:{gate}"] += 1
-        for ev in result.evaluators:
-            names = _EV_FIELDS.get(ev.name)
-            if names is None:
-                names = _ev_fields(ev.name)
-            base, count, total, sumsq, passes, errors = names
-            inc[count] += 1
-            inc[total] += ev.score
-            inc[sumsq] += ev.score * ev.score
-            inc[passes] += int(ev.passed)
-            inc[errors] += int(ev.error is not None)
-            for counter, value in ((counters or {}).get(ev.name) or {}).items():
-                inc[f"{base}c:{self._label(pair, ev.name, counter)}"] += value
-        event_time = self._event_times.get(result.event_time)  # a batch's events mostly share one
-        if event_time is None:
-            if len(self._event_times) > 1024:
-                self._event_times.clear()
-            event_time = self._event_times[result.event_time] = parse_time(result.event_time)
-        if retract:
-            inc = defaultdict(float, {name: -value for name, value in inc.items()})
-        annotation = item[4] if len(item) > 4 and not retract else None
-        return Recorded(
-            index, pair, digest, event_time, encoded, inc, result, retract=retract, annotation=annotation
-        )
-
-    def _label(self, pair: str, evaluator: str, counter: str) -> str:
-        """``domain:{name}:{stat}`` counters (agent domains) beyond MAX_COUNTER_LABELS names fold into ``_other``."""
-        if not counter.startswith("domain:"):
-            return counter
-        name, _, stat = counter[7:].rpartition(":")
-        kept = self._labels.setdefault((pair, evaluator), set())
-        if name in kept or len(kept) < MAX_COUNTER_LABELS:
-            kept.add(name)
-            return counter
-        return f"domain:_other:{stat}"
-
     async def _admit(self, events: list[Recorded]) -> None:
         """Pairs beyond ``max_pairs`` aggregate under the overflow model (their results are unchanged)."""
         unknown = sorted(
@@ -469,7 +349,9 @@ class ResultStore:
         if self.clock is not None:
             start = int(now // size) * size
             return start, start
-        margin = min(_CLOCK_MARGIN_S, size / 2)  # any clock within the margin is in one of the two windows
+        margin = min(
+            store_calls.CLOCK_MARGIN_S, size / 2
+        )  # any clock within the margin is in one of the two windows
         return int((now - margin) // size) * size, int((now + margin) // size) * size
 
     def _record_call(self, pair: str, group: list[Recorded], now: float) -> tuple[Any, list[str], list[Any]]:
@@ -506,7 +388,7 @@ class ResultStore:
             repr(float(self.allowed_lateness_s)),
             self.window_ttl_s,
             self._all_time_ttl(pair),
-            0 if marks in self._expiring else _until((generation + 2) * self.seen_ttl_s + 60, now),
+            0 if marks in self._expiring else store_calls.until((generation + 2) * self.seen_ttl_s + 60, now),
             self._pointers_ttl(pair, rgen, now),
             MARK_BUCKET_BYTES,
             pack_increments(total),
@@ -546,7 +428,7 @@ class ResultStore:
         gave it one (the script then writes only the pointers)."""
         if not self.redelivery_ttl_s:
             return 0
-        ttl = _until((rgen + 2) * self.redelivery_ttl_s, now)
+        ttl = store_calls.until((rgen + 2) * self.redelivery_ttl_s, now)
         return -ttl if self.keys.result_ids(pair, rgen) in self._expiring else ttl
 
     def _all_time_ttl(self, pair: str) -> int:
@@ -560,80 +442,33 @@ class ResultStore:
         self._renewed[pair] = now
         return self.all_time_ttl_s
 
-    def _index_call(self, groups: dict[str, list[Recorded]], now: float) -> tuple[Any, list[str], list[Any]]:
+    def _index_call(self, groups: dict[str, list[Recorded]], now: float) -> Call:
         """Pairs into each window's index before their data: the closer reads the index, then the data."""
-        windows: dict[tuple[int, int], set[str]] = defaultdict(set)
-        for pair, group in groups.items():
-            for event in group:
-                for s, size in enumerate(self.windows):
-                    start = int(event.event_time // size) * size
-                    if (
-                        start + size + self.allowed_lateness_s > now - _CLOCK_MARGIN_S
-                    ):  # else surely redirected
-                        windows[(s, start)].add(pair)
-                    if start + size <= now + _CLOCK_MARGIN_S:  # late: it may be counted in the open window
-                        for candidate in set(self.candidates(size, now)):
-                            windows[(s, candidate)].add(pair)
-        klist = [self.keys.window_pairs(self.windows[s], start) for s, start in windows]
-        for size in self.windows:
-            unpublished = (
-                self.keys.open_windows(size) if self.publish_windows else f"{self.keys.ix}bf-open:{size}"
-            )
-            klist += [unpublished, self.keys.windows(size)]
-        klist.append(self.keys.pairs)
-        args: list[Any] = [
-            len(windows),
-            len(self.windows),
-            self.window_ttl_s,
-            int(now - self.window_ttl_s),
-            repr(now),
-            self.all_time_ttl_s,
-        ]
-        for (s, start), members in windows.items():
-            args += [s + 1, start, len(members), *sorted(members)]
-        return self._index, klist, args
+        unpublished = None if self.publish_windows else f"{self.keys.ix}bf-open:"
+        return store_calls.index_call(
+            self._index,
+            self.keys,
+            self.windows,
+            {pair: [e.event_time for e in group] for pair, group in groups.items()},
+            now,
+            allowed_lateness_s=self.allowed_lateness_s,
+            window_ttl_s=self.window_ttl_s,
+            all_time_ttl_s=self.all_time_ttl_s,
+            candidates=self.candidates,
+            unpublished=unpublished,
+        )
 
-    def _dead_letter_call(
-        self, dead_letters: Sequence[tuple[str, str, float]]
-    ) -> tuple[Any, list[str], list[Any]]:
-        keys, now = self.keys, self.now()
-        generation = int(now // self.seen_ttl_s)
-        window_keys: dict[str, int] = {}
-        seen_keys: dict[str, int] = {}
-        per_letter: list[Any] = []
-        for kind, source_key, event_time in dead_letters:
-            rest, _, offset = source_key.rpartition(":")
-            topic, _, partition = rest.rpartition(":")
-            seen = seen_keys.setdefault(
-                keys.dead_letter_seen(generation, topic, partition), len(seen_keys) + 1
-            )
-            previous = seen_keys.setdefault(
-                keys.dead_letter_seen(generation - 1, topic, partition), len(seen_keys) + 1
-            )
-            per_letter += [kind, seen, previous, offset]
-            for size in self.windows:
-                start = int(event_time // size) * size
-                per_letter += [
-                    window_keys.setdefault(keys.dead_letters(size, start), len(window_keys) + 1),
-                    start,
-                ]
-        klist = [
-            keys.dead_letters_all,
-            *window_keys,
-            *seen_keys,
-            *(keys.dead_letter_windows(s) for s in self.windows),
-        ]
-        args = [
-            len(window_keys),
-            len(seen_keys),
-            len(self.windows),
-            self.window_ttl_s,
-            _until((generation + 2) * self.seen_ttl_s + 60, now),
-            int(now - self.window_ttl_s),
-            self.all_time_ttl_s,
-            *per_letter,
-        ]
-        return self._dead, klist, args
+    def _dead_letter_call(self, dead_letters: Sequence[tuple[str, str, float]]) -> Call:
+        return store_calls.dead_letter_call(
+            self._dead,
+            self.keys,
+            self.windows,
+            dead_letters,
+            self.now(),
+            seen_ttl_s=self.seen_ttl_s,
+            window_ttl_s=self.window_ttl_s,
+            all_time_ttl_s=self.all_time_ttl_s,
+        )
 
     # -- reads --------------------------------------------------------------------------------
     async def pairs(self) -> list[tuple[str, str, str]]:
@@ -675,11 +510,6 @@ class ResultStore:
 
 def _is_overflow(pair: str) -> bool:
     return Keys.split_pair(pair)[0] == OVERFLOW_MODEL
-
-
-def _until(moment: float, now: float) -> int:
-    """Seconds from ``now`` to ``moment`` (our clock, so an injected clock gives consistent TTLs)."""
-    return max(1, math.ceil(moment - now))
 
 
 def _aggregate(model: str, suite: str, fields: dict[str, float], version: str = "") -> PairAggregate:

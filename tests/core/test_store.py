@@ -227,9 +227,9 @@ async def test_pairs_beyond_the_cap_aggregate_under_the_overflow_model(
 async def test_agent_domains_beyond_the_cap_fold_into_other(
     store: ResultStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from streameval import store as store_module
+    from streameval import store_entries
 
-    monkeypatch.setattr(store_module, "MAX_COUNTER_LABELS", 2)
+    monkeypatch.setattr(store_entries, "MAX_COUNTER_LABELS", 2)
     for i in range(4):
         result = await make_result(f"d{i}", "Paris")
         await store.record(result, b"x", {"exact_match": {f"domain:d{i}:sum": 1.0, f"domain:d{i}:n": 1.0}})

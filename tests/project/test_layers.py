@@ -75,6 +75,8 @@ FLOORS: dict[str, int] = {
     "alerts": COMPONENTS,
     "store": COMPONENTS,
     "store_codec": COMPONENTS,
+    "store_calls": COMPONENTS,  # the index and dead-letter calls of a batch, the wait for replicas
+    "store_entries": COMPONENTS,  # a result as the record calls count it
     "redelivery": COMPONENTS,
     "drilldown": COMPONENTS,
     "deadletters": COMPONENTS,
@@ -307,6 +309,8 @@ ENGINE_MODULES = (
     "processor",
     "store",
     "store_codec",
+    "store_calls",
+    "store_entries",
     "redelivery",
     "windows",
     "envelope",
