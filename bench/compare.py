@@ -6,7 +6,7 @@ On a fresh ``redis-server`` (free loopback port, no persistence) this records ``
 model × suite under two versions (the demo's ``qa`` suite and a softer candidate, over the demo events
 with fresh ids), as the worker does (``ResultStore.record_many``), then answers
 ``GET /api/v1/stats/compare`` the way the API does: the two versions' compact strings read back
-(``streameval.features.compare.compact_scores``) and compared (``streameval.compare.compare``). Printed: the compact
+(``streameval.features.compare.compact_scores``) and compared (``streameval.features.compare.compare``). Printed: the compact
 records' bytes per event (``MEMORY USAGE`` of the ``sc`` strings ÷ events), the query's wall and CPU
 time (read + parse, and the statistics) over five runs, and, as the baseline of the same run, reading one
 version's all-time hash (what the dashboard's pairs page costs per pair). Nothing is asserted.
@@ -48,9 +48,8 @@ async def run(events: int, batch: int, port: int) -> None:
     import orjson
     import redis.asyncio as aioredis
 
-    from streameval.compare import compare
     from streameval.config import parse_config_text
-    from streameval.features.compare import CompactScoresRecorder, compact_scores
+    from streameval.features.compare import CompactScoresRecorder, compact_scores, compare
     from streameval.keyspace import Keys
     from streameval.pipeline import Pipeline, Source
     from streameval.store import ResultStore

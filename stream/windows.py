@@ -45,11 +45,11 @@ import orjson
 
 from . import _lua, telemetry
 from .alerts import AlertRule, build_alert, check_alert_windows, fires
-from .changes import Change, Detector, ScoreShiftConfig
-from .drilldown import example_ids
 from .embedding_drift import Drift, EmbeddingDriftConfig, Verdict, WindowSums, unpack_sums, unquantise
 from .errors import ConfigError, ConfigIssue
+from .features.drilldown import example_ids
 from .features.labels import LabelStore
+from .features.score_shift import Change, Detector, ScoreShiftConfig
 from .keyspace import guard, is_cluster, run_scripts
 from .models import (
     PANEL_RESULT_NAME,
@@ -668,7 +668,7 @@ class WindowCloser:
 
     async def _worst_ids(self, aggregates: Sequence[Aggregate], size: int, start: int) -> list[list[str]]:
         """Ids of up to 3 of the window's lowest-scored results of each aggregate's pair
-        (streameval.drilldown), for its alerts: one round trip."""
+        (streameval.features.drilldown), for its alerts: one round trip."""
         if not aggregates:
             return []
         store = self.store

@@ -26,9 +26,8 @@ from typing import Any, cast
 import orjson
 from aiohttp import web
 
-from ..compare import compare
-from ..drilldown import KINDS, parse
-from ..features.compare import compact_scores
+from ..features.compare import compact_scores, compare
+from ..features.drilldown import KINDS, parse
 from ..features.labels import LabelStore, calibration, human_agreement
 from ..keyspace import Client, Keys, guard
 from ..models import PANEL_RESULT_NAME, parse_time

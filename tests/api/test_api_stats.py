@@ -12,8 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from streameval.api import create_web_app, remember_alert
 from streameval.api._stats import recent_alerts_key
-from streameval.drilldown import sample_rank
-from streameval.features.drilldown import ExamplesRecorder
+from streameval.features.drilldown import ExamplesRecorder, sample_rank
 from streameval.models import EvaluatorResult, GradedResult, format_time
 from streameval.store import ResultStore
 

@@ -7,8 +7,7 @@ import random
 import orjson
 import redis.asyncio as aioredis
 
-from streameval.drilldown import Candidates, compact, example_ids, sample_rank
-from streameval.features.drilldown import ExamplesRecorder
+from streameval.features.drilldown import Candidates, ExamplesRecorder, compact, example_ids, sample_rank
 from streameval.keyspace import Keys
 from streameval.models import EvaluatorResult, GradedResult, JudgeBlock, JudgeVerdict, format_time, parse_time
 from streameval.store import ResultStore

@@ -11,10 +11,10 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from streameval.changes import ScoreShiftConfig
 from streameval.config import parse_config
 from streameval.errors import ConfigError
 from streameval.features.drilldown import ExamplesRecorder
+from streameval.features.score_shift import ScoreShiftConfig
 from streameval.models import Alert, GradedResult, format_time, parse_time
 from streameval.outputs import Publish
 from streameval.pipeline import Pipeline

@@ -46,12 +46,10 @@ FLOORS: dict[str, int] = {
     "_util": VOCABULARY,
     "_version": VOCABULARY,
     "schemas": VOCABULARY,
-    "changes": VOCABULARY,  # the score-shift detector's logic and settings (pydantic only)
     "wordpiece": VOCABULARY,
     "embedding": VOCABULARY,  # the sentence encoder (numpy, errors, wordpiece)
     "embedding_drift": VOCABULARY,  # embedding drift's numbers, settings and comparison (embedding, pydantic)
     "versioning": VOCABULARY,
-    "compare": VOCABULARY,
     "feature": VOCABULARY,  # the protocol the engine calls a feature's recorder by (models only)
     # 2. sinks and clients: metrics, logs, Redis keys and scripts, broker and Redis security and connections
     "telemetry": CLIENTS,
@@ -78,7 +76,6 @@ FLOORS: dict[str, int] = {
     "store_calls": COMPONENTS,  # the index and dead-letter calls of a batch, the wait for replicas
     "store_entries": COMPONENTS,  # a result as the record calls count it
     "redelivery": COMPONENTS,
-    "drilldown": COMPONENTS,
     "deadletters": COMPONENTS,
     "windows": COMPONENTS,
     "sessions.*": COMPONENTS,  # key paths, turns, the thread and its metrics, the Redis state
@@ -320,11 +317,7 @@ ENGINE_MODULES = (
 #: feature modules: a folder under stream/features/, and the features' modules not moved there yet
 FEATURE_MODULES = (
     "features",
-    "labels",
     "review",
-    "compare",
-    "drilldown",
-    "changes",
     "embedding_drift",
     "agreement",
     "sessions",
@@ -338,8 +331,8 @@ NOT_YET_PLUGINS = {
     ("processor", "features.labels"),
     ("processor", "review"),
     ("processor", "sessions.state"),
-    ("windows", "changes"),
-    ("windows", "drilldown"),
+    ("windows", "features.score_shift"),
+    ("windows", "features.drilldown"),
     ("windows", "embedding_drift"),
     ("windows", "features.labels"),
 }

@@ -39,8 +39,8 @@ from typing import Any
 
 import orjson
 
-from .keyspace import Keys
-from .models import GradedResult
+from ...keyspace import Keys
+from ...models import GradedResult
 
 __all__ = ["KINDS", "MAX_TEXT", "Candidates", "Example", "compact", "example_ids", "parse", "sample_rank"]
 
