@@ -4,7 +4,7 @@ Three parts, all in Redis so that any worker can do any step and the figures sta
 
 * **The verdicts kept for the join.** Every recorded result leaves a packed verdict record (the result's
   pass and score, each judge's and each evaluator's score; at most :data:`MAX_RECORD_BYTES`) for
-  ``STREAMEVAL_LABEL_JOIN_TTL_S``. It is written by one script call per shard (``_lua.LABEL_KEEP``) in
+  ``STREAMEVAL_LABEL_JOIN_TTL_S``. It is written by one script call per shard (``_scripts.LABEL_KEEP``) in
   the record pipeline the store already sends per batch (streameval.store: no extra round trip), into
   small hashes that Redis
   keeps as listpacks: key ``P{lj:S}:b:{bucket}:{generation}``, field the first 6 bytes of the event id's

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from ... import _lua, telemetry
+from ... import telemetry
 from ..._util import clip
 from ..._version import __version__
 from ...errors import UnmatchedLabel
@@ -26,6 +26,7 @@ from ...models import (
     HumanAgreement,
     format_time,
 )
+from . import _scripts
 from ._figures import Calibration, calibration, human_agreement
 from ._records import (
     MAX_RECORD_BYTES,
@@ -104,12 +105,12 @@ class LabelStore:
         self.window_ttl_s = window_ttl_s
         self.all_time_ttl_s = all_time_ttl_s
         self.clock = clock
-        self._read = client.register_script(_lua.LABEL_JOIN_READ)
-        self._keep = client.register_script(_lua.LABEL_KEEP)
-        self._rows = client.register_script(_lua.LABEL_ROWS)
-        self._pending_add = client.register_script(_lua.LABEL_PENDING_ADD)
-        self._pending_take = client.register_script(_lua.LABEL_PENDING_TAKE)
-        self._pending_settle = client.register_script(_lua.LABEL_PENDING_SETTLE)
+        self._read = client.register_script(_scripts.LABEL_JOIN_READ)
+        self._keep = client.register_script(_scripts.LABEL_KEEP)
+        self._rows = client.register_script(_scripts.LABEL_ROWS)
+        self._pending_add = client.register_script(_scripts.LABEL_PENDING_ADD)
+        self._pending_take = client.register_script(_scripts.LABEL_PENDING_TAKE)
+        self._pending_settle = client.register_script(_scripts.LABEL_PENDING_SETTLE)
         self._layouts: dict[bytes, Layout] = {}  # read or written by this worker
         # layouts this worker wrote, and when (monotonic)
         self._layout_ids: dict[tuple[str, tuple[str, ...], float], tuple[bytes, float]] = {}
@@ -137,7 +138,7 @@ class LabelStore:
     def verdict_calls(
         self, events: Sequence[tuple[str, GradedResult]], now: float
     ) -> tuple[list[tuple[Any, list[str], list[Any]]], list[tuple[Any, ...]]]:
-        """What keeps the verdicts of ``(pair, result)`` in the record pipeline: one ``_lua.LABEL_KEEP`` script call
+        """What keeps the verdicts of ``(pair, result)`` in the record pipeline: one ``_scripts.LABEL_KEEP`` script call
         per shard touched (the HSETs of its events; a bucket without a TTL gets one), and a plain HSET of
         layouts this worker has not written lately."""
         if not self.join_ttl_s or not events:
