@@ -92,6 +92,7 @@ FLOORS: dict[str, int] = {
     "migrate": COMPONENTS,  # one-time moves of Redis state an earlier version wrote
     # 5. engine
     "pipeline": ENGINE,
+    "result_build": ENGINE,  # an evaluator's result and the graded result, built fast
     # 6. orchestration: a batch of messages to outcomes, the evaluation processes, the worker's batch loop
     "batch": ORCHESTRATION,
     "evalpool": ORCHESTRATION,
@@ -302,6 +303,7 @@ def test_each_lua_script_is_the_literal_that_runs() -> None:
 #: the engine: what every event goes through, whatever the suite file configures
 ENGINE_MODULES = (
     "pipeline",
+    "result_build",
     "batch",
     "processor",
     "store",
