@@ -44,6 +44,8 @@ def run_worker(settings: Settings) -> None:
     )
     if config.api.web_port is not None:
         _serve_web(app, config)
+    if config.suites.notify:  # alert notifications: their own consumer group, beside the agent
+        _run_notifier(app, config)
     worker = make_faust_worker(app, settings, lifeline)
     freeze_heap()  # everything imported and configured: full collections skip it from now on
     worker.execute_from_commandline()
@@ -71,3 +73,19 @@ def _serve_web(app: faust.App, config: WorkerConfig) -> None:
     async def _stop_web(app: faust.App, **kwargs: Any) -> None:
         if "web" in state:
             await state.pop("web").close()
+
+
+def _run_notifier(app: faust.App, config: WorkerConfig) -> None:
+    """Deliver alerts to the suite file's ``notify:`` channels for the worker's lifetime (a failure of the
+    notifier is logged and it starts again; evaluation never waits for it)."""
+    from streameval.features.notify._program import run_notifier
+
+    stop = asyncio.Event()
+
+    @app.task  # type: ignore[untyped-decorator]
+    async def _notify() -> None:
+        await run_notifier(config.settings, config.suites.notify, stop)
+
+    @app.on_before_shutdown.connect  # type: ignore[arg-type]  # mode's receiver type (NamedArg) matches no plain def
+    async def _stop_notify(app: faust.App, **kwargs: Any) -> None:
+        stop.set()

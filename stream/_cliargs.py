@@ -328,6 +328,30 @@ def build_parser() -> argparse.ArgumentParser:
     migrate.add_argument("what", choices=["marks"], help="what to migrate")
     migrate.add_argument("--redis-url", metavar="URL", help=REDIS_HELP)
 
+    review = _sub(
+        sub,
+        "review",
+        "export the review page's labelled items as JSONL",
+        "`streameval review export` writes the labelled items the review page keeps (docs/feedback.md) to "
+        "stdout, one JSON document a line: items ({event, result, label}, and expected when corrected), "
+        "labels (feedback v1, for `streameval evaluate --labels`) or events (a golden set, the corrected "
+        "expected answers in).",
+    )
+    review.add_argument("action", choices=["export"], help="what to do: export")
+    review.add_argument(
+        "--format",
+        choices=["items", "labels", "events"],
+        default="items",
+        help="items, labels or events",
+    )
+    review.add_argument(
+        "--model", metavar="NAME", default=None, help="only this model's items (default: all)"
+    )
+    review.add_argument(
+        "--suite", metavar="NAME", default=None, help="only this suite's items (default: all)"
+    )
+    review.add_argument("--redis-url", metavar="URL", help=REDIS_HELP)
+
     check = _sub(
         sub,
         "check",
@@ -391,6 +415,30 @@ def build_parser() -> argparse.ArgumentParser:
     bf.add_argument("--bootstrap", metavar="HOSTS", help=BOOTSTRAP_HELP)
     bf.add_argument("--redis-url", metavar="URL", help=REDIS_HELP)
     bf.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    notify = _sub(
+        sub,
+        "notify",
+        "deliver alerts to the suite file's notify: channels, or send one a test",
+        "Read the alerts topic in a consumer group of its own ({app id}-notify) and deliver each alert to the "
+        "channels of the suite file's notify: list (Slack, PagerDuty, Opsgenie, signed webhooks, "
+        "Alertmanager), with retries; what cannot be delivered becomes a dead letter. 'notify test' sends "
+        "one clearly marked test notification to --channel and prints its answer (docs/notify.md).",
+    )
+    notify.add_argument(
+        "action", nargs="?", choices=["run", "test"], default="run", help="run (default) or test"
+    )
+    notify.add_argument(
+        "--config", type=Path, default=None, metavar="FILE", help="suite YAML (default: STREAMEVAL_CONFIG)"
+    )
+    notify.add_argument(
+        "--channel",
+        default=None,
+        metavar="NAME",
+        help="test: the channel to send to (required with test; default: none)",
+    )
+    notify.add_argument("--bootstrap", metavar="HOSTS", help=BOOTSTRAP_HELP)
+    notify.add_argument("--redis-url", metavar="URL", help=REDIS_HELP)
 
     cmp = _sub(
         sub,

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import sys
 import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, cast
 
@@ -128,6 +128,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             if v
         }
         return _backfill(args, load_settings(**overrides), console)
+    if args.command == "notify":
+        return _notify(args, load_settings)
     if args.command == "dead-letter-raw":
         return asyncio.run(
             _dead_letter_raw(
@@ -140,6 +142,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                 args, load_settings(**({"redis_url": args.redis_url} if args.redis_url else {})), console
             )
         )
+    if args.command == "review":
+        return asyncio.run(
+            _review(args, load_settings(**({"redis_url": args.redis_url} if args.redis_url else {})), console)
+        )
     settings = load_settings(**({"kafka_bootstrap_servers": args.bootstrap} if args.bootstrap else {}))
     # produce and tail say in one line when the broker is not there; aiokafka's per-attempt errors add nothing
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
@@ -148,6 +154,22 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if args.command == "tail":
         return asyncio.run(_tail(args, settings))
     raise AssertionError(f"unhandled command {args.command}")
+
+
+def _notify(args: argparse.Namespace, load: Callable[..., Settings]) -> int:
+    from .features.notify._program import run_test, run_until_signal
+
+    overrides = {
+        "kafka_bootstrap_servers": args.bootstrap,
+        "redis_url": args.redis_url,
+        "config": args.config,
+    }
+    settings = load(**{k: str(v) for k, v in overrides.items() if v})
+    if not settings.config:
+        raise UsageError("no suite config: pass --config FILE or set STREAMEVAL_CONFIG")
+    if args.action == "test":
+        return run_test(settings, settings.config, args.channel)
+    return run_until_signal(settings, settings.config)
 
 
 def _api(args: argparse.Namespace, settings: Settings) -> int:
@@ -167,7 +189,12 @@ def _api(args: argparse.Namespace, settings: Settings) -> int:
     )
     if not 0 <= port <= 65535:
         raise UsageError(f"--port must be within 0..65535, got {port}")
-    asyncio.run(serve_api(settings, api, host=args.host or api.web_host, port=port))
+    features = None
+    if api.review_page:  # the review page (docs/feedback.md): only when asked for
+        from .features.review_page.web import open_review_feature
+
+        features = lambda client: [open_review_feature(client, settings, None)]  # noqa: E731
+    asyncio.run(serve_api(settings, api, host=args.host or api.web_host, port=port, features=features))
     return EXIT_OK
 
 
@@ -603,6 +630,27 @@ async def _migrate(args: argparse.Namespace, settings: Settings, console: Consol
     console.print(
         f"moved {moved} idempotency marks of the previous layout into the digest buckets", highlight=False
     )
+    return EXIT_OK
+
+
+async def _review(args: argparse.Namespace, settings: Settings, console: Console) -> int:
+    """``streameval review export``: the review page's labelled items on stdout."""
+    from . import keyspace
+    from .features.review_page import write_export
+    from .redis_security import redis_options
+
+    if not settings.redis_url:
+        raise UsageError(
+            "no Redis: set REDIS_URL or pass --redis-url (the review page keeps its items there)"
+        )
+    client = keyspace.connect(settings.redis_url, max_connections=2, **redis_options(settings))
+    try:
+        n = await write_export(
+            client, settings.redis_prefix, args.format, sys.stdout.buffer, model=args.model, suite=args.suite
+        )
+    finally:
+        await client.aclose()
+    console.print(f"{n} {args.format} exported", highlight=False)
     return EXIT_OK
 
 

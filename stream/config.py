@@ -49,6 +49,7 @@ from .alerts import AlertRule
 from .errors import ConfigError, ConfigIssue, UnroutableEvent
 from .evaluators import Evaluator, build_evaluator
 from .features.labels import FeedbackInput, feedback_issues
+from .features.notify._config import ChannelConfig, notify_issues
 from .grading import GRADE_SCALES, GradeScale
 from .inputs import FORMATS, InputConfig, OtlpInput, input_issues
 from .judges import (
@@ -281,6 +282,9 @@ class StreamEvalConfig(_Strict):
     sessions: list[SessionConfig] = Field(
         default_factory=list, description="conversations and agent runs judged as a whole (docs/sessions.md)"
     )
+    notify: list[ChannelConfig] = Field(
+        default_factory=list, description="where alerts are delivered: Slack, PagerDuty, ... (docs/notify.md)"
+    )
 
     @field_validator("sessions")
     @classmethod
@@ -502,6 +506,7 @@ class LoadedConfig:
         self.feedback = FeedbackInput()  # the feedback topic's format (streameval.features.labels)
         self.feedback_configured = False  # the suite file has a ``feedback:`` section (labels are expected)
         self.review: ReviewConfig | None = None  # the review queue (streameval.review); None: off
+        self.notify: tuple[ChannelConfig, ...] = ()  # alert channels (streameval.features.notify); (): none
         self.by_name = {s.name: s for s in suites}
         self._matching = [s for s in suites if s.config.match is not None and not s.is_default]
         self._default = next((s for s in suites if s.is_default), None)
@@ -738,6 +743,7 @@ def parse_config(
     issues: list[ConfigIssue] = [issue(loc, message) for loc, message in input_issues(config.inputs)]
     issues += [issue(("feedback", *loc), message) for loc, message in feedback_issues(config.feedback)]
     issues += [issue(loc, message) for loc, message in _run_issues(config)]
+    issues += [issue(loc, message) for loc, message in notify_issues(config.notify)]
 
     def build(scoring: SuiteConfig | SessionConfig, base: tuple[str | int, ...]) -> Suite:
         """Build one suite's (or session's) evaluators, adding any problem to ``issues``."""
@@ -820,6 +826,7 @@ def parse_config(
     parsed.feedback = config.feedback
     parsed.feedback_configured = "feedback" in config.model_fields_set
     parsed.review = config.review
+    parsed.notify = tuple(config.notify)
     return config, parsed
 
 

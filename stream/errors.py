@@ -62,7 +62,14 @@ __all__ = [
 
 #: Every reason an event can end in the dead-letter topic (the dead letter schema's "kind" enum).
 DeadLetterKind = Literal[
-    "too_large", "invalid_json", "schema", "no_suite", "unknown_suite", "internal", "unmatched_label"
+    "too_large",
+    "invalid_json",
+    "schema",
+    "no_suite",
+    "unknown_suite",
+    "internal",
+    "unmatched_label",
+    "undelivered",  # a notification no channel attempt delivered (docs/notify.md)
 ]
 
 

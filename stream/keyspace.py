@@ -44,7 +44,11 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{lj:S}:b:{bucket}:{gen}``         verdicts kept for the human-label join (streameval.features.labels); ``P{lj}:layouts``
 ``P{T}:hl:all`` / ``P{T}:hl:{size}:{start}``  joined human labels of a pair; ``P{lpend}:q`` / ``:d`` waiting labels
 ``P{T}:rv:{minute}``                review items sent this minute (streameval.review)
+``P{rp}:idx`` ``:doc:K`` ``:m:K`` ...  the review page's queue (streameval.features.review_page._scripts)
 ``P judge:...``                     judge answers (streameval.judges._cache), one slot per key
+``P{T}:firing:{rule}:{size}``       the alert a rule fired on a pair until it resolves (with ``notify:``)
+``P notify:sent:{channel}:{status}:{alert id}``  a channel took that notification (TTL: dedupe horizon)
+``P notify:open:{channel}:{incident}``  a channel got an incident's trigger, not yet its resolve
 ``P judge_spend:{judge}:{hour}``    a judge's money spent in one UTC clock hour (one key per command)
 ==================================  ================================================================
 
@@ -155,6 +159,11 @@ class Keys:
 
     def cooldown(self, pair: str, rule: str) -> str:
         return f"{self.pair(pair)}cool:{quote(rule, safe='')}"
+
+    def alert_firing(self, pair: str, rule: str, size: int) -> str:
+        """The alert a rule last fired on the pair with windows of ``size`` (JSON), until it resolves
+        (streameval.windows; kept only when the suite file has ``notify:``)."""
+        return f"{self.pair(pair)}firing:{quote(rule, safe='')}:{size}"
 
     def score_shift(self, pair: str, size: int) -> str:
         return f"{self.pair(pair)}shift:{size}"
@@ -278,6 +287,15 @@ class Keys:
     @property
     def version_runs(self) -> str:
         return self.versions + "runs"
+
+    # -- alert notifications (spread over slots, one command each; streameval.features.notify) -------
+    def notify_sent(self, channel: str, alert_id: str, status: str) -> str:
+        """A channel accepted this alert id in this status (firing, resolved): not sent again."""
+        return f"{self.prefix}notify:sent:{quote(channel, safe='')}:{status}:{quote(alert_id, safe='')}"
+
+    def notify_open(self, channel: str, incident: str) -> str:
+        """A channel got the trigger of this incident and not yet its resolve."""
+        return f"{self.prefix}notify:open:{quote(channel, safe='')}:{quote(incident, safe='')}"
 
     # -- judge cache and budgets (spread over slots) ------------------------------------------------
     def judge(self, judge: str, model: str, version: str, digest: str) -> str:

@@ -494,7 +494,14 @@ class DeadLetter(BaseModel):
     raw: str = Field(description="the event's raw bytes (its first bytes when truncated is set), base64")
     reason: str
     kind: Literal[
-        "too_large", "invalid_json", "schema", "no_suite", "unknown_suite", "internal", "unmatched_label"
+        "too_large",
+        "invalid_json",
+        "schema",
+        "no_suite",
+        "unknown_suite",
+        "internal",
+        "unmatched_label",
+        "undelivered",
     ]
     event_id: str | None = None
     source: DeadLetterSource
@@ -556,6 +563,11 @@ class Alert(_Versioned):
     )
     change: AlertChange | None = Field(default=None, description="score_shift alerts: the change point")
     suite_version: str | None = Field(default=None, pattern=SUITE_VERSION, description=_VERSION_DOC)
+    status: Literal["firing", "resolved"] = Field(
+        default="firing",
+        description="resolved: a later window of the same size no longer fires the rule (the id is the "
+        "firing alert's; docs/notify.md)",
+    )
 
 
 class AggregateEvaluator(BaseModel):
@@ -662,6 +674,11 @@ class Feedback(BaseModel):
     annotator: str | None = Field(default=None, min_length=1, max_length=128)
     comment: str | None = Field(default=None, max_length=4096)
     timestamp: str | None = Field(default=None, pattern=RFC3339)
+    expected: str | None = Field(
+        default=None,
+        max_length=65536,
+        description="the person's corrected expected answer (kept, not joined)",
+    )
 
     @model_validator(mode="after")
     def _label_and_range(self) -> Feedback:

@@ -216,6 +216,11 @@ class Processor:
             items = await retry_forever(
                 lambda: review.select(fresh, self.store.now()), what="choosing results for review"
             )
+            keeper = review.keeper  # the review page's queue, when it is on
+            if keeper is not None and items:
+                await retry_forever(
+                    lambda: keeper.keep(items, fresh), what="keeping review items for the page"
+                )
             for item in items:
                 for reason in item.reasons:
                     telemetry.REVIEW_SENT.labels(item.suite, reason).inc()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,7 +29,7 @@ from ._util import clip
 from .keyspace import Client, Keys, guard, run_scripts
 from .models import GradedResult, ReviewItem, ReviewReason, format_time
 
-__all__ = ["REASONS", "ReviewConfig", "ReviewQueue", "reasons"]
+__all__ = ["REASONS", "ReviewConfig", "ReviewKeeper", "ReviewQueue", "reasons"]
 
 REASONS: tuple[ReviewReason, ...] = ("gate_failed", "judges_disagree", "near_threshold", "control")
 Reason = ReviewReason
@@ -58,6 +58,22 @@ class ReviewConfig(BaseModel):
     )
     control_rate: float = Field(
         default=0.01, ge=0.0, le=1.0, description="share of passing results sent as a control"
+    )
+    # the review page (streameval.features.review_page): the queue people label in the browser
+    reviewers: int = Field(
+        default=1, ge=1, le=100, description="labels wanted per item, each by another person"
+    )
+    keep: int = Field(
+        default=1000, ge=0, le=10_000, description="recent items kept for the review page (0: none)"
+    )
+    keep_ttl_s: int = Field(
+        default=7 * 86400, ge=60, le=90 * 86400, description="how long the review page keeps an item, s"
+    )
+    lease_s: float = Field(
+        default=600.0,
+        ge=10.0,
+        le=86400.0,
+        description="an opened item is reserved this long (renewed while open)",
     )
 
 
@@ -120,13 +136,24 @@ def _texts(raw: bytes | None) -> tuple[str | None, str | None]:
     )
 
 
-class ReviewQueue:
-    """Selects candidates and applies the per-pair rate (module docstring)."""
+class ReviewKeeper(Protocol):
+    """Keeps the items published for review (the review page's queue); built only when it is on."""
 
-    def __init__(self, client: Client, keys: Keys, config: ReviewConfig) -> None:
+    async def keep(
+        self, items: Sequence[ReviewItem], results: Sequence[tuple[str, GradedResult, bytes | None]]
+    ) -> int: ...
+
+
+class ReviewQueue:
+    """Selects candidates and applies the per-pair rate (module docstring); ``keeper`` keeps what it sends."""
+
+    def __init__(
+        self, client: Client, keys: Keys, config: ReviewConfig, *, keeper: ReviewKeeper | None = None
+    ) -> None:
         self.client = client
         self.keys = keys
         self.config = config
+        self.keeper = keeper
         self._take = client.register_script(_lua.REVIEW_TAKE)
 
     def counter_key(self, pair: str, minute: int) -> str:

@@ -46,6 +46,8 @@ from .errors import ConfigError
 from .evalpool import EvalPool
 from .features.compare import DEFAULT_TTL_S as DEFAULT_COMPARE_TTL_S
 from .features.labels import FeedbackDecoder, LabelStore
+from .features.review_page import ReviewPageStore
+from .features.review_page.web import open_review_feature, review_page_on
 from .features.setup import enabled, record_plugins
 from .inputs import Inputs, check_input_topics
 from .judges import JudgeCache, judge_ready_checks
@@ -352,7 +354,7 @@ class Runtime:
             shadows=shadows,
             labels=labels,
             feedback=FeedbackDecoder(suites.feedback, max_depth=settings.max_event_depth),
-            review=ReviewQueue(client, store.keys, suites.review) if suites.review else None,
+            review=_review_queue(client, store, suites),
         )
         await processor.start()
         closer = WindowCloser(
@@ -364,6 +366,7 @@ class Runtime:
             embedding_drift=windowing.embedding_drift,
             live_versions=live_versions,
             labels=labels,
+            resolve_alerts=bool(suites.notify),  # resolves for the notifier (streameval.features.notify)
         )
         sessions = (
             None if session_state is None else SessionCloser(session_state, store, pipeline, suites.sessions)
@@ -406,6 +409,16 @@ class Runtime:
 
     async def close(self) -> None:
         await self.processor.close()
+
+
+def _review_queue(client: Client, store: ResultStore, suites: LoadedConfig) -> ReviewQueue | None:
+    """The review queue, and the review page's store of its items when the suite file keeps any."""
+    if suites.review is None:
+        return None
+    keeper = None
+    if suites.review.keep:
+        keeper = ReviewPageStore(client, store.prefix, suites.review)
+    return ReviewQueue(client, store.keys, suites.review, keeper=keeper)
 
 
 def version_infos(suites: LoadedConfig, names: Collection[str] | None = None) -> list[VersionInfo]:
@@ -459,6 +472,12 @@ async def serve_web(config: WorkerConfig) -> WebServer:
         registry_limits=api.registry_limits(),
         redelivery_ttl_s=settings.redelivery_ttl_s,
         compare_ttl_s=DEFAULT_COMPARE_TTL_S if settings.compare_ttl_s is None else settings.compare_ttl_s,
+        identities=api.identities(),
+        features=[
+            open_review_feature(client, settings, config.suites.review)
+            for on in [review_page_on(api.review_page, config.suites.review, worker=True)]
+            if on
+        ],
     )
     runner = await start_web(web_app, api.web_host, api.web_port)
     log.info("worker web server on http://%s:%d", api.web_host, api.web_port)

@@ -204,6 +204,12 @@ class Settings(BaseSettings, OutputTopics):  # the output topics' settings: stre
         description="Faust's data directory (it keeps nothing there with the memory store); default: <tmp>/streameval-faust/<app id>",
     )
     log_level: str = Field(default="info", description="crit | error | warn | info | debug")
+    public_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^\s]+$",
+        description="the dashboard's address as people reach it (https://evals.example.com): alert "
+        "notifications link to the window and its worst examples there (docs/notify.md)",
+    )
     metrics_max_models: int = Field(
         default=50,
         ge=0,

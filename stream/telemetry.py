@@ -415,3 +415,19 @@ SESSION_CLOSE_DELAY = Histogram(
     "from a session's close deadline to its result's publication",
     buckets=(0.25, 0.5, 1, 2, 3, 5, 10, 30, 60, 300),
 )
+
+#: alert notifications per channel (docs/notify.md); channel names come from the suite file (few)
+NOTIFY_SENT = Counter("streameval_notify_sent", "notifications a channel accepted (2xx)", ["channel"])
+NOTIFY_FAILED = Counter(
+    "streameval_notify_failed", "delivery attempts that failed (error, timeout or not 2xx)", ["channel"]
+)
+NOTIFY_RETRIED = Counter("streameval_notify_retried", "delivery attempts after a failed one", ["channel"])
+NOTIFY_DEAD_LETTERED = Counter(
+    "streameval_notify_dead_lettered", "notifications given up on (dead letters)", ["channel"]
+)
+NOTIFY_LATENCY = Histogram(
+    "streameval_notify_latency_seconds",
+    "one delivery attempt, request to answer",
+    ["channel"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)

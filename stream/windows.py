@@ -44,7 +44,7 @@ from typing import Any, cast
 import orjson
 
 from . import _lua, telemetry
-from .alerts import AlertRule, build_alert, check_alert_windows, fires
+from .alerts import AlertRule, build_alert, check_alert_windows, figures, fires, human_agreement, metric_value
 from .embedding_drift import Drift, EmbeddingDriftConfig, Verdict, WindowSums, unpack_sums, unquantise
 from .errors import ConfigError, ConfigIssue
 from .features.drilldown import example_ids
@@ -61,6 +61,7 @@ from .models import (
     AlertWindow,
     HumanAgreement,
     format_time,
+    parse_time,
 )
 from .outputs import Publish, Send, publish_all
 from .stats import Moments, confidence_interval, histogram_quantile, krippendorff_alpha, moments, pearson
@@ -252,6 +253,7 @@ class WindowCloser:
         live_versions: Mapping[str, str] | None = None,
         labels: LabelStore | None = None,
         embedding_drift: EmbeddingDriftConfig | None = None,
+        resolve_alerts: bool = False,
     ) -> None:
         check_alert_windows(rules, store.windows)
         for name, cfg in (("score_shift", score_shift), ("embedding_drift", embedding_drift)):
@@ -274,6 +276,9 @@ class WindowCloser:
         # (and on figures of the layout before versions); None: on every pair (no versions known)
         self.live_versions = live_versions  # the runtime updates it when a registry change moves a version
         self.rules = tuple(rules)
+        # a rule x pair that fired is resolved by a later window that no longer fires it (:meth:`_resolve`);
+        # on when the suite file has notify: (the notifier sends the resolves)
+        self.resolve_alerts = resolve_alerts
         self.allowed_lateness_s = allowed_lateness_s
         self.lease_ms = int(lease_s * 1000)
         self.worker_id = worker_id or f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -365,6 +370,7 @@ class WindowCloser:
             human = await self.labels.agreement([m for m, _, _ in kept], size, start)
         messages: list[Publish] = []
         firing: list[tuple[AlertRule, Aggregate, float]] = []
+        resolves: list[tuple[str, Publish]] = []  # rules x pairs that fired and no longer do (with notify:)
         for ((model, suite, version), window, all_time), (member, _, _) in zip(data, kept, strict=True):
             agreement = human.get(member)
             aggregate = build_aggregate(
@@ -406,15 +412,83 @@ class WindowCloser:
                 for rule in self.rules
                 if (value := fires(rule, aggregate)) is not None
             ]
+            if self.resolve_alerts:
+                resolves += await self._resolves(aggregate, stamp)
         claims = await self._claim(firing, now)  # alert claims, marked sent once the broker has the alerts
         sending = [(f, claim) for f, claim in zip(firing, claims, strict=True) if claim is not None]
         examples = await self._worst_ids([aggregate for (_, aggregate, _), _ in sending], size, start)
+        fired: dict[str, bytes | None] = {key: None for key, _ in resolves}  # firing state: None forgets it
         for ((rule, aggregate, value), _), worst in zip(sending, examples, strict=True):
             alert = build_alert(rule, aggregate, value, fired_at=stamp, examples=worst)
             messages.append(Publish("alert", alert.id.encode(), alert.model_dump_json().encode()))
-        await publish_all(send, messages)
+            fired[self._firing_key(rule, aggregate)] = messages[-1].value
+        await publish_all(send, [*messages, *(resolve for _, resolve in resolves)])
         await self._mark_sent([claim for _, claim in sending if claim])
+        if self.resolve_alerts:
+            await self._mark_firing(fired)
         return len(data)
+
+    def _firing_key(self, rule: AlertRule, aggregate: Aggregate) -> str:
+        pair = self.store.pair_id(aggregate.model, aggregate.suite, aggregate.suite_version or "")
+        return self.store.keys.alert_firing(pair, rule.name, aggregate.window.size_s)
+
+    async def _resolves(self, aggregate: Aggregate, stamp: str) -> list[tuple[str, Publish]]:
+        """(firing state key, resolve) of each rule that fired on the aggregate's pair and no longer does."""
+        out = []
+        for rule in self.rules:
+            if fires(rule, aggregate) is None:
+                resolve = await self._resolve(rule, aggregate, stamp)
+                if resolve is not None:
+                    out.append((self._firing_key(rule, aggregate), resolve))
+        return out
+
+    async def _resolve(self, rule: AlertRule, aggregate: Aggregate, stamp: str) -> Publish | None:
+        """The resolve of ``rule``'s firing alert on the aggregate's pair when this window (of the rule's size,
+        evaluated, later than the alert's) no longer fires it: the firing alert with ``status: resolved``
+        (same id) and this window's figures. Sent with the window's messages; the firing state is removed
+        only after the broker acknowledged it (a repeat sends the same resolve; the notifier sends it once)."""
+        if aggregate.window.size_s != rule.window or not rule.applies(aggregate.model, aggregate.suite):
+            return None
+        value = (
+            human_agreement(aggregate, rule.min_labels)
+            if rule.metric == "human_agreement"
+            else metric_value(rule.metric, aggregate)
+        )
+        if aggregate.count < rule.min_count or value is None:  # not evaluated: neither fires nor resolves
+            return None
+        raw = await guard(self.store.client.get(self._firing_key(rule, aggregate)))
+        if raw is None:
+            return None
+        alert = Alert.model_validate_json(raw)
+        if parse_time(aggregate.window.start) <= parse_time(alert.window.start):
+            return None  # an earlier window closed late: the rule's later firing stands
+        resolved = alert.model_copy(
+            update={
+                "status": "resolved",
+                "value": value,
+                "count": aggregate.count,
+                "window": aggregate.window,
+                "fired_at": stamp,
+                "figures": figures(aggregate),
+                "examples": [],
+                "message": f"resolved: {rule.metric} {value:.4g} no longer {rule.comparator} {rule.threshold:g} "
+                f"for {aggregate.model} / {aggregate.suite} in the {rule.window}s window from "
+                f"{aggregate.window.start} ({aggregate.count} events)",
+            }
+        )
+        return Publish("alert", resolved.id.encode(), resolved.model_dump_json().encode())
+
+    async def _mark_firing(self, firing: Mapping[str, bytes | None]) -> None:
+        """After the broker acknowledged them: remember each rule x pair's firing alert, forget resolved ones."""
+        if not firing:
+            return
+        async with self.store.client.pipeline(transaction=False) as pipe:
+            for key, value in firing.items():
+                if value is None:
+                    pipe.delete(key)
+                else:
+                    pipe.set(key, value, ex=self.store.window_ttl_s)
+            await guard(pipe.execute())
 
     async def _stamp(self, size: int, start: int, now: float) -> str:
         """The window's publication time: this try's, or the first try's when an earlier one was cut short

@@ -19,8 +19,10 @@ from ._errors import Forbidden, Unauthorized
 
 __all__ = [
     "HEADERS",
+    "IDENTITIES_KEY",
     "READY_DETAILS_KEY",
     "Access",
+    "Identities",
     "add_security_headers",
     "authorize",
     "details_allowed",
@@ -67,6 +69,44 @@ def needs_token(request: web.Request, access: Access) -> bool:
     if path == "/metrics":
         return access.metrics
     return False
+
+
+@dataclass(frozen=True)
+class Identities:
+    """Named tokens: who sends a request (the review page's annotator is the name of the token it carries).
+
+    ``STREAMEVAL_API_TOKEN`` is named ``STREAMEVAL_API_TOKEN_NAME``; the reviewers' tokens (one per person,
+    good for the review endpoints only) come from ``STREAMEVAL_REVIEW_TOKENS_FILE``."""
+
+    tokens: tuple[tuple[str, str], ...] = ()  #: (name, token)
+
+    def name_of(self, request: web.Request) -> str | None:
+        """The name of the request's bearer token; every token is compared (constant time each)."""
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        try:
+            given_bytes = given.strip().encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+        found = None
+        for name, token in self.tokens:
+            if hmac.compare_digest(given_bytes, token.encode("utf-8")) and found is None:
+                found = name
+        return found if scheme.lower() == "bearer" else None
+
+    def require(self, request: web.Request) -> str:
+        """The request's name, or :class:`Forbidden` (no named token configured) / :class:`Unauthorized`."""
+        if not self.tokens:
+            raise Forbidden(
+                "the review endpoints need named tokens: STREAMEVAL_API_TOKEN or STREAMEVAL_REVIEW_TOKENS_FILE"
+            )
+        name = self.name_of(request)
+        if name is None:
+            raise Unauthorized("a valid 'Authorization: Bearer <token>' header is required: it names you")
+        return name
+
+
+#: the app's :class:`Identities`
+IDENTITIES_KEY: web.AppKey[Identities] = web.AppKey("identities", Identities)
 
 
 def token_given(request: web.Request, token: str | None) -> bool:

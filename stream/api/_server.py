@@ -11,6 +11,8 @@ import asyncio
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -27,8 +29,10 @@ from . import _evaluators, _ops, _pages, _stats
 from ._errors import ApiError, Unauthorized, Unavailable
 from ._openapi import openapi_document
 from ._security import (
+    IDENTITIES_KEY,
     READY_DETAILS_KEY,
     Access,
+    Identities,
     add_security_headers,
     authorize,
     details_allowed,
@@ -36,7 +40,7 @@ from ._security import (
 )
 from ._settings import ApiSettings
 
-__all__ = ["DEFAULT_API_PORT", "create_web_app", "serve_api", "start_web"]
+__all__ = ["DEFAULT_API_PORT", "WebFeature", "create_web_app", "serve_api", "start_web"]
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +62,8 @@ async def _errors_and_auth(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
     try:
-        if needs_token(request, request.app[_ACCESS_KEY]):
+        own = request.path.startswith(request.app[_OWN_AUTH_KEY])  # a feature's routes name their caller
+        if not own and needs_token(request, request.app[_ACCESS_KEY]):
             authorize(request, request.app[_TOKEN_KEY])
         return await handler(request)
     except Unauthorized as exc:
@@ -80,7 +85,27 @@ async def _errors_and_auth(
 
 
 async def _openapi(request: web.Request) -> web.Response:
-    return web.json_response(openapi_document())
+    doc = openapi_document()
+    for feature in request.app[_FEATURES_KEY]:
+        doc["paths"].update(feature.openapi_paths)
+    return web.json_response(doc)
+
+
+@dataclass(frozen=True)
+class WebFeature:
+    """A feature's part of the web app (built by the composition root only when the feature is on): its
+    routes, the path prefix whose requests its handlers authorize themselves (by
+    :class:`~streameval.api._security.Identities`), its OpenAPI paths and what to close with the app."""
+
+    routes: Sequence[web.AbstractRouteDef]
+    own_auth_prefix: str
+    openapi_paths: dict[str, Any] = field(default_factory=dict)
+    cleanup: Callable[[], Awaitable[None]] | None = None
+    state: dict[Any, Any] = field(default_factory=dict)  #: app keys its handlers read
+
+
+_FEATURES_KEY: web.AppKey[tuple[WebFeature, ...]] = web.AppKey("features", tuple)
+_OWN_AUTH_KEY: web.AppKey[tuple[str, ...]] = web.AppKey("own_auth", tuple)
 
 
 def create_web_app(
@@ -95,10 +120,12 @@ def create_web_app(
     registry_limits: RegistryLimits | None = None,
     redelivery_ttl_s: int = 3600,
     compare_ttl_s: int = 3 * 86400,
+    identities: Identities | None = None,
+    features: Sequence[WebFeature] = (),
 ) -> web.Application:
     """The whole HTTP surface on ``client`` (keys under ``prefix``); ``checks`` feed ``/ready``;
     ``windows`` are the configured window sizes the dashboard may ask for; ``access`` says which
-    reads need ``token`` too (writes always do)."""
+    reads need ``token`` too (writes always do); ``identities`` name the tokens; ``features`` add routes."""
     app = web.Application(middlewares=[_errors_and_auth], client_max_size=_evaluators.MAX_BODY)
     app.on_response_prepare.append(add_security_headers)
     app[_TOKEN_KEY] = token
@@ -110,15 +137,29 @@ def create_web_app(
     app[_stats.STATS_KEY] = _stats.StatsConfig(
         client, prefix, tuple(windows), redelivery_ttl_s, compare_ttl_s
     )
+    app[IDENTITIES_KEY] = identities or Identities()
+    app[_FEATURES_KEY] = tuple(features)
+    app[_OWN_AUTH_KEY] = tuple(f.own_auth_prefix for f in features)
     app.add_routes(
         [
             *_ops.routes(),
             web.get("/api/v1/openapi.json", _openapi),
             *_evaluators.routes(),
             *_stats.routes(),
+            *(route for feature in features for route in feature.routes),
             *_pages.routes(),
         ]
     )
+    for feature in features:
+        for key, value in feature.state.items():
+            app[key] = value
+        if feature.cleanup is not None:
+            done = feature.cleanup
+
+            async def close(app: web.Application, done: Callable[[], Awaitable[None]] = done) -> None:
+                await done()
+
+            app.on_cleanup.append(close)
     return app
 
 
@@ -130,8 +171,15 @@ async def start_web(app: web.Application, host: str, port: int) -> web.AppRunner
     return runner
 
 
-async def serve_api(settings: Settings, api: ApiSettings, *, host: str, port: int) -> None:
-    """``streameval api``: serve until SIGTERM/SIGINT."""
+async def serve_api(
+    settings: Settings,
+    api: ApiSettings,
+    *,
+    host: str,
+    port: int,
+    features: Callable[[keyspace.Client], Sequence[WebFeature]] | None = None,
+) -> None:
+    """``streameval api``: serve until SIGTERM/SIGINT; ``features`` builds the optional parts on the client."""
     assert settings.redis_url is not None
     client = keyspace.connect(
         settings.redis_url, max_connections=16, **redis_options(settings)
@@ -147,6 +195,8 @@ async def serve_api(settings: Settings, api: ApiSettings, *, host: str, port: in
         registry_limits=api.registry_limits(),
         redelivery_ttl_s=settings.redelivery_ttl_s,
         compare_ttl_s=DEFAULT_COMPARE_TTL_S if settings.compare_ttl_s is None else settings.compare_ttl_s,
+        identities=api.identities(),
+        features=features(client) if features is not None else (),
     )
     runner = await start_web(app, host, port)
     log.warning(

@@ -6,15 +6,34 @@ in docs/api.md (a test checks every field is).
 
 from __future__ import annotations
 
+import re
+
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ..errors import ConfigError, ConfigIssue
 from ..registry import DEFAULT_MAX_CODE_BYTES, DEFAULT_MAX_EVALUATORS, RegistryLimits
 from ..secrets import check_secret_file, read_secret
-from ._security import Access
+from ._security import Access, Identities
 
-__all__ = ["ApiSettings", "load_api_settings"]
+__all__ = ["NAME_PATTERN", "ApiSettings", "load_api_settings"]
+
+#: a person's name in STREAMEVAL_REVIEW_TOKENS_FILE (and STREAMEVAL_API_TOKEN_NAME): the annotator of labels
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$"
+
+
+def _review_tokens(path: str | None) -> list[tuple[str, str, int]]:
+    """``(name, token, line)`` of each line ``name:token`` of the file (blank lines and ``#`` comments left out)."""
+    if path is None:
+        return []
+    out = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            text = line.strip()
+            if text and not text.startswith("#"):
+                name, _, token = text.partition(":")
+                out.append((name.strip(), token.strip(), number))
+    return out
 
 
 class ApiSettings(BaseSettings):
@@ -78,10 +97,31 @@ class ApiSettings(BaseSettings):
         default=False, description="require the token for /metrics (Prometheus: bearer token)"
     )
 
-    @field_validator("api_token_file")
+    api_token_name: str = Field(
+        default="api",
+        pattern=NAME_PATTERN,
+        description="who STREAMEVAL_API_TOKEN is: the annotator of labels sent from the review page with it",
+    )
+    review_tokens_file: str | None = Field(
+        default=None,
+        description="the review page's people: one `name:token` a line; each token may use the review "
+        "endpoints only, and its name is the annotator of the labels sent with it",
+    )
+    review_page: bool | None = Field(
+        default=None,
+        description="serve the review page (/review) and its API; unset: a worker does when its suite file "
+        "keeps review items (review.keep), `streameval api` does not",
+    )
+
+    @field_validator("api_token_file", "review_tokens_file")
     @classmethod
     def _readable(cls, value: str | None) -> str | None:
         return check_secret_file(value)
+
+    def identities(self) -> Identities:
+        """The named tokens (checked by :func:`load_api_settings`)."""
+        named = [] if self.token() is None else [(self.api_token_name, self.token() or "")]
+        return Identities(tuple(named + [(n, t) for n, t, _ in _review_tokens(self.review_tokens_file)]))
 
     def token(self) -> str | None:
         """The API token from its file or variable, trailing newline stripped; None when unset."""
@@ -128,6 +168,7 @@ def load_api_settings(**overrides: object) -> ApiSettings:
                 ),
             )
         )
+    issues += _review_token_issues(api, token)
     if (api.api_read_auth or api.api_health_auth or api.api_metrics_auth) and token is None:
         issues.append(
             ConfigIssue(
@@ -139,3 +180,29 @@ def load_api_settings(**overrides: object) -> ApiSettings:
     if issues:
         raise ConfigError(issues)
     return api
+
+
+def _review_token_issues(api: ApiSettings, token: str | None) -> list[ConfigIssue]:
+    """Each bad line of STREAMEVAL_REVIEW_TOKENS_FILE: a name that is not one, a short or repeated token."""
+    issues = []
+    names = {api.api_token_name} if token is not None else set()
+    tokens = {token} if token is not None else set()
+    for name, value, number in _review_tokens(api.review_tokens_file):
+        where = f"STREAMEVAL_REVIEW_TOKENS_FILE line {number}"
+        problem = None
+        if not re.match(NAME_PATTERN, name):
+            problem = f"{name!r} is not a name (letters, digits, . _ @ -; at most 128) before ':'"
+        elif len(value) < api.api_token_min_length:
+            problem = (
+                f"the token of {name!r} has {len(value)} characters; at least {api.api_token_min_length} "
+                "are required (STREAMEVAL_API_TOKEN_MIN_LENGTH)"
+            )
+        elif name in names:
+            problem = f"{name!r} is named twice (or is STREAMEVAL_API_TOKEN_NAME)"
+        elif value in tokens:
+            problem = f"the token of {name!r} is another name's token too"
+        if problem:
+            issues.append(ConfigIssue(file=api.review_tokens_file or "", path=where, message=problem))
+        names.add(name)
+        tokens.add(value)
+    return issues

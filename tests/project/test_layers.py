@@ -83,13 +83,15 @@ FLOORS: dict[str, int] = {
     "registry": COMPONENTS,
     "summary": COMPONENTS,
     "review": COMPONENTS,
-    "features": COMPONENTS,  # the features' folders (streameval.feature's protocol; the components they use)
-    "features.*": COMPONENTS,
+    "features": VOCABULARY,  # the folder of optional features (nothing in it imports anything)
+    "features.review_page.*": COMPONENTS,  # the review page's queue in Redis, its documents and export
+    "features.*": COMPONENTS,  # the per-event features: their recorders (streameval.feature) and logic
     # 4. configuration: the environment's settings and the suite file
     "settings": CONFIGURATION,
     "config": CONFIGURATION,
     "features.setup": CONFIGURATION,  # which features run, from the settings and the suite file
     "migrate": COMPONENTS,  # one-time moves of Redis state an earlier version wrote
+    "features.notify._config": CONFIGURATION,  # the suite file's notify: channels (config reads them)
     # 5. engine
     "pipeline": ENGINE,
     "result_build": ENGINE,  # an evaluator's result and the graded result, built fast
@@ -106,10 +108,12 @@ FLOORS: dict[str, int] = {
     "compare_offline": COMPOSITION,
     "backfill": COMPOSITION,
     "api.*": COMPOSITION,
+    "features.review_page.web": COMPOSITION,  # the review page's routes and its feedback producer
     "_cliargs": COMPOSITION,
     "demo": COMPOSITION,
     "up": COMPOSITION,
     "judges.sim": COMPOSITION,  # a program: the scripted judge server
+    "features.notify.*": COMPOSITION,  # alert delivery: built by the composition root when the suite file asks for it
     "": COMPOSITION,  # the package root re-exports the public API from every floor
     # 8. the Faust wiring, and the command line that starts it (``streameval worker``) among the rest
     "agents.*": AGENTS,

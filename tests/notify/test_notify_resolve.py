@@ -1,0 +1,134 @@
+"""The window closer resolves a rule x pair that fired once a later window no longer fires it (real Redis)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+import pytest
+import redis.asyncio as aioredis
+from jsonschema import Draft202012Validator
+
+from streameval import schemas
+from streameval.alerts import AlertRule
+from streameval.config import parse_config
+from streameval.models import Alert, GradedResult, format_time
+from streameval.outputs import Publish
+from streameval.pipeline import Pipeline
+from streameval.store import ResultStore
+from streameval.windows import WindowCloser
+
+SUITES = {"suites": [{"name": "qa", "default": True, "evaluators": [{"evaluator": "exact_match"}]}]}
+T0 = 1_800_000_000  # a window boundary for 10 s windows
+SIZE = 10
+LATENESS = 3.0
+
+
+async def result(event_id: str, output: str, at: float) -> GradedResult:
+    _, suites = parse_config(SUITES)
+    raw = orjson.dumps(
+        {"id": event_id, "model": "m1", "output": output, "expected": "Paris", "timestamp": format_time(at)}
+    )
+    outcome = await Pipeline(suites).process(raw)
+    assert outcome.result is not None
+    return outcome.result
+
+
+async def record(store: ResultStore, *results: GradedResult) -> None:
+    await store.record_many([(r, r.model_dump_json().encode(), None) for r in results])
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def redis(self) -> float:
+        return self.now
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.messages: list[tuple[str, bytes]] = []
+
+    async def __call__(self, message: Publish) -> None:
+        await asyncio.sleep(0)  # let the other closer run in between, as a real send would
+        self.messages.append((message.kind, message.value))
+
+    def alerts(self) -> list[Alert]:
+        return [Alert.model_validate_json(v) for k, v in self.messages if k == "alert"]
+
+    def check_contracts(self) -> None:
+        validator = Draft202012Validator(schemas.load("alert"))
+        for kind, value in self.messages:
+            if kind == "alert":
+                assert not [e.message for e in validator.iter_errors(orjson.loads(value))]
+
+
+RULE = AlertRule(
+    name="low-mean", metric="mean_score", comparator="<", threshold=0.6, window=SIZE, min_count=2
+)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock(T0 + 1)
+
+
+@pytest.fixture
+def store(aredis: aioredis.Redis, prefix: str, clock: Clock) -> ResultStore:
+    return ResultStore(aredis, prefix=prefix, windows=(SIZE,), allowed_lateness_s=LATENESS, clock=clock)
+
+
+async def close_windows(
+    store: ResultStore, clock: Clock, outputs: list[str], *, resolve: bool = True
+) -> Sink:
+    """One window per entry of ``outputs`` ("bad": mean 0.5, "good": mean 1, "few": one event), closed by two
+    racing closers."""
+    sink = Sink()
+    closers = [
+        WindowCloser(
+            store,
+            [RULE],
+            allowed_lateness_s=LATENESS,
+            worker_id=f"w{i}",
+            clock=clock.redis,
+            resolve_alerts=resolve,
+        )
+        for i in range(2)
+    ]
+    for w, kind in enumerate(outputs):
+        start = T0 + w * SIZE
+        clock.now = start + 1
+        second = "Rome" if kind == "bad" else "Paris"
+        events = [await result(f"a{w}", "Paris", start + 1)]
+        if kind != "few":
+            events.append(await result(f"b{w}", second, start + 2))
+        await record(store, *events)
+        clock.now = start + SIZE + LATENESS
+        await asyncio.gather(*(c.run_once(sink) for c in closers))
+    return sink
+
+
+async def test_a_later_window_that_no_longer_fires_resolves_once(store: ResultStore, clock: Clock) -> None:
+    sink = await close_windows(store, clock, ["bad", "bad", "few", "good", "good", "bad", "good"])
+    statuses = [(a.status, a.window.start[-9:-5]) for a in sink.alerts()]
+    # fires in windows 0, 1, 5; "few" (under min_count) is not evaluated; resolves in 3 and 6, once each
+    assert [s for s, _ in statuses] == ["firing", "firing", "resolved", "firing", "resolved"]
+    alerts = sink.alerts()
+    first_resolve = alerts[2]
+    assert first_resolve.id == alerts[1].id  # the resolve carries the id of the alert it ends
+    assert first_resolve.window.start == alerts[1].window.start.replace(":10.", ":30.")  # window 3
+    assert first_resolve.value == 1.0 and first_resolve.message.startswith("resolved: mean_score 1")
+    assert alerts[4].id == alerts[3].id
+    sink.check_contracts()  # the resolve is a valid alert v1 (status is optional, backward compatible)
+
+
+async def test_without_notify_nothing_is_resolved_nor_kept(
+    store: ResultStore, clock: Clock, aredis: aioredis.Redis, prefix: str
+) -> None:
+    sink = await close_windows(store, clock, ["bad", "good"], resolve=False)
+    assert [a.status for a in sink.alerts()] == ["firing"]
+    assert [k async for k in aredis.scan_iter(match=f"{prefix}*firing*")] == []
