@@ -36,7 +36,7 @@ def run_worker(settings: Settings) -> None:
 
     lifeline = Lifeline(settings.shutdown_grace_s)
     app = create_app(
-        settings,
+        config.settings,  # with the label join resolved from the suite file
         lambda: Runtime.build(config),
         close_interval_s=config.suites.windowing.close_interval_s,
         input_topics=config.input_topics,

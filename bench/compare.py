@@ -6,7 +6,7 @@ On a fresh ``redis-server`` (free loopback port, no persistence) this records ``
 model × suite under two versions (the demo's ``qa`` suite and a softer candidate, over the demo events
 with fresh ids), as the worker does (``ResultStore.record_many``), then answers
 ``GET /api/v1/stats/compare`` the way the API does: the two versions' compact strings read back
-(``streameval.store.compact_scores``) and compared (``streameval.compare.compare``). Printed: the compact
+(``streameval.features.compare.compact_scores``) and compared (``streameval.features.compare.compare``). Printed: the compact
 records' bytes per event (``MEMORY USAGE`` of the ``sc`` strings ÷ events), the query's wall and CPU
 time (read + parse, and the statistics) over five runs, and, as the baseline of the same run, reading one
 version's all-time hash (what the dashboard's pairs page costs per pair). Nothing is asserted.
@@ -48,11 +48,11 @@ async def run(events: int, batch: int, port: int) -> None:
     import orjson
     import redis.asyncio as aioredis
 
-    from streameval.compare import compare
     from streameval.config import parse_config_text
+    from streameval.features.compare import CompactScoresRecorder, compact_scores, compare
     from streameval.keyspace import Keys
     from streameval.pipeline import Pipeline, Source
-    from streameval.store import ResultStore, compact_scores
+    from streameval.store import ResultStore
 
     lines = []
     for raw in (ROOT / "examples" / "events.jsonl").read_bytes().splitlines():
@@ -63,7 +63,9 @@ async def run(events: int, batch: int, port: int) -> None:
         if isinstance(doc, dict) and isinstance(doc.get("id"), str) and isinstance(doc.get("output"), str):
             lines.append(doc)
     client = aioredis.Redis(port=port)
-    store = ResultStore(client, prefix="bench:", windows=(60, 3600))
+    store = ResultStore(
+        client, prefix="bench:", windows=(60, 3600), recorders=[CompactScoresRecorder(3 * 86400)]
+    )
     versions = []
     for text in (A, B):
         _, suites = parse_config_text(textwrap.dedent(text))
@@ -106,9 +108,7 @@ async def run(events: int, batch: int, port: int) -> None:
     for _ in range(5):
         wall, cpu = time.perf_counter(), time.process_time()
         loaded = [
-            await compact_scores(
-                client, keys, keys.pair_id("m", "qa", v), ttl_s=store.compare_ttl_s, now=time.time()
-            )
+            await compact_scores(client, keys, keys.pair_id("m", "qa", v), ttl_s=3 * 86400, now=time.time())
             for v in versions
         ]
         mid = time.process_time()

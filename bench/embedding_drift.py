@@ -36,6 +36,7 @@ import yaml  # noqa: E402
 from streameval.config import parse_config_text  # noqa: E402
 from streameval.embedded import EmbeddedRedis  # noqa: E402
 from streameval.envelope import Outcome  # noqa: E402
+from streameval.features.embedding_drift import DriftRecorder  # noqa: E402
 from streameval.models import format_time  # noqa: E402
 from streameval.pipeline import Pipeline, Source  # noqa: E402
 from streameval.store import ResultStore  # noqa: E402
@@ -91,8 +92,13 @@ async def _record(
     client = aioredis.Redis.from_url(url)
     try:
         await client.flushall()
-        store = ResultStore(client, prefix="bench:", windows=(60, 300, 3600), clock=lambda: T0 + 30.0)
-        store.embedding_drift = drift
+        store = ResultStore(
+            client,
+            prefix="bench:",
+            windows=(60, 300, 3600),
+            clock=lambda: T0 + 30.0,
+            recorders=[DriftRecorder(drift)],
+        )
         batches = events = 0
         worker = 0.0
         cpu0 = await _redis_cpu(client)
@@ -120,8 +126,9 @@ async def _bytes(url: str, outcomes: list[list[Outcome]], drift: Any) -> int:
     client = aioredis.Redis.from_url(url)
     try:
         await client.flushall()
-        store = ResultStore(client, prefix="bytes:", windows=(60,), clock=lambda: T0 + 30.0)
-        store.embedding_drift = drift
+        store = ResultStore(
+            client, prefix="bytes:", windows=(60,), clock=lambda: T0 + 30.0, recorders=[DriftRecorder(drift)]
+        )
         for batch in outcomes:
             items = [
                 (o.result, o.result.model_dump_json().encode(), o.counters, b"", o.drift)
@@ -149,8 +156,9 @@ async def _fold(
     try:
         await client.flushall()
         clock = [T0 + 1.0]
-        store = ResultStore(client, prefix="fold:", windows=(60,), clock=lambda: clock[0])
-        store.embedding_drift = drift
+        store = ResultStore(
+            client, prefix="fold:", windows=(60,), clock=lambda: clock[0], recorders=[DriftRecorder(drift)]
+        )
         flat = [o for batch in outcomes for o in batch]
         for w in range(windows):
             clock[0] = T0 + 60 * w + 1

@@ -5,7 +5,7 @@
 Two fresh ``redis-server`` processes (free loopback ports, no persistence; bench/redis_cost.py starts
 them): the same synthetic judged results (3 judges, the panel and one rule evaluator, one model × suite,
 windows 60 and 3600 s) are recorded in batches as the worker does (``ResultStore.record_many``), once
-with the verdicts kept for the join (``store.verdicts``: this checkout's default) and once without (the
+with the verdicts kept for the join (a ``VerdictRecorder``: on when labels are configured) and once without (the
 baseline, same run). Then labels of random recorded events are joined in batches (``LabelStore.join``).
 Printed, from ``INFO`` before and after each phase:
 
@@ -98,16 +98,16 @@ async def _side(port: int, results: list[Any], args: argparse.Namespace, keep: b
     import redis
     import redis.asyncio as aioredis
 
-    from streameval.labels import Label, LabelStore
+    from streameval.features.labels import Label, LabelStore, VerdictRecorder
+    from streameval.keyspace import Keys
     from streameval.models import Feedback
     from streameval.store import ResultStore
 
     sync = redis.Redis(port=port)
     client = aioredis.Redis(port=port)
-    store = ResultStore(client, prefix="bench:", windows=(60, 3600))
-    labels = LabelStore(client, store.keys, buckets=args.buckets, windows=(60, 3600))
-    if keep:
-        store.verdicts = labels
+    labels = LabelStore(client, Keys("bench:"), buckets=args.buckets, windows=(60, 3600))
+    recorders = [VerdictRecorder(labels)] if keep else []
+    store = ResultStore(client, prefix="bench:", windows=(60, 3600), recorders=recorders)
     items = [(r, r.model_dump_json().encode(), None) for r in results]
     before, cpu0 = _info(sync), time.process_time()
     for k in range(0, len(items), args.batch):

@@ -4,7 +4,7 @@
 
 Runs its own ``redis-server`` (free loopback port, no persistence), evaluates the demo suites
 (examples/suites.yaml) over examples/events.jsonl as bench/redis_cost.py does (windows 60 and 3600 s),
-then records them in batches with a copy of the record script (streameval._lua.RECORD) and of the
+then records them in batches with a copy of the record script (streameval._lua.record_script) and of the
 index script that read the Redis clock (``TIME``, µs resolution) at the start of each step and add the
 time spent since the last reading to a hash. Printed, per event: each step's time, their sum, the
 scripts' own time from ``INFO commandstats`` (which includes the invocation: arguments and set-up),
@@ -33,9 +33,9 @@ STEPS = [
     ("-- writes: the marks", "target windows: Redis clock, closed marks"),
     ("local pttl = tonumber(ARGV[9])", "marks: HSET the buckets"),
     ("-- add increments", "result pointers: HSET id -> pointer"),
-    ("local xa = #ARGV", "aggregates: three packed hashes (HGET, unpack, add, pack, HSET)"),
+    ("-- feature blocks", "aggregates: three packed hashes (HGET, unpack, add, pack, HSET)"),
 ]
-_LAST = "drill-down examples: ZADD, trim, TTL"
+_LAST = "feature blocks (the drill-down examples: ZADD, trim, TTL)"
 _PROBE = """local __t = redis.call('TIME')
 local __last = __t[1] * 1000000 + __t[2]
 local function __step(name)
@@ -68,6 +68,7 @@ async def _run(args: argparse.Namespace, port: int) -> None:
 
     from streameval import _lua
     from streameval.config import load_config
+    from streameval.features.drilldown import ExamplesRecorder
     from streameval.pipeline import Pipeline
     from streameval.store import ResultStore
 
@@ -79,14 +80,18 @@ async def _run(args: argparse.Namespace, port: int) -> None:
         assert outcome.result is not None, outcome.dead_letter
         items.append((outcome.result, outcome.result.model_dump_json().encode(), outcome.counters, raw))
     sync = redis.Redis(port=port)
-    record, index = _lua.RECORD, _lua.INDEX
-    _lua.RECORD, _lua.INDEX = instrumented(record, index)
+    compose, index = _lua.record_script, _lua.INDEX
+    _lua.record_script = lambda blocks=(): instrumented(compose(blocks), index)[0]  # type: ignore[assignment]
+    _lua.INDEX = instrumented(compose(), index)[1]
     try:  # the store registers its scripts when it is built
         store = ResultStore(
-            aioredis.Redis(port=port), prefix="bench:", windows=WINDOWS, examples=args.examples
+            aioredis.Redis(port=port),
+            prefix="bench:",
+            windows=WINDOWS,
+            recorders=[ExamplesRecorder(args.examples)] if args.examples else [],
         )
     finally:
-        _lua.RECORD, _lua.INDEX = record, index
+        _lua.record_script, _lua.INDEX = compose, index  # type: ignore[assignment]
     await store.record_many([(items[0][0].model_copy(update={"id": "warm-up"}), b"x", None)])
     sync.delete("__sections")
     sync.config_resetstat()

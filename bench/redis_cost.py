@@ -19,6 +19,10 @@ worker does (``ResultStore.record_many``). Figures, from ``INFO`` before and aft
   the whole ``STREAMEVAL_SEEN_TTL_S``), and the idempotency marks' share (``MEMORY USAGE``);
 * worker CPU µs per event spent recording (``time.process_time``).
 
+``--worker`` builds the store on both sides as the worker's composition root does for the demo suites with
+default settings (the features on when configured; the label join's verdicts included), ``--features`` also
+measures this checkout with each per-event feature turned on alone (its setting) and prints its extra cost.
+
 ``BENCH_STORE_KW`` (JSON) passes options to this checkout's ``ResultStore``, e.g. ``{"examples": 0}``
 to measure without the drill-down examples (with ``--no-baseline`` when the baseline lacks the option).
 
@@ -41,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
 import json
 import os
 import shutil
@@ -147,15 +152,23 @@ async def _measure(
         items.append((outcome.result, outcome.result.model_dump_json().encode(), outcome.counters, raw))
     client = aioredis.Redis(port=port)
     sync = redis.Redis(port=port)
-    store = ResultStore(
-        client, prefix="bench:", windows=WINDOWS, **json.loads(os.environ.get("BENCH_STORE_KW", "{}"))
-    )
+    if os.environ.get("BENCH_WORKER"):  # the store as the worker's composition root builds it
+        store = _worker_store(client, suites, json.loads(os.environ["BENCH_WORKER"]))
+    else:
+        store = ResultStore(
+            client, prefix="bench:", windows=WINDOWS, **json.loads(os.environ.get("BENCH_STORE_KW", "{}"))
+        )
     new_api = hasattr(store, "keys")
     await store.record_many(
         [(items[0][0].model_copy(update={"id": "warm-up"}), b"x", None)]
     )  # load the scripts
     sync.config_resetstat()
     before = _info(sync)
+    callgrind = os.environ.get("BENCH_CALLGRIND")
+    if callgrind:  # count the server's instructions while the batches are recorded, and only then
+        subprocess.run(
+            ["callgrind_control", "-i", "on", os.environ["BENCH_REDIS_PID"]], check=True, capture_output=True
+        )
     cpu0, wall0 = time.process_time(), time.perf_counter()
     for i in range(0, len(items), batch):
         chunk = [c if new_api else c[:3] for c in items[i : i + batch]]
@@ -166,6 +179,13 @@ async def _measure(
         else:
             await store.record_many(chunk)  # type: ignore[misc]
     worker_cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    instructions = 0.0
+    if callgrind:
+        pid = os.environ["BENCH_REDIS_PID"]
+        subprocess.run(["callgrind_control", "-i", "off", pid], check=True, capture_output=True)
+        subprocess.run(["callgrind_control", "-d", pid], check=True, capture_output=True)
+
+        instructions = _callgrind_total(callgrind)
     after = _info(sync)
     marks = 0
     if new_api:  # the results' TTL has passed: drop them as Redis would, then weigh the marks
@@ -192,8 +212,62 @@ async def _measure(
         "mark_bytes": marks / n,
         "worker_cpu_us": worker_cpu * 1e6 / n,
         "record_rate": n / wall,
+        "instructions": instructions / n,
         "by_command": {name: (calls / n, usec / n) for name, (calls, usec) in after["by_command"].items()},
     }
+
+
+def _callgrind_total(directory: str) -> float:
+    """The instructions of every callgrind dump of the server (the one of the recording, with instrumentation
+    off before and after it): the sum of their ``totals:`` lines (their ``summary:`` may say 0)."""
+    deadline = time.monotonic() + 60
+    while True:
+        totals = []
+        for path in Path(directory).glob("callgrind.out.*"):
+            for line in path.read_text(errors="replace").splitlines():
+                if line.startswith("totals:"):
+                    totals.append(float(line.split()[1]))
+                    break
+        if totals or time.monotonic() > deadline:
+            return sum(totals)
+        time.sleep(0.2)
+
+
+def _worker_store(client: Any, suites: Any, overrides: dict[str, Any]) -> Any:
+    """The store a worker builds for the demo suites with default settings plus ``overrides`` (e.g.
+    ``{"examples": 20}``), features included: by ``streameval.runtime.open_store`` and the recorders of the
+    features on (this checkout), or as the versions before them did (the label join's verdicts set after)."""
+    from streameval import runtime
+    from streameval.keyspace import Keys
+    from streameval.settings import Settings
+
+    settings = Settings(redis_prefix="bench:", windows=WINDOWS, **overrides)
+    lateness = suites.windowing.allowed_lateness_s
+    if "suites" not in inspect.signature(runtime.open_store).parameters:  # before the features were plug-ins
+        from streameval.labels import LabelStore  # type: ignore[import-not-found]
+
+        store = runtime.open_store(client, settings, allowed_lateness_s=lateness)
+        if settings.label_join_ttl_s:
+            store.verdicts = LabelStore(
+                client, store.keys, join_ttl_s=settings.label_join_ttl_s, windows=WINDOWS, clock=store.now
+            )
+        return store
+    from streameval.features.labels import LabelStore
+    from streameval.features.setup import enabled
+
+    on = enabled(settings, suites)
+    labels = None
+    if on.label_join_ttl_s:
+        labels = LabelStore(client, Keys("bench:"), join_ttl_s=on.label_join_ttl_s, windows=WINDOWS)
+    return runtime.open_store(client, settings, allowed_lateness_s=lateness, suites=suites, labels=labels)
+
+
+#: the per-event features measured one at a time by --features (settings that turn each on alone)
+FEATURES = {
+    "drill-down examples": {"examples": 20},
+    "compact scores (comparison)": {"compare_ttl_s": 3 * 86400},
+    "label-join verdicts": {"label_join_ttl_s": 7 * 86400},
+}
 
 
 async def _evaluated(events: int) -> list[Any]:
@@ -412,7 +486,19 @@ def _child(args: argparse.Namespace) -> None:
             shutil.rmtree(directory, ignore_errors=True)
         return
     directory = tempfile.mkdtemp(prefix="redis-cost-")
-    port, proc = _start_node(directory)
+    wrapper: list[str] = []
+    if os.environ.get("BENCH_CALLGRIND"):
+        os.environ["BENCH_CALLGRIND"] = (
+            directory  # the server under callgrind, instrumentation off until recording
+        )
+        wrapper = [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            f"--callgrind-out-file={directory}/callgrind.out.%p",
+        ]
+    port, proc = _start_node(directory, wrapper=wrapper, timeout_s=120 if wrapper else 10)
+    os.environ["BENCH_REDIS_PID"] = str(proc.pid)
     try:
         if args.marks:
             print(json.dumps(asyncio.run(_measure_marks(args.marks, port))))
@@ -424,7 +510,13 @@ def _child(args: argparse.Namespace) -> None:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _run(label: str, args: argparse.Namespace, code: Path | None, split: float = 0.0) -> dict[str, float]:
+def _run(
+    label: str,
+    args: argparse.Namespace,
+    code: Path | None,
+    split: float = 0.0,
+    worker: dict[str, Any] | None = None,
+) -> dict[str, float]:
     cmd = (
         [
             sys.executable,
@@ -446,9 +538,12 @@ def _run(label: str, args: argparse.Namespace, code: Path | None, split: float =
     )
     if code is not None:
         cmd += ["--code", str(code)]
-    out = subprocess.run(
-        cmd, check=True, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"}
-    )
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    if worker is not None or args.worker:
+        env["BENCH_WORKER"] = json.dumps(worker if worker is not None else json.loads(args.settings))
+    if args.callgrind:
+        env["BENCH_CALLGRIND"] = "1"
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
     figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     if "counted" in figures:
         print(
@@ -469,6 +564,10 @@ def _run(label: str, args: argparse.Namespace, code: Path | None, split: float =
         f"{figures['bytes_after_horizon']:6.0f} B/event after the redelivery horizon (marks {figures['mark_bytes']:.0f}), "
         f"worker CPU {figures['worker_cpu_us']:6.1f} µs/event, recorded {figures.get('record_rate', 0):,.0f} events/s"
     )
+    if figures.get("instructions"):
+        print(
+            f"{'':>14}Redis instructions per event while recording (callgrind): {figures['instructions']:,.0f}"
+        )
     if args.profile:  # INFO commandstats: a script's time includes its inner commands' own
         for name, (calls, usec) in sorted(figures.get("by_command", {}).items(), key=lambda c: -c[1][1])[:12]:
             print(f"{'':>14}{name:<14} {calls:6.2f} calls/event {usec:6.2f} µs/event")
@@ -505,6 +604,30 @@ def main() -> None:
         action="store_true",
         help="instead: recording rate and CPU on one node against a 3-master Redis Cluster, and "
         "on 3 masters with a replica each, waiting for it (STREAMEVAL_REDIS_WAIT_REPLICAS=1)",
+    )
+    parser.add_argument(
+        "--worker",
+        action="store_true",
+        help="build the store as the worker does for the demo suites with default settings (features on "
+        "when configured, the label join's verdicts included), on both sides",
+    )
+    parser.add_argument(
+        "--settings",
+        default="{}",
+        metavar="JSON",
+        help="with --worker: settings of both sides, e.g. '{\"examples\": 20}' (the same configuration before and after)",
+    )
+    parser.add_argument(
+        "--features",
+        action="store_true",
+        help="also measure this checkout as a worker with each per-event feature turned on alone, and print "
+        "its extra cost over the worker's default",
+    )
+    parser.add_argument(
+        "--callgrind",
+        action="store_true",
+        help="run each side's redis-server under callgrind and print its instructions per event while "
+        "recording (the record, index and dead-letter calls; use fewer --events: ~50x slower)",
     )
     parser.add_argument("--wait", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument(
@@ -562,6 +685,16 @@ def main() -> None:
             f"retained after the horizon {ours['bytes_after_horizon'] / base['bytes_after_horizon']:.3f}x, "
             f"worker CPU {ours['worker_cpu_us'] / base['worker_cpu_us']:.3f}x"
         )
+    if args.features:
+        lean = ours if args.worker else _run("worker", args, None, worker={})
+        print(f"{'':>12}  extra per event over the worker's default, each feature alone:")
+        for name, overrides in FEATURES.items():
+            one = _run(name[:12], args, None, worker=overrides)
+            print(
+                f"{'':>12}  {name}: Redis CPU {one['redis_cpu_us'] - lean['redis_cpu_us']:+.1f} µs, worker CPU "
+                f"{one['worker_cpu_us'] - lean['worker_cpu_us']:+.1f} µs, kept after the horizon "
+                f"{one['bytes_after_horizon'] - lean['bytes_after_horizon']:+.0f} B ({json.dumps(overrides)})"
+            )
     if args.split:
         two = _run(f"2 phases {args.split:g}", args, None, args.split)
         print(

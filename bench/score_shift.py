@@ -1,4 +1,4 @@
-"""The score-shift detector (streameval.changes) on seeded simulated score streams: false alarms on a
+"""The score-shift detector (streameval.features.score_shift) on seeded simulated score streams: false alarms on a
 stable stream and the delay to catch a mean shift, for the default settings and a few others.
 
     .venv/bin/python bench/score_shift.py            # ~1 minute
@@ -15,7 +15,7 @@ import argparse
 import random
 import statistics
 
-from streameval.changes import ScoreShiftConfig, SeriesState, cusum_h, fold
+from streameval.features.score_shift import ScoreShiftConfig, SeriesState, cusum_h, fold
 
 
 def _window(rng: random.Random, kind: str, mean: float, n: int) -> tuple[float, float, float]:

@@ -317,6 +317,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     raw.add_argument("--redis-url", metavar="URL", help=REDIS_HELP)
 
+    migrate = _sub(
+        sub,
+        "migrate",
+        "move Redis state of an earlier version into today's layout, once",
+        "marks: the idempotency marks of the layout before the digest buckets move into the buckets (workers no "
+        "longer read the old layout on each batch). Run it once after the last worker of that version stopped "
+        "(docs/operations.md).",
+    )
+    migrate.add_argument("what", choices=["marks"], help="what to migrate")
+    migrate.add_argument("--redis-url", metavar="URL", help=REDIS_HELP)
+
     review = _sub(
         sub,
         "review",

@@ -7,16 +7,20 @@ now, for late events) are passed in.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "ALERT_CLAIM",
     "CLOSE_READ",
     "DEAD_LETTERS",
     "DEAD_LETTER_RAW",
     "INDEX",
+    "MIGRATE_MARKS",
     "PAIR_CAP",
-    "RECORD",
+    "RECORD_CORE",
     "REGISTRY_DELETE",
     "REGISTRY_PUT",
+    "record_script",
 ]
 
 # One model × suite pair, one batch (all KEYS carry the pair's hash tag). A fixed number of Redis calls
@@ -27,46 +31,32 @@ __all__ = [
 # pipeline, as one string per call (streameval.store, ``rb`` keys), and the script keeps, per counted
 # event, a pointer to its bytes: Redis hashes every byte of a string that enters Lua, about 1.7 ns a
 # byte, which for ~1 KB results was most of the cost of recording.
+# The script is composed (:func:`record_script`): this core, then the blocks of the features recording
+# with it (streameval.feature: each block's KEYS follow the core's, its ARGV ``nk, na, ...`` follow the
+# core's), then the reply. A worker registers one script per combination, once.
 # KEYS: 1 all-time hash, 2 result pointers hash (this redelivery generation), 3 the previous one,
 #       4 marks hash (this replay generation), 5 marks hash (previous generation); per window size s:
 #       2 candidate hashes of the window open now (the worker's guess at the Redis clock, +/- a
-#       margin); per target window t: its hash, its closed mark; per legacy shard: its marks hash of
-#       this generation, of the previous one (only while the pair has marks of the previous layout).
+#       margin); per target window t: its hash, its closed mark.
 # Marks: an event's mark is its 8-byte digest; field = its first ARGV[10] bytes (a bucket), value = the
 # other bytes of every mark in the bucket, concatenated (streameval.store.MARK_BUCKET_BYTES).
 # ARGV: 1 sizes, 2 targets, 3 events, 4 now ('' = Redis TIME), 5 allowed lateness, 6 window ttl,
 #       7 all-time ttl (negative: the worker renewed it lately, set it only on a new hash), 8 marks' ttl
 #       ('0': the worker knows the hash has one already), 9 pointers' ttl ('0': keep no results;
-#       negative: the worker knows the hash has one already; both end with their generation), 10 bucket bytes, 11 all-time increments
-#       (MessagePack map), 12 legacy shards (0: the pair has no marks of the previous layout); per
-#       size: size, candidate start 1, candidate start 2; per target: size index, start, events,
-#       increments ('': the same as the all-time increments); per event: mark (digest), result id,
-#       pointer (streameval.store: mark, offset, length, string key suffix); per legacy shard: its number.
-# Legacy marks (the layout before the buckets, kept for the replay horizon after an upgrade): one hash
-# per pair, generation and shard `mk:{gen}:{shard}` (shard: first 2 digest bytes, big-endian, mod 64),
-# field: the 8-byte digest. Read only; an event marked there counts as seen (streameval.store).
-# Then the embedding-drift block (streameval.embedding_drift; empty when off): KEYS per drift target, the
-# drift hashes of the target window and of the size's two candidate open windows; ARGV (after the legacy
-# shards): drift targets (0: off), reservoir kept per window; per drift target: its target's number,
-# the batch's sums (little-endian doubles), reservoir candidates r, r × (field, vector).
-# Then the drill-down block's own KEYS and ARGV: the window examples (streameval.drilldown), the last block
-# of the script, run in the writes section once the batch is counted. It owns the last KEYS and the last
-# ARGV entries, found from the end (the last ARGV says how many entries it owns), so it does not depend
-# on the layout above. Its KEYS: one example zset per entry below.
-# Its ARGV: 1 how many KEYS it owns, 2 examples kept per zset (the lowest zset scores), 3 their ttl; per
-#       example zset: c, c × (zset score, compact result); last: how many ARGV entries it owns.
-# The worker sends only candidates that can enter (streameval.drilldown.Candidates), so this is little
-# work per event: a ZADD member for the few candidates.
+#       negative: the worker knows the hash has one already), 10 bucket bytes, 11 all-time increments
+#       (MessagePack map); per size: size, candidate start 1, candidate start 2; per target: size index,
+#       start, events, increments ('': the same as the all-time increments); per event: mark (digest),
+#       result id, pointer (streameval.store: mark, offset, length, string key suffix).
 # Returns {'ok'}; {'dup', e, stored pointer or '', ...} and changes nothing when any event is already
 # marked (the worker drops those and calls again with the rest: all or nothing, so every event is
 # counted once with its mark, also when a batch is partly redelivered); {'skew', now} and changes
 # nothing when no candidate is the open window (the worker corrects its clock guess and calls again).
 # A target window past the watermark (Redis clock minus lateness), or closed by the window closer,
 # counts in the window open now, as late_redirected: never lost, never twice (streameval.windows).
-RECORD = """
+RECORD_CORE = """
 local nsizes, ntargets, nevents = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local kt = 5 + 2 * nsizes
-local at = 12 + 3 * nsizes
+local at = 11 + 3 * nsizes
 local ae = at + 4 * ntargets
 local width = tonumber(ARGV[10])
 local step = 8 - width
@@ -99,18 +89,12 @@ local function holds(value, rest)
   while p and (p - 1) % step ~= 0 do p = string.find(value, rest, p + 1, true) end
   return p ~= nil
 end
-local legacy, nlegacy = {}, tonumber(ARGV[12])
-for i = 1, nlegacy do legacy[tonumber(ARGV[ae + 3 * nevents + i])] = kt + 2 * ntargets + 2 * i - 1 end
-local function marked_before(mark)  -- by a worker of the previous layout
-  local k = legacy[(string.byte(mark, 1) * 256 + string.byte(mark, 2)) % 64]
-  return k ~= nil and (redis.call('HEXISTS', KEYS[k], mark) == 1 or redis.call('HEXISTS', KEYS[k + 1], mark) == 1)
-end
 local dups = {'dup'}
 for i, field in ipairs(fields) do buckets[field] = {current[i] or '', previous[i]} end
 for e = 1, nevents do
   local mark = ARGV[ae + 3 * e - 2]
   local b, rest = buckets[string.sub(mark, 1, width)], string.sub(mark, width + 1)
-  if holds(b[1], rest) or holds(b[2], rest) or (nlegacy > 0 and marked_before(mark)) then
+  if holds(b[1], rest) or holds(b[2], rest) then
     dups[#dups + 1] = e
     local id = ARGV[ae + 3 * e - 1]  -- the pointer of the counted copy (the worker checks its mark)
     dups[#dups + 1] = redis.call('HGET', KEYS[2], id) or redis.call('HGET', KEYS[3], id) or ''
@@ -131,14 +115,14 @@ local hashes, late, via = {}, {}, {}
 for t = 1, ntargets do
   local a = at + 4 * (t - 1)
   local s, start = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  local size = tonumber(ARGV[13 + 3 * (s - 1)])
+  local size = tonumber(ARGV[12 + 3 * (s - 1)])
   local k = kt + 2 * (t - 1)
   hashes[t] = KEYS[k + 1]
   if start + size + lateness <= now or redis.call('EXISTS', KEYS[k + 2]) == 1 then
     local open = math.floor(now / size) * size
     hashes[t] = nil
     for c = 1, 2 do
-      if tonumber(ARGV[13 + 3 * (s - 1) + c]) == open then hashes[t], via[t] = KEYS[5 + 2 * (s - 1) + c], c end
+      if tonumber(ARGV[12 + 3 * (s - 1) + c]) == open then hashes[t], via[t] = KEYS[5 + 2 * (s - 1) + c], c end
     end
     if not hashes[t] then return {'skew', string.format('%.6f', now)} end
     late[t] = 'late_redirected'
@@ -186,49 +170,60 @@ for t = 1, ntargets do
 end
 local ttl = tonumber(ARGV[7])
 add(KEYS[1], ARGV[11], math.abs(ttl), ttl > 0)
--- embedding drift (streameval.embedding_drift): per target window of its size, the batch's sums (doubles
--- holding integers: exact) added into field 's' of the window's drift hash (the open window's when the
--- target was redirected, like its figures), and its reservoir candidates merged: the lowest fields kept
-local da = ae + 3 * nevents + nlegacy + 1
-local nd, dk = tonumber(ARGV[da]), kt + 2 * ntargets + 2 * nlegacy
-local a = da + 2
-local keepd = tonumber(ARGV[da + 1] or 0)
-for d = 1, nd do
-  local t, sums, nr = tonumber(ARGV[a]), ARGV[a + 1], tonumber(ARGV[a + 2])
-  local key = KEYS[dk + 3 * (d - 1) + 1 + (via[t] or 0)]
-  local have = redis.call('HGET', key, 's')
-  if have and #have == #sums then  -- (another length: the model or features changed; start again)
-    local fmt = '<' .. string.rep('d', #sums / 8)
-    local x, y = {struct.unpack(fmt, have)}, {struct.unpack(fmt, sums)}
-    for i = 1, #sums / 8 do y[i] = x[i] + y[i] end
-    sums = struct.pack(fmt, unpack(y, 1, #sums / 8))
+-- feature blocks (streameval.feature): each owns the KEYS after kb and the ARGV after ab, nk and na of them
+local kb, ab = kt + 2 * ntargets, ae + 3 * nevents
+"""
+
+_BLOCK = """-- block: {name}
+do
+  local nk, na = tonumber(ARGV[ab + 1]), tonumber(ARGV[ab + 2])
+  if na > 0 then
+    local k0, a0 = kb, ab + 2
+{body}
   end
-  redis.call('HSET', key, 's', sums)
-  if nr > 0 then
-    redis.call('HSET', key, unpack(ARGV, a + 3, a + 2 + 2 * nr))
-    local names = redis.call('HKEYS', key)
-    if #names > keepd + 1 then
-      table.sort(names)  -- 's' sorts after every entry: its first byte is below 0x10 (a 52-bit hash)
-      local drop = {}
-      for i = keepd + 1, #names do if names[i] ~= 's' then drop[#drop + 1] = names[i] end end
-      if #drop > 0 then redis.call('HDEL', key, unpack(drop)) end
+  kb, ab = kb + nk, ab + 2 + na
+end
+"""
+
+
+def record_script(blocks: Sequence[tuple[str, str]] = ()) -> str:
+    """The record script: :data:`RECORD_CORE`, then each ``(name, Lua fragment)`` block in order
+    (streameval.feature), then the reply."""
+    out = [RECORD_CORE]
+    for name, lua in blocks:
+        body = "\n".join(f"    {line}" if line else "" for line in lua.strip("\n").splitlines())
+        out.append(_BLOCK.format(name=name, body=body))
+    out.append("return {'ok'}\n")
+    return "".join(out)
+
+
+# One pair and replay generation, once (``streameval migrate marks``, streameval.migrate). KEYS: 1 the marks
+# hash (digest buckets), then the hashes of the layout before the buckets, ``mk:{gen}:{shard}`` (field: an
+# 8-byte digest). ARGV: 1 bucket bytes, 2 the marks hash's TTL when it has none. Each old mark joins its
+# bucket (unless there already); the old hashes are deleted. Returns how many marks moved.
+MIGRATE_MARKS = """
+local width, moved = tonumber(ARGV[1]), 0
+local step = 8 - width
+local function holds(value, rest)
+  local p = string.find(value, rest, 1, true)
+  while p and (p - 1) % step ~= 0 do p = string.find(value, rest, p + 1, true) end
+  return p ~= nil
+end
+for k = 2, #KEYS do
+  for _, digest in ipairs(redis.call('HKEYS', KEYS[k])) do
+    if #digest == 8 then
+      local field, rest = string.sub(digest, 1, width), string.sub(digest, width + 1)
+      local value = redis.call('HGET', KEYS[1], field) or ''
+      if not holds(value, rest) then
+        redis.call('HSET', KEYS[1], field, value .. rest)
+        moved = moved + 1
+      end
     end
   end
-  if not have then redis.call('EXPIRE', key, ARGV[6]) end
-  a = a + 3 + 2 * nr
+  redis.call('DEL', KEYS[k])
 end
-local xa = #ARGV - tonumber(ARGV[#ARGV])
-local xk = #KEYS - tonumber(ARGV[xa + 1])
-local keep = tonumber(ARGV[xa + 2])
-local a, k = xa + 4, xk + 1
-while k <= #KEYS do
-  local c = tonumber(ARGV[a])
-  redis.call('ZADD', KEYS[k], unpack(ARGV, a + 1, a + 2 * c))
-  redis.call('ZREMRANGEBYRANK', KEYS[k], keep, -1)
-  redis.call('EXPIRE', KEYS[k], ARGV[xa + 3])
-  a, k = a + 1 + 2 * c, k + 1
-end
-return {'ok'}
+if moved > 0 and redis.call('TTL', KEYS[1]) < 0 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+return moved
 """
 
 # The index slot, one batch. KEYS: per window w: its pairs set; per size: the unpublished windows
@@ -422,93 +417,7 @@ end
 return clashes
 """
 
-# -- the human-label join (streameval.labels) and the review queue (streameval.review) ----------------
-
-# One shard. KEYS: per label, its bucket key of this generation and of the previous one. ARGV: per label,
-# its field. Returns per label the verdict record, or '' when neither generation holds it.
-LABEL_JOIN_READ = """
-local out = {}
-for i = 1, #ARGV do
-  local v = redis.call('HGET', KEYS[2 * i - 1], ARGV[i])
-  if not v then v = redis.call('HGET', KEYS[2 * i], ARGV[i]) end
-  out[i] = v or ''
-end
-return out
-"""
-
-# One shard, in the record pipeline. KEYS: bucket keys. ARGV: 1 ttl, then (key index, field, verdict) per
-# event. A bucket without a TTL gets one (whatever a worker remembers or a failed call left behind).
-LABEL_KEEP = """
-for i = 2, #ARGV, 3 do redis.call('HSET', KEYS[tonumber(ARGV[i])], ARGV[i + 1], ARGV[i + 2]) end
-for k = 1, #KEYS do
-  if redis.call('TTL', KEYS[k]) < 0 then redis.call('EXPIRE', KEYS[k], ARGV[1]) end
-end
-return 1
-"""
-
-# One pair. KEYS: the all-time rows, then each window's rows. ARGV: 1 most bytes per key, 2 all-time ttl,
-# 3 window ttl, 4 the rows. Returns how many keys were full (their rows are not appended).
-LABEL_ROWS = """
-local full = 0
-for i = 1, #KEYS do
-  if redis.call('STRLEN', KEYS[i]) + #ARGV[4] <= tonumber(ARGV[1]) then
-    redis.call('APPEND', KEYS[i], ARGV[4])
-    redis.call('EXPIRE', KEYS[i], i == 1 and ARGV[2] or ARGV[3])
-  else
-    full = full + 1
-  end
-end
-return full
-"""
-
-# The waiting labels. KEYS 1 zset (member: event digest + annotator digest, score: next try), 2 hash (member
-# -> data). ARGV 1 most members, 2 ttl, then (member, next try, data) per label. The same member again
-# replaces its data (the same annotator: the last label wins). Returns the members refused (list full).
-LABEL_PENDING_ADD = """
-local refused, most = {}, tonumber(ARGV[1])
-for i = 3, #ARGV, 3 do
-  local m = ARGV[i]
-  if redis.call('ZSCORE', KEYS[1], m) or redis.call('ZCARD', KEYS[1]) < most then
-    redis.call('ZADD', KEYS[1], ARGV[i + 1], m)
-    redis.call('HSET', KEYS[2], m, ARGV[i + 2])
-  else
-    refused[#refused + 1] = m
-  end
-end
-redis.call('EXPIRE', KEYS[1], ARGV[2])
-redis.call('EXPIRE', KEYS[2], ARGV[2])
-return refused
-"""
-
-# Take due waiting labels with a lease: their next try moves to ARGV 2, so another worker takes them only
-# if this one dies. ARGV 1 now, 2 lease end, 3 most to take. Returns member, data, ...
-LABEL_PENDING_TAKE = """
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
-local out = {}
-for _, m in ipairs(due) do
-  redis.call('ZADD', KEYS[1], ARGV[2], m)
-  out[#out + 1] = m
-  out[#out + 1] = redis.call('HGET', KEYS[2], m) or ''
-end
-return out
-"""
-
-# Settle taken labels. ARGV: (member, data as taken, next try or '' when done) per label. A member whose
-# data changed since (a newer label of the same annotator came) is left to its new data.
-LABEL_PENDING_SETTLE = """
-for i = 1, #ARGV, 3 do
-  local m = ARGV[i]
-  if (redis.call('HGET', KEYS[2], m) or '') == ARGV[i + 1] then
-    if ARGV[i + 2] == '' then
-      redis.call('ZREM', KEYS[1], m)
-      redis.call('HDEL', KEYS[2], m)
-    else
-      redis.call('ZADD', KEYS[1], ARGV[i + 2], m)
-    end
-  end
-end
-return 1
-"""
+# -- the review queue (streameval.review) ------------------------------------------------------------
 
 # One pair. KEYS 1 the pair's counter of this minute. ARGV 1 most per minute, 2 wanted, 3 ttl. Returns how
 # many of the wanted may be published (the counter keeps only what was granted).

@@ -1,6 +1,6 @@
 """Agreement between a rater (a judge, the panel, the suite result, a rule evaluator) and people: pure functions.
 
-Computed at read time from the paired values themselves (bounded per window, streameval.labels), so
+Computed at read time from the paired values themselves (bounded per window, streameval.features.labels), so
 the figures are exact whatever the number of workers that joined the labels. Each function is checked
 against a reference (``sklearn.metrics.cohen_kappa_score``, ``scipy.stats.pearsonr`` / ``spearmanr``,
 the ``krippendorff`` package, ``sklearn.isotonic.IsotonicRegression``) in tests/feedback/.

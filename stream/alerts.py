@@ -29,7 +29,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import ConfigError, ConfigIssue
-from .labels import lowest_kappa
+from .features.labels import lowest_kappa
 from .models import Aggregate, Alert
 
 __all__ = [

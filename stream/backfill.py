@@ -227,7 +227,9 @@ async def run_backfill(
     report = BackfillReport(group=group, versions={s.name: s.version for s in suites.all})
     assert settings.redis_url is not None
     client = connect(settings.redis_url, max_connections=16, **redis_options(settings))
-    store = open_store(client, settings, allowed_lateness_s=_NO_LATENESS_LIMIT_S)
+    store = open_store(
+        client, settings, allowed_lateness_s=_NO_LATENESS_LIMIT_S, suites=suites, backfill=True
+    )
     store.publish_windows = False
     current = {
         as_text(k): as_text(v) for k, v in (await guard(client.hgetall(store.keys.current_versions))).items()

@@ -155,6 +155,12 @@ def _run(args: argparse.Namespace, console: Console, out: Console) -> int:
                 args, load_settings(**({"redis_url": args.redis_url} if args.redis_url else {})), console, out
             )
         )
+    if args.command == "migrate":
+        return asyncio.run(
+            _migrate(
+                args, load_settings(**({"redis_url": args.redis_url} if args.redis_url else {})), console
+            )
+        )
     if args.command == "review":
         return asyncio.run(
             _review(args, load_settings(**({"redis_url": args.redis_url} if args.redis_url else {})), console)
@@ -520,8 +526,8 @@ def _human_agreement(
 ) -> bool:
     """``--labels``: join the labels to the results just written, print the table; True when the gate fails."""
     from .errors import EventError
+    from .features.labels import FeedbackDecoder, calibration, human_agreement, join_in_memory, lowest_kappa
     from .keyspace import Keys
-    from .labels import FeedbackDecoder, calibration, human_agreement, join_in_memory, lowest_kappa
     from .models import GradedResult
     from .summary import render_agreement
 
@@ -622,6 +628,28 @@ async def _dead_letter_raw(
     else:
         args.output.write_bytes(raw)
         out.print(f"wrote {len(raw)} bytes to {args.output}", highlight=False)
+    return EXIT_OK
+
+
+async def _migrate(args: argparse.Namespace, settings: Settings, console: Console) -> int:
+    import time
+
+    from .keyspace import Keys, connect
+    from .migrate import migrate_marks
+    from .redis_security import redis_options
+
+    if not settings.redis_url:
+        raise UsageError("no Redis: set REDIS_URL or pass --redis-url")
+    client = connect(settings.redis_url, **redis_options(settings))
+    try:
+        moved = await migrate_marks(
+            client, Keys(settings.redis_prefix), seen_ttl_s=settings.seen_ttl_s, now=time.time()
+        )
+    finally:
+        await client.aclose()
+    console.print(
+        f"moved {moved} idempotency marks of the previous layout into the digest buckets", highlight=False
+    )
     return EXIT_OK
 
 

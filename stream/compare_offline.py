@@ -7,7 +7,7 @@ Two ways in:
 * two result files (JSONL of graded results, e.g. two ``streameval evaluate`` outputs, or results
   tailed from the topic): results are joined by id within each model × suite.
 
-Either way :func:`streameval.compare.compare` reports, per model × suite, version b against version a.
+Either way :func:`streameval.features.compare.compare` reports, per model × suite, version b against version a.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .compare import Compact, compact, compare
 from .config import load_config
 from .errors import ConfigError
+from .features.compare import Compact, compact, compare
 from .models import GradedResult, parse_time
 from .offline import iter_lines
 from .pipeline import Pipeline

@@ -48,8 +48,16 @@ from ._util import unknown_name
 from .alerts import AlertRule
 from .errors import ConfigError, ConfigIssue, UnroutableEvent
 from .evaluators import Evaluator, build_evaluator
+from .features.labels import FeedbackInput, feedback_issues
 from .features.notify._config import ChannelConfig, notify_issues
-from .features.redact import RedactConfig, RedactOverride, effective, redact_issues
+from .features.redact import (
+    RedactConfig,
+    Redactors,
+    RedactOverride,
+    build_redactors,
+    effective,
+    redact_issues,
+)
 from .grading import GRADE_SCALES, GradeScale
 from .inputs import FORMATS, InputConfig, OtlpInput, input_issues
 from .judges import (
@@ -60,7 +68,6 @@ from .judges import (
     panel_judges,
     sampled,
 )
-from .labels import FeedbackInput, feedback_issues
 from .models import RequestEvent
 from .review import ReviewConfig
 from .sessions.paths import EventPath, compile_event_path
@@ -86,6 +93,7 @@ __all__ = [
     "parse_config",
     "parse_config_text",
     "read_config_text",
+    "redaction",
     "shadow_routings",
     "suite_definition",
     "suite_version",
@@ -513,7 +521,8 @@ class LoadedConfig:
         self.alerts = tuple(alerts)  # checked on each closed window (streameval.windows)
         self.windowing = windowing or WindowingConfig()
         self.shadow_judges: tuple[JudgeConfig, ...] = ()  # judges only shadows use (add_shadow_file)
-        self.feedback = FeedbackInput()  # the feedback topic's format (streameval.labels)
+        self.feedback = FeedbackInput()  # the feedback topic's format (streameval.features.labels)
+        self.feedback_configured = False  # the suite file has a ``feedback:`` section (labels are expected)
         self.review: ReviewConfig | None = None  # the review queue (streameval.review); None: off
         self.redact: RedactConfig | None = None  # the top-level redact: block (docs/redact.md); None: none
         self.notify: tuple[ChannelConfig, ...] = ()  # alert channels (streameval.features.notify); (): none
@@ -845,6 +854,7 @@ def parse_config(
         raise ConfigError(issues)
     parsed = LoadedConfig(suites, config.judges, config.alerts, config.windowing, config.inputs, sessions)
     parsed.feedback = config.feedback
+    parsed.feedback_configured = "feedback" in config.model_fields_set
     parsed.review = config.review
     parsed.redact = config.redact
     parsed.notify = tuple(config.notify)
@@ -941,3 +951,14 @@ def parse_config_text(text: str, *, file: str = "<config>") -> tuple[StreamEvalC
             [ConfigIssue(file=file, path="", message=f"not valid YAML: {exc}", line=line)]
         ) from None
     return parse_config(data, file=file, node=node)
+
+
+def redaction(suites: LoadedConfig) -> Redactors | None:
+    """The suite file's redaction before judging (docs/redact.md), built once at start; None: nothing is
+    redacted (no ``redact:`` block), and nothing costs anything. A ``hash`` key variable that is not set
+    fails here with the path of the field that names it."""
+    return build_redactors(
+        suites.redact,
+        [(s.name, ("suites", i), s.config.redact) for i, s in enumerate(suites.all)]
+        + [(s.name, ("sessions", i), s.config.redact) for i, s in enumerate(suites.sessions)],
+    )

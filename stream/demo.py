@@ -165,6 +165,9 @@ async def run_demo(args: argparse.Namespace, console: Console, out: Console | No
             "STREAMEVAL_TOPIC_PARTITIONS": "2",
             "STREAMEVAL_LOG_LEVEL": "warn",
             "STREAMEVAL_DATA_DIR": str(broker.dir / "faust"),  # removed with the broker's directory
+            # the dashboard's drill-down: kept here whatever the suite file says (a worker keeps examples only
+            # for alert rules otherwise, docs/performance.md)
+            "STREAMEVAL_EXAMPLES": os.environ.get("STREAMEVAL_EXAMPLES", "20"),
         }
         worker = _start_worker(env, log_path)
         stack.callback(stop_process, worker)

@@ -9,7 +9,7 @@
     │   ├── InvalidJSON            kind "invalid_json" (bad UTF-8, bad JSON, duplicate keys, NaN)
     │   ├── SchemaViolation        kind "schema"
     │   ├── UnroutableEvent        kind "no_suite" or "unknown_suite"
-    │   └── UnmatchedLabel         kind "unmatched_label": a human label whose result never came (streameval.labels)
+    │   └── UnmatchedLabel         kind "unmatched_label": a human label whose result never came (streameval.features.labels)
     ├── EvaluatorError         raised by an evaluator; becomes a failed evaluator result, not a crash
     │   ├── EvaluatorTimeout
     │   ├── MissingField           the event lacks a field the evaluator needs (streameval.evaluators)

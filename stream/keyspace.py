@@ -13,7 +13,7 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{T}:rb:{gen}:{token}``           the encoded results of one record call, concatenated (redelivery horizon)
 ``P{T}:res:{gen}``                  encoded results by digest (the previous layout; read only)
 ``P{T}:alert:{rule}:{size}:{start}``  an alert's claim; ``P{T}:cool:{rule}`` its cooldown
-``P{T}:shift:{size}``                the score-shift detector's state of the pair (JSON, streameval.changes)
+``P{T}:shift:{size}``                the score-shift detector's state of the pair (JSON, streameval.features.score_shift)
 ``P{T}:ed:{size}:{start}``           a window's embedding sums (field ``s``) and reservoir (streameval.embedding_drift)
 ``P{T}:edrift:{size}``               the embedding-drift state of the pair: reference, last window folded (JSON)
 ``P{T}:ex:{kind}:{size}:{start}``   a window's examples: zset of compact results, ``worst`` (score: the
@@ -40,8 +40,8 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{versions}:defs``                hash ``suite:version`` -> the resolved definition, canonical JSON
 ``P{versions}:runs``                hash ``suite:version`` -> how it ran last: live, shadow or backfill
 ``P{T}:sc:{gen}`` ``P{T}:scn``      compact per-event scores of a version, appended per batch, and the
-                                    evaluator names (streameval.compare; TTL ``compare_ttl_s``)
-``P{lj:S}:b:{bucket}:{gen}``         verdicts kept for the human-label join (streameval.labels); ``P{lj}:layouts``
+                                    evaluator names (streameval.features.compare; TTL ``compare_ttl_s``)
+``P{lj:S}:b:{bucket}:{gen}``         verdicts kept for the human-label join (streameval.features.labels); ``P{lj}:layouts``
 ``P{T}:hl:all`` / ``P{T}:hl:{size}:{start}``  joined human labels of a pair; ``P{lpend}:q`` / ``:d`` waiting labels
 ``P{T}:rv:{minute}``                review items sent this minute (streameval.review)
 ``P{rp}:idx`` ``:doc:K`` ``:m:K`` ...  the review page's queue (streameval.features.review_page._scripts)
@@ -143,7 +143,7 @@ class Keys:
         return f"{self.pair(pair)}mk:{generation}"
 
     def legacy_marks(self, pair: str, generation: int, shard: int) -> str:
-        """Marks written before the digest buckets (read only, until they expire; streameval.store)."""
+        """Marks written before the digest buckets (moved into them once by ``streameval migrate marks``)."""
         return f"{self.pair(pair)}mk:{generation}:{shard}"
 
     def results(self, pair: str, generation: int) -> str:
@@ -177,7 +177,7 @@ class Keys:
         return f"{self.pair(pair)}edrift:{size}"
 
     def examples(self, pair: str, kind: str, size: int, start: int) -> str:
-        """A window's examples, ``kind`` ``worst`` or ``failing`` (streameval.drilldown)."""
+        """A window's examples, ``kind`` ``worst`` or ``failing`` (streameval.features.drilldown)."""
         return f"{self.pair(pair)}ex:{kind}:{size}:{start}"
 
     def result_ids(self, pair: str, generation: int) -> str:
@@ -264,11 +264,11 @@ class Keys:
         return self.registry + "changes"
 
     def compact_scores(self, pair: str, generation: int) -> str:
-        """Per-event compact scores of a pair (streameval.compare), generation ``generation``."""
+        """Per-event compact scores of a pair (streameval.features.compare), generation ``generation``."""
         return f"{self.pair(pair)}sc:{generation}"
 
     def compact_names(self, pair: str) -> str:
-        """The evaluator names of a pair's compact scores, NUL-separated (streameval.compare)."""
+        """The evaluator names of a pair's compact scores, NUL-separated (streameval.features.compare)."""
         return f"{self.pair(pair)}scn"
 
     # -- suite versions (one slot; streameval.versionstore) --------------------------------------------

@@ -24,20 +24,20 @@ from typing import Any, TypeVar
 import httpx
 import orjson
 from jsonschema import Draft202012Validator
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from . import schemas, telemetry
 from ._util import clip, json_path
 from ._version import __version__
-from .config import BoundEvaluator, LoadedConfig, Suite
+from .config import BoundEvaluator, LoadedConfig, Suite, redaction
 from .embedding import encoder
 from .embedding_drift import DriftSample, sample
 from .embedding_drift import sampled as drift_sampled
 from .envelope import DEFAULT_MAX_EVENT_BYTES, Outcome, Source, result_outcome
-from .errors import EvaluatorError, EventError, EventTooLarge, InvalidJSON, SchemaViolation
+from .errors import EventError, EventTooLarge, InvalidJSON, SchemaViolation
 from .evaluators import Evaluator, Score
 from .evaluators.semantic import SemanticSimilarity
-from .features.redact import build_redactors
+from .feature import Redaction
 from .grading import apply_gates, grade
 from .judges import PANEL_RESULT_NAME, JudgeCache, JudgeHub, SuiteJudge, sampled
 from .models import (
@@ -49,6 +49,7 @@ from .models import (
     RequestEvent,
     format_time,
 )
+from .result_build import built_graded, combined, error_result, placeholder, plain_graded, ready, to_result
 from .sessions.turns import step_turns, turns_of
 from .signals import no_lag
 from .strictjson import DEFAULT_MAX_EVENT_DEPTH, check_depth, check_strict, parse_plain
@@ -100,11 +101,7 @@ class Pipeline:
                 if s.config.judge is not None
             }
         # redaction before judging (docs/redact.md); None: the suite file has no redact: block
-        self.redactors = build_redactors(
-            suites.redact,
-            [(s.name, ("suites", i), s.config.redact) for i, s in enumerate(suites.all)]
-            + [(s.name, ("sessions", i), s.config.redact) for i, s in enumerate(suites.sessions)],
-        )
+        self.redactors: Redaction | None = redaction(suites)
         self._sync_suites: dict[str, bool] = {}
         self._gated: dict[str, frozenset[str]] = {}  # per suite: the names of its gate evaluators
         # per suite object (held, so its id stays its own): its evaluators as _run_rules reads them
@@ -238,13 +235,13 @@ class Pipeline:
             try:
                 score = await task
             except Exception as exc:
-                results[index] = _error_result(bound, exc, event)
+                results[index] = error_result(bound, exc, event)
                 continue
-            results[index] = _to_result(bound, score)
+            results[index] = to_result(bound, score)
             if score.counters:
                 counters[bound.name] = score.counters
 
-        overall = _combined(results)
+        overall = combined(results)
         judge_block = None
         if suite_judge is not None:
             judgement = await suite_judge.run(judged, results, early)
@@ -264,7 +261,7 @@ class Pipeline:
         results: list[EvaluatorResult] = []
         counters: dict[str, dict[str, float]] = {}
         self._run_rules(event, suite, results, counters, None)
-        overall = _combined(results)
+        overall = combined(results)
         return self._graded(event, suite, results, overall, None, received_at), counters
 
     def _run_rules(
@@ -286,17 +283,17 @@ class Pipeline:
                     raise RuntimeError(f"evaluator {bound.name!r} is asynchronous: await evaluate()")
                 task = asyncio.ensure_future(telemetry.timed(bound.name, evaluator.aevaluate(event)))
                 pending.append((len(results), bound, task))
-                results.append(_placeholder(bound))
+                results.append(placeholder(bound))
                 continue
             started = perf_counter()
             try:
                 score = evaluator.evaluate(event)
             except Exception as exc:  # an evaluator failing on one event never stops the stream
                 noted((bound.name, perf_counter() - started))
-                results.append(_error_result(bound, exc, event))
+                results.append(error_result(bound, exc, event))
                 continue
             noted((bound.name, perf_counter() - started))
-            results.append(_to_result(bound, score))
+            results.append(to_result(bound, score))
             if score.counters:
                 counters[bound.name] = score.counters
         noted_latencies()
@@ -373,8 +370,8 @@ class Pipeline:
             "redacted": redacted,
         }
         # a judge block is a JudgeBlock already: validation would keep that very instance
-        if (judge_block is None or type(judge_block) is JudgeBlock) and _plain_graded(values):
-            return _built_graded(values)
+        if (judge_block is None or type(judge_block) is JudgeBlock) and plain_graded(values):
+            return built_graded(values)
         return GradedResult(**values)
 
     def runs_sync(self, suite: Suite) -> bool:
@@ -513,7 +510,7 @@ class Pipeline:
             event = self.decode(raw)
             suite = self.suites.route(event)
         except Exception as exc:
-            return _ready(self._failed(raw, source, exc)), False
+            return ready(self._failed(raw, source, exc)), False
         return asyncio.ensure_future(self._evaluated(raw, source, event, suite, received_at)), self.may_judge(
             event, suite
         )
@@ -580,176 +577,3 @@ class Pipeline:
             failed_at=format_time(self.clock()),
             pipeline_version=__version__,
         )
-
-
-def _ready(value: T) -> asyncio.Future[T]:
-    done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-    done.set_result(value)
-    return done
-
-
-def _placeholder(bound: BoundEvaluator) -> EvaluatorResult:
-    return EvaluatorResult(name=bound.name, score=0.0, passed=False, weight=bound.weight)
-
-
-def _to_result(bound: BoundEvaluator, score: Score) -> EvaluatorResult:
-    value = score.score
-    if not 0.0 <= value <= 1.0:  # NaN fails both comparisons too
-        return EvaluatorResult(
-            name=bound.name,
-            score=0.0,
-            passed=False,
-            weight=bound.weight,
-            reason=f"evaluator returned score {value!r} outside [0, 1]",
-            error="bad_score",
-        )
-    reason, details, version = score.reason, score.details, score.version
-    weight = bound.weight
-    if (
-        type(value) is float
-        and type(score.passed) is bool
-        and type(weight) is float
-        and weight >= 0.0
-        and (reason is None or type(reason) is str)
-        and (version is None or type(version) is str)
-    ):
-        # exactly what validation would store (the same values, details copied as pydantic copies a
-        # dict), without pydantic's ~1.3 µs per result; any other type goes through validation below
-        if details is None:
-            return _built_result(bound.name, value, score.passed, weight, reason, None, version)
-        if type(details) is dict and _str_keys(details):
-            return _built_result(bound.name, value, score.passed, weight, reason, dict(details), version)
-    return EvaluatorResult(
-        name=bound.name,
-        score=value,
-        passed=score.passed,
-        weight=bound.weight,
-        reason=reason,
-        details=details,
-        version=version,
-    )
-
-
-def _combined(results: list[EvaluatorResult]) -> float:
-    """``combine((r.score, r.weight) for r in results)``: the same sums in the same order, without a
-    generator."""
-    total = weighted = 0.0
-    for result in results:
-        weight = result.weight
-        total += weight
-        weighted += result.score * weight
-    if total <= 0.0:
-        return 0.0
-    return min(1.0, max(0.0, weighted / total))
-
-
-def _str_keys(details: dict[Any, Any]) -> bool:
-    for key in details:
-        if type(key) is not str:
-            return False
-    return True
-
-
-def _plain_graded(values: dict[str, Any]) -> bool:
-    """Whether ``values`` (the fields :meth:`Pipeline._graded` made, without a judge block) already have the
-    types and ranges :class:`GradedResult` validates: then validation would store them as they are."""
-    score, threshold, latency, reason, category = (
-        values["score"],
-        values["threshold"],
-        values["latency_ms"],
-        values["reason"],
-        values["category"],
-    )
-    if not (
-        type(score) is float
-        and 0.0 <= score <= 1.0
-        and type(threshold) is float
-        and 0.0 <= threshold <= 1.0
-        and type(latency) is float
-        and latency >= 0.0
-        and type(values["passed"]) is bool
-        and type(values["grade"]) is str
-        and (reason is None or type(reason) is str)
-        and (category is None or type(category) is str)
-        and type(values["id"]) is str
-        and type(values["model"]) is str
-        and type(values["suite"]) is str
-    ):
-        return False
-    for name in values["failed_gates"]:
-        if type(name) is not str:
-            return False
-    for result in values["evaluators"]:
-        if type(result) is not EvaluatorResult:
-            return False
-    return True  # event_time and evaluated_at are format_time's: RFC 3339 by construction
-
-
-_new_graded = GradedResult.__new__
-
-
-def _built_graded(values: dict[str, Any]) -> GradedResult:
-    """The :class:`GradedResult` ``GradedResult(**values)`` builds when :func:`_plain_graded` holds, without
-    validating the values again (the lists are copied, as validation copies them)."""
-    graded = _new_graded(GradedResult)
-    fields = {"schema_version": 1, **values}  # values come in the model's field order
-    fields["evaluators"] = list(values["evaluators"])
-    fields["failed_gates"] = list(values["failed_gates"])
-    _set(graded, "__dict__", fields)
-    _set_fields_set(graded, set(values))
-    _set_extra(graded, None)
-    _set_private(graded, None)
-    return graded
-
-
-_new_result = EvaluatorResult.__new__
-_set = object.__setattr__
-# pydantic's instance slots, set through their descriptors (what object.__setattr__ ends up calling)
-_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
-_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
-_RESULT_FIELDS_SET = frozenset({"name", "score", "passed", "weight", "reason", "details", "version"})
-
-
-def _built_result(
-    name: str,
-    score: float,
-    passed: bool,
-    weight: float,
-    reason: str | None,
-    details: dict[str, Any] | None,
-    version: str | None,
-) -> EvaluatorResult:
-    """The :class:`EvaluatorResult` ``EvaluatorResult(name=..., ..., version=...)`` builds from values
-    that already have the field types (checked by the caller; ``score`` within [0, 1], ``weight`` >= 0
-    as the suite's config guarantees), without validating them again."""
-    result = _new_result(EvaluatorResult)
-    _set(
-        result,
-        "__dict__",
-        {
-            "name": name,
-            "score": score,
-            "passed": passed,
-            "weight": weight,
-            "reason": reason,
-            "details": details,
-            "error": None,
-            "version": version,
-        },
-    )
-    _set_fields_set(result, set(_RESULT_FIELDS_SET))
-    _set_extra(result, None)
-    _set_private(result, None)
-    return result
-
-
-def _error_result(bound: BoundEvaluator, exc: Exception, event: RequestEvent) -> EvaluatorResult:
-    if isinstance(exc, EvaluatorError):
-        code, reason = exc.code, str(exc)
-    else:
-        log.warning("evaluator %s raised on event %s", bound.name, event.id, exc_info=exc)
-        code, reason = "internal", f"{type(exc).__name__}: {exc}"
-    return EvaluatorResult(
-        name=bound.name, score=0.0, passed=False, weight=bound.weight, reason=clip(reason), error=code
-    )

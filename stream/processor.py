@@ -25,8 +25,8 @@ from .deadletters import DeadLetterPolicy
 from .envelope import Outcome, Source, Turn
 from .errors import EventError
 from .evalpool import EvalPool
+from .features.labels import FeedbackDecoder, Label, LabelStore, decode_error_letter
 from .inputs import Inputs
-from .labels import FeedbackDecoder, Label, LabelStore, decode_error_letter
 from .models import DeadLetter, encode_result, parse_time
 from .outputs import Publish, Send, publish_all
 from .pipeline import Pipeline
@@ -79,7 +79,9 @@ class Processor:
         self.inputs = inputs or Inputs()  # none configured: every message is a native request event
         self.dead_letters = dead_letters if dead_letters is not None else DeadLetterPolicy()
         self._on_close = on_close
-        self.labels = labels  # the human-label join (streameval.labels); None: the feedback topic is not read
+        self.labels = (
+            labels  # the human-label join (streameval.features.labels); None: the feedback topic is not read
+        )
         self.feedback = feedback or FeedbackDecoder()
         self.review = review  # the review queue (streameval.review); None: nothing is sent for review
 
@@ -237,7 +239,7 @@ class Processor:
         return [out[i] for i in sorted(out)] + extra
 
     async def process_feedback(self, messages: Sequence[tuple[bytes, Source]]) -> list[Publish]:
-        """Join a batch of the feedback topic's messages to their verdicts (streameval.labels).
+        """Join a batch of the feedback topic's messages to their verdicts (streameval.features.labels).
 
         Returns the dead letters to publish: messages that are not labels (with the reason), and labels
         the waiting list refused. Labels whose results are not there yet wait in Redis; the periodic step
@@ -246,7 +248,8 @@ class Processor:
         """
         if self.labels is None:
             raise RuntimeError(
-                "the label join is off (STREAMEVAL_LABEL_JOIN_TTL_S=0): the feedback topic is not read"
+                "the label join is off (STREAMEVAL_LABEL_JOIN_TTL_S=0, or unset with no feedback:, review: or "
+                "human_agreement alert in the suite file): the feedback topic is not read"
             )
         labels, letters = [], []
         now = self.store.now()

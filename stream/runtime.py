@@ -44,15 +44,18 @@ from .connect_check import check_redis_settings
 from .deadletters import DeadLetterPolicy, RawStore
 from .errors import ConfigError
 from .evalpool import EvalPool
-from .features.redact import Redactors
+from .feature import Redaction
+from .features.compare import DEFAULT_TTL_S as DEFAULT_COMPARE_TTL_S
+from .features.drilldown import ExamplesRecorder
+from .features.labels import FeedbackDecoder, LabelStore
 from .features.review_page import ReviewPageStore
 from .features.review_page.web import open_review_feature, review_page_on
+from .features.setup import enabled, record_plugins
 from .inputs import Inputs, check_input_topics
 from .judges import JudgeCache, judge_ready_checks
 from .kafka_io import ensure_topics
 from .kafka_security import KafkaSecurity
 from .keyspace import Client
-from .labels import FeedbackDecoder, LabelStore
 from .outputs import Publish, Send, output_topics
 from .pipeline import Pipeline
 from .processor import Processor
@@ -116,6 +119,9 @@ def load_worker_config(settings: Settings) -> WorkerConfig:
     inputs = Inputs(suites.inputs, max_depth=settings.max_event_depth, steps=suites.assembles_spans)
     input_topics = inputs.topics(settings.topic_requests)
     check_input_topics(suites.inputs, settings, file=config_file)
+    # the label join, left unset, follows the suite file (streameval.features.setup): resolved once here, as
+    # it decides an input topic and an agent; the store resolves the other features' settings itself
+    settings = settings.model_copy(update={"label_join_ttl_s": enabled(settings, suites).label_join_ttl_s})
     return WorkerConfig(settings, config_file, config_text, suites, inputs, input_topics, load_api_settings())
 
 
@@ -139,8 +145,18 @@ async def prepare(config: WorkerConfig) -> None:
     )  # a cluster behind redis:// fails here
 
 
-def open_store(client: Client, settings: Settings, *, allowed_lateness_s: float) -> ResultStore:
-    """The worker's :class:`ResultStore` on ``client``, as the settings say (was ``ResultStore.from_settings``)."""
+def open_store(
+    client: Client,
+    settings: Settings,
+    *,
+    allowed_lateness_s: float,
+    suites: LoadedConfig | None = None,
+    labels: LabelStore | None = None,
+    backfill: bool = False,
+) -> ResultStore:
+    """The worker's :class:`ResultStore` on ``client``, as the settings and the suite file say, with the recorders
+    of the features they turn on (streameval.features.setup; ``labels``: the label join's store, when on)."""
+    on = enabled(settings, suites, backfill=backfill)
     return ResultStore(
         client,
         prefix=settings.redis_prefix,
@@ -151,11 +167,9 @@ def open_store(client: Client, settings: Settings, *, allowed_lateness_s: float)
         all_time_ttl_s=settings.all_time_ttl_s,
         max_pairs=settings.max_pairs,
         allowed_lateness_s=allowed_lateness_s,
-        examples=settings.examples,
-        example_ttl_s=settings.example_ttl_s,
         wait_replicas=settings.redis_wait_replicas,
         wait_timeout_ms=settings.redis_wait_timeout_ms,
-        compare_ttl_s=settings.compare_ttl_s,
+        recorders=record_plugins(on, labels),
     )
 
 
@@ -187,8 +201,29 @@ class Runtime:
 
         await retry_forever(lambda: keyspace.ping(client, redis_url), what="connecting to Redis")
         lag = ConsumerLag()
-        store = open_store(client, settings, allowed_lateness_s=suites.windowing.allowed_lateness_s)
-        store.embedding_drift = suites.windowing.embedding_drift  # its sums go with the events' figures
+        labels = None
+        if settings.label_join_ttl_s:  # human labels joined on the stream (docs/feedback.md)
+            labels = LabelStore(
+                client,
+                keyspace.Keys(settings.redis_prefix),
+                join_ttl_s=settings.label_join_ttl_s,
+                buckets=settings.label_join_buckets,
+                wait_s=settings.label_wait_s,
+                max_pending=settings.label_max_pending,
+                max_rows=settings.label_max_rows,
+                windows=settings.windows,
+                window_ttl_s=settings.window_ttl_s,
+                all_time_ttl_s=settings.all_time_ttl_s,
+                clock=lambda: store.now(),
+            )
+        # with the recorders of the features the suite file turns on (their Redis work joins the record call)
+        store = open_store(
+            client,
+            settings,
+            allowed_lateness_s=suites.windowing.allowed_lateness_s,
+            suites=suites,
+            labels=labels,
+        )
         pipeline = Pipeline(
             suites,
             max_event_bytes=settings.max_event_bytes,
@@ -198,7 +233,9 @@ class Runtime:
             embed_outputs=True,  # embedding drift's vectors, when the suite file turns it on
         )
         if pipeline.redactors is not None:  # drill-down examples' texts redacted (docs/redact.md)
-            store.redact_examples = pipeline.redactors.result
+            for recorder in store.recorders:
+                if isinstance(recorder, ExamplesRecorder):
+                    recorder.redact = pipeline.redactors.result
         # registered evaluators read this copy of the registry; it follows API changes live
         api = config.api
         registry = LiveRegistry(
@@ -300,22 +337,6 @@ class Runtime:
             budget_bytes=settings.dead_letter_raw_budget_bytes,
         )
         dead_letters = DeadLetterPolicy(max_bytes=settings.dead_letter_max_bytes, store=raw_store)
-        labels = None
-        if settings.label_join_ttl_s:  # human labels joined on the stream (docs/feedback.md)
-            labels = LabelStore(
-                client,
-                store.keys,
-                join_ttl_s=settings.label_join_ttl_s,
-                buckets=settings.label_join_buckets,
-                wait_s=settings.label_wait_s,
-                max_pending=settings.label_max_pending,
-                max_rows=settings.label_max_rows,
-                windows=settings.windows,
-                window_ttl_s=settings.window_ttl_s,
-                all_time_ttl_s=settings.all_time_ttl_s,
-                clock=store.now,
-            )
-            store.verdicts = labels
         windowing = suites.windowing
         session_state = None
         if suites.sessions:
@@ -397,7 +418,7 @@ class Runtime:
 
 
 def _review_queue(
-    client: Client, store: ResultStore, suites: LoadedConfig, redactors: Redactors | None = None
+    client: Client, store: ResultStore, suites: LoadedConfig, redactors: Redaction | None = None
 ) -> ReviewQueue | None:
     """The review queue, and the review page's store of its items when the suite file keeps any;
     ``redactors``: the items' texts redacted (docs/redact.md)."""
@@ -460,7 +481,7 @@ async def serve_web(config: WorkerConfig) -> WebServer:
         access=api.access(),
         registry_limits=api.registry_limits(),
         redelivery_ttl_s=settings.redelivery_ttl_s,
-        compare_ttl_s=settings.compare_ttl_s,
+        compare_ttl_s=DEFAULT_COMPARE_TTL_S if settings.compare_ttl_s is None else settings.compare_ttl_s,
         identities=api.identities(),
         features=[
             open_review_feature(client, settings, config.suites.review)

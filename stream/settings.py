@@ -74,17 +74,20 @@ class Settings(BaseSettings, OutputTopics):  # the output topics' settings: stre
         ge=0,
         description="redelivery horizon: how long an event's encoded result is kept to publish again on redelivery",
     )
-    compare_ttl_s: int = Field(
-        default=3 * 86400,
+    compare_ttl_s: int | None = Field(
+        default=None,
         ge=0,
-        description="how long each version's compact per-event scores are kept for /api/v1/stats/compare (between "
-        "this and twice this); 0 keeps none",
+        description="how long each version's compact per-event scores are kept for /api/v1/stats/compare and "
+        "backfill comparisons (between this and twice this); unset: 3 days when a shadow suite file is given "
+        "(STREAMEVAL_SHADOW) or in a backfill, else none (set it on the live worker to compare a later backfill "
+        "with it); 0 keeps none (docs/performance.md: its cost)",
     )
-    label_join_ttl_s: int = Field(
-        default=7 * 86400,
+    label_join_ttl_s: int | None = Field(
+        default=None,
         ge=0,
-        description="how long each result's verdicts are kept to join human labels (docs/feedback.md); 0 keeps none "
-        "and turns the join off",
+        description="how long each result's verdicts are kept to join human labels (docs/feedback.md); unset: 7 "
+        "days when the suite file has a feedback: or review: section or a human_agreement alert rule, else the "
+        "join is off; 0 keeps none and turns the join off (docs/performance.md: its cost)",
     )
     label_join_buckets: int = Field(
         default=16384,
@@ -114,12 +117,13 @@ class Settings(BaseSettings, OutputTopics):  # the output topics' settings: stre
         description="joined labels kept per model x suite and window (and all time); beyond, new ones are counted "
         "as full and not kept",
     )
-    examples: int = Field(
-        default=20,
+    examples: int | None = Field(
+        default=None,
         ge=0,
         le=200,
         description="drill-down: the lowest-scored results and a sample of the failed ones kept per window x model x suite "
-        "(each kind); 0 keeps none",
+        "(each kind); unset: 20 when the suite file has alert rules or score-shift detection (alerts list the "
+        "window's lowest-scored ids), else none; 0 keeps none (docs/performance.md: its cost)",
     )
     example_ttl_s: int = Field(
         default=86400,

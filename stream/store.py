@@ -3,7 +3,7 @@
 A batch is recorded with one script call per model × suite pair (one hash slot each, streameval.keyspace)
 plus one for the indexes and one for the dead letters. The worker sums each pair's increments per
 target hash, and the script reads and writes each hash once (HMGET, HSET) per pair and batch, so a
-batch costs Redis a fixed number of commands per pair, not per event (streameval._lua.RECORD).
+batch costs Redis a fixed number of commands per pair, not per event (streameval._lua.record_script: its core and the features' blocks).
 
 Idempotency: an event is identified by a digest of its id and its content (the raw message bytes),
 scoped by its model × suite pair. Its mark (6 bytes in a bucket of a hash) is kept for the replay horizon
@@ -31,33 +31,28 @@ counters an evaluator reports. Counts are stored as integers, sums with 17 signi
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import math
 import secrets
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from dataclasses import dataclass
+from typing import Any, cast
 
-from . import _lua, telemetry
-from .compare import Compact, pack_chunk, unpack_chunks
-from .drilldown import Candidates
-from .embedding_drift import DriftSample, EmbeddingDriftConfig, pack_sums, reservoir_field, sum_samples
+from . import _lua, store_calls, telemetry
 from .errors import StoreUnavailable
+from .feature import BatchRecorder, Call, Recorded
 from .keyspace import OVERFLOW_MODEL, Client, Keys, guard, is_cluster, retry_forever, run_scripts
-from .models import GradedResult, parse_time
+from .models import GradedResult
 from .redelivery import stored_results
-from .stats import latency_bucket
 from .store_codec import PACKED_FIELD, as_text, hash_fields, pack_increments, pointer
+from .store_entries import Entries, RecordEntry
 
 __all__ = [
     "MARK_BUCKET_BYTES",
     "PACKED_FIELD",
     "PairAggregate",
     "ResultStore",
-    "compact_scores",
     "hash_fields",
     "pointer",
     "retry_forever",
@@ -74,32 +69,8 @@ log = logging.getLogger(__name__)
 #: writes them with one HSET, so a bucket's value is copied: 6 bytes x marks per pair and week / 65,536
 #: (600 B at 6.5 M, 6 kB at 65 M marks per pair and week).
 MARK_BUCKET_BYTES = 2
-#: marks of the previous layout (one hash per pair, generation and shard ``mk:{gen}:{shard}``, field: the
-#: digest; shard: its first 2 bytes mod LEGACY_MARK_SHARDS) still count as seen until they expire
-LEGACY_MARK_SHARDS = 64
-#: how long (s) a worker trusts that a pair has no marks of the previous layout before looking again
-#: (workers of the previous version may still be writing them during a rolling upgrade)
-_LEGACY_RECHECK_S = 60.0
 #: how often (s) a worker renews the TTL of a pair's all-time hash (the TTL is ALL_TIME_TTL_S: days)
 _RENEW_S = 3600.0
-#: how far (s) the worker's guess of the Redis clock may be off before the script asks again
-_CLOCK_MARGIN_S = 2.0
-#: agent domain (and similar) counter labels kept per pair and evaluator in one worker; beyond: "_other"
-MAX_COUNTER_LABELS = 64
-
-RecordEntry = (
-    tuple[GradedResult, bytes, dict[str, dict[str, float]] | None]
-    | tuple[GradedResult, bytes, dict[str, dict[str, float]] | None, bytes]
-    | tuple[GradedResult, bytes, dict[str, dict[str, float]] | None, bytes, DriftSample | None]
-)
-
-
-class VerdictKeeper(Protocol):
-    """Adds commands to a batch's record pipeline (streameval.labels.LabelStore)."""
-
-    def verdict_calls(
-        self, events: Sequence[tuple[str, GradedResult]], now: float
-    ) -> tuple[list[tuple[Any, list[str], list[Any]]], list[tuple[Any, ...]]]: ...
 
 
 @dataclass(frozen=True)
@@ -113,33 +84,6 @@ class PairAggregate:
     pass_rate: float
     fields: dict[str, float]
     version: str = ""  # the suite version ("": figures of the layout before versions)
-
-
-@dataclass
-class _Event:
-    index: int
-    pair: str
-    digest: bytes
-    event_time: float
-    encoded: bytes
-    increments: dict[str, float] = field(default_factory=dict)
-    result: GradedResult | None = None  # for the drill-down examples (streameval.drilldown)
-    pointer: bytes = b""  # where its encoded result is kept (:func:`stored_results`), once its call is built
-    retract: bool = False  # takes an earlier result's figures back (record_many's retractions)
-    drift: DriftSample | None = None  # its output's embedding-drift numbers (streameval.embedding_drift)
-
-
-#: per evaluator result name: its aggregate fields (``ev:{name}:`` and count, sum, sumsq, passes, errors),
-#: built once instead of five string concatenations per evaluator per event
-_EV_FIELDS: dict[str, tuple[str, str, str, str, str, str]] = {}
-
-
-def _ev_fields(name: str) -> tuple[str, str, str, str, str, str]:
-    base = f"ev:{name}:"
-    fields = (base, base + "count", base + "sum", base + "sumsq", base + "passes", base + "errors")
-    if len(_EV_FIELDS) < 10_000:  # names come from suite files (and registered evaluators): few
-        _EV_FIELDS[name] = fields
-    return fields
 
 
 class ResultStore:
@@ -156,12 +100,12 @@ class ResultStore:
         max_pairs: int = 10_000,
         allowed_lateness_s: float = 5.0,
         clock: Callable[[], float] | None = None,
-        examples: int = 20,
-        example_ttl_s: int = 86400,
         wait_replicas: int = 0,
         wait_timeout_ms: int = 1000,
-        compare_ttl_s: int = 3 * 86400,
+        recorders: Sequence[BatchRecorder] = (),
     ) -> None:
+        """``recorders``: the features recording with each batch (streameval.feature), built by the composition
+        root only when configured; their blocks are composed into this store's record script, once."""
         self.client = client
         self.keys = Keys(prefix)
         self.prefix = prefix
@@ -175,46 +119,29 @@ class ResultStore:
         self.clock = clock  # tests inject one; None: the Redis server's clock (the watermark's clock)
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = wait_timeout_ms
-        self.compare_ttl_s = compare_ttl_s  # per-version compact scores (streameval.compare); 0: none kept
         # False (backfills): windows are indexed for the API but not handed to the window closer, which would
         # close (and redirect) the old windows a backfill is still filling
         self.publish_windows = True
-        self._compact_keys: dict[
-            str, tuple[str, ...]
-        ] = {}  # key -> names sent (scn) / TTL given (sc), this worker
         self._offset = 0.0  # Redis clock minus ours, learnt when the record script says we guessed wrong
-        self._record = client.register_script(_lua.RECORD)
+        self.recorders = tuple(recorders)
+        # one script per combination of recorders; a block that is off is neither sent nor parsed
+        self._blocks = [r for r in self.recorders if r.lua]
+        self._record = client.register_script(_lua.record_script([(r.name, r.lua) for r in self._blocks]))
         self._index = client.register_script(_lua.INDEX)
         self._cap = client.register_script(_lua.PAIR_CAP)
         self._dead = client.register_script(_lua.DEAD_LETTERS)
         self._admitted: dict[str, bool] = {}  # pair -> within max_pairs (this worker's cache)
-        self._labels: dict[tuple[str, str], set[str]] = {}  # (pair, evaluator) -> counter labels kept
-        self._pair_of: dict[
-            tuple[str, str, str], str
-        ] = {}  # (model, suite, version) -> pair id, computed once
-        self._event_times: dict[str, float] = {}  # RFC 3339 text -> epoch seconds, parsed once
+        self._entries = Entries(
+            self.keys
+        )  # results -> what the record calls count (streameval.store_entries)
         # marks hashes this worker has seen given their TTL: a hash never loses it within its generation
         # (the script writes marks only when it counts), so the EXPIRE is sent once
         self._expiring: set[str] = set()
         self._expiring_since = time.monotonic()
-        # drill-down examples per window (streameval.drilldown); kept at most as long as the window
-        self.examples = examples
-        # at least twice the largest window: a sample must not expire while its window still takes events
-        # (the worker's cut-offs assume what it sent is still there)
-        self.example_ttl_s = min(max(example_ttl_s, 2 * max(self.windows)), window_ttl_s)
-        self._candidates_of = Candidates(self.keys, examples)
-        self.redact_examples: Callable[[GradedResult], GradedResult] | None = None  # set by the runtime
-        # id(call args) -> (those args, what to remember once the call succeeded); holding the args keeps
+        # id(call args) -> (those args, what to tell each block once the call succeeded); holding the args keeps
         # their id from being reused by another call while the entry lives
-        self._examples_sent: dict[int, tuple[list[Any], list[Any]]] = {}
+        self._committing: dict[int, tuple[list[Any], list[tuple[BatchRecorder, Any]]]] = {}
         self._renewed: dict[str, float] = {}  # pair -> when this worker last renewed its all-time TTL
-        # (pair, generation) -> (has marks of the previous layout, when looked); True stays (they only expire)
-        self._legacy: dict[tuple[str, int], tuple[bool, float]] = {}
-        # keeps each result's verdicts for the human-label join in the same pipeline (streameval.labels)
-        self.verdicts: VerdictKeeper | None = None
-        # embedding drift (streameval.embedding_drift): its window's sums and reservoir, added by the
-        # record script with the events' figures; None: off (the events' drift numbers are ignored)
-        self.embedding_drift: EmbeddingDriftConfig | None = None
 
     # -- keys (for callers that address one pair) -----------------------------------------------
     def pair_id(self, model: str, suite: str, version: str = "") -> str:
@@ -229,6 +156,9 @@ class ResultStore:
     def now(self) -> float:
         """Our best guess at the Redis clock (or the injected clock)."""
         return self.clock() if self.clock is not None else time.time() + self._offset
+
+    def _prepare(self, index: int, item: RecordEntry, *, retract: bool = False) -> Recorded:
+        return self._entries.prepare(index, item, retract=retract)
 
     # -- writes -------------------------------------------------------------------------------
     async def record_many(
@@ -264,23 +194,21 @@ class ResultStore:
         first: dict[tuple[str, bytes], int] = {}
         copies = {e.index: first.setdefault((e.pair, e.digest), e.index) for e in events}
         pending = [e for e in events if copies[e.index] == e.index]
-        writes = self._result_strings(pending, self.now()) + self._compact_scores(pending, self.now())
-        keep: list[tuple[Any, list[str], list[Any]]] = []
-        if self.verdicts is not None:  # the verdicts kept for joining human labels (streameval.labels)
-            keep, layouts = self.verdicts.verdict_calls(
-                [(e.pair, e.result) for e in pending if e.result is not None], self.now()
-            )
-            writes += layouts
+        writes = self._result_strings(pending, self.now())
+        keep: list[Call] = []
+        for recorder in self.recorders:  # the features' own commands (e.g. the label join's verdicts)
+            calls, commands = recorder.writes(self, pending, self.now())
+            keep += calls
+            writes += commands
         dups: list[
-            tuple[_Event, bytes]
+            tuple[Recorded, bytes]
         ] = []  # events already counted, with the pointer to what they published
         dead_call = self._dead_letter_call(dead_letters) if dead_letters else None
         for _ in range(len(items) + 8):  # each round drops a duplicate or corrects the clock guess
             now = self.now()
-            groups: dict[str, list[_Event]] = defaultdict(list)
+            groups: dict[str, list[Recorded]] = defaultdict(list)
             for event in pending:
                 groups[event.pair].append(event)
-            await self._look_for_legacy(list(groups), now)
             calls = [self._record_call(pair, group, now) for pair, group in groups.items()]
             index = [self._index_call(groups, now)] if groups else []
             if is_cluster(self.client) and index:  # the closer must see a pair in a window's index first
@@ -298,12 +226,15 @@ class ResultStore:
                 if dups:
                     await self._republish(dups, out)
                 if self.wait_replicas:
-                    await self._wait_replicated(
+                    await store_calls.wait_replicated(
+                        self.client,
+                        self.wait_replicas,
+                        self.wait_timeout_ms,
                         [
                             *(self.keys.pair(p) for p in {e.pair: 0 for e in events}),
                             self.keys.ix,
                             self.keys.dl,
-                        ]
+                        ],
                     )
                 return [
                     out[copies[i]] if copies[i] == i else out[copies[i]] or items[copies[i]][1]
@@ -311,80 +242,7 @@ class ResultStore:
                 ]
         raise StoreUnavailable("recording a batch did not settle (the Redis clock keeps moving away?)")
 
-    async def _look_for_legacy(self, pairs: list[str], now: float) -> None:
-        """Whether each pair has marks of the previous layout (``mk:{gen}:{shard}``) this or last generation.
-
-        An upgrade must not count an event twice that a worker of the previous version counted (e.g. one
-        killed before committing its offsets): while a pair has such marks, its record calls also read
-        the shards of their events. One EXISTS over the pair's 128 old keys, once per pair and generation
-        in a worker; a "none" is looked at again after a minute (old workers may still be running).
-        """
-        generation, clock = int(now // self.seen_ttl_s), time.monotonic()
-        todo = []
-        for pair in pairs:
-            known = self._legacy.get((pair, generation))
-            if known is None or (not known[0] and clock - known[1] >= _LEGACY_RECHECK_S):
-                todo.append(pair)
-        if not todo:
-            return
-
-        async def look() -> list[int]:
-            async with self.client.pipeline(transaction=False) as pipe:
-                for pair in todo:
-                    pipe.execute_command(
-                        "EXISTS",
-                        *(
-                            self.keys.legacy_marks(pair, g, shard)
-                            for g in (generation, generation - 1)
-                            for shard in range(LEGACY_MARK_SHARDS)
-                        ),
-                    )
-                return [int(n) for n in await pipe.execute()]
-
-        found = await guard(look())
-        if len(self._legacy) > 10 * self.max_pairs:  # forget, do not grow without bound
-            self._legacy.clear()
-        for pair, n in zip(todo, found, strict=True):
-            self._legacy[(pair, generation)] = (n > 0, clock)
-
-    async def _wait_replicated(self, tags: list[str]) -> None:
-        """Return once ``wait_replicas`` replicas of each node written to hold every write made so far.
-
-        Per node one write (a short-lived ``sync`` key in a slot it serves) and WAIT on the same connection:
-        the replication stream is ordered, so replicas that have that write have every earlier one, also
-        those of an earlier attempt at this batch. Fewer replicas within the timeout: StoreUnavailable
-        (the worker retries the batch, which finds its events marked; nothing is published before).
-        """
-        keys = list(dict.fromkeys(tag + "sync" for tag in tags))
-        n, timeout = self.wait_replicas, self.wait_timeout_ms
-
-        async def wait() -> list[int]:
-            async with self.client.pipeline(transaction=False) as pipe:
-                if is_cluster(self.client):
-                    nodes: dict[str, str] = {}
-                    for key in keys:
-                        nodes.setdefault(self.client.get_node_from_key(key).name, key)  # type: ignore[union-attr]
-                    for name, key in nodes.items():
-                        pipe.set(key, 1, ex=60)
-                        pipe.execute_command(
-                            "WAIT",
-                            n,
-                            timeout,
-                            target_nodes=self.client.get_node(node_name=name),  # type: ignore[union-attr]
-                        )
-                else:
-                    pipe.set(keys[0], 1, ex=60)
-                    pipe.execute_command("WAIT", n, timeout)
-                return [int(r) for r in (await pipe.execute())[1::2]]
-
-        acked = await guard(wait())
-        if min(acked) < n:
-            raise StoreUnavailable(
-                f"only {min(acked)} of STREAMEVAL_REDIS_WAIT_REPLICAS={n} replicas acknowledged "
-                f"a batch's writes within {timeout} ms"
-            )
-
-    def _result_strings(self, events: Sequence[_Event], now: float) -> list[tuple[Any, ...]]:
+    def _result_strings(self, events: Sequence[Recorded], now: float) -> list[tuple[Any, ...]]:
         """The SET commands that keep the batch's encoded results: one string per pair (its events' results
         concatenated, for the redelivery horizon); gives each event its pointer into it.
 
@@ -395,8 +253,8 @@ class ResultStore:
         if not self.redelivery_ttl_s:
             return []
         rgen = int(now // self.redelivery_ttl_s)
-        ttl = _until((rgen + 2) * self.redelivery_ttl_s, now)
-        by_pair: dict[str, list[_Event]] = defaultdict(list)
+        ttl = store_calls.until((rgen + 2) * self.redelivery_ttl_s, now)
+        by_pair: dict[str, list[Recorded]] = defaultdict(list)
         for event in events:
             by_pair[event.pair].append(event)
         writes: list[tuple[Any, ...]] = []
@@ -411,45 +269,7 @@ class ResultStore:
             )
         return writes
 
-    def _compact_scores(self, events: Sequence[_Event], now: float) -> list[tuple[Any, ...]]:
-        """APPENDs of the batch's compact per-event scores, one per versioned pair (streameval.compare), with
-        the TTL and the evaluator names the first time this worker writes each key. An event whose record
-        call finds it counted before was appended before too: readers keep an id's first record."""
-        if not self.compare_ttl_s:
-            return []
-        gen = int(now // self.compare_ttl_s)
-        by_pair: dict[str, list[_Event]] = defaultdict(list)
-        for event in events:
-            if event.result is not None and event.result.suite_version:
-                by_pair[event.pair].append(event)
-        writes: list[tuple[Any, ...]] = []
-        if len(self._compact_keys) > 10 * self.max_pairs:
-            self._compact_keys.clear()
-        for pair, group in by_pair.items():
-            key = self.keys.compact_scores(pair, gen)
-            data = pack_chunk(
-                [
-                    (r.id, e.event_time, r.score, r.passed, [(x.score, x.passed) for x in r.evaluators])
-                    for e in group
-                    if (r := e.result) is not None
-                ]
-            )
-            writes.append(("APPEND", key, data))
-            if key not in self._compact_keys:
-                writes.append(("EXPIRE", key, _until((gen + 2) * self.compare_ttl_s, now)))
-                self._compact_keys[key] = ()
-            # the longest list of the batch (an unsampled event's result lacks the judge panel's, at the end)
-            names = max(
-                (tuple(x.name for x in e.result.evaluators) for e in group if e.result is not None), key=len
-            )
-            names_key = self.keys.compact_names(pair)
-            known = self._compact_keys.get(names_key)
-            if known is None or (names != known and known[: len(names)] != names):  # never shrink to a prefix
-                writes.append(("SET", names_key, "\0".join(names), "EX", 2 * self.compare_ttl_s))
-                self._compact_keys[names_key] = names
-        return writes
-
-    async def _republish(self, dups: list[tuple[_Event, bytes]], out: list[bytes | None]) -> None:
+    async def _republish(self, dups: list[tuple[Recorded, bytes]], out: list[bytes | None]) -> None:
         """For events counted before: the result their first counted copy published, while it is kept."""
         gen = int(self.now() // self.redelivery_ttl_s) if self.redelivery_ttl_s else None
         generations = () if gen is None else (gen, gen - 1)
@@ -465,17 +285,18 @@ class ResultStore:
     def _settle(
         self,
         call: tuple[Any, list[str], list[Any]],
-        group: list[_Event],
+        group: list[Recorded],
         reply: list[Any],
         out: list[bytes | None],
-        dups: list[tuple[_Event, bytes]],
-    ) -> list[_Event]:
+        dups: list[tuple[Recorded, bytes]],
+    ) -> list[Recorded]:
         """Apply one record reply; returns the events still to record. An event counted before publishes
         this evaluation unless :meth:`_republish` finds the first one (``dups``)."""
         status = as_text(reply[0])
-        entry = self._examples_sent.pop(id(call[2]), None)
+        entry = self._committing.pop(id(call[2]), None)
         if status == "ok" and entry is not None and entry[0] is call[2]:
-            self._candidates_of.commit(entry[1])
+            for recorder, token in entry[1]:
+                recorder.committed(token)
         if status == "ok":
             if len(self._expiring) > 100_000 or time.monotonic() - self._expiring_since > 600:
                 # forget now and then: a set recreated after a Redis restart without its data gets a TTL again
@@ -505,65 +326,7 @@ class ResultStore:
         call = self._dead_letter_call([(kind, source_key, event_time)])
         return bool((await guard(run_scripts(self.client, [call])))[0])
 
-    def _prepare(self, index: int, item: RecordEntry, *, retract: bool = False) -> _Event:
-        result, encoded, counters = item[0], item[1], item[2]
-        content = (
-            item[3]
-            if len(item) > 3
-            else (f"{result.model}\0{result.suite}\0{result.event_time}\0{result.category}".encode())
-        )
-        digest = hashlib.blake2b(result.id.encode() + b"\0" + content, digest_size=8).digest()
-        version = result.suite_version or ""  # figures per version (docs/versions.md)
-        pair = self._pair_of.get((result.model, result.suite, version))
-        if pair is None:
-            if len(self._pair_of) > 10_000:  # forget, do not grow without bound
-                self._pair_of.clear()
-            pair = self._pair_of[(result.model, result.suite, version)] = self.pair_id(
-                result.model, result.suite, version
-            )
-        inc: dict[str, float] = defaultdict(float)
-        inc["count"] += 1
-        inc["sum"] += result.score
-        inc["sumsq"] += result.score * result.score
-        inc["passes"] += int(result.passed)
-        inc[f"grade:{result.grade}"] += 1
-        inc[f"lat:{latency_bucket(result.latency_ms)}"] += 1
-        for gate in result.failed_gates:  # the dashboard's gate failures
-            inc[f"gate:{gate}"] += 1
-        for ev in result.evaluators:
-            names = _EV_FIELDS.get(ev.name)
-            if names is None:
-                names = _ev_fields(ev.name)
-            base, count, total, sumsq, passes, errors = names
-            inc[count] += 1
-            inc[total] += ev.score
-            inc[sumsq] += ev.score * ev.score
-            inc[passes] += int(ev.passed)
-            inc[errors] += int(ev.error is not None)
-            for counter, value in ((counters or {}).get(ev.name) or {}).items():
-                inc[f"{base}c:{self._label(pair, ev.name, counter)}"] += value
-        event_time = self._event_times.get(result.event_time)  # a batch's events mostly share one
-        if event_time is None:
-            if len(self._event_times) > 1024:
-                self._event_times.clear()
-            event_time = self._event_times[result.event_time] = parse_time(result.event_time)
-        if retract:
-            inc = defaultdict(float, {name: -value for name, value in inc.items()})
-        drift = item[4] if len(item) > 4 and not retract else None
-        return _Event(index, pair, digest, event_time, encoded, inc, result, retract=retract, drift=drift)
-
-    def _label(self, pair: str, evaluator: str, counter: str) -> str:
-        """``domain:{name}:{stat}`` counters (agent domains) beyond MAX_COUNTER_LABELS names fold into ``_other``."""
-        if not counter.startswith("domain:"):
-            return counter
-        name, _, stat = counter[7:].rpartition(":")
-        kept = self._labels.setdefault((pair, evaluator), set())
-        if name in kept or len(kept) < MAX_COUNTER_LABELS:
-            kept.add(name)
-            return counter
-        return f"domain:_other:{stat}"
-
-    async def _admit(self, events: list[_Event]) -> None:
+    async def _admit(self, events: list[Recorded]) -> None:
         """Pairs beyond ``max_pairs`` aggregate under the overflow model (their results are unchanged)."""
         unknown = sorted(
             {e.pair for e in events if e.pair not in self._admitted and not _is_overflow(e.pair)}
@@ -581,14 +344,17 @@ class ResultStore:
                 event.pair = self.pair_id(OVERFLOW_MODEL, suite, version)
                 telemetry.AGGREGATE_OVERFLOW.labels(suite).inc()
 
-    def _candidates(self, size: int, now: float) -> tuple[int, int]:
+    def candidates(self, size: int, now: float) -> tuple[int, int]:
+        """The starts of the two windows of ``size`` that may be open now on the Redis clock (the worker's guess)."""
         if self.clock is not None:
             start = int(now // size) * size
             return start, start
-        margin = min(_CLOCK_MARGIN_S, size / 2)  # any clock within the margin is in one of the two windows
+        margin = min(
+            store_calls.CLOCK_MARGIN_S, size / 2
+        )  # any clock within the margin is in one of the two windows
         return int((now - margin) // size) * size, int((now + margin) // size) * size
 
-    def _record_call(self, pair: str, group: list[_Event], now: float) -> tuple[Any, list[str], list[Any]]:
+    def _record_call(self, pair: str, group: list[Recorded], now: float) -> tuple[Any, list[str], list[Any]]:
         keys = self.keys
         targets: dict[tuple[int, int], tuple[int, dict[str, float]]] = {}
         total: dict[str, float] = defaultdict(float)
@@ -622,17 +388,13 @@ class ResultStore:
             repr(float(self.allowed_lateness_s)),
             self.window_ttl_s,
             self._all_time_ttl(pair),
-            0 if marks in self._expiring else _until((generation + 2) * self.seen_ttl_s + 60, now),
+            0 if marks in self._expiring else store_calls.until((generation + 2) * self.seen_ttl_s + 60, now),
             self._pointers_ttl(pair, rgen, now),
             MARK_BUCKET_BYTES,
             pack_increments(total),
         ]
-        legacy: dict[int, None] = {}
-        if self._legacy.get((pair, generation), (True, 0.0))[0]:  # unknown: look as if they were there
-            legacy = dict.fromkeys(int.from_bytes(e.digest[:2], "big") % LEGACY_MARK_SHARDS for e in group)
-        args.append(len(legacy))
         for size in self.windows:
-            first, second = self._candidates(size, now)
+            first, second = self.candidates(size, now)
             klist += [keys.window(pair, size, first), keys.window(pair, size, second)]
             args += [size, first, second]
         for (s, start), (n, inc) in targets.items():
@@ -644,74 +406,29 @@ class ResultStore:
                 n,
                 b"" if n == len(group) else pack_increments(inc),
             ]  # b"": the same as the total
-        for shard in legacy:
-            klist += [
-                keys.legacy_marks(pair, generation, shard),
-                keys.legacy_marks(pair, generation - 1, shard),
-            ]
-        args += [*per_event, *legacy]
-        self._drift_part(pair, group, list(targets), now, klist, args)
-        self._examples_part(pair, group, klist, args)
+        args += per_event
+        committing: list[tuple[BatchRecorder, Any]] = []
+        for recorder in self._blocks:  # each block: nk, na, its ARGV; its KEYS (streameval.feature)
+            block = recorder.block(self, pair, group, list(targets), now)
+            if block is None:
+                args += [0, 0]
+                continue
+            klist += block.keys
+            args += [len(block.keys), len(block.args), *block.args]
+            if block.token is not None:
+                committing.append((recorder, block.token))
+        if committing:
+            if len(self._committing) > 1_000:  # calls whose reply never came (errors): do not grow
+                self._committing.clear()
+            self._committing[id(args)] = (args, committing)
         return self._record, klist, args
-
-    def _drift_part(
-        self,
-        pair: str,
-        group: list[_Event],
-        targets: list[tuple[int, int]],
-        now: float,
-        klist: list[str],
-        args: list[Any],
-    ) -> None:
-        """Append RECORD's embedding-drift block: per window of the drift size, the batch's sums (added up
-        here: exact integers) and its bottom-k reservoir candidates (the script keeps the window's bottom k)."""
-        cfg = self.embedding_drift
-        samples = [e for e in group if e.drift is not None and e.result is not None]
-        if cfg is None or cfg.window not in self.windows or not samples:
-            args += [0, 0]
-            return
-        s, size = self.windows.index(cfg.window), cfg.window
-        by_start: dict[int, list[_Event]] = defaultdict(list)
-        for event in samples:
-            by_start[int(event.event_time // size) * size].append(event)
-        first, second = self._candidates(size, now)
-        args += [len(by_start), cfg.reservoir]
-        for start, events in by_start.items():
-            keys = self.keys
-            klist += [
-                keys.embedding_window(pair, size, start),
-                keys.embedding_window(pair, size, first),
-                keys.embedding_window(pair, size, second),
-            ]
-            drifts = [cast(DriftSample, e.drift) for e in events]
-            candidates = sorted(
-                (reservoir_field(d, cast(GradedResult, e.result).id), d.vector)
-                for e, d in zip(events, drifts, strict=True)
-            )[: cfg.reservoir]
-            args += [targets.index((s, start)) + 1, pack_sums(sum_samples(drifts)), len(candidates)]
-            for name, vector in candidates:
-                args += [name, vector]
-
-    def _examples_part(self, pair: str, group: list[_Event], klist: list[str], args: list[Any]) -> None:
-        """Append the keys and args of RECORD's drill-down block: the window examples' candidates."""
-        events = [(e.result, e.event_time, e.digest) for e in group if e.result is not None and not e.retract]
-        self._candidates_of.redact = self.redact_examples  # the examples' texts as they may leave
-        xkeys, xargs, sent = self._candidates_of.part(
-            pair, self.windows, events, example_ttl_s=self.example_ttl_s
-        )
-        klist += xkeys
-        args += xargs
-        if sent:
-            if len(self._examples_sent) > 1_000:  # calls whose reply never came (errors): do not grow
-                self._examples_sent.clear()
-            self._examples_sent[id(args)] = (args, sent)
 
     def _pointers_ttl(self, pair: str, rgen: int, now: float) -> int:
         """The result pointers hash's TTL: 0 when no results are kept; negative when this worker already
         gave it one (the script then writes only the pointers)."""
         if not self.redelivery_ttl_s:
             return 0
-        ttl = _until((rgen + 2) * self.redelivery_ttl_s, now)
+        ttl = store_calls.until((rgen + 2) * self.redelivery_ttl_s, now)
         return -ttl if self.keys.result_ids(pair, rgen) in self._expiring else ttl
 
     def _all_time_ttl(self, pair: str) -> int:
@@ -725,80 +442,33 @@ class ResultStore:
         self._renewed[pair] = now
         return self.all_time_ttl_s
 
-    def _index_call(self, groups: dict[str, list[_Event]], now: float) -> tuple[Any, list[str], list[Any]]:
+    def _index_call(self, groups: dict[str, list[Recorded]], now: float) -> Call:
         """Pairs into each window's index before their data: the closer reads the index, then the data."""
-        windows: dict[tuple[int, int], set[str]] = defaultdict(set)
-        for pair, group in groups.items():
-            for event in group:
-                for s, size in enumerate(self.windows):
-                    start = int(event.event_time // size) * size
-                    if (
-                        start + size + self.allowed_lateness_s > now - _CLOCK_MARGIN_S
-                    ):  # else surely redirected
-                        windows[(s, start)].add(pair)
-                    if start + size <= now + _CLOCK_MARGIN_S:  # late: it may be counted in the open window
-                        for candidate in set(self._candidates(size, now)):
-                            windows[(s, candidate)].add(pair)
-        klist = [self.keys.window_pairs(self.windows[s], start) for s, start in windows]
-        for size in self.windows:
-            unpublished = (
-                self.keys.open_windows(size) if self.publish_windows else f"{self.keys.ix}bf-open:{size}"
-            )
-            klist += [unpublished, self.keys.windows(size)]
-        klist.append(self.keys.pairs)
-        args: list[Any] = [
-            len(windows),
-            len(self.windows),
-            self.window_ttl_s,
-            int(now - self.window_ttl_s),
-            repr(now),
-            self.all_time_ttl_s,
-        ]
-        for (s, start), members in windows.items():
-            args += [s + 1, start, len(members), *sorted(members)]
-        return self._index, klist, args
+        unpublished = None if self.publish_windows else f"{self.keys.ix}bf-open:"
+        return store_calls.index_call(
+            self._index,
+            self.keys,
+            self.windows,
+            {pair: [e.event_time for e in group] for pair, group in groups.items()},
+            now,
+            allowed_lateness_s=self.allowed_lateness_s,
+            window_ttl_s=self.window_ttl_s,
+            all_time_ttl_s=self.all_time_ttl_s,
+            candidates=self.candidates,
+            unpublished=unpublished,
+        )
 
-    def _dead_letter_call(
-        self, dead_letters: Sequence[tuple[str, str, float]]
-    ) -> tuple[Any, list[str], list[Any]]:
-        keys, now = self.keys, self.now()
-        generation = int(now // self.seen_ttl_s)
-        window_keys: dict[str, int] = {}
-        seen_keys: dict[str, int] = {}
-        per_letter: list[Any] = []
-        for kind, source_key, event_time in dead_letters:
-            rest, _, offset = source_key.rpartition(":")
-            topic, _, partition = rest.rpartition(":")
-            seen = seen_keys.setdefault(
-                keys.dead_letter_seen(generation, topic, partition), len(seen_keys) + 1
-            )
-            previous = seen_keys.setdefault(
-                keys.dead_letter_seen(generation - 1, topic, partition), len(seen_keys) + 1
-            )
-            per_letter += [kind, seen, previous, offset]
-            for size in self.windows:
-                start = int(event_time // size) * size
-                per_letter += [
-                    window_keys.setdefault(keys.dead_letters(size, start), len(window_keys) + 1),
-                    start,
-                ]
-        klist = [
-            keys.dead_letters_all,
-            *window_keys,
-            *seen_keys,
-            *(keys.dead_letter_windows(s) for s in self.windows),
-        ]
-        args = [
-            len(window_keys),
-            len(seen_keys),
-            len(self.windows),
-            self.window_ttl_s,
-            _until((generation + 2) * self.seen_ttl_s + 60, now),
-            int(now - self.window_ttl_s),
-            self.all_time_ttl_s,
-            *per_letter,
-        ]
-        return self._dead, klist, args
+    def _dead_letter_call(self, dead_letters: Sequence[tuple[str, str, float]]) -> Call:
+        return store_calls.dead_letter_call(
+            self._dead,
+            self.keys,
+            self.windows,
+            dead_letters,
+            self.now(),
+            seen_ttl_s=self.seen_ttl_s,
+            window_ttl_s=self.window_ttl_s,
+            all_time_ttl_s=self.all_time_ttl_s,
+        )
 
     # -- reads --------------------------------------------------------------------------------
     async def pairs(self) -> list[tuple[str, str, str]]:
@@ -840,35 +510,6 @@ class ResultStore:
 
 def _is_overflow(pair: str) -> bool:
     return Keys.split_pair(pair)[0] == OVERFLOW_MODEL
-
-
-def _until(moment: float, now: float) -> int:
-    """Seconds from ``now`` to ``moment`` (our clock, so an injected clock gives consistent TTLs)."""
-    return max(1, math.ceil(moment - now))
-
-
-async def compact_scores(
-    client: Client,
-    keys: Keys,
-    pair: str,
-    *,
-    ttl_s: int,
-    now: float,
-    since: float | None = None,
-    until: float | None = None,
-) -> tuple[dict[str, Compact], list[str]]:
-    """A pair's retained compact scores (both live generations; an id's first record) and its evaluator
-    names (streameval.compare); events whose time is outside [since, until) are left out."""
-    if not ttl_s:
-        return {}, []
-    gen = int(now // ttl_s)
-    async with client.pipeline(transaction=False) as pipe:
-        for g in (gen - 1, gen, gen + 1):  # +1: this clock may be behind the workers'
-            pipe.get(keys.compact_scores(pair, g))
-        pipe.get(keys.compact_names(pair))
-        *parts, names = await guard(pipe.execute())
-    data = b"".join(bytes(p) for p in parts if p)
-    return unpack_chunks(data, since=since, until=until), [n for n in as_text(names or b"").split("\0") if n]
 
 
 def _aggregate(model: str, suite: str, fields: dict[str, float], version: str = "") -> PairAggregate:

@@ -185,6 +185,9 @@ def _start_worker(
         "STREAMEVAL_WEB_HOST": "127.0.0.1",
         "STREAMEVAL_WEB_PORT": str(args.web_port),
         "STREAMEVAL_DATA_DIR": str(state / "faust"),
+        # the dashboard's drill-down: kept here whatever the suite file says (a worker keeps examples only
+        # for alert rules otherwise, docs/performance.md)
+        "STREAMEVAL_EXAMPLES": os.environ.get("STREAMEVAL_EXAMPLES", "20"),
         "STREAMEVAL_LOG_LEVEL": os.environ.get("STREAMEVAL_LOG_LEVEL", "warn"),
     }
     env.pop("STREAMEVAL_REDIS_URL", None)

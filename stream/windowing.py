@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .changes import ScoreShiftConfig
 from .embedding_drift import EmbeddingDriftConfig
+from .features.score_shift import ScoreShiftConfig
 
 __all__ = ["WindowingConfig"]
 

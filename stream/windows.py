@@ -45,12 +45,12 @@ import orjson
 
 from . import _lua, telemetry
 from .alerts import AlertRule, build_alert, check_alert_windows, figures, fires, human_agreement, metric_value
-from .changes import Change, Detector, ScoreShiftConfig
-from .drilldown import example_ids
 from .embedding_drift import Drift, EmbeddingDriftConfig, Verdict, WindowSums, unpack_sums, unquantise
 from .errors import ConfigError, ConfigIssue
+from .features.drilldown import example_ids
+from .features.labels import LabelStore
+from .features.score_shift import Change, Detector, ScoreShiftConfig
 from .keyspace import guard, is_cluster, run_scripts
-from .labels import LabelStore
 from .models import (
     PANEL_RESULT_NAME,
     Aggregate,
@@ -290,9 +290,7 @@ class WindowCloser:
             else clock_margin_s
         )
         self._clock = clock  # tests inject one; default: the Redis server's clock
-        self.labels = (
-            labels  # the human labels joined per window (streameval.labels); None: no agreement figures
-        )
+        self.labels = labels  # the human labels joined per window (streameval.features.labels); None: no agreement figures
         self._alert_claim = store.client.register_script(_lua.ALERT_CLAIM)
         self._close_read = store.client.register_script(_lua.CLOSE_READ)
 
@@ -744,7 +742,7 @@ class WindowCloser:
 
     async def _worst_ids(self, aggregates: Sequence[Aggregate], size: int, start: int) -> list[list[str]]:
         """Ids of up to 3 of the window's lowest-scored results of each aggregate's pair
-        (streameval.drilldown), for its alerts: one round trip."""
+        (streameval.features.drilldown), for its alerts: one round trip."""
         if not aggregates:
             return []
         store = self.store

@@ -6,7 +6,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from streameval.labels import Label, LabelStore
+from streameval.features.labels import Label, LabelStore, VerdictRecorder
+from streameval.keyspace import Keys
 from streameval.models import EvaluatorResult, Feedback, GradedResult, JudgeBlock, JudgeVerdict
 from streameval.store import ResultStore
 
@@ -64,9 +65,10 @@ def result(
 
 
 def stores(aredis: aioredis.Redis, prefix: str, **options: Any) -> tuple[ResultStore, LabelStore]:
-    store = ResultStore(aredis, prefix=prefix, windows=(60,), clock=lambda: NOW)
-    labels = LabelStore(aredis, store.keys, windows=(60,), clock=lambda: NOW, **options)
-    store.verdicts = labels
+    labels = LabelStore(aredis, Keys(prefix), windows=(60,), clock=lambda: NOW, **options)
+    store = ResultStore(
+        aredis, prefix=prefix, windows=(60,), clock=lambda: NOW, recorders=[VerdictRecorder(labels)]
+    )
     return store, labels
 
 

@@ -21,6 +21,7 @@ from redis import exceptions as redis_errors
 from .. import keyspace
 from .._util import redact_url
 from ..errors import StoreUnavailable
+from ..features.compare import DEFAULT_TTL_S as DEFAULT_COMPARE_TTL_S
 from ..redis_security import redis_options
 from ..registry import RegistryLimits, RegistryStore
 from ..settings import Settings
@@ -193,7 +194,7 @@ async def serve_api(
         access=api.access(),
         registry_limits=api.registry_limits(),
         redelivery_ttl_s=settings.redelivery_ttl_s,
-        compare_ttl_s=settings.compare_ttl_s,
+        compare_ttl_s=DEFAULT_COMPARE_TTL_S if settings.compare_ttl_s is None else settings.compare_ttl_s,
         identities=api.identities(),
         features=features(client) if features is not None else (),
     )

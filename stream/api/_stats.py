@@ -26,13 +26,13 @@ from typing import Any, cast
 import orjson
 from aiohttp import web
 
-from ..compare import compare
-from ..drilldown import KINDS, parse
+from ..features.compare import compact_scores, compare
+from ..features.drilldown import KINDS, parse
+from ..features.labels import LabelStore, calibration, human_agreement
 from ..keyspace import Client, Keys, guard
-from ..labels import LabelStore, calibration, human_agreement
 from ..models import PANEL_RESULT_NAME, parse_time
 from ..stats import histogram_quantile, krippendorff_alpha, pearson
-from ..store import compact_scores, hash_fields, stored_results
+from ..store import hash_fields, stored_results
 from ..windows import _panel, _sums
 from ._errors import BadRequest, NotFound, NotRetained
 
@@ -80,7 +80,7 @@ class StatsConfig:
         self._labels: LabelStore | None = None
 
     def label_store(self) -> LabelStore:
-        """The joined human labels (streameval.labels), read only."""
+        """The joined human labels (streameval.features.labels), read only."""
         if self._labels is None:
             self._labels = LabelStore(self.client, self.keys, windows=self.windows)
         return self._labels

@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from streameval.api import create_web_app, remember_alert
 from streameval.api._stats import recent_alerts_key
-from streameval.drilldown import sample_rank
+from streameval.features.drilldown import ExamplesRecorder, sample_rank
 from streameval.models import EvaluatorResult, GradedResult, format_time
 from streameval.store import ResultStore
 
@@ -287,7 +287,7 @@ def graded(i: int, score: float, at: float, *, model: str = "m", suite: str = "s
 async def test_examples_keep_the_worst_and_a_sample_of_the_failing(
     aredis: aioredis.Redis, prefix: str
 ) -> None:
-    store = ResultStore(aredis, prefix=prefix, windows=(SIZE,), examples=5)
+    store = ResultStore(aredis, prefix=prefix, windows=(SIZE,), recorders=[ExamplesRecorder(5)])
     # batch 1: 12 events, scores 0.30..0.85 (falling) : the 5 lowest are 7..11; failing (< 0.6): 6..11
     batch1 = [graded(i, 0.85 - 0.05 * i, T0 + 1 + i) for i in range(12)]
     await store.record_many([(r, r.model_dump_json().encode(), None) for r in batch1])
@@ -324,16 +324,20 @@ async def test_examples_keep_the_worst_and_a_sample_of_the_failing(
 
 
 async def test_a_redelivered_batch_adds_no_example_twice(aredis: aioredis.Redis, prefix: str) -> None:
-    store = ResultStore(aredis, prefix=prefix, windows=(SIZE,), examples=3)
+    store = ResultStore(aredis, prefix=prefix, windows=(SIZE,), recorders=[ExamplesRecorder(3)])
     items = [(r, r.model_dump_json().encode(), None) for r in (graded(i, 0.1 * i, T0 + i) for i in range(4))]
     await store.record_many(items)
-    await ResultStore(aredis, prefix=prefix, windows=(SIZE,), examples=3).record_many(items)  # another worker
+    await ResultStore(aredis, prefix=prefix, windows=(SIZE,), recorders=[ExamplesRecorder(3)]).record_many(
+        items
+    )  # another worker
     members = await aredis.zrange(store.keys.examples(store.pair_id("m", "s"), "worst", SIZE, T0), 0, -1)
     assert [orjson.loads(m)["id"] for m in members] == ["m-s-0", "m-s-1", "m-s-2"]
 
 
 async def test_result_not_retained_is_404_with_a_clear_message(aredis: aioredis.Redis, prefix: str) -> None:
-    store = ResultStore(aredis, prefix=prefix, windows=(SIZE,), redelivery_ttl_s=0)  # keeps no full results
+    store = ResultStore(
+        aredis, prefix=prefix, windows=(SIZE,), redelivery_ttl_s=0, recorders=[ExamplesRecorder()]
+    )  # keeps no full results, and examples
     r = graded(0, 0.2, T0 + 1)
     await store.record_many([(r, r.model_dump_json().encode(), None)])
     for ttl in (0, 3600):

@@ -7,7 +7,7 @@ import random
 import orjson
 import redis.asyncio as aioredis
 
-from streameval.drilldown import Candidates, compact, example_ids, sample_rank
+from streameval.features.drilldown import Candidates, ExamplesRecorder, compact, example_ids, sample_rank
 from streameval.keyspace import Keys
 from streameval.models import EvaluatorResult, GradedResult, JudgeBlock, JudgeVerdict, format_time, parse_time
 from streameval.store import ResultStore
@@ -40,7 +40,10 @@ async def test_samples_are_exact_with_two_workers_and_many_batches(
 ) -> None:
     """Whatever the cut-offs skip, the kept sets equal the lowest scores and latest failures of all events."""
     rng = random.Random(7)
-    workers = [ResultStore(aredis, prefix=prefix, windows=(SIZE, 3600), examples=6) for _ in range(2)]
+    workers = [
+        ResultStore(aredis, prefix=prefix, windows=(SIZE, 3600), recorders=[ExamplesRecorder(6)])
+        for _ in range(2)
+    ]
     results = [graded(i, round(rng.random(), 4), T0 + rng.uniform(0, 3 * SIZE)) for i in range(600)]
     for b in range(0, len(results), 40):  # batches go to the workers in turn
         batch = results[b : b + 40]
@@ -75,7 +78,7 @@ def test_the_cut_off_sends_only_what_can_enter() -> None:
     high = [(graded(10 + i, 0.9, T0 + 20 + i / 2), T0 + 20 + i / 2, b"d") for i in range(50)]
     klist, args, sent = candidates.part("m:s", (SIZE,), high, example_ttl_s=60)
     assert klist == [] and sent == []  # nothing is written
-    assert args == [0, 3, 60, 4]  # no zset; the block's own entries: 4
+    assert args == [3, 60]  # no zset: examples kept and their TTL only (the store then sends no block)
     # a new lowest score still goes through
     lowest = [(graded(99, 0.0, T0 + 30), T0 + 30, bytes(8))]  # the lowest score and the lowest sample rank
     klist, _, sent = candidates.part("m:s", (SIZE,), lowest, example_ttl_s=60)

@@ -18,6 +18,9 @@ from streameval.alerts import AlertRule
 from streameval.deadletters import RawStore
 from streameval.embedding_drift import DriftSample, EmbeddingDriftConfig
 from streameval.errors import ConfigError, StoreUnavailable
+from streameval.features.drilldown import ExamplesRecorder
+from streameval.features.embedding_drift import DriftRecorder
+from streameval.migrate import migrate_marks
 from streameval.models import EvaluatorResult, GradedResult, format_time
 from streameval.outputs import Publish
 from streameval.registry import CodeConfig, RegistryStore
@@ -51,7 +54,14 @@ async def test_every_script_touches_one_hash_slot(
     seen: dict[str, list[list[str]]] = {}
     written: list[str] = []
     real = keyspace.run_scripts
-    by_sha = {aredis.register_script(getattr(_lua, name)).sha: name for name in _lua.__all__}
+    # the record script with every feature block that adds keys to it (embedding drift, drill-down examples)
+    recorders = [
+        DriftRecorder(EmbeddingDriftConfig.model_construct(window=10, features=16, reservoir=2)),
+        ExamplesRecorder(),
+    ]
+    scripts = [name for name in _lua.__all__ if name.isupper() and name != "RECORD_CORE"]
+    by_sha = {aredis.register_script(getattr(_lua, name)).sha: name for name in scripts}
+    by_sha[aredis.register_script(_lua.record_script([(r.name, r.lua) for r in recorders])).sha] = "RECORD"
 
     async def checked(
         client: Any,
@@ -66,14 +76,24 @@ async def test_every_script_touches_one_hash_slot(
             written.append(command[1])
         return await real(client, calls, writes=writes)
 
-    for module in ("streameval.store", "streameval.windows", "streameval.registry", "streameval.deadletters"):
+    for module in (
+        "streameval.store",
+        "streameval.windows",
+        "streameval.registry",
+        "streameval.deadletters",
+        "streameval.migrate",
+    ):
         monkeypatch.setattr(f"{module}.run_scripts", checked)
     now = [T0 + 1.0]
     store = ResultStore(
-        aredis, prefix=prefix, windows=(10, 60), allowed_lateness_s=1, max_pairs=2, clock=lambda: now[0]
+        aredis,
+        prefix=prefix,
+        windows=(10, 60),
+        allowed_lateness_s=1,
+        max_pairs=2,
+        clock=lambda: now[0],
+        recorders=recorders,
     )
-    # embedding drift's block of the record script (its keys: the target's and the open windows' drift hashes)
-    store.embedding_drift = EmbeddingDriftConfig.model_construct(window=10, features=16, reservoir=2)
 
     def drift(i: int) -> DriftSample:
         numbers = np.array([1, 5, *range(4), *range(16)], dtype=np.int64)
@@ -110,12 +130,16 @@ async def test_every_script_touches_one_hash_slot(
         is not None
     )
 
-    assert sorted(seen) == sorted(_lua.__all__), "a script is never exercised here: add its path to this test"
+    await migrate_marks(aredis, store.keys, seen_ttl_s=store.seen_ttl_s, now=now[0])
+    assert sorted(seen) == sorted([*scripts, "RECORD"]), (
+        "a script is never exercised here: add its path to this test"
+    )
     for name, calls in seen.items():
         for keys in calls:
             assert keys, name
             assert len({key_slot(k.encode()) for k in keys}) == 1, (name, keys)
     assert any(":ed:10:" in k for keys in seen["RECORD"] for k in keys)  # the drift block was exercised
+    assert any(":ex:worst:" in k for keys in seen["RECORD"] for k in keys)  # and the examples' block
     # the encoded results, written before the record calls: each in the slot of a record call's keys
     assert written and {key_slot(k.encode()) for k in written} <= {
         key_slot(keys[0].encode()) for keys in seen["RECORD"]

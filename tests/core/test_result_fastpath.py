@@ -1,8 +1,8 @@
 """The pipeline's cheap result path writes exactly what the validating path wrote.
 
 Rule results and graded results of suites without a judge panel are built without a second pydantic
-validation when their values already have the field types (:func:`streameval.pipeline._built_result`,
-``_built_graded``); anything else is validated as before. Here both
+validation when their values already have the field types (:func:`streameval.result_build._built_result`,
+``built_graded``); anything else is validated as before. Here both
 paths run on the example events and the text-metric corpus, with a fixed clock, and every line of the
 results and dead-letter files must be byte-identical (timing fields included: the clock is fixed).
 """
@@ -23,6 +23,7 @@ from metrics_corpus import multi_reference, text_pairs
 from pydantic import ValidationError
 
 from streameval import pipeline as pipeline_module
+from streameval import result_build
 from streameval.config import BoundEvaluator, parse_config_text
 from streameval.evaluators import Score, build_evaluator
 from streameval.models import EvaluatorResult, GradedResult, format_time
@@ -125,12 +126,15 @@ def test_results_and_dead_letters_are_byte_identical_to_the_validating_path(
     (tmp_path / "new").mkdir()
     (tmp_path / "old").mkdir()
     cheap = {"results": 0, "graded": 0}
-    for name, key in (("_built_result", "results"), ("_built_graded", "graded")):
-        monkeypatch.setattr(pipeline_module, name, _counted(getattr(pipeline_module, name), cheap, key))
+    for module, name, key in (
+        (result_build, "_built_result", "results"),
+        (pipeline_module, "built_graded", "graded"),
+    ):
+        monkeypatch.setattr(module, name, _counted(getattr(module, name), cheap, key))
     new = _run(config_text, events, tmp_path / "new")
     assert cheap["results"] > 500 and cheap["graded"] > 150  # the cheap path is the one taken
-    monkeypatch.setattr(pipeline_module, "_built_result", _validated)
-    monkeypatch.setattr(pipeline_module, "_built_graded", lambda values: GradedResult(**values))
+    monkeypatch.setattr(result_build, "_built_result", _validated)
+    monkeypatch.setattr(pipeline_module, "built_graded", lambda values: GradedResult(**values))
     old = _run(config_text, events, tmp_path / "old")
     assert new[0].count(b"\n") > 200 and new[0] == old[0]
     assert new[1] == old[1]
@@ -175,7 +179,7 @@ def test_a_rule_result_is_what_validation_builds_or_raises(score: Score) -> None
             )
         return _validated("e", score.score, score.passed, 2.0, score.reason, score.details, score.version)
 
-    built: Callable[[], EvaluatorResult] = lambda: pipeline_module._to_result(BOUND, score)  # noqa: E731
+    built: Callable[[], EvaluatorResult] = lambda: result_build.to_result(BOUND, score)  # noqa: E731
     try:
         expected = old()
     except ValidationError as exc:

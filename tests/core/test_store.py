@@ -13,6 +13,7 @@ from redis.backoff import NoBackoff
 from streameval.config import parse_config
 from streameval.errors import StoreUnavailable
 from streameval.keyspace import OVERFLOW_MODEL
+from streameval.migrate import migrate_marks
 from streameval.models import GradedResult
 from streameval.pipeline import Pipeline
 from streameval.store import ResultStore, hash_fields, retry_forever
@@ -226,9 +227,9 @@ async def test_pairs_beyond_the_cap_aggregate_under_the_overflow_model(
 async def test_agent_domains_beyond_the_cap_fold_into_other(
     store: ResultStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from streameval import store as store_module
+    from streameval import store_entries
 
-    monkeypatch.setattr(store_module, "MAX_COUNTER_LABELS", 2)
+    monkeypatch.setattr(store_entries, "MAX_COUNTER_LABELS", 2)
     for i in range(4):
         result = await make_result(f"d{i}", "Paris")
         await store.record(result, b"x", {"exact_match": {f"domain:d{i}:sum": 1.0, f"domain:d{i}:n": 1.0}})
@@ -386,7 +387,7 @@ async def _mark_as_before(store: ResultStore, aredis: aioredis.Redis, item: tupl
     )
 
 
-async def test_events_marked_by_the_previous_layout_are_not_counted_again(
+async def test_events_marked_by_the_previous_layout_are_not_counted_again_once_migrated(
     store: ResultStore, aredis: aioredis.Redis
 ) -> None:
     # an upgrade: events counted by a worker of the previous version, redelivered to this one
@@ -397,6 +398,13 @@ async def test_events_marked_by_the_previous_layout_are_not_counted_again(
     ]
     for i, item in enumerate(old):
         await _mark_as_before(store, aredis, item, generation - (i % 2))  # this generation and the last one
+    pair = store.pair_id(old[0][0].model, old[0][0].suite)
+    await aredis.zadd(store.keys.pairs, {pair: store.now()})  # the pairs the previous version saw
+    assert await migrate_marks(aredis, store.keys, seen_ttl_s=store.seen_ttl_s, now=store.now()) == 40
+    assert await migrate_marks(aredis, store.keys, seen_ttl_s=store.seen_ttl_s, now=store.now()) == 0
+    assert not await aredis.exists(
+        *(store.keys.legacy_marks(pair, g, s) for g in (generation, generation - 1) for s in range(64))
+    )
     new = [
         (await make_result(f"new-{i}", "London"), f"new-{i}".encode(), None, f"raw new {i}".encode())
         for i in range(3)
@@ -406,29 +414,5 @@ async def test_events_marked_by_the_previous_layout_are_not_counted_again(
     assert replies == [item[1] for item in old] + [None] * 3  # the first results, published again
     [aggregate] = await store.all_time()
     assert aggregate.count == 3  # the old events counted 0 times here
-    assert await store.record_many(again[:5]) == [item[1] for item in old[:5]]
-    [aggregate] = await store.all_time()
-    assert aggregate.count == 3
-
-
-async def test_a_pair_without_old_marks_sends_no_old_keys_until_it_looks_again(
-    store: ResultStore,
-    aredis: aioredis.Redis,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    first = await make_result("fresh", "Paris")
-    assert await store.record_many([(first, b"first", None, b"raw")]) == [None]
-    pair = store.pair_id(first.model, first.suite)
-    generation = int(store.now() // store.seen_ttl_s)
-    late = await make_result("written-by-an-old-worker", "Paris")
-    item = (late, b"old", None, b"raw old")
-    call = store._record_call(pair, [store._prepare(0, item)], store.now())
-    shard = int.from_bytes(store._prepare(0, item).digest[:2], "big") % 64
-    assert (
-        call[2][11] == 0 and store.keys.legacy_marks(pair, generation, shard) not in call[1]
-    )  # cheap: none read
-    await _mark_as_before(store, aredis, item, generation)  # a worker of the previous version, still running
-    monkeypatch.setattr("streameval.store._LEGACY_RECHECK_S", 0.0)  # its next look finds them
-    assert await store.record_many([(late, b"again", None, b"raw old")]) == [b"old"]
-    [aggregate] = await store.all_time()
-    assert aggregate.count == 1
+    for key in (store.keys.marks(pair, g) for g in (generation, generation - 1)):
+        assert await aredis.ttl(key) > 0

@@ -14,6 +14,7 @@ from streameval import schemas
 from streameval.alerts import AlertRule
 from streameval.config import parse_config
 from streameval.errors import ConfigError
+from streameval.features.drilldown import ExamplesRecorder
 from streameval.models import Aggregate, Alert, GradedResult, format_time
 from streameval.outputs import Publish
 from streameval.pipeline import Pipeline
@@ -80,7 +81,15 @@ def clock() -> Clock:
 
 @pytest.fixture
 def store(aredis: aioredis.Redis, prefix: str, clock: Clock) -> ResultStore:
-    return ResultStore(aredis, prefix=prefix, windows=(SIZE,), allowed_lateness_s=LATENESS, clock=clock)
+    # with drill-down examples: the alerts list the window's lowest-scored ids
+    return ResultStore(
+        aredis,
+        prefix=prefix,
+        windows=(SIZE,),
+        allowed_lateness_s=LATENESS,
+        clock=clock,
+        recorders=[ExamplesRecorder()],
+    )
 
 
 def closers(store: ResultStore, clock: Clock, rules: list[AlertRule] = (), n: int = 2) -> list[WindowCloser]:  # type: ignore[assignment]

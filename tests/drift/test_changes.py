@@ -1,4 +1,4 @@
-"""The score-shift detector's logic (streameval.changes) on seeded simulated streams: quiet on 100 k
+"""The score-shift detector's logic (streameval.features.score_shift) on seeded simulated streams: quiet on 100 k
 stable events, a 0.1 mean shift caught within a documented number of events, the change point and the
 shift estimated, per-window folding independent of how events were split."""
 
@@ -10,7 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streameval.changes import Detector, ScoreShiftConfig, SeriesState, cusum_h, fold, window_series
+from streameval.features.score_shift import (
+    Detector,
+    ScoreShiftConfig,
+    SeriesState,
+    cusum_h,
+    fold,
+    window_series,
+)
 
 PER_WINDOW = 20
 

@@ -20,6 +20,7 @@ from streameval import telemetry
 from streameval.config import parse_config_text
 from streameval.envelope import Outcome, Source
 from streameval.errors import ConfigError
+from streameval.features.embedding_drift import DriftRecorder
 from streameval.models import Alert, format_time
 from streameval.outputs import Publish
 from streameval.store import ResultStore
@@ -130,8 +131,14 @@ async def _run(
     clock, sink, rng = Clock(), Sink(), random.Random(seed)
     stores = []
     for _ in range(workers):
-        store = ResultStore(aredis, prefix=prefix, windows=(SIZE,), allowed_lateness_s=LATENESS, clock=clock)
-        store.embedding_drift = cfg
+        store = ResultStore(
+            aredis,
+            prefix=prefix,
+            windows=(SIZE,),
+            allowed_lateness_s=LATENESS,
+            clock=clock,
+            recorders=[DriftRecorder(cfg)],
+        )
         stores.append(store)
     closers = [
         WindowCloser(
@@ -215,9 +222,13 @@ async def test_bytes_per_pair_and_window_are_bounded(aredis: aioredis.Redis, pre
     cfg = suites.windowing.embedding_drift
     assert cfg is not None
     store = ResultStore(
-        aredis, prefix=prefix, windows=(SIZE,), allowed_lateness_s=LATENESS, clock=lambda: T0 + 1
+        aredis,
+        prefix=prefix,
+        windows=(SIZE,),
+        allowed_lateness_s=LATENESS,
+        clock=lambda: T0 + 1,
+        recorders=[DriftRecorder(cfg)],
     )
-    store.embedding_drift = cfg
     key = store.keys.embedding_window(store.pair_id("m", "qa", _version()), SIZE, T0)
     sizes = []
     for w in range(4):  # 20, 40, 60, 80 events in one window (their times moved into it)
@@ -259,8 +270,14 @@ async def test_a_late_event_follows_its_figures_into_the_open_window(
     cfg = suites.windowing.embedding_drift
     assert cfg is not None
     clock = Clock()
-    store = ResultStore(aredis, prefix=prefix, windows=(SIZE,), allowed_lateness_s=LATENESS, clock=clock)
-    store.embedding_drift = cfg
+    store = ResultStore(
+        aredis,
+        prefix=prefix,
+        windows=(SIZE,),
+        allowed_lateness_s=LATENESS,
+        clock=clock,
+        recorders=[DriftRecorder(cfg)],
+    )
     pair = store.pair_id("m", "qa", _version())
 
     def items(outcomes: list[Outcome]) -> list[Any]:

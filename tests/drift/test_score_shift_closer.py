@@ -11,9 +11,10 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from streameval.changes import ScoreShiftConfig
 from streameval.config import parse_config
 from streameval.errors import ConfigError
+from streameval.features.drilldown import ExamplesRecorder
+from streameval.features.score_shift import ScoreShiftConfig
 from streameval.models import Alert, GradedResult, format_time, parse_time
 from streameval.outputs import Publish
 from streameval.pipeline import Pipeline
@@ -100,7 +101,14 @@ async def _run(
 ) -> list[Alert]:
     clock, sink = Clock(), sink or Sink()
     stores = [
-        ResultStore(aredis, prefix=prefix, windows=(SIZE,), allowed_lateness_s=LATENESS, clock=clock)
+        ResultStore(
+            aredis,
+            prefix=prefix,
+            windows=(SIZE,),
+            allowed_lateness_s=LATENESS,
+            clock=clock,
+            recorders=[ExamplesRecorder()],  # a shift alert lists the window's lowest-scored ids
+        )
         for _ in range(workers)
     ]
     closers = [

@@ -15,7 +15,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from streameval.agreement import agreement, cohen_kappa, isotonic, ranks, spearman
 
-# scores on the 1e-4 grid the join keeps (streameval.labels), some ties
+# scores on the 1e-4 grid the join keeps (streameval.features.labels), some ties
 GRID = st.integers(min_value=0, max_value=10_000).map(lambda v: v / 10_000)
 
 

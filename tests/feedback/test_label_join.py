@@ -13,7 +13,7 @@ from _feedback_helpers import JUDGES, NOW, label, record, result, stores
 from scipy import stats as scipy_stats
 from sklearn.metrics import cohen_kappa_score
 
-from streameval.labels import (
+from streameval.features.labels import (
     MAX_RECORD_BYTES,
     FeedbackDecoder,
     FeedbackInput,
@@ -25,7 +25,7 @@ from streameval.labels import (
 
 
 def test_a_judged_event_keeps_at_most_64_bytes_of_verdicts() -> None:
-    from streameval.labels import layout_id, pack_verdict
+    from streameval.features.labels import layout_id, pack_verdict
 
     r = result("e", {"alpha": 7.0, "beta": None, "gamma": 9.5})
     names, values = verdict_values(r)

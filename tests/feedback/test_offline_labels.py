@@ -9,7 +9,7 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 
 from streameval.cli import main
-from streameval.labels import human_agreement, join_in_memory
+from streameval.features.labels import human_agreement, join_in_memory
 from streameval.models import Feedback, GradedResult
 
 CONFIG = """

@@ -10,7 +10,7 @@ from _feedback_helpers import NOW, label, result
 from cluster_support import Cluster, redis_cluster  # noqa: F401
 
 from streameval import keyspace
-from streameval.labels import LabelStore
+from streameval.features.labels import LabelStore, VerdictRecorder
 from streameval.review import ReviewConfig, ReviewQueue
 from streameval.store import ResultStore
 
@@ -26,9 +26,10 @@ async def cluster_client(redis_cluster: Cluster) -> AsyncIterator[keyspace.Clien
 
 async def test_join_wait_and_review_on_a_cluster(cluster_client: keyspace.Client) -> None:
     prefix = f"c{random.randrange(1 << 30)}:"
-    store = ResultStore(cluster_client, prefix=prefix, windows=(60,), clock=lambda: NOW)
-    labels = LabelStore(cluster_client, store.keys, windows=(60,), clock=lambda: NOW, wait_s=30)
-    store.verdicts = labels
+    labels = LabelStore(cluster_client, keyspace.Keys(prefix), windows=(60,), clock=lambda: NOW, wait_s=30)
+    store = ResultStore(
+        cluster_client, prefix=prefix, windows=(60,), clock=lambda: NOW, recorders=[VerdictRecorder(labels)]
+    )
     rng = random.Random(4)
     results = [
         result(f"k{i}", {"alpha": float(rng.randrange(11)), "beta": 5.0, "gamma": 1.0}) for i in range(50)

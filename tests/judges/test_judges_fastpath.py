@@ -1,7 +1,7 @@
 """The judged path's cheaper steps build what the validating steps built.
 
 A judged suite's graded result is built without a second validation when its fields have the model's
-types (``pipeline._built_graded``, as for suites without a panel: the judge block is kept as the very
+types (``result_build.built_graded``, as for suites without a panel: the judge block is kept as the very
 instance validation keeps); a verdict's parsed fields are set on the verdict itself instead of on a
 ``model_copy``; a blend panel not asked twice is gathered without a task around it; the counter
 names of a judge pair are built once. Each is checked here against the code it replaced, on the

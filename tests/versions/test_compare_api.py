@@ -14,6 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from streameval.api import create_web_app
 from streameval.config import parse_config_text, shadow_routings
+from streameval.features.compare import CompactScoresRecorder
 from streameval.models import GradedResult
 from streameval.pipeline import Pipeline, Source
 from streameval.processor import Processor
@@ -47,7 +48,7 @@ async def setup(
     aredis: aioredis.Redis, prefix: str
 ) -> AsyncIterator[tuple[TestClient[Any, Any], Processor, str, str]]:
     _, suites = parse_config_text(textwrap.dedent(CONFIG))
-    store = ResultStore(aredis, prefix=prefix, windows=(60,))
+    store = ResultStore(aredis, prefix=prefix, windows=(60,), recorders=[CompactScoresRecorder(3 * 86400)])
     shadows = [Pipeline(r, result_marks={"shadow": True}) for r in shadow_routings(suites)]
     proc = Processor(Pipeline(suites), store, shadows=shadows)
     app = create_web_app(aredis, prefix=prefix, token=None, windows=(60,))

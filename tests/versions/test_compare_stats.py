@@ -12,7 +12,16 @@ from hypothesis import strategies as st
 from scipy import stats as sps
 from sklearn.metrics import cohen_kappa_score
 
-from streameval.compare import ABSENT, Compact, compact, compare, kappa, pack_chunk, rank, unpack_chunks
+from streameval.features.compare import (
+    ABSENT,
+    Compact,
+    compact,
+    compare,
+    kappa,
+    pack_chunk,
+    rank,
+    unpack_chunks,
+)
 
 
 def records(scores: list[tuple[float, bool]], prefix: str = "e") -> dict[str, Compact]:

@@ -16,6 +16,8 @@ from streameval.alerts import AlertRule
 from streameval.api import create_web_app
 from streameval.config import parse_config
 from streameval.errors import ConfigError
+from streameval.features.compare import CompactScoresRecorder
+from streameval.features.drilldown import ExamplesRecorder
 from streameval.keyspace import Keys
 from streameval.models import Aggregate, Alert, GradedResult, format_time
 from streameval.outputs import Publish
@@ -83,7 +85,14 @@ def clock() -> Clock:
 
 @pytest.fixture
 def store(aredis: aioredis.Redis, prefix: str, clock: Clock) -> ResultStore:
-    return ResultStore(aredis, prefix=prefix, windows=(SIZE,), allowed_lateness_s=3.0, clock=clock)
+    return ResultStore(
+        aredis,
+        prefix=prefix,
+        windows=(SIZE,),
+        allowed_lateness_s=3.0,
+        clock=clock,
+        recorders=[CompactScoresRecorder(3 * 86400), ExamplesRecorder()],
+    )
 
 
 async def test_each_version_counts_each_event_once(store: ResultStore) -> None:

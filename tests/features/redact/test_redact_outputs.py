@@ -13,7 +13,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from streameval.config import parse_config
-from streameval.drilldown import Candidates
+from streameval.features.drilldown import Candidates
 from streameval.features.redact import RedactConfig, Redactors, build_redactors
 from streameval.keyspace import Keys
 from streameval.models import EvaluatorResult, GradedResult

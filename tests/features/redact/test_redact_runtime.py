@@ -32,7 +32,10 @@ async def test_review_examples_and_dead_letters_leave_redacted(
 ) -> None:
     path = tmp_path / "suites.yaml"
     path.write_text(SUITE)
-    settings = Settings(config=str(path), redis_url=redis_url, redis_prefix=prefix, windows=(60,))
+    # drill-down examples kept (a suite file without alert rules keeps none by default)
+    settings = Settings(
+        config=str(path), redis_url=redis_url, redis_prefix=prefix, windows=(60,), examples=20
+    )
     runtime = await Runtime.build(load_worker_config(settings))
     try:
         events = [

@@ -48,7 +48,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Change", "Detector", "ScoreShiftConfig", "SeriesState", "cusum_h", "fold"]
+__all__ = ["Change", "Detector", "ScoreShiftConfig", "SeriesState", "cusum_h", "fold", "window_series"]
 
 Series = Literal["overall", "evaluators", "judges"]
 

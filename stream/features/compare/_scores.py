@@ -29,7 +29,7 @@ from itertools import accumulate
 from operator import itemgetter, mul, sub
 from typing import Any
 
-from .stats import moments, t_quantile_975
+from ...stats import moments, t_quantile_975
 
 __all__ = [
     "ABSENT",

@@ -1,6 +1,6 @@
 """Drill-down: a bounded sample of the worst and the failing results of every window, and results by id.
 
-For every model × suite × window the record script (the drill-down block of streameval._lua.RECORD) keeps two sorted
+For every model × suite × window the record script (its drill-down block, streameval.features.drilldown) keeps two sorted
 sets in the pair's slot (streameval.keyspace):
 
 * ``worst``: the ``examples`` lowest scores (zset score: the result's score);
@@ -39,8 +39,8 @@ from typing import Any
 
 import orjson
 
-from .keyspace import Keys
-from .models import GradedResult
+from ...keyspace import Keys
+from ...models import GradedResult
 
 __all__ = ["KINDS", "MAX_TEXT", "Candidates", "Example", "compact", "example_ids", "parse", "sample_rank"]
 
@@ -178,12 +178,13 @@ class Candidates:
         *,
         example_ttl_s: int,
     ) -> tuple[list[str], list[Any], list[tuple[tuple[str, int, int], str, float]]]:
-        """The KEYS and ARGV of RECORD's drill-down block for one pair's events ``(result, event time, digest)``.
+        """The KEYS and ARGV (examples kept, ttl, then per KEY its candidates) of the record script's drill-down block
+        for one pair's events ``(result, event time, digest)``.
 
         Also returns what to remember once the call succeeded (:meth:`commit`).
         """
         klist: list[str] = []
-        args: list[Any] = [0, self.keep, example_ttl_s]
+        args: list[Any] = [self.keep, example_ttl_s]
         sent: list[tuple[tuple[str, int, int], str, float]] = []
         bodies: dict[int, bytes] = {}  # a result can be a candidate of several windows and both kinds
         if self.keep:
@@ -217,8 +218,6 @@ class Candidates:
                                 body = bodies[id(result)] = compact(shown)
                             args += [repr(rank), body]
                             sent.append((window, kind, rank))
-        args[0] = len(klist)
-        args.append(len(args) + 1)
         return klist, args, sent
 
     def commit(self, sent: Sequence[tuple[tuple[str, int, int], str, float]]) -> None:

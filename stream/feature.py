@@ -1,0 +1,132 @@
+"""What the engine knows of a feature: the protocol it calls while recording a batch.
+
+A feature that keeps something per event in Redis (drill-down examples, compact scores for version
+comparison, embedding-drift sums, verdicts for the human-label join) is a :class:`BatchRecorder`: the
+composition root (:mod:`streameval.runtime`, through :func:`streameval.features.record_plugins`) builds it
+only when the suite file or the settings turn the feature on and hands it to the
+:class:`~streameval.store.ResultStore`, which
+
+* composes its Lua fragment into the record script once, at construction (one script, one SHA, per
+  combination of recorders: a block that is off is neither sent nor parsed);
+* asks it, per batch, for the commands it adds to the batch's one Redis pipeline (:meth:`BatchRecorder.writes`:
+  plain commands and script calls on other slots, sent before the record calls);
+* asks it, per model × suite pair, for its block of the pair's record call (:meth:`BatchRecorder.block`);
+* tells it what was committed (:meth:`BatchRecorder.committed`), once the call counted the pair's events.
+
+The record script hands each block, in the order the recorders were given, its own KEYS and ARGV: the
+worker sends, after the core's ARGV, per block ``nk, na`` (how many KEYS and ARGV entries it owns) then
+its ARGV; its KEYS follow the core's in the same order. The fragment runs after the core's writes (the
+events are counted), in a ``do ... end`` of its own, with ``k0`` / ``a0`` the index just before its first
+KEY / ARGV entry, and may read the core's locals: ``hashes[t]`` (target window t's hash, the open
+window's when redirected), ``via[t]`` (1 or 2: which candidate open window it was redirected to; nil when
+not), ``ntargets``, ``nevents`` and ``ARGV[6]`` (the window TTL). A block with no ARGV entry is skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .models import DeadLetterTruncation, GradedResult, RequestEvent
+
+__all__ = ["BatchRecorder", "Block", "Call", "RecordContext", "Recorded", "Redaction"]
+
+#: one script call in the record pipeline: (registered script, KEYS, ARGV)
+Call = tuple[Any, list[str], list[Any]]
+
+
+@dataclass
+class Recorded:
+    """One event of a batch as the store records it (what a recorder may read)."""
+
+    index: int
+    pair: str  # its model × suite (× version) pair id (streameval.keyspace)
+    digest: bytes  # its idempotency digest (id and content)
+    event_time: float
+    encoded: bytes
+    increments: dict[str, float] = field(default_factory=dict)
+    result: GradedResult | None = None
+    pointer: bytes = b""  # where its encoded result is kept, once its call is built
+    retract: bool = False  # takes an earlier result's figures back (record_many's retractions)
+    annotation: Any = None  # what the pipeline's annotator derived for the features (not interpreted here)
+
+
+@dataclass(frozen=True)
+class Block:
+    """A recorder's part of one pair's record call, and what to tell it once the call counted the events."""
+
+    keys: list[str]
+    args: list[Any]
+    token: Any = None
+
+
+class RecordContext(Protocol):
+    """What a recorder may ask the store that calls it (streameval.store.ResultStore)."""
+
+    @property
+    def keys(self) -> Any: ...  # streameval.keyspace.Keys
+
+    @property
+    def windows(self) -> tuple[int, ...]: ...
+
+    @property
+    def window_ttl_s(self) -> int: ...
+
+    def candidates(self, size: int, now: float) -> tuple[int, int]:
+        """The starts of the two windows of ``size`` that may be open now on the Redis clock."""
+        ...
+
+
+class BatchRecorder(Protocol):
+    """A feature's share of recording a batch (module docstring)."""
+
+    #: its name (the record script's block comment; telemetry)
+    name: str
+    #: the Lua fragment run in the record script (module docstring); "" when it adds nothing to the call
+    lua: str
+
+    def writes(
+        self, ctx: RecordContext, events: Sequence[Recorded], now: float
+    ) -> tuple[list[Call], list[tuple[Any, ...]]]:
+        """Script calls on other slots and plain commands for the batch's pipeline, sent before the record calls
+        (each event once, even when a retry of the batch calls the record script again)."""
+        ...
+
+    def block(
+        self,
+        ctx: RecordContext,
+        pair: str,
+        group: Sequence[Recorded],
+        targets: Sequence[tuple[int, int]],
+        now: float,
+    ) -> Block | None:
+        """Its block of ``pair``'s record call (``targets``: (window size index, start) in the core's order);
+        None: nothing this time (the block is sent empty and skipped)."""
+        ...
+
+    def committed(self, token: Any) -> None:
+        """The call that carried :meth:`block`'s ``token`` counted its events."""
+        ...
+
+
+class Redaction(Protocol):
+    """Redaction before judging as the engine asks for it (streameval.features.redact builds one when the
+    suite file has a ``redact:`` block; docs/redact.md): the pipeline hands judges the redacted event and
+    may redact a dead letter; the composition root redacts review items and drill-down examples with it."""
+
+    def judged(self, event: RequestEvent, suite: str) -> tuple[RequestEvent, dict[str, int] | None]:
+        """The event as the suite's judges may see it, and what was redacted (counts per kind)."""
+        ...
+
+    def texts(self, suite: str, texts: Sequence[str | None]) -> list[str | None]:
+        """Texts of one item as they may leave, in one scope (the same value, the same placeholder)."""
+        ...
+
+    def result(self, result: GradedResult) -> GradedResult:
+        """A result's texts (reasons, judges' reasoning) as a drill-down example may show them."""
+        ...
+
+    def dead_letter(self, raw: bytes, reason: str) -> tuple[bytes, str, DeadLetterTruncation | None]:
+        """A dead letter's raw bytes and reason as they may be published."""
+        ...

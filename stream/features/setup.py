@@ -1,0 +1,89 @@
+"""Which features a worker runs, from the settings and the suite file: what is on is paid for, what is off
+does not exist (docs/performance.md, "What each feature costs").
+
+:func:`enabled` resolves the settings that default to "when the suite file asks for it";
+:func:`record_plugins` builds the recorders of those that keep something per event
+(streameval.feature.BatchRecorder), for the composition root to hand to the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import LoadedConfig
+from ..embedding_drift import EmbeddingDriftConfig
+from ..feature import BatchRecorder
+from ..settings import Settings
+from .compare import DEFAULT_TTL_S as DEFAULT_COMPARE_TTL_S
+from .compare import CompactScoresRecorder
+from .drilldown import ExamplesRecorder
+from .embedding_drift import DriftRecorder
+from .labels import LabelStore, VerdictRecorder
+
+__all__ = [
+    "DEFAULT_COMPARE_TTL_S",
+    "DEFAULT_EXAMPLES",
+    "DEFAULT_LABEL_JOIN_TTL_S",
+    "Enabled",
+    "enabled",
+    "record_plugins",
+]
+
+#: drill-down examples of each kind per window when alerts need them (STREAMEVAL_EXAMPLES unset)
+DEFAULT_EXAMPLES = 20
+#: how long verdicts are kept for the label join when labels are configured (STREAMEVAL_LABEL_JOIN_TTL_S unset)
+DEFAULT_LABEL_JOIN_TTL_S = 7 * 86400
+
+
+@dataclass(frozen=True)
+class Enabled:
+    """The per-event features a worker runs (0 / None: off)."""
+
+    examples: int = 0
+    example_ttl_s: int = 86400
+    compare_ttl_s: int = 0
+    label_join_ttl_s: int = 0
+    embedding_drift: EmbeddingDriftConfig | None = None
+
+
+def enabled(settings: Settings, suites: LoadedConfig | None, *, backfill: bool = False) -> Enabled:
+    """What runs: an explicit setting wins; unset, a feature is on when the suite file (or the run: a shadow
+    file, a backfill) asks for what it keeps. ``suites`` None: only the explicit settings count."""
+    wants_examples = suites is not None and bool(suites.alerts or suites.windowing.score_shift is not None)
+    examples = settings.examples
+    if examples is None:
+        examples = DEFAULT_EXAMPLES if wants_examples else 0
+    compare = settings.compare_ttl_s
+    if compare is None:
+        shadows = suites is not None and any(s.shadows for s in suites.all)
+        compare = DEFAULT_COMPARE_TTL_S if (backfill or settings.shadow or shadows) else 0
+    labels = settings.label_join_ttl_s
+    if labels is None:
+        wants_labels = suites is not None and (
+            suites.feedback_configured
+            or suites.review is not None
+            or any(rule.metric == "human_agreement" for rule in suites.alerts)
+        )
+        labels = DEFAULT_LABEL_JOIN_TTL_S if wants_labels and not backfill else 0
+    return Enabled(
+        examples=examples,
+        example_ttl_s=settings.example_ttl_s,
+        compare_ttl_s=compare,
+        label_join_ttl_s=labels,
+        embedding_drift=None if suites is None or backfill else suites.windowing.embedding_drift,
+    )
+
+
+def record_plugins(on: Enabled, labels: LabelStore | None = None) -> list[BatchRecorder]:
+    """The recorders of the features ``on`` turns on (``labels``: the label store, when the join is on), in
+    the order their blocks run in the record script."""
+    out: list[BatchRecorder] = []
+    if labels is not None and on.label_join_ttl_s:
+        out.append(VerdictRecorder(labels))
+    if on.compare_ttl_s:
+        out.append(CompactScoresRecorder(on.compare_ttl_s))
+    if on.embedding_drift is not None:
+        out.append(DriftRecorder(on.embedding_drift))
+    if on.examples:
+        out.append(ExamplesRecorder(on.examples, on.example_ttl_s))
+    return out
