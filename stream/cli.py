@@ -157,9 +157,7 @@ def _run(args: argparse.Namespace, console: Console, out: Console) -> int:
         )
     if args.command == "migrate":
         return asyncio.run(
-            _migrate(
-                args, load_settings(**({"redis_url": args.redis_url} if args.redis_url else {})), console
-            )
+            _migrate(args, load_settings(**({"redis_url": args.redis_url} if args.redis_url else {})), out)
         )
     if args.command == "review":
         return asyncio.run(
@@ -631,7 +629,8 @@ async def _dead_letter_raw(
     return EXIT_OK
 
 
-async def _migrate(args: argparse.Namespace, settings: Settings, console: Console) -> int:
+async def _migrate(args: argparse.Namespace, settings: Settings, out: Console) -> int:
+    """``streameval migrate marks``: the count moved on stdout (errors on stderr, by the caller)."""
     import time
 
     from .keyspace import Keys, connect
@@ -647,7 +646,7 @@ async def _migrate(args: argparse.Namespace, settings: Settings, console: Consol
         )
     finally:
         await client.aclose()
-    console.print(
+    out.print(
         f"moved {moved} idempotency marks of the previous layout into the digest buckets", highlight=False
     )
     return EXIT_OK

@@ -120,14 +120,16 @@ def site(
 
 
 def serve_site(
-    config: Path, broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str]
+    config: Path, broker: EmbeddedBroker, start_worker: Callable[..., Any], topics: dict[str, str], **env: str
 ) -> str:
     """The base URL of a worker serving the pages with the suite file ``config``, once it answers."""
     import asyncio
 
     asyncio.run(ensure_topics(broker.bootstrap, topics.values(), partitions=2))
     port = free_port()
-    start_worker(config, STREAMEVAL_WEB_PORT=str(port), STREAMEVAL_API_TOKEN=TOKEN, STREAMEVAL_WINDOWS="2,60")
+    start_worker(
+        config, STREAMEVAL_WEB_PORT=str(port), STREAMEVAL_API_TOKEN=TOKEN, STREAMEVAL_WINDOWS="2,60", **env
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + WAIT_S
     while True:
@@ -486,7 +488,8 @@ def busy_site(
             }
         )
     )
-    return serve_site(config, broker, start_worker, topics)
+    # the drill-down examples kept (a suite file without alert rules keeps none unless asked)
+    return serve_site(config, broker, start_worker, topics, STREAMEVAL_EXAMPLES="20")
 
 
 def many_pairs(now: float) -> list[bytes]:

@@ -230,6 +230,11 @@ def case_judge_sim(ctx: Ctx) -> Ran:
     return Ran(code, out, err, out_has=[f"SIMULATED judge listening on http://127.0.0.1:{port}"])
 
 
+def case_migrate(ctx: Ctx) -> Ran:
+    code, out, err = run(ctx, "migrate", "marks")
+    return Ran(code, out, err, out_has=["moved 0 idempotency marks"])
+
+
 def case_review(ctx: Ctx) -> Ran:
     code, out, err = run(ctx, "review", "export")
     assert out == ""  # the data (JSONL items) goes to stdout: none kept under this prefix
@@ -283,6 +288,7 @@ CASES: dict[str, Callable[[Ctx], Ran]] = {
     "demo": case_demo,
     "evaluate": case_evaluate,
     "judge-sim": case_judge_sim,
+    "migrate": case_migrate,
     "notify": case_notify,
     "produce": case_produce,
     "redact": case_redact,

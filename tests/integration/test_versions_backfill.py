@@ -107,8 +107,9 @@ async def test_live_v1_and_backfill_v2_on_the_same_events(
     raws = events("b", 60, start)
     await produce(broker.bootstrap, topics["requests"], raws, key=lambda v: orjson.loads(v)["id"].encode())
 
-    # live v1: a worker counts every event once
-    worker = start_worker(v1_file)
+    # live v1: a worker counts every event once, keeping compact scores for a later backfill to compare with
+    # (a live worker keeps none unless asked: docs/versions.md)
+    worker = start_worker(v1_file, STREAMEVAL_COMPARE_TTL_S="259200")
     await collect(broker.bootstrap, [topics["results"]], until=lambda r: len(r) >= len(raws), timeout=90)
     for _ in range(100):
         if (await all_time(aredis, prefix, v1)).get("count") == len(raws):
