@@ -7,16 +7,15 @@ from datetime import date
 __all__ = ["cn_id_valid", "iban_valid", "luhn_valid"]
 
 
+# a digit doubled, its digits summed: 0 2 4 6 8 1 3 5 7 9
+_DOUBLED = str.maketrans("0123456789", "0246813579")
+
+
 def luhn_valid(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = ord(ch) - 48
-        if i % 2:
-            d *= 2
-            if d > 9:
-                d -= 9
-        total += d
-    return total % 10 == 0
+    """The Luhn check of a string of ASCII digits (every second digit from the right doubled)."""
+    # summing bytes is one C call; int() per digit was most of a card's check
+    summed = (digits[-1::-2] + digits[-2::-2].translate(_DOUBLED)).encode()
+    return (sum(summed) - 48 * len(summed)) % 10 == 0
 
 
 _ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)

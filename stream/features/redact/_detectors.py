@@ -32,8 +32,10 @@ from __future__ import annotations
 import base64
 import binascii
 import ipaddress
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal, get_args
 
 import orjson
@@ -70,6 +72,7 @@ DetectorName = Literal[
 Found = tuple[int, int, str]
 #: texts longer than this run the built-in patterns with the timeout (module docstring)
 TIMED_CHARS = 4096
+Match = regex.Match[str] | re.Match[str]  # a match of either engine (module docstring)
 
 
 @dataclass(frozen=True)
@@ -82,26 +85,62 @@ class Detector:
 
 # -- patterns ---------------------------------------------------------------------------------
 Windows = Callable[[Shape], list[tuple[int, int]]] | None
+#: (shape, start, end) -> False: no value of the detector can be inside that window (skip the pattern)
+Needs = Callable[[Shape, int, int], bool] | None
 
 
 def _finder(
-    pattern: str, check: Callable[[regex.Match[str]], str | None], windows: Windows = None
+    pattern: str, check: Callable[[Match], str | None], windows: Windows = None, needs: Needs = None
 ) -> Callable[[str, Shape, float | None], list[Found]]:
     # ASCII: a digit is 0-9 and a word character A-Za-z0-9_, so 手机13912345678 ends a word before the number
-    compiled = regex.compile(pattern, regex.ASCII)
+    timed = regex.compile(pattern, regex.ASCII)
+    fast = _untimed(pattern)
 
     def find(text: str, shape: Shape, timeout: float | None) -> list[Found]:
         out: list[Found] = []
-        timeout = timeout if len(text) > TIMED_CHARS else None
         spans = [(0, len(text))] if windows is None else windows(shape)
+        if fast is not None and len(text) <= TIMED_CHARS:
+            finditer: Callable[[str, int, int], Iterable[Match]] = fast.finditer
+        else:
+            finditer = partial(timed.finditer, timeout=timeout if len(text) > TIMED_CHARS else None)
         for lo, hi in spans:
-            for match in compiled.finditer(text, lo, hi, timeout=timeout):
+            if needs is not None and not needs(shape, lo, hi):
+                continue
+            for match in finditer(text, lo, hi):
                 value = check(match)
                 if value is not None:
                     out.append((match.start(), match.end(), value))
         return out
 
     return find
+
+
+def _untimed(pattern: str) -> re.Pattern[str] | None:
+    """``pattern`` in the standard library's engine, for texts up to :data:`TIMED_CHARS` (module docstring);
+    None when it has what only ``regex`` has (a look-behind of variable width)."""
+    try:
+        return re.compile(pattern, re.ASCII)
+    except re.error:
+        return None
+
+
+def _digits_at_least(n: int) -> Callable[[Shape, int, int], bool]:
+    """A window holds a value only with ``n`` digits or more (a prefilter: one count in C)."""
+
+    def needs(shape: Shape, lo: int, hi: int) -> bool:
+        return shape.shape.count(b"0", lo, hi) >= n
+
+    return needs
+
+
+def _digit_run(n: int) -> Callable[[Shape, int, int], bool]:
+    """A window holds a value only with ``n`` digits in a row."""
+    run = b"0" * n
+
+    def needs(shape: Shape, lo: int, hi: int) -> bool:
+        return shape.shape.find(run, lo, hi) >= 0
+
+    return needs
 
 
 _SEPARATORS = str.maketrans("", "", " -.()+")
@@ -112,7 +151,7 @@ def _digits(text: str) -> str:
     return text.translate(_SEPARATORS)
 
 
-def _card(m: regex.Match[str]) -> str | None:
+def _card(m: Match) -> str | None:
     text = m.group()
     digits = _digits(text)
     if not 13 <= len(digits) <= 19 or not luhn_valid(digits):
@@ -126,17 +165,17 @@ def _card(m: regex.Match[str]) -> str | None:
     return digits
 
 
-def _cn_id(m: regex.Match[str]) -> str | None:
+def _cn_id(m: Match) -> str | None:
     number = m.group().upper()
     return number if cn_id_valid(number) else None
 
 
-def _iban(m: regex.Match[str]) -> str | None:
+def _iban(m: Match) -> str | None:
     value = m.group().replace(" ", "").upper()
     return value if iban_valid(value) else None
 
 
-def _phone(m: regex.Match[str]) -> str | None:
+def _phone(m: Match) -> str | None:
     text = m.group()
     digits = _digits(text)
     if text.startswith("+") and not 8 <= len(digits) <= 15:
@@ -150,23 +189,31 @@ _VERSION_BEFORE = regex.compile(r"(?i)(?:\bv|version|ver\.?|release|build|版本
 
 
 def _ip_finder() -> Callable[[str, Shape, float | None], list[Found]]:
-    v4 = regex.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)", regex.ASCII)
-    v6 = regex.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])", regex.ASCII)
+    v4_pattern = r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)"
+    v6_pattern = r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])"
+    v4, v6 = regex.compile(v4_pattern, regex.ASCII), regex.compile(v6_pattern, regex.ASCII)
+    v4_fast, v6_fast = re.compile(v4_pattern, re.ASCII), re.compile(v6_pattern, re.ASCII)
 
     def find(text: str, shape: Shape, timeout: float | None) -> list[Found]:
         out: list[Found] = []
         if len(text) <= TIMED_CHARS:
-            timeout = None
-        if b"." in shape.ascii:
+            v4_iter: Callable[..., Iterable[Match]] = v4_fast.finditer
+            v6_iter: Callable[..., Iterable[Match]] = v6_fast.finditer
+        else:
+            v4_iter, v6_iter = partial(v4.finditer, timeout=timeout), partial(v6.finditer, timeout=timeout)
+        data = shape.ascii
+        if b"." in data:
             for lo, hi in shape.numbers():
-                for m in v4.finditer(text, lo, hi, timeout=timeout):
+                if data.count(b".", lo, hi) < 3:
+                    continue  # an IPv4 address has three dots
+                for m in v4_iter(text, lo, hi):
                     if _VERSION_BEFORE.search(text, max(0, m.start() - 16), m.start()) is not None:
                         continue
                     ip = _address(m.group())
                     if ip is not None:
                         out.append((m.start(), m.end(), ip))
-        if b"::" in shape.ascii or shape.ascii.count(b":") >= 7:
-            for m in v6.finditer(text, timeout=timeout):
+        if b"::" in data or data.count(b":") >= 7:
+            for m in v6_iter(text):
                 found = m.group()
                 # "fe80::1" yes; "a::b" (code), "12:30:45" (a time: not an address anyway) no
                 if len(found) < 3 or not any(ch.isdigit() for ch in found):
@@ -189,7 +236,7 @@ def _address(text: str) -> str | None:
     return ip.compressed
 
 
-def _jwt(m: regex.Match[str]) -> str | None:
+def _jwt(m: Match) -> str | None:
     head = m.group().split(".", 1)[0]
     try:
         header = orjson.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
@@ -198,7 +245,7 @@ def _jwt(m: regex.Match[str]) -> str | None:
     return m.group() if isinstance(header, dict) and "alg" in header else None
 
 
-def _whole(m: regex.Match[str]) -> str | None:
+def _whole(m: Match) -> str | None:
     return m.group()
 
 
@@ -215,9 +262,13 @@ def _holds(*literals: bytes) -> Callable[[Shape], bool]:
     return holds
 
 
-_LOCAL = regex.compile(rb"(?r)[A-Za-z0-9._%+-]{1,65}")  # read backwards from the @: the local part
-_DOMAIN = regex.compile(
-    r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,8}[A-Za-z]{2,24}(?![A-Za-z_-])", regex.ASCII
+_DOMAIN_PATTERN = r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,8}[A-Za-z]{2,24}(?![A-Za-z_-])"
+_DOMAIN = regex.compile(_DOMAIN_PATTERN, regex.ASCII)
+_DOMAIN_FAST = re.compile(_DOMAIN_PATTERN, re.ASCII)
+# a local part's characters -> "a", every other byte -> " ": the local part before an @ is the run of "a"
+_LOCAL_TABLE = bytes(
+    ord("a") if chr(b) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._%+-" else ord(" ")
+    for b in range(256)
 )
 _LOCAL_START = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _NOT_BEFORE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.%+-")
@@ -225,24 +276,21 @@ _NOT_BEFORE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
 
 def _emails(text: str, shape: Shape, timeout: float | None) -> list[Found]:
     """From each ``@``: the local part read backwards (1-64 characters, starting with a letter or digit, not
-    after a word character), the domain forwards: two anchored matches per ``@`` instead of a pattern
+    after a word character), the domain forwards: two anchored reads per ``@`` instead of a pattern
     tried at every letter of the text."""
     out: list[Found] = []
     data = shape.ascii
-    timeout = timeout if len(text) > TIMED_CHARS else None
+    domain_at = _DOMAIN_FAST.match if len(text) <= TIMED_CHARS else partial(_DOMAIN.match, timeout=timeout)
     at = data.find(b"@")
     while at > 0:
-        local = _LOCAL.match(data, max(0, at - 65), at)
-        domain = _DOMAIN.match(text, at, timeout=timeout) if local is not None else None
-        if local is not None and domain is not None:
-            start = local.start()
+        lo = max(0, at - 65)
+        start = lo + data[lo:at].translate(_LOCAL_TABLE).rfind(b" ") + 1  # up to 65 local characters
+        domain = domain_at(text, at) if start < at else None
+        if domain is not None:
+            first = start
             while start < at and data[start] not in _LOCAL_START:
                 start += 1  # a local part starts with a letter or digit (".bob" is "bob" after a dot: no)
-            if (
-                start == local.start()
-                and at - start <= 64
-                and (start == 0 or data[start - 1] not in _NOT_BEFORE)
-            ):
+            if start == first and at - start <= 64 and (start == 0 or data[start - 1] not in _NOT_BEFORE):
                 out.append((start, domain.end(), text[start : domain.end()].lower()))
         at = data.find(b"@", at + 1)
     return out
@@ -315,6 +363,7 @@ DETECTORS: dict[str, Detector] = {
             r"(?![0-9A-Za-z])",
             _cn_id,
             Shape.numbers,
+            _digit_run(17),
         ),
     ),
     "card": Detector(
@@ -322,7 +371,9 @@ DETECTORS: dict[str, Detector] = {
         "CARD",
         lambda shape: bool(shape.numbers()),
         # every issuer prefix starts with 2-6
-        _finder(r"(?<![\d-])[2-6]\d{3}(?:[ -]?\d){9,15}(?![\d]|-\d)", _card, Shape.numbers),
+        _finder(
+            r"(?<![\d-])[2-6]\d{3}(?:[ -]?\d){9,15}(?![\d]|-\d)", _card, Shape.numbers, _digits_at_least(13)
+        ),
     ),
     "phone": Detector(
         "phone",
@@ -337,6 +388,7 @@ DETECTORS: dict[str, Detector] = {
             r")(?![\w]|[-.]\d)",
             _phone,
             Shape.numbers,
+            _digits_at_least(8),  # every kind has 8 digits or more (with "+": the check's 8-15)
         ),
     ),
     "ip": Detector("ip", "IP", lambda shape: b"." in shape.ascii or b":" in shape.ascii, _ip_finder()),
