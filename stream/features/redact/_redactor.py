@@ -56,7 +56,10 @@ class Redactor:
         self.fields = frozenset(config.chosen_fields)
         self._key = key or b""
         self._timeout = config.timeout_s
-        self._detectors = [DETECTORS[name] for name in config.chosen_detectors]
+        self._detectors = [
+            (DETECTORS[name].may_hold, DETECTORS[name].find, DETECTORS[name].kind)
+            for name in config.chosen_detectors
+        ]
         self._custom = [(spec.kind, regex.compile(spec.pattern)) for spec in config.patterns or ()]
         self.custom = bool(self._custom)
         self._allow = frozenset(value.lower() for value in config.allow or ())
@@ -114,13 +117,16 @@ class Redactor:
         timeout = self._timeout
         allow = self._allow
         shape = Shape(text)
-        for detector in self._detectors:
-            if not detector.may_hold(shape):
+        for may_hold, find, kind in self._detectors:
+            if not may_hold(shape):
                 continue
-            for start, end, value in detector.find(text, shape, timeout):
-                if _free(taken, start, end):
+            for start, end, value in find(text, shape, timeout):
+                for s, e, _, _ in taken:
+                    if start < e and s < end:
+                        break  # overlaps a value taken first
+                else:
                     allowed = allow and (value.lower() in allow or text[start:end].lower() in allow)
-                    taken.append((start, end, detector.kind, None if allowed else value))
+                    taken.append((start, end, kind, None if allowed else value))
         if self._custom:
             placeholders = [m.span() for m in _PLACEHOLDER.finditer(text)] if "[" in text else []
             for kind, pattern in self._custom:
@@ -203,8 +209,10 @@ class Scope:
             except TimeoutError:
                 self.counts["WITHHELD"] = self.counts.get("WITHHELD", 0) + 1
                 return WITHHELD
-            if joined and any(_JOINT_MARK in text[start:end] for start, end, _, _ in spans):
-                raise _Crossed
+            if joined:
+                for start, end, _, _ in spans:
+                    if text.find(_JOINT_MARK, start, end) >= 0:
+                        raise _Crossed
             replaced = self._replace(text, spans) if spans else text
             if replaced is text:
                 return text

@@ -33,6 +33,8 @@ _KEY_PREFIXES = (
     b"ghr_",
     b"github_pat_",
 )
+# one scan that every text holding a prefix above matches (most texts hold none: then keys() is done)
+_ANY_KEY_PREFIX = re.compile(rb"AKIA|ASIA|ABIA|ACCA|AIza|sk[-_]|rk_live_|xox|gh[pousr]_|github_pat_")
 
 
 class Shape:
@@ -70,6 +72,9 @@ class Shape:
         """Windows from each API key prefix on (the longest key the pattern takes fits in them)."""
         if self._keys is None:
             data, starts = self.ascii, []
+            if _ANY_KEY_PREFIX.search(data) is None:
+                self._keys = []
+                return self._keys
             for literal in _KEY_PREFIXES:
                 at = data.find(literal)
                 while at >= 0:
