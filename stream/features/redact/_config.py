@@ -20,7 +20,8 @@ A suite's effective block is :func:`effective`: the top-level block with the sui
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import os
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import regex
@@ -30,6 +31,7 @@ from ._detectors import DetectorName
 
 __all__ = [
     "FIELDS",
+    "MIN_KEY_BYTES",
     "DeadLetterRaw",
     "Field_",
     "Mode",
@@ -37,6 +39,8 @@ __all__ = [
     "RedactConfig",
     "RedactOverride",
     "effective",
+    "hash_key",
+    "key_path",
     "redact_issues",
 ]
 
@@ -130,11 +134,34 @@ def effective(top: RedactConfig | None, suite: RedactOverride | bool | None) -> 
     return base.model_copy(update={k: getattr(suite, k) for k in suite.model_fields_set})
 
 
+#: the ``hash`` mode's key: at least this many bytes (a short key is guessed, and with it every value)
+MIN_KEY_BYTES = 16
+
+
+def hash_key(name: str, environ: Mapping[str, str]) -> tuple[bytes | None, str | None]:
+    """(the key in variable ``name``, or None and why it cannot be used)."""
+    value = environ.get(name)
+    if not value:
+        return None, f"environment variable {name!r} (the hash key) is not set"
+    key = value.encode()
+    if len(key) < MIN_KEY_BYTES:
+        return None, (
+            f"environment variable {name!r} (the hash key) holds {len(key)} bytes; "
+            f"at least {MIN_KEY_BYTES} (a short key can be guessed, and with it every value)"
+        )
+    return key, None
+
+
 def redact_issues(
-    top: RedactConfig | None, suites: Sequence[tuple[tuple[str | int, ...], Any]]
+    top: RedactConfig | None,
+    suites: Sequence[tuple[tuple[str | int, ...], Any]],
+    *,
+    environ: Mapping[str, str] | None = None,
 ) -> Iterator[tuple[tuple[str | int, ...], str]]:
-    """Problems the models alone cannot see: ``hash`` without a key variable; ``suites`` are (path of the
-    suite, its ``redact`` value)."""
+    """Problems the models alone cannot see, found when the suite file is loaded: ``hash`` without a key
+    variable, or with one that is not set (or too short) in ``environ`` (default: the process's
+    environment); ``suites`` are (path of the suite, its ``redact`` value)."""
+    env = os.environ if environ is None else environ
     for base, own in [(("redact",), top), *(((*at, "redact"), own) for at, own in suites)]:
         if isinstance(own, bool) or own is None:
             continue
@@ -143,3 +170,23 @@ def redact_issues(
             yield (*base, "hash_key_env"), "mode hash needs hash_key_env: the variable holding the key"
         if merged is not None and not merged.chosen_detectors and not merged.patterns:
             yield (*base, "detectors"), "no detector and no pattern: nothing would be redacted"
+    # the key itself, as the worker will read it (build_redactors): a missing one fails now, not after the
+    # worker has waited for its brokers
+    seen: set[tuple[str | int, ...]] = set()
+    used = [(key_path(at, own), effective(top, own)) for at, own in suites]
+    if top is not None and top.dead_letters != "keep":
+        used.append((("redact", "hash_key_env"), top))
+    for at, config in used:
+        if config is None or config.chosen_mode != "hash" or not config.hash_key_env or at in seen:
+            continue
+        seen.add(at)
+        _, problem = hash_key(config.hash_key_env, env)
+        if problem is not None:
+            yield at, problem
+
+
+def key_path(at: tuple[str | int, ...], own: RedactOverride | bool | None) -> tuple[str | int, ...]:
+    """The path of the field naming a suite's key variable: its own block's, else the top level's."""
+    if isinstance(own, RedactOverride) and "hash_key_env" in own.model_fields_set:
+        return (*at, "redact", "hash_key_env")
+    return ("redact", "hash_key_env")

@@ -20,7 +20,7 @@ import orjson
 from ... import telemetry
 from ...errors import ConfigError, ConfigIssue, UsageError
 from ...models import DeadLetterTruncation, GradedResult, RequestEvent
-from ._config import RedactConfig, RedactOverride, effective
+from ._config import RedactConfig, RedactOverride, effective, hash_key, key_path
 from ._redactor import Redactor, Scope
 
 __all__ = ["Redactors", "build_redactors", "count_redactions", "redact_command", "redact_raw"]
@@ -145,21 +145,19 @@ def build_redactors(
     file: str = "<config>",
 ) -> Redactors | None:
     """The pipeline's redactors: ``suites`` are (name, path in the suite file, its ``redact`` value); None
-    when no suite redacts and dead letters are kept (then nothing costs anything). A ``hash`` key variable
-    that is not set fails here, at start, with the path of the field that names it."""
+    when no suite redacts and dead letters are kept (then nothing costs anything). A ``hash`` key that is
+    not set or too short fails when the suite file is loaded (:func:`~._config.redact_issues`); should the
+    variable be gone by now, it fails here, with the same path and message."""
     env = os.environ if environ is None else environ
     issues: list[ConfigIssue] = []
 
     def build(config: RedactConfig, at: tuple[str | int, ...]) -> Redactor | None:
         key = None
         if config.chosen_mode == "hash":
-            name = config.hash_key_env or ""
-            key = env.get(name, "").encode()
-            if not key:
-                path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in (*at, "hash_key_env"))[1:]
-                issues.append(
-                    ConfigIssue(file, path, f"environment variable {name!r} (the hash key) is not set")
-                )
+            key, problem = hash_key(config.hash_key_env or "", env)
+            if problem is not None:
+                path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in at)[1:]
+                issues.append(ConfigIssue(file, path, problem))
                 return None
         return Redactor(config, key=key)
 
@@ -168,17 +166,14 @@ def build_redactors(
         config = effective(top, own)
         if config is None:
             continue
-        where = (
-            (*at, "redact")
-            if isinstance(own, RedactOverride) and "hash_key_env" in own.model_fields_set
-            else ("redact",)
-        )
-        built = build(config, where)
+        built = build(config, key_path(at, own))
         if built is not None:
             by_suite[name] = built
-    top_redactor = build(top, ("redact",)) if top is not None and top.dead_letters != "keep" else None
+    top_redactor = (
+        build(top, ("redact", "hash_key_env")) if top is not None and top.dead_letters != "keep" else None
+    )
     if issues:
-        raise ConfigError(issues)
+        raise ConfigError(list(dict.fromkeys(issues)))  # suites sharing the top level's key: said once
     if not by_suite and top_redactor is None:
         return None
     return Redactors(by_suite, top_redactor, top.dead_letters if top is not None else "keep")

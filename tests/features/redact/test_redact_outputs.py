@@ -103,17 +103,53 @@ async def test_dead_letters(policy: str | None) -> None:
         )
 
 
-def test_hash_key_missing_fails_with_the_path() -> None:
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({}, "is not set"),
+        ({"STREAMEVAL_TEST_REDACT_KEY": ""}, "is not set"),
+        ({"STREAMEVAL_TEST_REDACT_KEY": "short"}, "holds 5 bytes"),
+    ],
+)
+@pytest.mark.parametrize(
+    ("top", "suite", "path"),
+    [
+        ({"mode": "hash", "hash_key_env": "STREAMEVAL_TEST_REDACT_KEY"}, None, "redact.hash_key_env"),
+        ({}, {"mode": "hash", "hash_key_env": "STREAMEVAL_TEST_REDACT_KEY"}, "suites[0].redact.hash_key_env"),
+    ],
+)
+def test_hash_key_missing_fails_at_load_with_the_path(
+    env: dict[str, str],
+    message: str,
+    top: dict[str, Any],
+    suite: dict[str, Any] | None,
+    path: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The key is checked when the suite file is loaded (a worker fails before it waits for its brokers),
+    once however many suites share it, and again when the pipeline is built."""
     from streameval.errors import ConfigError
 
-    _, suites = parse_config(
-        {
-            "redact": {"mode": "hash", "hash_key_env": "STREAMEVAL_TEST_NO_SUCH_KEY"},
-            "suites": [{"name": "s", "default": True, "evaluators": [{"evaluator": "exact_match"}]}],
-        }
-    )
-    with pytest.raises(ConfigError, match=r"redact\.hash_key_env: environment variable"):
+    monkeypatch.delenv("STREAMEVAL_TEST_REDACT_KEY", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    own = {} if suite is None else {"redact": suite}
+    config = {
+        "redact": top,
+        "suites": [
+            {"name": "s", "default": True, "evaluators": [{"evaluator": "exact_match"}], **own},
+            {"name": "t", "evaluators": [{"evaluator": "exact_match"}]},
+        ],
+    }
+    with pytest.raises(ConfigError) as info:
+        parse_config(config)
+    assert [(i.path, message in i.message) for i in info.value.issues] == [(path, True)]
+    monkeypatch.setenv("STREAMEVAL_TEST_REDACT_KEY", "k" * 16)
+    _, suites = parse_config(config)
+    monkeypatch.delenv("STREAMEVAL_TEST_REDACT_KEY")
+    with pytest.raises(ConfigError) as built:
         Pipeline(suites)
+    assert [(i.path, "is not set" in i.message) for i in built.value.issues] == [(path, True)]
 
 
 @pytest.mark.parametrize(
