@@ -5,11 +5,14 @@
 * :meth:`Redactors.texts`: review items' input and output;
 * :meth:`Redactors.result`: a result whose texts (reasons, judge reasoning) go into drill-down examples,
   which alerts point at;
-* :meth:`Redactors.dead_letter`: a dead letter's raw bytes and reason under ``dead_letters``.
+* :meth:`Redactors.dead_letter`: a dead letter's raw bytes and reason under ``dead_letters``;
+  :meth:`Redactors.letter`: the same for a dead letter already made (the feedback topic's: labels that
+  are not labels, labels that never joined).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -18,8 +21,9 @@ from typing import Any
 import orjson
 
 from ... import telemetry
+from ..._util import clip
 from ...errors import ConfigError, ConfigIssue, UsageError
-from ...models import DeadLetterTruncation, GradedResult, RequestEvent
+from ...models import DeadLetter, DeadLetterTruncation, GradedResult, RequestEvent
 from ._config import RedactConfig, RedactOverride, effective, hash_key, key_path
 from ._redactor import Redactor, Scope
 
@@ -115,6 +119,22 @@ class Redactors:
         out = redact_raw(raw, scope)
         count_redactions(scope.counts)
         return out, reason, None
+
+    def letter(self, letter: DeadLetter) -> DeadLetter:
+        """``letter`` (made elsewhere, not yet cut to fit the broker) under the ``dead_letters`` policy, as
+        :meth:`dead_letter` treats the engine's own: the same letter under ``keep``."""
+        if self.dead_letters == "keep" or self.top is None:
+            return letter
+        if letter.truncated is not None:  # its whole is in Redis already, unredacted: a wiring mistake
+            raise ValueError("redact a dead letter before it is cut to fit the broker")
+        raw, reason, truncated = self.dead_letter(base64.b64decode(letter.raw), letter.reason)
+        return letter.model_copy(
+            update={
+                "raw": base64.b64encode(raw).decode("ascii"),
+                "reason": clip(reason),
+                "truncated": truncated,
+            }
+        )
 
 
 def redact_raw(raw: bytes, scope: Scope) -> bytes:

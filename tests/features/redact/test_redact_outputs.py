@@ -201,3 +201,28 @@ def test_suite_block_overrides_and_false_turns_it_off() -> None:
     )
     assert plain.by_name["c"].version != suites.by_name["c"].version
     assert "redact" not in plain.by_name["c"].definition
+
+
+@pytest.mark.parametrize("policy", ["keep", "redact", "digest"])
+def test_label_dead_letters_follow_the_policy(policy: str) -> None:
+    """The feedback topic's dead letters (made by the label join) get the same treatment as the engine's."""
+    from streameval.errors import SchemaViolation
+    from streameval.features.labels._input import decode_error_letter
+
+    raw = orjson.dumps({"id": "e1", "label": f"wrong, call me on {PHONE}"})
+    made = decode_error_letter(
+        raw, SchemaViolation(f"bad label from {EMAIL}"), "feedback", 0, 7, 1_800_000_000.0
+    )
+    redactors = build_redactors(RedactConfig(dead_letters=policy), [("s", ("suites", 0), None)])  # type: ignore[arg-type]
+    assert redactors is not None
+    letter = redactors.letter(made)
+    body = letter.model_dump_json().encode() + base64.b64decode(letter.raw)
+    if policy == "keep":
+        assert letter == made
+        return
+    assert PHONE.encode() not in body and EMAIL.encode() not in body
+    assert letter.reason == "feedback: bad label from [EMAIL_1]" and letter.source == made.source
+    if policy == "redact":
+        assert orjson.loads(base64.b64decode(letter.raw))["label"] == "wrong, call me on [PHONE_1]"
+    else:
+        assert letter.raw == "" and letter.truncated is not None and letter.truncated.length == len(raw)
