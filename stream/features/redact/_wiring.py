@@ -4,7 +4,8 @@
   counts per kind that the result records;
 * :meth:`Redactors.texts`: review items' input and output;
 * :meth:`Redactors.result`: a result whose texts (reasons, judge reasoning) go into drill-down examples,
-  which alerts point at;
+  which alerts point at; :meth:`Redactors.result_document` the same texts of a stored result's JSON (the
+  full result the dashboard and alert links show, ``GET /api/v1/results/{id}``);
 * :meth:`Redactors.dead_letter`: a dead letter's raw bytes and reason under ``dead_letters``;
   :meth:`Redactors.letter`: the same for a dead letter already made (the feedback topic's: labels that
   are not labels, labels that never joined).
@@ -97,6 +98,28 @@ class Redactors:
             )
         count_redactions(scope.counts)
         return result.model_copy(update=update) if scope.counts else result
+
+    def result_document(self, document: dict[str, Any]) -> dict[str, Any]:
+        """A stored result as JSON (``GET /api/v1/results/{id}``) with the texts :meth:`result` redacts
+        redacted the same way (one scope); the document itself is not changed."""
+        suite = document.get("suite")
+        redactor = self.by_suite.get(suite) if isinstance(suite, str) else None
+        if redactor is None:
+            return document
+        scope = redactor.scope()
+
+        def red(part: dict[str, Any], *names: str) -> dict[str, Any]:
+            return part | {n: scope.text(part[n]) for n in names if isinstance(part.get(n), str)}
+
+        out = dict(document)
+        out["evaluators"] = [red(e, "reason", "error") for e in document.get("evaluators") or ()]
+        out = red(out, "reason")
+        judge = document.get("judge")
+        if isinstance(judge, dict):
+            judges = [red(v, "reasoning", "reason", "error") for v in judge.get("judges") or ()]
+            out["judge"] = red(judge, "reason") | {"judges": judges}
+        count_redactions(scope.counts)
+        return out if scope.counts else document
 
     def dead_letter(self, raw: bytes, reason: str) -> tuple[bytes, str, DeadLetterTruncation | None]:
         """(raw bytes, reason, truncation) of a dead letter under the ``dead_letters`` policy: ``keep`` as

@@ -226,3 +226,17 @@ def test_label_dead_letters_follow_the_policy(policy: str) -> None:
         assert orjson.loads(base64.b64decode(letter.raw))["label"] == "wrong, call me on [PHONE_1]"
     else:
         assert letter.raw == "" and letter.truncated is not None and letter.truncated.length == len(raw)
+
+
+def test_stored_result_documents_redacted_as_examples_are() -> None:
+    """What GET /api/v1/results/{id} serves when given Redactors.result_document: the texts a drill-down
+    example redacts, with the same placeholders; other suites' results and the document itself unchanged."""
+    result = _result(f"output does not contain {PHONE!r} nor {EMAIL!r}")
+    document = orjson.loads(result.model_dump_json())
+    kept = orjson.loads(result.model_dump_json())
+    redacted = _redactors().result_document(document)
+    assert redacted == orjson.loads(_redactors().result(result).model_dump_json())
+    assert PHONE not in orjson.dumps(redacted).decode() and EMAIL not in orjson.dumps(redacted).decode()
+    assert document == kept
+    other = dict(document, suite="not-redacting")
+    assert _redactors().result_document(other) is other
