@@ -3,6 +3,8 @@ invariants under Hypothesis (redacting twice changes nothing; nothing detected i
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -160,3 +162,18 @@ def test_nothing_detected_is_left(text: str) -> None:
     ):  # each found occurrence is gone (the same letters elsewhere, undetected, may stay)
         assert once.count(value) <= text.count(value) - spans.count(value)
     assert [v for *_, v in _REDACTOR.spans(once) if v is not None] == []
+
+
+_NUMBERS = st.text(alphabet="0123456789" * 4 + " -.()+:/@xX_A\n版", max_size=40)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(_TEXTS, _NUMBERS))
+def test_both_engines_find_the_same(text: str) -> None:
+    """Texts up to TIMED_CHARS run the built-in patterns through ``re``, longer ones through ``regex``
+    (with the timeout): the same values either way."""
+    from streameval.features.redact import _detectors
+
+    short = _REDACTOR.spans(text)
+    with patch.object(_detectors, "TIMED_CHARS", -1):
+        assert _REDACTOR.spans(text) == short
