@@ -177,3 +177,23 @@ def test_both_engines_find_the_same(text: str) -> None:
     short = _REDACTOR.spans(text)
     with patch.object(_detectors, "TIMED_CHARS", -1):
         assert _REDACTOR.spans(text) == short
+
+
+def _runs_by_pattern(text: str) -> list[tuple[int, int]]:
+    """Shape.numbers as the one pattern it stands for finds them (its docstring)."""
+    import re
+
+    shape, out = Shape(text).shape, []
+    for m in re.finditer(rb"0(?:[ ().-]{0,2}0){3,}", shape):
+        lo, hi = max(0, m.start() - 4), min(len(shape), m.end() + 4)
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return out
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(_NUMBERS, st.text(alphabet="0 ().-x", max_size=40), _TEXTS))
+def test_number_windows_are_the_runs_of_the_pattern(text: str) -> None:
+    assert Shape(text).numbers() == _runs_by_pattern(text)
