@@ -20,16 +20,20 @@ The checks, so that look-alikes stay (docs/redact.md has the corpus and its figu
 * ``url_credentials``: the ``user:password`` of a URL (the host stays); ``private_key``: a PEM private
   key block, to its end line or, when cut, to the end of the text.
 
-Patterns are written so that each start position costs a bounded number of steps (linear time). On texts
-over :data:`TIMED_CHARS` characters they run through the ``regex`` package like every pattern of the
-project, with the caller's timeout. Below, they run through the standard library's ``re``, which cannot
-be timed but needs no timer: a linear scan of a few KB cannot run long, and ``re`` calls cost about half
-of what ``regex`` calls do on these short windows (the timer alone, ~6 µs a call, would be most of the
-scan); both engines give the same matches (tests/features/redact: a differential test). Where only
-``regex`` has what a pattern needs (a look-behind of variable width), it runs untimed below the limit.
-Each numeric pattern is tried only in the digit windows of the text's :class:`Shape` that can hold one of
-its values: 13 digits or more for a card, 8 for a phone, 17 in a row for a resident ID, three dots for
-an IPv4 address. Custom patterns (streameval.features.redact._redactor) always run with the timeout.
+Patterns are written so that each start position costs a bounded number of steps (linear time). A call
+that scans more than :data:`TIMED_CHARS` characters (a whole long text, or a window that long) runs
+through the ``regex`` package like every pattern of the project, with the caller's timeout. Shorter
+scans run through the standard library's ``re``, which cannot be timed but needs no timer: a linear scan
+of a few KB cannot run long, and ``re`` calls cost about half of what ``regex`` calls do on these short
+windows (the timer alone, ~6 µs a call, would be most of the scan); both engines give the same matches
+(tests/features/redact: a differential test). Where only ``regex`` has what a pattern needs (a
+look-behind of variable width), it runs untimed on short scans. Most patterns scan only windows: each
+numeric pattern the digit windows of the text's :class:`Shape` that can hold one of its values (13
+digits or more for a card, 8 for a phone, 17 in a row for a resident ID, three dots for an IPv4
+address), the key pattern 300 characters from each key prefix, the IBAN pattern 42 from each ``AA00``,
+the email's domain ~540 from each ``@``; so an event of long texts pays for the timer only where a
+pattern reads the whole text (PEM keys, JWTs, URL credentials, IPv6), and only when the text holds that
+pattern's literal. Custom patterns (streameval.features.redact._redactor) always run with the timeout.
 """
 
 from __future__ import annotations
@@ -104,14 +108,16 @@ def _finder(
     def find(text: str, shape: Shape, timeout: float | None) -> list[Found]:
         out: list[Found] = []
         spans = [(0, len(text))] if windows is None else windows(shape)
-        if fast is not None and len(text) <= TIMED_CHARS:
-            finditer: Callable[[str, int, int], Iterable[Match]] = fast.finditer
-        else:
-            finditer = partial(timed.finditer, timeout=timeout if len(text) > TIMED_CHARS else None)
         for lo, hi in spans:
             if needs is not None and not needs(shape, lo, hi):
                 continue
-            for match in finditer(text, lo, hi):
+            if hi - lo > TIMED_CHARS:
+                matches: Iterable[Match] = timed.finditer(text, lo, hi, timeout=timeout)
+            elif fast is not None:
+                matches = fast.finditer(text, lo, hi)
+            else:
+                matches = timed.finditer(text, lo, hi)
+            for match in matches:
                 value = check(match)
                 if value is not None:
                     out.append((match.start(), match.end(), value))
@@ -121,7 +127,7 @@ def _finder(
 
 
 def _untimed(pattern: str) -> re.Pattern[str] | None:
-    """``pattern`` in the standard library's engine, for texts up to :data:`TIMED_CHARS` (module docstring);
+    """``pattern`` in the standard library's engine, for scans up to :data:`TIMED_CHARS` (module docstring);
     None when it has what only ``regex`` has (a look-behind of variable width)."""
     try:
         return re.compile(pattern, re.ASCII)
@@ -201,17 +207,19 @@ def _ip_finder() -> Callable[[str, Shape, float | None], list[Found]]:
 
     def find(text: str, shape: Shape, timeout: float | None) -> list[Found]:
         out: list[Found] = []
-        if len(text) <= TIMED_CHARS:
-            v4_iter: Callable[..., Iterable[Match]] = v4_fast.finditer
-            v6_iter: Callable[..., Iterable[Match]] = v6_fast.finditer
-        else:
-            v4_iter, v6_iter = partial(v4.finditer, timeout=timeout), partial(v6.finditer, timeout=timeout)
+        # v4 in the number windows, v6 over the whole text: each timed when it scans more than TIMED_CHARS
+        v6_iter: Callable[..., Iterable[Match]] = (
+            v6_fast.finditer if len(text) <= TIMED_CHARS else partial(v6.finditer, timeout=timeout)
+        )
         data = shape.ascii
         if b"." in data:
             for lo, hi in shape.numbers():
                 if data.count(b".", lo, hi) < 3:
                     continue  # an IPv4 address has three dots
-                for m in v4_iter(text, lo, hi):
+                scan: Callable[..., Iterable[Match]] = (
+                    v4_fast.finditer if hi - lo <= TIMED_CHARS else partial(v4.finditer, timeout=timeout)
+                )
+                for m in scan(text, lo, hi):
                     if _VERSION_BEFORE.search(text, max(0, m.start() - 16), m.start()) is not None:
                         continue
                     ip = _address(m.group())
@@ -268,7 +276,6 @@ def _holds(*literals: bytes) -> Callable[[Shape], bool]:
 
 
 _DOMAIN_PATTERN = r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,8}[A-Za-z]{2,24}(?![A-Za-z_-])"
-_DOMAIN = regex.compile(_DOMAIN_PATTERN, regex.ASCII)
 _DOMAIN_FAST = re.compile(_DOMAIN_PATTERN, re.ASCII)
 # a local part's characters -> "a", every other byte -> " ": the local part before an @ is the run of "a"
 _LOCAL_TABLE = bytes(
@@ -285,12 +292,11 @@ def _emails(text: str, shape: Shape, timeout: float | None) -> list[Found]:
     tried at every letter of the text."""
     out: list[Found] = []
     data = shape.ascii
-    domain_at = _DOMAIN_FAST.match if len(text) <= TIMED_CHARS else partial(_DOMAIN.match, timeout=timeout)
     at = data.find(b"@")
     while at > 0:
         lo = max(0, at - 65)
         start = lo + data[lo:at].translate(_LOCAL_TABLE).rfind(b" ") + 1  # up to 65 local characters
-        domain = domain_at(text, at) if start < at else None
+        domain = _DOMAIN_FAST.match(text, at) if start < at else None  # reads 540 characters at most
         if domain is not None:
             first = start
             while start < at and data[start] not in _LOCAL_START:
