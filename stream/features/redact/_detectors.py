@@ -225,7 +225,7 @@ def _ip_finder() -> Callable[[str, Shape, float | None], list[Found]]:
                     ip = _address(m.group())
                     if ip is not None:
                         out.append((m.start(), m.end(), ip))
-        if b"::" in data or data.count(b":") >= 7:
+        if b":" in data and (b"::" in data or data.count(b":") >= 7):
             for m in v6_iter(text):
                 found = m.group()
                 # "fe80::1" yes; "a::b" (code), "12:30:45" (a time: not an address anyway) no
@@ -263,13 +263,19 @@ def _whole(m: Match) -> str | None:
 
 
 def _holds(*literals: bytes) -> Callable[[Shape], bool]:
-    """A prefilter: whether the text holds one of ``literals`` (a fast search in its ASCII bytes)."""
+    """A prefilter: whether the text holds one of ``literals``. Each of the literal's bytes is looked for
+    first (memchr, ~20x faster than a search for several bytes over a long text): most texts lack one."""
+    guarded = [([bytes([b]) for b in sorted(set(literal))], literal) for literal in literals]
 
     def holds(shape: Shape) -> bool:
         data = shape.ascii
-        for literal in literals:
-            if literal in data:
-                return True
+        for guard, literal in guarded:
+            for byte in guard:
+                if byte not in data:
+                    break
+            else:
+                if literal in data:
+                    return True
         return False
 
     return holds
@@ -327,7 +333,7 @@ DETECTORS: dict[str, Detector] = {
     "url_credentials": Detector(
         "url_credentials",
         "URL_CREDENTIALS",
-        lambda shape: b"://" in shape.ascii and b"@" in shape.ascii,
+        lambda shape: b"@" in shape.ascii and b":" in shape.ascii and b"://" in shape.ascii,
         # only the user:password part, so the judge still sees which host
         _finder(r"(?<=\b[A-Za-z][A-Za-z0-9+.-]{0,15}://)[^\s/?#@:]{1,256}:[^\s/?#@]{1,256}(?=@)", _whole),
     ),
@@ -358,7 +364,7 @@ DETECTORS: dict[str, Detector] = {
     "iban": Detector(
         "iban",
         "IBAN",
-        lambda shape: b"AA00" in shape.shape,
+        lambda shape: shape.two_capitals() and b"AA00" in shape.shape,
         _finder(
             r"(?<![\w])[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![\w])",
             _iban,

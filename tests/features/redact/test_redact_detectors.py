@@ -197,3 +197,27 @@ def _runs_by_pattern(text: str) -> list[tuple[int, int]]:
 @given(st.one_of(_NUMBERS, st.text(alphabet="0 ().-x", max_size=40), _TEXTS))
 def test_number_windows_are_the_runs_of_the_pattern(text: str) -> None:
     assert Shape(text).numbers() == _runs_by_pattern(text)
+
+
+_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AIza", "sk-", "sk_live_", "rk_live_", "xox")
+_PREFIXES += ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from([*_PREFIXES, "A", "I", "x", "-", "_", "k", " ", "版", "AA"]), max_size=30).map(
+        "".join
+    )
+)
+def test_key_windows_start_at_every_prefix(text: str) -> None:
+    """Shape.keys skips a prefix's scan only when a byte it holds is missing: the same windows as scanning
+    for every prefix."""
+    starts = sorted(i for p in _PREFIXES for i in range(len(text)) if text.startswith(p, i))
+    out: list[tuple[int, int]] = []
+    for at in starts:
+        hi = min(len(text), at + 300)
+        if out and at <= out[-1][1]:
+            out[-1] = (out[-1][0], hi)
+        else:
+            out.append((at, hi))
+    assert Shape(text).keys() == out
