@@ -10,15 +10,14 @@ __all__ = ["Shape"]
 _SHAPE_TABLE = bytes(
     ord("0") if chr(b).isdigit() else ord("A") if "A" <= chr(b) <= "Z" else b for b in range(256)
 )
-# Runs of 4+ digits with single or double separators ([ ().-]) between them. Found in three steps, each
-# one C call: digits -> "0", separators -> "s", every other byte -> "x"; three separators in a row -> "xxx"
-# (they end a run); then the chains "0[0s]*0" of 4 characters or more, of which those with 4 digits are
-# runs. The same runs as the pattern 0(?:[ ().-]{0,2}0){3,} (tests/features/redact), whose nested
-# repeat cost the standard library's engine about twice as much.
-_CHAIN_TABLE = bytes(
-    ord("0") if 48 <= b <= 57 else ord("s") if b in b" ().-" else ord("x") for b in range(256)
-)
-_CHAIN = re.compile(rb"0[0s]{3,}(?<=0)")
+# Runs of 4+ digits with single or double separators ([ ().-]) between them: the runs of the pattern
+# 0(?:[ ().-]{0,2}0){3,}, whose nested repeat cost the standard library's engine about twice as much as
+# this: chains of digits and separators (a simple repeat, in the shape where digits are "0"), each cut
+# where three separators or more follow each other (rare), of which those with 4 digits are runs
+# (tests/features/redact pins them to the pattern).
+_CHAIN = re.compile(rb"0[0 ().-]{3,}(?<=0)")
+_GAP = re.compile(rb"[ ().-]{3,}")
+_TWO_CAPITALS = re.compile(rb"AA")  # a literal prefix the engine looks for itself: faster than `in`
 _IBAN_START = re.compile(rb"AA00")
 _MARGIN = 4  # characters each side of a run: the patterns' look-behinds and look-aheads read them
 # The API key prefixes, by a byte each of them holds: most texts lack some of these bytes, and a missing
@@ -53,19 +52,25 @@ class Shape:
     def numbers(self) -> list[tuple[int, int]]:
         """(start, end) windows around the runs of digits, merged where they touch."""
         if self._numbers is None:
-            end_of_text = len(self.shape)
-            chains = self.ascii.translate(_CHAIN_TABLE).replace(b"sss", b"xxx")
+            shape, end_of_text = self.shape, len(self.shape)
             out: list[tuple[int, int]] = []
-            for m in _CHAIN.finditer(chains):
+            for m in _CHAIN.finditer(shape):
                 start, end = m.span()
-                if (
-                    end - start > 7 or chains.count(b"0", start, end) >= 4
-                ):  # 3 digits fill 7 characters at most
-                    lo, hi = max(0, start - _MARGIN), min(end_of_text, end + _MARGIN)
-                    if out and lo <= out[-1][1]:
-                        out[-1] = (out[-1][0], hi)
-                    else:
-                        out.append((lo, hi))
+                chains = [(start, end)]
+                if _GAP.search(shape, start, end) is not None:
+                    chains = []
+                    for gap in _GAP.finditer(shape, start, end):
+                        chains.append((start, gap.start()))
+                        start = gap.end()
+                    chains.append((start, end))
+                for start, end in chains:
+                    # 3 digits fill 7 characters at most
+                    if end - start > 7 or shape.count(b"0", start, end) >= 4:
+                        lo, hi = max(0, start - _MARGIN), min(end_of_text, end + _MARGIN)
+                        if out and lo <= out[-1][1]:
+                            out[-1] = (out[-1][0], hi)
+                        else:
+                            out.append((lo, hi))
             self._numbers = out
         return self._numbers
 
@@ -94,7 +99,7 @@ class Shape:
     def two_capitals(self) -> bool:
         """Whether two capital letters follow each other somewhere (every IBAN, AWS and Google key has)."""
         if self._two_capitals is None:
-            self._two_capitals = b"A" in self.shape and b"AA" in self.shape
+            self._two_capitals = b"A" in self.shape and _TWO_CAPITALS.search(self.shape) is not None
         return self._two_capitals
 
     def iban_starts(self) -> list[tuple[int, int]]:
