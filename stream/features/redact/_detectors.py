@@ -94,8 +94,8 @@ class Detector:
 
 # -- patterns ---------------------------------------------------------------------------------
 Windows = Callable[[Shape], list[tuple[int, int]]] | None
-#: (shape, start, end) -> False: no value of the detector can be inside that window (skip the pattern)
-Needs = Callable[[Shape, int, int], bool] | None
+#: (the shape's bytes, start, end) -> False: no value of the detector can be in that window (skip it)
+Needs = Callable[[bytes, int, int], bool] | None
 
 
 def _finder(
@@ -109,7 +109,7 @@ def _finder(
         out: list[Found] = []
         spans = [(0, len(text))] if windows is None else windows(shape)
         for lo, hi in spans:
-            if needs is not None and not needs(shape, lo, hi):
+            if needs is not None and not needs(shape.shape, lo, hi):
                 continue
             if hi - lo > TIMED_CHARS:
                 matches: Iterable[Match] = timed.finditer(text, lo, hi, timeout=timeout)
@@ -135,23 +135,15 @@ def _untimed(pattern: str) -> re.Pattern[str] | None:
         return None
 
 
-def _digits_at_least(n: int) -> Callable[[Shape, int, int], bool]:
+def _digits_at_least(n: int) -> Callable[[bytes, int, int], bool]:
     """A window holds a value only with ``n`` digits or more (a prefilter: one count in C)."""
-
-    def needs(shape: Shape, lo: int, hi: int) -> bool:
-        return shape.shape.count(b"0", lo, hi) >= n
-
-    return needs
+    return lambda shape, lo, hi: shape.count(b"0", lo, hi) >= n
 
 
-def _digit_run(n: int) -> Callable[[Shape, int, int], bool]:
+def _digit_run(n: int) -> Callable[[bytes, int, int], bool]:
     """A window holds a value only with ``n`` digits in a row."""
     run = b"0" * n
-
-    def needs(shape: Shape, lo: int, hi: int) -> bool:
-        return shape.shape.find(run, lo, hi) >= 0
-
-    return needs
+    return lambda shape, lo, hi: shape.find(run, lo, hi) >= 0
 
 
 _SEPARATORS = str.maketrans("", "", " -.()+")

@@ -186,11 +186,14 @@ class Scope:
         cost is paid once, not per text (an event has 3-4 short texts). Every pattern stops at the line
         breaks around the joint as at the end of a text; should a value still cross one (a URL's
         password split between two fields), the texts are redacted one by one."""
-        if len(texts) < 2 or any(_JOINT_MARK in t for t in texts):
+        if len(texts) < 2:
+            return [self.text(t) for t in texts]
+        joined = _JOINT.join(texts)
+        if joined.count(_JOINT_MARK) != len(texts) - 1:  # a text holds a NUL
             return [self.text(t) for t in texts]
         saved = dict(self.counts), dict(self._given), dict(self._next)
         try:
-            joined = self.text(_JOINT.join(texts), joined=True)
+            joined = self.text(joined, joined=True)
         except _Crossed:
             self.counts, self._given, self._next = saved
             return [self.text(t) for t in texts]
@@ -224,13 +227,14 @@ class Scope:
     def _replace(self, text: str, spans: list[tuple[int, int, str, str | None]]) -> str:
         parts: list[str] = []
         at = 0
+        given, counts = self._given, self.counts
         for start, end, kind, value in spans:
             if value is None:
                 continue
             parts.append(text[at:start])
-            parts.append(self._placeholder(kind, value))
+            parts.append(given.get((kind, value)) or self._placeholder(kind, value))
             at = end
-            self.counts[kind] = self.counts.get(kind, 0) + 1
+            counts[kind] = counts.get(kind, 0) + 1
         if not parts:
             return text
         parts.append(text[at:])
