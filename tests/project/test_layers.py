@@ -89,7 +89,11 @@ FLOORS: dict[str, int] = {
     "features.*": COMPONENTS,  # the per-event features: their recorders (streameval.feature) and logic
     # 4. configuration: the environment's settings and the suite file
     "settings": CONFIGURATION,
-    "config": CONFIGURATION,
+    "config": CONFIGURATION,  # the suite file's loader; its models, routing, versions and issues by job:
+    "config_models": CONFIGURATION,
+    "config_versions": CONFIGURATION,
+    "config_loaded": CONFIGURATION,
+    "config_issues": CONFIGURATION,
     "features.setup": CONFIGURATION,  # which features run, from the settings and the suite file
     "migrate": COMPONENTS,  # one-time moves of Redis state an earlier version wrote
     "features.notify._config": CONFIGURATION,  # the suite file's notify: channels (config reads them)
