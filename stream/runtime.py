@@ -45,12 +45,12 @@ from .deadletters import DeadLetterPolicy, RawStore
 from .errors import ConfigError
 from .evalpool import EvalPool
 from .feature import Redaction
-from .features.compare import DEFAULT_TTL_S as DEFAULT_COMPARE_TTL_S
 from .features.drilldown import ExamplesRecorder
 from .features.labels import FeedbackDecoder, LabelStore
 from .features.review_page import ReviewPageStore
 from .features.review_page.web import open_review_feature, review_page_on
 from .features.setup import enabled, record_plugins
+from .features.web import dashboard_features
 from .inputs import Inputs, check_input_topics
 from .judges import JudgeCache, judge_ready_checks
 from .kafka_io import ensure_topics
@@ -481,12 +481,14 @@ async def serve_web(config: WorkerConfig) -> WebServer:
         access=api.access(),
         registry_limits=api.registry_limits(),
         redelivery_ttl_s=settings.redelivery_ttl_s,
-        compare_ttl_s=DEFAULT_COMPARE_TTL_S if settings.compare_ttl_s is None else settings.compare_ttl_s,
         identities=api.identities(),
         features=[
-            open_review_feature(client, settings, config.suites.review)
-            for on in [review_page_on(api.review_page, config.suites.review, worker=True)]
-            if on
+            *dashboard_features(settings.compare_ttl_s),
+            *(
+                [open_review_feature(client, settings, config.suites.review)]
+                if review_page_on(api.review_page, config.suites.review, worker=True)
+                else []
+            ),
         ],
     )
     runner = await start_web(web_app, api.web_host, api.web_port)

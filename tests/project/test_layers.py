@@ -114,6 +114,10 @@ FLOORS: dict[str, int] = {
     "backfill": COMPOSITION,
     "api.*": COMPOSITION,
     "features.review_page.web": COMPOSITION,  # the review page's routes and its feedback producer
+    "features.drilldown.web": COMPOSITION,  # the features' dashboard reads: their routes (api.WebFeature)
+    "features.compare.web": COMPOSITION,
+    "features.labels.web": COMPOSITION,
+    "features.web": COMPOSITION,  # the dashboard reads every web app serves
     "_cliargs": COMPOSITION,
     "demo": COMPOSITION,
     "up": COMPOSITION,
@@ -370,3 +374,16 @@ def test_engine_modules_import_no_feature() -> None:
         f"no longer imported: remove from NOT_YET_PLUGINS {sorted(NOT_YET_PLUGINS - found)}"
     )
     assert not any(engine in ("store", "_lua", "feature") for engine, _ in NOT_YET_PLUGINS)
+
+
+def test_the_api_imports_no_feature() -> None:
+    """A feature's routes and OpenAPI paths are a web feature (streameval.api.WebFeature) it builds; the
+    composition root hands them to the app (docs/architecture.md, "Features as plug-ins")."""
+    found = sorted(
+        (module, target)
+        for module in GRAPH
+        if module == "streameval.api" or module.startswith("streameval.api.")
+        for target in GRAPH[module]
+        if _is_feature(target)
+    )
+    assert found == [], f"the API imports feature modules: {found}"
