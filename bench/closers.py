@@ -36,6 +36,7 @@ async def _measure(port: int, args: argparse.Namespace) -> dict[str, float]:
 
     from streameval.alerts import AlertRule
     from streameval.config import parse_config
+    from streameval.features.drilldown import worst_ids
     from streameval.models import format_time
     from streameval.pipeline import Pipeline
     from streameval.store import ResultStore
@@ -54,7 +55,9 @@ async def _measure(port: int, args: argparse.Namespace) -> dict[str, float]:
     async def clock() -> float:
         return now[0]
 
-    closer = WindowCloser(store, rules, allowed_lateness_s=1.0, worker_id="bench", clock=clock)
+    closer = WindowCloser(
+        store, rules, allowed_lateness_s=1.0, worker_id="bench", clock=clock, examples=worst_ids
+    )
     _, suites = parse_config(CONFIG)
     pipeline = Pipeline(suites)
     loop = asyncio.get_running_loop()

@@ -14,7 +14,7 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{T}:res:{gen}``                  encoded results by digest (the previous layout; read only)
 ``P{T}:alert:{rule}:{size}:{start}``  an alert's claim; ``P{T}:cool:{rule}`` its cooldown
 ``P{T}:shift:{size}``                the score-shift detector's state of the pair (JSON, streameval.features.score_shift)
-``P{T}:ed:{size}:{start}``           a window's embedding sums (field ``s``) and reservoir (streameval.embedding_drift)
+``P{T}:ed:{size}:{start}``           a window's embedding sums (field ``s``) and reservoir (streameval.features.embedding_drift)
 ``P{T}:edrift:{size}``               the embedding-drift state of the pair: reference, last window folded (JSON)
 ``P{T}:ex:{kind}:{size}:{start}``   a window's examples: zset of compact results, ``worst`` (score: the
                                     result's score) or ``failing`` (score: event time); bounded, TTL
@@ -169,7 +169,7 @@ class Keys:
         return f"{self.pair(pair)}shift:{size}"
 
     def embedding_window(self, pair: str, size: int, start: int) -> str:
-        """A window's embedding sums and reservoir (streameval.embedding_drift)."""
+        """A window's embedding sums and reservoir (streameval.features.embedding_drift)."""
         return f"{self.pair(pair)}ed:{size}:{start}"
 
     def embedding_drift(self, pair: str, size: int) -> str:
