@@ -28,7 +28,7 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{ix}:win:{size}``                zset of windows with data (the dashboard's index)
 ``P{ix}:lease:{size}:{start}``      a window's publishing lease
 ``P{ix}:shiftq:{size}``             published windows the score-shift detector has not folded (zset)
-``P{ix}:shiftlease:{size}``         the score-shift detector's lease (streameval.windows)
+``P{ix}:shiftlease:{size}``         the score-shift detector's lease (streameval.features.score_shift)
 ``P{ix}:edq:{size}`` / ``edlease``   the same two for embedding drift
 ``P{ix}:alerts:recent``             list of the last alerts published (bounded)
 ``P{dl}:all`` / ``P{dl}:w:{size}:{start}``  dead-letter counts by kind; ``P{dl}:win:{size}`` index
@@ -162,7 +162,7 @@ class Keys:
 
     def alert_firing(self, pair: str, rule: str, size: int) -> str:
         """The alert a rule last fired on the pair with windows of ``size`` (JSON), until it resolves
-        (streameval.windows; kept only when the suite file has ``notify:``)."""
+        (streameval.features.notify's window step; kept only when the suite file has ``notify:``)."""
         return f"{self.pair(pair)}firing:{quote(rule, safe='')}:{size}"
 
     def score_shift(self, pair: str, size: int) -> str:
