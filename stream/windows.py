@@ -223,9 +223,8 @@ class WindowCloser:
         ]
         await publish_all(send, [*messages, *(m for share in shares for m in share.messages)])
         await self._mark_sent([claim for _, claim in sending if claim])
-        for (
-            share
-        ) in shares:  # the steps' work once the broker has everything (e.g. alert delivery's firing state)
+        # the steps' work once the broker has everything (e.g. alert delivery's firing state)
+        for share in shares:
             if share.after is not None:
                 await share.after()
         return len(data)
