@@ -150,6 +150,7 @@ async def _fold(
 ) -> tuple[float, float, int]:
     """(worker CPU s, Redis CPU s) per pair × window folded by the window closer (publishing included
     neither: measured around the drift fold alone), and the state's bytes after ``windows`` windows."""
+    from streameval.features.embedding_drift._step import DriftStep
     from streameval.windows import WindowCloser
 
     client = aioredis.Redis.from_url(url)
@@ -177,14 +178,13 @@ async def _fold(
         async def sink(_: Any) -> None:
             return None
 
-        closer = WindowCloser(store, allowed_lateness_s=0.0, clock=now, embedding_drift=drift)
-        closer.embedding_drift = None  # publish every window first, then fold them alone
+        closer = WindowCloser(store, allowed_lateness_s=0.0, clock=now)  # no step: publish every window first
         await closer.run_once(sink)
-        closer.embedding_drift = drift
+        step = DriftStep(drift, store.windows)  # then fold them alone, as the closer's step does
         for w in range(windows):
             await client.zadd(store.keys.drift_queue(60), {str(T0 + 60 * w): T0 + 60 * w})
         redis0, cpu0 = await _redis_cpu(client), time.process_time()
-        await closer._detect_drift(drift, await now(), sink)
+        await step.tick(closer, await now(), sink)
         worker, redis_s = time.process_time() - cpu0, await _redis_cpu(client) - redis0
         result = flat[0].result
         assert result is not None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .embedding_drift import DriftSample
+from .features.embedding_drift._drift import DriftSample
 from .models import DeadLetter, GradedResult
 from .strictjson import DEFAULT_MAX_EVENT_DEPTH
 

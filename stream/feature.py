@@ -24,11 +24,13 @@ not), ``ntargets``, ``nevents`` and ``ARGV[6]`` (the window TTL). A block with n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .models import DeadLetterTruncation, GradedResult, RequestEvent
+from .errors import ConfigError, ConfigIssue
+from .models import Aggregate, Alert, DeadLetterTruncation, GradedResult, RequestEvent
+from .outputs import Publish, Send
 
 __all__ = ["BatchRecorder", "Block", "Call", "RecordContext", "Recorded", "Redaction"]
 
@@ -130,3 +132,135 @@ class Redaction(Protocol):
     def dead_letter(self, raw: bytes, reason: str) -> tuple[bytes, str, DeadLetterTruncation | None]:
         """A dead letter's raw bytes and reason as they may be published."""
         ...
+
+
+# Window steps: what the window closer (streameval.windows.WindowCloser) calls of a feature.
+#
+# A feature that works per closed window (score shift, embedding drift, the label join's agreement, the
+# resolves of alert delivery) is a :class:`WindowStep`, built by the composition root (through
+# streameval.features.setup.window_steps) only when the suite file or the settings turn it on and handed to
+# the closer (``steps=``), which calls, in the order the steps were given:
+#
+# * :meth:`WindowStep.closing` per window it publishes, once the window's pairs are closed and read and
+#   before their aggregates are built: the step may queue the window for later work (a Redis write) and
+#   may add figures to each pair's aggregate (fields of streameval.models.Aggregate);
+# * :meth:`WindowStep.published` with the window's aggregates and the alert rules' alerts, before they are
+#   sent: the step may add messages to the same streameval.outputs.publish_all (after the closer's own) and
+#   something to do once the broker acknowledged them all (after the alerts are marked sent, before the
+#   window's lease is marked done);
+# * :meth:`WindowStep.tick` once per run, after every due window is published.
+#
+# A step that is off is not built: the closer neither calls nor imports it.
+
+__all__ += [
+    "AlertExamples",
+    "ClosingWindow",
+    "FiredAlert",
+    "PublishedWindow",
+    "WindowContext",
+    "WindowShare",
+    "WindowStep",
+    "check_kept_window",
+]
+
+
+@dataclass(frozen=True)
+class ClosingWindow:
+    """A window being published, before its aggregates are built."""
+
+    size: int
+    start: int
+    pairs: tuple[str, ...]  # its pairs with events (streameval.keyspace pair ids), in publish order
+    now: float  # this run's clock (the Redis server's)
+
+
+@dataclass(frozen=True)
+class FiredAlert:
+    """An alert rule's alert sent with its window's aggregates."""
+
+    rule: str  # the rule's name
+    aggregate: Aggregate
+    message: Publish
+
+
+@dataclass(frozen=True)
+class PublishedWindow:
+    """A window's aggregates and alerts, before they are sent."""
+
+    size: int
+    start: int
+    stamp: str  # its publication time (the first try's: a repeat sends the same content)
+    now: float
+    aggregates: tuple[Aggregate, ...]  # every pair's, in publish order (shadow versions too)
+    alerts: tuple[FiredAlert, ...]
+
+
+@dataclass(frozen=True)
+class WindowShare:
+    """A step's part of a window's publication: messages sent after the closer's, in one publish_all, and
+    what to do once the broker acknowledged every message (a repeat after a crash calls the step again)."""
+
+    messages: tuple[Publish, ...] = ()
+    after: Callable[[], Awaitable[None]] | None = None
+
+
+class WindowContext(Protocol):
+    """What a window step may ask the closer that calls it."""
+
+    @property
+    def store(self) -> Any: ...  # streameval.store.ResultStore: its client, keys, window_ttl_s, pair_id
+
+    def live(self, suite: str, version: str) -> bool:
+        """Whether figures of ``suite`` at ``version`` are a live version's (alerts fire on them only)."""
+        ...
+
+    async def fold_in_order(
+        self, size: int, queue: str, lease: str, fold: Callable[[str, int], Awaitable[None]]
+    ) -> None:
+        """Under ``lease``, fold every window queued in ``queue`` (a zset of starts) into each of its pairs
+        (``fold(pair, start)``), in window order, stopping at the first one with an earlier window of
+        ``size`` still unpublished: the same sequence whichever worker published which window."""
+        ...
+
+    async def send_claimed(self, claim: str, cooldown: str, alert: Alert, now: float, send: Send) -> None:
+        """Send ``alert`` unless ``claim`` says it was sent already, and mark it sent once acknowledged."""
+        ...
+
+
+class WindowStep(Protocol):
+    """A feature's share of closing windows (the comment above :class:`ClosingWindow`)."""
+
+    #: its name (telemetry, logs)
+    name: str
+
+    async def closing(self, ctx: WindowContext, window: ClosingWindow) -> Mapping[str, Mapping[str, Any]]:
+        """Per pair of ``window``, the fields it adds to the pair's aggregate ({}: none)."""
+        ...
+
+    async def published(self, ctx: WindowContext, window: PublishedWindow) -> WindowShare | None:
+        """Its messages for ``window``'s publish_all and its work once they are acknowledged (None: none)."""
+        ...
+
+    async def tick(self, ctx: WindowContext, now: float, send: Send) -> None:
+        """Once per run of the closer, after the due windows are published (``send``: its own publish_all)."""
+        ...
+
+
+#: ids of up to 3 of a closed window's lowest-scored results for each of ``aggregates``' pairs, for the alert
+#: rules' alerts (``(store, aggregates, size, start)``; streameval.features.drilldown keeps them)
+AlertExamples = Callable[[Any, Sequence[Aggregate], int, int], Awaitable[list[list[str]]]]
+
+
+def check_kept_window(name: str, size: int, windows: Sequence[int]) -> None:
+    """Raise :class:`ConfigError` (path ``windowing.{name}.window``) when a step's window is not kept."""
+    if size not in windows:
+        kept = ", ".join(map(str, windows))
+        raise ConfigError(
+            [
+                ConfigIssue(
+                    file="<config>",
+                    path=f"windowing.{name}.window",
+                    message=f"window {size} is not one of the kept windows (STREAMEVAL_WINDOWS={kept})",
+                )
+            ]
+        )

@@ -31,13 +31,13 @@ from ._util import clip, json_path
 from ._version import __version__
 from .config import BoundEvaluator, LoadedConfig, Suite, redaction
 from .embedding import encoder
-from .embedding_drift import DriftSample, sample
-from .embedding_drift import sampled as drift_sampled
 from .envelope import DEFAULT_MAX_EVENT_BYTES, Outcome, Source, result_outcome
 from .errors import EventError, EventTooLarge, InvalidJSON, SchemaViolation
 from .evaluators import Evaluator, Score
 from .evaluators.semantic import SemanticSimilarity
 from .feature import Redaction
+from .features.embedding_drift._drift import DriftSample, sample
+from .features.embedding_drift._drift import sampled as drift_sampled
 from .grading import apply_gates, grade
 from .judges import PANEL_RESULT_NAME, JudgeCache, JudgeHub, SuiteJudge, sampled
 from .models import (

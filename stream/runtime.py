@@ -49,7 +49,7 @@ from .features.drilldown import ExamplesRecorder
 from .features.labels import FeedbackDecoder, LabelStore
 from .features.review_page import ReviewPageStore
 from .features.review_page.web import open_review_feature, review_page_on
-from .features.setup import enabled, record_plugins
+from .features.setup import alert_examples, enabled, record_plugins, window_steps
 from .features.web import dashboard_features
 from .inputs import Inputs, check_input_topics
 from .judges import JudgeCache, judge_ready_checks
@@ -368,11 +368,11 @@ class Runtime:
             suites.alerts,
             allowed_lateness_s=windowing.allowed_lateness_s,
             lease_s=windowing.lease_s,
-            score_shift=windowing.score_shift,
-            embedding_drift=windowing.embedding_drift,
             live_versions=live_versions,
-            labels=labels,
-            resolve_alerts=bool(suites.notify),  # resolves for the notifier (streameval.features.notify)
+            # the steps of the features the suite file turns on (score shift, embedding drift, the label
+            # join's agreement, the notifier's resolves), and the drill-down examples' ids when kept
+            steps=window_steps(suites, settings.windows, labels),
+            examples=alert_examples(enabled(settings, suites)),
         )
         sessions = (
             None if session_state is None else SessionCloser(session_state, store, pipeline, suites.sessions)

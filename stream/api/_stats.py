@@ -27,11 +27,11 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from ..aggregates import _panel, _sums
 from ..keyspace import Client, Keys, guard
 from ..models import PANEL_RESULT_NAME
 from ..stats import histogram_quantile, krippendorff_alpha, pearson
 from ..store import hash_fields, stored_results
-from ..windows import _panel, _sums
 from ._errors import BadRequest, NotRetained
 from ._reads import (
     ALL_VERSIONS,

@@ -3,30 +3,37 @@ does not exist (docs/performance.md, "What each feature costs").
 
 :func:`enabled` resolves the settings that default to "when the suite file asks for it";
 :func:`record_plugins` builds the recorders of those that keep something per event
-(streameval.feature.BatchRecorder), for the composition root to hand to the store.
+(streameval.feature.BatchRecorder), for the composition root to hand to the store; :func:`window_steps`
+the window closer's steps of those that work per closed window (streameval.feature.WindowStep) and
+:func:`alert_examples` what lists an alert's example ids, for the composition root to hand to the closer.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..config import LoadedConfig
-from ..embedding_drift import EmbeddingDriftConfig
-from ..feature import BatchRecorder
+from ..feature import AlertExamples, BatchRecorder, WindowStep
 from ..settings import Settings
 from .compare import DEFAULT_TTL_S as DEFAULT_COMPARE_TTL_S
 from .compare import CompactScoresRecorder
-from .drilldown import ExamplesRecorder
-from .embedding_drift import DriftRecorder
-from .labels import LabelStore, VerdictRecorder
+from .drilldown import ExamplesRecorder, worst_ids
+from .embedding_drift import DriftRecorder, EmbeddingDriftConfig
+from .embedding_drift._step import DriftStep  # not exported by its package (the envelope imports it)
+from .labels import AgreementStep, LabelStore, VerdictRecorder
+from .notify._resolves import ResolveStep
+from .score_shift import ScoreShiftStep
 
 __all__ = [
     "DEFAULT_COMPARE_TTL_S",
     "DEFAULT_EXAMPLES",
     "DEFAULT_LABEL_JOIN_TTL_S",
     "Enabled",
+    "alert_examples",
     "enabled",
     "record_plugins",
+    "window_steps",
 ]
 
 #: drill-down examples of each kind per window when alerts need them (STREAMEVAL_EXAMPLES unset)
@@ -87,3 +94,27 @@ def record_plugins(on: Enabled, labels: LabelStore | None = None) -> list[BatchR
     if on.examples:
         out.append(ExamplesRecorder(on.examples, on.example_ttl_s))
     return out
+
+
+def window_steps(
+    suites: LoadedConfig, windows: Sequence[int], labels: LabelStore | None = None
+) -> list[WindowStep]:
+    """The window closer's steps of the features the suite file turns on (``windows``: the kept window sizes,
+    which a step's window must be one of; ``labels``: the label store, when the join is on), in the order
+    the closer calls them."""
+    out: list[WindowStep] = []
+    windowing = suites.windowing
+    if windowing.score_shift is not None:
+        out.append(ScoreShiftStep(windowing.score_shift, windows))
+    if windowing.embedding_drift is not None:
+        out.append(DriftStep(windowing.embedding_drift, windows))
+    if labels is not None:
+        out.append(AgreementStep(labels))
+    if suites.notify:  # resolves for the notifier (streameval.features.notify)
+        out.append(ResolveStep(suites.alerts))
+    return out
+
+
+def alert_examples(on: Enabled) -> AlertExamples | None:
+    """What lists the example ids of an alert rule's alert: the drill-down examples', when they are kept."""
+    return worst_ids if on.examples else None

@@ -16,10 +16,9 @@ from redis.cluster import key_slot
 from streameval import _lua, keyspace
 from streameval.alerts import AlertRule
 from streameval.deadletters import RawStore
-from streameval.embedding_drift import DriftSample, EmbeddingDriftConfig
 from streameval.errors import ConfigError, StoreUnavailable
 from streameval.features.drilldown import ExamplesRecorder
-from streameval.features.embedding_drift import DriftRecorder
+from streameval.features.embedding_drift import DriftRecorder, DriftSample, EmbeddingDriftConfig
 from streameval.migrate import migrate_marks
 from streameval.models import EvaluatorResult, GradedResult, format_time
 from streameval.outputs import Publish

@@ -21,6 +21,8 @@ from streameval.config import parse_config_text
 from streameval.envelope import Outcome, Source
 from streameval.errors import ConfigError
 from streameval.features.embedding_drift import DriftRecorder
+from streameval.features.embedding_drift._step import DriftStep
+from streameval.features.setup import window_steps
 from streameval.models import Alert, format_time
 from streameval.outputs import Publish
 from streameval.store import ResultStore
@@ -142,7 +144,11 @@ async def _run(
         stores.append(store)
     closers = [
         WindowCloser(
-            s, allowed_lateness_s=LATENESS, worker_id=f"w{i}", clock=clock.redis, embedding_drift=cfg
+            s,
+            allowed_lateness_s=LATENESS,
+            worker_id=f"w{i}",
+            clock=clock.redis,
+            steps=[DriftStep(cfg, s.windows)],
         )
         for i, s in enumerate(stores)
     ]
@@ -252,7 +258,7 @@ def test_config_errors_name_the_field(aredis: aioredis.Redis) -> None:
     store = ResultStore(aredis, windows=(60,))
     _, suites = parse_config_text(_config())
     with pytest.raises(ConfigError, match=r"windowing\.embedding_drift\.window"):
-        WindowCloser(store, embedding_drift=suites.windowing.embedding_drift)
+        window_steps(suites, store.windows)
     with pytest.raises(ConfigError, match=r"windowing\.embedding_drift.*no_such_model_package.*pip install"):
         parse_config_text(_config(model="no_such_model_package"))
     with pytest.raises(ConfigError, match=r"windowing\.embedding_drift\.features"):
@@ -295,7 +301,7 @@ async def test_a_late_event_follows_its_figures_into_the_open_window(
     assert await aredis.hgetall(store.keys.embedding_window(pair, SIZE, T0)) == before
     open_now = await aredis.hget(store.keys.embedding_window(pair, SIZE, T0 + 3 * SIZE), "s")
     assert open_now is not None
-    from streameval.embedding_drift import unpack_sums
+    from streameval.features.embedding_drift import unpack_sums
 
     assert unpack_sums(open_now)[0] == 2
     figures = (await store.window(SIZE, T0 + 3 * SIZE, "m", "qa", _version())).fields

@@ -15,7 +15,7 @@ from _semantic_extra import need_extra
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streameval.embedding_drift import (
+from streameval.features.embedding_drift._drift import (
     Drift,
     EmbeddingDriftConfig,
     WindowSums,

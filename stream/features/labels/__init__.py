@@ -29,7 +29,8 @@ Scores are kept on a 1e-4 grid.
 Modules: ``_input`` (the ``feedback:`` block and the feedback topic's decoder), ``_records`` (verdict records
 and rows), ``_figures`` (agreement, calibration, the offline join), ``_store`` (the join in Redis),
 ``_recorder`` (the verdicts kept with each recorded batch: a streameval.feature recorder, built by the
-composition root only when labels are configured).
+composition root only when labels are configured), ``_window`` (the window closer's step that adds each
+window's agreement to its aggregates: a streameval.feature window step, built likewise).
 """
 
 from __future__ import annotations
@@ -51,10 +52,12 @@ from ._records import (
     verdict_values,
 )
 from ._store import JoinReport, Label, LabelStore
+from ._window import AgreementStep
 
 __all__ = [
     "MAX_RECORD_BYTES",
     "SHARDS",
+    "AgreementStep",
     "Calibration",
     "FeedbackDecoder",
     "FeedbackInput",
