@@ -327,7 +327,7 @@ def create_app(
 
     @app.timer(close_interval_s)  # type: ignore[untyped-decorator]
     async def close_sessions() -> None:
-        # every worker runs this; a lease per session makes each revision publish once (streameval.sessions)
+        # every worker runs this; a lease per session makes each revision publish once (streameval.features.sessions)
         try:
             parts = await runtime()
         except Exception as exc:
@@ -338,7 +338,7 @@ def create_app(
         # recovered in place like the window closer: the next tick retries, leases hold. Not bounded by the
         # lease: judging a session can take longer, and each closing keeps its own lease meanwhile (a tick cut
         # at the lease would drop every closing still being judged, again at every tick); each closing is
-        # bounded on its own (streameval.sessions.closer.MAX_CLOSE_S)
+        # bounded on its own (streameval.features.sessions.closer.MAX_CLOSE_S)
         await _closer_tick("sessions", session_failures, parts.close_sessions(send), None)
 
     @app.on_before_shutdown.connect  # type: ignore[arg-type]  # mode's receiver type (NamedArg) matches no plain def

@@ -78,13 +78,19 @@ from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 from redis_cost import _start_node
 
 from streameval.config import parse_config_text
+from streameval.features.sessions.closer import SessionCloser
+from streameval.features.sessions.state import (
+    META_FIELDS,
+    META_FORMAT,
+    SessionKeys,
+    SessionStore,
+    session_terms,
+)
 from streameval.inputs import Inputs
 from streameval.models import SessionResult
 from streameval.outputs import Publish
 from streameval.pipeline import Pipeline, Source
 from streameval.processor import Processor
-from streameval.sessions.closer import SessionCloser
-from streameval.sessions.state import META_FIELDS, META_FORMAT, SessionKeys, SessionStore, session_terms
 from streameval.store import ResultStore
 
 PROFILE = False  # --profile: Redis commandstats per span of each pass

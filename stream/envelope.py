@@ -42,7 +42,7 @@ class Source:
 
 
 class Turn(NamedTuple):
-    """One event's place in one session of the suite file (streameval.sessions). ``key`` None: the event
+    """One event's place in one session of the suite file (streameval.features.sessions). ``key`` None: the event
     matched the session but carries no key there (counted as keyless, not appended). A named tuple: made
     per turn at the cost of a tuple, and of atomic values only, so the garbage collector stops tracking it."""
 
@@ -51,7 +51,7 @@ class Turn(NamedTuple):
     id: str
     time: float
     end: bool = False
-    payload: bytes = b""  # the turn record, JSON (streameval.sessions.turns)
+    payload: bytes = b""  # the turn record, JSON (streameval.features.sessions.turns)
 
 
 @dataclass(frozen=True, slots=True)

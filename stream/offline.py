@@ -23,11 +23,11 @@ from typing import BinaryIO, cast
 from .batch import evaluate_batch, evaluate_items, finish_batch
 from .envelope import Outcome, line_source
 from .evalpool import EvalPool
+from .features.sessions.local import LocalSessions
 from .inputs import Decoder
 from .judges import prices_of
 from .models import encode_result
 from .pipeline import Pipeline
-from .sessions.local import LocalSessions
 from .summary import Summary
 
 __all__ = ["check_writable", "evaluate_file", "iter_lines"]
@@ -76,7 +76,7 @@ async def evaluate_file(
     (:mod:`streameval.evalpool`). ``on_progress(done, bytes_read)`` is called after each chunk.
 
     When the suite file has ``sessions:``, every session is closed at the end of the file and its result
-    written to ``sessions_path`` (one session result per line; streameval.sessions.local).
+    written to ``sessions_path`` (one session result per line; streameval.features.sessions.local).
     """
     pool = None
     if processes:

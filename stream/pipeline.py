@@ -38,6 +38,7 @@ from .errors import EventError, EventTooLarge, InvalidJSON, SchemaViolation
 from .evaluators import Evaluator, Score
 from .evaluators.semantic import SemanticSimilarity
 from .feature import Redaction
+from .features.sessions.turns import step_turns, turns_of
 from .grading import apply_gates, grade
 from .judges import PANEL_RESULT_NAME, JudgeCache, JudgeHub, SuiteJudge, sampled
 from .models import (
@@ -50,7 +51,6 @@ from .models import (
     format_time,
 )
 from .result_build import built_graded, combined, error_result, placeholder, plain_graded, ready, to_result
-from .sessions.turns import step_turns, turns_of
 from .signals import no_lag
 from .strictjson import DEFAULT_MAX_EVENT_DEPTH, check_depth, check_strict, parse_plain
 from .telemetry import latency_sink, noted_latencies

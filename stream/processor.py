@@ -26,12 +26,12 @@ from .envelope import Outcome, Source, Turn
 from .errors import EventError
 from .evalpool import EvalPool
 from .features.labels import FeedbackDecoder, Label, LabelStore, decode_error_letter
+from .features.review import ReviewQueue
+from .features.sessions.state import AppendReport, SessionStore
 from .inputs import Inputs
 from .models import DeadLetter, encode_result, parse_time
 from .outputs import Publish, Send, publish_all
 from .pipeline import Pipeline
-from .review import ReviewQueue
-from .sessions.state import AppendReport, SessionStore
 from .store import ResultStore, retry_forever
 from .windows import WindowCloser
 
@@ -83,7 +83,9 @@ class Processor:
             labels  # the human-label join (streameval.features.labels); None: the feedback topic is not read
         )
         self.feedback = feedback or FeedbackDecoder()
-        self.review = review  # the review queue (streameval.review); None: nothing is sent for review
+        self.review = (
+            review  # the review queue (streameval.features.review); None: nothing is sent for review
+        )
 
     async def start(self) -> None:
         await self.pipeline.start()
@@ -295,7 +297,7 @@ class Processor:
     async def _append_turns(self, turns: list[Turn], fresh: AbstractSet[str] = frozenset()) -> None:
         """Append the batch's turns to their sessions (after their own results are recorded: a turn carries
         its final score); keyless turns are only counted. ``fresh``: ids of turns never appended before
-        (streameval.sessions.state.SessionStore.append); an append tried again looks every turn up (the
+        (streameval.features.sessions.state.SessionStore.append); an append tried again looks every turn up (the
         first try may have landed)."""
         assert self.sessions is not None
         for turn in turns:

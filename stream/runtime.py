@@ -48,8 +48,11 @@ from .feature import Redaction
 from .features.compare import DEFAULT_TTL_S as DEFAULT_COMPARE_TTL_S
 from .features.drilldown import ExamplesRecorder
 from .features.labels import FeedbackDecoder, LabelStore
+from .features.review import ReviewQueue
 from .features.review_page import ReviewPageStore
 from .features.review_page.web import open_review_feature, review_page_on
+from .features.sessions.closer import SessionCloser
+from .features.sessions.state import SessionStore, session_terms
 from .features.setup import enabled, record_plugins
 from .inputs import Inputs, check_input_topics
 from .judges import JudgeCache, judge_ready_checks
@@ -61,9 +64,6 @@ from .pipeline import Pipeline
 from .processor import Processor
 from .redis_security import redis_options
 from .registry import LiveRegistry, RegistryStore, bind_live_registry
-from .review import ReviewQueue
-from .sessions.closer import SessionCloser
-from .sessions.state import SessionStore, session_terms
 from .settings import Settings
 from .signals import ConsumerLag
 from .store import ResultStore, retry_forever
@@ -386,7 +386,7 @@ class Runtime:
         return cls(processor, closer, lag, sessions)
 
     async def close_sessions(self, send: Send) -> int:
-        """Close due sessions and publish their results through ``send`` (streameval.sessions.closer).
+        """Close due sessions and publish their results through ``send`` (streameval.features.sessions.closer).
         Returns how many this worker published; errors propagate (the next tick retries; leases hold)."""
         if self.sessions is None:
             return 0

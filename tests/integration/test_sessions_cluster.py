@@ -13,11 +13,11 @@ from cluster_support import Cluster, redis_cluster  # noqa: F401
 
 from streameval import keyspace
 from streameval.config import parse_config_text
+from streameval.features.sessions.closer import SessionCloser
+from streameval.features.sessions.state import SessionStore, session_terms
 from streameval.models import SessionResult, format_time
 from streameval.outputs import Publish
 from streameval.pipeline import Pipeline
-from streameval.sessions.closer import SessionCloser
-from streameval.sessions.state import SessionStore, session_terms
 from streameval.store import ResultStore
 
 pytestmark = pytest.mark.integration

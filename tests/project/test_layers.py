@@ -57,7 +57,7 @@ FLOORS: dict[str, int] = {
     "_logs": CLIENTS,
     "keyspace": CLIENTS,
     "_lua": CLIENTS,
-    "sessions.scripts": CLIENTS,  # the sessions' Lua
+    "features.sessions.scripts": CLIENTS,  # the sessions' Lua
     "redis_client": CLIENTS,
     "kafka_security": CLIENTS,
     "redis_security": CLIENTS,
@@ -78,11 +78,11 @@ FLOORS: dict[str, int] = {
     "redelivery": COMPONENTS,
     "deadletters": COMPONENTS,
     "windows": COMPONENTS,
-    "sessions.*": COMPONENTS,  # key paths, turns, the thread and its metrics, the Redis state
+    "features.sessions.*": COMPONENTS,  # key paths, turns, the thread and its metrics, the Redis state
     "windowing": COMPONENTS,
     "registry": COMPONENTS,
     "summary": COMPONENTS,
-    "review": COMPONENTS,
+    "features.review": COMPONENTS,  # the review queue: which results go to people, at what rate
     "features": VOCABULARY,  # the folder of optional features (nothing in it imports anything)
     "features.review_page.*": COMPONENTS,  # the review page's queue in Redis, its documents and export
     "features.redact.*": COMPONENTS,  # redaction before judging: detectors, its config block, the redactor
@@ -100,8 +100,8 @@ FLOORS: dict[str, int] = {
     "batch": ORCHESTRATION,
     "evalpool": ORCHESTRATION,
     "processor": ORCHESTRATION,
-    "sessions.closer": ORCHESTRATION,  # judges a closed session's thread through the pipeline
-    "sessions.local": ORCHESTRATION,  # the offline twin of the state and the closer
+    "features.sessions.closer": ORCHESTRATION,  # judges a closed session's thread through the pipeline
+    "features.sessions.local": ORCHESTRATION,  # the offline twin of the state and the closer
     "inflight": ORCHESTRATION,
     # 7. composition: what builds the clients and wires the parts; programs
     "runtime": COMPOSITION,
@@ -324,20 +324,18 @@ ENGINE_MODULES = (
 #: feature modules: a folder under stream/features/, and the features' modules not moved there yet
 FEATURE_MODULES = (
     "features",
-    "review",
     "embedding_drift",
     "agreement",
-    "sessions",
 )
 #: engine imports of features still wired by hand (docs/architecture.md, "Features as plug-ins": the
 #: annotators and window steps of the next step); this list only shrinks
 NOT_YET_PLUGINS = {
     ("pipeline", "embedding_drift"),
-    ("pipeline", "sessions.turns"),
+    ("pipeline", "features.sessions.turns"),
     ("envelope", "embedding_drift"),
     ("processor", "features.labels"),
-    ("processor", "review"),
-    ("processor", "sessions.state"),
+    ("processor", "features.review"),
+    ("processor", "features.sessions.state"),
     ("windows", "features.score_shift"),
     ("windows", "features.drilldown"),
     ("windows", "embedding_drift"),

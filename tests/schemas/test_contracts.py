@@ -202,7 +202,7 @@ def valid_documents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[
 
 
 def _session_results(tmp: Path) -> list[dict[str, Any]]:
-    """Session results the offline pipeline makes of a short conversation (streameval.sessions)."""
+    """Session results the offline pipeline makes of a short conversation (streameval.features.sessions)."""
     config = tmp / "sessions.yaml"
     config.write_text(
         "suites: [{name: chat, default: true, evaluators: [{evaluator: exact_match}]}]\n"

@@ -14,11 +14,11 @@ import redis.asyncio as aioredis
 
 from streameval.config import parse_config_text
 from streameval.errors import StoreUnavailable
+from streameval.features.sessions.closer import once
+from streameval.features.sessions.state import SessionStore, SessionTerms
+from streameval.features.sessions.turns import Turn
 from streameval.pipeline import Pipeline, Source
 from streameval.processor import Processor
-from streameval.sessions.closer import once
-from streameval.sessions.state import SessionStore, SessionTerms
-from streameval.sessions.turns import Turn
 from streameval.store import ResultStore
 
 
@@ -202,7 +202,7 @@ async def test_an_agent_run_keeps_its_marks_from_its_first_turn(aredis: aioredis
 @pytest.mark.parametrize("ident", ["plain-1", 'q"uote\\d', "é\u2028"])
 def test_every_kind_of_turn_starts_with_its_id_as_the_append_script_reads_it(ident: str) -> None:
     """The append script reads a listed turn's id off its entry: the JSON's first field."""
-    from streameval.sessions.turns import step_turns, turns_of
+    from streameval.features.sessions.turns import step_turns, turns_of
 
     _, suites = parse_config_text(
         """

@@ -19,10 +19,10 @@ from streameval.batch import evaluate_items
 from streameval.cli import main
 from streameval.config import parse_config
 from streameval.envelope import Source
+from streameval.features.sessions.thread import thread_event
+from streameval.features.sessions.turns import TOOL_TEXT, text_limit
 from streameval.inputs import Inputs
 from streameval.pipeline import Pipeline
-from streameval.sessions.thread import thread_event
-from streameval.sessions.turns import TOOL_TEXT, text_limit
 
 SUITES: dict[str, Any] = {
     "inputs": [{"topic": "spans", "format": "otlp_proto"}, {"topic": "spans.json", "format": "otlp_json"}],
@@ -434,11 +434,11 @@ async def test_a_run_with_plan_steps_gives_the_same_result_online_and_offline(
 ) -> None:
     """The worker's path (Processor, Redis state, closer) and ``streameval evaluate`` on the same OTLP/JSON
     exports: the same run results, plan steps included."""
+    from streameval.features.sessions.closer import SessionCloser
+    from streameval.features.sessions.state import SessionStore, session_terms
     from streameval.models import SessionResult
     from streameval.outputs import Publish
     from streameval.processor import Processor
-    from streameval.sessions.closer import SessionCloser
-    from streameval.sessions.state import SessionStore, session_terms
     from streameval.store import ResultStore
 
     exports = [_export("json", plan=convention)[0] for convention in PLANS]

@@ -13,13 +13,13 @@ import pytest
 import redis.asyncio as aioredis
 
 from streameval.config import parse_config_text
+from streameval.features.sessions.closer import SessionCloser
+from streameval.features.sessions.local import LocalSessions
+from streameval.features.sessions.state import SessionStore, session_terms
+from streameval.features.sessions.turns import Turn
 from streameval.models import SessionResult, format_time
 from streameval.outputs import Publish
 from streameval.pipeline import Pipeline
-from streameval.sessions.closer import SessionCloser
-from streameval.sessions.local import LocalSessions
-from streameval.sessions.state import SessionStore, session_terms
-from streameval.sessions.turns import Turn
 from streameval.store import ResultStore
 
 CONFIG = """
@@ -381,7 +381,7 @@ async def test_sessions_spread_over_the_configured_shards_and_stray_index_entrie
 async def test_a_batch_larger_than_one_call_is_split_and_appends_the_same(
     aredis: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from streameval.sessions import state as state_module
+    from streameval.features.sessions import state as state_module
 
     monkeypatch.setattr(state_module, "_MAX_CALL_TURNS", 4)  # calls of at most 4 turns
     rig = Rig(aredis, prefix, max_turns=6)

@@ -9,13 +9,13 @@ import pytest
 
 from streameval.config import parse_config
 from streameval.errors import ConfigError
+from streameval.features.sessions.local import LocalSessions
+from streameval.features.sessions.paths import MISSING, compile_event_path
+from streameval.features.sessions.thread import render, thread_event, thread_metrics
 from streameval.judges._prompts import build_rubric
 from streameval.judges._rubrics import RUBRICS
 from streameval.models import RequestEvent
 from streameval.pipeline import Pipeline
-from streameval.sessions.local import LocalSessions
-from streameval.sessions.paths import MISSING, compile_event_path
-from streameval.sessions.thread import render, thread_event, thread_metrics
 
 SUITES = [{"name": "chat", "default": True, "evaluators": [{"evaluator": "exact_match"}]}]
 
@@ -232,8 +232,8 @@ def test_a_turns_event_time_is_the_results_read_exactly_over_many_minutes() -> N
     import random
     from types import SimpleNamespace
 
+    from streameval.features.sessions.turns import _result_time
     from streameval.models import format_time, parse_time
-    from streameval.sessions.turns import _result_time
 
     rng = random.Random(7)
     stamps = [rng.uniform(0, 4e9) for _ in range(3000)] + [0.0, 59.999, 60.0, 951782400.5, 1e9 + 0.001]

@@ -1,7 +1,7 @@
 """A session's turn: what a graded request event contributes to its conversation (or agent run).
 
 The pipeline makes the turns of an event once its own result is graded (:func:`turns_of`); the worker
-appends them to the session's state after that result is recorded (streameval.sessions.state). A turn
+appends them to the session's state after that result is recorded (streameval.features.sessions.state). A turn
 keeps what the thread's judges and rule metrics need, and nothing else:
 
 ``id`` (the event id: a redelivered turn is appended once), ``t`` (event time), ``role``, ``input``,
@@ -28,10 +28,10 @@ from typing import Any
 
 import orjson
 
-from .._util import clip
-from ..envelope import Turn
-from ..judges._refusal import find_refusal
-from ..models import GradedResult, RequestEvent, parse_time
+from ..._util import clip
+from ...envelope import Turn
+from ...judges._refusal import find_refusal
+from ...models import GradedResult, RequestEvent, parse_time
 
 __all__ = [
     "MAX_KEY_CHARS",
