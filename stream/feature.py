@@ -1,4 +1,4 @@
-"""What the engine knows of a feature: the protocol it calls while recording a batch.
+"""What the engine knows of a feature: the protocols it calls while evaluating and recording a batch.
 
 A feature that keeps something per event in Redis (drill-down examples, compact scores for version
 comparison, embedding-drift sums, verdicts for the human-label join) is a :class:`BatchRecorder`: the
@@ -20,17 +20,25 @@ events are counted), in a ``do ... end`` of its own, with ``k0`` / ``a0`` the in
 KEY / ARGV entry, and may read the core's locals: ``hashes[t]`` (target window t's hash, the open
 window's when redirected), ``via[t]`` (1 or 2: which candidate open window it was redirected to; nil when
 not), ``ntargets``, ``nevents`` and ``ARGV[6]`` (the window TTL). A block with no ARGV entry is skipped.
+
+A feature that needs something of each evaluated event (the sessions' turns, embedding drift's sample of the
+output) is an :class:`Annotator`: the composition root builds it when the suite file asks for the feature and
+hands it to the :class:`~streameval.pipeline.Pipeline`, which asks it, per batch of evaluated events (a batch
+of one on the per-event path), for each event's note and keeps the notes that are not None in the outcome's
+``annotations`` under the annotator's :attr:`~Annotator.key` (streameval.envelope.Outcome). The engine carries
+them without reading them: the store hands them to the recorders (:attr:`Recorded.annotation`), the
+processor to its steps.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .models import DeadLetterTruncation, GradedResult, RequestEvent
 
-__all__ = ["BatchRecorder", "Block", "Call", "RecordContext", "Recorded", "Redaction"]
+__all__ = ["Annotator", "BatchRecorder", "Block", "Call", "RecordContext", "Recorded", "Redaction"]
 
 #: one script call in the record pipeline: (registered script, KEYS, ARGV)
 Call = tuple[Any, list[str], list[Any]]
@@ -49,7 +57,8 @@ class Recorded:
     result: GradedResult | None = None
     pointer: bytes = b""  # where its encoded result is kept, once its call is built
     retract: bool = False  # takes an earlier result's figures back (record_many's retractions)
-    annotation: Any = None  # what the pipeline's annotator derived for the features (not interpreted here)
+    #: the event's annotations by annotator key (Outcome.annotations; module docstring), not interpreted here
+    annotation: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -107,6 +116,22 @@ class BatchRecorder(Protocol):
 
     def committed(self, token: Any) -> None:
         """The call that carried :meth:`block`'s ``token`` counted its events."""
+        ...
+
+
+class Annotator(Protocol):
+    """A feature's note on each evaluated event (module docstring)."""
+
+    #: its slot in ``Outcome.annotations`` (and in :attr:`Recorded.annotation`)
+    key: str
+
+    def annotate(self, evaluated: Sequence[tuple[RequestEvent, GradedResult, Any]]) -> Sequence[Any]:
+        """Per (event, its result, its suite: streameval.config.Suite) of one batch, in order: its note; None:
+        none. Called for every event the pipeline graded (a batch of one on the per-event path)."""
+        ...
+
+    def step(self, document: dict[str, Any], now: float) -> Any:
+        """The note of an agent run's step (a tool or root span's document, never evaluated); None: none."""
         ...
 
 

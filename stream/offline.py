@@ -24,6 +24,8 @@ from .batch import evaluate_batch, evaluate_items, finish_batch
 from .envelope import Outcome, line_source
 from .evalpool import EvalPool
 from .features.sessions.local import LocalSessions
+from .features.sessions.turns import turns_in
+from .features.setup import annotators
 from .inputs import Decoder
 from .judges import prices_of
 from .models import encode_result
@@ -76,7 +78,9 @@ async def evaluate_file(
     (:mod:`streameval.evalpool`). ``on_progress(done, bytes_read)`` is called after each chunk.
 
     When the suite file has ``sessions:``, every session is closed at the end of the file and its result
-    written to ``sessions_path`` (one session result per line; streameval.features.sessions.local).
+    written to ``sessions_path`` (one session result per line; streameval.features.sessions.local): build
+    ``pipeline`` with the suites' annotators then (``annotators=streameval.features.setup.annotators(suites)``),
+    which note each event's turns.
     """
     pool = None
     if processes:
@@ -88,6 +92,7 @@ async def evaluate_file(
             processes,
             max_event_bytes=pipeline.max_event_bytes,
             max_event_depth=pipeline.max_event_depth,
+            annotate=annotators,  # the sessions' turns, as the pipeline's (streameval.features.setup)
         )
     hub = pipeline.judges
     summary = Summary(prices=prices_of({n: j.config for n, j in hub.judges.items()}) if hub else {})
@@ -112,14 +117,14 @@ async def evaluate_file(
                         encoded = encode_result(result)
                         seen[result.id] = encoded
                         if sessions is not None:
-                            sessions.add(outcome.turns)
+                            sessions.add(turns_in(outcome.annotations))
                         summary.add(result)
                         out.write(encoded + b"\n")
                     elif outcome.dead_letter is not None:
                         summary.dead_letters[outcome.dead_letter.kind] += 1
                         dead.write(outcome.dead_letter.model_dump_json().encode() + b"\n")
                     elif sessions is not None:  # a step of an agent run: turns only
-                        sessions.add(outcome.turns)
+                        sessions.add(turns_in(outcome.annotations))
 
             lines = iter_lines(src)
             done = 0

@@ -22,12 +22,13 @@ from typing import cast
 from . import telemetry
 from .batch import evaluate_messages
 from .deadletters import DeadLetterPolicy
-from .envelope import Outcome, Source, Turn
+from .envelope import Outcome, Source
 from .errors import EventError
 from .evalpool import EvalPool
 from .features.labels import FeedbackDecoder, Label, LabelStore, decode_error_letter
 from .features.review import ReviewQueue
 from .features.sessions.state import AppendReport, SessionStore
+from .features.sessions.turns import Turn, turns_in
 from .inputs import Inputs
 from .models import DeadLetter, encode_result, parse_time
 from .outputs import Publish, Send, publish_all
@@ -173,12 +174,18 @@ class Processor:
         steps = [i for i in indexes if outcomes[i].result is None and outcomes[i].dead_letter is None]
         if not results and not dead:
             if steps and self.sessions is not None:
-                await self._append_turns([turn for i in steps for turn in outcomes[i].turns])
+                await self._append_turns([turn for i in steps for turn in turns_in(outcomes[i].annotations)])
             return []
         stored = await retry_forever(
             lambda: self.store.record_many(
                 [
-                    (r, enc, outcomes[i].counters, raw_of.get(_position(sources[i]), b""), outcomes[i].drift)
+                    (
+                        r,
+                        enc,
+                        outcomes[i].counters,
+                        raw_of.get(_position(sources[i]), b""),
+                        outcomes[i].annotations,
+                    )
                     for i, r, enc in results
                 ],
                 [(d.kind, _source_key(sources[i]), parse_time(d.failed_at)) for i, d in dead],
@@ -192,13 +199,13 @@ class Processor:
                 [
                     turn
                     for i in sorted([i for i, r, _ in results if not r.shadow] + steps)
-                    for turn in outcomes[i].turns
+                    for turn in turns_in(outcomes[i].annotations)
                 ],
                 {
                     turn.id
                     for (i, r, _), previous in zip(results, stored, strict=True)
                     if previous is None and not r.shadow
-                    for turn in outcomes[i].turns
+                    for turn in turns_in(outcomes[i].annotations)
                 },
             )
         out: dict[int, Publish] = {}

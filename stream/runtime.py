@@ -23,6 +23,7 @@ import os
 import uuid
 from collections.abc import Collection
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from aiohttp import web
@@ -53,7 +54,7 @@ from .features.review_page import ReviewPageStore
 from .features.review_page.web import open_review_feature, review_page_on
 from .features.sessions.closer import SessionCloser
 from .features.sessions.state import SessionStore, session_terms
-from .features.setup import enabled, record_plugins
+from .features.setup import annotators, enabled, record_plugins
 from .inputs import Inputs, check_input_topics
 from .judges import JudgeCache, judge_ready_checks
 from .kafka_io import ensure_topics
@@ -230,7 +231,8 @@ class Runtime:
             max_event_depth=settings.max_event_depth,
             judge_cache=JudgeCache(client, prefix=settings.redis_prefix),
             lag=lag.total,  # judges' backpressure (the agent updates it)
-            embed_outputs=True,  # embedding drift's vectors, when the suite file turns it on
+            # the sessions' turns and embedding drift's vectors, when the suite file turns them on
+            annotators=annotators(suites, embed_outputs=True),
         )
         if pipeline.redactors is not None:  # drill-down examples' texts redacted (docs/redact.md)
             for recorder in store.recorders:
@@ -328,7 +330,7 @@ class Runtime:
                 settings.eval_processes,
                 max_event_bytes=settings.max_event_bytes,
                 max_event_depth=settings.max_event_depth,
-                embed_outputs=True,  # embedding drift's vectors, when the suite file turns it on
+                annotate=partial(annotators, embed_outputs=True),  # as the pipeline's
             )
         raw_store = RawStore(
             client,

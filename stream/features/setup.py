@@ -3,7 +3,8 @@ does not exist (docs/performance.md, "What each feature costs").
 
 :func:`enabled` resolves the settings that default to "when the suite file asks for it";
 :func:`record_plugins` builds the recorders of those that keep something per event
-(streameval.feature.BatchRecorder), for the composition root to hand to the store.
+(streameval.feature.BatchRecorder), for the composition root to hand to the store; :func:`annotators` the
+annotators of those that note something of each event (streameval.feature.Annotator), for the pipeline.
 """
 
 from __future__ import annotations
@@ -12,19 +13,21 @@ from dataclasses import dataclass
 
 from ..config import LoadedConfig
 from ..embedding_drift import EmbeddingDriftConfig
-from ..feature import BatchRecorder
+from ..feature import Annotator, BatchRecorder
 from ..settings import Settings
 from .compare import DEFAULT_TTL_S as DEFAULT_COMPARE_TTL_S
 from .compare import CompactScoresRecorder
 from .drilldown import ExamplesRecorder
-from .embedding_drift import DriftRecorder
+from .embedding_drift import DriftAnnotator, DriftRecorder
 from .labels import LabelStore, VerdictRecorder
+from .sessions.turns import TurnsAnnotator
 
 __all__ = [
     "DEFAULT_COMPARE_TTL_S",
     "DEFAULT_EXAMPLES",
     "DEFAULT_LABEL_JOIN_TTL_S",
     "Enabled",
+    "annotators",
     "enabled",
     "record_plugins",
 ]
@@ -86,4 +89,17 @@ def record_plugins(on: Enabled, labels: LabelStore | None = None) -> list[BatchR
         out.append(DriftRecorder(on.embedding_drift))
     if on.examples:
         out.append(ExamplesRecorder(on.examples, on.example_ttl_s))
+    return out
+
+
+def annotators(suites: LoadedConfig, *, embed_outputs: bool = False) -> list[Annotator]:
+    """The annotators of the features ``suites`` turns on, for a pipeline evaluating them: the sessions'
+    turns; with ``embed_outputs`` (the stream worker's live pipeline and its evaluation processes: offline
+    runs, shadows and backfills never alert on drift), embedding drift's samples of the outputs."""
+    out: list[Annotator] = []
+    if suites.sessions:
+        out.append(TurnsAnnotator(suites.sessions))
+    drift = suites.windowing.embedding_drift
+    if embed_outputs and drift is not None:
+        out.append(DriftAnnotator(drift))
     return out

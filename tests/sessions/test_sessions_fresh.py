@@ -17,6 +17,7 @@ from streameval.errors import StoreUnavailable
 from streameval.features.sessions.closer import once
 from streameval.features.sessions.state import SessionStore, SessionTerms
 from streameval.features.sessions.turns import Turn
+from streameval.features.setup import annotators
 from streameval.pipeline import Pipeline, Source
 from streameval.processor import Processor
 from streameval.store import ResultStore
@@ -164,7 +165,7 @@ sessions:
   - {name: conv, key: metadata.conversation_id, evaluators: [{evaluator: turn_scores}]}
 """
     _, suites = parse_config_text(text)
-    pipeline = Pipeline(suites)
+    pipeline = Pipeline(suites, annotators=annotators(suites))
     results = ResultStore(aredis, prefix=prefix, windows=(60,))
     state = store(aredis, prefix)
     lossy = LostReply(state)
@@ -214,7 +215,7 @@ sessions:
   - {name: run, key: metadata.trace_id, assemble: spans, evaluators: [{evaluator: turn_scores}]}
 """
     )
-    pipeline = Pipeline(suites)
+    pipeline = Pipeline(suites, annotators=annotators(suites))
     event = {
         "id": ident,
         "model": "m",

@@ -16,7 +16,8 @@ from streameval.config import parse_config_text
 from streameval.features.sessions.closer import SessionCloser
 from streameval.features.sessions.local import LocalSessions
 from streameval.features.sessions.state import SessionStore, session_terms
-from streameval.features.sessions.turns import Turn
+from streameval.features.sessions.turns import Turn, turns_in
+from streameval.features.setup import annotators
 from streameval.models import SessionResult, format_time
 from streameval.outputs import Publish
 from streameval.pipeline import Pipeline
@@ -57,7 +58,7 @@ class Rig:
         )
         text = text.replace("{{", "{").replace("}}", "}")
         _, self.suites = parse_config_text(text)
-        self.pipeline = Pipeline(self.suites)
+        self.pipeline = Pipeline(self.suites, annotators=annotators(self.suites))
         self.store = ResultStore(client, prefix=prefix, windows=(60,))
         terms = session_terms(self.suites.sessions, settle)
         self.states = [
@@ -73,7 +74,7 @@ class Rig:
         for event in events:
             outcome = await self.pipeline.process(orjson.dumps(event))
             assert outcome.result is not None, outcome.dead_letter
-            out += outcome.turns
+            out += turns_in(outcome.annotations)
         return out
 
     async def append(self, *events: dict[str, Any]) -> dict[tuple[str, str], int]:
@@ -281,7 +282,7 @@ sessions:
     judge: {{consistency_rate: 0}}
 """
         _, suites = parse_config_text(text)
-        pipeline = Pipeline(suites)
+        pipeline = Pipeline(suites, annotators=annotators(suites))
         await pipeline.start()
         try:
             store = ResultStore(aredis, prefix=prefix, windows=(60,))
@@ -295,7 +296,7 @@ sessions:
                     "input": said,
                     "output": f"reply {i}: Ada" if i else "Hello Ada.",
                 }
-                turns += (await pipeline.process(orjson.dumps(event))).turns
+                turns += turns_in((await pipeline.process(orjson.dumps(event))).annotations)
             await state.append(turns)
             sent: list[Publish] = []
 
@@ -348,7 +349,7 @@ async def test_sessions_spread_over_the_configured_shards_and_stray_index_entrie
         .replace("{{", "{")
         .replace("}}", "}")
     )
-    pipeline = Pipeline(suites)
+    pipeline = Pipeline(suites, annotators=annotators(suites))
     store = ResultStore(aredis, prefix=prefix, windows=(60,))
     state = SessionStore(aredis, session_terms(suites.sessions, 0.0), prefix=prefix, shards=3)
     closer = SessionCloser(state, store, pipeline, suites.sessions)
@@ -357,7 +358,7 @@ async def test_sessions_spread_over_the_configured_shards_and_stray_index_entrie
     for c in range(12):
         for i in range(2):
             outcome = await pipeline.process(orjson.dumps(turn(i, now - 20 + i, conv=f"s{c}", last=i == 1)))
-            turns += outcome.turns
+            turns += turns_in(outcome.annotations)
     assert dict((await state.append(turns)).counts) == {("conv", "appended"): 24}
     sizes = [await aredis.zcard(state.keys.due(shard)) for shard in range(3)]
     assert sum(sizes) == 12 and all(sizes)  # every shard holds some
@@ -419,7 +420,7 @@ sessions:
     judge: {{consistency_rate: 0}}
 """
         _, suites = parse_config_text(text)
-        pipeline = Pipeline(suites)
+        pipeline = Pipeline(suites, annotators=annotators(suites))
         await pipeline.start()
         try:
             store = ResultStore(aredis, prefix=prefix, windows=(60,))
@@ -427,7 +428,9 @@ sessions:
             now = await redis_now(aredis)
             turns = []
             for i in range(2):
-                turns += (await pipeline.process(orjson.dumps(turn(i, now - 9 + i, last=i == 1)))).turns
+                turns += turns_in(
+                    (await pipeline.process(orjson.dumps(turn(i, now - 9 + i, last=i == 1)))).annotations
+                )
             await state.append(turns)
             sent: list[Publish] = []
 

@@ -1,18 +1,35 @@
 """Embedding drift (docs/drift.md): per window of the drift size, the sums of the events' output vectors and
 a bottom-k reservoir of them, added by the record script with the events' figures (streameval.embedding_drift
-computes the numbers). Built only when the suite file has ``windowing.embedding_drift``."""
+computes the numbers), from each output's sample the :class:`DriftAnnotator` notes on the live pipeline. Both are
+built only when the suite file has ``windowing.embedding_drift``."""
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any, cast
 
-from ...embedding_drift import DriftSample, EmbeddingDriftConfig, pack_sums, reservoir_field, sum_samples
+from ...embedding import encoder
+from ...embedding_drift import (
+    DriftSample,
+    EmbeddingDriftConfig,
+    pack_sums,
+    reservoir_field,
+    sample,
+    sampled,
+    sum_samples,
+)
+from ...evaluators.semantic import SemanticSimilarity
 from ...feature import Block, Call, RecordContext, Recorded
-from ...models import GradedResult
+from ...models import GradedResult, RequestEvent
 
-__all__ = ["DriftRecorder"]
+__all__ = ["KEY", "DriftAnnotator", "DriftRecorder"]
+
+log = logging.getLogger(__name__)
+
+#: the samples' slot in an outcome's annotations (streameval.envelope.Outcome)
+KEY = "embedding_drift"
 
 # Per drift target, the batch's sums (doubles holding integers: exact) added into field 's' of the window's
 # drift hash (the open window's when the target was redirected, like its figures), and its reservoir
@@ -50,6 +67,46 @@ end
 """
 
 
+class DriftAnnotator:
+    """Each output's embedding-drift sample (streameval.feature.Annotator), when its event is sampled: the
+    vectors the batch's semantic_similarity evaluators embedded, the rest from one
+    :meth:`~streameval.embedding.Encoder.encode_exact` call (either way, a text's vector does not depend on
+    its batch)."""
+
+    key = KEY
+
+    def __init__(self, config: EmbeddingDriftConfig) -> None:
+        self.config = config
+
+    def annotate(
+        self, evaluated: Sequence[tuple[RequestEvent, GradedResult, Any]]
+    ) -> list[DriftSample | None]:
+        cfg = self.config
+        events = [event for event, _, _ in evaluated]
+        chosen = [e for e in events if sampled(e.id, cfg.sample_rate)]
+        if not chosen:
+            return [None] * len(events)
+        try:
+            known: dict[str, Any] = {}
+            for suite in {s.name: s for _, _, s in evaluated}.values():
+                for bound in suite.evaluators:
+                    if isinstance(bound.evaluator, SemanticSimilarity):
+                        known.update(bound.evaluator.batch_vectors(cfg.folder))
+            texts = sorted({e.output for e in chosen if e.output not in known})
+            vectors = dict(zip(texts, encoder(cfg.folder).encode_exact(texts), strict=True)) if texts else {}
+            vectors.update((e.output, known[e.output]) for e in chosen if e.output in known)
+            return [
+                sample(vectors[e.output], e.id, cfg) if sampled(e.id, cfg.sample_rate) else None
+                for e in events
+            ]
+        except Exception:  # the evaluation goes on without them
+            log.warning("embedding drift: could not embed a batch's outputs", exc_info=True)
+            return [None] * len(events)
+
+    def step(self, document: dict[str, Any], now: float) -> None:
+        return None
+
+
 class DriftRecorder:
     """The record script's embedding-drift block for ``config`` (its window must be one of the store's)."""
 
@@ -78,7 +135,10 @@ class DriftRecorder:
         samples = [
             e
             for e in group
-            if isinstance(e.annotation, DriftSample) and e.result is not None and not e.retract
+            if e.annotation is not None
+            and isinstance(e.annotation.get(KEY), DriftSample)
+            and e.result is not None
+            and not e.retract
         ]
         if cfg.window not in ctx.windows or not samples:
             return None
@@ -95,7 +155,7 @@ class DriftRecorder:
                 ctx.keys.embedding_window(pair, size, first),
                 ctx.keys.embedding_window(pair, size, second),
             ]
-            drifts = [cast(DriftSample, e.annotation) for e in events]
+            drifts = [cast(DriftSample, cast(Any, e.annotation)[KEY]) for e in events]
             candidates = sorted(
                 (reservoir_field(d, cast(GradedResult, e.result).id), d.vector)
                 for e, d in zip(events, drifts, strict=True)
