@@ -292,7 +292,7 @@ def create_app(
         async def _feedback(stream: faust.StreamT[bytes]) -> None:
             # Labels are few: one batch at a time. A batch is acked once its dead letters are delivered; its
             # labels are in Redis by then (joined, or waiting for their results).
-            proc = (await runtime()).processor
+            worker = await runtime()
             async for events in stream.noack_take(settings.batch_max, within=settings.batch_wait_ms / 1000):  # type: ignore[attr-defined]
                 batch = [
                     (
@@ -301,7 +301,7 @@ def create_app(
                     )
                     for e in events
                 ]
-                await publish_all(send, await proc.process_feedback(batch))
+                await publish_all(send, await worker.process_feedback(batch))
                 for event in events:
                     await stream.ack(event)
 

@@ -86,6 +86,8 @@ from streameval.features.sessions.state import (
     SessionStore,
     session_terms,
 )
+from streameval.features.sessions.step import AppendTurns
+from streameval.features.setup import annotators
 from streameval.inputs import Inputs
 from streameval.models import SessionResult
 from streameval.outputs import Publish
@@ -549,7 +551,7 @@ async def run_spans(
 ) -> Pass:
     """Read every batch with the suite file ``text`` (module docstring)."""
     _, suites = parse_config_text(text)
-    pipeline = Pipeline(suites)
+    pipeline = Pipeline(suites, annotators=annotators(suites))
     store = ResultStore(client, prefix=prefix, windows=(60,))
     state = (
         SessionStore(client, session_terms(suites.sessions), prefix=prefix, worker_id="bench")
@@ -557,7 +559,7 @@ async def run_spans(
         else None
     )
     inputs = Inputs(suites.inputs, steps=suites.assembles_spans)
-    processor = Processor(pipeline, store, inputs=inputs, sessions=state)
+    processor = Processor(pipeline, store, inputs=inputs, steps=[AppendTurns(state)])
     await processor.process_batch([m[:2] for m in batches[0][:1]])  # warm: scripts loaded, pairs admitted
     await client.config_resetstat()
     roots: dict[str, float] = {}

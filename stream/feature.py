@@ -28,17 +28,39 @@ of one on the per-event path), for each event's note and keeps the notes that ar
 ``annotations`` under the annotator's :attr:`~Annotator.key` (streameval.envelope.Outcome). The engine carries
 them without reading them: the store hands them to the recorders (:attr:`Recorded.annotation`), the
 processor to its steps.
+
+A feature that acts on a batch once it is recorded (appending the sessions' turns, choosing results for
+review) is a :class:`BatchStep`: the composition root hands the processor (streameval.processor) its steps in
+order, and after each record call of a batch the processor awaits each one with a :class:`RecordedBatch` and
+publishes what they return after the batch's own messages. A feature with work on the worker's timer (the
+label join's retries) is a :class:`PeriodicStep`, awaited before the windows close. A step owns its
+retries: it returns (or sends, through the publish discipline of streameval.outputs) only what must be
+published.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .envelope import Outcome
 from .models import DeadLetterTruncation, GradedResult, RequestEvent
+from .outputs import Publish, Send
 
-__all__ = ["Annotator", "BatchRecorder", "Block", "Call", "RecordContext", "Recorded", "Redaction"]
+__all__ = [
+    "Annotator",
+    "BatchRecorder",
+    "BatchStep",
+    "Block",
+    "Call",
+    "PeriodicStep",
+    "RecordContext",
+    "Recorded",
+    "RecordedBatch",
+    "Redaction",
+]
 
 #: one script call in the record pipeline: (registered script, KEYS, ARGV)
 Call = tuple[Any, list[str], list[Any]]
@@ -132,6 +154,41 @@ class Annotator(Protocol):
 
     def step(self, document: dict[str, Any], now: float) -> Any:
         """The note of an agent run's step (a tool or root span's document, never evaluated); None: none."""
+        ...
+
+
+@dataclass(frozen=True)
+class RecordedBatch:
+    """One record call of a batch, as its :class:`BatchStep` s read it (module docstring)."""
+
+    outcomes: Sequence[Outcome]  # the batch's outcomes, by index
+    results: Sequence[int]  # the indexes of the results this call recorded, in order (a shadow's too)
+    fresh: AbstractSet[int]  # those counted for the first time (not a redelivery's stored result)
+    steps: Sequence[int]  # the indexes of the agent runs' steps of this call (no result, no dead letter)
+    content: Callable[[int], bytes | None]  # an event's raw bytes, by index (None: not known)
+
+
+class BatchStep(Protocol):
+    """A feature's step after each record call of a batch (module docstring)."""
+
+    #: its name (telemetry, logs)
+    name: str
+
+    async def recorded(self, batch: RecordedBatch) -> list[Publish]:
+        """Act on what ``batch`` recorded; the messages to publish after the batch's own. Waits while Redis is
+        down (never returns having skipped its work)."""
+        ...
+
+
+class PeriodicStep(Protocol):
+    """A feature's share of the worker's periodic step, before the windows close (module docstring)."""
+
+    #: its name (telemetry, logs)
+    name: str
+
+    async def tick(self, send: Send) -> None:
+        """Do the feature's periodic work, publishing through ``send`` (streameval.outputs.publish_all's
+        discipline). Errors propagate: the next tick tries again."""
         ...
 
 

@@ -21,7 +21,7 @@ import asyncio
 import logging
 import os
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -43,17 +43,20 @@ from .api import (
 from .config import LoadedConfig, add_shadow_file, parse_config_text, read_config_text, shadow_routings
 from .connect_check import check_redis_settings
 from .deadletters import DeadLetterPolicy, RawStore
+from .envelope import Source
 from .errors import ConfigError
 from .evalpool import EvalPool
-from .feature import Redaction
+from .feature import BatchStep, Redaction
 from .features.compare import DEFAULT_TTL_S as DEFAULT_COMPARE_TTL_S
 from .features.drilldown import ExamplesRecorder
-from .features.labels import FeedbackDecoder, LabelStore
+from .features.labels import FeedbackDecoder, LabelIntake, LabelStore
 from .features.review import ReviewQueue
+from .features.review.step import SendForReview
 from .features.review_page import ReviewPageStore
 from .features.review_page.web import open_review_feature, review_page_on
 from .features.sessions.closer import SessionCloser
 from .features.sessions.state import SessionStore, session_terms
+from .features.sessions.step import AppendTurns
 from .features.setup import annotators, enabled, record_plugins
 from .inputs import Inputs, check_input_topics
 from .judges import JudgeCache, judge_ready_checks
@@ -183,11 +186,13 @@ class Runtime:
         closer: WindowCloser,
         lag: ConsumerLag | None = None,
         sessions: SessionCloser | None = None,
+        labels: LabelIntake | None = None,
     ) -> None:
         self.processor = processor
         self.closer = closer
         self.lag = lag if lag is not None else ConsumerLag()  # the agent updates it after each batch
         self.sessions = sessions  # None when the suite file has no sessions
+        self.labels = labels  # the human-label join (docs/feedback.md); None: the feedback topic is not read
 
     @classmethod
     async def build(cls, config: WorkerConfig) -> Runtime:
@@ -351,6 +356,17 @@ class Runtime:
                 worker_id=f"{os.getpid()}-{uuid.uuid4().hex[:8]}",
                 shards=settings.session_shards,
             )
+        # the features' steps after each record call (streameval.feature.BatchStep), in this order
+        steps: list[BatchStep] = []
+        if session_state is not None:  # turns appended once their results are recorded
+            steps.append(AppendTurns(session_state))
+        review = _review_queue(client, store, suites, pipeline.redactors)
+        if review is not None:  # new results worth a person's look, within each pair's rate
+            steps.append(SendForReview(review, store.pair_id, store.now))
+        intake = None
+        if labels is not None:  # the feedback topic's labels joined; the waiting ones retried periodically
+            decoder = FeedbackDecoder(suites.feedback, max_depth=settings.max_event_depth)
+            intake = LabelIntake(labels, decoder, dead_letters, store.now)
         processor = Processor(
             pipeline,
             store,
@@ -358,11 +374,9 @@ class Runtime:
             pool=pool,
             inputs=config.inputs,
             dead_letters=dead_letters,
-            sessions=session_state,
+            steps=steps,
+            periodic=[intake] if intake is not None else [],
             shadows=shadows,
-            labels=labels,
-            feedback=FeedbackDecoder(suites.feedback, max_depth=settings.max_event_depth),
-            review=_review_queue(client, store, suites, pipeline.redactors),
         )
         await processor.start()
         closer = WindowCloser(
@@ -385,7 +399,17 @@ class Runtime:
             len(suites.sessions),
             redact_url(redis_url),
         )
-        return cls(processor, closer, lag, sessions)
+        return cls(processor, closer, lag, sessions, intake)
+
+    async def process_feedback(self, messages: Sequence[tuple[bytes, Source]]) -> list[Publish]:
+        """Join a batch of the feedback topic's messages to their verdicts (streameval.features.labels,
+        ``LabelIntake.feedback``): the dead letters to publish."""
+        if self.labels is None:
+            raise RuntimeError(
+                "the label join is off (STREAMEVAL_LABEL_JOIN_TTL_S=0, or unset with no feedback:, review: or "
+                "human_agreement alert in the suite file): the feedback topic is not read"
+            )
+        return await self.labels.feedback(messages)
 
     async def close_sessions(self, send: Send) -> int:
         """Close due sessions and publish their results through ``send`` (streameval.features.sessions.closer).

@@ -332,10 +332,6 @@ FEATURE_MODULES = (
 #: engine imports of features still wired by hand (docs/architecture.md, "Features as plug-ins": the
 #: annotators and window steps of the next step); this list only shrinks
 NOT_YET_PLUGINS = {
-    ("processor", "features.labels"),
-    ("processor", "features.review"),
-    ("processor", "features.sessions.state"),
-    ("processor", "features.sessions.turns"),
     ("windows", "features.score_shift"),
     ("windows", "features.drilldown"),
     ("windows", "embedding_drift"),

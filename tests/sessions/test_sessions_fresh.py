@@ -16,6 +16,7 @@ from streameval.config import parse_config_text
 from streameval.errors import StoreUnavailable
 from streameval.features.sessions.closer import once
 from streameval.features.sessions.state import SessionStore, SessionTerms
+from streameval.features.sessions.step import AppendTurns
 from streameval.features.sessions.turns import Turn
 from streameval.features.setup import annotators
 from streameval.pipeline import Pipeline, Source
@@ -169,7 +170,7 @@ sessions:
     results = ResultStore(aredis, prefix=prefix, windows=(60,))
     state = store(aredis, prefix)
     lossy = LostReply(state)
-    processor = Processor(pipeline, results, sessions=lossy)  # type: ignore[arg-type]
+    processor = Processor(pipeline, results, steps=[AppendTurns(lossy)])  # type: ignore[arg-type]
     now = time.time()
     events = [
         {"id": f"e{i}", "model": "m", "input": "q", "output": "a", "expected": "a",

@@ -19,6 +19,7 @@ from streameval.batch import evaluate_items
 from streameval.cli import main
 from streameval.config import parse_config
 from streameval.envelope import Source
+from streameval.features.sessions.step import AppendTurns
 from streameval.features.sessions.thread import thread_event
 from streameval.features.sessions.turns import TOOL_TEXT, text_limit, turns_in
 from streameval.features.setup import annotators
@@ -469,7 +470,9 @@ async def test_a_run_with_plan_steps_gives_the_same_result_online_and_offline(
     pipeline = Pipeline(suites, annotators=annotators(suites))
     store = ResultStore(aredis, prefix=prefix, windows=(60,))
     state = SessionStore(aredis, session_terms(suites.sessions, 0.0), prefix=prefix, worker_id="w")
-    processor = Processor(pipeline, store, inputs=Inputs(suites.inputs, steps=True), sessions=state)
+    processor = Processor(
+        pipeline, store, inputs=Inputs(suites.inputs, steps=True), steps=[AppendTurns(state)]
+    )
     published = await processor.process_batch(
         [(raw, Source("spans.json", 0, i)) for i, raw in enumerate(exports)]
     )

@@ -16,6 +16,7 @@ from streameval.config import parse_config_text
 from streameval.features.sessions.closer import SessionCloser
 from streameval.features.sessions.local import LocalSessions
 from streameval.features.sessions.state import SessionStore, session_terms
+from streameval.features.sessions.step import AppendTurns
 from streameval.features.sessions.turns import Turn, turns_in
 from streameval.features.setup import annotators
 from streameval.models import SessionResult, format_time
@@ -235,7 +236,7 @@ async def test_the_worker_appends_turns_after_recording_and_counts_late_and_keyl
     from streameval.processor import Processor
 
     rig = Rig(aredis, prefix, gap=1, grace=0.3)
-    processor = Processor(rig.pipeline, rig.store, sessions=rig.states[0])
+    processor = Processor(rig.pipeline, rig.store, steps=[AppendTurns(rig.states[0])])
 
     def count(outcome: str) -> float:
         return (
