@@ -24,6 +24,7 @@ from .batch import evaluate_batch, evaluate_items, finish_batch
 from .envelope import Outcome, line_source
 from .evalpool import EvalPool
 from .features.sessions.local import LocalSessions
+from .features.sessions.turns import KEY as TURNS
 from .features.sessions.turns import turns_in
 from .features.setup import annotators
 from .inputs import Decoder
@@ -82,6 +83,11 @@ async def evaluate_file(
     ``pipeline`` with the suites' annotators then (``annotators=streameval.features.setup.annotators(suites)``),
     which note each event's turns.
     """
+    if pipeline.suites.sessions and not any(a.key == TURNS for a in pipeline.annotators):
+        raise ValueError(
+            "the suite file has sessions: build the pipeline with its annotators "
+            "(Pipeline(suites, annotators=streameval.features.setup.annotators(suites)))"
+        )
     pool = None
     if processes:
         if config_text is None:
@@ -90,8 +96,8 @@ async def evaluate_file(
             config_text,
             config_file,
             processes,
-            max_event_bytes=pipeline.max_event_bytes,
-            max_event_depth=pipeline.max_event_depth,
+            max_event_bytes=pipeline.decoder.max_event_bytes,
+            max_event_depth=pipeline.decoder.max_event_depth,
             annotate=annotators,  # the sessions' turns, as the pipeline's (streameval.features.setup)
         )
     hub = pipeline.judges

@@ -96,9 +96,7 @@ class Pipeline:
         self._gated: dict[str, frozenset[str]] = {}  # per suite: the names of its gate evaluators
         # per suite object (held, so its id stays its own): its evaluators as _run_rules reads them
         self._rules: dict[int, tuple[Suite, tuple[tuple[BoundEvaluator, Evaluator, bool], ...]]] = {}
-        self.max_event_bytes = max_event_bytes
-        self.max_event_depth = max_event_depth
-        self.decoder = EventDecoder(max_event_bytes, max_event_depth)
+        self.decoder = EventDecoder(max_event_bytes, max_event_depth)  # its limits: max_event_bytes, _depth
         self.clock = clock
         self.annotators = tuple(annotators)
 
