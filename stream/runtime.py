@@ -46,18 +46,13 @@ from .deadletters import DeadLetterPolicy, RawStore
 from .envelope import Source
 from .errors import ConfigError
 from .evalpool import EvalPool
-from .feature import BatchStep, Redaction
 from .features.compare import DEFAULT_TTL_S as DEFAULT_COMPARE_TTL_S
 from .features.drilldown import ExamplesRecorder
 from .features.labels import FeedbackDecoder, LabelIntake, LabelStore
-from .features.review import ReviewQueue
-from .features.review.step import SendForReview
-from .features.review_page import ReviewPageStore
 from .features.review_page.web import open_review_feature, review_page_on
 from .features.sessions.closer import SessionCloser
 from .features.sessions.state import SessionStore, session_terms
-from .features.sessions.step import AppendTurns
-from .features.setup import annotators, enabled, record_plugins
+from .features.setup import annotators, batch_steps, enabled, record_plugins
 from .inputs import Inputs, check_input_topics
 from .judges import JudgeCache, judge_ready_checks
 from .kafka_io import ensure_topics
@@ -356,13 +351,8 @@ class Runtime:
                 worker_id=f"{os.getpid()}-{uuid.uuid4().hex[:8]}",
                 shards=settings.session_shards,
             )
-        # the features' steps after each record call (streameval.feature.BatchStep), in this order
-        steps: list[BatchStep] = []
-        if session_state is not None:  # turns appended once their results are recorded
-            steps.append(AppendTurns(session_state))
-        review = _review_queue(client, store, suites, pipeline.redactors)
-        if review is not None:  # new results worth a person's look, within each pair's rate
-            steps.append(SendForReview(review, store.pair_id, store.now))
+        # the features' steps after each record call (streameval.feature.BatchStep)
+        steps = batch_steps(client, store, suites, session_state, pipeline.redactors)
         intake = None
         if labels is not None:  # the feedback topic's labels joined; the waiting ones retried periodically
             decoder = FeedbackDecoder(suites.feedback, max_depth=settings.max_event_depth)
@@ -441,20 +431,6 @@ class Runtime:
 
     async def close(self) -> None:
         await self.processor.close()
-
-
-def _review_queue(
-    client: Client, store: ResultStore, suites: LoadedConfig, redactors: Redaction | None = None
-) -> ReviewQueue | None:
-    """The review queue, and the review page's store of its items when the suite file keeps any;
-    ``redactors``: the items' texts redacted (docs/redact.md)."""
-    if suites.review is None:
-        return None
-    keeper = None
-    if suites.review.keep:
-        keeper = ReviewPageStore(client, store.prefix, suites.review)
-    redact = redactors.texts if redactors is not None else None
-    return ReviewQueue(client, store.keys, suites.review, keeper=keeper, redact=redact)
 
 
 def version_infos(suites: LoadedConfig, names: Collection[str] | None = None) -> list[VersionInfo]:

@@ -4,7 +4,9 @@ does not exist (docs/performance.md, "What each feature costs").
 :func:`enabled` resolves the settings that default to "when the suite file asks for it";
 :func:`record_plugins` builds the recorders of those that keep something per event
 (streameval.feature.BatchRecorder), for the composition root to hand to the store; :func:`annotators` the
-annotators of those that note something of each event (streameval.feature.Annotator), for the pipeline.
+annotators of those that note something of each event (streameval.feature.Annotator), for the pipeline;
+:func:`batch_steps` the steps of those that act once a batch is recorded (streameval.feature.BatchStep), for
+the processor.
 """
 
 from __future__ import annotations
@@ -13,13 +15,20 @@ from dataclasses import dataclass
 
 from ..config import LoadedConfig
 from ..embedding_drift import EmbeddingDriftConfig
-from ..feature import Annotator, BatchRecorder
+from ..feature import Annotator, BatchRecorder, BatchStep, Redaction
+from ..keyspace import Client
 from ..settings import Settings
+from ..store import ResultStore
 from .compare import DEFAULT_TTL_S as DEFAULT_COMPARE_TTL_S
 from .compare import CompactScoresRecorder
 from .drilldown import ExamplesRecorder
 from .embedding_drift import DriftAnnotator, DriftRecorder
 from .labels import LabelStore, VerdictRecorder
+from .review import ReviewQueue
+from .review.step import SendForReview
+from .review_page import ReviewPageStore
+from .sessions.state import SessionStore
+from .sessions.step import AppendTurns
 from .sessions.turns import TurnsAnnotator
 
 __all__ = [
@@ -28,6 +37,7 @@ __all__ = [
     "DEFAULT_LABEL_JOIN_TTL_S",
     "Enabled",
     "annotators",
+    "batch_steps",
     "enabled",
     "record_plugins",
 ]
@@ -102,4 +112,26 @@ def annotators(suites: LoadedConfig, *, embed_outputs: bool = False) -> list[Ann
     drift = suites.windowing.embedding_drift
     if embed_outputs and drift is not None:
         out.append(DriftAnnotator(drift))
+    return out
+
+
+def batch_steps(
+    client: Client,
+    store: ResultStore,
+    suites: LoadedConfig,
+    sessions: SessionStore | None = None,
+    redactors: Redaction | None = None,
+) -> list[BatchStep]:
+    """The processor's steps of the features ``suites`` turns on, in the order they run after each record call:
+    the turns appended to their sessions (``sessions``: their state in Redis, when the suite file has any),
+    then the results sent for review (and kept for the review page when it keeps any; their texts redacted
+    by ``redactors``, docs/redact.md)."""
+    out: list[BatchStep] = []
+    if sessions is not None:
+        out.append(AppendTurns(sessions))
+    if suites.review is not None:
+        keeper = ReviewPageStore(client, store.prefix, suites.review) if suites.review.keep else None
+        redact = redactors.texts if redactors is not None else None
+        queue = ReviewQueue(client, store.keys, suites.review, keeper=keeper, redact=redact)
+        out.append(SendForReview(queue, store.pair_id, store.now))
     return out
