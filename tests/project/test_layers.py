@@ -51,7 +51,7 @@ FLOORS: dict[str, int] = {
     "embedding": VOCABULARY,  # the sentence encoder (numpy, errors, wordpiece)
     "embedding_drift": VOCABULARY,  # embedding drift's numbers, settings and comparison (embedding, pydantic)
     "versioning": VOCABULARY,
-    "feature": VOCABULARY,  # the protocol the engine calls a feature's recorder by (models only)
+    "feature": VOCABULARY,  # the protocols the engine calls a feature by (models, envelope, outputs)
     # 2. sinks and clients: metrics, logs, Redis keys and scripts, broker and Redis security and connections
     "telemetry": CLIENTS,
     "quality_metrics": CLIENTS,
@@ -330,7 +330,7 @@ FEATURE_MODULES = (
     "agreement",
 )
 #: engine imports of features still wired by hand (docs/architecture.md, "Features as plug-ins": the
-#: annotators and window steps of the next step); this list only shrinks
+#: window steps of the next step); this list only shrinks
 NOT_YET_PLUGINS = {
     ("windows", "features.score_shift"),
     ("windows", "features.drilldown"),
@@ -345,7 +345,7 @@ def _is_feature(module: str) -> bool:
 
 
 def test_engine_modules_import_no_feature() -> None:
-    """The store and the record script know the recorder protocol (streameval.feature), not the features."""
+    """The engine knows the protocols of streameval.feature (recorders, annotators, steps), not the features."""
     found = {
         (engine, target.removeprefix("streameval."))
         for engine in ENGINE_MODULES
