@@ -429,6 +429,7 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console, ou
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
     from .config import parse_config_text, read_config_text
+    from .features.setup import annotators
     from .offline import check_writable, evaluate_file
     from .pipeline import Pipeline
     from .summary import render_summary
@@ -483,6 +484,9 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console, ou
                         suites,
                         max_event_bytes=settings.max_event_bytes,
                         max_event_depth=settings.max_event_depth,
+                        annotators=annotators(
+                            suites
+                        ),  # the sessions' turns, when the suite file has sessions
                     ),
                     args.input,
                     args.output,

@@ -77,8 +77,8 @@ from .evaluators import build_evaluator
 from .features.labels import feedback_issues
 from .features.notify._config import notify_issues
 from .features.redact import Redactors, build_redactors, effective, redact_issues
+from .features.sessions.paths import compile_event_path
 from .inputs import input_issues
-from .sessions.paths import compile_event_path
 from .versioning import definition_hash
 
 __all__ = [

@@ -12,9 +12,9 @@ import yaml
 
 from ._util import unknown_name
 from .config_models import StreamEvalConfig
+from .features.sessions.paths import compile_event_path
 from .inputs import FORMATS, OtlpInput
 from .judges import PANEL_RESULT_NAME, SuiteJudgeConfig, check_panel_weights, panel_judges
-from .sessions.paths import compile_event_path
 
 __all__ = [
     "CODE_LINE",

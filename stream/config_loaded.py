@@ -16,11 +16,11 @@ from .errors import UnroutableEvent
 from .features.labels import FeedbackInput
 from .features.notify._config import ChannelConfig
 from .features.redact import RedactConfig
+from .features.review import ReviewConfig
+from .features.sessions.paths import EventPath
 from .inputs import InputConfig
 from .judges import JudgeConfig, sampled
 from .models import RequestEvent
-from .review import ReviewConfig
-from .sessions.paths import EventPath
 from .versioning import definition_hash
 from .windowing import WindowingConfig
 
@@ -71,7 +71,7 @@ class Shadow:
 @dataclass(frozen=True)
 class Session:
     """A validated ``sessions:`` entry: its paths compiled, its whole-thread scoring built as a suite
-    (never routed to: events reach it only as turns, streameval.sessions)."""
+    (never routed to: events reach it only as turns, streameval.features.sessions)."""
 
     config: SessionConfig
     suite: Suite
@@ -100,7 +100,7 @@ class LoadedConfig:
         sessions: Sequence[Session] = (),
     ) -> None:
         self.all = tuple(suites)
-        self.sessions = tuple(sessions)  # conversations judged as a whole (streameval.sessions)
+        self.sessions = tuple(sessions)  # conversations judged as a whole (streameval.features.sessions)
         #: some session assembles agent runs from spans: OTLP decoders hand on tool and root spans as steps
         self.assembles_spans = any(s.config.assemble == "spans" for s in self.sessions)
         self.inputs = tuple(inputs)  # the topics the worker reads and their formats (streameval.inputs)
@@ -110,7 +110,7 @@ class LoadedConfig:
         self.shadow_judges: tuple[JudgeConfig, ...] = ()  # judges only shadows use (add_shadow_file)
         self.feedback = FeedbackInput()  # the feedback topic's format (streameval.features.labels)
         self.feedback_configured = False  # the suite file has a ``feedback:`` section (labels are expected)
-        self.review: ReviewConfig | None = None  # the review queue (streameval.review); None: off
+        self.review: ReviewConfig | None = None  # the review queue (streameval.features.review); None: off
         self.redact: RedactConfig | None = None  # the top-level redact: block (docs/redact.md); None: none
         self.notify: tuple[ChannelConfig, ...] = ()  # alert channels (streameval.features.notify); (): none
         self.by_name = {s.name: s for s in suites}

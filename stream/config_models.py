@@ -17,12 +17,12 @@ from .evaluators import Evaluator
 from .features.labels import FeedbackInput
 from .features.notify._config import ChannelConfig
 from .features.redact import RedactConfig, RedactOverride
+from .features.review import ReviewConfig
+from .features.sessions.paths import compile_event_path
 from .grading import GradeScale
 from .inputs import InputConfig
 from .judges import JudgeConfig, SuiteJudgeConfig
 from .models import RequestEvent
-from .review import ReviewConfig
-from .sessions.paths import compile_event_path
 from .windowing import WindowingConfig
 
 __all__ = [

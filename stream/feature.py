@@ -1,4 +1,4 @@
-"""What the engine knows of a feature: the protocol it calls while recording a batch.
+"""What the engine knows of a feature: the protocols it calls while evaluating and recording a batch.
 
 A feature that keeps something per event in Redis (drill-down examples, compact scores for version
 comparison, embedding-drift sums, verdicts for the human-label join) is a :class:`BatchRecorder`: the
@@ -20,19 +20,48 @@ events are counted), in a ``do ... end`` of its own, with ``k0`` / ``a0`` the in
 KEY / ARGV entry, and may read the core's locals: ``hashes[t]`` (target window t's hash, the open
 window's when redirected), ``via[t]`` (1 or 2: which candidate open window it was redirected to; nil when
 not), ``ntargets``, ``nevents`` and ``ARGV[6]`` (the window TTL). A block with no ARGV entry is skipped.
+
+A feature that needs something of each evaluated event (the sessions' turns, embedding drift's sample of the
+output) is an :class:`Annotator`: the composition root builds it when the suite file asks for the feature and
+hands it to the :class:`~streameval.pipeline.Pipeline`, which asks it, per batch of evaluated events (a batch
+of one on the per-event path), for each event's note and keeps the notes that are not None in the outcome's
+``annotations`` under the annotator's :attr:`~Annotator.key` (streameval.envelope.Outcome). The engine carries
+them without reading them: the store hands them to the recorders (:attr:`Recorded.annotation`), the
+processor to its steps.
+
+A feature that acts on a batch once it is recorded (appending the sessions' turns, choosing results for
+review) is a :class:`BatchStep`: the composition root hands the processor (streameval.processor) its steps in
+order, and after each record call of a batch the processor awaits each one with a :class:`RecordedBatch` and
+publishes what they return after the batch's own messages. A feature with work on the worker's timer (the
+label join's retries) is a :class:`PeriodicStep`, awaited before the windows close. A step owns its
+retries: it returns (or sends, through the publish discipline of streameval.outputs) only what must be
+published.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .envelope import Outcome
 from .errors import ConfigError, ConfigIssue
 from .models import Aggregate, Alert, DeadLetterTruncation, GradedResult, RequestEvent
 from .outputs import Publish, Send
 
-__all__ = ["BatchRecorder", "Block", "Call", "RecordContext", "Recorded", "Redaction"]
+__all__ = [
+    "Annotator",
+    "BatchRecorder",
+    "BatchStep",
+    "Block",
+    "Call",
+    "PeriodicStep",
+    "RecordContext",
+    "Recorded",
+    "RecordedBatch",
+    "Redaction",
+]
 
 #: one script call in the record pipeline: (registered script, KEYS, ARGV)
 Call = tuple[Any, list[str], list[Any]]
@@ -51,7 +80,8 @@ class Recorded:
     result: GradedResult | None = None
     pointer: bytes = b""  # where its encoded result is kept, once its call is built
     retract: bool = False  # takes an earlier result's figures back (record_many's retractions)
-    annotation: Any = None  # what the pipeline's annotator derived for the features (not interpreted here)
+    #: the event's annotations by annotator key (Outcome.annotations; module docstring), not interpreted here
+    annotation: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +139,57 @@ class BatchRecorder(Protocol):
 
     def committed(self, token: Any) -> None:
         """The call that carried :meth:`block`'s ``token`` counted its events."""
+        ...
+
+
+class Annotator(Protocol):
+    """A feature's note on each evaluated event (module docstring)."""
+
+    #: its slot in ``Outcome.annotations`` (and in :attr:`Recorded.annotation`)
+    key: str
+
+    def annotate(self, evaluated: Sequence[tuple[RequestEvent, GradedResult, Any]]) -> Sequence[Any]:
+        """Per (event, its result, its suite: streameval.config.Suite) of one batch, in order: its note; None:
+        none. Called for every event the pipeline graded (a batch of one on the per-event path)."""
+        ...
+
+    def step(self, document: dict[str, Any], now: float) -> Any:
+        """The note of an agent run's step (a tool or root span's document, never evaluated); None: none."""
+        ...
+
+
+@dataclass(frozen=True)
+class RecordedBatch:
+    """One record call of a batch, as its :class:`BatchStep` s read it (module docstring)."""
+
+    outcomes: Sequence[Outcome]  # the batch's outcomes, by index
+    results: Sequence[int]  # the indexes of the results this call recorded, in order (a shadow's too)
+    fresh: AbstractSet[int]  # those counted for the first time (not a redelivery's stored result)
+    steps: Sequence[int]  # the indexes of the agent runs' steps of this call (no result, no dead letter)
+    content: Callable[[int], bytes | None]  # an event's raw bytes, by index (None: not known)
+
+
+class BatchStep(Protocol):
+    """A feature's step after each record call of a batch (module docstring)."""
+
+    #: its name (telemetry, logs)
+    name: str
+
+    async def recorded(self, batch: RecordedBatch) -> list[Publish]:
+        """Act on what ``batch`` recorded; the messages to publish after the batch's own. Waits while Redis is
+        down (never returns having skipped its work)."""
+        ...
+
+
+class PeriodicStep(Protocol):
+    """A feature's share of the worker's periodic step, before the windows close (module docstring)."""
+
+    #: its name (telemetry, logs)
+    name: str
+
+    async def tick(self, send: Send) -> None:
+        """Do the feature's periodic work, publishing through ``send`` (streameval.outputs.publish_all's
+        discipline). Errors propagate: the next tick tries again."""
         ...
 
 

@@ -43,7 +43,7 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
                                     evaluator names (streameval.features.compare; TTL ``compare_ttl_s``)
 ``P{lj:S}:b:{bucket}:{gen}``         verdicts kept for the human-label join (streameval.features.labels); ``P{lj}:layouts``
 ``P{T}:hl:all`` / ``P{T}:hl:{size}:{start}``  joined human labels of a pair; ``P{lpend}:q`` / ``:d`` waiting labels
-``P{T}:rv:{minute}``                review items sent this minute (streameval.review)
+``P{T}:rv:{minute}``                review items sent this minute (streameval.features.review)
 ``P{rp}:idx`` ``:doc:K`` ``:m:K`` ...  the review page's queue (streameval.features.review_page._scripts)
 ``P judge:...``                     judge answers (streameval.judges._cache), one slot per key
 ``P{T}:firing:{rule}:{size}``       the alert a rule fired on a pair until it resolves (with ``notify:``)

@@ -398,7 +398,7 @@ _FALLBACK_FIELDS = tuple(JudgeFallback.model_fields)
 
 
 class SessionMetrics(BaseModel):
-    """Rule metrics over a session's thread (streameval.sessions.thread)."""
+    """Rule metrics over a session's thread (streameval.features.sessions.thread)."""
 
     model_config = _STRICT
 

@@ -20,9 +20,10 @@ from streameval import telemetry
 from streameval.config import parse_config_text
 from streameval.envelope import Outcome, Source
 from streameval.errors import ConfigError
+from streameval.features.embedding_drift import KEY as DRIFT
 from streameval.features.embedding_drift import DriftRecorder
 from streameval.features.embedding_drift._step import DriftStep
-from streameval.features.setup import window_steps
+from streameval.features.setup import annotators, window_steps
 from streameval.models import Alert, format_time
 from streameval.outputs import Publish
 from streameval.store import ResultStore
@@ -72,7 +73,11 @@ def _outcomes(shift_at: int) -> list[list[Outcome]]:
     from streameval.pipeline import Pipeline
 
     _, suites = parse_config_text(_config())
-    pipeline, rng, out = Pipeline(suites, embed_outputs=True), random.Random(7), []
+    pipeline, rng, out = (
+        Pipeline(suites, annotators=annotators(suites, embed_outputs=True)),
+        random.Random(7),
+        [],
+    )
     for w in range(WINDOWS):
         make: Callable[[random.Random], str] = weather if w < shift_at else code
         batch = [
@@ -91,7 +96,9 @@ def _outcomes(shift_at: int) -> list[list[Outcome]]:
             for i in range(PER_WINDOW)
         ]
         found = pipeline.process_sync_batch(batch, received_at=T0 + w * SIZE)
-        assert all(o is not None and o.result is not None and o.drift is not None for o in found)
+        assert all(
+            o is not None and o.result is not None and o.annotations.get(DRIFT) is not None for o in found
+        )
         out.append([o for o in found if o is not None])
     _OUTCOMES[shift_at] = out
     return out
@@ -160,7 +167,7 @@ async def _run(
         for store, share in zip(stores, shares, strict=True):
             for first in range(0, len(share), step := rng.randint(1, 7)):
                 items = [
-                    (o.result, o.result.model_dump_json().encode(), o.counters, b"", o.drift)
+                    (o.result, o.result.model_dump_json().encode(), o.counters, b"", o.annotations)
                     for o in share[first : first + step]
                     if o.result is not None
                 ]
@@ -242,7 +249,7 @@ async def test_bytes_per_pair_and_window_are_bounded(aredis: aioredis.Redis, pre
         for o in windows[w]:
             assert o.result is not None
             r = o.result.model_copy(update={"event_time": format_time(T0 + 1)})
-            items.append((r, r.model_dump_json().encode(), o.counters, b"", o.drift))
+            items.append((r, r.model_dump_json().encode(), o.counters, b"", o.annotations))
         await store.record_many(items)
         sizes.append(int(await aredis.memory_usage(key, samples=0)))
     # 642 doubles (5,136 bytes) + 16 reservoir entries (~400 bytes each: hash, id, scale, 384 int8) + the
@@ -288,7 +295,7 @@ async def test_a_late_event_follows_its_figures_into_the_open_window(
 
     def items(outcomes: list[Outcome]) -> list[Any]:
         return [
-            (o.result, o.result.model_dump_json().encode(), o.counters, b"", o.drift)
+            (o.result, o.result.model_dump_json().encode(), o.counters, b"", o.annotations)
             for o in outcomes
             if o.result
         ]

@@ -2,14 +2,16 @@
 when the suite file has ``windowing.embedding_drift`` (streameval.features.setup).
 
 Modules: ``_drift`` (the numbers: the settings block, an event's sample, a window's sums, the comparison),
-``_recorder`` (the record script's block that adds a window's sums and reservoir: a streameval.feature
+``_annotator`` (each sampled output's sample on the live pipeline, in the outcome's annotations: a
+streameval.feature annotator), ``_recorder`` (the record script's block that adds a window's sums and reservoir: a streameval.feature
 recorder), ``_step`` (the window closer's step that folds each published window into the pair's reference
-and sends the alert: a streameval.feature window step). ``_step`` is not imported here: the envelope reads
-``_drift`` (an event's sample) and must not load the closer's side (telemetry imports the envelope).
+and sends the alert: a streameval.feature window step). ``_step`` is imported by the composition root alone
+(streameval.features.setup): the closer's side is not loaded with the numbers.
 """
 
 from __future__ import annotations
 
+from ._annotator import DriftAnnotator
 from ._drift import (
     SCALE,
     Drift,
@@ -25,11 +27,13 @@ from ._drift import (
     sum_samples,
     unpack_sums,
 )
-from ._recorder import DriftRecorder
+from ._recorder import KEY, DriftRecorder
 
 __all__ = [
+    "KEY",
     "SCALE",
     "Drift",
+    "DriftAnnotator",
     "DriftRecorder",
     "DriftSample",
     "EmbeddingDriftConfig",

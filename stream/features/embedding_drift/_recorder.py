@@ -11,7 +11,10 @@ from ...feature import Block, Call, RecordContext, Recorded
 from ...models import GradedResult
 from ._drift import DriftSample, EmbeddingDriftConfig, pack_sums, reservoir_field, sum_samples
 
-__all__ = ["DriftRecorder"]
+__all__ = ["KEY", "DriftRecorder"]
+
+#: the samples' slot in an outcome's annotations (streameval.envelope.Outcome), noted by the annotator
+KEY = "embedding_drift"
 
 # Per drift target, the batch's sums (doubles holding integers: exact) added into field 's' of the window's
 # drift hash (the open window's when the target was redirected, like its figures), and its reservoir
@@ -77,7 +80,10 @@ class DriftRecorder:
         samples = [
             e
             for e in group
-            if isinstance(e.annotation, DriftSample) and e.result is not None and not e.retract
+            if e.annotation is not None
+            and isinstance(e.annotation.get(KEY), DriftSample)
+            and e.result is not None
+            and not e.retract
         ]
         if cfg.window not in ctx.windows or not samples:
             return None
@@ -94,7 +100,7 @@ class DriftRecorder:
                 ctx.keys.embedding_window(pair, size, first),
                 ctx.keys.embedding_window(pair, size, second),
             ]
-            drifts = [cast(DriftSample, e.annotation) for e in events]
+            drifts = [cast(DriftSample, cast(Any, e.annotation)[KEY]) for e in events]
             candidates = sorted(
                 (reservoir_field(d, cast(GradedResult, e.result).id), d.vector)
                 for e, d in zip(events, drifts, strict=True)
