@@ -36,6 +36,22 @@ publishes what they return after the batch's own messages. A feature with work o
 label join's retries) is a :class:`PeriodicStep`, awaited before the windows close. A step owns its
 retries: it returns (or sends, through the publish discipline of streameval.outputs) only what must be
 published.
+
+A feature that works per closed window (score shift, embedding drift, the label join's agreement, the
+resolves of alert delivery) is a :class:`WindowStep`: the composition root (``window_steps`` in
+streameval.features.setup) builds it only when the suite file turns the feature on and hands it to the window
+closer (streameval.windows.WindowCloser, ``steps=``), which calls each step, in the order given:
+
+* :meth:`WindowStep.closing` per window it publishes, once the window's pairs are closed and read and before
+  their aggregates are built: the step may queue the window for later work (a Redis write) and may add
+  figures to each pair's aggregate (fields of streameval.models.Aggregate);
+* :meth:`WindowStep.published` with the window's aggregates and the alert rules' alerts, before they are
+  sent: the step may add messages to the same streameval.outputs.publish_all (after the closer's own) and
+  something to do once the broker acknowledged them all (after the alerts are marked sent, before the
+  window's lease is marked done);
+* :meth:`WindowStep.tick` once per run, after every due window is published.
+
+A step that is off is not built: the closer neither calls nor imports it.
 """
 
 from __future__ import annotations
@@ -51,16 +67,24 @@ from .models import Aggregate, Alert, DeadLetterTruncation, GradedResult, Reques
 from .outputs import Publish, Send
 
 __all__ = [
+    "AlertExamples",
     "Annotator",
     "BatchRecorder",
     "BatchStep",
     "Block",
     "Call",
+    "ClosingWindow",
+    "FiredAlert",
     "PeriodicStep",
+    "PublishedWindow",
     "RecordContext",
     "Recorded",
     "RecordedBatch",
     "Redaction",
+    "WindowContext",
+    "WindowShare",
+    "WindowStep",
+    "check_kept_window",
 ]
 
 #: one script call in the record pipeline: (registered script, KEYS, ARGV)
@@ -213,36 +237,6 @@ class Redaction(Protocol):
     def dead_letter(self, raw: bytes, reason: str) -> tuple[bytes, str, DeadLetterTruncation | None]:
         """A dead letter's raw bytes and reason as they may be published."""
         ...
-
-
-# Window steps: what the window closer (streameval.windows.WindowCloser) calls of a feature.
-#
-# A feature that works per closed window (score shift, embedding drift, the label join's agreement, the
-# resolves of alert delivery) is a :class:`WindowStep`, built by the composition root (through
-# streameval.features.setup.window_steps) only when the suite file or the settings turn it on and handed to
-# the closer (``steps=``), which calls, in the order the steps were given:
-#
-# * :meth:`WindowStep.closing` per window it publishes, once the window's pairs are closed and read and
-#   before their aggregates are built: the step may queue the window for later work (a Redis write) and
-#   may add figures to each pair's aggregate (fields of streameval.models.Aggregate);
-# * :meth:`WindowStep.published` with the window's aggregates and the alert rules' alerts, before they are
-#   sent: the step may add messages to the same streameval.outputs.publish_all (after the closer's own) and
-#   something to do once the broker acknowledged them all (after the alerts are marked sent, before the
-#   window's lease is marked done);
-# * :meth:`WindowStep.tick` once per run, after every due window is published.
-#
-# A step that is off is not built: the closer neither calls nor imports it.
-
-__all__ += [
-    "AlertExamples",
-    "ClosingWindow",
-    "FiredAlert",
-    "PublishedWindow",
-    "WindowContext",
-    "WindowShare",
-    "WindowStep",
-    "check_kept_window",
-]
 
 
 @dataclass(frozen=True)
