@@ -292,7 +292,7 @@ def create_app(
         async def _feedback(stream: faust.StreamT[bytes]) -> None:
             # Labels are few: one batch at a time. A batch is acked once its dead letters are delivered; its
             # labels are in Redis by then (joined, or waiting for their results).
-            proc = (await runtime()).processor
+            worker = await runtime()
             async for events in stream.noack_take(settings.batch_max, within=settings.batch_wait_ms / 1000):  # type: ignore[attr-defined]
                 batch = [
                     (
@@ -301,7 +301,7 @@ def create_app(
                     )
                     for e in events
                 ]
-                await publish_all(send, await proc.process_feedback(batch))
+                await publish_all(send, await worker.process_feedback(batch))
                 for event in events:
                     await stream.ack(event)
 
@@ -327,7 +327,7 @@ def create_app(
 
     @app.timer(close_interval_s)  # type: ignore[untyped-decorator]
     async def close_sessions() -> None:
-        # every worker runs this; a lease per session makes each revision publish once (streameval.sessions)
+        # every worker runs this; a lease per session makes each revision publish once (streameval.features.sessions)
         try:
             parts = await runtime()
         except Exception as exc:
@@ -338,7 +338,7 @@ def create_app(
         # recovered in place like the window closer: the next tick retries, leases hold. Not bounded by the
         # lease: judging a session can take longer, and each closing keeps its own lease meanwhile (a tick cut
         # at the lease would drop every closing still being judged, again at every tick); each closing is
-        # bounded on its own (streameval.sessions.closer.MAX_CLOSE_S)
+        # bounded on its own (streameval.features.sessions.closer.MAX_CLOSE_S)
         await _closer_tick("sessions", session_failures, parts.close_sessions(send), None)
 
     @app.on_before_shutdown.connect  # type: ignore[arg-type]  # mode's receiver type (NamedArg) matches no plain def

@@ -78,13 +78,21 @@ from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 from redis_cost import _start_node
 
 from streameval.config import parse_config_text
+from streameval.features.sessions.closer import SessionCloser
+from streameval.features.sessions.state import (
+    META_FIELDS,
+    META_FORMAT,
+    SessionKeys,
+    SessionStore,
+    session_terms,
+)
+from streameval.features.sessions.step import AppendTurns
+from streameval.features.setup import annotators
 from streameval.inputs import Inputs
 from streameval.models import SessionResult
 from streameval.outputs import Publish
 from streameval.pipeline import Pipeline, Source
 from streameval.processor import Processor
-from streameval.sessions.closer import SessionCloser
-from streameval.sessions.state import META_FIELDS, META_FORMAT, SessionKeys, SessionStore, session_terms
 from streameval.store import ResultStore
 
 PROFILE = False  # --profile: Redis commandstats per span of each pass
@@ -543,7 +551,7 @@ async def run_spans(
 ) -> Pass:
     """Read every batch with the suite file ``text`` (module docstring)."""
     _, suites = parse_config_text(text)
-    pipeline = Pipeline(suites)
+    pipeline = Pipeline(suites, annotators=annotators(suites))
     store = ResultStore(client, prefix=prefix, windows=(60,))
     state = (
         SessionStore(client, session_terms(suites.sessions), prefix=prefix, worker_id="bench")
@@ -551,7 +559,7 @@ async def run_spans(
         else None
     )
     inputs = Inputs(suites.inputs, steps=suites.assembles_spans)
-    processor = Processor(pipeline, store, inputs=inputs, sessions=state)
+    processor = Processor(pipeline, store, inputs=inputs, steps=[AppendTurns(state)])
     await processor.process_batch([m[:2] for m in batches[0][:1]])  # warm: scripts loaded, pairs admitted
     await client.config_resetstat()
     roots: dict[str, float] = {}

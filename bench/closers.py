@@ -54,7 +54,13 @@ async def _measure(port: int, args: argparse.Namespace) -> dict[str, float]:
     async def clock() -> float:
         return now[0]
 
-    closer = WindowCloser(store, rules, allowed_lateness_s=1.0, worker_id="bench", clock=clock)
+    try:  # the alerts' example ids, as a worker with alert rules reads them
+        from streameval.features.drilldown import worst_ids
+
+        examples: dict[str, Any] = {"examples": worst_ids}
+    except ImportError:  # a baseline from before window steps: its closer reads them itself
+        examples = {}
+    closer = WindowCloser(store, rules, allowed_lateness_s=1.0, worker_id="bench", clock=clock, **examples)
     _, suites = parse_config(CONFIG)
     pipeline = Pipeline(suites)
     loop = asyncio.get_running_loop()

@@ -37,12 +37,18 @@ from streameval.config import parse_config_text  # noqa: E402
 from streameval.embedded import EmbeddedRedis  # noqa: E402
 from streameval.envelope import Outcome  # noqa: E402
 from streameval.features.embedding_drift import DriftRecorder  # noqa: E402
+from streameval.features.setup import annotators  # noqa: E402
 from streameval.models import format_time  # noqa: E402
 from streameval.pipeline import Pipeline, Source  # noqa: E402
 from streameval.store import ResultStore  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 T0 = 1_800_000_000
+
+
+def _drift_pipeline(suites: Any) -> Pipeline:
+    """A live pipeline: its annotators note embedding drift's samples (streameval.features.setup)."""
+    return Pipeline(suites, annotators=annotators(suites, embed_outputs=True))
 
 
 def _sentences() -> list[str]:
@@ -66,7 +72,7 @@ def _pipeline(evaluator: str, drift: bool) -> Pipeline:
     }
     if drift:
         doc["windowing"] = {"embedding_drift": {"window": 60}}
-    return Pipeline(parse_config_text(yaml.safe_dump(doc))[1], embed_outputs=True)
+    return _drift_pipeline(parse_config_text(yaml.safe_dump(doc))[1])
 
 
 def _cpu_per_event(pipeline: Pipeline, batches: list[list[tuple[bytes, Source]]], min_cpu_s: float) -> float:
@@ -110,7 +116,7 @@ async def _record(
                     result = o.result.model_copy(
                         update={"id": f"{o.result.id}-{r}", "event_time": format_time(T0 + 1)}
                     )
-                    items.append((result, result.model_dump_json().encode(), o.counters, b"", o.drift))
+                    items.append((result, result.model_dump_json().encode(), o.counters, b"", o.annotations))
                 c0 = time.process_time()
                 await store.record_many(items)
                 worker += time.process_time() - c0
@@ -131,7 +137,7 @@ async def _bytes(url: str, outcomes: list[list[Outcome]], drift: Any) -> int:
         )
         for batch in outcomes:
             items = [
-                (o.result, o.result.model_dump_json().encode(), o.counters, b"", o.drift)
+                (o.result, o.result.model_dump_json().encode(), o.counters, b"", o.annotations)
                 for o in batch
                 if o.result
             ]
@@ -150,6 +156,7 @@ async def _fold(
 ) -> tuple[float, float, int]:
     """(worker CPU s, Redis CPU s) per pair × window folded by the window closer (publishing included
     neither: measured around the drift fold alone), and the state's bytes after ``windows`` windows."""
+    from streameval.features.embedding_drift._step import DriftStep
     from streameval.windows import WindowCloser
 
     client = aioredis.Redis.from_url(url)
@@ -168,7 +175,7 @@ async def _fold(
                 result = o.result.model_copy(
                     update={"id": f"{o.result.id}-{w}", "event_time": format_time(T0 + 60 * w + 1 + i / 1000)}
                 )
-                items.append((result, result.model_dump_json().encode(), o.counters, b"", o.drift))
+                items.append((result, result.model_dump_json().encode(), o.counters, b"", o.annotations))
             await store.record_many(items)
 
         async def now() -> float:
@@ -177,14 +184,13 @@ async def _fold(
         async def sink(_: Any) -> None:
             return None
 
-        closer = WindowCloser(store, allowed_lateness_s=0.0, clock=now, embedding_drift=drift)
-        closer.embedding_drift = None  # publish every window first, then fold them alone
+        closer = WindowCloser(store, allowed_lateness_s=0.0, clock=now)  # no step: publish every window first
         await closer.run_once(sink)
-        closer.embedding_drift = drift
+        step = DriftStep(drift, store.windows)  # then fold them alone, as the closer's step does
         for w in range(windows):
             await client.zadd(store.keys.drift_queue(60), {str(T0 + 60 * w): T0 + 60 * w})
         redis0, cpu0 = await _redis_cpu(client), time.process_time()
-        await closer._detect_drift(drift, await now(), sink)
+        await step.tick(closer, await now(), sink)
         worker, redis_s = time.process_time() - cpu0, await _redis_cpu(client) - redis0
         result = flat[0].result
         assert result is not None

@@ -50,12 +50,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from redis_cost import _start_node
 
 from streameval.config import parse_config_text
+from streameval.features.sessions.closer import SessionCloser
+from streameval.features.sessions.state import (
+    META_FIELDS,
+    META_FORMAT,
+    SessionKeys,
+    SessionStore,
+    session_terms,
+)
+from streameval.features.sessions.step import AppendTurns
+from streameval.features.setup import annotators
 from streameval.models import SessionResult, format_time
 from streameval.outputs import Publish
 from streameval.pipeline import Pipeline, Source
 from streameval.processor import Processor
-from streameval.sessions.closer import SessionCloser
-from streameval.sessions.state import META_FIELDS, META_FORMAT, SessionKeys, SessionStore, session_terms
 from streameval.store import ResultStore
 
 PROFILE = False  # --profile: Redis commandstats per event of each run
@@ -163,14 +171,14 @@ async def run_events(
 ) -> tuple[float, float, int, Any]:
     """Worker CPU s, Redis CPU s and memory delta of processing every batch; and the parts for closing."""
     _, suites = parse_config_text(text)
-    pipeline = Pipeline(suites)
+    pipeline = Pipeline(suites, annotators=annotators(suites))
     store = ResultStore(client, prefix=prefix, windows=(60,))
     state = (
         SessionStore(client, session_terms(suites.sessions), prefix=prefix, worker_id="bench")
         if with_sessions
         else None
     )
-    processor = Processor(pipeline, store, sessions=state)
+    processor = Processor(pipeline, store, steps=[AppendTurns(state)])
     await processor.process_batch(batches[0][:1])  # warm: scripts loaded, pairs admitted
     await client.config_resetstat()
     if CALLGRIND:

@@ -417,7 +417,7 @@ end
 return clashes
 """
 
-# -- the review queue (streameval.review) ------------------------------------------------------------
+# -- the review queue (streameval.features.review) ------------------------------------------------------------
 
 # One pair. KEYS 1 the pair's counter of this minute. ARGV 1 most per minute, 2 wanted, 3 ttl. Returns how
 # many of the wanted may be published (the counter keeps only what was granted).

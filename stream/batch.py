@@ -77,14 +77,14 @@ async def evaluate_items(
     ready: Callable[[list[Outcome | None]], Awaitable[None]] | None = None,
 ) -> list[Outcome]:
     """One outcome per item, in order: decoded events through :func:`evaluate_batch`,
-    items that could not be decoded straight to their dead letters, steps of agent runs to their turns. ``ready``: as in that function, with
+    items that could not be decoded straight to their dead letters, steps of agent runs to their annotations. ``ready``: as in that function, with
     one outcome per item."""
     good_at = [i for i, item in enumerate(items) if item.error is None and not item.step]
     out: list[Outcome | None] = [
         pipeline.failed(item.raw, item.source, item.error)
         if item.error is not None
         else pipeline.step(item.raw, item.source)
-        if item.step  # an agent run's step: turns only
+        if item.step  # an agent run's step: annotations only (its turns)
         else None
         for item in items
     ]

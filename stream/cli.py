@@ -206,11 +206,18 @@ def _api(args: argparse.Namespace, settings: Settings) -> int:
     )
     if not 0 <= port <= 65535:
         raise UsageError(f"--port must be within 0..65535, got {port}")
-    features = None
-    if api.review_page:  # the review page (docs/feedback.md): only when asked for
-        from .features.review_page.web import open_review_feature
+    from .api import WebFeature
+    from .features.web import dashboard_features
+    from .keyspace import Client
 
-        features = lambda client: [open_review_feature(client, settings, None)]  # noqa: E731
+    def features(client: Client) -> list[WebFeature]:
+        out = dashboard_features(settings.compare_ttl_s)
+        if api.review_page:  # the review page (docs/feedback.md): only when asked for
+            from .features.review_page.web import open_review_feature
+
+            out.append(open_review_feature(client, settings, None))
+        return out
+
     asyncio.run(serve_api(settings, api, host=args.host or api.web_host, port=port, features=features))
     return EXIT_OK
 
@@ -422,6 +429,7 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console, ou
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
     from .config import parse_config_text, read_config_text
+    from .features.setup import annotators
     from .offline import check_writable, evaluate_file
     from .pipeline import Pipeline
     from .summary import render_summary
@@ -476,6 +484,9 @@ def _evaluate(args: argparse.Namespace, settings: Settings, console: Console, ou
                         suites,
                         max_event_bytes=settings.max_event_bytes,
                         max_event_depth=settings.max_event_depth,
+                        annotators=annotators(
+                            suites
+                        ),  # the sessions' turns, when the suite file has sessions
                     ),
                     args.input,
                     args.output,

@@ -45,7 +45,7 @@ from .summary import Summary, render_summary
 
 __all__ = ["NEXT_STEPS", "bundled_file", "demo_events", "judged_config", "run_demo"]
 
-_PANEL_COUNTERS = f"ev:{PANEL_RESULT_NAME}:c:"  # the panel's window counters (streameval.windows)
+_PANEL_COUNTERS = f"ev:{PANEL_RESULT_NAME}:c:"  # the panel's window counters (streameval.aggregates)
 
 
 @contextlib.contextmanager

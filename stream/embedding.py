@@ -245,7 +245,7 @@ class Encoder:
         """:meth:`encode` without padding: a chunk holds texts of one token count only, so each text's
         vector is bit for bit the one it gets when encoded alone, whatever else the batch holds (padding
         changes the sums' rounding: ~2e-7; and each product runs per text, :meth:`_forward`). Embedding
-        drift's sums need that (streameval.embedding_drift)."""
+        drift's sums need that (streameval.features.embedding_drift)."""
         import numpy as np
 
         out: np.ndarray = np.zeros((len(texts), self.dim), dtype=np.float32)

@@ -7,10 +7,10 @@ types, so they import nothing above the data models.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import NamedTuple
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-from .embedding_drift import DriftSample
 from .models import DeadLetter, GradedResult
 from .strictjson import DEFAULT_MAX_EVENT_DEPTH
 
@@ -20,7 +20,6 @@ __all__ = [
     "DEFAULT_MAX_EVENT_DEPTH",
     "Outcome",
     "Source",
-    "Turn",
     "line_source",
     "result_outcome",
 ]
@@ -41,39 +40,26 @@ class Source:
     item: str | None = None
 
 
-class Turn(NamedTuple):
-    """One event's place in one session of the suite file (streameval.sessions). ``key`` None: the event
-    matched the session but carries no key there (counted as keyless, not appended). A named tuple: made
-    per turn at the cost of a tuple, and of atomic values only, so the garbage collector stops tracking it."""
-
-    session: str
-    key: str | None
-    id: str
-    time: float
-    end: bool = False
-    payload: bytes = b""  # the turn record, JSON (streameval.sessions.turns)
-
-
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """At most one of ``result`` / ``dead_letter`` is set. ``counters`` feed the window aggregates; ``turns``
-    are appended to their sessions once the result is recorded. Neither set: a step of an agent run (a
-    tool or root span), never evaluated: only its ``turns`` are appended (docs/sessions.md). ``drift``:
-    the output's embedding-drift numbers (streameval.embedding_drift), when that is on and the event sampled."""
+    """At most one of ``result`` / ``dead_letter`` is set. ``counters`` feed the window aggregates.
+    ``annotations``: what the pipeline's annotators noted of the event, by annotator key (streameval.feature,
+    ``Annotator``; e.g. its session turns, its embedding-drift sample), carried for the features and never read
+    by the engine. Neither result nor dead letter: a step of an agent run (a tool or root span), never
+    evaluated, that only carries annotations (docs/sessions.md)."""
 
     result: GradedResult | None = None
     dead_letter: DeadLetter | None = None
     counters: dict[str, dict[str, float]] | None = None
-    turns: tuple[Turn, ...] = ()
-    drift: DriftSample | None = None
+    annotations: Mapping[str, Any] = field(default_factory=dict)
 
 
 # A frozen dataclass's __init__ sets each field through object.__setattr__ (~1.1 µs for an Outcome made
 # with keywords); the slots' own descriptors set them at a third of that. Same objects: the generated
 # __eq__, __hash__ and __repr__ read the slots whichever way they were set (tests/core/test_envelope_makers.py).
 _new = object.__new__
-_set_result, _set_dead_letter, _set_counters, _set_turns, _set_drift = (
-    Outcome.__dict__[name].__set__ for name in ("result", "dead_letter", "counters", "turns", "drift")
+_set_result, _set_dead_letter, _set_counters, _set_annotations = (
+    Outcome.__dict__[name].__set__ for name in ("result", "dead_letter", "counters", "annotations")
 )
 _set_topic, _set_partition, _set_offset, _set_item = (
     Source.__dict__[name].__set__ for name in ("topic", "partition", "offset", "item")
@@ -83,16 +69,14 @@ _set_topic, _set_partition, _set_offset, _set_item = (
 def result_outcome(
     result: GradedResult,
     counters: dict[str, dict[str, float]] | None,
-    turns: tuple[Turn, ...],
-    drift: DriftSample | None,
+    annotations: Mapping[str, Any],
 ) -> Outcome:
-    """``Outcome(result=result, counters=counters, turns=turns, drift=drift)``, made cheaper (per event)."""
+    """``Outcome(result=result, counters=counters, annotations=annotations)``, made cheaper (per event)."""
     outcome = _new(Outcome)
     _set_result(outcome, result)
     _set_dead_letter(outcome, None)
     _set_counters(outcome, counters)
-    _set_turns(outcome, turns)
-    _set_drift(outcome, drift)
+    _set_annotations(outcome, annotations)
     return outcome
 
 

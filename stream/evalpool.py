@@ -32,19 +32,23 @@ import multiprocessing
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from . import telemetry
 from ._util import freeze_heap
-from .config import parse_config_text
+from .config import LoadedConfig, parse_config_text
 from .envelope import Outcome, Source
+from .feature import Annotator
 from .inputs import Inputs
 from .pipeline import Pipeline
 
-__all__ = ["EvalPool", "Expanded"]
+__all__ = ["Annotate", "EvalPool", "Expanded"]
+
+Annotate = Callable[[LoadedConfig], Sequence[Annotator]]
+"""The annotators of a process's pipeline, from the suites it parsed (:class:`EvalPool`)."""
 
 log = logging.getLogger(__name__)
 
@@ -67,14 +71,17 @@ def _init(
     config_file: str,
     max_event_bytes: int,
     max_event_depth: int,
-    embed_outputs: bool = False,
+    annotate: Annotate | None = None,
 ) -> None:
     global _pipeline, _inputs
     _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the worker shuts us down
     _, suites = parse_config_text(config_text, file=config_file)
     _pipeline = Pipeline(
-        suites, max_event_bytes=max_event_bytes, max_event_depth=max_event_depth, embed_outputs=embed_outputs
+        suites,
+        max_event_bytes=max_event_bytes,
+        max_event_depth=max_event_depth,
+        annotators=annotate(suites) if annotate is not None else (),
     )
     _inputs = Inputs(suites.inputs, max_depth=max_event_depth, steps=suites.assembles_spans)
     telemetry.capture_latencies()
@@ -110,7 +117,7 @@ def _expand_evaluate(
             _pipeline.failed(item.raw, item.source, item.error)
             if item.error is not None
             else _pipeline.step(item.raw, item.source)
-            if item.step  # an agent run's step: turns only
+            if item.step  # an agent run's step: annotations only (its turns)
             else next(evaluated),
         )
         for item in items
@@ -130,9 +137,11 @@ class EvalPool:
         *,
         max_event_bytes: int,
         max_event_depth: int,
-        embed_outputs: bool = False,
+        annotate: Annotate | None = None,
     ) -> None:
-        """``embed_outputs``: the processes embed the outputs for embedding drift (the worker's pool)."""
+        """``annotate``: the annotators of each process's pipeline, from its suites (streameval.feature.Annotator;
+        the composition root's, e.g. ``functools.partial(streameval.features.setup.annotators, embed_outputs=True)``:
+        passed to the processes, so a module-level function or a partial of one)."""
         if processes < 1:
             raise ValueError("an evaluation pool needs at least one process")
         self.processes = processes
@@ -142,7 +151,7 @@ class EvalPool:
             config_file,
             max_event_bytes,
             max_event_depth,
-            embed_outputs,
+            annotate,
         )
         self._executor: ProcessPoolExecutor | None = None
         self.restarts = 0

@@ -14,7 +14,7 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{T}:res:{gen}``                  encoded results by digest (the previous layout; read only)
 ``P{T}:alert:{rule}:{size}:{start}``  an alert's claim; ``P{T}:cool:{rule}`` its cooldown
 ``P{T}:shift:{size}``                the score-shift detector's state of the pair (JSON, streameval.features.score_shift)
-``P{T}:ed:{size}:{start}``           a window's embedding sums (field ``s``) and reservoir (streameval.embedding_drift)
+``P{T}:ed:{size}:{start}``           a window's embedding sums (field ``s``) and reservoir (streameval.features.embedding_drift)
 ``P{T}:edrift:{size}``               the embedding-drift state of the pair: reference, last window folded (JSON)
 ``P{T}:ex:{kind}:{size}:{start}``   a window's examples: zset of compact results, ``worst`` (score: the
                                     result's score) or ``failing`` (score: event time); bounded, TTL
@@ -28,7 +28,7 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{ix}:win:{size}``                zset of windows with data (the dashboard's index)
 ``P{ix}:lease:{size}:{start}``      a window's publishing lease
 ``P{ix}:shiftq:{size}``             published windows the score-shift detector has not folded (zset)
-``P{ix}:shiftlease:{size}``         the score-shift detector's lease (streameval.windows)
+``P{ix}:shiftlease:{size}``         the score-shift detector's lease (streameval.features.score_shift)
 ``P{ix}:edq:{size}`` / ``edlease``   the same two for embedding drift
 ``P{ix}:alerts:recent``             list of the last alerts published (bounded)
 ``P{dl}:all`` / ``P{dl}:w:{size}:{start}``  dead-letter counts by kind; ``P{dl}:win:{size}`` index
@@ -43,7 +43,7 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
                                     evaluator names (streameval.features.compare; TTL ``compare_ttl_s``)
 ``P{lj:S}:b:{bucket}:{gen}``         verdicts kept for the human-label join (streameval.features.labels); ``P{lj}:layouts``
 ``P{T}:hl:all`` / ``P{T}:hl:{size}:{start}``  joined human labels of a pair; ``P{lpend}:q`` / ``:d`` waiting labels
-``P{T}:rv:{minute}``                review items sent this minute (streameval.review)
+``P{T}:rv:{minute}``                review items sent this minute (streameval.features.review)
 ``P{rp}:idx`` ``:doc:K`` ``:m:K`` ...  the review page's queue (streameval.features.review_page._scripts)
 ``P judge:...``                     judge answers (streameval.judges._cache), one slot per key
 ``P{T}:firing:{rule}:{size}``       the alert a rule fired on a pair until it resolves (with ``notify:``)
@@ -162,14 +162,14 @@ class Keys:
 
     def alert_firing(self, pair: str, rule: str, size: int) -> str:
         """The alert a rule last fired on the pair with windows of ``size`` (JSON), until it resolves
-        (streameval.windows; kept only when the suite file has ``notify:``)."""
+        (streameval.features.notify's window step; kept only when the suite file has ``notify:``)."""
         return f"{self.pair(pair)}firing:{quote(rule, safe='')}:{size}"
 
     def score_shift(self, pair: str, size: int) -> str:
         return f"{self.pair(pair)}shift:{size}"
 
     def embedding_window(self, pair: str, size: int, start: int) -> str:
-        """A window's embedding sums and reservoir (streameval.embedding_drift)."""
+        """A window's embedding sums and reservoir (streameval.features.embedding_drift)."""
         return f"{self.pair(pair)}ed:{size}:{start}"
 
     def embedding_drift(self, pair: str, size: int) -> str:

@@ -68,7 +68,7 @@ CATEGORIES = (
 
 #: RFC 3339 date-time (the contract's timestamp format); a missing offset is read as UTC.
 #: the judge panel's entry among a result's evaluator results, and the name its window counters sit under
-#: (``ev:judge_panel:c:<judge>.<counter>``, streameval.windows)
+#: (``ev:judge_panel:c:<judge>.<counter>``, streameval.aggregates)
 PANEL_RESULT_NAME = "judge_panel"
 
 RFC3339 = r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})?$"
@@ -398,7 +398,7 @@ _FALLBACK_FIELDS = tuple(JudgeFallback.model_fields)
 
 
 class SessionMetrics(BaseModel):
-    """Rule metrics over a session's thread (streameval.sessions.thread)."""
+    """Rule metrics over a session's thread (streameval.features.sessions.thread)."""
 
     model_config = _STRICT
 

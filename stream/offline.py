@@ -23,11 +23,14 @@ from typing import BinaryIO, cast
 from .batch import evaluate_batch, evaluate_items, finish_batch
 from .envelope import Outcome, line_source
 from .evalpool import EvalPool
+from .features.sessions.local import LocalSessions
+from .features.sessions.turns import KEY as TURNS
+from .features.sessions.turns import turns_in
+from .features.setup import annotators
 from .inputs import Decoder
 from .judges import prices_of
 from .models import encode_result
 from .pipeline import Pipeline
-from .sessions.local import LocalSessions
 from .summary import Summary
 
 __all__ = ["check_writable", "evaluate_file", "iter_lines"]
@@ -76,8 +79,15 @@ async def evaluate_file(
     (:mod:`streameval.evalpool`). ``on_progress(done, bytes_read)`` is called after each chunk.
 
     When the suite file has ``sessions:``, every session is closed at the end of the file and its result
-    written to ``sessions_path`` (one session result per line; streameval.sessions.local).
+    written to ``sessions_path`` (one session result per line; streameval.features.sessions.local): build
+    ``pipeline`` with the suites' annotators then (``annotators=streameval.features.setup.annotators(suites)``),
+    which note each event's turns.
     """
+    if pipeline.suites.sessions and not any(a.key == TURNS for a in pipeline.annotators):
+        raise ValueError(
+            "the suite file has sessions: build the pipeline with its annotators "
+            "(Pipeline(suites, annotators=streameval.features.setup.annotators(suites)))"
+        )
     pool = None
     if processes:
         if config_text is None:
@@ -86,8 +96,9 @@ async def evaluate_file(
             config_text,
             config_file,
             processes,
-            max_event_bytes=pipeline.max_event_bytes,
-            max_event_depth=pipeline.max_event_depth,
+            max_event_bytes=pipeline.decoder.max_event_bytes,
+            max_event_depth=pipeline.decoder.max_event_depth,
+            annotate=annotators,  # the sessions' turns, as the pipeline's (streameval.features.setup)
         )
     hub = pipeline.judges
     summary = Summary(prices=prices_of({n: j.config for n, j in hub.judges.items()}) if hub else {})
@@ -112,14 +123,14 @@ async def evaluate_file(
                         encoded = encode_result(result)
                         seen[result.id] = encoded
                         if sessions is not None:
-                            sessions.add(outcome.turns)
+                            sessions.add(turns_in(outcome.annotations))
                         summary.add(result)
                         out.write(encoded + b"\n")
                     elif outcome.dead_letter is not None:
                         summary.dead_letters[outcome.dead_letter.kind] += 1
                         dead.write(outcome.dead_letter.model_dump_json().encode() + b"\n")
                     elif sessions is not None:  # a step of an agent run: turns only
-                        sessions.add(outcome.turns)
+                        sessions.add(turns_in(outcome.annotations))
 
             lines = iter_lines(src)
             done = 0

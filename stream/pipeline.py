@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import gc
-import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -23,22 +21,16 @@ from typing import Any, TypeVar
 
 import httpx
 import orjson
-from jsonschema import Draft202012Validator
-from pydantic import ValidationError
 
-from . import schemas, telemetry
-from ._util import clip, json_path
+from . import telemetry
+from ._util import clip
 from ._version import __version__
 from .config import BoundEvaluator, LoadedConfig, Suite, redaction
-from .embedding import encoder
-from .embedding_drift import DriftSample, sample
-from .embedding_drift import sampled as drift_sampled
 from .envelope import DEFAULT_MAX_EVENT_BYTES, Outcome, Source, result_outcome
-from .errors import EventError, EventTooLarge, InvalidJSON, SchemaViolation
+from .errors import EventError
 from .evaluators import Evaluator, Score
-from .evaluators.semantic import SemanticSimilarity
-from .feature import Redaction
-from .grading import apply_gates, grade
+from .event_decoder import EventDecoder
+from .feature import Annotator, Redaction
 from .judges import PANEL_RESULT_NAME, JudgeCache, JudgeHub, SuiteJudge, sampled
 from .models import (
     DeadLetter,
@@ -49,22 +41,20 @@ from .models import (
     RequestEvent,
     format_time,
 )
-from .result_build import built_graded, combined, error_result, placeholder, plain_graded, ready, to_result
-from .sessions.turns import step_turns, turns_of
+from .result_build import combined, error_result, graded, placeholder, ready, to_result
 from .signals import no_lag
-from .strictjson import DEFAULT_MAX_EVENT_DEPTH, check_depth, check_strict, parse_plain
+from .strictjson import DEFAULT_MAX_EVENT_DEPTH
 from .telemetry import latency_sink, noted_latencies
 
 T = TypeVar("T")
 perf_counter = time.perf_counter
-_validate_event = RequestEvent.__pydantic_validator__.validate_python  # strict: the model's config
 
 __all__ = ["DEFAULT_MAX_EVENT_BYTES", "Outcome", "Pipeline", "Source"]
 
 log = logging.getLogger(__name__)
 
-_LISTED_ERRORS = 50  # a rejection lists pydantic's errors only when there are at most this many
-_EXPLAIN_MAX_BYTES = 64 * 1024  # larger events are explained in pydantic's words, not jsonschema's
+#: the annotations of an outcome no annotator noted anything of (shared: never written to)
+_NO_NOTES: dict[str, Any] = {}
 
 
 class Pipeline:
@@ -80,10 +70,10 @@ class Pipeline:
         lag: Callable[[], int] = no_lag,
         result_marks: Mapping[str, Any] | None = None,
         judge_budget_scope: str = "",
-        embed_outputs: bool = False,
+        annotators: Sequence[Annotator] = (),
     ) -> None:
-        """``embed_outputs``: compute embedding drift's numbers of each output (the stream worker's
-        live pipeline, when the suite file has ``windowing.embedding_drift``; offline runs do not)."""
+        """``annotators``: what the features the composition root turned on note of each event (streameval.feature,
+        ``Annotator``; streameval.features.setup.annotators), kept in its outcome's ``annotations``."""
         self.suites = suites
         # fields set on every result: {"shadow": True} for shadows, {"backfill": True} for backfills
         self.result_marks = dict(result_marks or {})
@@ -106,15 +96,9 @@ class Pipeline:
         self._gated: dict[str, frozenset[str]] = {}  # per suite: the names of its gate evaluators
         # per suite object (held, so its id stays its own): its evaluators as _run_rules reads them
         self._rules: dict[int, tuple[Suite, tuple[tuple[BoundEvaluator, Evaluator, bool], ...]]] = {}
-        self.max_event_bytes = max_event_bytes
-        self.max_event_depth = max_event_depth
+        self.decoder = EventDecoder(max_event_bytes, max_event_depth)  # its limits: max_event_bytes, _depth
         self.clock = clock
-        # Built once: used only to explain a rejection in the contract's own terms.
-        self._request_validator = Draft202012Validator(schemas.load("request"))
-        # embedding drift (docs/drift.md): the outputs' vectors, live evaluations only (shadows and
-        # backfills never alert)
-        drift = suites.windowing.embedding_drift
-        self.embedding_drift = drift if embed_outputs and not self.result_marks else None
+        self.annotators = tuple(annotators)
 
     async def start(self) -> None:
         await self.suites.start()
@@ -128,93 +112,9 @@ class Pipeline:
 
     # -- decode -------------------------------------------------------------------------------
     def decode(self, raw: bytes) -> RequestEvent:
-        """Parse and validate one request event. Raises an :class:`EventError` subclass.
-
-        Events over ``max_event_bytes`` are rejected before any parsing (memory stays bounded by it);
-        accepted ones must also be strict JSON (no duplicate keys, NaN/Infinity, or nesting deeper
-        than ``max_event_depth``: :mod:`streameval.strictjson`).
-        """
-        if len(raw) > self.max_event_bytes:
-            raise EventTooLarge(f"event is {len(raw)} bytes; the limit is {self.max_event_bytes}")
-        event = self._decode_once(raw)
-        if event is not None:
-            return event
-        check_depth(raw, max_depth=self.max_event_depth)  # before pydantic parses any depth
-        # Parsing builds only trees (no cycles): with the cyclic GC paused, an event of 350,000 empty
-        # arrays costs ~100 ms/MiB instead of ~400 ms, the collector re-walking the heap as it grows.
-        paused = gc.isenabled()
-        gc.disable()
-        try:
-            try:
-                # pydantic validation mirrors schemas/request-event.v1.json (tests/schemas/test_contracts.py)
-                event = RequestEvent.model_validate_json(raw)
-            except ValidationError as exc:
-                raise self._explain(raw, exc) from None
-            check_strict(raw, event_id=event.id)
-        finally:
-            if paused:
-                gc.enable()
-        return event
-
-    def _decode_once(self, raw: bytes) -> RequestEvent | None:
-        """The event :meth:`decode` gives for ``raw``, parsed once, or None: then :meth:`decode` goes the
-        usual way (depth, pydantic's JSON validation, the strict pass), which also gives every rejection.
-
-        One strict parse (:func:`~streameval.strictjson.parse_plain`: orjson's when the bytes are exactly
-        its own writing, else the strict pass's) validated by pydantic from Python objects: for a plain
-        document (see there) pydantic's JSON parser reads the same values,
-        and the request model's strict validation accepts them alike from JSON and from Python
-        (tests/core/test_decode_once.py compares the two ways on every corpus and on edge documents).
-        Depth is checked after, unless the event cannot nest (no metadata, no blocks: depth 2 at most).
-        """
-        paused = gc.isenabled()
-        gc.disable()  # as in decode
-        try:
-            document = parse_plain(raw)
-            if document is None:
-                return None
-            try:
-                event: RequestEvent = _validate_event(document)
-            except ValidationError:
-                return None
-        finally:
-            if paused:
-                gc.enable()
-        if (
-            event.metadata
-            or event.report is not None
-            or event.retrieval is not None
-            or event.agent is not None
-            or self.max_event_depth < 2
-        ):
-            check_depth(raw, max_depth=self.max_event_depth)  # what decode would raise first
-        return event
-
-    def _explain(self, raw: bytes, exc: ValidationError) -> EventError:
-        """The reason of a rejection, in bounded time: pydantic may report one error per list item or
-        unknown key, and listing them (or re-validating with jsonschema) costs ~1 s per MiB."""
-        count = exc.error_count()
-        errors = exc.errors(include_url=False) if count <= _LISTED_ERRORS else []
-        if any(e["type"] == "json_invalid" for e in errors):
-            message = errors[0]["msg"].removeprefix("Invalid JSON: ")  # pydantic's prefix says it again
-            return InvalidJSON(f"not valid JSON: {clip(message)}")
-        try:
-            document = orjson.loads(raw)
-        except orjson.JSONDecodeError as json_exc:
-            return InvalidJSON(f"not valid JSON: {json_exc}")
-        event_id = document.get("id") if isinstance(document, dict) else None
-        event_id = event_id if isinstance(event_id, str) else None
-        found = []
-        if len(raw) <= _EXPLAIN_MAX_BYTES:  # jsonschema is pure Python: ~4 µs per list item
-            first = itertools.islice(self._request_validator.iter_errors(document), 5)
-            found = sorted(first, key=lambda e: list(e.absolute_path))
-        if found:
-            reason = "; ".join(f"{json_path(e.absolute_path)}: {e.message}" for e in found)
-        elif errors:  # a large event, or the schema accepts what pydantic rejects (a contract test gap)
-            reason = "; ".join(f"{json_path(e['loc'])}: {e['msg']}" for e in errors[:5])
-        else:
-            reason = f"{count} problems (not listed for an event of {len(raw)} bytes)"
-        return SchemaViolation(f"does not match request-event.v1: {clip(reason)}", event_id=event_id)
+        """Parse and validate one request event (:meth:`EventDecoder.decode`). Raises an :class:`EventError`
+        subclass."""
+        return self.decoder.decode(raw)
 
     # -- evaluate -----------------------------------------------------------------------------
     async def evaluate(
@@ -324,55 +224,24 @@ class Pipeline:
         received_at: float,
         redacted: dict[str, int] | None = None,
     ) -> GradedResult:
-        """The graded result: gates applied to the overall score; ``redacted``: what the judges did not see."""
+        """The graded result (:func:`~streameval.result_build.graded`) on this pipeline's clock and marks."""
         gated = self._gated.get(suite.name)
         if gated is None:
             gated = self._gated[suite.name] = frozenset(
                 bound.name for bound in suite.evaluators if bound.gate
             )
-        config = suite.config
-        failed_gates: list[str] = []
-        reason = None
-        if gated:
-            verdict = apply_gates(
-                overall,
-                config.threshold,
-                config.grading,
-                ((r.name, r.passed and r.error is None, r.reason) for r in results if r.name in gated),
-            )
-            passed, grade_ = verdict.passed, verdict.grade
-            failed_gates = list(verdict.failed_gates)
-            reason = clip(verdict.reason) if verdict.reason else None
-        else:  # what apply_gates gives without gates
-            passed, grade_ = overall >= config.threshold, grade(overall, config.grading)
-        now = self.clock()
-        marks = self.result_marks
-        values: dict[str, Any] = {
-            "id": event.id,
-            "model": event.model,
-            "suite": suite.name,
-            "category": event.category,
-            "score": overall,
-            "passed": passed,
-            "threshold": config.threshold,
-            "grade": grade_,
-            "evaluators": results,
-            "event_time": format_time(event.event_time(received_at)),
-            "evaluated_at": format_time(now),
-            "latency_ms": round(max(0.0, now - received_at) * 1000, 3),
-            "pipeline_version": __version__,
-            "judge": judge_block,
-            "failed_gates": failed_gates,
-            "reason": reason,
-            "suite_version": suite.version or None,  # docs/versions.md
-            "shadow": marks.get("shadow") if marks else None,
-            "backfill": marks.get("backfill") if marks else None,
-            "redacted": redacted,
-        }
-        # a judge block is a JudgeBlock already: validation would keep that very instance
-        if (judge_block is None or type(judge_block) is JudgeBlock) and plain_graded(values):
-            return built_graded(values)
-        return GradedResult(**values)
+        return graded(
+            event,
+            suite,
+            gated,
+            results,
+            overall,
+            judge_block,
+            received_at,
+            self.clock(),
+            self.result_marks,
+            redacted,
+        )
 
     def runs_sync(self, suite: Suite) -> bool:
         """True when ``suite`` needs no event loop: no judge panel and no async evaluator (sandboxed code,
@@ -395,7 +264,7 @@ class Pipeline:
             result, counters = self.evaluate_sync(event, suite, received_at=received_at)
         except Exception as exc:
             return self._failed(raw, source, exc)
-        return self._outcome(event, result, counters)
+        return self._outcome(event, suite, result, counters)
 
     def process_sync_batch(
         self, batch: Sequence[tuple[bytes, Source]], received_at: float
@@ -428,48 +297,23 @@ class Pipeline:
                         bound.evaluator.prepare(wanted)
                     except Exception:  # evaluate() then meets the same problem per event, as a result
                         log.warning("evaluator %s could not prepare a batch", bound.name, exc_info=True)
-        # one encoder call a batch, for the outputs semantic_similarity did not embed already
-        drifts = self.drift_samples([event for _, event, _ in routed], [s for _, _, s in routed])
-        for (i, event, suite), drift in zip(routed, drifts, strict=True):
+        graded: list[tuple[int, RequestEvent, Suite, GradedResult, dict[str, dict[str, float]]]] = []
+        for i, event, suite in routed:
             raw, source = batch[i]
             try:
                 result, counters = self.evaluate_sync(event, suite, received_at=received_at)
             except Exception as exc:
                 found[i] = self._failed(raw, source, exc)
                 continue
-            # with the session turns, as process_sync
-            found[i] = self._outcome(event, result, counters, drift=drift or False)
+            if not self.annotators:  # as process_sync
+                found[i] = result_outcome(result, counters, _NO_NOTES)
+            else:
+                graded.append((i, event, suite, result, counters))
+        if graded:  # each annotator once a batch (embedding drift: one encoder call)
+            notes = self._notes([(event, result, suite) for _, event, suite, result, _ in graded])
+            for (i, _, _, result, counters), annotations in zip(graded, notes, strict=True):
+                found[i] = result_outcome(result, counters, annotations)
         return found
-
-    def drift_samples(
-        self, events: Sequence[RequestEvent], suites: Sequence[Suite] = ()
-    ) -> list[DriftSample | None]:
-        """The embedding-drift numbers of each event's output (None: off, or not sampled): the vectors the
-        ``suites``' semantic_similarity evaluators embedded for this batch, the rest from one
-        :meth:`~streameval.embedding.Encoder.encode_exact` call (either way, a text's vector does not
-        depend on its batch)."""
-        cfg = self.embedding_drift
-        if cfg is None:
-            return [None] * len(events)
-        chosen = [e for e in events if drift_sampled(e.id, cfg.sample_rate)]
-        if not chosen:
-            return [None] * len(events)
-        try:
-            known: dict[str, Any] = {}
-            for suite in {s.name: s for s in suites}.values():
-                for bound in suite.evaluators:
-                    if isinstance(bound.evaluator, SemanticSimilarity):
-                        known.update(bound.evaluator.batch_vectors(cfg.folder))
-            texts = sorted({e.output for e in chosen if e.output not in known})
-            vectors = dict(zip(texts, encoder(cfg.folder).encode_exact(texts), strict=True)) if texts else {}
-            vectors.update((e.output, known[e.output]) for e in chosen if e.output in known)
-            return [
-                sample(vectors[e.output], e.id, cfg) if drift_sampled(e.id, cfg.sample_rate) else None
-                for e in events
-            ]
-        except Exception:  # the evaluation goes on without them
-            log.warning("embedding drift: could not embed a batch's outputs", exc_info=True)
-            return [None] * len(events)
 
     async def process(
         self, raw: bytes, source: Source = Source(), *, received_at: float | None = None
@@ -483,7 +327,7 @@ class Pipeline:
             result, counters = await self.evaluate(event, suite, received_at=received_at)
         except Exception as exc:
             return self._failed(raw, source, exc)
-        return self._outcome(event, result, counters)
+        return self._outcome(event, suite, result, counters)
 
     def may_judge(self, event: RequestEvent, suite: Suite) -> bool:
         """Whether evaluating ``event`` in ``suite`` may call a judge: false when the suite has no judge
@@ -522,29 +366,34 @@ class Pipeline:
             result, counters = await self.evaluate(event, suite, received_at=received_at)
         except Exception as exc:
             return self._failed(raw, source, exc)
-        return self._outcome(event, result, counters)
+        return self._outcome(event, suite, result, counters)
 
     def _outcome(
-        self,
-        event: RequestEvent,
-        result: GradedResult,
-        counters: dict[str, dict[str, float]],
-        *,
-        drift: DriftSample | bool | None = None,
+        self, event: RequestEvent, suite: Suite, result: GradedResult, counters: dict[str, dict[str, float]]
     ) -> Outcome:
-        """``drift``: the event's drift numbers; False: none (not sampled); None: computed here if on."""
-        sessions = self.suites.sessions
-        turns = turns_of(sessions, event, result) if sessions else ()
-        if drift is None and self.embedding_drift is not None:
-            drift = self.drift_samples([event])[0]
-        return result_outcome(result, counters, turns, drift if isinstance(drift, DriftSample) else None)
+        if not self.annotators:
+            return result_outcome(result, counters, _NO_NOTES)
+        return result_outcome(result, counters, self._notes([(event, result, suite)])[0])
+
+    def _notes(self, graded: Sequence[tuple[RequestEvent, GradedResult, Suite]]) -> list[Mapping[str, Any]]:
+        """Each graded event's annotations: what every annotator noted of it (None: nothing), by its key."""
+        found: list[dict[str, Any]] = [{} for _ in graded]
+        for annotator in self.annotators:
+            key = annotator.key
+            for notes, note in zip(found, annotator.annotate(graded), strict=True):
+                if note is not None:
+                    notes[key] = note
+        return [notes or _NO_NOTES for notes in found]
 
     def step(self, raw: bytes, source: Source) -> Outcome:
         """The outcome of an agent run's step (an input's step item: a tool or root span's document): its
-        turns only, no result; never evaluated. Never raises for a bad step (a dead letter)."""
+        annotations only (the sessions' turns), no result; never evaluated. Never raises for a bad step (a
+        dead letter)."""
         try:
             document = orjson.loads(raw)
-            return Outcome(turns=step_turns(self.suites.sessions, document, self.clock()))
+            now = self.clock()
+            notes = {a.key: n for a in self.annotators if (n := a.step(document, now)) is not None}
+            return Outcome(annotations=notes or _NO_NOTES)
         except Exception as exc:
             return self._failed(raw, source, exc)
 

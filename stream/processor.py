@@ -10,28 +10,29 @@ which Faust flushes before each commit. A redelivered event publishes the result
 evaluation and is not counted again. A batch is recorded in up to two phases: the events that call no
 judge as soon as they are evaluated (published at once through ``emit``), the judged ones when their
 panels end (:meth:`Processor.process_batch`).
+
+Features act through the steps the composition root gives (streameval.feature): each ``BatchStep`` after
+every record call (the sessions' turns appended, results sent for review), in order, its messages published
+after the batch's own; each ``PeriodicStep`` on the worker's timer, before the windows close (the label
+join's retries).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from collections.abc import Set as AbstractSet
 from typing import cast
 
 from . import telemetry
 from .batch import evaluate_messages
 from .deadletters import DeadLetterPolicy
-from .envelope import Outcome, Source, Turn
-from .errors import EventError
+from .envelope import Outcome, Source
 from .evalpool import EvalPool
-from .features.labels import FeedbackDecoder, Label, LabelStore, decode_error_letter
+from .feature import BatchStep, PeriodicStep, RecordedBatch
 from .inputs import Inputs
-from .models import DeadLetter, encode_result, parse_time
-from .outputs import Publish, Send, publish_all
+from .models import encode_result, parse_time
+from .outputs import Publish, Send
 from .pipeline import Pipeline
-from .review import ReviewQueue
-from .sessions.state import AppendReport, SessionStore
 from .store import ResultStore, retry_forever
 from .windows import WindowCloser
 
@@ -61,29 +62,23 @@ class Processor:
         pool: EvalPool | None = None,
         inputs: Inputs | None = None,
         dead_letters: DeadLetterPolicy | None = None,
-        labels: LabelStore | None = None,
-        feedback: FeedbackDecoder | None = None,
-        review: ReviewQueue | None = None,
-        sessions: SessionStore | None = None,
+        steps: Sequence[BatchStep] = (),
+        periodic: Sequence[PeriodicStep] = (),
         shadows: Sequence[Pipeline] = (),
     ) -> None:
+        """``steps``: the features' steps after each record call, in order; ``periodic``: their periodic
+        steps (module docstring)."""
         self.pipeline = pipeline
         # shadow candidates (docs/versions.md): evaluated on the same events in this process, recorded under
         # their own versions, published marked shadow: true; their dead letters are dropped (the live one is kept)
         self.shadows = tuple(shadows)
         self.store = store
-        self.sessions = (
-            sessions  # the suite file has sessions: turns are appended once their result is recorded
-        )
+        self.steps = tuple(steps)
+        self.periodic = tuple(periodic)
         self.pool = pool
         self.inputs = inputs or Inputs()  # none configured: every message is a native request event
         self.dead_letters = dead_letters if dead_letters is not None else DeadLetterPolicy()
         self._on_close = on_close
-        self.labels = (
-            labels  # the human-label join (streameval.features.labels); None: the feedback topic is not read
-        )
-        self.feedback = feedback or FeedbackDecoder()
-        self.review = review  # the review queue (streameval.review); None: nothing is sent for review
 
     async def start(self) -> None:
         await self.pipeline.start()
@@ -164,69 +159,45 @@ class Processor:
         indexes: Sequence[int],
         raw_of: dict[tuple[str | None, int | None, int | None], bytes],
     ) -> list[Publish]:
-        """Record the outcomes at ``indexes`` in Redis (one call per batch phase), then encode them in order."""
+        """Record the outcomes at ``indexes`` in Redis (one call per batch phase), hand what was recorded to
+        the steps, then encode them in order (the steps' messages after the batch's own)."""
         results = [(i, r, encode_result(r)) for i in indexes if (r := outcomes[i].result) is not None]
         dead = [(i, d) for i in indexes if (d := outcomes[i].dead_letter) is not None]
-        # steps of agent runs (tool and root spans): nothing to record or publish, only turns to append
+        # steps of agent runs (tool and root spans): nothing to record or publish, only their annotations
         steps = [i for i in indexes if outcomes[i].result is None and outcomes[i].dead_letter is None]
+
+        def content(i: int) -> bytes | None:
+            return raw_of.get(_position(sources[i]))
+
         if not results and not dead:
-            if steps and self.sessions is not None:
-                await self._append_turns([turn for i in steps for turn in outcomes[i].turns])
+            if steps and self.steps:
+                await self._after(RecordedBatch(outcomes, [], frozenset(), steps, content))
             return []
         stored = await retry_forever(
             lambda: self.store.record_many(
                 [
-                    (r, enc, outcomes[i].counters, raw_of.get(_position(sources[i]), b""), outcomes[i].drift)
+                    (
+                        r,
+                        enc,
+                        outcomes[i].counters,
+                        raw_of.get(_position(sources[i]), b""),
+                        outcomes[i].annotations,
+                    )
                     for i, r, enc in results
                 ],
                 [(d.kind, _source_key(sources[i]), parse_time(d.failed_at)) for i, d in dead],
             ),
             what="recording a batch in Redis",
         )
-        if self.sessions is not None:
-            # a shadow's turns are the live evaluation's: only the live results (and the steps) are turns;
-            # a result counted for the first time just now was never a turn before: its turns are fresh
-            await self._append_turns(
-                [
-                    turn
-                    for i in sorted([i for i, r, _ in results if not r.shadow] + steps)
-                    for turn in outcomes[i].turns
-                ],
-                {
-                    turn.id
-                    for (i, r, _), previous in zip(results, stored, strict=True)
-                    if previous is None and not r.shadow
-                    for turn in outcomes[i].turns
-                },
+        extra: list[Publish] = []
+        if self.steps:
+            fresh = {i for (i, _, _), previous in zip(results, stored, strict=True) if previous is None}
+            extra = await self._after(
+                RecordedBatch(outcomes, [i for i, _, _ in results], fresh, steps, content)
             )
         out: dict[int, Publish] = {}
         for (i, result, encoded), previous in zip(results, stored, strict=True):
             out[i] = Publish("result", result.id.encode(), previous if previous is not None else encoded)
-        if self.review is not None:  # new results worth a person's look, within each pair's rate
-            fresh = [
-                (
-                    self.store.pair_id(r.model, r.suite, r.suite_version or ""),
-                    r,
-                    raw_of.get(_position(sources[i])),
-                )
-                for (i, r, _), previous in zip(results, stored, strict=True)
-                if previous is None and not r.shadow
-            ]
-            review = self.review
-            items = await retry_forever(
-                lambda: review.select(fresh, self.store.now()), what="choosing results for review"
-            )
-            keeper = review.keeper  # the review page's queue, when it is on
-            if keeper is not None and items:
-                await retry_forever(
-                    lambda: keeper.keep(items, fresh), what="keeping review items for the page"
-                )
-            for item in items:
-                for reason in item.reasons:
-                    telemetry.REVIEW_SENT.labels(item.suite, reason).inc()
-            extra = [Publish("review", item.id.encode(), item.model_dump_json().encode()) for item in items]
-        else:
-            extra = []
         for i, letter in dead:
             # sized to fit the broker (streameval.deadletters); a huge event is kept whole in Redis; its
             # raw bytes are decoded only when the letter must be cut
@@ -238,90 +209,22 @@ class Processor:
             out[i] = Publish("deadletter", key, letter.model_dump_json().encode())
         return [out[i] for i in sorted(out)] + extra
 
-    async def process_feedback(self, messages: Sequence[tuple[bytes, Source]]) -> list[Publish]:
-        """Join a batch of the feedback topic's messages to their verdicts (streameval.features.labels).
-
-        Returns the dead letters to publish: messages that are not labels (with the reason), and labels
-        the waiting list refused. Labels whose results are not there yet wait in Redis; the periodic step
-        (:meth:`close_windows`) joins them or dead-letters them as unmatched. A join retried after an
-        outage may append a row twice: the reader keeps the last row per event × annotator.
-        """
-        if self.labels is None:
-            raise RuntimeError(
-                "the label join is off (STREAMEVAL_LABEL_JOIN_TTL_S=0, or unset with no feedback:, review: or "
-                "human_agreement alert in the suite file): the feedback topic is not read"
-            )
-        labels, letters = [], []
-        now = self.store.now()
-        for raw, source in messages:
-            try:
-                feedback = self.feedback.decode(raw)
-            except EventError as exc:
-                telemetry.LABELS.labels("invalid").inc()
-                letters.append(
-                    decode_error_letter(raw, exc, source.topic, source.partition, source.offset, now)
-                )
-                continue
-            labels.append(Label(feedback, raw, source.topic, source.partition, source.offset))
-        if labels:
-            store = self.labels
-            report = await retry_forever(lambda: store.join(labels), what="joining human labels in Redis")
-            letters += report.dead_letters
-        return await self._label_letters(letters)
-
-    async def _label_letters(self, letters: Sequence[DeadLetter]) -> list[Publish]:
-        out = []
-        for letter in letters:
-            telemetry.DEAD_LETTERS.labels(letter.kind).inc()
-            fitted = await retry_forever(
-                lambda letter=letter: self.dead_letters.apply(letter),  # type: ignore[misc]
-                what="keeping a dead letter's event in Redis",
-            )
-            key = fitted.event_id.encode() if fitted.event_id else None
-            out.append(Publish("deadletter", key, fitted.model_dump_json().encode()))
+    async def _after(self, batch: RecordedBatch) -> list[Publish]:
+        """Each step's work on ``batch``, in order: the messages they publish."""
+        out: list[Publish] = []
+        for step in self.steps:
+            out += await step.recorded(batch)
         return out
 
-    async def retry_labels(self, send: Send) -> int:
-        """The periodic step of the join: waiting labels joined, or dead-lettered past the wait. Returns
-        how many joined."""
-        if self.labels is None:
-            return 0
-        report = await self.labels.retry_waiting()
-        # delivered before the labels leave the waiting list
-        await publish_all(send, await self._label_letters(report.dead_letters))
-        await self.labels.settle_expired(report)
-        return report.joined
-
-    async def _append_turns(self, turns: list[Turn], fresh: AbstractSet[str] = frozenset()) -> None:
-        """Append the batch's turns to their sessions (after their own results are recorded: a turn carries
-        its final score); keyless turns are only counted. ``fresh``: ids of turns never appended before
-        (streameval.sessions.state.SessionStore.append); an append tried again looks every turn up (the
-        first try may have landed)."""
-        assert self.sessions is not None
-        for turn in turns:
-            if turn.key is None:
-                telemetry.SESSION_TURNS.labels(turn.session, "keyless").inc()
-        if not any(turn.key is not None for turn in turns):
-            return
-        store = self.sessions
-        tries = 0
-
-        def attempt() -> Awaitable[AppendReport]:
-            nonlocal tries
-            tries += 1
-            return store.append(turns, fresh if tries == 1 else frozenset())
-
-        report = await retry_forever(attempt, what="appending turns to sessions in Redis")
-        for (session, outcome), n in report.counts.items():
-            telemetry.SESSION_TURNS.labels(session, outcome).inc(n)
-
     async def close_windows(self, closer: WindowCloser, send: Send) -> int:
-        """The periodic step: publish due windows and their alerts, refresh the judges' z-score norms.
+        """The periodic step: the features' periodic steps, then publish due windows and their alerts and
+        refresh the judges' z-score norms.
 
         Returns the number of windows this worker published. Redis errors propagate (the caller logs
         them and tries again at the next tick; a window's lease makes a half-done publish safe).
         """
-        await self.retry_labels(send)
+        for step in self.periodic:  # e.g. the label join's retries
+            await step.tick(send)
         published = await closer.run_once(send)
         if self.pipeline.judges is not None:
             self.pipeline.judges.norms = await closer.refresh_norms()

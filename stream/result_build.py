@@ -7,25 +7,39 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
 from ._util import clip
-from .config import BoundEvaluator
+from ._version import __version__
+from .config import BoundEvaluator, Suite
 from .errors import EvaluatorError
 from .evaluators import Score
+from .grading import apply_gates, grade
 from .models import (
     EvaluatorResult,
     GradedResult,
+    JudgeBlock,
     RequestEvent,
+    format_time,
 )
 
 T = TypeVar("T")
 perf_counter = time.perf_counter
 _validate_event = RequestEvent.__pydantic_validator__.validate_python  # strict: the model's config
 
-__all__ = ["built_graded", "combined", "error_result", "placeholder", "plain_graded", "ready", "to_result"]
+__all__ = [
+    "built_graded",
+    "combined",
+    "error_result",
+    "graded",
+    "placeholder",
+    "plain_graded",
+    "ready",
+    "to_result",
+]
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +113,7 @@ def _str_keys(details: dict[Any, Any]) -> bool:
 
 
 def plain_graded(values: dict[str, Any]) -> bool:
-    """Whether ``values`` (the fields :meth:`Pipeline._graded` made, without a judge block) already have the
+    """Whether ``values`` (the fields :func:`graded` made, without a judge block) already have the
     types and ranges :class:`GradedResult` validates: then validation would store them as they are."""
     score, threshold, latency, reason, category = (
         values["score"],
@@ -157,6 +171,64 @@ _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 _RESULT_FIELDS_SET = frozenset({"name", "score", "passed", "weight", "reason", "details", "version"})
+
+
+def graded(
+    event: RequestEvent,
+    suite: Suite,
+    gated: frozenset[str],
+    results: list[EvaluatorResult],
+    overall: float,
+    judge_block: JudgeBlock | None,
+    received_at: float,
+    now: float,
+    marks: Mapping[str, Any],
+    redacted: dict[str, int] | None = None,
+) -> GradedResult:
+    """The graded result of ``event`` in ``suite``: the gates (``gated``: the names of the suite's gate
+    evaluators) applied to the overall score; ``now``: when it was evaluated; ``marks``: the fields set on every
+    result of the pipeline (shadow, backfill); ``redacted``: what the judges did not see."""
+    config = suite.config
+    failed_gates: list[str] = []
+    reason = None
+    if gated:
+        verdict = apply_gates(
+            overall,
+            config.threshold,
+            config.grading,
+            ((r.name, r.passed and r.error is None, r.reason) for r in results if r.name in gated),
+        )
+        passed, grade_ = verdict.passed, verdict.grade
+        failed_gates = list(verdict.failed_gates)
+        reason = clip(verdict.reason) if verdict.reason else None
+    else:  # what apply_gates gives without gates
+        passed, grade_ = overall >= config.threshold, grade(overall, config.grading)
+    values: dict[str, Any] = {
+        "id": event.id,
+        "model": event.model,
+        "suite": suite.name,
+        "category": event.category,
+        "score": overall,
+        "passed": passed,
+        "threshold": config.threshold,
+        "grade": grade_,
+        "evaluators": results,
+        "event_time": format_time(event.event_time(received_at)),
+        "evaluated_at": format_time(now),
+        "latency_ms": round(max(0.0, now - received_at) * 1000, 3),
+        "pipeline_version": __version__,
+        "judge": judge_block,
+        "failed_gates": failed_gates,
+        "reason": reason,
+        "suite_version": suite.version or None,  # docs/versions.md
+        "shadow": marks.get("shadow") if marks else None,
+        "backfill": marks.get("backfill") if marks else None,
+        "redacted": redacted,
+    }
+    # a judge block is a JudgeBlock already: validation would keep that very instance
+    if (judge_block is None or type(judge_block) is JudgeBlock) and plain_graded(values):
+        return built_graded(values)
+    return GradedResult(**values)
 
 
 def _built_result(

@@ -21,8 +21,9 @@ import asyncio
 import logging
 import os
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from aiohttp import web
@@ -42,15 +43,16 @@ from .api import (
 from .config import LoadedConfig, add_shadow_file, parse_config_text, read_config_text, shadow_routings
 from .connect_check import check_redis_settings
 from .deadletters import DeadLetterPolicy, RawStore
+from .envelope import Source
 from .errors import ConfigError
 from .evalpool import EvalPool
-from .feature import Redaction
-from .features.compare import DEFAULT_TTL_S as DEFAULT_COMPARE_TTL_S
 from .features.drilldown import ExamplesRecorder
-from .features.labels import FeedbackDecoder, LabelStore
-from .features.review_page import ReviewPageStore
+from .features.labels import FeedbackDecoder, LabelIntake, LabelStore
 from .features.review_page.web import open_review_feature, review_page_on
-from .features.setup import enabled, record_plugins
+from .features.sessions.closer import SessionCloser
+from .features.sessions.state import SessionStore, session_terms
+from .features.setup import alert_examples, annotators, batch_steps, enabled, record_plugins, window_steps
+from .features.web import dashboard_features
 from .inputs import Inputs, check_input_topics
 from .judges import JudgeCache, judge_ready_checks
 from .kafka_io import ensure_topics
@@ -61,9 +63,6 @@ from .pipeline import Pipeline
 from .processor import Processor
 from .redis_security import redis_options
 from .registry import LiveRegistry, RegistryStore, bind_live_registry
-from .review import ReviewQueue
-from .sessions.closer import SessionCloser
-from .sessions.state import SessionStore, session_terms
 from .settings import Settings
 from .signals import ConsumerLag
 from .store import ResultStore, retry_forever
@@ -182,11 +181,13 @@ class Runtime:
         closer: WindowCloser,
         lag: ConsumerLag | None = None,
         sessions: SessionCloser | None = None,
+        labels: LabelIntake | None = None,
     ) -> None:
         self.processor = processor
         self.closer = closer
         self.lag = lag if lag is not None else ConsumerLag()  # the agent updates it after each batch
         self.sessions = sessions  # None when the suite file has no sessions
+        self.labels = labels  # the human-label join (docs/feedback.md); None: the feedback topic is not read
 
     @classmethod
     async def build(cls, config: WorkerConfig) -> Runtime:
@@ -230,7 +231,8 @@ class Runtime:
             max_event_depth=settings.max_event_depth,
             judge_cache=JudgeCache(client, prefix=settings.redis_prefix),
             lag=lag.total,  # judges' backpressure (the agent updates it)
-            embed_outputs=True,  # embedding drift's vectors, when the suite file turns it on
+            # the sessions' turns and embedding drift's vectors, when the suite file turns them on
+            annotators=annotators(suites, embed_outputs=True),
         )
         if pipeline.redactors is not None:  # drill-down examples' texts redacted (docs/redact.md)
             for recorder in store.recorders:
@@ -328,7 +330,7 @@ class Runtime:
                 settings.eval_processes,
                 max_event_bytes=settings.max_event_bytes,
                 max_event_depth=settings.max_event_depth,
-                embed_outputs=True,  # embedding drift's vectors, when the suite file turns it on
+                annotate=partial(annotators, embed_outputs=True),  # as the pipeline's
             )
         raw_store = RawStore(
             client,
@@ -349,6 +351,12 @@ class Runtime:
                 worker_id=f"{os.getpid()}-{uuid.uuid4().hex[:8]}",
                 shards=settings.session_shards,
             )
+        # the features' steps after each record call (streameval.feature.BatchStep)
+        steps = batch_steps(client, store, suites, session_state, pipeline.redactors)
+        intake = None
+        if labels is not None:  # the feedback topic's labels joined; the waiting ones retried periodically
+            decoder = FeedbackDecoder(suites.feedback, max_depth=settings.max_event_depth)
+            intake = LabelIntake(labels, decoder, dead_letters, store.now)
         processor = Processor(
             pipeline,
             store,
@@ -356,11 +364,9 @@ class Runtime:
             pool=pool,
             inputs=config.inputs,
             dead_letters=dead_letters,
-            sessions=session_state,
+            steps=steps,
+            periodic=[intake] if intake is not None else [],
             shadows=shadows,
-            labels=labels,
-            feedback=FeedbackDecoder(suites.feedback, max_depth=settings.max_event_depth),
-            review=_review_queue(client, store, suites, pipeline.redactors),
         )
         await processor.start()
         closer = WindowCloser(
@@ -368,11 +374,11 @@ class Runtime:
             suites.alerts,
             allowed_lateness_s=windowing.allowed_lateness_s,
             lease_s=windowing.lease_s,
-            score_shift=windowing.score_shift,
-            embedding_drift=windowing.embedding_drift,
             live_versions=live_versions,
-            labels=labels,
-            resolve_alerts=bool(suites.notify),  # resolves for the notifier (streameval.features.notify)
+            # the steps of the features the suite file turns on (score shift, embedding drift, the label
+            # join's agreement, the notifier's resolves), and the drill-down examples' ids when kept
+            steps=window_steps(suites, settings.windows, labels),
+            examples=alert_examples(enabled(settings, suites)),
         )
         sessions = (
             None if session_state is None else SessionCloser(session_state, store, pipeline, suites.sessions)
@@ -383,10 +389,20 @@ class Runtime:
             len(suites.sessions),
             redact_url(redis_url),
         )
-        return cls(processor, closer, lag, sessions)
+        return cls(processor, closer, lag, sessions, intake)
+
+    async def process_feedback(self, messages: Sequence[tuple[bytes, Source]]) -> list[Publish]:
+        """Join a batch of the feedback topic's messages to their verdicts (streameval.features.labels,
+        ``LabelIntake.feedback``): the dead letters to publish."""
+        if self.labels is None:
+            raise RuntimeError(
+                "the label join is off (STREAMEVAL_LABEL_JOIN_TTL_S=0, or unset with no feedback:, review: or "
+                "human_agreement alert in the suite file): the feedback topic is not read"
+            )
+        return await self.labels.feedback(messages)
 
     async def close_sessions(self, send: Send) -> int:
-        """Close due sessions and publish their results through ``send`` (streameval.sessions.closer).
+        """Close due sessions and publish their results through ``send`` (streameval.features.sessions.closer).
         Returns how many this worker published; errors propagate (the next tick retries; leases hold)."""
         if self.sessions is None:
             return 0
@@ -415,20 +431,6 @@ class Runtime:
 
     async def close(self) -> None:
         await self.processor.close()
-
-
-def _review_queue(
-    client: Client, store: ResultStore, suites: LoadedConfig, redactors: Redaction | None = None
-) -> ReviewQueue | None:
-    """The review queue, and the review page's store of its items when the suite file keeps any;
-    ``redactors``: the items' texts redacted (docs/redact.md)."""
-    if suites.review is None:
-        return None
-    keeper = None
-    if suites.review.keep:
-        keeper = ReviewPageStore(client, store.prefix, suites.review)
-    redact = redactors.texts if redactors is not None else None
-    return ReviewQueue(client, store.keys, suites.review, keeper=keeper, redact=redact)
 
 
 def version_infos(suites: LoadedConfig, names: Collection[str] | None = None) -> list[VersionInfo]:
@@ -481,12 +483,14 @@ async def serve_web(config: WorkerConfig) -> WebServer:
         access=api.access(),
         registry_limits=api.registry_limits(),
         redelivery_ttl_s=settings.redelivery_ttl_s,
-        compare_ttl_s=DEFAULT_COMPARE_TTL_S if settings.compare_ttl_s is None else settings.compare_ttl_s,
         identities=api.identities(),
         features=[
-            open_review_feature(client, settings, config.suites.review)
-            for on in [review_page_on(api.review_page, config.suites.review, worker=True)]
-            if on
+            *dashboard_features(settings.compare_ttl_s),
+            *(
+                [open_review_feature(client, settings, config.suites.review)]
+                if review_page_on(api.review_page, config.suites.review, worker=True)
+                else []
+            ),
         ],
     )
     runner = await start_web(web_app, api.web_host, api.web_port)

@@ -171,7 +171,7 @@ class ResultStore:
         """Record a batch: one script call per pair, one for the indexes, one for the dead letters.
 
         ``retractions`` take back an earlier result's contribution (a session's revision replaces the
-        previous one, streameval.sessions): each is counted once like an item, with every figure negated
+        previous one, streameval.features.sessions): each is counted once like an item, with every figure negated
         and no drill-down example; give each its own id (e.g. the earlier id + ``~``). Their replies are
         not returned.
 

@@ -399,7 +399,7 @@ REVIEW_DROPPED = Counter(
     ["suite"],
 )
 
-#: turns of sessions (streameval.sessions), by what became of them: appended, duplicate (a redelivered
+#: turns of sessions (streameval.features.sessions), by what became of them: appended, duplicate (a redelivered
 #: turn), revised (appended within grace_s of closing: a revision follows), late (after grace_s: evaluated
 #: as an event only), keyless (the event matched a session but has no key there)
 SESSION_TURNS = Counter(

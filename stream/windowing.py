@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .embedding_drift import EmbeddingDriftConfig
+from .features.embedding_drift import EmbeddingDriftConfig
 from .features.score_shift import ScoreShiftConfig
 
 __all__ = ["WindowingConfig"]

@@ -290,7 +290,7 @@ def http_span(tracer: Tracer, name: str = "GET /health") -> None:
         pass
 
 
-#: longer than a session keeps of a tool call's arguments (streameval.sessions.turns.TOOL_TEXT)
+#: longer than a session keeps of a tool call's arguments (streameval.features.sessions.turns.TOOL_TEXT)
 LONG_ARGUMENT = "x" * 800
 
 

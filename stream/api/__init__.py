@@ -5,10 +5,11 @@ each stream worker's web server (the same aiohttp app)."""
 from __future__ import annotations
 
 from ._errors import EXECUTION_FAILED, NOT_FOUND, ApiError
+from ._feature import WebFeature
 from ._openapi import openapi_document
 from ._ops import broker_check, judge_checks, stall_check
 from ._security import IDENTITIES_KEY, Identities
-from ._server import DEFAULT_API_PORT, WebFeature, create_web_app, serve_api, start_web
+from ._server import DEFAULT_API_PORT, create_web_app, serve_api, start_web
 from ._settings import ApiSettings, load_api_settings
 from ._stats import remember_alert
 

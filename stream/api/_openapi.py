@@ -1,4 +1,6 @@
-"""The OpenAPI 3.1 document of the API (evaluators, dashboard reads), served at ``/api/v1/openapi.json``.
+"""The OpenAPI 3.1 document of the API (evaluators, dashboard reads), served at ``/api/v1/openapi.json``:
+the core's paths, and the paths of the web features the app serves, each where it says
+(:attr:`~streameval.api.WebFeature.openapi_after`).
 
 Request bodies come from the pydantic models that validate them (``_bodies.py``), so the document
 and the validation agree; schemathesis checks the running server against it (tests/api/test_api_schemathesis.py).
@@ -6,157 +8,32 @@ and the validation agree; schemathesis checks the running server against it (tes
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from .._version import __version__
 from ._bodies import CreateBody, TestBody, UpdateBody
+from ._feature import WebFeature
+from ._openapi_parts import (
+    COUNTS,
+    FIGURES,
+    FULL,
+    SIZE,
+    SUMMARY,
+    TEST_RESULT,
+    UNAVAILABLE,
+    VERSION,
+    envelope,
+    error,
+    json_content,
+    ref,
+)
 
 __all__ = ["openapi_document"]
 
 _REF = "#/components/schemas/{model}"
 
 
-def _ref(name: str) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def _nullable(kind: str, **extra: Any) -> dict[str, Any]:
-    return {"type": [kind, "null"], **extra}
-
-
-_TIME = {"type": "string", "format": "date-time"}
-_SUMMARY: dict[str, Any] = {
-    "type": "object",
-    "required": ["id", "name", "description", "type", "isPreset", "createdAt", "updatedAt"],
-    "properties": {
-        "id": {"type": "string", "description": "a preset's name, or a custom evaluator's UUID"},
-        "name": {"type": "string"},
-        "description": _nullable("string"),
-        "type": {"type": "string", "enum": ["preset", "code", "llm", "composite"]},
-        "isPreset": {"type": "boolean"},
-        "language": {"type": ["string", "null"], "enum": ["python", "nodejs", None]},
-        "version": _nullable("integer", description="custom evaluators: +1 on every update"),
-        "createdAt": _TIME,
-        "updatedAt": _TIME,
-    },
-}
-_FULL: dict[str, Any] = {
-    **_SUMMARY,
-    "required": [*_SUMMARY["required"], "config"],
-    "properties": {
-        **_SUMMARY["properties"],
-        "config": {
-            "type": "object",
-            "description": "preset: {presetType, params}; code: {language, code, timeout}",
-        },
-        "paramsSchema": {"type": "object", "description": "presets: JSON Schema of their params"},
-    },
-}
-_TEST_RESULT: dict[str, Any] = {
-    "type": "object",
-    "required": ["passed", "score", "reason", "latencyMs", "error"],
-    "properties": {
-        "passed": {"type": "boolean"},
-        "score": _nullable("number", minimum=0, maximum=1),
-        "reason": _nullable("string"),
-        "latencyMs": {"type": "number", "minimum": 0},
-        "error": _nullable(
-            "string", description="error code: execution_failed, timeout, missing_field, internal, ..."
-        ),
-        "details": _nullable("object"),
-        "version": _nullable("string", description="custom evaluators: id@version"),
-    },
-}
-
-
-_COUNTS = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}
-_FIGURES: dict[str, Any] = {
-    "type": "object",
-    "required": ["count", "mean", "passRate", "grades", "evaluators", "judges"],
-    "properties": {
-        "count": {"type": "integer", "minimum": 0},
-        "mean": _nullable("number", minimum=0, maximum=1),
-        "passRate": _nullable("number", minimum=0, maximum=1),
-        "grades": _COUNTS,
-        "evaluators": {
-            "type": "object",
-            "additionalProperties": {
-                "type": "object",
-                "required": ["count", "mean", "errors"],
-                "properties": {
-                    "count": {"type": "integer"},
-                    "mean": _nullable("number"),
-                    "errors": {"type": "integer"},
-                },
-            },
-        },
-        "judges": {
-            "type": "object",
-            "description": "per judge of the panel, scores on 0-10",
-            "additionalProperties": {
-                "type": "object",
-                "required": ["n", "mean", "sd", "calls", "errors", "cacheHits"],
-                "properties": {
-                    "n": {"type": "integer"},
-                    "mean": _nullable("number"),
-                    "sd": _nullable("number"),
-                    "calls": {"type": "integer"},
-                    "errors": {"type": "integer"},
-                    "cacheHits": {"type": "integer"},
-                    "tokens": {"type": "integer"},
-                    "cost": _nullable("number", description="null without prices"),
-                },
-            },
-        },
-        "latencyP50Ms": _nullable("number", description="upper bound of the latency bucket"),
-        "latencyP95Ms": _nullable("number", description="upper bound of the latency bucket"),
-        "tokens": _COUNTS,
-        "cost": _nullable("number", description="judge cost; null without prices"),
-        "alpha": _nullable("number", description="Krippendorff's interval alpha of the panel"),
-        "pearson": {
-            "type": "object",
-            "description": '"a|b" -> Pearson r',
-            "additionalProperties": _nullable("number"),
-        },
-        "consistency": _nullable("number", description="repeat-vs-first correlation"),
-        "gateFailures": _COUNTS,
-        "lateRedirected": {"type": "integer", "minimum": 0},
-    },
-}
-_EXAMPLE: dict[str, Any] = {
-    "type": "object",
-    "required": ["id", "score", "passed", "grade", "evaluators"],
-    "description": "a compact graded result (texts cut at 400 characters)",
-    "properties": {
-        "id": {"type": "string"},
-        "score": {"type": "number"},
-        "passed": {"type": "boolean"},
-        "grade": {"type": "string"},
-        "threshold": {"type": "number"},
-        "category": _nullable("string"),
-        "event_time": _TIME,
-        "latency_ms": {"type": "number"},
-        "evaluators": {"type": "array", "items": {"type": "object"}},
-        "failed_gates": {"type": "array", "items": {"type": "string"}},
-        "reason": {"type": "string"},
-        "judge": {"type": "object"},
-    },
-}
-_VERSION = {
-    "name": "version",
-    "in": "query",
-    "required": False,
-    "schema": {"type": "string", "pattern": "^([0-9a-f]{12}|all|legacy)$"},
-    "description": "a suite version (docs/versions.md), all, or legacy (figures from before versions); "
-    "default: each suite's current version",
-}
-_SIZE = {
-    "name": "size",
-    "in": "query",
-    "required": False,
-    "description": "a configured window size, s (default: the first)",
-    "schema": {"type": "integer", "minimum": 1},
-}
 _PAGE = [
     {
         "name": "offset",
@@ -182,40 +59,45 @@ _LAST = {
 }
 
 
-def _envelope(data: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "required": ["code", "data"],
-        "properties": {"code": {"type": "integer", "const": 200}, "data": data},
-    }
-
-
-def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
-
-
-def _error(description: str) -> dict[str, Any]:
-    return _json(_ref("Error"), description)
-
-
 _ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
 _AUTH: list[dict[str, list[str]]] = [{"bearerAuth": []}]
 _WRITE_ERRORS = {
-    "401": _error("missing or wrong bearer token"),
-    "403": _error("preset, or writes disabled (no token configured)"),
-    "413": _error("the body is larger than 512 KiB"),
+    "401": error("missing or wrong bearer token"),
+    "403": error("preset, or writes disabled (no token configured)"),
+    "413": error("the body is larger than 512 KiB"),
 }
-_UNAVAILABLE = {"503": _error("Redis unavailable")}
 
 
-def openapi_document() -> dict[str, Any]:
+def _composed(paths: dict[str, Any], features: Sequence[WebFeature]) -> dict[str, Any]:
+    """``paths`` with each feature's paths after its ``openapi_after`` (after those of the features before
+    it with the same anchor), or at the end (no anchor, or one the document lacks)."""
+    items = list(paths.items())
+    last: dict[str, str] = {}  # anchor -> the last path put after it
+    for feature in features:
+        added = list(feature.openapi_paths.items())
+        anchor = feature.openapi_after
+        if anchor is None or not added:
+            items += added
+            continue
+        after = last.get(anchor, anchor)
+        at = next((i + 1 for i, (path, _) in enumerate(items) if path == after), len(items))
+        items[at:at] = added
+        last[anchor] = added[-1][0]
+    composed: dict[str, Any] = {}
+    for path, item in items:
+        composed[path] = item
+    return composed
+
+
+def openapi_document(features: Sequence[WebFeature] = ()) -> dict[str, Any]:
+    """The document of the core's paths and those of ``features`` (the web features the app serves)."""
     components: dict[str, Any] = {}
 
     def body(model: type[Any]) -> dict[str, Any]:
         schema = model.model_json_schema(ref_template=_REF)
         components.update(schema.pop("$defs", {}))
         components[model.__name__] = schema
-        return {"required": True, "content": {"application/json": {"schema": _ref(model.__name__)}}}
+        return {"required": True, "content": {"application/json": {"schema": ref(model.__name__)}}}
 
     paths: dict[str, Any] = {
         "/api/v1/evaluators": {
@@ -231,11 +113,11 @@ def openapi_document() -> dict[str, Any]:
                     }
                 ],
                 "responses": {
-                    "200": _json(
-                        _envelope({"type": "array", "items": _ref("EvaluatorSummary")}), "evaluators"
+                    "200": json_content(
+                        envelope({"type": "array", "items": ref("EvaluatorSummary")}), "evaluators"
                     ),
-                    "400": _error("bad type filter"),
-                    **_UNAVAILABLE,
+                    "400": error("bad type filter"),
+                    **UNAVAILABLE,
                 },
             },
             "post": {
@@ -245,7 +127,7 @@ def openapi_document() -> dict[str, Any]:
                 "requestBody": body(CreateBody),
                 "responses": {
                     "201": {
-                        **_json(_envelope(_ref("Evaluator")), "created"),
+                        **json_content(envelope(ref("Evaluator")), "created"),
                         "links": {
                             "GetEvaluator": {
                                 "operationId": "getEvaluator",
@@ -265,13 +147,13 @@ def openapi_document() -> dict[str, Any]:
                             },
                         },
                     },
-                    "400": _error(
+                    "400": error(
                         "invalid input (not strict JSON, code over the size limit, code that does not "
                         "compile), or a type not supported yet"
                     ),
-                    "409": _error("name taken, or the registry holds its most evaluators"),
+                    "409": error("name taken, or the registry holds its most evaluators"),
                     **_WRITE_ERRORS,
-                    **_UNAVAILABLE,
+                    **UNAVAILABLE,
                 },
             },
         },
@@ -280,7 +162,7 @@ def openapi_document() -> dict[str, Any]:
                 "operationId": "listPresets",
                 "summary": "the built-in evaluators, with config and params schema",
                 "responses": {
-                    "200": _json(_envelope({"type": "array", "items": _ref("Evaluator")}), "presets")
+                    "200": json_content(envelope({"type": "array", "items": ref("Evaluator")}), "presets")
                 },
             },
         },
@@ -290,9 +172,9 @@ def openapi_document() -> dict[str, Any]:
                 "operationId": "getEvaluator",
                 "summary": "one evaluator",
                 "responses": {
-                    "200": _json(_envelope(_ref("Evaluator")), "the evaluator"),
-                    "404": _error("503001: evaluator does not exist"),
-                    **_UNAVAILABLE,
+                    "200": json_content(envelope(ref("Evaluator")), "the evaluator"),
+                    "404": error("503001: evaluator does not exist"),
+                    **UNAVAILABLE,
                 },
             },
             "put": {
@@ -301,12 +183,12 @@ def openapi_document() -> dict[str, Any]:
                 "security": _AUTH,
                 "requestBody": body(UpdateBody),
                 "responses": {
-                    "200": _json(_envelope(_ref("Evaluator")), "updated (version + 1)"),
-                    "400": _error("invalid input (not strict JSON, code over the size limit)"),
-                    "404": _error("503001: evaluator does not exist"),
-                    "409": _error("name taken"),
+                    "200": json_content(envelope(ref("Evaluator")), "updated (version + 1)"),
+                    "400": error("invalid input (not strict JSON, code over the size limit)"),
+                    "404": error("503001: evaluator does not exist"),
+                    "409": error("name taken"),
                     **_WRITE_ERRORS,
-                    **_UNAVAILABLE,
+                    **UNAVAILABLE,
                 },
             },
             "delete": {
@@ -314,8 +196,8 @@ def openapi_document() -> dict[str, Any]:
                 "summary": "delete a custom evaluator (presets: 403)",
                 "security": _AUTH,
                 "responses": {
-                    "200": _json(
-                        _envelope(
+                    "200": json_content(
+                        envelope(
                             {
                                 "type": "object",
                                 "required": ["id", "deleted"],
@@ -324,9 +206,9 @@ def openapi_document() -> dict[str, Any]:
                         ),
                         "deleted",
                     ),
-                    "404": _error("503001: evaluator does not exist"),
+                    "404": error("503001: evaluator does not exist"),
                     **_WRITE_ERRORS,
-                    **_UNAVAILABLE,
+                    **UNAVAILABLE,
                 },
             },
         },
@@ -338,14 +220,14 @@ def openapi_document() -> dict[str, Any]:
                 "security": _AUTH,
                 "requestBody": body(TestBody),
                 "responses": {
-                    "200": _json(_envelope(_ref("TestResult")), "the verdict"),
-                    "400": _error("invalid input or preset params"),
-                    "404": _error("503001: evaluator does not exist"),
-                    "422": _json(
-                        {**_ref("Error")}, "503002: evaluator execution failed; data is the TestResult"
+                    "200": json_content(envelope(ref("TestResult")), "the verdict"),
+                    "400": error("invalid input or preset params"),
+                    "404": error("503001: evaluator does not exist"),
+                    "422": json_content(
+                        {**ref("Error")}, "503002: evaluator execution failed; data is the TestResult"
                     ),
                     **_WRITE_ERRORS,
-                    **_UNAVAILABLE,
+                    **UNAVAILABLE,
                 },
             },
         },
@@ -353,12 +235,12 @@ def openapi_document() -> dict[str, Any]:
             "get": {
                 "operationId": "statsPairs",
                 "summary": "all-time figures per model × suite × version, one page",
-                "parameters": [*_PAGE, _VERSION],
+                "parameters": [*_PAGE, VERSION],
                 "responses": {
-                    "200": _json(_envelope({"type": "array", "items": _ref("PairFigures")}), "figures"),
-                    "400": _error("offset or limit out of range, or a malformed version"),
-                    "404": _error("503001: no pair has this version; data.known lists the known ones"),
-                    **_UNAVAILABLE,
+                    "200": json_content(envelope({"type": "array", "items": ref("PairFigures")}), "figures"),
+                    "400": error("offset or limit out of range, or a malformed version"),
+                    "404": error("503001: no pair has this version; data.known lists the known ones"),
+                    **UNAVAILABLE,
                 },
             },
         },
@@ -366,10 +248,10 @@ def openapi_document() -> dict[str, Any]:
             "get": {
                 "operationId": "statsWindows",
                 "summary": "the latest windows holding data, per model × suite (a page of pairs)",
-                "parameters": [_SIZE, _LAST, *_PAGE, _VERSION],
+                "parameters": [SIZE, _LAST, *_PAGE, VERSION],
                 "responses": {
-                    "200": _json(
-                        _envelope(
+                    "200": json_content(
+                        envelope(
                             {
                                 "type": "object",
                                 "required": ["size", "starts", "series"],
@@ -390,7 +272,7 @@ def openapi_document() -> dict[str, Any]:
                                                 "points": {
                                                     "type": "array",
                                                     "items": {
-                                                        "allOf": [_ref("Figures")],
+                                                        "allOf": [ref("Figures")],
                                                         "required": ["start"],
                                                         "properties": {"start": {"type": "integer"}},
                                                     },
@@ -403,11 +285,11 @@ def openapi_document() -> dict[str, Any]:
                         ),
                         "series",
                     ),
-                    "400": _error(
+                    "400": error(
                         "size is not a configured window size, last or limit out of range, or last × limit over 6000"
                     ),
-                    "404": _error("503001: no pair has this version; data.known lists the known ones"),
-                    **_UNAVAILABLE,
+                    "404": error("503001: no pair has this version; data.known lists the known ones"),
+                    **UNAVAILABLE,
                 },
             },
         },
@@ -415,22 +297,22 @@ def openapi_document() -> dict[str, Any]:
             "get": {
                 "operationId": "statsDeadLetters",
                 "summary": "dead letters by kind: all time and the latest windows",
-                "parameters": [_SIZE, _LAST],
+                "parameters": [SIZE, _LAST],
                 "responses": {
-                    "200": _json(
-                        _envelope(
+                    "200": json_content(
+                        envelope(
                             {
                                 "type": "object",
                                 "required": ["size", "total", "points"],
                                 "properties": {
                                     "size": {"type": "integer"},
-                                    "total": _COUNTS,
+                                    "total": COUNTS,
                                     "points": {
                                         "type": "array",
                                         "items": {
                                             "type": "object",
                                             "required": ["start", "kinds"],
-                                            "properties": {"start": {"type": "integer"}, "kinds": _COUNTS},
+                                            "properties": {"start": {"type": "integer"}, "kinds": COUNTS},
                                         },
                                     },
                                 },
@@ -438,200 +320,8 @@ def openapi_document() -> dict[str, Any]:
                         ),
                         "counts",
                     ),
-                    "400": _error("bad size or last"),
-                    **_UNAVAILABLE,
-                },
-            },
-        },
-        "/api/v1/stats/examples": {
-            "get": {
-                "operationId": "statsExamples",
-                "summary": "the lowest-scored results or a sample of the failed ones, kept for one window of one model × suite",
-                "parameters": [
-                    {
-                        "name": "model",
-                        "in": "query",
-                        "required": True,
-                        "schema": {"type": "string", "minLength": 1},
-                    },
-                    {
-                        "name": "suite",
-                        "in": "query",
-                        "required": True,
-                        "schema": {"type": "string", "minLength": 1},
-                    },
-                    _SIZE,
-                    {
-                        "name": "window",
-                        "in": "query",
-                        "required": False,
-                        "schema": {"type": "string"},
-                        "description": "the window's start, epoch seconds or RFC 3339 (default: the pair's latest window with examples)",
-                    },
-                    {
-                        "name": "kind",
-                        "in": "query",
-                        "required": False,
-                        "schema": {"type": "string", "enum": ["worst", "failing"]},
-                        "description": "worst: lowest score first (default); failing: a sample of the failed results, latest first",
-                    },
-                    _VERSION,
-                ],
-                "responses": {
-                    "200": _json(
-                        _envelope(
-                            {
-                                "type": "object",
-                                "required": ["model", "suite", "size", "window", "kind", "examples"],
-                                "properties": {
-                                    "model": {"type": "string"},
-                                    "suite": {"type": "string"},
-                                    "size": {"type": "integer"},
-                                    "version": {"type": "string"},
-                                    "window": _nullable(
-                                        "integer", description="null when the pair has no examples"
-                                    ),
-                                    "kind": {"type": "string", "enum": ["worst", "failing"]},
-                                    "examples": {"type": "array", "items": _EXAMPLE},
-                                },
-                            }
-                        ),
-                        "examples",
-                    ),
-                    "400": _error(
-                        "missing model or suite, unknown kind, not a window start, not a configured size, or a malformed version"
-                    ),
-                    "404": _error(
-                        "503001: the suite never had this version; data.known lists the known ones"
-                    ),
-                    **_UNAVAILABLE,
-                },
-            },
-        },
-        "/api/v1/stats/compare": {
-            "get": {
-                "operationId": "statsCompare",
-                "summary": "version b against version a of one model × suite, on the events both scored (docs/versions.md)",
-                "parameters": [
-                    {
-                        "name": "model",
-                        "in": "query",
-                        "required": True,
-                        "schema": {"type": "string", "minLength": 1},
-                    },
-                    {
-                        "name": "suite",
-                        "in": "query",
-                        "required": True,
-                        "schema": {"type": "string", "minLength": 1},
-                    },
-                    {
-                        "name": "a",
-                        "in": "query",
-                        "required": True,
-                        "schema": {"type": "string", "pattern": "^([0-9a-f]{12}|legacy)$"},
-                    },
-                    {
-                        "name": "b",
-                        "in": "query",
-                        "required": True,
-                        "schema": {"type": "string", "pattern": "^([0-9a-f]{12}|legacy)$"},
-                    },
-                    _SIZE,
-                    {
-                        "name": "window",
-                        "in": "query",
-                        "required": False,
-                        "schema": {"type": "string"},
-                        "description": "a window start (epoch seconds or RFC 3339): only events of that window (default: every retained event)",
-                    },
-                ],
-                "responses": {
-                    "200": _json(
-                        _envelope(
-                            {
-                                "type": "object",
-                                "required": ["n", "empty", "reason"],
-                                "properties": {
-                                    "n": {"type": "integer"},
-                                    "empty": {"type": "boolean"},
-                                    "reason": _nullable("string", description="why the comparison is empty"),
-                                    "mean_diff": _nullable("number"),
-                                    "ci_low": _nullable("number"),
-                                    "ci_high": _nullable("number"),
-                                    "pass_to_fail": {"type": "integer"},
-                                    "fail_to_pass": {"type": "integer"},
-                                    "pass_to_fail_ids": {"type": "array", "items": {"type": "string"}},
-                                    "fail_to_pass_ids": {"type": "array", "items": {"type": "string"}},
-                                    "kappa": _nullable("number"),
-                                    "pearson": _nullable("number"),
-                                    "spearman": _nullable("number"),
-                                    "evaluators": {"type": "object"},
-                                },
-                            }
-                        ),
-                        "the comparison",
-                    ),
-                    "400": _error("missing model, suite, a or b; a malformed version, window or size"),
-                    "404": _error(
-                        "503001: the suite never had this version; data.known lists the known ones"
-                    ),
-                    **_UNAVAILABLE,
-                },
-            },
-        },
-        "/api/v1/stats/human": {
-            "get": {
-                "operationId": "statsHuman",
-                "summary": "agreement of the judges, the panel, the result and the rule evaluators with human labels (docs/feedback.md)",
-                "parameters": [
-                    {
-                        "name": "model",
-                        "in": "query",
-                        "required": True,
-                        "schema": {"type": "string", "minLength": 1},
-                    },
-                    {
-                        "name": "suite",
-                        "in": "query",
-                        "required": True,
-                        "schema": {"type": "string", "minLength": 1},
-                    },
-                    _SIZE,
-                    {
-                        "name": "window",
-                        "in": "query",
-                        "required": False,
-                        "schema": {"type": "string"},
-                        "description": "a window's start, epoch seconds or RFC 3339 (default: all time, with calibration)",
-                    },
-                ],
-                "responses": {
-                    "200": _json(
-                        _envelope(
-                            {
-                                "type": "object",
-                                "required": ["model", "suite", "size", "window", "agreement", "calibration"],
-                                "properties": {
-                                    "model": {"type": "string"},
-                                    "suite": {"type": "string"},
-                                    "size": _nullable("integer", description="null: all time"),
-                                    "window": _nullable("integer", description="null: all time"),
-                                    "agreement": {
-                                        "type": ["object", "null"],
-                                        "description": "the aggregate's human block (schemas/aggregate.v1.json); null without labels",
-                                    },
-                                    "calibration": {
-                                        "type": ["object", "null"],
-                                        "description": "all time: per judge {n, weight, map: [[judge score, human score], ...]}",
-                                    },
-                                },
-                            }
-                        ),
-                        "agreement",
-                    ),
-                    "400": _error("missing model or suite, not a window start, or not a configured size"),
-                    **_UNAVAILABLE,
+                    "400": error("bad size or last"),
+                    **UNAVAILABLE,
                 },
             },
         },
@@ -651,8 +341,8 @@ def openapi_document() -> dict[str, Any]:
                     {"name": "suite", "in": "query", "required": False, "schema": {"type": "string"}},
                 ],
                 "responses": {
-                    "200": _json(
-                        _envelope(
+                    "200": json_content(
+                        envelope(
                             {
                                 "type": "object",
                                 "description": "graded result v1 (schemas/graded-result.v1.json)",
@@ -660,10 +350,10 @@ def openapi_document() -> dict[str, Any]:
                         ),
                         "the result",
                     ),
-                    "404": _error(
+                    "404": error(
                         "not retained (any more): full results are kept for STREAMEVAL_REDELIVERY_TTL_S"
                     ),
-                    **_UNAVAILABLE,
+                    **UNAVAILABLE,
                 },
             },
         },
@@ -680,18 +370,18 @@ def openapi_document() -> dict[str, Any]:
                     }
                 ],
                 "responses": {
-                    "200": _json(_envelope({"type": "array", "items": {"type": "object"}}), "alerts"),
-                    "400": _error("bad limit"),
-                    **_UNAVAILABLE,
+                    "200": json_content(envelope({"type": "array", "items": {"type": "object"}}), "alerts"),
+                    "400": error("bad limit"),
+                    **UNAVAILABLE,
                 },
             },
         },
     }
     components.update(
         {
-            "Figures": _FIGURES,
+            "Figures": FIGURES,
             "PairFigures": {
-                "allOf": [_ref("Figures")],
+                "allOf": [ref("Figures")],
                 "required": ["model", "suite"],
                 "properties": {
                     "model": {"type": "string"},
@@ -703,9 +393,9 @@ def openapi_document() -> dict[str, Any]:
                     "current": {"type": "boolean", "description": "the version live workers run"},
                 },
             },
-            "EvaluatorSummary": _SUMMARY,
-            "Evaluator": _FULL,
-            "TestResult": _TEST_RESULT,
+            "EvaluatorSummary": SUMMARY,
+            "Evaluator": FULL,
+            "TestResult": TEST_RESULT,
             "Error": {
                 "type": "object",
                 "required": ["code", "message"],
@@ -727,7 +417,7 @@ def openapi_document() -> dict[str, Any]:
             "version": __version__,
             "description": "The evaluator registry API. Envelope {code, data}; writes need `Authorization: Bearer $STREAMEVAL_API_TOKEN`.",
         },
-        "paths": paths,
+        "paths": _composed(paths, features),
         "components": {
             "schemas": components,
             "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}},

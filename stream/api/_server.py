@@ -11,8 +11,6 @@ import asyncio
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 import orjson
 from aiohttp import web
@@ -21,13 +19,14 @@ from redis import exceptions as redis_errors
 from .. import keyspace
 from .._util import redact_url
 from ..errors import StoreUnavailable
-from ..features.compare import DEFAULT_TTL_S as DEFAULT_COMPARE_TTL_S
 from ..redis_security import redis_options
 from ..registry import RegistryLimits, RegistryStore
 from ..settings import Settings
 from . import _evaluators, _ops, _pages, _stats
 from ._errors import ApiError, Unauthorized, Unavailable
+from ._feature import WebFeature
 from ._openapi import openapi_document
+from ._reads import STATS_KEY, StatsConfig
 from ._security import (
     IDENTITIES_KEY,
     READY_DETAILS_KEY,
@@ -85,23 +84,8 @@ async def _errors_and_auth(
 
 
 async def _openapi(request: web.Request) -> web.Response:
-    doc = openapi_document()
-    for feature in request.app[_FEATURES_KEY]:
-        doc["paths"].update(feature.openapi_paths)
-    return web.json_response(doc)
-
-
-@dataclass(frozen=True)
-class WebFeature:
-    """A feature's part of the web app (built by the composition root only when the feature is on): its
-    routes, the path prefix whose requests its handlers authorize themselves (by
-    :class:`~streameval.api._security.Identities`), its OpenAPI paths and what to close with the app."""
-
-    routes: Sequence[web.AbstractRouteDef]
-    own_auth_prefix: str
-    openapi_paths: dict[str, Any] = field(default_factory=dict)
-    cleanup: Callable[[], Awaitable[None]] | None = None
-    state: dict[Any, Any] = field(default_factory=dict)  #: app keys its handlers read
+    features = request.app[_FEATURES_KEY]
+    return web.json_response(openapi_document(features))
 
 
 _FEATURES_KEY: web.AppKey[tuple[WebFeature, ...]] = web.AppKey("features", tuple)
@@ -119,13 +103,13 @@ def create_web_app(
     access: Access = _OPEN_READS,
     registry_limits: RegistryLimits | None = None,
     redelivery_ttl_s: int = 3600,
-    compare_ttl_s: int = 3 * 86400,
     identities: Identities | None = None,
     features: Sequence[WebFeature] = (),
 ) -> web.Application:
     """The whole HTTP surface on ``client`` (keys under ``prefix``); ``checks`` feed ``/ready``;
     ``windows`` are the configured window sizes the dashboard may ask for; ``access`` says which
-    reads need ``token`` too (writes always do); ``identities`` name the tokens; ``features`` add routes."""
+    reads need ``token`` too (writes always do); ``identities`` name the tokens; ``features`` add routes
+    (the composition root's: the features' dashboard reads, the review page)."""
     app = web.Application(middlewares=[_errors_and_auth], client_max_size=_evaluators.MAX_BODY)
     app.on_response_prepare.append(add_security_headers)
     app[_TOKEN_KEY] = token
@@ -134,12 +118,10 @@ def create_web_app(
     app[_evaluators.STORE_KEY] = RegistryStore(client, prefix=prefix, limits=registry_limits)
     app[_ops.CHECKS_KEY] = [_ops.redis_check(client), *checks]
     app[_ops.TIMEOUT_KEY] = ready_timeout_s
-    app[_stats.STATS_KEY] = _stats.StatsConfig(
-        client, prefix, tuple(windows), redelivery_ttl_s, compare_ttl_s
-    )
+    app[STATS_KEY] = StatsConfig(client, prefix, tuple(windows), redelivery_ttl_s)
     app[IDENTITIES_KEY] = identities or Identities()
     app[_FEATURES_KEY] = tuple(features)
-    app[_OWN_AUTH_KEY] = tuple(f.own_auth_prefix for f in features)
+    app[_OWN_AUTH_KEY] = tuple(f.own_auth_prefix for f in features if f.own_auth_prefix is not None)
     app.add_routes(
         [
             *_ops.routes(),
@@ -194,7 +176,6 @@ async def serve_api(
         access=api.access(),
         registry_limits=api.registry_limits(),
         redelivery_ttl_s=settings.redelivery_ttl_s,
-        compare_ttl_s=DEFAULT_COMPARE_TTL_S if settings.compare_ttl_s is None else settings.compare_ttl_s,
         identities=api.identities(),
         features=features(client) if features is not None else (),
     )

@@ -1,5 +1,5 @@
 """Rule metrics over a whole session (conversation or agent run): they read the figures the session
-closer puts in the thread event's ``metadata.session.metrics`` (streameval.sessions.thread).
+closer puts in the thread event's ``metadata.session.metrics`` (streameval.features.sessions.thread).
 
 * ``turn_scores``: the min, mean or last of the turns' own scores (``stat``).
 * ``thread_clean``: the share of turns with no refusal, no error, no failed gate and no failed tool call.

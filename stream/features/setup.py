@@ -3,30 +3,50 @@ does not exist (docs/performance.md, "What each feature costs").
 
 :func:`enabled` resolves the settings that default to "when the suite file asks for it";
 :func:`record_plugins` builds the recorders of those that keep something per event
-(streameval.feature.BatchRecorder), for the composition root to hand to the store.
+(streameval.feature.BatchRecorder), for the composition root to hand to the store; :func:`annotators` the
+annotators of those that note something of each event (streameval.feature.Annotator), for the pipeline;
+:func:`batch_steps` the steps of those that act once a batch is recorded (streameval.feature.BatchStep), for
+the processor; :func:`window_steps` the window closer's steps of those that work per closed window
+(streameval.feature.WindowStep) and :func:`alert_examples` what lists an alert's example ids, for the
+composition root to hand to the closer.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..config import LoadedConfig
-from ..embedding_drift import EmbeddingDriftConfig
-from ..feature import BatchRecorder
+from ..feature import AlertExamples, Annotator, BatchRecorder, BatchStep, Redaction, WindowStep
+from ..keyspace import Client
 from ..settings import Settings
+from ..store import ResultStore
 from .compare import DEFAULT_TTL_S as DEFAULT_COMPARE_TTL_S
 from .compare import CompactScoresRecorder
-from .drilldown import ExamplesRecorder
-from .embedding_drift import DriftRecorder
-from .labels import LabelStore, VerdictRecorder
+from .drilldown import ExamplesRecorder, worst_ids
+from .embedding_drift import DriftAnnotator, DriftRecorder, EmbeddingDriftConfig
+from .embedding_drift._step import DriftStep  # the closer's side, loaded by the composition root alone
+from .labels import AgreementStep, LabelStore, VerdictRecorder
+from .notify._resolves import ResolveStep
+from .review import ReviewQueue
+from .review.step import SendForReview
+from .review_page import ReviewPageStore
+from .score_shift import ScoreShiftStep
+from .sessions.state import SessionStore
+from .sessions.step import AppendTurns
+from .sessions.turns import TurnsAnnotator
 
 __all__ = [
     "DEFAULT_COMPARE_TTL_S",
     "DEFAULT_EXAMPLES",
     "DEFAULT_LABEL_JOIN_TTL_S",
     "Enabled",
+    "alert_examples",
+    "annotators",
+    "batch_steps",
     "enabled",
     "record_plugins",
+    "window_steps",
 ]
 
 #: drill-down examples of each kind per window when alerts need them (STREAMEVAL_EXAMPLES unset)
@@ -86,4 +106,63 @@ def record_plugins(on: Enabled, labels: LabelStore | None = None) -> list[BatchR
         out.append(DriftRecorder(on.embedding_drift))
     if on.examples:
         out.append(ExamplesRecorder(on.examples, on.example_ttl_s))
+    return out
+
+
+def window_steps(
+    suites: LoadedConfig, windows: Sequence[int], labels: LabelStore | None = None
+) -> list[WindowStep]:
+    """The window closer's steps of the features the suite file turns on (``windows``: the kept window sizes,
+    which a step's window must be one of; ``labels``: the label store, when the join is on), in the order
+    the closer calls them."""
+    out: list[WindowStep] = []
+    windowing = suites.windowing
+    if windowing.score_shift is not None:
+        out.append(ScoreShiftStep(windowing.score_shift, windows))
+    if windowing.embedding_drift is not None:
+        out.append(DriftStep(windowing.embedding_drift, windows))
+    if labels is not None:
+        out.append(AgreementStep(labels))
+    if suites.notify:  # resolves for the notifier (streameval.features.notify)
+        out.append(ResolveStep(suites.alerts))
+    return out
+
+
+def alert_examples(on: Enabled) -> AlertExamples | None:
+    """What lists the example ids of an alert rule's alert: the drill-down examples', when they are kept."""
+    return worst_ids if on.examples else None
+
+
+def annotators(suites: LoadedConfig, *, embed_outputs: bool = False) -> list[Annotator]:
+    """The annotators of the features ``suites`` turns on, for a pipeline evaluating them: the sessions'
+    turns; with ``embed_outputs`` (the stream worker's live pipeline and its evaluation processes: offline
+    runs, shadows and backfills never alert on drift), embedding drift's samples of the outputs."""
+    out: list[Annotator] = []
+    if suites.sessions:
+        out.append(TurnsAnnotator(suites.sessions))
+    drift = suites.windowing.embedding_drift
+    if embed_outputs and drift is not None:
+        out.append(DriftAnnotator(drift))
+    return out
+
+
+def batch_steps(
+    client: Client,
+    store: ResultStore,
+    suites: LoadedConfig,
+    sessions: SessionStore | None = None,
+    redactors: Redaction | None = None,
+) -> list[BatchStep]:
+    """The processor's steps of the features ``suites`` turns on, in the order they run after each record call:
+    the turns appended to their sessions (``sessions``: their state in Redis, when the suite file has any),
+    then the results sent for review (and kept for the review page when it keeps any; their texts redacted
+    by ``redactors``, docs/redact.md)."""
+    out: list[BatchStep] = []
+    if sessions is not None:
+        out.append(AppendTurns(sessions))
+    if suites.review is not None:
+        keeper = ReviewPageStore(client, store.prefix, suites.review) if suites.review.keep else None
+        redact = redactors.texts if redactors is not None else None
+        queue = ReviewQueue(client, store.keys, suites.review, keeper=keeper, redact=redact)
+        out.append(SendForReview(queue, store.pair_id, store.now))
     return out

@@ -476,7 +476,7 @@ _AGENT_MARKERS = (
     ("traceloop.span.kind", "agent"),
 )
 #: characters kept of a step's text (a tool call's arguments and result, an error): what the session's
-#: turn keeps of a tool call (streameval.sessions.turns.TOOL_TEXT clips again to its own bound)
+#: turn keeps of a tool call (streameval.features.sessions.turns.TOOL_TEXT clips again to its own bound)
 STEP_TEXT = 2000
 
 

@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from streameval.api import create_web_app, remember_alert
 from streameval.api._stats import recent_alerts_key
 from streameval.features.drilldown import ExamplesRecorder, sample_rank
+from streameval.features.web import dashboard_features
 from streameval.models import EvaluatorResult, GradedResult, format_time
 from streameval.store import ResultStore
 
@@ -81,7 +82,9 @@ async def client(aredis: aioredis.Redis, prefix: str) -> AsyncIterator[TestClien
         items,
         [("schema", "t:0:1", T0 + 3), ("invalid_json", "t:0:2", T0 + 3), ("schema", "t:0:3", T0 + 2 * SIZE)],
     )
-    app = create_web_app(aredis, prefix=prefix, token=None, windows=(SIZE, 3600))
+    app = create_web_app(
+        aredis, prefix=prefix, token=None, windows=(SIZE, 3600), features=dashboard_features()
+    )
     async with TestClient(TestServer(app)) as c:
         yield c
 
@@ -268,7 +271,7 @@ async def test_pairs_panel_agreement_cost_and_no_blank_judge(aredis: aioredis.Re
     await store.record_many(
         [(r, r.model_dump_json().encode(), counters), (gated, gated.model_dump_json().encode(), None)]
     )
-    app = create_web_app(aredis, prefix=prefix, token=None, windows=(SIZE,))
+    app = create_web_app(aredis, prefix=prefix, token=None, windows=(SIZE,), features=dashboard_features())
     async with TestClient(TestServer(app)) as c:
         [pair] = await data(c, "/api/v1/stats/pairs")
         assert set(pair["judges"]) == {"j1", "j2"}  # no "" judge from the pair/alpha/repeat counters
@@ -294,7 +297,7 @@ async def test_examples_keep_the_worst_and_a_sample_of_the_failing(
     # batch 2: a new lowest score and a high one (skipped by the worker's cut-off) and a later failure
     batch2 = [graded(20, 0.05, T0 + 30), graded(21, 0.99, T0 + 31), graded(22, 0.5, T0 + 40)]
     await store.record_many([(r, r.model_dump_json().encode(), None) for r in batch2])
-    app = create_web_app(aredis, prefix=prefix, token=None, windows=(SIZE,))
+    app = create_web_app(aredis, prefix=prefix, token=None, windows=(SIZE,), features=dashboard_features())
     async with TestClient(TestServer(app)) as c:
         worst = await data(c, f"/api/v1/stats/examples?model=m&suite=s&window={T0}&kind=worst")
         assert worst["window"] == T0 and worst["kind"] == "worst"
@@ -341,7 +344,14 @@ async def test_result_not_retained_is_404_with_a_clear_message(aredis: aioredis.
     r = graded(0, 0.2, T0 + 1)
     await store.record_many([(r, r.model_dump_json().encode(), None)])
     for ttl in (0, 3600):
-        app = create_web_app(aredis, prefix=prefix, token=None, windows=(SIZE,), redelivery_ttl_s=ttl)
+        app = create_web_app(
+            aredis,
+            prefix=prefix,
+            token=None,
+            windows=(SIZE,),
+            redelivery_ttl_s=ttl,
+            features=dashboard_features(),
+        )
         async with TestClient(TestServer(app)) as c:
             resp = await c.get("/api/v1/results/m-s-0")
             body = await resp.json()

@@ -1,7 +1,7 @@
 """Decoding an event once gives what the two-parse decode gave: the same event or the same rejection.
 
 :meth:`Pipeline.decode` first tries one strict parse (orjson's for bytes that are exactly orjson's writing,
-else the strict pass's) validated from Python objects (``Pipeline._decode_once``,
+else the strict pass's) validated from Python objects (``EventDecoder._decode_once``,
 :func:`streameval.strictjson.parse_plain`); when that declines, the usual
 way runs (depth, pydantic's JSON validation, the strict pass). Here every event of the corpora, edge
 documents and drawn documents is decoded both ways: the events must be equal value for value (types,
@@ -25,6 +25,7 @@ from streameval import pipeline as pipeline_module
 from streameval import strictjson
 from streameval.config import parse_config
 from streameval.errors import EventError
+from streameval.event_decoder import EventDecoder
 from streameval.pipeline import Pipeline
 from streameval.strictjson import parse_plain
 
@@ -32,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 _, SUITES = parse_config(
     {"suites": [{"name": "s", "default": True, "evaluators": [{"evaluator": "contains"}]}]}
 )
-DECODE_ONCE = Pipeline._decode_once
+DECODE_ONCE = EventDecoder._decode_once
 PIPELINES = [Pipeline(SUITES), Pipeline(SUITES, max_event_bytes=4096, max_event_depth=3)]
 
 
@@ -64,16 +65,16 @@ def _check(raw: Any, monkeypatch: pytest.MonkeyPatch) -> bool:
     for n, pipeline in enumerate(PIPELINES):
         taken = {"once": False}
 
-        def spy(self: Pipeline, data: bytes, taken: dict[str, bool] = taken) -> Any:
+        def spy(self: EventDecoder, data: bytes, taken: dict[str, bool] = taken) -> Any:
             event = DECODE_ONCE(self, data)
             taken["once"] = event is not None
             return event
 
         with monkeypatch.context() as patch:
-            patch.setattr(Pipeline, "_decode_once", spy)
+            patch.setattr(EventDecoder, "_decode_once", spy)
             new = _decoded(pipeline, raw)
         with monkeypatch.context() as patch:
-            patch.setattr(Pipeline, "_decode_once", lambda self, data: None)
+            patch.setattr(EventDecoder, "_decode_once", lambda self, data: None)
             old = _decoded(pipeline, raw)
         assert _same(new, old), (raw[:200], new, old)
         once = once or (n == 0 and taken["once"])

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from streameval.envelope import Outcome, Source, Turn, line_source, result_outcome
+from streameval.envelope import Outcome, Source, line_source, result_outcome
 from streameval.models import GradedResult
 
 
@@ -20,11 +20,16 @@ def test_a_line_source_is_the_source_init_makes() -> None:
 
 def test_a_result_outcome_is_the_outcome_init_makes() -> None:
     result = GradedResult.model_construct(id="e")
-    turns = (Turn("s", "k", "e", 1.0),)
-    for counters, drift in (({"e": {"c": 1.0}}, None), (None, None), ({}, None)):
-        made = result_outcome(result, counters, turns, drift)
-        expected = Outcome(result=result, counters=counters, turns=turns, drift=drift)
+    for counters, notes in (
+        ({"e": {"c": 1.0}}, {"turns": ("t",)}),
+        (None, {}),
+        ({}, {"a": 1, "b": None}),
+    ):
+        made = result_outcome(result, counters, notes)
+        expected = Outcome(result=result, counters=counters, annotations=notes)
         assert made == expected and repr(made) == repr(expected)
         assert made.dead_letter is None and made.result is result and made.counters is counters
+        assert made.annotations is notes
         with pytest.raises(dataclasses.FrozenInstanceError):
-            made.turns = ()  # type: ignore[misc]
+            made.annotations = {}  # type: ignore[misc]
+    assert Outcome().annotations == {}

@@ -16,10 +16,10 @@ from redis.cluster import key_slot
 from streameval import _lua, keyspace
 from streameval.alerts import AlertRule
 from streameval.deadletters import RawStore
-from streameval.embedding_drift import DriftSample, EmbeddingDriftConfig
 from streameval.errors import ConfigError, StoreUnavailable
 from streameval.features.drilldown import ExamplesRecorder
-from streameval.features.embedding_drift import DriftRecorder
+from streameval.features.embedding_drift import KEY as DRIFT
+from streameval.features.embedding_drift import DriftRecorder, DriftSample, EmbeddingDriftConfig
 from streameval.migrate import migrate_marks
 from streameval.models import EvaluatorResult, GradedResult, format_time
 from streameval.outputs import Publish
@@ -95,9 +95,11 @@ async def test_every_script_touches_one_hash_slot(
         recorders=recorders,
     )
 
-    def drift(i: int) -> DriftSample:
+    def drift(
+        i: int,
+    ) -> dict[str, DriftSample]:  # an outcome's annotations, embedding drift's sample among them
         numbers = np.array([1, 5, *range(4), *range(16)], dtype=np.int64)
-        return DriftSample(numbers, i, b"\0\0\x80?" + bytes(4))
+        return {DRIFT: DriftSample(numbers, i, b"\0\0\x80?" + bytes(4))}
 
     models = ["a", "b{x}", "c:d", "e/f"]  # braces and colons must not leak into hash tags
     items: list[Any] = [

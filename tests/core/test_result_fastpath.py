@@ -128,13 +128,13 @@ def test_results_and_dead_letters_are_byte_identical_to_the_validating_path(
     cheap = {"results": 0, "graded": 0}
     for module, name, key in (
         (result_build, "_built_result", "results"),
-        (pipeline_module, "built_graded", "graded"),
+        (result_build, "built_graded", "graded"),
     ):
         monkeypatch.setattr(module, name, _counted(getattr(module, name), cheap, key))
     new = _run(config_text, events, tmp_path / "new")
     assert cheap["results"] > 500 and cheap["graded"] > 150  # the cheap path is the one taken
     monkeypatch.setattr(result_build, "_built_result", _validated)
-    monkeypatch.setattr(pipeline_module, "built_graded", lambda values: GradedResult(**values))
+    monkeypatch.setattr(result_build, "built_graded", lambda values: GradedResult(**values))
     old = _run(config_text, events, tmp_path / "old")
     assert new[0].count(b"\n") > 200 and new[0] == old[0]
     assert new[1] == old[1]

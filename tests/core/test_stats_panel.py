@@ -18,6 +18,7 @@ import redis.asyncio as aioredis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streameval.aggregates import build_aggregate, judge_norms
 from streameval.config import parse_config
 from streameval.judges import (
     JudgeCache,
@@ -35,7 +36,7 @@ from streameval.pipeline import Pipeline, Source
 from streameval.processor import Processor
 from streameval.stats import Moments, moments
 from streameval.store import ResultStore
-from streameval.windows import WindowCloser, build_aggregate, judge_norms
+from streameval.windows import WindowCloser
 
 JUDGES = ("a", "b", "c")
 WEIGHTS = {"a": 0.3, "b": 0.3, "c": 0.4}

@@ -14,7 +14,7 @@ from streameval import schemas
 from streameval.alerts import AlertRule
 from streameval.config import parse_config
 from streameval.errors import ConfigError
-from streameval.features.drilldown import ExamplesRecorder
+from streameval.features.drilldown import ExamplesRecorder, worst_ids
 from streameval.models import Aggregate, Alert, GradedResult, format_time
 from streameval.outputs import Publish
 from streameval.pipeline import Pipeline
@@ -94,7 +94,14 @@ def store(aredis: aioredis.Redis, prefix: str, clock: Clock) -> ResultStore:
 
 def closers(store: ResultStore, clock: Clock, rules: list[AlertRule] = (), n: int = 2) -> list[WindowCloser]:  # type: ignore[assignment]
     return [
-        WindowCloser(store, rules, allowed_lateness_s=LATENESS, worker_id=f"w{i}", clock=clock.redis)
+        WindowCloser(
+            store,
+            rules,
+            allowed_lateness_s=LATENESS,
+            worker_id=f"w{i}",
+            clock=clock.redis,
+            examples=worst_ids,
+        )
         for i in range(n)
     ]
 

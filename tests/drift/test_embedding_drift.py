@@ -20,7 +20,10 @@ from streameval import telemetry
 from streameval.config import parse_config_text
 from streameval.envelope import Outcome, Source
 from streameval.errors import ConfigError
+from streameval.features.embedding_drift import KEY as DRIFT
 from streameval.features.embedding_drift import DriftRecorder
+from streameval.features.embedding_drift._step import DriftStep
+from streameval.features.setup import annotators, window_steps
 from streameval.models import Alert, format_time
 from streameval.outputs import Publish
 from streameval.store import ResultStore
@@ -70,7 +73,11 @@ def _outcomes(shift_at: int) -> list[list[Outcome]]:
     from streameval.pipeline import Pipeline
 
     _, suites = parse_config_text(_config())
-    pipeline, rng, out = Pipeline(suites, embed_outputs=True), random.Random(7), []
+    pipeline, rng, out = (
+        Pipeline(suites, annotators=annotators(suites, embed_outputs=True)),
+        random.Random(7),
+        [],
+    )
     for w in range(WINDOWS):
         make: Callable[[random.Random], str] = weather if w < shift_at else code
         batch = [
@@ -89,7 +96,9 @@ def _outcomes(shift_at: int) -> list[list[Outcome]]:
             for i in range(PER_WINDOW)
         ]
         found = pipeline.process_sync_batch(batch, received_at=T0 + w * SIZE)
-        assert all(o is not None and o.result is not None and o.drift is not None for o in found)
+        assert all(
+            o is not None and o.result is not None and o.annotations.get(DRIFT) is not None for o in found
+        )
         out.append([o for o in found if o is not None])
     _OUTCOMES[shift_at] = out
     return out
@@ -142,7 +151,11 @@ async def _run(
         stores.append(store)
     closers = [
         WindowCloser(
-            s, allowed_lateness_s=LATENESS, worker_id=f"w{i}", clock=clock.redis, embedding_drift=cfg
+            s,
+            allowed_lateness_s=LATENESS,
+            worker_id=f"w{i}",
+            clock=clock.redis,
+            steps=[DriftStep(cfg, s.windows)],
         )
         for i, s in enumerate(stores)
     ]
@@ -154,7 +167,7 @@ async def _run(
         for store, share in zip(stores, shares, strict=True):
             for first in range(0, len(share), step := rng.randint(1, 7)):
                 items = [
-                    (o.result, o.result.model_dump_json().encode(), o.counters, b"", o.drift)
+                    (o.result, o.result.model_dump_json().encode(), o.counters, b"", o.annotations)
                     for o in share[first : first + step]
                     if o.result is not None
                 ]
@@ -236,7 +249,7 @@ async def test_bytes_per_pair_and_window_are_bounded(aredis: aioredis.Redis, pre
         for o in windows[w]:
             assert o.result is not None
             r = o.result.model_copy(update={"event_time": format_time(T0 + 1)})
-            items.append((r, r.model_dump_json().encode(), o.counters, b"", o.drift))
+            items.append((r, r.model_dump_json().encode(), o.counters, b"", o.annotations))
         await store.record_many(items)
         sizes.append(int(await aredis.memory_usage(key, samples=0)))
     # 642 doubles (5,136 bytes) + 16 reservoir entries (~400 bytes each: hash, id, scale, 384 int8) + the
@@ -252,7 +265,7 @@ def test_config_errors_name_the_field(aredis: aioredis.Redis) -> None:
     store = ResultStore(aredis, windows=(60,))
     _, suites = parse_config_text(_config())
     with pytest.raises(ConfigError, match=r"windowing\.embedding_drift\.window"):
-        WindowCloser(store, embedding_drift=suites.windowing.embedding_drift)
+        window_steps(suites, store.windows)
     with pytest.raises(ConfigError, match=r"windowing\.embedding_drift.*no_such_model_package.*pip install"):
         parse_config_text(_config(model="no_such_model_package"))
     with pytest.raises(ConfigError, match=r"windowing\.embedding_drift\.features"):
@@ -282,7 +295,7 @@ async def test_a_late_event_follows_its_figures_into_the_open_window(
 
     def items(outcomes: list[Outcome]) -> list[Any]:
         return [
-            (o.result, o.result.model_dump_json().encode(), o.counters, b"", o.drift)
+            (o.result, o.result.model_dump_json().encode(), o.counters, b"", o.annotations)
             for o in outcomes
             if o.result
         ]
@@ -295,7 +308,7 @@ async def test_a_late_event_follows_its_figures_into_the_open_window(
     assert await aredis.hgetall(store.keys.embedding_window(pair, SIZE, T0)) == before
     open_now = await aredis.hget(store.keys.embedding_window(pair, SIZE, T0 + 3 * SIZE), "s")
     assert open_now is not None
-    from streameval.embedding_drift import unpack_sums
+    from streameval.features.embedding_drift import unpack_sums
 
     assert unpack_sums(open_now)[0] == 2
     figures = (await store.window(SIZE, T0 + 3 * SIZE, "m", "qa", _version())).fields

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 import random
+from functools import partial
+from typing import Any
 
 import numpy as np
 import orjson
@@ -15,7 +17,8 @@ from _semantic_extra import need_extra
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streameval.embedding_drift import (
+from streameval.features.embedding_drift import KEY as DRIFT
+from streameval.features.embedding_drift._drift import (
     Drift,
     EmbeddingDriftConfig,
     WindowSums,
@@ -26,8 +29,16 @@ from streameval.embedding_drift import (
     sum_samples,
     unpack_sums,
 )
+from streameval.features.setup import annotators
 
 DIM = 384
+
+
+def _drift_pipeline(suites: Any) -> Any:
+    """A live pipeline: its annotators note embedding drift's samples (streameval.features.setup)."""
+    from streameval.pipeline import Pipeline
+
+    return Pipeline(suites, annotators=annotators(suites, embed_outputs=True))
 
 
 def _cfg(**kw: object) -> EmbeddingDriftConfig:
@@ -199,8 +210,15 @@ async def test_evaluation_processes_give_the_same_numbers() -> None:
         for i in range(16)
     ]
     _, suites = parse_config_text(text)
-    local = Pipeline(suites, embed_outputs=True).process_sync_batch(batch, 0.0)
-    pool = EvalPool(text, "suite.yaml", 1, max_event_bytes=1 << 20, max_event_depth=64, embed_outputs=True)
+    local = Pipeline(suites, annotators=annotators(suites, embed_outputs=True)).process_sync_batch(batch, 0.0)
+    pool = EvalPool(
+        text,
+        "suite.yaml",
+        1,
+        max_event_bytes=1 << 20,
+        max_event_depth=64,
+        annotate=partial(annotators, embed_outputs=True),
+    )
     await pool.start()
     try:
         remote = await pool.evaluate(batch, 0.0)
@@ -209,13 +227,19 @@ async def test_evaluation_processes_give_the_same_numbers() -> None:
     chosen = 0
     for a, b in zip(local, remote, strict=True):
         assert a is not None and b is not None
-        assert (a.drift is None) == (b.drift is None)
-        if a.drift is not None and b.drift is not None:
+        assert (a.annotations.get(DRIFT) is None) == (b.annotations.get(DRIFT) is None)
+        if a.annotations.get(DRIFT) is not None and b.annotations.get(DRIFT) is not None:
             chosen += 1
-            assert np.array_equal(a.drift.numbers, b.drift.numbers) and a.drift.vector == b.drift.vector
+            assert (
+                np.array_equal(a.annotations.get(DRIFT).numbers, b.annotations.get(DRIFT).numbers)
+                and a.annotations.get(DRIFT).vector == b.annotations.get(DRIFT).vector
+            )
     assert 3 <= chosen <= 13  # sample_rate 0.5 of 16 events
     # offline runs (streameval evaluate, compare, backfills) do not embed: nothing would record it
-    assert all(o is not None and o.drift is None for o in Pipeline(suites).process_sync_batch(batch, 0.0))
+    assert all(
+        o is not None and o.annotations.get(DRIFT) is None
+        for o in Pipeline(suites).process_sync_batch(batch, 0.0)
+    )
 
 
 def test_drift_reuses_the_semantic_evaluators_vectors(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -233,7 +257,7 @@ def test_drift_reuses_the_semantic_evaluators_vectors(monkeypatch: pytest.Monkey
                 "windowing": {"embedding_drift": {"window": 60}},
             }
         )
-        return Pipeline(parse_config_text(text)[1], embed_outputs=True)
+        return _drift_pipeline(parse_config_text(text)[1])
 
     batch = [
         (orjson.dumps({"id": f"e-{i}", "model": "m", "output": f"answer {i % 5}", "expected": "x"}), Source())
@@ -254,8 +278,13 @@ def test_drift_reuses_the_semantic_evaluators_vectors(monkeypatch: pytest.Monkey
     alone = suite([{"evaluator": "similarity"}]).process_sync_batch(batch, 0.0)
     assert calls == [5]
     for a, b in zip(with_semantic, alone, strict=True):
-        assert a is not None and b is not None and a.drift is not None and b.drift is not None
-        assert np.array_equal(a.drift.numbers, b.drift.numbers)
+        assert (
+            a is not None
+            and b is not None
+            and a.annotations.get(DRIFT) is not None
+            and b.annotations.get(DRIFT) is not None
+        )
+        assert np.array_equal(a.annotations.get(DRIFT).numbers, b.annotations.get(DRIFT).numbers)
 
 
 def test_the_centroid_distance_alerts_only_when_given_a_threshold() -> None:
@@ -275,7 +304,6 @@ def test_the_numbers_do_not_depend_on_the_batching() -> None:
     need_extra()
     from streameval.config import parse_config_text
     from streameval.envelope import Source
-    from streameval.pipeline import Pipeline
 
     text = yaml.safe_dump(
         {
@@ -301,12 +329,18 @@ def test_the_numbers_do_not_depend_on_the_batching() -> None:
     ]
     seen: list[list[bytes]] = []
     for size in (16, 5, 1):
-        pipeline = Pipeline(parse_config_text(text)[1], embed_outputs=True)
+        pipeline = _drift_pipeline(parse_config_text(text)[1])
         numbers: list[bytes] = []
         for first in range(0, len(raws), size):
             for outcome in pipeline.process_sync_batch(raws[first : first + size], 0.0):
-                assert outcome is not None and outcome.drift is not None and outcome.result is not None
+                assert (
+                    outcome is not None
+                    and outcome.annotations.get(DRIFT) is not None
+                    and outcome.result is not None
+                )
                 [semantic] = [e for e in outcome.result.evaluators if e.name == "semantic_similarity"]
-                numbers.append(outcome.drift.numbers.tobytes() + semantic.model_dump_json().encode())
+                numbers.append(
+                    outcome.annotations.get(DRIFT).numbers.tobytes() + semantic.model_dump_json().encode()
+                )
         seen.append(numbers)
     assert seen[0] == seen[1] == seen[2]  # the drift numbers, and semantic_similarity's results too

@@ -14,7 +14,7 @@ import redis.asyncio as aioredis
 from streameval.config import parse_config
 from streameval.errors import ConfigError
 from streameval.features.drilldown import ExamplesRecorder
-from streameval.features.score_shift import ScoreShiftConfig
+from streameval.features.score_shift import ScoreShiftConfig, ScoreShiftStep
 from streameval.models import Alert, GradedResult, format_time, parse_time
 from streameval.outputs import Publish
 from streameval.pipeline import Pipeline
@@ -112,7 +112,13 @@ async def _run(
         for _ in range(workers)
     ]
     closers = [
-        WindowCloser(s, allowed_lateness_s=LATENESS, worker_id=f"w{i}", clock=clock.redis, score_shift=CFG)
+        WindowCloser(
+            s,
+            allowed_lateness_s=LATENESS,
+            worker_id=f"w{i}",
+            clock=clock.redis,
+            steps=[ScoreShiftStep(CFG, s.windows)],
+        )
         for i, s in enumerate(stores)
     ]
     by_window: dict[int, list[GradedResult]] = {}
@@ -178,4 +184,4 @@ async def test_two_workers_give_the_alerts_of_one(aredis: aioredis.Redis, prefix
 async def test_the_window_must_be_kept(aredis: aioredis.Redis, prefix: str) -> None:
     store = ResultStore(aredis, prefix=prefix, windows=(SIZE,))
     with pytest.raises(ConfigError, match=r"windowing\.score_shift\.window"):
-        WindowCloser(store, score_shift=ScoreShiftConfig(window=60))
+        ScoreShiftStep(ScoreShiftConfig(window=60), store.windows)

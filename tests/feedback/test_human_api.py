@@ -10,6 +10,7 @@ from _feedback_helpers import JUDGES, NOW, label, record, result, stores
 from aiohttp.test_utils import TestClient, TestServer
 
 from streameval.api import create_web_app
+from streameval.features.web import dashboard_features
 
 
 async def test_all_time_with_calibration_and_one_window(aredis: aioredis.Redis, prefix: str) -> None:
@@ -28,7 +29,7 @@ async def test_all_time_with_calibration_and_one_window(aredis: aioredis.Redis, 
             for r in results
         ]
     )
-    app = create_web_app(aredis, prefix=prefix, token=None, windows=(60,))
+    app = create_web_app(aredis, prefix=prefix, token=None, windows=(60,), features=dashboard_features())
     async with TestClient(TestServer(app)) as client:
         resp = await client.get("/api/v1/stats/human", params={"model": "m", "suite": "qa"})
         assert resp.status == 200, await resp.text()

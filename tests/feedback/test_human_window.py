@@ -7,6 +7,7 @@ import redis.asyncio as aioredis
 from _feedback_helpers import NOW, label, record, result, stores
 from prometheus_client import REGISTRY
 
+from streameval.features.labels import AgreementStep
 from streameval.models import Aggregate
 from streameval.outputs import Publish
 from streameval.windows import WindowCloser
@@ -29,7 +30,7 @@ async def test_the_window_aggregate_has_the_human_block_and_the_gauges(
     async def later() -> float:
         return NOW + 120
 
-    closer = WindowCloser(store, (), allowed_lateness_s=1, clock=later, labels=labels)
+    closer = WindowCloser(store, (), allowed_lateness_s=1, clock=later, steps=[AgreementStep(labels)])
     assert await closer.run_once(send) == 1
     [aggregate] = [Aggregate.model_validate_json(m.value) for m in sent if m.kind == "aggregate"]
     human = aggregate.human

@@ -7,9 +7,9 @@ import asyncio
 import redis.asyncio as aioredis
 from _feedback_helpers import result
 
+from streameval.features.review import ReviewConfig, ReviewQueue, reasons
 from streameval.keyspace import Keys
 from streameval.models import GradedResult
-from streameval.review import ReviewConfig, ReviewQueue, reasons
 
 CONFIG = ReviewConfig(rate_per_min=5, spread=3.0, margin=0.05, control_rate=0.0)
 

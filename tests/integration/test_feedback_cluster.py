@@ -11,7 +11,7 @@ from cluster_support import Cluster, redis_cluster  # noqa: F401
 
 from streameval import keyspace
 from streameval.features.labels import LabelStore, VerdictRecorder
-from streameval.review import ReviewConfig, ReviewQueue
+from streameval.features.review import ReviewConfig, ReviewQueue
 from streameval.store import ResultStore
 
 pytestmark = pytest.mark.integration

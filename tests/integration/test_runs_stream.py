@@ -16,9 +16,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from streameval.embedded import EmbeddedBroker
+from streameval.features.sessions.state import SessionKeys
 from streameval.kafka_io import collect, ensure_topics, produce
 from streameval.models import SessionResult
-from streameval.sessions.state import SessionKeys
 
 from ._topics import read_all
 

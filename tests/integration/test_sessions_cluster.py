@@ -13,11 +13,13 @@ from cluster_support import Cluster, redis_cluster  # noqa: F401
 
 from streameval import keyspace
 from streameval.config import parse_config_text
+from streameval.features.sessions.closer import SessionCloser
+from streameval.features.sessions.state import SessionStore, session_terms
+from streameval.features.sessions.turns import turns_in
+from streameval.features.setup import annotators
 from streameval.models import SessionResult, format_time
 from streameval.outputs import Publish
 from streameval.pipeline import Pipeline
-from streameval.sessions.closer import SessionCloser
-from streameval.sessions.state import SessionStore, session_terms
 from streameval.store import ResultStore
 
 pytestmark = pytest.mark.integration
@@ -38,7 +40,7 @@ async def cluster_client(redis_cluster: Cluster) -> AsyncIterator[keyspace.Clien
 async def test_sessions_on_a_cluster(cluster_client: keyspace.Client) -> None:
     prefix = f"streameval-test:{uuid.uuid4().hex[:12]}:"
     _, suites = parse_config_text(CONFIG)
-    pipeline = Pipeline(suites)
+    pipeline = Pipeline(suites, annotators=annotators(suites))
     store = ResultStore(cluster_client, prefix=prefix, windows=(60,))
     state = SessionStore(cluster_client, session_terms(suites.sessions, 0.0), prefix=prefix)
     closer = SessionCloser(state, store, pipeline, suites.sessions)
@@ -54,7 +56,7 @@ async def test_sessions_on_a_cluster(cluster_client: keyspace.Client) -> None:
                 "timestamp": format_time(now - 30 + i),
                 "metadata": {"c": f"c{c}", "last": i == 2},
             }
-            turns += (await pipeline.process(orjson.dumps(event))).turns
+            turns += turns_in((await pipeline.process(orjson.dumps(event))).annotations)
     report = await state.append(turns)
     assert dict(report.counts) == {("conv", "appended"): 120}
     sent: list[Publish] = []
@@ -67,20 +69,22 @@ async def test_sessions_on_a_cluster(cluster_client: keyspace.Client) -> None:
     assert sorted(r.key for r in results) == sorted(f"c{c}" for c in range(40))
     late = [
         t
-        for t in (
-            await pipeline.process(
-                orjson.dumps(
-                    {
-                        "id": "c0-3",
-                        "model": "m",
-                        "output": "a",
-                        "expected": "a",
-                        "timestamp": format_time(now - 26),
-                        "metadata": {"c": "c0"},
-                    }
+        for t in turns_in(
+            (
+                await pipeline.process(
+                    orjson.dumps(
+                        {
+                            "id": "c0-3",
+                            "model": "m",
+                            "output": "a",
+                            "expected": "a",
+                            "timestamp": format_time(now - 26),
+                            "metadata": {"c": "c0"},
+                        }
+                    )
                 )
-            )
-        ).turns
+            ).annotations
+        )
     ]
     assert dict((await state.append(late)).counts) == {("conv", "revised"): 1}
     assert await closer.run_once(send) == 1

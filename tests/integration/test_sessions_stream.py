@@ -20,6 +20,7 @@ import redis.asyncio as aioredis
 
 from streameval.config import parse_config_text
 from streameval.embedded import EmbeddedBroker
+from streameval.features.setup import annotators
 from streameval.kafka_io import Record, collect, ensure_topics, produce
 from streameval.models import SessionResult, format_time
 from streameval.offline import evaluate_file
@@ -151,7 +152,11 @@ async def test_two_workers_close_each_conversation_once_and_revise_on_a_late_tur
     _, suites = parse_config_text(CONFIG)
     out = tmp_path / "sessions.jsonl"
     await evaluate_file(
-        Pipeline(suites), lines, tmp_path / "r.jsonl", tmp_path / "d.jsonl", sessions_path=out
+        Pipeline(suites, annotators=annotators(suites)),
+        lines,
+        tmp_path / "r.jsonl",
+        tmp_path / "d.jsonl",
+        sessions_path=out,
     )
     offline = {
         r.key: r for r in (SessionResult.model_validate_json(x) for x in out.read_bytes().splitlines())

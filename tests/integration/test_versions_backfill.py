@@ -25,6 +25,7 @@ from streameval.api import create_web_app
 from streameval.backfill import run_backfill
 from streameval.config import load_config, parse_config_text
 from streameval.embedded import EmbeddedBroker
+from streameval.features.web import dashboard_features
 from streameval.kafka_io import Record, collect, ensure_topics, produce
 from streameval.keyspace import Keys
 from streameval.models import GradedResult, format_time
@@ -154,7 +155,7 @@ async def test_live_v1_and_backfill_v2_on_the_same_events(
     assert all(r.backfill for r in filled.values()) and not any(r.backfill for r in live.values())
 
     # compare: the flips are the flips of the published results
-    app = create_web_app(aredis, prefix=prefix, token=None, windows=(60,))
+    app = create_web_app(aredis, prefix=prefix, token=None, windows=(60,), features=dashboard_features())
     async with TestClient(TestServer(app)) as client:
         resp = await client.get(f"/api/v1/stats/compare?model=m&suite=qa&a={v1}&b={v2}")
         body = (await resp.json())["data"]

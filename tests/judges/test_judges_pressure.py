@@ -117,7 +117,7 @@ def test_the_aggregate_carries_judge_calls_cost_and_backpressure_skips() -> None
     from jsonschema import Draft202012Validator
 
     from streameval import schemas
-    from streameval.windows import build_aggregate
+    from streameval.aggregates import build_aggregate
 
     c = "ev:judge_panel:c:"
     fields = {

@@ -182,6 +182,7 @@ def test_the_public_names() -> None:
         "Marks",
         "Notifier",
         "Outcome",
+        "ResolveStep",
         "build_request",
         "incident_key",
         "notify_issues",

@@ -12,6 +12,7 @@ from jsonschema import Draft202012Validator
 from streameval import schemas
 from streameval.alerts import AlertRule
 from streameval.config import parse_config
+from streameval.features.notify import ResolveStep
 from streameval.models import Alert, GradedResult, format_time
 from streameval.outputs import Publish
 from streameval.pipeline import Pipeline
@@ -95,7 +96,7 @@ async def close_windows(
             allowed_lateness_s=LATENESS,
             worker_id=f"w{i}",
             clock=clock.redis,
-            resolve_alerts=resolve,
+            steps=[ResolveStep([RULE])] if resolve else [],
         )
         for i in range(2)
     ]

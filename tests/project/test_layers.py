@@ -40,6 +40,7 @@ FLOORS: dict[str, int] = {
     "stats": VOCABULARY,
     "agreement": VOCABULARY,
     "strictjson": VOCABULARY,
+    "event_decoder": VOCABULARY,  # raw bytes to a request event, or why not (strictjson, schemas, models)
     "outputs": VOCABULARY,
     "signals": VOCABULARY,
     "secrets": VOCABULARY,
@@ -48,16 +49,17 @@ FLOORS: dict[str, int] = {
     "schemas": VOCABULARY,
     "wordpiece": VOCABULARY,
     "embedding": VOCABULARY,  # the sentence encoder (numpy, errors, wordpiece)
-    "embedding_drift": VOCABULARY,  # embedding drift's numbers, settings and comparison (embedding, pydantic)
     "versioning": VOCABULARY,
-    "feature": VOCABULARY,  # the protocol the engine calls a feature's recorder by (models only)
+    "feature": VOCABULARY,  # the protocols the engine calls a feature by (models, envelope, outputs)
+    # embedding drift's numbers, settings and comparison (embedding, pydantic)
+    "features.embedding_drift._drift": VOCABULARY,
     # 2. sinks and clients: metrics, logs, Redis keys and scripts, broker and Redis security and connections
     "telemetry": CLIENTS,
     "quality_metrics": CLIENTS,
     "_logs": CLIENTS,
     "keyspace": CLIENTS,
     "_lua": CLIENTS,
-    "sessions.scripts": CLIENTS,  # the sessions' Lua
+    "features.sessions.scripts": CLIENTS,  # the sessions' Lua
     "redis_client": CLIENTS,
     "kafka_security": CLIENTS,
     "redis_security": CLIENTS,
@@ -78,18 +80,23 @@ FLOORS: dict[str, int] = {
     "redelivery": COMPONENTS,
     "deadletters": COMPONENTS,
     "windows": COMPONENTS,
-    "sessions.*": COMPONENTS,  # key paths, turns, the thread and its metrics, the Redis state
+    "aggregates": COMPONENTS,  # a closed window's aggregate and the judges' norms, from its hashes
+    "features.sessions.*": COMPONENTS,  # key paths, turns, the thread and its metrics, the Redis state
     "windowing": COMPONENTS,
     "registry": COMPONENTS,
     "summary": COMPONENTS,
-    "review": COMPONENTS,
+    "features.review": COMPONENTS,  # the review queue: which results go to people, at what rate
     "features": VOCABULARY,  # the folder of optional features (nothing in it imports anything)
     "features.review_page.*": COMPONENTS,  # the review page's queue in Redis, its documents and export
     "features.redact.*": COMPONENTS,  # redaction before judging: detectors, its config block, the redactor
     "features.*": COMPONENTS,  # the per-event features: their recorders (streameval.feature) and logic
     # 4. configuration: the environment's settings and the suite file
     "settings": CONFIGURATION,
-    "config": CONFIGURATION,
+    "config": CONFIGURATION,  # the suite file's loader; its models, routing, versions and issues by job:
+    "config_models": CONFIGURATION,
+    "config_versions": CONFIGURATION,
+    "config_loaded": CONFIGURATION,
+    "config_issues": CONFIGURATION,
     "features.setup": CONFIGURATION,  # which features run, from the settings and the suite file
     "migrate": COMPONENTS,  # one-time moves of Redis state an earlier version wrote
     "features.notify._config": CONFIGURATION,  # the suite file's notify: channels (config reads them)
@@ -100,8 +107,8 @@ FLOORS: dict[str, int] = {
     "batch": ORCHESTRATION,
     "evalpool": ORCHESTRATION,
     "processor": ORCHESTRATION,
-    "sessions.closer": ORCHESTRATION,  # judges a closed session's thread through the pipeline
-    "sessions.local": ORCHESTRATION,  # the offline twin of the state and the closer
+    "features.sessions.closer": ORCHESTRATION,  # judges a closed session's thread through the pipeline
+    "features.sessions.local": ORCHESTRATION,  # the offline twin of the state and the closer
     "inflight": ORCHESTRATION,
     # 7. composition: what builds the clients and wires the parts; programs
     "runtime": COMPOSITION,
@@ -110,11 +117,16 @@ FLOORS: dict[str, int] = {
     "backfill": COMPOSITION,
     "api.*": COMPOSITION,
     "features.review_page.web": COMPOSITION,  # the review page's routes and its feedback producer
+    "features.drilldown.web": COMPOSITION,  # the features' dashboard reads: their routes (api.WebFeature)
+    "features.compare.web": COMPOSITION,
+    "features.labels.web": COMPOSITION,
+    "features.web": COMPOSITION,  # the dashboard reads every web app serves
     "_cliargs": COMPOSITION,
     "demo": COMPOSITION,
     "up": COMPOSITION,
     "judges.sim": COMPOSITION,  # a program: the scripted judge server
     "features.notify.*": COMPOSITION,  # alert delivery: built by the composition root when the suite file asks for it
+    "features.notify._resolves": COMPONENTS,  # the window closer's resolve step (features.setup builds it)
     "": COMPOSITION,  # the package root re-exports the public API from every floor
     # 8. the Faust wiring, and the command line that starts it (``streameval worker``) among the rest
     "agents.*": AGENTS,
@@ -308,6 +320,7 @@ def test_each_lua_script_is_the_literal_that_runs() -> None:
 #: the engine: what every event goes through, whatever the suite file configures
 ENGINE_MODULES = (
     "pipeline",
+    "event_decoder",
     "result_build",
     "batch",
     "processor",
@@ -317,6 +330,7 @@ ENGINE_MODULES = (
     "store_entries",
     "redelivery",
     "windows",
+    "aggregates",
     "envelope",
     "feature",
     "_lua",
@@ -324,25 +338,8 @@ ENGINE_MODULES = (
 #: feature modules: a folder under stream/features/, and the features' modules not moved there yet
 FEATURE_MODULES = (
     "features",
-    "review",
-    "embedding_drift",
     "agreement",
-    "sessions",
 )
-#: engine imports of features still wired by hand (docs/architecture.md, "Features as plug-ins": the
-#: annotators and window steps of the next step); this list only shrinks
-NOT_YET_PLUGINS = {
-    ("pipeline", "embedding_drift"),
-    ("pipeline", "sessions.turns"),
-    ("envelope", "embedding_drift"),
-    ("processor", "features.labels"),
-    ("processor", "review"),
-    ("processor", "sessions.state"),
-    ("windows", "features.score_shift"),
-    ("windows", "features.drilldown"),
-    ("windows", "embedding_drift"),
-    ("windows", "features.labels"),
-}
 
 
 def _is_feature(module: str) -> bool:
@@ -351,18 +348,27 @@ def _is_feature(module: str) -> bool:
 
 
 def test_engine_modules_import_no_feature() -> None:
-    """The store and the record script know the recorder protocol (streameval.feature), not the features."""
+    """The engine knows the protocols of streameval.feature (recorders, annotators, steps), not the features."""
     found = {
         (engine, target.removeprefix("streameval."))
         for engine in ENGINE_MODULES
         for target in GRAPH[f"streameval.{engine}"]
         if _is_feature(target)
     }
-    assert found - NOT_YET_PLUGINS == set(), (
+    assert found == set(), (
         "engine modules import feature modules: make the feature a plug-in (docs/architecture.md, "
-        f"'Features as plug-ins') instead: {sorted(found - NOT_YET_PLUGINS)}"
+        f"'Features as plug-ins') instead: {sorted(found)}"
     )
-    assert NOT_YET_PLUGINS - found == set(), (
-        f"no longer imported: remove from NOT_YET_PLUGINS {sorted(NOT_YET_PLUGINS - found)}"
+
+
+def test_the_api_imports_no_feature() -> None:
+    """A feature's routes and OpenAPI paths are a web feature (streameval.api.WebFeature) it builds; the
+    composition root hands them to the app (docs/architecture.md, "Features as plug-ins")."""
+    found = sorted(
+        (module, target)
+        for module in GRAPH
+        if module == "streameval.api" or module.startswith("streameval.api.")
+        for target in GRAPH[module]
+        if _is_feature(target)
     )
-    assert not any(engine in ("store", "_lua", "feature") for engine, _ in NOT_YET_PLUGINS)
+    assert found == [], f"the API imports feature modules: {found}"

@@ -23,6 +23,7 @@ import pytest
 from streameval._cliargs import _Formatter, build_parser
 from streameval.api._openapi import openapi_document
 from streameval.evaluators import evaluator_class, evaluator_names
+from streameval.features.web import dashboard_features
 
 ROOT = Path(__file__).resolve().parents[2]
 INTERNAL = re.compile(
@@ -89,7 +90,7 @@ def test_string_literals_of_the_code(package: str) -> None:
 
 
 def test_what_the_program_shows() -> None:
-    shown = [json.dumps(openapi_document(), ensure_ascii=False)]
+    shown = [json.dumps(openapi_document(dashboard_features()), ensure_ascii=False)]
     for name in evaluator_names():
         cls = evaluator_class(name)
         shown += [cls.summary, json.dumps(cls.Params.model_json_schema(), ensure_ascii=False)]

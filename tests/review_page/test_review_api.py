@@ -19,11 +19,11 @@ from streameval.api import Identities, create_web_app, load_api_settings
 from streameval.api._errors import Unavailable
 from streameval.config import parse_config_text
 from streameval.errors import ConfigError
+from streameval.features.review import ReviewConfig, ReviewQueue
 from streameval.features.review_page import ReviewPageStore, item_key
 from streameval.features.review_page.web import FeedbackSender, review_feature, review_page_on
 from streameval.kafka_security import KafkaSecurity
 from streameval.keyspace import Keys
-from streameval.review import ReviewConfig, ReviewQueue
 
 ADMIN = "admin-token-0123456789"
 NAMED = Identities((("api", ADMIN), ("ana", "ana-token-0123456789"), ("bo", "bo-token-0123456789")))

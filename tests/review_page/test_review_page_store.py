@@ -11,11 +11,11 @@ import pytest
 import redis.asyncio as aioredis
 from _feedback_helpers import result
 
+from streameval.features.review import ReviewConfig, ReviewQueue
 from streameval.features.review_page import ReviewPageStore, export_lines, form_of, item_key
 from streameval.features.review_page._items import MAX_EVENT_BYTES, TEXT_CHARS, item_document
 from streameval.keyspace import Keys
 from streameval.models import GradedResult, ReviewItem
-from streameval.review import ReviewConfig, ReviewQueue
 
 NOW = 1795255231.0
 

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from streameval import schemas
 from streameval.config import load_config
+from streameval.features.setup import annotators
 from streameval.models import RequestEvent
 from streameval.offline import evaluate_file
 from streameval.outputs import OUTPUTS
@@ -149,7 +150,12 @@ def valid_documents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[
     tmp = tmp_path_factory.mktemp("contracts")
     _, suites = load_config(EXAMPLES / "suites.yaml")
     asyncio.run(
-        evaluate_file(Pipeline(suites), EXAMPLES / "events.jsonl", tmp / "out.jsonl", tmp / "dl.jsonl")
+        evaluate_file(
+            Pipeline(suites, annotators=annotators(suites)),
+            EXAMPLES / "events.jsonl",
+            tmp / "out.jsonl",
+            tmp / "dl.jsonl",
+        )
     )
     requests = []
     for line in (EXAMPLES / "events.jsonl").read_bytes().splitlines():
@@ -202,7 +208,7 @@ def valid_documents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[
 
 
 def _session_results(tmp: Path) -> list[dict[str, Any]]:
-    """Session results the offline pipeline makes of a short conversation (streameval.sessions)."""
+    """Session results the offline pipeline makes of a short conversation (streameval.features.sessions)."""
     config = tmp / "sessions.yaml"
     config.write_text(
         "suites: [{name: chat, default: true, evaluators: [{evaluator: exact_match}]}]\n"
@@ -229,7 +235,7 @@ def _session_results(tmp: Path) -> list[dict[str, Any]]:
     _, suites = load_config(config)
     asyncio.run(
         evaluate_file(
-            Pipeline(suites),
+            Pipeline(suites, annotators=annotators(suites)),
             tmp / "turns.jsonl",
             tmp / "t.jsonl",
             tmp / "tdl.jsonl",

@@ -14,11 +14,13 @@ import redis.asyncio as aioredis
 
 from streameval.config import parse_config_text
 from streameval.errors import StoreUnavailable
+from streameval.features.sessions.closer import once
+from streameval.features.sessions.state import SessionStore, SessionTerms
+from streameval.features.sessions.step import AppendTurns
+from streameval.features.sessions.turns import Turn
+from streameval.features.setup import annotators
 from streameval.pipeline import Pipeline, Source
 from streameval.processor import Processor
-from streameval.sessions.closer import once
-from streameval.sessions.state import SessionStore, SessionTerms
-from streameval.sessions.turns import Turn
 from streameval.store import ResultStore
 
 
@@ -164,11 +166,11 @@ sessions:
   - {name: conv, key: metadata.conversation_id, evaluators: [{evaluator: turn_scores}]}
 """
     _, suites = parse_config_text(text)
-    pipeline = Pipeline(suites)
+    pipeline = Pipeline(suites, annotators=annotators(suites))
     results = ResultStore(aredis, prefix=prefix, windows=(60,))
     state = store(aredis, prefix)
     lossy = LostReply(state)
-    processor = Processor(pipeline, results, sessions=lossy)  # type: ignore[arg-type]
+    processor = Processor(pipeline, results, steps=[AppendTurns(lossy)])  # type: ignore[arg-type]
     now = time.time()
     events = [
         {"id": f"e{i}", "model": "m", "input": "q", "output": "a", "expected": "a",
@@ -202,7 +204,7 @@ async def test_an_agent_run_keeps_its_marks_from_its_first_turn(aredis: aioredis
 @pytest.mark.parametrize("ident", ["plain-1", 'q"uote\\d', "é\u2028"])
 def test_every_kind_of_turn_starts_with_its_id_as_the_append_script_reads_it(ident: str) -> None:
     """The append script reads a listed turn's id off its entry: the JSON's first field."""
-    from streameval.sessions.turns import step_turns, turns_of
+    from streameval.features.sessions.turns import step_turns, turns_of
 
     _, suites = parse_config_text(
         """
@@ -214,7 +216,7 @@ sessions:
   - {name: run, key: metadata.trace_id, assemble: spans, evaluators: [{evaluator: turn_scores}]}
 """
     )
-    pipeline = Pipeline(suites)
+    pipeline = Pipeline(suites, annotators=annotators(suites))
     event = {
         "id": ident,
         "model": "m",

@@ -19,10 +19,12 @@ from streameval.batch import evaluate_items
 from streameval.cli import main
 from streameval.config import parse_config
 from streameval.envelope import Source
+from streameval.features.sessions.step import AppendTurns
+from streameval.features.sessions.thread import thread_event
+from streameval.features.sessions.turns import TOOL_TEXT, text_limit, turns_in
+from streameval.features.setup import annotators
 from streameval.inputs import Inputs
 from streameval.pipeline import Pipeline
-from streameval.sessions.thread import thread_event
-from streameval.sessions.turns import TOOL_TEXT, text_limit
 
 SUITES: dict[str, Any] = {
     "inputs": [{"topic": "spans", "format": "otlp_proto"}, {"topic": "spans.json", "format": "otlp_json"}],
@@ -83,7 +85,7 @@ def test_tool_and_root_spans_are_steps_only_with_a_spans_session(fmt: str) -> No
 async def test_the_run_holds_its_steps_in_time_order_with_the_failed_tool(fmt: str) -> None:
     raw, trace_id = _export(fmt)
     _, suites = parse_config(SUITES)
-    pipeline = Pipeline(suites)
+    pipeline = Pipeline(suites, annotators=annotators(suites))
     items = Inputs(suites.inputs, steps=True).expand(
         [(raw, Source("spans" if fmt == "proto" else "spans.json", 0, 0))]
     )
@@ -91,7 +93,7 @@ async def test_the_run_holds_its_steps_in_time_order_with_the_failed_tool(fmt: s
     # the LLM spans are evaluated as events; the steps are not (no result, no dead letter), only turns
     assert [o.result is not None for o in outcomes] == [True, False, False, True, False]
     assert all(o.dead_letter is None for o in outcomes)
-    turns = [t for o in outcomes for t in o.turns]
+    turns = [t for o in outcomes for t in turns_in(o.annotations)]
     assert {t.key for t in turns} == {trace_id} and [t.end for t in turns] == [
         False,
         False,
@@ -175,16 +177,18 @@ async def test_evaluation_processes_decode_the_steps_the_same_way() -> None:
     planned, _ = _export("proto", plan="openinference")  # a plan step, decoded in the process too
     text = yaml.safe_dump(SUITES, allow_unicode=True)
     _, suites = parse_config_text(text)
-    inputs, pipeline = Inputs(suites.inputs, steps=True), Pipeline(suites)
+    inputs, pipeline = Inputs(suites.inputs, steps=True), Pipeline(suites, annotators=annotators(suites))
     batch = [(raw, Source("spans", 0, 0)), (planned, Source("spans", 0, 1))]
     _, here = await evaluate_messages(pipeline, inputs, batch)
-    pool = EvalPool(text, "<test>", 1, max_event_bytes=1 << 20, max_event_depth=64)
+    pool = EvalPool(text, "<test>", 1, max_event_bytes=1 << 20, max_event_depth=64, annotate=annotators)
     await pool.start()
     try:
         _, there = await evaluate_messages(pipeline, inputs, batch, pool)
     finally:
         await pool.close()
-    assert [t for o in there for t in o.turns] == [t for o in here for t in o.turns]
+    assert [t for o in there for t in turns_in(o.annotations)] == [
+        t for o in here for t in turns_in(o.annotations)
+    ]
     # the first trace: answer, tools, answer, end; the second: its plan step, tools, answer, end
     answered = [False, True, True, False, True]
     assert [o.result is None for o in there] == [*answered, True, *answered[1:]]
@@ -230,7 +234,7 @@ def test_a_trace_without_llm_spans_gives_no_run_result(tmp_path: Path) -> None:
 
 def test_a_step_without_an_end_time_is_placed_when_it_arrived() -> None:
     _, suites = parse_config(SUITES)
-    pipeline = Pipeline(suites, clock=lambda: 1_800_000_000.25)
+    pipeline = Pipeline(suites, annotators=annotators(suites), clock=lambda: 1_800_000_000.25)
     step = {
         "id": "t-s",
         "kind": "tool",
@@ -242,7 +246,7 @@ def test_a_step_without_an_end_time_is_placed_when_it_arrived() -> None:
         "arguments": None,
         "result": "pong",
     }
-    [turn] = pipeline.step(orjson.dumps(step), Source()).turns
+    [turn] = pipeline.step(orjson.dumps(step), Source()).annotations["turns"]
     assert (turn.key, turn.time, turn.end) == ("ab" * 16, 1_800_000_000.25, False)
     assert orjson.loads(turn.payload)["tools"] == [{"name": "ping", "result": "pong", "error": None}]
 
@@ -261,7 +265,11 @@ def test_a_plan_step_keeps_its_calls_clipped_as_tool_calls_are() -> None:
         "calls": [{"name": f"t{i}", "arguments": LONG_ARGUMENT} for i in range(30)] + [{"name": None}],
         "metadata": {"trace_id": "ab" * 16},
     }
-    [turn] = Pipeline(suites).step(orjson.dumps(step), Source()).turns
+    [turn] = (
+        Pipeline(suites, annotators=annotators(suites))
+        .step(orjson.dumps(step), Source())
+        .annotations["turns"]
+    )
     record = orjson.loads(turn.payload)
     assert (turn.end, record["step"], record["score"], record["model"]) == (
         False,
@@ -335,10 +343,11 @@ async def test_a_sub_agent_below_the_root_is_a_step_of_the_run(convention: str) 
     ]
     assert docs[0]["arguments"] == "巴黎明天的天气" and docs[0]["result"] == "晴, 21°C"
     assert docs[1]["error"] == "researcher timed out"
-    outcomes = await evaluate_items(Pipeline(suites), items)
+    outcomes = await evaluate_items(Pipeline(suites, annotators=annotators(suites)), items)
     assert [o.result is not None for o in outcomes] == [True, False, False, True, False]  # never an event
     records = [
-        orjson.loads(t.payload) for t in sorted((t for o in outcomes for t in o.turns), key=lambda t: t.time)
+        orjson.loads(t.payload)
+        for t in sorted((t for o in outcomes for t in turns_in(o.annotations)), key=lambda t: t.time)
     ]
     assert [r.get("step") for r in records] == [None, "agent", "agent", None, "end"]
     trace_id = f"{spans[0].context.trace_id:032x}"
@@ -388,10 +397,10 @@ async def test_an_llm_call_answering_with_tool_calls_only_is_a_plan_step_of_the_
     assert plan["input"] == "明天巴黎天气如何?顺便订酒店。" and plan["model"].startswith("gpt-4o")
     assert plan["id"] == f"{trace_id}-{plan['metadata']['span_id']}" and plan["root"] is False
 
-    outcomes = await evaluate_items(Pipeline(suites), items)
+    outcomes = await evaluate_items(Pipeline(suites, annotators=annotators(suites)), items)
     assert [o.result is not None for o in outcomes] == [False, False, False, True, False]
     assert all(o.dead_letter is None for o in outcomes)
-    turns = [t for o in outcomes for t in o.turns]
+    turns = [t for o in outcomes for t in turns_in(o.annotations)]
     assert [t.end for t in turns] == [False, False, False, False, True]  # the root's end step only
     records = [orjson.loads(t.payload) for t in sorted(turns, key=lambda t: t.time)]
     assert [r.get("step") for r in records] == ["plan", "tool", "tool", None, "end"]
@@ -434,11 +443,11 @@ async def test_a_run_with_plan_steps_gives_the_same_result_online_and_offline(
 ) -> None:
     """The worker's path (Processor, Redis state, closer) and ``streameval evaluate`` on the same OTLP/JSON
     exports: the same run results, plan steps included."""
+    from streameval.features.sessions.closer import SessionCloser
+    from streameval.features.sessions.state import SessionStore, session_terms
     from streameval.models import SessionResult
     from streameval.outputs import Publish
     from streameval.processor import Processor
-    from streameval.sessions.closer import SessionCloser
-    from streameval.sessions.state import SessionStore, session_terms
     from streameval.store import ResultStore
 
     exports = [_export("json", plan=convention)[0] for convention in PLANS]
@@ -458,10 +467,12 @@ async def test_a_run_with_plan_steps_gives_the_same_result_online_and_offline(
     assert not (tmp_path / "out.deadletter.jsonl").read_bytes()
 
     _, suites = parse_config(SUITES)
-    pipeline = Pipeline(suites)
+    pipeline = Pipeline(suites, annotators=annotators(suites))
     store = ResultStore(aredis, prefix=prefix, windows=(60,))
     state = SessionStore(aredis, session_terms(suites.sessions, 0.0), prefix=prefix, worker_id="w")
-    processor = Processor(pipeline, store, inputs=Inputs(suites.inputs, steps=True), sessions=state)
+    processor = Processor(
+        pipeline, store, inputs=Inputs(suites.inputs, steps=True), steps=[AppendTurns(state)]
+    )
     published = await processor.process_batch(
         [(raw, Source("spans.json", 0, i)) for i, raw in enumerate(exports)]
     )

@@ -13,13 +13,15 @@ import pytest
 import redis.asyncio as aioredis
 
 from streameval.config import parse_config_text
+from streameval.features.sessions.closer import SessionCloser
+from streameval.features.sessions.local import LocalSessions
+from streameval.features.sessions.state import SessionStore, session_terms
+from streameval.features.sessions.step import AppendTurns
+from streameval.features.sessions.turns import Turn, turns_in
+from streameval.features.setup import annotators
 from streameval.models import SessionResult, format_time
 from streameval.outputs import Publish
 from streameval.pipeline import Pipeline
-from streameval.sessions.closer import SessionCloser
-from streameval.sessions.local import LocalSessions
-from streameval.sessions.state import SessionStore, session_terms
-from streameval.sessions.turns import Turn
 from streameval.store import ResultStore
 
 CONFIG = """
@@ -57,7 +59,7 @@ class Rig:
         )
         text = text.replace("{{", "{").replace("}}", "}")
         _, self.suites = parse_config_text(text)
-        self.pipeline = Pipeline(self.suites)
+        self.pipeline = Pipeline(self.suites, annotators=annotators(self.suites))
         self.store = ResultStore(client, prefix=prefix, windows=(60,))
         terms = session_terms(self.suites.sessions, settle)
         self.states = [
@@ -73,7 +75,7 @@ class Rig:
         for event in events:
             outcome = await self.pipeline.process(orjson.dumps(event))
             assert outcome.result is not None, outcome.dead_letter
-            out += outcome.turns
+            out += turns_in(outcome.annotations)
         return out
 
     async def append(self, *events: dict[str, Any]) -> dict[tuple[str, str], int]:
@@ -234,7 +236,7 @@ async def test_the_worker_appends_turns_after_recording_and_counts_late_and_keyl
     from streameval.processor import Processor
 
     rig = Rig(aredis, prefix, gap=1, grace=0.3)
-    processor = Processor(rig.pipeline, rig.store, sessions=rig.states[0])
+    processor = Processor(rig.pipeline, rig.store, steps=[AppendTurns(rig.states[0])])
 
     def count(outcome: str) -> float:
         return (
@@ -281,7 +283,7 @@ sessions:
     judge: {{consistency_rate: 0}}
 """
         _, suites = parse_config_text(text)
-        pipeline = Pipeline(suites)
+        pipeline = Pipeline(suites, annotators=annotators(suites))
         await pipeline.start()
         try:
             store = ResultStore(aredis, prefix=prefix, windows=(60,))
@@ -295,7 +297,7 @@ sessions:
                     "input": said,
                     "output": f"reply {i}: Ada" if i else "Hello Ada.",
                 }
-                turns += (await pipeline.process(orjson.dumps(event))).turns
+                turns += turns_in((await pipeline.process(orjson.dumps(event))).annotations)
             await state.append(turns)
             sent: list[Publish] = []
 
@@ -348,7 +350,7 @@ async def test_sessions_spread_over_the_configured_shards_and_stray_index_entrie
         .replace("{{", "{")
         .replace("}}", "}")
     )
-    pipeline = Pipeline(suites)
+    pipeline = Pipeline(suites, annotators=annotators(suites))
     store = ResultStore(aredis, prefix=prefix, windows=(60,))
     state = SessionStore(aredis, session_terms(suites.sessions, 0.0), prefix=prefix, shards=3)
     closer = SessionCloser(state, store, pipeline, suites.sessions)
@@ -357,7 +359,7 @@ async def test_sessions_spread_over_the_configured_shards_and_stray_index_entrie
     for c in range(12):
         for i in range(2):
             outcome = await pipeline.process(orjson.dumps(turn(i, now - 20 + i, conv=f"s{c}", last=i == 1)))
-            turns += outcome.turns
+            turns += turns_in(outcome.annotations)
     assert dict((await state.append(turns)).counts) == {("conv", "appended"): 24}
     sizes = [await aredis.zcard(state.keys.due(shard)) for shard in range(3)]
     assert sum(sizes) == 12 and all(sizes)  # every shard holds some
@@ -381,7 +383,7 @@ async def test_sessions_spread_over_the_configured_shards_and_stray_index_entrie
 async def test_a_batch_larger_than_one_call_is_split_and_appends_the_same(
     aredis: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from streameval.sessions import state as state_module
+    from streameval.features.sessions import state as state_module
 
     monkeypatch.setattr(state_module, "_MAX_CALL_TURNS", 4)  # calls of at most 4 turns
     rig = Rig(aredis, prefix, max_turns=6)
@@ -419,7 +421,7 @@ sessions:
     judge: {{consistency_rate: 0}}
 """
         _, suites = parse_config_text(text)
-        pipeline = Pipeline(suites)
+        pipeline = Pipeline(suites, annotators=annotators(suites))
         await pipeline.start()
         try:
             store = ResultStore(aredis, prefix=prefix, windows=(60,))
@@ -427,7 +429,9 @@ sessions:
             now = await redis_now(aredis)
             turns = []
             for i in range(2):
-                turns += (await pipeline.process(orjson.dumps(turn(i, now - 9 + i, last=i == 1)))).turns
+                turns += turns_in(
+                    (await pipeline.process(orjson.dumps(turn(i, now - 9 + i, last=i == 1)))).annotations
+                )
             await state.append(turns)
             sent: list[Publish] = []
 

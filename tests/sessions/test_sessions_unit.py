@@ -9,13 +9,15 @@ import pytest
 
 from streameval.config import parse_config
 from streameval.errors import ConfigError
+from streameval.features.sessions.local import LocalSessions
+from streameval.features.sessions.paths import MISSING, compile_event_path
+from streameval.features.sessions.thread import render, thread_event, thread_metrics
+from streameval.features.sessions.turns import turns_in
+from streameval.features.setup import annotators
 from streameval.judges._prompts import build_rubric
 from streameval.judges._rubrics import RUBRICS
 from streameval.models import RequestEvent
 from streameval.pipeline import Pipeline
-from streameval.sessions.local import LocalSessions
-from streameval.sessions.paths import MISSING, compile_event_path
-from streameval.sessions.thread import render, thread_event, thread_metrics
 
 SUITES = [{"name": "chat", "default": True, "evaluators": [{"evaluator": "exact_match"}]}]
 
@@ -204,7 +206,7 @@ def test_judges_see_the_whole_thread_blind_with_the_multi_turn_rubric() -> None:
 
 async def test_offline_sessions_append_once_and_keep_first_and_last_turns() -> None:
     _, suites = parse_config(config(max_turns=3, end="metadata.end"))
-    pipeline = Pipeline(suites)
+    pipeline = Pipeline(suites, annotators=annotators(suites))
     local = LocalSessions(suites.sessions)
     for i in (0, 3, 1, 4, 2, 1):  # out of order, turn 1 twice
         event = {
@@ -216,7 +218,7 @@ async def test_offline_sessions_append_once_and_keep_first_and_last_turns() -> N
             "metadata": {"c": "k", "end": i == 4},
         }
         outcome = await pipeline.process(orjson.dumps(event))
-        local.add(outcome.turns)
+        local.add(turns_in(outcome.annotations))
     [(graded, result)] = await local.close_all(pipeline)
     assert result.turn_ids[0] == "e0" and result.turn_ids[-1] == "e4" and len(result.turn_ids) == 3
     assert (result.metrics.turns, result.metrics.dropped, result.truncated, result.closed_by) == (
@@ -232,8 +234,8 @@ def test_a_turns_event_time_is_the_results_read_exactly_over_many_minutes() -> N
     import random
     from types import SimpleNamespace
 
+    from streameval.features.sessions.turns import _result_time
     from streameval.models import format_time, parse_time
-    from streameval.sessions.turns import _result_time
 
     rng = random.Random(7)
     stamps = [rng.uniform(0, 4e9) for _ in range(3000)] + [0.0, 59.999, 60.0, 951782400.5, 1e9 + 0.001]

@@ -15,6 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from streameval.api import create_web_app
 from streameval.config import parse_config_text, shadow_routings
 from streameval.features.compare import CompactScoresRecorder
+from streameval.features.web import dashboard_features
 from streameval.models import GradedResult
 from streameval.pipeline import Pipeline, Source
 from streameval.processor import Processor
@@ -51,7 +52,7 @@ async def setup(
     store = ResultStore(aredis, prefix=prefix, windows=(60,), recorders=[CompactScoresRecorder(3 * 86400)])
     shadows = [Pipeline(r, result_marks={"shadow": True}) for r in shadow_routings(suites)]
     proc = Processor(Pipeline(suites), store, shadows=shadows)
-    app = create_web_app(aredis, prefix=prefix, token=None, windows=(60,))
+    app = create_web_app(aredis, prefix=prefix, token=None, windows=(60,), features=dashboard_features())
     async with TestClient(TestServer(app)) as client:
         yield client, proc, suites.by_name["qa"].version, suites.by_name["qa"].shadows[0].suite.version
 

@@ -18,6 +18,7 @@ from streameval.config import parse_config
 from streameval.errors import ConfigError
 from streameval.features.compare import CompactScoresRecorder
 from streameval.features.drilldown import ExamplesRecorder
+from streameval.features.web import dashboard_features
 from streameval.keyspace import Keys
 from streameval.models import Aggregate, Alert, GradedResult, format_time
 from streameval.outputs import Publish
@@ -194,7 +195,7 @@ async def api(
     await store.record_many(items(v1) + items(v2) + items(old))
     a, b = str(v1[0].suite_version), str(v2[0].suite_version)
     await register_versions(aredis, store.keys, [VersionInfo("qa", a, None, {})], run="live")
-    app = create_web_app(aredis, prefix=prefix, token=None, windows=(SIZE,))
+    app = create_web_app(aredis, prefix=prefix, token=None, windows=(SIZE,), features=dashboard_features())
     async with TestClient(TestServer(app)) as client:
         yield client, a, b
 

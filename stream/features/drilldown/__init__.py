@@ -4,13 +4,15 @@ lowest-scored ids from them, so the composition root turns this on for a suite f
 score-shift detection, or when ``STREAMEVAL_EXAMPLES`` is set (streameval.features.setup).
 
 Modules: ``_examples`` (which results are candidates, their compact form), ``_recorder`` (the record
-script's block that keeps them: a streameval.feature recorder).
+script's block that keeps them: a streameval.feature recorder), ``_window`` (the ids an alert lists, read
+when its window is published).
 """
 
 from __future__ import annotations
 
 from ._examples import KINDS, MAX_TEXT, Candidates, Example, compact, example_ids, parse, sample_rank
 from ._recorder import ExamplesRecorder
+from ._window import worst_ids
 
 __all__ = [
     "KINDS",
@@ -22,4 +24,5 @@ __all__ = [
     "example_ids",
     "parse",
     "sample_rank",
+    "worst_ids",
 ]

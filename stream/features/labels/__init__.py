@@ -29,13 +29,16 @@ Scores are kept on a 1e-4 grid.
 Modules: ``_input`` (the ``feedback:`` block and the feedback topic's decoder), ``_records`` (verdict records
 and rows), ``_figures`` (agreement, calibration, the offline join), ``_store`` (the join in Redis),
 ``_recorder`` (the verdicts kept with each recorded batch: a streameval.feature recorder, built by the
-composition root only when labels are configured).
+composition root only when labels are configured), ``_window`` (the window closer's step that adds each
+window's agreement to its aggregates: a streameval.feature window step, built likewise), ``_intake`` (the
+worker's side: the feedback topic's batches joined, and the periodic retry of the labels still waiting).
 """
 
 from __future__ import annotations
 
 from ._figures import Calibration, calibration, human_agreement, join_in_memory, lowest_kappa
 from ._input import FeedbackDecoder, FeedbackInput, decode_error_letter, feedback_issues
+from ._intake import LabelIntake
 from ._recorder import VerdictRecorder
 from ._records import (
     MAX_RECORD_BYTES,
@@ -51,15 +54,18 @@ from ._records import (
     verdict_values,
 )
 from ._store import JoinReport, Label, LabelStore
+from ._window import AgreementStep
 
 __all__ = [
     "MAX_RECORD_BYTES",
     "SHARDS",
+    "AgreementStep",
     "Calibration",
     "FeedbackDecoder",
     "FeedbackInput",
     "JoinReport",
     "Label",
+    "LabelIntake",
     "LabelStore",
     "Layout",
     "Row",

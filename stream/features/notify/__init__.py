@@ -7,7 +7,8 @@ Built only when the suite file has a ``notify:`` list. The pieces:
 - :mod:`._marks`: what each channel took, in Redis (no page twice; resolves where the trigger went);
 - :mod:`._deliver`: one channel's deliveries, rate limit and retries;
 - :mod:`._service`: the :class:`Notifier`, a consumer of the alerts topic with its own group;
-- :mod:`._program`: running it in the worker, as ``streameval notify``, and ``streameval notify test``.
+- :mod:`._program`: running it in the worker, as ``streameval notify``, and ``streameval notify test``;
+- :mod:`._resolves`: the window closer's step that publishes the resolves (streameval.feature.WindowStep).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._config import KINDS, ChannelConfig, ChannelKind, notify_issues
 from ._payloads import SIGNATURE_HEADER, HttpRequest, Links, build_request, incident_key, sign
+from ._resolves import ResolveStep
 
 if TYPE_CHECKING:  # imported when first used: loading a suite file must not load the Kafka and HTTP clients
     from ._deliver import ChannelWorker, Outcome
@@ -36,6 +38,7 @@ __all__ = [
     "Marks",
     "Notifier",
     "Outcome",
+    "ResolveStep",
     "build_request",
     "incident_key",
     "notify_issues",

@@ -19,7 +19,7 @@ import orjson
 from ..._util import clip
 from ...judges._rubrics import CRITERIA, REPORT_DIMENSIONS, RUBRICS
 from ...models import GradedResult, ReviewItem
-from ...review import REASONS
+from ..review import REASONS
 
 __all__ = [
     "EXPORT_FORMATS",

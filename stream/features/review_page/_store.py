@@ -26,7 +26,7 @@ import orjson
 
 from ...keyspace import Client, guard, run_scripts
 from ...models import GradedResult, ReviewItem
-from ...review import ReviewConfig
+from ..review import ReviewConfig
 from . import _scripts
 from ._items import item_document, rank_of, summary_of
 

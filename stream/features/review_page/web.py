@@ -26,8 +26,8 @@ from ...api._pages import WEB_DIR
 from ...kafka_security import KafkaSecurity, bootstrap_hosts
 from ...keyspace import Client
 from ...models import FEEDBACK_SCALES, Feedback, format_time
-from ...review import REASONS, ReviewConfig
 from ...settings import Settings
+from ..review import REASONS, ReviewConfig
 from ._items import EXPORT_FORMATS, export_lines
 from ._openapi import PATHS
 from ._store import Order, ReviewPageStore

@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from streameval.config import parse_config
+from streameval.features.setup import annotators
 from streameval.judges.sim import start_judge_sim
 from streameval.models import GradedResult
 from streameval.offline import evaluate_file
@@ -99,7 +100,7 @@ async def test_no_planted_value_reaches_the_judges_offline(tmp_path: Path) -> No
     # the first answers fail: every retry is recorded too
     async with start_judge_sim(script=["500", "500", "500"], requests=requests) as url:
         _, suites = parse_config(_config(url))
-        pipeline = Pipeline(suites)
+        pipeline = Pipeline(suites, annotators=annotators(suites))  # the sessions' turns
         await evaluate_file(
             pipeline,
             source,

@@ -15,10 +15,10 @@ import redis.asyncio as aioredis
 from streameval.config import parse_config
 from streameval.features.drilldown import Candidates
 from streameval.features.redact import RedactConfig, Redactors, build_redactors
+from streameval.features.review import ReviewConfig, ReviewQueue
 from streameval.keyspace import Keys
 from streameval.models import EvaluatorResult, GradedResult
 from streameval.pipeline import Pipeline
-from streameval.review import ReviewConfig, ReviewQueue
 
 EMAIL, PHONE = "wang.fang@example.cn", "13912345678"
 

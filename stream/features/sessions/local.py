@@ -1,5 +1,5 @@
 """Sessions without Redis, for ``streameval evaluate`` on a file: the same turns, order, bounds and
-thread judging as the stream worker's (streameval.sessions.state, .closer), every session closed at the
+thread judging as the stream worker's (streameval.features.sessions.state, .closer), every session closed at the
 end of the file (``closed_by``: ``end`` when a turn carried the end marker, else ``gap``: the end of the
 input is the end of event time).
 
@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from ..config import Session
-from ..models import GradedResult, SessionResult
-from ..pipeline import Pipeline
+from ...config import Session
+from ...models import GradedResult, SessionResult
+from ...pipeline import Pipeline
 from .closer import evaluate_thread, judged
 from .turns import Turn
 

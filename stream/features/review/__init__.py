@@ -24,10 +24,10 @@ from typing import Any, Protocol
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from . import _lua, telemetry
-from ._util import clip
-from .keyspace import Client, Keys, guard, run_scripts
-from .models import GradedResult, ReviewItem, ReviewReason, format_time
+from ... import _lua, telemetry
+from ..._util import clip
+from ...keyspace import Client, Keys, guard, run_scripts
+from ...models import GradedResult, ReviewItem, ReviewReason, format_time
 
 __all__ = ["REASONS", "ReviewConfig", "ReviewKeeper", "ReviewQueue", "reasons"]
 

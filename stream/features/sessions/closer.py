@@ -5,16 +5,16 @@ The worker calls :meth:`SessionCloser.run_once` every ``close_interval_s`` (the 
 
 1. reads each due-index shard for sessions whose deadline passed on the Redis clock (``LIMIT``: the cost
    of a run does not grow with the number of open sessions);
-2. claims each one (its lease, ``SET NX PX`` inside the claim script, streameval.sessions.scripts); only
+2. claims each one (its lease, ``SET NX PX`` inside the claim script, streameval.features.sessions.scripts); only
    the claimer goes on: a session is closed by one worker;
-3. builds the thread event (streameval.sessions.thread) and evaluates it with the session's scoring
+3. builds the thread event (streameval.features.sessions.thread) and evaluates it with the session's scoring
    through :meth:`streameval.pipeline.Pipeline.evaluate` (rules, judge panel, combine, gates, grades);
 4. records it through :meth:`streameval.store.ResultStore.record_many` as pair model x session name,
    idempotent by its id (``session:key#revision``) and turn ids; a revision also retracts the previous
    revision's figures in the same call, so the aggregates hold the latest revision only;
 5. publishes the :class:`~streameval.models.SessionResult` on ``evals.sessions`` (the stored one when a
    crashed worker had recorded it already), then marks the session closed and drops its due entry (one
-   script: the entry is in the session's shard, streameval.sessions.state).
+   script: the entry is in the session's shard, streameval.features.sessions.state).
 
 While a session is being closed its worker extends the lease every third of ``lease_s`` (judging may take
 longer than the lease). A worker killed between 2 and 5 leaves its lease to expire: the next worker closes the
@@ -31,16 +31,16 @@ from typing import Any
 
 import orjson
 
-from .. import telemetry
-from .._version import __version__
-from ..config import Session
-from ..envelope import Outcome
-from ..errors import StoreUnavailable
-from ..models import GradedResult, SessionMetrics, SessionResult, format_time
-from ..outputs import Publish, Send, publish_all
-from ..pipeline import Pipeline
-from ..redis_client import retry_forever
-from ..store import ResultStore
+from ... import telemetry
+from ..._version import __version__
+from ...config import Session
+from ...envelope import Outcome
+from ...errors import StoreUnavailable
+from ...models import GradedResult, SessionMetrics, SessionResult, format_time
+from ...outputs import Publish, Send, publish_all
+from ...pipeline import Pipeline
+from ...redis_client import retry_forever
+from ...store import ResultStore
 from .state import Claim, SessionStore
 from .thread import thread_event
 
@@ -88,7 +88,7 @@ def once(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The thread's turns, each id once (the first in thread order). The append script appends a turn
     once, looking up the turns it cannot vouch are new; a turn whose result was counted afresh under
     another pair (another suite version, or the same id with other content) is vouched for and could
-    be there twice (streameval.sessions.scripts, APPEND)."""
+    be there twice (streameval.features.sessions.scripts, APPEND)."""
     if len({t["id"] for t in turns}) == len(turns):
         return turns
     seen: set[str] = set()

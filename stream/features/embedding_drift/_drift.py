@@ -14,7 +14,7 @@ Per model × suite × window (of the configured size) the record script keeps, i
   names the alert's example events (those farthest from the reference centroid).
 
 The comparison, per closed window, in window order (:class:`Drift`, folded by
-:class:`~streameval.windows.WindowCloser` under a lease like the score-shift detector):
+the feature's window step, ``_step.DriftStep``, under a lease like the score-shift detector):
 
 * **centroid cosine distance** ``1 − cos(mean v_window, mean v_reference)``;
 * **MMD²** with the RBF kernel ``k(x, y) = exp(−‖x − y‖² / (2 bandwidth²))``, through ``features`` random
@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from .embedding import DEFAULT_MODEL, MissingExtra, find_model, require_extra
+from ...embedding import DEFAULT_MODEL, MissingExtra, find_model, require_extra
 
 if TYPE_CHECKING:
     import numpy as np

@@ -9,7 +9,7 @@ their index entries (Redis Cluster: each script touches one slot):
 
 ================================  ===================================================================
 ``P{sx:N}:turns:T``               list of turns in arrival order, each: event time (``%020.6f``) + the
-                                  turn (JSON, streameval.sessions.turns); sorted stably by the 20
+                                  turn (JSON, streameval.features.sessions.turns); sorted stably by the 20
                                   characters they are in event-time order, then arrival
 ``P{sx:N}:meta:T``                hash: ``state`` (open, closing, closed); ``v``, the figures packed in
                                   64 bytes (:data:`META_FIELDS`, :data:`META_FORMAT`: first / last event
@@ -17,7 +17,7 @@ their index entries (Redis Cluster: each script touches one slot):
                                   bytes, end, seq, n (turns received), dropped); rev (next revision), prev
                                   (the last published result), closed_at, closed_by; in a marked session
                                   ``mk`` and ``i:{turn id}`` per turn (a redelivered turn is appended
-                                  once: streameval.sessions.scripts, APPEND)
+                                  once: streameval.features.sessions.scripts, APPEND)
 ``P{sx:N}:lease:T``               the closing lease (``SET NX PX``)
 ``P{sx:N}:due``                   zset of the shard's sessions to close: member = ``T``, score = its
                                   close deadline (Redis clock) in whole milliseconds: integers (a small
@@ -61,7 +61,7 @@ from urllib.parse import quote, unquote
 
 from orjson import dumps as _dumps
 
-from ..redis_client import Client, guard, run_scripts
+from ...redis_client import Client, guard, run_scripts
 from . import scripts
 from .turns import Turn
 
@@ -265,7 +265,7 @@ class SessionStore:
         Idempotent per turn id. ``fresh``: the ids of turns the caller knows were never appended (their
         results were just counted for the first time, and a turn is appended only after its result is
         recorded); those are appended without a look. Every other turn is looked up in its session
-        (streameval.sessions.scripts, APPEND): with the default, every turn is."""
+        (streameval.features.sessions.scripts, APPEND): with the default, every turn is."""
         report = AppendReport()
         groups: dict[tuple[str, str], list[Turn]] = {}
         for turn in turns:

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..inputs._path import MISSING, compile_path
+from ...inputs._path import MISSING, compile_path
 
 __all__ = ["MISSING", "EventPath", "compile_event_path"]
 

@@ -1,6 +1,6 @@
 """The sessions' Lua scripts. Each touches the keys of one hash tag only (Redis Cluster): one shard
 ``{sx:N}`` of the sessions, whose keys are the due index of that shard and the state of every session
-that falls in it (streameval.sessions.state has the layout).
+that falls in it (streameval.features.sessions.state has the layout).
 
 Every script reads the Redis clock (``TIME``): one clock for every worker, the same one the window
 closer uses as its watermark.
@@ -13,7 +13,7 @@ __all__ = ["APPEND", "CLAIM", "DUE_SET", "FINISH", "RENEW"]
 # A session's meta hash keeps its figures packed in one field, ``v``: two hash commands a batch instead of
 # a dozen fields to read and write. ``v`` is 64 bytes (a listpack keeps values up to 64 bytes: the hash
 # stays compact): first, last, expires, deadline, arrival (doubles), kept, bytes, end (1/0), seq, n,
-# dropped (unsigned 32-bit integers), little-endian (streameval.sessions.state.META_FORMAT). ``state`` stays a field
+# dropped (unsigned 32-bit integers), little-endian (streameval.features.sessions.state.META_FORMAT). ``state`` stays a field
 # of its own (written when it changes), as do rev, prev, closed_at, closed_by (FINISH), and in a marked
 # session (APPEND) ``mk`` and ``i:{turn id}`` per turn.
 _UNPACK = """
@@ -53,7 +53,7 @@ end
 # ``i:{id}`` (read off the entries: the id is the first field of a turn's JSON), and from then on each
 # turn appended to it gets its own mark too. So an unmarked session's list holds every turn ever appended
 # to it (when the bounds bite, the session is marked before an entry is dropped), and its marks, once
-# made, are complete. The closer also keeps one turn per id (streameval.sessions.closer): a turn whose
+# made, are complete. The closer also keeps one turn per id (streameval.features.sessions.closer): a turn whose
 # result was counted afresh under another pair (a suite's new version) is not appended twice to the thread.
 #
 # The due index gets a session's deadline only when it must (a new or reopened session, a first end

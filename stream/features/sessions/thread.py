@@ -30,8 +30,8 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from ..blocks import AgentBlock, DomainScore
-from ..models import RequestEvent, format_time
+from ...blocks import AgentBlock, DomainScore
+from ...models import RequestEvent, format_time
 
 __all__ = ["render", "result_id", "thread_event", "thread_metrics"]
 

@@ -1,7 +1,9 @@
 """A session's turn: what a graded request event contributes to its conversation (or agent run).
 
-The pipeline makes the turns of an event once its own result is graded (:func:`turns_of`); the worker
-appends them to the session's state after that result is recorded (streameval.sessions.state). A turn
+The pipeline makes the turns of an event once its own result is graded (:func:`turns_of`, through the
+:class:`TurnsAnnotator` the composition root gives it when the suite file has sessions: the outcome's
+annotation :data:`KEY`); the worker appends them to the session's state after that result is recorded
+(streameval.features.sessions.state, through its processor step). A turn
 keeps what the thread's judges and rule metrics need, and nothing else:
 
 ``id`` (the event id: a redelivered turn is appended once), ``t`` (event time), ``role``, ``input``,
@@ -23,32 +25,72 @@ request is neither a call nor an error); the root span's step carries the run's 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import orjson
 
-from .._util import clip
-from ..envelope import Turn
-from ..judges._refusal import find_refusal
-from ..models import GradedResult, RequestEvent, parse_time
+from ..._util import clip
+from ...judges._refusal import find_refusal
+from ...models import GradedResult, RequestEvent, parse_time
 
 __all__ = [
+    "KEY",
     "MAX_KEY_CHARS",
     "MAX_TOOL_CALLS",
     "TOOL_TEXT",
     "Turn",
+    "TurnsAnnotator",
     "session_key",
     "step_turns",
     "text_limit",
+    "turns_in",
     "turns_of",
 ]
+
+#: the turns' slot in an outcome's annotations (streameval.envelope.Outcome)
+KEY = "turns"
 
 #: longer session keys are replaced by ``sha256:`` and their digest (ids and Redis keys stay bounded)
 MAX_KEY_CHARS = 96
 #: tool calls kept per turn; each one's arguments and result are clipped to TOOL_TEXT characters
 MAX_TOOL_CALLS = 20
 TOOL_TEXT = 500
+
+
+class Turn(NamedTuple):
+    """One event's place in one session of the suite file. ``key`` None: the event matched the session but
+    carries no key there (counted as keyless, not appended). A named tuple: made per turn at the cost of a
+    tuple, and of atomic values only, so the garbage collector stops tracking it."""
+
+    session: str
+    key: str | None
+    id: str
+    time: float
+    end: bool = False
+    payload: bytes = b""  # the turn record, JSON (module docstring)
+
+
+class TurnsAnnotator:
+    """Each event's turns (streameval.feature.Annotator): :func:`turns_of` for a graded event, :func:`step_turns`
+    for an agent run's step. ``sessions``: the suite file's (:class:`streameval.config.Session`)."""
+
+    key = KEY
+
+    def __init__(self, sessions: Sequence[Any]) -> None:
+        self.sessions = tuple(sessions)
+
+    def annotate(self, evaluated: Sequence[tuple[RequestEvent, GradedResult, Any]]) -> list[tuple[Turn, ...]]:
+        return [turns_of(self.sessions, event, result) for event, result, _ in evaluated]
+
+    def step(self, document: dict[str, Any], now: float) -> tuple[Turn, ...]:
+        return step_turns(self.sessions, document, now)
+
+
+def turns_in(annotations: Mapping[str, Any]) -> tuple[Turn, ...]:
+    """The turns among an outcome's ``annotations`` (none when the suite file has no sessions)."""
+    turns: tuple[Turn, ...] = annotations.get(KEY, ())
+    return turns
 
 
 def text_limit(max_bytes: int) -> int:

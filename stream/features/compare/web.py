@@ -1,0 +1,164 @@
+"""Version comparison in the web app: ``GET /api/v1/stats/compare`` (docs/versions.md) and its part of the
+OpenAPI document. Served by every web app, whatever the suite file (:func:`compare_feature`; the
+composition root adds it): an API process may read the compact scores a worker with another configuration
+kept."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from aiohttp import web
+
+from ...api import WebFeature
+from ...api._errors import BadRequest
+from ...api._openapi_parts import SIZE, UNAVAILABLE, envelope, error, json_content, nullable
+from ...api._reads import (
+    LEGACY_VERSION,
+    STATS_KEY,
+    gated,
+    ok,
+    select_versions,
+    size_param,
+    text,
+    text_param,
+    window_start,
+    zmembers,
+)
+from ...keyspace import Keys
+from ._recorder import DEFAULT_TTL_S, compact_scores
+from ._scores import compare
+
+__all__ = ["PATHS", "compare_feature"]
+
+#: how long per-version compact scores are kept (what the reads ask for)
+_TTL_KEY: web.AppKey[int] = web.AppKey("compare_ttl_s", int)
+
+
+async def compare_versions(request: web.Request) -> web.Response:
+    """Version ``b`` against version ``a`` of one model × suite on the events both scored (docs/versions.md);
+    ``window`` (a window start, ``size`` seconds) narrows it to events of that window."""
+    config, ttl_s = request.app[STATS_KEY], request.app[_TTL_KEY]
+    model, suite = text_param(request, "model"), text_param(request, "suite")
+    chosen = []
+    for side in ("a", "b"):
+        raw = text_param(request, side)
+        chosen.append("" if raw == LEGACY_VERSION else raw)
+        if raw != LEGACY_VERSION and not (len(raw) == 12 and all(c in "0123456789abcdef" for c in raw)):
+            raise BadRequest(
+                f"{side} must be a 12-digit hex version or {LEGACY_VERSION!r}; got {raw!r}",
+                [{"path": f"$.query.{side}", "message": "a version"}],
+            )
+    size = size_param(request)
+    start = window_start(request, size)
+    members = [text(m) for m in await zmembers(config.client, config.keys.pairs)]
+    mine = [m for m in members if Keys.split_pair(m)[:2] == (model, suite)]
+    for version in chosen:
+        select_versions(mine, version, {}, suite)  # NotFound naming the known versions
+    now = time.time()
+    since, until = (None, None) if start is None else (start, start + size)
+    (a, names_a), (b, names_b) = [
+        await compact_scores(
+            config.client,
+            config.keys,
+            Keys.pair_id(model, suite, v),
+            ttl_s=ttl_s,
+            now=now,
+            since=since,
+            until=until,
+        )
+        for v in chosen
+    ]
+    loop = asyncio.get_running_loop()  # 100 k events a side: ~0.3 s of CPU, off the event loop's thread
+    result = await loop.run_in_executor(
+        None, lambda: compare(a, b, names_a=names_a, names_b=names_b, labels=(chosen[0], chosen[1]))
+    )
+    if not ttl_s:
+        result["reason"] = "per-event scores are not kept (STREAMEVAL_COMPARE_TTL_S is 0)"
+    return ok({"model": model, "suite": suite, "size": size, "window": start, **result})
+
+
+PATHS: dict[str, Any] = {
+    "/api/v1/stats/compare": {
+        "get": {
+            "operationId": "statsCompare",
+            "summary": "version b against version a of one model × suite, on the events both scored (docs/versions.md)",
+            "parameters": [
+                {
+                    "name": "model",
+                    "in": "query",
+                    "required": True,
+                    "schema": {"type": "string", "minLength": 1},
+                },
+                {
+                    "name": "suite",
+                    "in": "query",
+                    "required": True,
+                    "schema": {"type": "string", "minLength": 1},
+                },
+                {
+                    "name": "a",
+                    "in": "query",
+                    "required": True,
+                    "schema": {"type": "string", "pattern": "^([0-9a-f]{12}|legacy)$"},
+                },
+                {
+                    "name": "b",
+                    "in": "query",
+                    "required": True,
+                    "schema": {"type": "string", "pattern": "^([0-9a-f]{12}|legacy)$"},
+                },
+                SIZE,
+                {
+                    "name": "window",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "string"},
+                    "description": "a window start (epoch seconds or RFC 3339): only events of that window (default: every retained event)",
+                },
+            ],
+            "responses": {
+                "200": json_content(
+                    envelope(
+                        {
+                            "type": "object",
+                            "required": ["n", "empty", "reason"],
+                            "properties": {
+                                "n": {"type": "integer"},
+                                "empty": {"type": "boolean"},
+                                "reason": nullable("string", description="why the comparison is empty"),
+                                "mean_diff": nullable("number"),
+                                "ci_low": nullable("number"),
+                                "ci_high": nullable("number"),
+                                "pass_to_fail": {"type": "integer"},
+                                "fail_to_pass": {"type": "integer"},
+                                "pass_to_fail_ids": {"type": "array", "items": {"type": "string"}},
+                                "fail_to_pass_ids": {"type": "array", "items": {"type": "string"}},
+                                "kappa": nullable("number"),
+                                "pearson": nullable("number"),
+                                "spearman": nullable("number"),
+                                "evaluators": {"type": "object"},
+                            },
+                        }
+                    ),
+                    "the comparison",
+                ),
+                "400": error("missing model, suite, a or b; a malformed version, window or size"),
+                "404": error("503001: the suite never had this version; data.known lists the known ones"),
+                **UNAVAILABLE,
+            },
+        },
+    },
+}
+
+
+def compare_feature(ttl_s: int | None = None) -> WebFeature:
+    """The comparison read of compact scores kept ``ttl_s`` (None: the default, as ``STREAMEVAL_COMPARE_TTL_S``
+    unset), its path after the examples' in the OpenAPI document."""
+    return WebFeature(
+        [web.get("/api/v1/stats/compare", gated(compare_versions))],
+        openapi_paths=PATHS,
+        openapi_after="/api/v1/stats/deadletters",
+        state={_TTL_KEY: DEFAULT_TTL_S if ttl_s is None else ttl_s},
+    )
