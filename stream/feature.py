@@ -63,7 +63,7 @@ from typing import Any, Protocol
 
 from .envelope import Outcome
 from .errors import ConfigError, ConfigIssue
-from .models import Aggregate, Alert, DeadLetterTruncation, GradedResult, RequestEvent
+from .models import Aggregate, Alert, DeadLetter, DeadLetterTruncation, GradedResult, RequestEvent
 from .outputs import Publish, Send
 
 __all__ = [
@@ -236,6 +236,10 @@ class Redaction(Protocol):
 
     def dead_letter(self, raw: bytes, reason: str) -> tuple[bytes, str, DeadLetterTruncation | None]:
         """A dead letter's raw bytes and reason as they may be published."""
+        ...
+
+    def letter(self, letter: DeadLetter) -> DeadLetter:
+        """A dead letter made elsewhere (the feedback topic's), before it is cut, as it may be published."""
         ...
 
 

@@ -356,7 +356,8 @@ class Runtime:
         intake = None
         if labels is not None:  # the feedback topic's labels joined; the waiting ones retried periodically
             decoder = FeedbackDecoder(suites.feedback, max_depth=settings.max_event_depth)
-            intake = LabelIntake(labels, decoder, dead_letters, store.now)
+            redact = pipeline.redactors.letter if pipeline.redactors is not None else None
+            intake = LabelIntake(labels, decoder, dead_letters, store.now, redact)
         processor = Processor(
             pipeline,
             store,

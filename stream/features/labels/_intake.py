@@ -24,7 +24,8 @@ __all__ = ["LabelIntake"]
 
 class LabelIntake:
     """The feedback topic's batches joined through ``store``; a :class:`~streameval.feature.PeriodicStep`
-    (:meth:`tick`). ``now``: the Redis clock (the result store's)."""
+    (:meth:`tick`). ``now``: the Redis clock (the result store's); ``redact``: the suite file's
+    ``redact: dead_letters`` policy for these letters too (docs/redact.md)."""
 
     name = "labels"
 
@@ -34,11 +35,13 @@ class LabelIntake:
         decoder: FeedbackDecoder,
         dead_letters: DeadLetterPolicy,
         now: Callable[[], float],
+        redact: Callable[[DeadLetter], DeadLetter] | None = None,
     ) -> None:
         self.store = store
         self.decoder = decoder
         self.dead_letters = dead_letters
         self.now = now
+        self.redact = redact
 
     async def feedback(self, messages: Sequence[tuple[bytes, Source]]) -> list[Publish]:
         """Join a batch of the feedback topic's messages to their verdicts.
@@ -70,6 +73,8 @@ class LabelIntake:
         out = []
         for letter in letters:
             telemetry.DEAD_LETTERS.labels(letter.kind).inc()
+            if self.redact is not None:  # before it is cut: its whole would be kept in Redis
+                letter = self.redact(letter)
             fitted = await retry_forever(
                 lambda letter=letter: self.dead_letters.apply(letter),  # type: ignore[misc]
                 what="keeping a dead letter's event in Redis",

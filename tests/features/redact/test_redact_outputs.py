@@ -240,3 +240,21 @@ def test_stored_result_documents_redacted_as_examples_are() -> None:
     assert document == kept
     other = dict(document, suite="not-redacting")
     assert _redactors().result_document(other) is other
+
+
+async def test_label_intake_redacts_its_dead_letters() -> None:
+    """The worker's label intake hands its letters to the policy before they are cut and published."""
+    from streameval.deadletters import DeadLetterPolicy
+    from streameval.envelope import Source
+    from streameval.features.labels import FeedbackDecoder, LabelIntake
+
+    redactors = build_redactors(RedactConfig(dead_letters="redact"), [("s", ("suites", 0), None)])
+    assert redactors is not None
+    intake = LabelIntake(
+        None, FeedbackDecoder(), DeadLetterPolicy(), lambda: 1_800_000_000.0, redactors.letter
+    )  # type: ignore[arg-type]
+    raw = b"call me on " + PHONE.encode()  # not JSON: not a label
+    [published] = await intake.feedback([(raw, Source(topic="feedback", partition=0, offset=1))])
+    assert PHONE.encode() not in published.value and base64.b64decode(
+        orjson.loads(published.value)["raw"]
+    ) == (b"call me on [PHONE_1]")
