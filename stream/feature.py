@@ -234,6 +234,10 @@ class Redaction(Protocol):
         """A result's texts (reasons, judges' reasoning) as a drill-down example may show them."""
         ...
 
+    def result_document(self, document: dict[str, Any]) -> dict[str, Any]:
+        """A stored result as JSON with the same texts redacted (the results API's answer)."""
+        ...
+
     def dead_letter(self, raw: bytes, reason: str) -> tuple[bytes, str, DeadLetterTruncation | None]:
         """A dead letter's raw bytes and reason as they may be published."""
         ...

@@ -40,7 +40,14 @@ from .api import (
     stall_check,
     start_web,
 )
-from .config import LoadedConfig, add_shadow_file, parse_config_text, read_config_text, shadow_routings
+from .config import (
+    LoadedConfig,
+    add_shadow_file,
+    parse_config_text,
+    read_config_text,
+    redaction,
+    shadow_routings,
+)
 from .connect_check import check_redis_settings
 from .deadletters import DeadLetterPolicy, RawStore
 from .envelope import Source
@@ -474,6 +481,7 @@ async def serve_web(config: WorkerConfig) -> WebServer:
         stall_check(),
         *judge_ready_checks(judges),
     ]  # an authenticated models listing per judge, cached
+    redactors = redaction(config.suites)  # a result's texts as the drill-down examples show them
     web_app = create_web_app(
         client,
         prefix=settings.redis_prefix,
@@ -485,6 +493,7 @@ async def serve_web(config: WorkerConfig) -> WebServer:
         registry_limits=api.registry_limits(),
         redelivery_ttl_s=settings.redelivery_ttl_s,
         identities=api.identities(),
+        redact_result=redactors.result_document if redactors is not None else None,
         features=[
             *dashboard_features(settings.compare_ttl_s),
             *(

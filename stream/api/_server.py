@@ -11,6 +11,7 @@ import asyncio
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -105,11 +106,13 @@ def create_web_app(
     redelivery_ttl_s: int = 3600,
     identities: Identities | None = None,
     features: Sequence[WebFeature] = (),
+    redact_result: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> web.Application:
     """The whole HTTP surface on ``client`` (keys under ``prefix``); ``checks`` feed ``/ready``;
     ``windows`` are the configured window sizes the dashboard may ask for; ``access`` says which
     reads need ``token`` too (writes always do); ``identities`` name the tokens; ``features`` add routes
-    (the composition root's: the features' dashboard reads, the review page)."""
+    (the composition root's: the features' dashboard reads, the review page); ``redact_result``: a stored
+    result's texts as ``GET /api/v1/results/{id}`` shows them (redaction before judging, docs/redact.md)."""
     app = web.Application(middlewares=[_errors_and_auth], client_max_size=_evaluators.MAX_BODY)
     app.on_response_prepare.append(add_security_headers)
     app[_TOKEN_KEY] = token
@@ -118,7 +121,7 @@ def create_web_app(
     app[_evaluators.STORE_KEY] = RegistryStore(client, prefix=prefix, limits=registry_limits)
     app[_ops.CHECKS_KEY] = [_ops.redis_check(client), *checks]
     app[_ops.TIMEOUT_KEY] = ready_timeout_s
-    app[STATS_KEY] = StatsConfig(client, prefix, tuple(windows), redelivery_ttl_s)
+    app[STATS_KEY] = StatsConfig(client, prefix, tuple(windows), redelivery_ttl_s, redact_result)
     app[IDENTITIES_KEY] = identities or Identities()
     app[_FEATURES_KEY] = tuple(features)
     app[_OWN_AUTH_KEY] = tuple(f.own_auth_prefix for f in features if f.own_auth_prefix is not None)

@@ -294,7 +294,8 @@ async def result_by_id(request: web.Request) -> web.Response:
             ]
             for encoded in await guard(stored_results(config.client, config.keys, hits)) if hits else ():
                 if encoded is not None:
-                    return ok(orjson.loads(encoded))
+                    document = orjson.loads(encoded)
+                    return ok(config.redact_result(document) if config.redact_result else document)
     kept = f"{ttl} s (STREAMEVAL_REDELIVERY_TTL_S)" if ttl else "no time: STREAMEVAL_REDELIVERY_TTL_S is 0"
     raise NotRetained(
         f"result {result_id!r} is not retained: full results are kept for {kept}; the worst and "

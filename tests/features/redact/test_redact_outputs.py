@@ -258,3 +258,35 @@ async def test_label_intake_redacts_its_dead_letters() -> None:
     assert PHONE.encode() not in published.value and base64.b64decode(
         orjson.loads(published.value)["raw"]
     ) == (b"call me on [PHONE_1]")
+
+
+async def test_the_results_api_serves_a_stored_result_redacted() -> None:
+    """GET /api/v1/results/{id} on real Redis: with the suite file's redaction the reasons are redacted as the
+    drill-down example's are; without it (an API process with no suite file) the stored result as it is."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from streameval.api import create_web_app
+    from streameval.store import ResultStore
+
+    client = aioredis.Redis(host="127.0.0.1", port=6379)
+    prefix = f"test-redact-api-{uuid.uuid4().hex[:8]}"
+    result = _result(f"output does not contain {PHONE!r} nor {EMAIL!r}")
+    try:
+        store = ResultStore(client, prefix=prefix, windows=(60,))
+        await store.record_many([(result, result.model_dump_json().encode(), None)])
+        answers = []
+        for redact in (_redactors().result_document, None):
+            app = create_web_app(client, prefix=prefix, token=None, windows=(60,), redact_result=redact)
+            async with TestClient(TestServer(app)) as http:
+                resp = await http.get(f"/api/v1/results/{result.id}")
+                assert resp.status == 200, await resp.text()
+                answers.append((await resp.json())["data"])
+    finally:
+        keys = [k async for k in client.scan_iter(match=f"{prefix}*", count=1000)]
+        if keys:
+            await client.delete(*keys)
+        await client.aclose()
+    redacted, stored = answers
+    assert redacted == orjson.loads(_redactors().result(result).model_dump_json())
+    assert PHONE not in orjson.dumps(redacted).decode() and EMAIL not in orjson.dumps(redacted).decode()
+    assert stored == orjson.loads(result.model_dump_json())  # no suite file: served as stored
