@@ -5,17 +5,17 @@ score-shift step's, over the drift sums); a window that drifted sends one alert,
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import cast
 
 import orjson
 
 from ... import telemetry
-from ...feature import ClosingWindow, PublishedWindow, WindowContext, WindowShare, check_kept_window
+from ...feature import WindowContext
 from ...keyspace import guard
 from ...models import Alert, AlertWindow, format_time
 from ...outputs import Send
 from ...store import ResultStore
+from .._queued import QueuedFoldStep
 from ._drift import Drift, EmbeddingDriftConfig, Verdict, WindowSums, unpack_sums, unquantise
 
 __all__ = ["DriftStep"]
@@ -24,38 +24,17 @@ __all__ = ["DriftStep"]
 _STATE_TTL_S = 30 * 86400
 
 
-class DriftStep:
+class DriftStep(QueuedFoldStep):
     """The closer's step for ``windowing.embedding_drift`` (its window must be one of ``windows``, the kept
     ones)."""
 
     name = "embedding drift"
+    setting = "embedding_drift"
+    queue_key = "drift_queue"
+    lease_key = "drift_lease"
+    config: EmbeddingDriftConfig
 
-    def __init__(self, config: EmbeddingDriftConfig, windows: Sequence[int]) -> None:
-        check_kept_window("embedding_drift", config.window, windows)
-        self.config = config
-
-    async def closing(self, ctx: WindowContext, window: ClosingWindow) -> Mapping[str, Mapping[str, Any]]:
-        """Queue a window of the drift size (compared in order by :meth:`tick`)."""
-        if window.size == self.config.window:
-            store = cast(ResultStore, ctx.store)
-            client, queue, start = store.client, store.keys.drift_queue(window.size), window.start
-            await guard(client.zadd(queue, {str(start): start}))
-            await guard(client.zremrangebyscore(queue, "-inf", start - store.window_ttl_s))
-        return {}
-
-    async def published(self, ctx: WindowContext, window: PublishedWindow) -> WindowShare | None:
-        return None
-
-    async def tick(self, ctx: WindowContext, now: float, send: Send) -> None:
-        """Compare each published window's embeddings with the pair's reference, in window order."""
-        keys, size = ctx.store.keys, self.config.window
-
-        async def fold(pair: str, start: int) -> None:
-            await self._fold_drift(ctx, pair, start, now, send)
-
-        await ctx.fold_in_order(size, keys.drift_queue(size), keys.drift_lease(size), fold)
-
-    async def _fold_drift(self, ctx: WindowContext, pair: str, start: int, now: float, send: Send) -> None:
+    async def fold(self, ctx: WindowContext, pair: str, start: int, now: float, send: Send) -> None:
         cfg, store = self.config, cast(ResultStore, ctx.store)
         client, keys, size = store.client, store.keys, cfg.window
         model, suite, version = keys.split_pair(pair)

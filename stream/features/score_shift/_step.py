@@ -9,16 +9,16 @@ before the state is saved, so a fold repeated after a crash sends nothing twice.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import cast
 
 import orjson
 
-from ...feature import ClosingWindow, PublishedWindow, WindowContext, WindowShare, check_kept_window
+from ...feature import WindowContext
 from ...keyspace import guard
 from ...models import Alert, AlertChange, AlertWindow, format_time
 from ...outputs import Send
 from ...store import ResultStore, hash_fields
+from .._queued import QueuedFoldStep
 from ..drilldown import example_ids
 from ._detector import Change, Detector, ScoreShiftConfig
 
@@ -28,37 +28,16 @@ __all__ = ["ScoreShiftStep"]
 _STATE_TTL_S = 30 * 86400
 
 
-class ScoreShiftStep:
+class ScoreShiftStep(QueuedFoldStep):
     """The closer's step for ``windowing.score_shift`` (its window must be one of ``windows``, the kept ones)."""
 
     name = "score shift"
+    setting = "score_shift"
+    queue_key = "shift_queue"
+    lease_key = "shift_lease"
+    config: ScoreShiftConfig
 
-    def __init__(self, config: ScoreShiftConfig, windows: Sequence[int]) -> None:
-        check_kept_window("score_shift", config.window, windows)
-        self.config = config
-
-    async def closing(self, ctx: WindowContext, window: ClosingWindow) -> Mapping[str, Mapping[str, Any]]:
-        """Queue a window of the detector's size (folded in order by :meth:`tick`)."""
-        if window.size == self.config.window:
-            store = cast(ResultStore, ctx.store)
-            client, queue, start = store.client, store.keys.shift_queue(window.size), window.start
-            await guard(client.zadd(queue, {str(start): start}))
-            await guard(client.zremrangebyscore(queue, "-inf", start - store.window_ttl_s))
-        return {}
-
-    async def published(self, ctx: WindowContext, window: PublishedWindow) -> WindowShare | None:
-        return None
-
-    async def tick(self, ctx: WindowContext, now: float, send: Send) -> None:
-        """Fold published windows into each pair's detector, in window order, under one lease."""
-        keys, size = ctx.store.keys, self.config.window
-
-        async def fold(pair: str, start: int) -> None:
-            await self._fold_pair(ctx, pair, start, now, send)
-
-        await ctx.fold_in_order(size, keys.shift_queue(size), keys.shift_lease(size), fold)
-
-    async def _fold_pair(self, ctx: WindowContext, pair: str, start: int, now: float, send: Send) -> None:
+    async def fold(self, ctx: WindowContext, pair: str, start: int, now: float, send: Send) -> None:
         cfg, store = self.config, cast(ResultStore, ctx.store)
         client, keys, size = store.client, store.keys, cfg.window
         state_key = keys.score_shift(pair, size)
