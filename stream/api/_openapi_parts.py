@@ -45,6 +45,11 @@ VERSION = {
 }
 
 
+#: the model × suite a read is about: both required query parameters
+MODEL_SUITE: list[dict[str, Any]] = [
+    {"name": name, "in": "query", "required": True, "schema": {"type": "string", "minLength": 1}}
+    for name in ("model", "suite")
+]
 SIZE = {
     "name": "size",
     "in": "query",

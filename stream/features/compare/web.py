@@ -13,7 +13,7 @@ from aiohttp import web
 
 from ...api import WebFeature
 from ...api._errors import BadRequest
-from ...api._openapi_parts import SIZE, UNAVAILABLE, envelope, error, json_content, nullable
+from ...api._openapi_parts import MODEL_SUITE, SIZE, UNAVAILABLE, envelope, error, json_content, nullable
 from ...api._reads import (
     LEGACY_VERSION,
     STATS_KEY,
@@ -85,18 +85,7 @@ PATHS: dict[str, Any] = {
             "operationId": "statsCompare",
             "summary": "version b against version a of one model × suite, on the events both scored (docs/versions.md)",
             "parameters": [
-                {
-                    "name": "model",
-                    "in": "query",
-                    "required": True,
-                    "schema": {"type": "string", "minLength": 1},
-                },
-                {
-                    "name": "suite",
-                    "in": "query",
-                    "required": True,
-                    "schema": {"type": "string", "minLength": 1},
-                },
+                *MODEL_SUITE,
                 {
                     "name": "a",
                     "in": "query",

@@ -11,7 +11,17 @@ from aiohttp import web
 
 from ...api import WebFeature
 from ...api._errors import BadRequest
-from ...api._openapi_parts import SIZE, TIME, UNAVAILABLE, VERSION, envelope, error, json_content, nullable
+from ...api._openapi_parts import (
+    MODEL_SUITE,
+    SIZE,
+    TIME,
+    UNAVAILABLE,
+    VERSION,
+    envelope,
+    error,
+    json_content,
+    nullable,
+)
 from ...api._reads import (
     MAX_WINDOWS,
     STATS_KEY,
@@ -109,18 +119,7 @@ PATHS: dict[str, Any] = {
             "operationId": "statsExamples",
             "summary": "the lowest-scored results or a sample of the failed ones, kept for one window of one model × suite",
             "parameters": [
-                {
-                    "name": "model",
-                    "in": "query",
-                    "required": True,
-                    "schema": {"type": "string", "minLength": 1},
-                },
-                {
-                    "name": "suite",
-                    "in": "query",
-                    "required": True,
-                    "schema": {"type": "string", "minLength": 1},
-                },
+                *MODEL_SUITE,
                 SIZE,
                 {
                     "name": "window",

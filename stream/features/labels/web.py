@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from ...api import WebFeature
-from ...api._openapi_parts import SIZE, UNAVAILABLE, envelope, error, json_content, nullable
+from ...api._openapi_parts import MODEL_SUITE, SIZE, UNAVAILABLE, envelope, error, json_content, nullable
 from ...api._reads import (
     STATS_KEY,
     StatsConfig,
@@ -78,18 +78,7 @@ PATHS: dict[str, Any] = {
             "operationId": "statsHuman",
             "summary": "agreement of the judges, the panel, the result and the rule evaluators with human labels (docs/feedback.md)",
             "parameters": [
-                {
-                    "name": "model",
-                    "in": "query",
-                    "required": True,
-                    "schema": {"type": "string", "minLength": 1},
-                },
-                {
-                    "name": "suite",
-                    "in": "query",
-                    "required": True,
-                    "schema": {"type": "string", "minLength": 1},
-                },
+                *MODEL_SUITE,
                 SIZE,
                 {
                     "name": "window",
