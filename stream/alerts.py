@@ -29,7 +29,6 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import ConfigError, ConfigIssue
-from .features.labels import lowest_kappa
 from .models import Aggregate, Alert
 
 __all__ = [
@@ -67,7 +66,7 @@ def human_agreement(aggregate: Aggregate, min_labels: int = HUMAN_MIN_LABELS) ->
     over those with at least ``min_labels`` labelled pass/fail pairs (docs/feedback.md)."""
     if aggregate.human is None:
         return None
-    return lowest_kappa(aggregate.human, min_labels)
+    return aggregate.human.lowest_kappa(min_labels)
 
 
 #: metric name -> how it is read off a window's aggregate (docs/statistics.md defines each figure)

@@ -535,7 +535,7 @@ def _human_agreement(
 ) -> bool:
     """``--labels``: join the labels to the results just written, print the table; True when the gate fails."""
     from .errors import EventError
-    from .features.labels import FeedbackDecoder, calibration, human_agreement, join_in_memory, lowest_kappa
+    from .features.labels import FeedbackDecoder, calibration, human_agreement, join_in_memory
     from .keyspace import Keys
     from .models import GradedResult
     from .summary import render_agreement
@@ -575,7 +575,7 @@ def _human_agreement(
     failed = False
     if args.min_human_kappa is not None:
         for (model, suite), human in sorted(figures.items()):
-            kappa = lowest_kappa(human) if human is not None else None
+            kappa = human.lowest_kappa() if human is not None else None
             if kappa is not None and kappa < args.min_human_kappa:
                 console.print(
                     f"[bold red]FAIL[/] {model} / {suite}: Cohen's kappa with people {kappa:.3f} is "
@@ -583,7 +583,7 @@ def _human_agreement(
                     highlight=False,
                 )
                 failed = True
-        if not any(h is not None and lowest_kappa(h) is not None for h in figures.values()):
+        if not any(h is not None and h.lowest_kappa() is not None for h in figures.values()):
             console.print(
                 "[bold red]FAIL[/] --min-human-kappa: no kappa could be computed from the labels "
                 f"({len(labels)} read, {len(unmatched)} unmatched)",

@@ -739,6 +739,19 @@ class HumanAgreement(BaseModel):
         default=None, description="people among themselves: each pair of annotators of one event"
     )
 
+    def lowest_kappa(self, min_labels: int = 1) -> float | None:
+        """The lowest Cohen's kappa with people among the judges, the panel and the result, over those with at
+        least ``min_labels`` labelled pass/fail pairs (the alert metric ``human_agreement`` and the
+        ``--min-human-kappa`` gate read this)."""
+        kappas = [
+            a.kappa
+            for name, a in self.raters.items()
+            if (name in ("result", "panel") or name.startswith("judge:"))
+            and a.kappa is not None
+            and a.n_pass >= min_labels
+        ]
+        return min(kappas, default=None)
+
 
 ReviewReason = Literal["gate_failed", "judges_disagree", "near_threshold", "control"]
 

@@ -331,6 +331,7 @@ ENGINE_MODULES = (
     "redelivery",
     "windows",
     "aggregates",
+    "alerts",
     "envelope",
     "feature",
     "_lua",

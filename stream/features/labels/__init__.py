@@ -36,7 +36,7 @@ worker's side: the feedback topic's batches joined, and the periodic retry of th
 
 from __future__ import annotations
 
-from ._figures import Calibration, calibration, human_agreement, join_in_memory, lowest_kappa
+from ._figures import Calibration, calibration, human_agreement, join_in_memory
 from ._input import FeedbackDecoder, FeedbackInput, decode_error_letter, feedback_issues
 from ._intake import LabelIntake
 from ._recorder import VerdictRecorder
@@ -78,7 +78,6 @@ __all__ = [
     "human_agreement",
     "join_in_memory",
     "layout_id",
-    "lowest_kappa",
     "pack_verdict",
     "parse_rows",
     "unpack_verdict",

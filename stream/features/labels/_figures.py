@@ -146,16 +146,3 @@ def join_in_memory(
             continue
         rows[verdict[0].pair].append(label_row(label, verdict))
     return dict(rows), layouts, unmatched
-
-
-def lowest_kappa(figures: HumanAgreement, min_labels: int = 1) -> float | None:
-    """The lowest Cohen's kappa with people among the judges, the panel and the result (the alert metric
-    ``human_agreement`` and the ``--min-human-kappa`` gate read this)."""
-    kappas = [
-        a.kappa
-        for name, a in figures.raters.items()
-        if (name in ("result", "panel") or name.startswith("judge:"))
-        and a.kappa is not None
-        and a.n_pass >= min_labels
-    ]
-    return min(kappas, default=None)
