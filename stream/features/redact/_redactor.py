@@ -200,7 +200,9 @@ class Scope:
         joined = _JOINT.join(texts)
         if joined.count(_JOINT_MARK) != len(texts) - 1:  # a text holds a NUL
             return [self.text(t) for t in texts]
-        saved = dict(self.counts), dict(self._given), dict(self._next)
+        # a fresh scope (an event's) has nothing to save: it goes back to empty
+        fresh = not (self.counts or self._given or self._next)
+        saved = ({}, {}, {}) if fresh else (dict(self.counts), dict(self._given), dict(self._next))
         try:
             joined = self.text(joined, joined=True)
         except _Crossed:
