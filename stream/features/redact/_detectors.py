@@ -161,11 +161,14 @@ def _card(m: Match) -> str | None:
         return None
     if digits[0] not in "3456" and not 2221 <= int(digits[:4]) <= 2720:
         return None  # no card issuer starts so (Visa 4, Mastercard 51-55 / 2221-2720, Amex 34 37, ...)
-    if len(digits) != len(text):  # separated: the printed groups (4-4-4-4, 4-6-5 for Amex, 4-4-4-4-3)
-        groups = [len(g) for g in text.replace("-", " ").split(" ")]
-        if groups[0] != 4 or not (all(g == 4 for g in groups[1:-1]) or groups[1:] == [6, 5]):
-            return None
+    if len(digits) != len(text) and _CARD_GROUPS.fullmatch(text) is None:
+        return None  # separated, but not in the printed groups (4-4-4-4, 4-6-5 for Amex, 4-4-4-4-3)
     return digits
+
+
+# the groups of a separated card number: 4, then 4s, then the last of any length; or Amex's 4-6-5 (one
+# match in C instead of splitting the text)
+_CARD_GROUPS = re.compile(r"\d{4}(?:[ -]\d{4})*[ -]\d+|\d{4}[ -]\d{6}[ -]\d{5}", re.ASCII)
 
 
 def _cn_id(m: Match) -> str | None:
@@ -305,6 +308,22 @@ def _emails(text: str, shape: Shape, timeout: float | None) -> list[Found]:
     return out
 
 
+_CN_ID_PATTERN = (
+    r"(?<![0-9A-Za-z])[1-9]\d{5}(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}[\dXx]"
+    r"(?![0-9A-Za-z])"
+)
+# every issuer prefix starts with 2-6
+_CARD_PATTERN = r"(?<![\d-])[2-6]\d{3}(?:[ -]?\d){9,15}(?![\d]|-\d)"
+_PHONE_PATTERN = (
+    r"(?<![\w+])(?:"
+    r"(?:\+?86[ -]?)?1[3-9]\d(?:\d{8}|[ -]\d{4}[ -]\d{4})"  # mainland China mobile
+    r"|\+[1-9]\d{0,2}(?:[ .-]?\(?\d{1,4}\)?){1,5}[ .-]?\d{2,4}"  # international, with +
+    r"|\(\d{3}\) ?\d{3}[-.]\d{4}|\d{3}[-.]\d{3}[-.]\d{4}"  # North American
+    r"|0\d{2,3}-\d{7,8}"  # China landline with its area code
+    r")(?![\w]|[-.]\d)"
+)
+
+
 DETECTORS: dict[str, Detector] = {
     "private_key": Detector(
         "private_key",
@@ -367,40 +386,79 @@ DETECTORS: dict[str, Detector] = {
         "cn_id",
         "CN_ID",
         lambda shape: bool(shape.numbers()),
-        _finder(
-            r"(?<![0-9A-Za-z])[1-9]\d{5}(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}[\dXx]"
-            r"(?![0-9A-Za-z])",
-            _cn_id,
-            Shape.numbers,
-            _digit_run(17),
-        ),
+        _finder(_CN_ID_PATTERN, _cn_id, Shape.numbers, _digit_run(17)),
     ),
     "card": Detector(
         "card",
         "CARD",
         lambda shape: bool(shape.numbers()),
-        # every issuer prefix starts with 2-6
-        _finder(
-            r"(?<![\d-])[2-6]\d{3}(?:[ -]?\d){9,15}(?![\d]|-\d)", _card, Shape.numbers, _digits_at_least(13)
-        ),
+        _finder(_CARD_PATTERN, _card, Shape.numbers, _digits_at_least(13)),
     ),
     "phone": Detector(
         "phone",
         "PHONE",
         lambda shape: bool(shape.numbers()),
-        _finder(
-            r"(?<![\w+])(?:"
-            r"(?:\+?86[ -]?)?1[3-9]\d(?:\d{8}|[ -]\d{4}[ -]\d{4})"  # mainland China mobile
-            r"|\+[1-9]\d{0,2}(?:[ .-]?\(?\d{1,4}\)?){1,5}[ .-]?\d{2,4}"  # international, with +
-            r"|\(\d{3}\) ?\d{3}[-.]\d{4}|\d{3}[-.]\d{3}[-.]\d{4}"  # North American
-            r"|0\d{2,3}-\d{7,8}"  # China landline with its area code
-            r")(?![\w]|[-.]\d)",
-            _phone,
-            Shape.numbers,
-            _digits_at_least(8),  # every kind has 8 digits or more (with "+": the check's 8-15)
-        ),
+        _finder(_PHONE_PATTERN, _phone, Shape.numbers, _digits_at_least(8)),
     ),
     "ip": Detector("ip", "IP", lambda shape: b"." in shape.ascii or b":" in shape.ascii, _ip_finder()),
 }
 
 assert tuple(DETECTORS) == get_args(DetectorName)  # one list, in priority order
+
+
+# -- the numeric detectors in one pass -------------------------------------------------------------
+#: the numeric detectors, in priority order: (name, pattern, check, digits a window needs at least, digits
+#: it needs in a row)
+_NUMERIC = (
+    ("cn_id", _CN_ID_PATTERN, _cn_id, 17, 17),
+    ("card", _CARD_PATTERN, _card, 13, 0),
+    ("phone", _PHONE_PATTERN, _phone, 8, 0),  # every kind has 8 digits or more (with "+": the check's 8-15)
+)
+NUMERIC = tuple(name for name, *_ in _NUMERIC)
+#: (start, end, normalised value, kind) of one value a pass over several detectors found
+FoundKind = tuple[int, int, str, str]
+
+
+def numeric_finder(names: Iterable[str]) -> Callable[[str, Shape, float | None], list[FoundKind]]:
+    """The numeric detectors of ``names`` (in priority order) in one pass over the number windows: each
+    window's digits counted once, then each detector's pattern on it in priority order. What each
+    pattern matches is what its own detector finds, and as the windows do not overlap, taking each
+    window's values in priority order takes what taking each detector's values in turn does (the
+    redactor's overlap rule; tests/features/redact pin it)."""
+    chosen = set(names)
+    scans = [
+        (
+            DETECTORS[name].kind,
+            at_least,
+            b"0" * in_row if in_row else b"",
+            re.compile(pattern, re.ASCII),
+            regex.compile(pattern, regex.ASCII),
+            check,
+        )
+        for name, pattern, check, at_least, in_row in _NUMERIC
+        if name in chosen
+    ]
+    least = min(at_least for _, at_least, *_ in scans)
+
+    def find(text: str, shape: Shape, timeout: float | None) -> list[FoundKind]:
+        out: list[FoundKind] = []
+        data = shape.shape
+        for lo, hi in shape.numbers():
+            digits = data.count(b"0", lo, hi)
+            if digits < least:
+                continue
+            for kind, at_least, run, fast, timed, check in scans:
+                if digits < at_least or (run and data.find(run, lo, hi) < 0):
+                    continue
+                matches: Iterable[Match] = (
+                    fast.finditer(text, lo, hi)
+                    if hi - lo <= TIMED_CHARS
+                    else timed.finditer(text, lo, hi, timeout=timeout)
+                )
+                for m in matches:
+                    value = check(m)
+                    if value is not None:
+                        out.append((m.start(), m.end(), value, kind))
+        return out
+
+    return find

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import regex
@@ -32,7 +32,7 @@ from ...blocks import RetrievalBlock
 from ...errors import StreamEvalError
 from ...models import RequestEvent
 from ._config import RedactConfig
-from ._detectors import DETECTORS, Shape
+from ._detectors import DETECTORS, NUMERIC, Shape, numeric_finder
 
 __all__ = ["WITHHELD", "Redactor", "Scope"]
 
@@ -56,10 +56,16 @@ class Redactor:
         self.fields = frozenset(config.chosen_fields)
         self._key = key or b""
         self._timeout = config.timeout_s
-        self._detectors = [
-            (DETECTORS[name].may_hold, DETECTORS[name].find, DETECTORS[name].kind)
-            for name in config.chosen_detectors
-        ]
+        # each detector as (may_hold, find, kind); the numeric ones chosen as one entry of kind None, whose
+        # find gives each value's kind (numeric_finder: one pass over the number windows, same values)
+        chosen = config.chosen_detectors
+        numeric = [name for name in chosen if name in NUMERIC]
+        self._detectors: list[tuple[Callable[[Shape], bool], Callable[..., list[Any]], str | None]] = []
+        for name in chosen:
+            if name not in NUMERIC:
+                self._detectors.append((DETECTORS[name].may_hold, DETECTORS[name].find, DETECTORS[name].kind))
+            elif name == numeric[0]:
+                self._detectors.append((DETECTORS[name].may_hold, numeric_finder(numeric), None))
         self._custom = [(spec.kind, regex.compile(spec.pattern)) for spec in config.patterns or ()]
         self.custom = bool(self._custom)
         self._allow = frozenset(value.lower() for value in config.allow or ())
@@ -120,13 +126,16 @@ class Redactor:
         for may_hold, find, kind in self._detectors:
             if not may_hold(shape):
                 continue
-            for start, end, value in find(text, shape, timeout):
+            found = find(text, shape, timeout)
+            if kind is not None:
+                found = [(start, end, value, kind) for start, end, value in found]
+            for start, end, value, of in found:
                 for s, e, _, _ in taken:
                     if start < e and s < end:
                         break  # overlaps a value taken first
                 else:
                     allowed = allow and (value.lower() in allow or text[start:end].lower() in allow)
-                    taken.append((start, end, kind, None if allowed else value))
+                    taken.append((start, end, of, None if allowed else value))
         if self._custom:
             placeholders = [m.span() for m in _PLACEHOLDER.finditer(text)] if "[" in text else []
             for kind, pattern in self._custom:
@@ -191,7 +200,9 @@ class Scope:
         joined = _JOINT.join(texts)
         if joined.count(_JOINT_MARK) != len(texts) - 1:  # a text holds a NUL
             return [self.text(t) for t in texts]
-        saved = dict(self.counts), dict(self._given), dict(self._next)
+        # a fresh scope (an event's) has nothing to save: it goes back to empty
+        fresh = not (self.counts or self._given or self._next)
+        saved = ({}, {}, {}) if fresh else (dict(self.counts), dict(self._given), dict(self._next))
         try:
             joined = self.text(joined, joined=True)
         except _Crossed:

@@ -14,6 +14,7 @@ from streameval.features.redact import (
     RedactConfig,
     Redactor,
     Shape,
+    _detectors,
     cn_id_valid,
     iban_valid,
     luhn_valid,
@@ -221,3 +222,64 @@ def test_key_windows_start_at_every_prefix(text: str) -> None:
         else:
             out.append((at, hi))
     assert Shape(text).keys() == out
+
+
+def _spans_one_by_one(redactor: Redactor, text: str) -> list[tuple[int, int, str, str | None]]:
+    """The built-in values of ``text`` found as the redactor's rule states it: each chosen detector in
+    priority order on its own, a value overlapping one taken first left to the first."""
+    taken: list[tuple[int, int, str, str | None]] = []
+    shape = Shape(text)
+    for name in redactor.config.chosen_detectors:
+        detector = DETECTORS[name]
+        if not detector.may_hold(shape):
+            continue
+        for start, end, value in detector.find(text, shape, 1.0):
+            if all(end <= s or e <= start for s, e, _, _ in taken):
+                taken.append((start, end, detector.kind, value))
+    return sorted(taken)
+
+
+_NUMERIC_CHOICES = [
+    Redactor(RedactConfig(detectors=chosen))  # type: ignore[arg-type]
+    for chosen in (None, ["card", "phone"], ["cn_id", "phone", "ip"], ["phone"], ["email", "card"])
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(_TEXTS, _NUMBERS, st.text(alphabet="0123456789 -+()", min_size=15, max_size=60)))
+def test_numeric_detectors_in_one_pass_find_what_each_finds(text: str) -> None:
+    """The redactor runs the chosen numeric detectors in one pass over the number windows
+    (numeric_finder); it takes the values taking each detector's in turn takes."""
+    for redactor in _NUMERIC_CHOICES:
+        assert redactor.spans(text) == _spans_one_by_one(redactor, text)
+
+
+_CARD_LIKE = st.lists(st.text(alphabet="0123456789", min_size=1, max_size=7), min_size=2, max_size=6).flatmap(
+    lambda groups: st.lists(st.sampled_from(" -"), min_size=len(groups) - 1, max_size=len(groups) - 1).map(
+        lambda seps: "".join(g + s for g, s in zip(groups, [*seps, ""], strict=True))
+    )
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_CARD_LIKE)
+def test_card_groups_generated(text: str) -> None:
+    test_card_groups(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "4111 1111 1111 1111",
+        "3782 822463 10005",
+        "4111-1111-1111-1111-123",
+        "4111 111 1111 1111 1",
+        "4111 1111 1111 11 11",
+    ],
+)
+def test_card_groups(text: str) -> None:
+    """A separated card number counts in its printed groups: 4-4-4-4 (the last group shorter or longer) or
+    Amex's 4-6-5."""
+    groups = [len(g) for g in text.replace("-", " ").split(" ")]
+    printed = groups[0] == 4 and (all(g == 4 for g in groups[1:-1]) or groups[1:] == [6, 5])
+    assert (_detectors._CARD_GROUPS.fullmatch(text) is not None) == printed
