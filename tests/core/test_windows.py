@@ -8,15 +8,13 @@ import statistics
 import orjson
 import pytest
 import redis.asyncio as aioredis
-from jsonschema import Draft202012Validator
+from _closer_helpers import Clock, Sink
 
-from streameval import schemas
 from streameval.alerts import AlertRule
 from streameval.config import parse_config
 from streameval.errors import ConfigError
 from streameval.features.drilldown import ExamplesRecorder, worst_ids
-from streameval.models import Aggregate, Alert, GradedResult, format_time
-from streameval.outputs import Publish
+from streameval.models import GradedResult, format_time
 from streameval.pipeline import Pipeline
 from streameval.stats import confidence_interval, moments
 from streameval.store import ResultStore
@@ -36,42 +34,6 @@ async def result(event_id: str, output: str, at: float, model: str = "m1") -> Gr
     outcome = await Pipeline(suites).process(raw)
     assert outcome.result is not None
     return outcome.result
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def redis(self) -> float:
-        return self.now
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.messages: list[tuple[str, bytes]] = []
-
-    async def __call__(self, message: Publish) -> None:
-        await asyncio.sleep(0)  # let the other closer run in between, as a real send would
-        self.messages.append((message.kind, message.value))
-
-    def check_contracts(self) -> None:
-        """Every published message is valid against its JSON Schema (what consumers validate)."""
-        validators = {
-            "aggregate": Draft202012Validator(schemas.load("aggregate")),
-            "alert": Draft202012Validator(schemas.load("alert")),
-        }
-        for kind, value in self.messages:
-            errors = [e.message for e in validators[kind].iter_errors(orjson.loads(value))]
-            assert not errors, (kind, errors)
-
-    def aggregates(self) -> list[Aggregate]:
-        return [Aggregate.model_validate_json(v) for k, v in self.messages if k == "aggregate"]
-
-    def alerts(self) -> list[Alert]:
-        return [Alert.model_validate_json(v) for k, v in self.messages if k == "alert"]
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 import yaml
+from _closer_helpers import Clock, Sink
 from _semantic_extra import need_extra
 
 from streameval import telemetry
@@ -25,7 +26,6 @@ from streameval.features.embedding_drift import DriftRecorder
 from streameval.features.embedding_drift._step import DriftStep
 from streameval.features.setup import annotators, window_steps
 from streameval.models import Alert, format_time
-from streameval.outputs import Publish
 from streameval.store import ResultStore
 from streameval.windows import WindowCloser
 
@@ -110,34 +110,13 @@ def _version() -> str:
     return result.suite_version
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = float(T0)
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def redis(self) -> float:
-        return self.now
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.alerts: list[Alert] = []
-
-    async def __call__(self, message: Publish) -> None:
-        await asyncio.sleep(0)  # the other closer runs in between
-        if message.kind == "alert":
-            self.alerts.append(Alert.model_validate_json(message.value))
-
-
 async def _run(
     aredis: aioredis.Redis, prefix: str, windows: list[list[Outcome]], workers: int, seed: int = 3
 ) -> list[Alert]:
     _, suites = parse_config_text(_config())
     cfg = suites.windowing.embedding_drift
     assert cfg is not None
-    clock, sink, rng = Clock(), Sink(), random.Random(seed)
+    clock, sink, rng = Clock(float(T0)), Sink(), random.Random(seed)
     stores = []
     for _ in range(workers):
         store = ResultStore(
@@ -178,7 +157,7 @@ async def _run(
     clock.now = T0 + (len(windows) + 1) * SIZE + LATENESS
     for _ in range(3):
         await asyncio.gather(*(c.run_once(sink) for c in closers))
-    return sink.alerts
+    return sink.alerts()
 
 
 def _comparable(alert: Alert) -> bytes:
@@ -282,7 +261,7 @@ async def test_a_late_event_follows_its_figures_into_the_open_window(
     _, suites = parse_config_text(_config())
     cfg = suites.windowing.embedding_drift
     assert cfg is not None
-    clock = Clock()
+    clock = Clock(float(T0))
     store = ResultStore(
         aredis,
         prefix=prefix,

@@ -10,6 +10,7 @@ import random
 import orjson
 import pytest
 import redis.asyncio as aioredis
+from _closer_helpers import Clock, Sink
 
 from streameval.config import parse_config
 from streameval.errors import ConfigError
@@ -24,27 +25,6 @@ from streameval.windows import WindowCloser
 SIZE, LATENESS, T0 = 10, 2.0, 1_800_000_000
 PER_WINDOW, WINDOWS, SHIFT_AT = 25, 40, 24  # the mean drops from 0.7 to 0.5 at window 24
 CFG = ScoreShiftConfig(window=SIZE, reference_events=200, arl=100_000, series=["overall", "evaluators"])
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = float(T0)
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def redis(self) -> float:
-        return self.now
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.alerts: list[Alert] = []
-
-    async def __call__(self, message: Publish) -> None:
-        await asyncio.sleep(0)  # the other closer runs in between
-        if message.kind == "alert":
-            self.alerts.append(Alert.model_validate_json(message.value))
 
 
 async def _results() -> list[GradedResult]:
@@ -99,7 +79,7 @@ async def _tick(closer: WindowCloser, sink: Sink) -> None:
 async def _run(
     aredis: aioredis.Redis, prefix: str, results: list[GradedResult], workers: int, sink: Sink | None = None
 ) -> list[Alert]:
-    clock, sink = Clock(), sink or Sink()
+    clock, sink = Clock(float(T0)), sink or Sink()
     stores = [
         ResultStore(
             aredis,
@@ -134,7 +114,7 @@ async def _run(
     clock.now = T0 + (WINDOWS + 1) * SIZE + LATENESS
     for _ in range(3):
         await asyncio.gather(*(_tick(c, sink) for c in closers))
-    return sink.alerts
+    return sink.alerts()
 
 
 async def test_an_alert_whose_send_died_is_sent_by_the_next_try(aredis: aioredis.Redis, prefix: str) -> None:

@@ -7,14 +7,12 @@ import asyncio
 import orjson
 import pytest
 import redis.asyncio as aioredis
-from jsonschema import Draft202012Validator
+from _closer_helpers import Clock, Sink
 
-from streameval import schemas
 from streameval.alerts import AlertRule
 from streameval.config import parse_config
 from streameval.features.notify import ResolveStep
-from streameval.models import Alert, GradedResult, format_time
-from streameval.outputs import Publish
+from streameval.models import GradedResult, format_time
 from streameval.pipeline import Pipeline
 from streameval.store import ResultStore
 from streameval.windows import WindowCloser
@@ -37,35 +35,6 @@ async def result(event_id: str, output: str, at: float) -> GradedResult:
 
 async def record(store: ResultStore, *results: GradedResult) -> None:
     await store.record_many([(r, r.model_dump_json().encode(), None) for r in results])
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def redis(self) -> float:
-        return self.now
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.messages: list[tuple[str, bytes]] = []
-
-    async def __call__(self, message: Publish) -> None:
-        await asyncio.sleep(0)  # let the other closer run in between, as a real send would
-        self.messages.append((message.kind, message.value))
-
-    def alerts(self) -> list[Alert]:
-        return [Alert.model_validate_json(v) for k, v in self.messages if k == "alert"]
-
-    def check_contracts(self) -> None:
-        validator = Draft202012Validator(schemas.load("alert"))
-        for kind, value in self.messages:
-            if kind == "alert":
-                assert not [e.message for e in validator.iter_errors(orjson.loads(value))]
 
 
 RULE = AlertRule(
