@@ -48,7 +48,7 @@ if CHROMIUM is None or CHROMEDRIVER is None:
     )
 
 from selenium import webdriver  # noqa: E402  (only once the browser is known to exist)
-from selenium.common.exceptions import TimeoutException  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -187,7 +187,10 @@ def site(
 
 def wait(driver: WebDriver, check: Callable[[WebDriver], Any], what: str) -> Any:
     try:
-        return WebDriverWait(driver, WAIT_S, poll_frequency=0.1).until(check)
+        # an element the page re-renders between finding and reading it is read again at the next poll
+        return WebDriverWait(
+            driver, WAIT_S, poll_frequency=0.1, ignored_exceptions=(StaleElementReferenceException,)
+        ).until(check)
     except TimeoutException:
         said = driver.execute_script("return document.getElementById('message').textContent")
         logs = [e["message"] for e in driver.get_log("browser")]
@@ -315,12 +318,11 @@ def test_label_with_the_keyboard_only_and_the_labels_join(
     assert (before.get("labels") or 0) == 0 and after["labels"] == 2 and after["raters"]["result"]["n"] == 2
 
     # progress on the page and the API; the skipped item is still open to bo
-    wait(
+    row = wait(
         driver,
-        lambda d: d.find_elements(By.CSS_SELECTOR, "#progress-annotators tr[data-annotator=ana]"),
+        lambda d: d.find_element(By.CSS_SELECTOR, "#progress-annotators tr[data-annotator=ana]").text.split(),
         "progress",
     )
-    row = driver.find_element(By.CSS_SELECTOR, "#progress-annotators tr[data-annotator=ana]").text.split()
     assert row == ["ana", "2", "1", "0"]
     queued = site.api("GET", "/api/v1/review/items", TOKENS["bo"]).json()["data"]["items"]
     assert [i["id"] for i in queued] == [third]
