@@ -10,6 +10,8 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 from _feedback_helpers import result
+from lua_keys import declared_only
+from redis.exceptions import ResponseError
 
 from streameval.features.review import ReviewConfig, ReviewQueue
 from streameval.features.review_page import ReviewPageStore, export_lines, form_of, item_key
@@ -115,6 +117,39 @@ async def test_a_reserved_item_is_nobody_elses_until_its_lease_ends(
     await store.release(a, "cy")
     assert (await store.reserve(a, "bo"))[0] == "ok"  # bo's reservation of b ends with it
     assert (await store.reserve(b, "cy"))[0] == "ok"
+
+
+async def test_a_stale_read_of_the_held_item_still_releases_it(
+    aredis: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store reads which item an annotator holds before the script (whose keys it must declare); when
+    that changed meanwhile the script says so and the store calls again with the right keys."""
+    store, _ = await choose(aredis, prefix, CONFIG, ["a", "b"], Clock())
+    a, b = item_key("m", "qa", "a"), item_key("m", "qa", "b")
+    assert (await store.reserve(a, "ana"))[0] == "ok"
+    real = store.client.hget
+    stale = [None]
+
+    async def read(*args: Any) -> Any:  # the first read misses ana's reservation of a
+        return stale.pop() if stale else await real(*args)
+
+    monkeypatch.setattr(store.client, "hget", read)
+    assert (await store.reserve(b, "ana"))[0] == "ok"
+    assert not stale
+    [listed] = [s for s in await store.summaries() if s.key == a]
+    assert listed.reserved_by == []  # a is free again: ana holds b only
+    assert (await store.reserve(a, "bo"))[0] == "ok"
+
+
+async def test_the_key_check_catches_an_undeclared_key(aredis: aioredis.Redis, prefix: str) -> None:
+    """The check these tests run the scripts under (tests/lua_keys.py) is not vacuous."""
+    tag = f"{prefix}{{rp}}:"
+    script = aredis.register_script(
+        declared_only("redis.call('SET', KEYS[1], 1); return redis.call('GET', ARGV[1])")
+    )
+    assert await script(keys=[tag + "x"], args=[tag + "x"]) == b"1"
+    with pytest.raises(ResponseError, match=r"undeclared key .*y in GET"):
+        await script(keys=[tag + "x"], args=[tag + "y"])
 
 
 async def test_racing_annotators_get_one_reservation_of_one_place(

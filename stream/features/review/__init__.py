@@ -18,7 +18,7 @@ A burst publishes its first ``rate_per_min`` best candidates and drops the rest 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import orjson
@@ -150,7 +150,10 @@ class ReviewKeeper(Protocol):
     """Keeps the items published for review (the review page's queue); built only when it is on."""
 
     async def keep(
-        self, items: Sequence[ReviewItem], results: Sequence[tuple[str, GradedResult, bytes | None]]
+        self,
+        items: Sequence[ReviewItem],
+        results: Sequence[tuple[str, GradedResult, bytes | None]],
+        threads: Mapping[str, list[dict[str, str]]] | None = None,
     ) -> int: ...
 
 

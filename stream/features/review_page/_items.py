@@ -100,10 +100,18 @@ def _event(raw: bytes | None, event_id: str) -> tuple[dict[str, Any] | None, boo
 
 
 def item_document(
-    item: ReviewItem, result: GradedResult, raw: bytes | None, reviewers: int
+    item: ReviewItem,
+    result: GradedResult,
+    raw: bytes | None,
+    reviewers: int,
+    thread: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
+    """The document kept for ``item``; ``thread``: a session's turns (``{role, text}``), shown in place of
+    the output."""
     event, truncated = _event(raw, result.id)
+    extra = {} if thread is None else {"thread": thread}
     return {
+        **extra,
         "key": item_key(item.model, item.suite, item.id),
         "item": item.model_dump(mode="json"),
         "result": result.model_dump(mode="json", exclude_none=True),
@@ -139,7 +147,8 @@ def export_lines(
     ``items``: one line per label, ``{event, result, label}`` (and ``expected``: the corrected answer when
     the label gives one); ``labels``: the labels alone (feedback v1, for ``streameval evaluate --labels``);
     ``events``: each labelled item's request event once, its ``expected`` replaced by the latest corrected
-    answer (a golden set for ``streameval evaluate --input``; items without their event are left out).
+    answer (a golden set for ``streameval evaluate --input``; items without their event, and sessions' items,
+    are left out).
     """
     out: list[bytes] = []
     for doc, labels in docs:
@@ -149,7 +158,8 @@ def export_lines(
         if not ordered:
             continue
         if kind == "events":
-            if doc.get("event") is None or doc.get("truncated"):
+            if doc.get("event") is None or doc.get("truncated") or "thread" in doc:
+                # a session's thread event is not an event a producer sends: no golden line
                 continue
             event = dict(doc["event"])
             corrected = [label["expected"] for label in ordered if label.get("expected")]

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 import orjson
 
+from ...errors import StoreUnavailable
 from ...keyspace import Client, guard, run_scripts
 from ...models import GradedResult, ReviewItem
 from ..review import ReviewConfig
@@ -121,6 +122,7 @@ class ReviewPageStore:
         self._skip = client.register_script(_scripts.SKIP)
         self._labelled = client.register_script(_scripts.LABELLED)
         self._list = client.register_script(_scripts.LIST)
+        self._drop = client.register_script(_scripts.DROP)
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -130,20 +132,27 @@ class ReviewPageStore:
 
     # -- the worker's side ---------------------------------------------------------------------------
     async def keep(
-        self, items: Sequence[ReviewItem], results: Sequence[tuple[str, GradedResult, bytes | None]]
+        self,
+        items: Sequence[ReviewItem],
+        results: Sequence[tuple[str, GradedResult, bytes | None]],
+        threads: Mapping[str, list[dict[str, str]]] | None = None,
     ) -> int:
-        """Keep the review items just chosen, with their results ``(pair, result, raw request)``. One call."""
+        """Keep the review items just chosen, with their results ``(pair, result, raw request)`` and, for
+        a session's result, its thread (``threads``: result id -> turns, ``{role, text}``). One call, and
+        one more when the page holds ``keep`` items already (the oldest are dropped)."""
         config = self.config
         if not items or config.keep == 0:
             return 0
         by_id = {(r.model, r.suite, r.id): (r, raw) for _, r, raw in results}
-        args: list[Any] = [self.base, self._now_ms(), config.keep_ttl_s, config.keep]
+        keys = [f"{self.base}idx"]
+        args: list[Any] = [self._now_ms(), config.keep_ttl_s, config.keep]
         for item in items:
             found = by_id.get((item.model, item.suite, item.id))
             if found is None:
                 continue
             result, raw = found
-            doc = item_document(item, result, raw, config.reviewers)
+            doc = item_document(item, result, raw, config.reviewers, (threads or {}).get(item.id))
+            keys += [f"{self.base}doc:{doc['key']}", f"{self.base}m:{doc['key']}"]
             args += [
                 doc["key"],
                 orjson.dumps(doc),
@@ -155,15 +164,29 @@ class ReviewPageStore:
                 int(config.lease_s * 1000),
                 orjson.dumps(summary_of(item)),
             ]
-        if len(args) == 4:
+        if len(keys) == 1:
             return 0
-        [added] = await guard(run_scripts(self.client, [(self._add, [f"{self.base}idx"], args)]))
-        return int(added)
+        [reply] = await guard(run_scripts(self.client, [(self._add, keys, args)]))
+        await self._drop_items([_text(k) for k in reply[1:]])
+        return int(reply[0])
+
+    async def _drop_items(self, gone: Sequence[str]) -> None:
+        """Drop items (older than the TTL, or beyond ``keep``) with their state, in one call."""
+        if not gone:
+            return
+        keys = [f"{self.base}idx"]
+        for k in gone:
+            keys += [f"{self.base}{part}:{k}" for part in ("doc", "m", "r", "f")]
+        await guard(run_scripts(self.client, [(self._drop, keys, list(gone))]))
 
     # -- the page's side -----------------------------------------------------------------------------
     async def summaries(self) -> list[Summary]:
-        """Every kept item, newest first: one script call, one JSON reply."""
-        [reply] = await guard(run_scripts(self.client, [(self._list, [f"{self.base}idx"], [self.base])]))
+        """Every kept item, newest first: the index, then one script call with one JSON reply."""
+        kept = [_text(k) for k in await guard(self.client.zrevrange(f"{self.base}idx", 0, -1))]
+        if not kept:
+            return []
+        keys = [f"{self.base}{part}:{k}" for k in kept for part in ("m", "r")]
+        [reply] = await guard(run_scripts(self.client, [(self._list, keys, kept)]))
         now = self._now_ms()
         out = []
         for key, flat, held_flat in orjson.loads(reply):
@@ -219,13 +242,24 @@ class ReviewPageStore:
 
     async def reserve(self, key: str, annotator: str) -> tuple[ReserveOutcome, int | None]:
         """Reserve (or renew) ``key`` for ``annotator``: ``("ok", lease end in ms)`` or why not."""
-        [reply] = await guard(
-            run_scripts(
-                self.client, [(self._reserve, self._keys(key), [self.base, key, annotator, self._now_ms()])]
+        read = await guard(self.client.hget(f"{self.base}held", annotator))
+        before = "" if read is None else _text(read)
+        for _ in range(8):  # the item held changed between the read and the script: again with its keys
+            keys = self._keys(key)
+            if before and before != key:
+                keys.append(f"{self.base}r:{before}")
+            else:
+                before = ""
+            [reply] = await guard(
+                run_scripts(self.client, [(self._reserve, keys, [before, key, annotator, self._now_ms()])])
             )
+            outcome = _text(reply[0])
+            if outcome != "held":
+                return cast(ReserveOutcome, outcome), int(_text(reply[1])) if outcome == "ok" else None
+            before = _text(reply[1])
+        raise StoreUnavailable(
+            f"reserving a review item for {annotator!r} kept racing with their other calls"
         )
-        outcome = cast(ReserveOutcome, _text(reply[0]))
-        return outcome, int(_text(reply[1])) if outcome == "ok" else None
 
     async def release(self, key: str, annotator: str) -> None:
         await guard(run_scripts(self.client, [(self._release, self._keys(key), [key, annotator])]))
