@@ -196,6 +196,31 @@ async def test_a_submit_sends_a_feedback_label_named_by_the_token(
     assert [orjson.loads(line) for line in exported.splitlines()] == [label]
 
 
+async def test_a_race_for_an_item_is_an_answer_when_trying(
+    served: tuple[TestClient[Any, Any], Recorder], aredis: aioredis.Redis, prefix: str
+) -> None:
+    """``?try=true``: an item the caller cannot open answers 200 ``reserved: false`` and why (the page uses
+    it: the browser logs every 4xx as a console error); without it the answers are 409 / 404 as before.
+    The queue counts the items others hold apart."""
+    client, _ = served
+    await keep(aredis, prefix, ["e1", "e2"])
+    key = item_key("m", "qa", "e1")
+    mine = await (await client.post(f"/api/v1/review/items/{key}/reserve?try=true", headers=ANA)).json()
+    assert mine["data"]["reserved"] is True and mine["data"]["item"]["item"]["id"] == "e1"
+    resp = await client.post(f"/api/v1/review/items/{key}/reserve?try=true", headers=BO)
+    data = (await resp.json())["data"]
+    assert resp.status == 200 and data["reserved"] is False and data["reason"] == "taken"
+    assert data["why"] == "someone else has this item open" and "item" not in data
+    assert (await client.post(f"/api/v1/review/items/{key}/reserve", headers=BO)).status == 409
+    resp = await client.post("/api/v1/review/items/0000/reserve?try=true", headers=BO)
+    assert resp.status == 200 and (await resp.json())["data"]["reason"] == "gone"
+    assert (await client.post(f"/api/v1/review/items/{key}/reserve?try=yes", headers=BO)).status == 400
+    queue = (await (await client.get("/api/v1/review/items", headers=BO)).json())["data"]
+    assert (queue["total"], queue["open"], queue["held_by_others"]) == (2, 1, 1)
+    queue = (await (await client.get("/api/v1/review/items", headers=ANA)).json())["data"]
+    assert (queue["total"], queue["open"], queue["held_by_others"]) == (2, 2, 0)
+
+
 async def test_bad_queries_and_gone_items(served: tuple[TestClient[Any, Any], Recorder]) -> None:
     client, _ = served
     assert (await client.get("/api/v1/review/items?order=random", headers=ANA)).status == 400

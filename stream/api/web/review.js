@@ -25,7 +25,7 @@ function fillSelect(select, values) {
   select.value = values.includes(chosen) ? chosen : "";
 }
 
-async function refresh() {
+async function refresh(withProgress = true) {
   if (!SE.token()) { say("Type your token in the header (a name in STREAMEVAL_REVIEW_TOKENS_FILE, or the API token): the queue is shown to named people only.", "error"); return false; }
   const r = await SE.api("GET", `${API}/items?${filters()}`);
   if (!r.ok) { say(SE.errorText(r), "error"); return false; }
@@ -35,12 +35,12 @@ async function refresh() {
   fillSelect($("filter-suite"), data.suites);
   fillSelect($("filter-reason"), data.reasons);
   state.items = data.items;
-  renderQueue(data.total);
-  await progress();
+  renderQueue(data.open, data.held_by_others);
+  if (withProgress) await progress();
   return true;
 }
 
-function renderQueue(total) {
+function renderQueue(open, heldByOthers) {
   const list = $("queue");
   clear(list);
   for (const item of state.items) {
@@ -53,7 +53,8 @@ function renderQueue(total) {
     li.addEventListener("click", () => openItem(item.key));
     list.append(li);
   }
-  $("queue-count").textContent = `${total} to label`;
+  // the items held by others are listed, but counted apart: they are not the caller's to label now
+  $("queue-count").textContent = `${open} to label` + (heldByOthers ? ` · ${heldByOthers} open by someone else` : "");
   $("queue-empty").hidden = state.items.length > 0;
 }
 
@@ -72,27 +73,39 @@ async function progress() {
 
 function stopRenew() { if (state.renew) { clearInterval(state.renew); state.renew = null; } }
 
+/* Reserve with ?try=true: an item someone else took meanwhile is an answer (reserved: false), not an HTTP
+   error, so races between people leave the console clean. */
+async function reserve(key) {
+  const r = await SE.api("POST", `${API}/items/${encodeURIComponent(key)}/reserve?try=true`);
+  if (!r.ok) return { ok: false, text: SE.errorText(r) };
+  const data = r.payload.data;
+  return data.reserved ? { ok: true, data } : { ok: false, text: data.why };
+}
+
 async function openItem(key) {
   if (state.busy) return false;
   state.busy = true;
+  let first = false;  // the person held nothing: their "holding" changes
   try {
-    const r = await SE.api("POST", `${API}/items/${encodeURIComponent(key)}/reserve`);
-    if (!r.ok) { say(SE.errorText(r), "error"); return false; }
-    const data = r.payload.data;
+    const r = await reserve(key);
+    if (!r.ok) { say(r.text, "error"); return false; }
+    const data = r.data;
+    first = state.current === null;
     state.current = key; state.doc = data.item;
     if (document.activeElement && $("item").contains(document.activeElement)) document.activeElement.blur();
     renderItem(data.item, data.lease_until);
     stopRenew();
     const lease = Math.max(5000, (new Date(data.lease_until) - Date.now()) / 3);
     state.renew = setInterval(async () => {  // keep it reserved while it is open
-      const again = await SE.api("POST", `${API}/items/${encodeURIComponent(key)}/reserve`);
-      if (again.ok) $("item-lease").textContent = "reserved for you until " + SE.time(again.payload.data.lease_until);
-      else { stopRenew(); say("lost the reservation: " + SE.errorText(again), "error"); }
+      const again = await reserve(key);
+      if (again.ok) $("item-lease").textContent = "reserved for you until " + SE.time(again.data.lease_until);
+      else { stopRenew(); say("lost the reservation: " + again.text, "error"); }
     }, Math.min(lease, 60000));
     for (const li of $("queue").children) li.classList.toggle("current", li.dataset.key === key);
     say("");
-    return true;
   } finally { state.busy = false; }
+  if (first) await progress();  // the person's own figures at once, not at the next periodic refresh
+  return true;
 }
 
 function textBlock(node, value) { node.textContent = value === null || value === undefined || value === "" ? "—" : String(value); }
@@ -193,11 +206,12 @@ async function afterDone(text) {
   state.moving = true;  // the periodic refresh opens nothing meanwhile
   try {
     if (document.activeElement && $("item").contains(document.activeElement)) document.activeElement.blur();
-    await refresh();
+    await refresh(false);  // the figures once the next item is open (openItem), or below
     state.current = null;
     const rest = state.items.filter((i) => i.key !== done && (i.open || i.mine));
     for (const item of rest) if (await openItem(item.key)) { say(text, "ok"); return; }
     state.doc = null; $("item").hidden = true; $("item-none").hidden = false;
+    await progress();
     say(text, "ok");
   } finally { state.moving = false; }
 }
@@ -258,7 +272,11 @@ function onKey(event) {
 async function start() {
   SE.header("review");
   document.querySelector("header nav").append(SE.el("a", { href: "/review", class: "active" }, "标注 Review"));
-  $("api-token").addEventListener("change", async () => { if (await refresh() && !state.current) move(1); });
+  $("api-token").addEventListener("change", async (event) => {
+    // signed in (Enter or leaving the field): the keys are the page's from here on, not the token's
+    if (document.activeElement === event.target) $("item-card").focus({ preventScroll: true });
+    if (await refresh() && !state.current) await move(1);
+  });
   for (const name of ["model", "suite", "reason", "order"]) $("filter-" + name).addEventListener("change", refresh);
   document.addEventListener("keydown", onKey);
   $("label-form").addEventListener("submit", (e) => { e.preventDefault(); submit(); });

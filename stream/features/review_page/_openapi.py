@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["PATHS"]
@@ -43,13 +44,15 @@ _OBJECT = {"type": "object"}
 _SECURITY: list[dict[str, list[str]]] = [{"bearerAuth": []}]
 
 
-def _post(operation: str, summary: str, data: dict[str, Any], **extra: Any) -> dict[str, Any]:
+def _post(
+    operation: str, summary: str, data: dict[str, Any], *, query: Sequence[dict[str, Any]] = (), **extra: Any
+) -> dict[str, Any]:
     return {
         "post": {
             "operationId": operation,
             "summary": summary,
             "security": _SECURITY,
-            "parameters": [_KEY],
+            "parameters": [_KEY, *query],
             "responses": {
                 "200": _json(summary, data),
                 "404": _error("the item is no longer kept"),
@@ -85,11 +88,41 @@ PATHS: dict[str, Any] = {
                     "schema": {"type": "string", "enum": ["newest", "important"]},
                 },
             ],
-            "responses": {"200": _json("the queue", _OBJECT), "400": _error("bad filter"), **_NAMED},
+            "responses": {
+                "200": _json(
+                    "the queue: total (to label), open (the caller may open now), held_by_others, items",
+                    _OBJECT,
+                ),
+                "400": _error("bad filter"),
+                **_NAMED,
+            },
         }
     },
     "/api/v1/review/items/{key}/reserve": _post(
-        "reviewReserve", "open an item: reserve (or renew) it for the caller; answers the item", _OBJECT
+        "reviewReserve",
+        "open an item: reserve (or renew) it for the caller; answers the item (reserved: true)",
+        {
+            "type": "object",
+            "required": ["annotator", "reserved"],
+            "properties": {
+                "annotator": {"type": "string"},
+                "reserved": {"type": "boolean"},
+                "lease_until": {"type": "string", "format": "date-time"},
+                "item": _OBJECT,
+                "reason": {"type": "string", "enum": ["taken", "complete", "labelled", "skipped", "gone"]},
+                "why": {"type": "string"},
+            },
+        },
+        query=[
+            {
+                "name": "try",
+                "in": "query",
+                "required": False,
+                "description": "true: an item the caller cannot open answers 200 with reserved: false and "
+                "the reason (taken, complete, labelled, skipped, gone) instead of 409 or 404",
+                "schema": {"type": "string", "enum": ["true", "false"], "default": "false"},
+            }
+        ],
     ),
     "/api/v1/review/items/{key}/release": _post(
         "reviewRelease", "close an item: end the reservation", _OBJECT

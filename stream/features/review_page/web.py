@@ -151,10 +151,13 @@ async def _items(request: web.Request) -> web.Response:
         order=cast(Order, order),
         among=every,
     )
+    now_open = sum(1 for s in queue if s.open_to(who))
     return _ok(
         {
             "annotator": who,
             "total": len(queue),
+            "open": now_open,  # the caller may open these now; the rest are open by someone else
+            "held_by_others": len(queue) - now_open,
             "items": [s.as_json(who) for s in queue[:_LIST_LIMIT]],
             "models": sorted({s.model for s in every}),
             "suites": sorted({s.suite for s in every}),
@@ -172,15 +175,32 @@ async def _reserved(store: ReviewPageStore, key: str, who: str) -> int:
     return until
 
 
+def _trying(request: web.Request) -> bool:
+    value = request.query.get("try", "false")
+    if value not in ("true", "false"):
+        raise BadRequest("try is true or false")
+    return value == "true"
+
+
 async def _reserve(request: web.Request) -> web.Response:
+    """Open an item. With ``?try=true`` an item the caller cannot open (someone else has it, complete,
+    labelled or skipped by them, gone) is an answer, ``{"reserved": false, "reason": ...}``, not an HTTP
+    error: people racing for items is normal, and the page leaves the browser's console clean."""
     who, key = _who(request), request.match_info["key"]
+    trying = _trying(request)
     store = request.app[_STORE]
-    until = await _reserved(store, key, who)
-    doc = await store.document(key)
-    if doc is None:
+    outcome, until = await store.reserve(key, who)
+    doc = await store.document(key) if outcome == "ok" else None
+    if outcome == "ok" and doc is None:
         await store.release(key, who)
-        raise NotFound(_WHY["gone"][1], {"reason": "gone"})
-    return _ok({"annotator": who, "lease_until": format_time(until / 1000), "item": doc})
+        outcome = "gone"
+    if outcome != "ok":
+        if trying:
+            return _ok({"annotator": who, "reserved": False, "reason": outcome, "why": _WHY[outcome][1]})
+        error, message = _WHY[outcome]
+        raise error(message, {"reason": outcome})
+    assert until is not None
+    return _ok({"annotator": who, "reserved": True, "lease_until": format_time(until / 1000), "item": doc})
 
 
 async def _release(request: web.Request) -> web.Response:
