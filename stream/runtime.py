@@ -58,7 +58,15 @@ from .features.labels import FeedbackDecoder, LabelIntake, LabelStore
 from .features.review_page.web import open_review_feature, review_page_on
 from .features.sessions.closer import SessionCloser
 from .features.sessions.state import SessionStore, session_terms
-from .features.setup import alert_examples, annotators, batch_steps, enabled, record_plugins, window_steps
+from .features.setup import (
+    alert_examples,
+    annotators,
+    batch_steps,
+    enabled,
+    record_plugins,
+    session_review,
+    window_steps,
+)
 from .features.web import dashboard_features
 from .inputs import Inputs, check_input_topics
 from .judges import JudgeCache, judge_ready_checks
@@ -389,7 +397,9 @@ class Runtime:
             examples=alert_examples(enabled(settings, suites)),
         )
         sessions = (
-            None if session_state is None else SessionCloser(session_state, store, pipeline, suites.sessions)
+            None
+            if session_state is None
+            else SessionCloser(session_state, store, pipeline, suites.sessions, review=session_review(steps))
         )
         log.info(
             "streameval worker ready: %d suite(s), %d session(s), Redis %s",

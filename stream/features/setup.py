@@ -146,6 +146,12 @@ def annotators(suites: LoadedConfig, *, embed_outputs: bool = False) -> list[Ann
     return out
 
 
+def session_review(steps: Sequence[BatchStep]) -> SendForReview | None:
+    """The review step among ``steps`` (:func:`batch_steps`): the session closer sends its new results
+    through it too, when the suite file has ``review:``."""
+    return next((s for s in steps if isinstance(s, SendForReview)), None)
+
+
 def batch_steps(
     client: Client,
     store: ResultStore,

@@ -13,8 +13,10 @@ The worker calls :meth:`SessionCloser.run_once` every ``close_interval_s`` (the 
    idempotent by its id (``session:key#revision``) and turn ids; a revision also retracts the previous
    revision's figures in the same call, so the aggregates hold the latest revision only;
 5. publishes the :class:`~streameval.models.SessionResult` on ``evals.sessions`` (the stored one when a
-   crashed worker had recorded it already), then marks the session closed and drops its due entry (one
-   script: the entry is in the session's shard, streameval.features.sessions.state).
+   crashed worker had recorded it already) with, when the suite file has ``review:``, its review item
+   (a new result worth a person's look, with its thread: :class:`Reviewer`), then marks the session closed
+   and drops its due entry (one script: the entry is in the session's shard,
+   streameval.features.sessions.state).
 
 While a session is being closed its worker extends the lease every third of ``lease_s`` (judging may take
 longer than the lease). A worker killed between 2 and 5 leaves its lease to expire: the next worker closes the
@@ -27,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -42,10 +44,11 @@ from ...pipeline import Pipeline
 from ...redis_client import retry_forever
 from ...store import ResultStore
 from .state import Claim, SessionStore
-from .thread import thread_event
+from .thread import thread_event, thread_turns
 
 __all__ = [
     "MAX_CLOSE_S",
+    "Reviewer",
     "SessionCloser",
     "build_result",
     "content_of",
@@ -82,6 +85,16 @@ async def evaluate_thread(
         build_result(graded, session.name, key, revision, turns, metrics, closed_by, closed_at),
         counters,
     )
+
+
+class Reviewer(Protocol):
+    """Sends new session results worth a person's look for review (streameval.features.review.step)."""
+
+    async def sessions(
+        self, closed: Sequence[tuple[GradedResult, bytes, list[dict[str, str]]]]
+    ) -> list[Publish]:
+        """The review messages of ``(graded result, its thread event's bytes, its thread)``."""
+        ...
 
 
 def once(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -187,8 +200,11 @@ class SessionCloser:
         concurrency: int = 32,
         clock: Callable[[], float] | None = None,
         max_close_s: float = MAX_CLOSE_S,
+        review: Reviewer | None = None,
     ) -> None:
+        """``review``: built when the suite file has ``review:``."""
         self.state = state
+        self.review = review
         self.max_close_s = max_close_s
         self.store = store
         self.pipeline = pipeline
@@ -238,6 +254,17 @@ class SessionCloser:
             return await self._close(claim, score, send)
         finally:
             keeper.cancel()
+
+    async def _reviewed(
+        self, session: Session, claim: Claim, graded: GradedResult, turns: list[dict[str, Any]], received: int
+    ) -> list[Publish]:
+        assert self.review is not None
+        event, _ = thread_event(
+            session.name, claim.key, session.config.category, claim.revision, turns, received
+        )
+        # the event as the page keeps it: its texts, not the transcript (the thread below is the turns)
+        raw = event.model_copy(update={"metadata": {}}).model_dump_json(exclude_none=True).encode()
+        return await self.review.sessions([(graded, raw, thread_turns(turns))])
 
     async def _keep(self, claim: Claim) -> None:
         """Extend ``claim``'s lease every third of it until cancelled or lost; a Redis error is retried at
@@ -302,9 +329,12 @@ class SessionCloser:
             )
         else:  # /metrics: results, quality series and judge activity by model x session name, per revision
             telemetry.observe_outcomes([Outcome(result=graded, counters=counters)])
+        messages = [Publish("session", f"{claim.session}:{claim.key}".encode(), value)]
+        if stored[0] is None and self.review is not None:  # a new result (never a repeat) worth a look
+            messages += await self._reviewed(session, claim, graded, turns, received)
         # on the broker before the session is marked closed: a worker killed in between leaves it to be
         # closed (and published) again, never a closed session whose result never reached the topic
-        await publish_all(send, [Publish("session", f"{claim.session}:{claim.key}".encode(), value)])
+        await publish_all(send, messages)
         telemetry.SESSIONS_CLOSED.labels(claim.session, closed_by).inc()
         telemetry.SESSION_CLOSE_DELAY.observe(max(0.0, claim.now - score / 1000))  # the index holds ms
         counted = orjson.dumps({"graded": graded.model_dump(mode="json"), "counters": counters})

@@ -33,7 +33,7 @@ from typing import Any
 from ...blocks import AgentBlock, DomainScore
 from ...models import RequestEvent, format_time
 
-__all__ = ["render", "result_id", "thread_event", "thread_metrics"]
+__all__ = ["render", "result_id", "thread_event", "thread_metrics", "thread_turns"]
 
 
 def result_id(session: str, key: str, revision: int) -> str:
@@ -138,6 +138,31 @@ def render(turns: list[dict[str, Any]], dropped: int) -> str:
         lines.append(f"### turn {number} - {turn['role']}\n{turn['output']}")
         lines.extend(f"- {_call(call)}" for call in turn.get("tools") or ())
     return "\n".join(lines)
+
+
+def thread_turns(turns: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The thread as the review page shows it: ``{role, text}`` in order (a turn's input as ``user``, its
+    reply under its role; an agent run's steps as ``tool``, ``plan`` or ``end``), the same words as
+    :func:`render` gives the judges."""
+    out: list[dict[str, str]] = []
+    for turn in turns:
+        step = turn.get("step")
+        if step in ("tool", "agent"):
+            out.extend({"role": "tool", "text": _call(call)} for call in turn.get("tools") or ())
+            continue
+        if step == "end":
+            failed = f" failed: {turn['output']}" if turn.get("error") else ""
+            out.append({"role": "end", "text": f"the run ended ({turn.get('name', '?')}){failed}"})
+            continue
+        if turn.get("input") is not None and (not out or out[-1] != {"role": "user", "text": turn["input"]}):
+            out.append({"role": "user", "text": str(turn["input"])})
+        if step == "plan":
+            asked = ", ".join(_request(call) for call in turn.get("calls") or ()) or "tools"
+            out.append({"role": "plan", "text": f"{turn['role']} asked for {asked}"})
+            continue
+        out.append({"role": str(turn["role"]), "text": str(turn["output"])})
+        out.extend({"role": "tool", "text": _call(call)} for call in turn.get("tools") or ())
+    return out
 
 
 def thread_event(
