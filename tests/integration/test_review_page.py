@@ -114,7 +114,8 @@ def site(
     prefix: str,
 ) -> Iterator[Site]:
     """A worker with the review page on, judged by the demo's three SIMULATED judges: every result goes to
-    review (margin 1) and is kept for the page."""
+    review (margin 1) and is kept for the page; events with a ``metadata.conversation_id`` are turns of a
+    conversation too, whose result goes to review as well."""
     judge_port = free_port()
     sim = subprocess.Popen(
         [sys.executable, "-m", "streameval", "judge-sim", "--port", str(judge_port)],
@@ -151,6 +152,14 @@ def site(
                     }
                 ],
                 "review": {"rate_per_min": 1000, "margin": 1.0, "control_rate": 0.0, "lease_s": 60},
+                "sessions": [
+                    {
+                        "name": "conv",
+                        "key": "metadata.conversation_id",
+                        "end": "metadata.last",
+                        "evaluators": [{"evaluator": "turn_scores"}],
+                    }
+                ],
             }
         )
     )
@@ -512,4 +521,58 @@ def test_progress_changes_at_once_and_held_items_count_apart(
     wait(driver, lambda d: "labelled" in d.find_element(By.ID, "message").text, "the label sent")
     assert mine(driver) == ["ana", "1", "0", "1"]  # labelled one, holding the next
     assert driver.find_element(By.ID, "queue-count").text == "2 to label · 1 open by someone else"
+    assert console_errors(driver) == []
+
+
+def test_a_conversation_is_reviewed_with_its_thread(site: Site, browsers: Callable[[], WebDriver]) -> None:
+    """A closed conversation's result is a review item: the page shows its thread in place of the output,
+    and its label carries the session result's id."""
+    site.send(
+        [
+            raw_event(
+                id=f"t-{i}",
+                model="m",
+                category="qa_simple",
+                input=f"turn question {i}",
+                output=f'{{"answer": "reply {i}"}}',
+                metadata={"conversation_id": "c1", "last": i == 1},
+            )
+            for i in range(2)
+        ]
+    )
+    deadline = time.monotonic() + WAIT_S
+    while not [
+        i
+        for i in site.api("GET", "/api/v1/review/items", ADMIN).json()["data"]["items"]
+        if i["suite"] == "conv"
+    ]:
+        assert time.monotonic() < deadline, "the conversation's item was not kept"
+        time.sleep(0.2)  # polling the session closer with a deadline
+    driver = browsers()
+    sign_in_with_enter(driver, site, TOKENS["bo"])
+    wait(driver, lambda d: d.find_element(By.ID, "item").is_displayed(), "an item opened")
+    wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#queue li b"), "the queue")
+    driver.execute_script(
+        "[...document.querySelectorAll('#queue li')].find((n) => n.textContent.includes('conv:c1#0')).click()"
+    )
+    wait(driver, lambda d: item_id(d) == "conv:c1#0", "the conversation's item")
+    assert driver.find_element(By.ID, "item-output-title").text.lower() == "thread"
+    assert not driver.find_element(By.ID, "item-output").is_displayed()
+    turns = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "#item-thread li")]
+    assert turns == [
+        "user turn question 0",
+        'assistant {"answer": "reply 0"}',
+        "user turn question 1",
+        'assistant {"answer": "reply 1"}',
+    ]
+    driver.save_screenshot(str(ARTIFACTS / "review-05-thread.png"))
+    keys(driver, "p", "4", Keys.ENTER)
+    wait(driver, lambda d: "labelled conv:c1#0" in d.find_element(By.ID, "message").text, "the label sent")
+    [label] = site.labels(1)
+    assert (label["id"], label["suite"], label["passed"], label["annotator"]) == (
+        "conv:c1#0",
+        "conv",
+        True,
+        "bo",
+    )
     assert console_errors(driver) == []

@@ -1,6 +1,6 @@
 """The review queue: results worth a person's look, at a bounded rate per model × suite (docs/feedback.md).
 
-A new result (not a redelivered one) is a candidate when
+A new result (not a redelivered one; an event's, or a closed session's: :mod:`.step`) is a candidate when
 
 * ``gate_failed``: a gate evaluator failed;
 * ``judges_disagree``: the spread (highest − lowest) of its judges' scores (0-10) is at least ``spread``;

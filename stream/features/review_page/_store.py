@@ -1,7 +1,8 @@
 """The review page's shared queue in Redis: the recent review items, reservations, labels and progress.
 
 The worker keeps each review item it publishes (:meth:`ReviewPageStore.keep`, one script call per batch
-with items), at most ``review.keep`` items for ``review.keep_ttl_s``; the web server reads and reserves them.
+with items, and one more dropping the oldest), at most ``review.keep`` items for ``review.keep_ttl_s``; the
+web server reads and reserves them.
 
 * **Reservations.** Opening an item reserves it for ``review.lease_s`` (the page renews it while open). An
   item takes ``review.reviewers`` labels from different annotators; it is offered while its labels plus the
