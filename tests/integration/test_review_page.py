@@ -278,9 +278,10 @@ def keys(driver: WebDriver, *strokes: str) -> None:
     chain.perform()
 
 
-def human(site: Site) -> dict[str, Any]:
-    """All-time agreement with people of m × qa (empty before any label joined)."""
-    return dict(site.api("GET", "/api/v1/stats/human?model=m&suite=qa").json()["data"]["agreement"] or {})
+def human(site: Site, suite: str = "qa") -> dict[str, Any]:
+    """All-time agreement with people of m × ``suite`` (empty before any label joined)."""
+    reply = site.api("GET", f"/api/v1/stats/human?model=m&suite={suite}").json()
+    return dict(reply["data"]["agreement"] or {})
 
 
 def test_label_with_the_keyboard_only_and_the_labels_join(
@@ -576,3 +577,9 @@ def test_a_conversation_is_reviewed_with_its_thread(site: Site, browsers: Callab
         "bo",
     )
     assert console_errors(driver) == []
+    # the worker joins it to the session result's verdicts, like an event's label
+    deadline = time.monotonic() + WAIT_S
+    while (human(site, "conv").get("labels") or 0) < 1:
+        assert time.monotonic() < deadline, f"the label did not join: {human(site, 'conv')}"
+        time.sleep(0.2)  # polling the join with a deadline
+    assert human(site, "conv")["raters"]["result"]["n"] == 1
