@@ -12,6 +12,7 @@ from streameval.config import parse_config_text
 from streameval.features.review_page import ReviewPageStore, item_key
 from streameval.features.sessions.closer import SessionCloser
 from streameval.features.sessions.state import SessionStore, session_terms
+from streameval.features.sessions.thread import render, thread_turns
 from streameval.features.sessions.turns import turns_in
 from streameval.features.setup import annotators, batch_steps, session_review
 from streameval.models import ReviewItem, SessionResult, format_time
@@ -86,3 +87,33 @@ async def test_a_closed_sessions_result_is_a_review_item_with_its_thread(
     assert "transcript" not in (doc["event"] or {}).get("metadata", {})  # the thread is the turns
     sent.clear()
     assert await closer.run_once(send) == 0 and sent == []  # closed: nothing again
+
+
+AGENT_RUN: list[dict[str, Any]] = [
+    {
+        "input": "Book a room in Paris",
+        "role": "assistant",
+        "step": "plan",
+        "calls": [{"name": "search", "arguments": '{"city": "Paris"}'}],
+    },
+    {"step": "tool", "tools": [{"name": "search", "arguments": '{"city": "Paris"}', "result": "3 hotels"}]},
+    {"step": "agent", "tools": [{"name": "booker", "agent": True, "error": "no rooms left"}]},
+    {"input": "Book a room in Paris", "role": "assistant", "output": "Sorry, none left.", "tools": []},
+    {"step": "end", "name": "travel", "error": True, "output": "gave up"},
+]
+
+
+def test_an_agent_runs_thread_has_the_words_the_judges_read() -> None:
+    """The thread the page shows an agent run in: each step's words as :func:`render` gives them to the
+    judges (the run's task once, then its calls, the reply, the end)."""
+    thread = thread_turns(AGENT_RUN)
+    assert thread == [
+        {"role": "user", "text": "Book a room in Paris"},
+        {"role": "plan", "text": 'assistant asked for search({"city": "Paris"})'},
+        {"role": "tool", "text": 'tool call search({"city": "Paris"}) -> 3 hotels'},
+        {"role": "tool", "text": "sub-agent booker failed: no rooms left"},
+        {"role": "assistant", "text": "Sorry, none left."},
+        {"role": "end", "text": "the run ended (travel) failed: gave up"},
+    ]
+    rendered = render(AGENT_RUN, 0)
+    assert all(turn["text"] in rendered for turn in thread)

@@ -141,10 +141,11 @@ def render(turns: list[dict[str, Any]], dropped: int) -> str:
 
 
 def thread_turns(turns: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """The thread as the review page shows it: ``{role, text}`` in order (a turn's input as ``user``, its
-    reply under its role; an agent run's steps as ``tool``, ``plan`` or ``end``), the same words as
-    :func:`render` gives the judges."""
+    """The thread as the review page shows it: ``{role, text}`` in order (a turn's input as ``user``, once
+    while it repeats; its reply under its role; an agent run's steps as ``tool``, ``plan`` or ``end``), the
+    same words as :func:`render` gives the judges."""
     out: list[dict[str, str]] = []
+    shown: str | None = None  # the last user message shown: an agent's LLM calls each carry the run's task
     for turn in turns:
         step = turn.get("step")
         if step in ("tool", "agent"):
@@ -154,8 +155,9 @@ def thread_turns(turns: list[dict[str, Any]]) -> list[dict[str, str]]:
             failed = f" failed: {turn['output']}" if turn.get("error") else ""
             out.append({"role": "end", "text": f"the run ended ({turn.get('name', '?')}){failed}"})
             continue
-        if turn.get("input") is not None and (not out or out[-1] != {"role": "user", "text": turn["input"]}):
-            out.append({"role": "user", "text": str(turn["input"])})
+        if turn.get("input") is not None and turn["input"] != shown:
+            shown = str(turn["input"])
+            out.append({"role": "user", "text": shown})
         if step == "plan":
             asked = ", ".join(_request(call) for call in turn.get("calls") or ()) or "tools"
             out.append({"role": "plan", "text": f"{turn['role']} asked for {asked}"})
