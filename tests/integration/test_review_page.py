@@ -29,6 +29,7 @@ from _support import raw_event
 from streameval.embedded import EmbeddedBroker
 from streameval.judges.sim import demo_judges
 from streameval.kafka_io import Record, collect, ensure_topics, produce
+from streameval.models import format_time
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
@@ -537,6 +538,7 @@ def test_a_conversation_is_reviewed_with_its_thread(site: Site, browsers: Callab
                 input=f"turn question {i}",
                 output=f'{{"answer": "reply {i}"}}',
                 metadata={"conversation_id": "c1", "last": i == 1},
+                timestamp=format_time(time.time() - 10 + i),  # the thread's order is the turns' time
             )
             for i in range(2)
         ]

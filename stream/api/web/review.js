@@ -273,9 +273,10 @@ async function start() {
   SE.header("review");
   document.querySelector("header nav").append(SE.el("a", { href: "/review", class: "active" }, "标注 Review"));
   $("api-token").addEventListener("change", async (event) => {
-    // signed in (Enter or leaving the field): the keys are the page's from here on, not the token's
+    if (!await refresh()) return;  // a wrong token: the field keeps the focus, to be corrected
+    // signed in with Enter: the keys are the page's from here on, not typed into the token
     if (document.activeElement === event.target) $("item-card").focus({ preventScroll: true });
-    if (await refresh() && !state.current) await move(1);
+    if (!state.current) await move(1);
   });
   for (const name of ["model", "suite", "reason", "order"]) $("filter-" + name).addEventListener("change", refresh);
   document.addEventListener("keydown", onKey);
