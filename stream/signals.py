@@ -9,8 +9,13 @@ reads a signal back out of the Prometheus registry.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextvars import ContextVar
 
-__all__ = ["ConsumerLag", "no_lag"]
+__all__ = ["CHECK_DEADLINE", "ConsumerLag", "no_lag"]
+
+#: the ``time.monotonic()`` by which a synchronous check must answer (streameval.features.guard sets it around
+#: one check; None elsewhere): evaluators with a per-call time limit (``regex``) shorten it to what is left
+CHECK_DEADLINE: ContextVar[float | None] = ContextVar("streameval_check_deadline", default=None)
 
 
 def no_lag() -> int:
