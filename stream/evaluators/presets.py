@@ -159,11 +159,12 @@ class RegexMatch(Evaluator):
         timeout = self._timeout_s
         deadline = CHECK_DEADLINE.get()
         if deadline is not None:  # a guard check (docs/guard.md): never past its deadline
-            timeout = min(timeout, max(deadline - monotonic(), _LEAST_TIMEOUT_S))
+            timeout = min(timeout, max(deadline.at - monotonic(), _LEAST_TIMEOUT_S))
         try:
             match = self._search(event.output, timeout=timeout)
         except TimeoutError:
-            if timeout < self._timeout_s:
+            if deadline is not None and timeout < self._timeout_s:
+                deadline.cut = True
                 raise EvaluatorTimeout(f"regex {self._shown} stopped at the check's deadline") from None
             raise EvaluatorTimeout(
                 f"regex {self._shown} timed out after {self.params.timeout_ms:g} ms"

@@ -34,7 +34,7 @@ from ...config_loaded import LoadedConfig, Suite
 from ...errors import EventError, EventTooLarge, InvalidJSON, StreamEvalError, UnroutableEvent
 from ...models import GradedResult, RequestEvent
 from ...pipeline import Pipeline
-from ...signals import CHECK_DEADLINE
+from ...signals import CHECK_DEADLINE, CheckDeadline
 from ...strictjson import loads_strict
 from ._config import MODEL_EVALUATORS, GuardConfig
 from ._decide import decide
@@ -222,26 +222,31 @@ class Guard:
         publishing = None
         if guard.publish and self.publisher is not None:
             publishing = asyncio.ensure_future(self.publisher.send(event.id.encode(), sent))
-        result = await self._evaluate(event, guarded.suite, deadline)
+        budget = CheckDeadline(deadline)
+        result = await self._evaluate(event, guarded.suite, budget)
         masked = None
         if result is not None and guard.mask:
             masked = self._masked(event, guarded.suite.name)
-        if result is not None and time.monotonic() > deadline:
-            result = None  # done, but too late: the answer is the same as for a check still running
-        answer = self._answer(event, guarded, result, masked)
+        # done, but too late (or a step was cut short by the deadline): on_timeout too
+        late = result is not None and (budget.cut or time.monotonic() > deadline)
+        answer = self._answer(event, guarded, None if late else result, masked)
+        if late and result is not None:  # what the evaluators said, for the record
+            answer["evaluators"] = _evaluators(result)
         if publishing is not None:
             answer["published"] = await self._published(publishing, deadline)
         answer["latencyMs"] = round((time.monotonic() - started) * 1000, 3)
         self._log(event, answer, caller)
         return answer
 
-    async def _evaluate(self, event: RequestEvent, suite: Suite, deadline: float) -> GradedResult | None:
+    async def _evaluate(
+        self, event: RequestEvent, suite: Suite, deadline: CheckDeadline
+    ) -> GradedResult | None:
         token = CHECK_DEADLINE.set(deadline)
         try:
             if self.pipeline.runs_sync(suite):
                 return self.pipeline.evaluate_sync(event, suite, received_at=time.time())[0]
             try:
-                async with asyncio.timeout_at(deadline):  # the loop's clock is time.monotonic
+                async with asyncio.timeout_at(deadline.at):  # the loop's clock is time.monotonic
                     return (await self.pipeline.evaluate(event, suite, received_at=time.time()))[0]
             except TimeoutError:
                 return None
@@ -299,16 +304,7 @@ class Guard:
                 passed=result.passed,
                 threshold=result.threshold,
                 reasons=list(verdict.reasons),
-                evaluators=[
-                    {
-                        "name": e.name,
-                        "score": e.score,
-                        "passed": e.passed,
-                        "reason": e.reason,
-                        "error": e.error,
-                    }
-                    for e in result.evaluators
-                ],
+                evaluators=_evaluators(result),
             )
             if result.judge is not None:
                 judge = result.judge
@@ -333,6 +329,13 @@ class Guard:
             answer["latencyMs"],
             text,
         )
+
+
+def _evaluators(result: GradedResult) -> list[dict[str, Any]]:
+    return [
+        {"name": e.name, "score": e.score, "passed": e.passed, "reason": e.reason, "error": e.error}
+        for e in result.evaluators
+    ]
 
 
 def _log_failure(publishing: asyncio.Future[None]) -> None:
