@@ -230,13 +230,14 @@ def _guard(args: argparse.Namespace, settings: Settings) -> int:
     """``streameval guard``: the check endpoint alone (docs/guard.md)."""
     from .api import DEFAULT_API_PORT, load_api_settings
     from .config import load_config
+    from .features.guard import guard_section
     from .features.guard._serve import serve_guard
 
     if not settings.config:
         raise UsageError("no suite config: pass --config FILE or set STREAMEVAL_CONFIG")
     api = load_api_settings()
     _, suites = load_config(settings.config)
-    if not any(s.config.guard is not None for s in suites.all):
+    if not any(guard_section(s) is not None for s in suites.all):
         raise UsageError(
             f"{settings.config}: no suite has a guard: section (docs/guard.md); nothing to serve"
         )

@@ -54,9 +54,10 @@ from .envelope import Source
 from .errors import ConfigError
 from .evalpool import EvalPool
 from .features.drilldown import ExamplesRecorder
-from .features.labels import FeedbackDecoder, LabelIntake, LabelStore
+from .features.guard import guard_section
 from .features.guard._serve import build_guard
 from .features.guard._web import guard_feature
+from .features.labels import FeedbackDecoder, LabelIntake, LabelStore
 from .features.review_page.web import open_review_feature, review_page_on
 from .features.sessions.closer import SessionCloser
 from .features.sessions.state import SessionStore, session_terms
@@ -485,7 +486,7 @@ async def serve_web(config: WorkerConfig) -> WebServer:
     ]  # an authenticated models listing per judge, cached
     redactors = redaction(config.suites)  # a result's texts as the drill-down examples show them
     guarded = []  # POST /api/v1/check, when the suite file has a guard: section (docs/guard.md)
-    if any(s.config.guard is not None for s in config.suites.all):
+    if any(guard_section(s) is not None for s in config.suites.all):
         guard = build_guard(config.suites, settings, api)
         await guard.start()
         guarded.append(guard_feature(guard, api.guard_identities()))

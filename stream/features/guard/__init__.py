@@ -9,7 +9,7 @@ suite file has a guard section; this package's root holds only the section and t
 
 from __future__ import annotations
 
-from ._config import Decision, GuardConfig, guard_issues
+from ._config import Decision, GuardConfig, guard_issues, guard_section
 from ._decide import Verdict, decide
 
-__all__ = ["Decision", "GuardConfig", "Verdict", "decide", "guard_issues"]
+__all__ = ["Decision", "GuardConfig", "Verdict", "decide", "guard_issues", "guard_section"]

@@ -22,7 +22,6 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
 import httpx
@@ -36,7 +35,7 @@ from ...models import GradedResult, RequestEvent
 from ...pipeline import Pipeline
 from ...signals import CHECK_DEADLINE, CheckDeadline
 from ...strictjson import loads_strict
-from ._config import MODEL_EVALUATORS, GuardConfig
+from ._config import MODEL_EVALUATORS, GuardConfig, guard_section
 from ._decide import decide
 
 __all__ = [
@@ -97,7 +96,7 @@ class _Guarded:
 
 
 def _as_guarded(suite: Suite) -> _Guarded:
-    guard = suite.config.guard  # type: ignore[union-attr]  # only suites with a guard section come here
+    guard = guard_section(suite)  # only suites with a guard section come here
     assert guard is not None
     judge = suite.config.judge
     if judge is not None:  # the panel judges every check it is allowed to; its sample rate is the stream's
@@ -123,7 +122,7 @@ class Guard:
         judge_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.routing = suites
-        self.guarded = {s.name: _as_guarded(s) for s in suites.all if s.config.guard is not None}
+        self.guarded = {s.name: _as_guarded(s) for s in suites.all if guard_section(s) is not None}
         if not self.guarded:
             raise ValueError("the suite file has no guard: section; nothing to check against")
         loaded = LoadedConfig([g.suite for g in self.guarded.values()], suites.judges)
@@ -344,8 +343,3 @@ def _log_failure(publishing: asyncio.Future[None]) -> None:
     exc = publishing.exception()
     if exc is not None:
         log.warning("a checked event was not published: %s: %s", type(exc).__name__, exc)
-
-
-def guarded_names(suites: LoadedConfig) -> Sequence[str]:
-    """The names of the suites with a ``guard:`` section, in file order."""
-    return [s.name for s in suites.all if s.config.guard is not None]

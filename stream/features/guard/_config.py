@@ -4,11 +4,11 @@ timeout answers, which slow steps may run, masking and publishing."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["Decision", "GuardConfig", "guard_issues"]
+__all__ = ["Decision", "GuardConfig", "guard_issues", "guard_section"]
 
 Decision = Literal["allow", "warn", "block", "mask"]
 
@@ -99,3 +99,9 @@ def guard_issues(
             (*at, "semantic"),
             ("without its model-based evaluators (semantic: false) the suite has no weighted evaluator left"),
         )
+
+
+def guard_section(suite: Any) -> GuardConfig | None:
+    """The ``guard:`` section of a loaded suite (``suite.config.guard``; sessions have none)."""
+    section = getattr(suite.config, "guard", None)
+    return section if isinstance(section, GuardConfig) else None

@@ -25,6 +25,7 @@ from ...config_loaded import LoadedConfig
 from ...kafka_security import KafkaSecurity
 from ...settings import Settings
 from ._check import Guard
+from ._config import GuardConfig, guard_section
 from ._publish import KafkaPublisher
 from ._web import guard_app
 
@@ -35,7 +36,7 @@ log = logging.getLogger("streameval.guard")
 
 def build_guard(suites: LoadedConfig, settings: Settings, api: ApiSettings) -> Guard:
     """The checker of ``suites`` with the settings' limits, and a publisher when a suite publishes."""
-    publish = any(s.config.guard is not None and s.config.guard.publish for s in suites.all)
+    publish = any((guard_section(s) or GuardConfig()).publish for s in suites.all)
     publisher = (
         KafkaPublisher(
             settings.kafka_bootstrap_servers, settings.topic_requests, KafkaSecurity.from_settings(settings)
