@@ -7,7 +7,7 @@ from typing import Any
 
 from ..._version import __version__
 
-__all__ = ["ANSWER", "PATHS", "document"]
+__all__ = ["ANSWER", "EVENT", "PATHS", "document"]
 
 
 def _error(description: str) -> dict[str, Any]:
@@ -77,6 +77,25 @@ ANSWER: dict[str, Any] = {
     },
 }
 
+_SHORT_TEXT = {"type": "string", "minLength": 1, "maxLength": 256}
+#: the request body: a request event (schemas/request-event.v1.json has every field), id optional
+EVENT: dict[str, Any] = {
+    "type": "object",
+    "required": ["model", "output"],
+    "properties": {
+        "id": _SHORT_TEXT,
+        "model": _SHORT_TEXT,
+        "input": {"type": "string"},
+        "output": {"type": "string"},
+        "expected": {"type": "string"},
+        "suite": {"type": "string"},
+        "category": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "metadata": {"type": "object"},
+    },
+    "description": "a request event (schemas/request-event.v1.json); id optional",
+}
+
 PATHS: dict[str, Any] = {
     "/api/v1/check": {
         "post": {
@@ -95,7 +114,7 @@ PATHS: dict[str, Any] = {
             "requestBody": {
                 "required": True,
                 "description": "a request event (schemas/request-event.v1.json); id optional",
-                "content": {"application/json": {"schema": {"type": "object"}}},
+                "content": {"application/json": {"schema": EVENT}},
             },
             "responses": {
                 "200": {

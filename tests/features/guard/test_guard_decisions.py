@@ -179,3 +179,22 @@ def test_a_file_without_a_guard_section_has_nothing_to_check() -> None:
     _, loaded = parse_config({"suites": [{"name": "s", "default": True, "evaluators": EVALUATORS}]})
     with pytest.raises(ValueError, match="no guard: section"):
         Guard(loaded)
+
+
+async def test_model_based_evaluators_run_only_with_semantic_true() -> None:
+    evaluators = [
+        {"evaluator": "contains", "params": {"value": "Paris"}},
+        {"evaluator": "semantic_similarity", "params": {"threshold": 0.5}},
+    ]
+    suite = {"name": "s", "default": True, "evaluators": evaluators}
+    rules_only = guard_of([{**suite, "guard": {}}])
+    answer = await rules_only.check(raw("The capital is Paris.", expected="Paris is the capital."))
+    assert [e["name"] for e in answer["evaluators"]] == ["contains"] and answer["skipped"] == [
+        "semantic_similarity"
+    ]
+    with_model = guard_of([{**suite, "guard": {"semantic": True, "deadline_ms": 30_000}}])
+    await with_model.start()
+    answer = await with_model.check(raw("The capital is Paris.", expected="Paris is the capital."))
+    await with_model.close()
+    assert [e["name"] for e in answer["evaluators"]] == ["contains", "semantic_similarity"]
+    assert "skipped" not in answer and answer["evaluators"][1]["score"] > 0.5
