@@ -198,3 +198,20 @@ async def test_model_based_evaluators_run_only_with_semantic_true() -> None:
     await with_model.close()
     assert [e["name"] for e in answer["evaluators"]] == ["contains", "semantic_similarity"]
     assert "skipped" not in answer and answer["evaluators"][1]["score"] > 0.5
+
+
+def test_streameval_guard_refuses_a_file_without_a_guard_section_or_a_bad_one(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yaml
+
+    from streameval.cli import main
+
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(yaml.safe_dump({"suites": [{"name": "s", "default": True, "evaluators": EVALUATORS}]}))
+    assert main(["guard", "--config", str(plain), "--port", "0"]) == 2
+    assert "no suite has a guard: section" in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"suites": [_suite(block_on=["nope"])]}))
+    assert main(["guard", "--config", str(bad), "--port", "0"]) == 2
+    assert "suites[0].guard.block_on[0]: no evaluator 'nope'" in capsys.readouterr().err
