@@ -26,12 +26,14 @@ from typing import Any
 import httpx
 import orjson
 
+from .errors import StreamEvalError
+
 __all__ = ["AsyncGuardClient", "CheckRefused", "GuardAnswer", "GuardClient"]
 
 _PATH = "/api/v1/check"
 
 
-class CheckRefused(Exception):
+class CheckRefused(StreamEvalError):
     """The server refused the check (400 bad event, 401/403 token, 404 no guarded suite, 413 too large)."""
 
     def __init__(self, status: int, message: str, data: Any = None) -> None:

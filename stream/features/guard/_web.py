@@ -63,7 +63,11 @@ async def _check(request: web.Request) -> web.Response:
     checks = request.app[GUARD_KEY]
     caller = _caller(request, checks.identities)
     raw = await request.read()  # the app's client_max_size answers 413 beyond it; the guard's own limit below
-    suite = request.query.get("suite") or None
+    suite = request.query.get("suite")
+    if suite == "":
+        raise BadRequest(
+            "suite is empty", [{"path": "$.query.suite", "message": "give a suite name or leave it out"}]
+        )
     try:
         answer = await checks.guard.check(raw, suite=suite, caller=caller)
     except NoGuardedSuite as exc:

@@ -175,3 +175,8 @@ async def test_the_worker_app_serves_the_check_with_the_same_auth(
         document = await (await c.get("/api/v1/openapi.json")).json()
         assert "/api/v1/check" in document["paths"]
     assert "/api/v1/check" not in openapi_document()["paths"]
+
+
+async def test_an_empty_suite_parameter_is_a_400(client: TestClient[Any, Any]) -> None:
+    status, answer = await _post(client, raw("ORD-1"), params={"suite": ""})
+    assert status == 400 and answer["data"]["errors"][0]["path"] == "$.query.suite"
