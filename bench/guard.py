@@ -39,6 +39,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from framework_share import SUITES, events
 
+from streameval._util import freeze_heap
 from streameval.config import parse_config
 from streameval.envelope import Source
 from streameval.pipeline import Pipeline
@@ -119,6 +120,7 @@ def served_in_process(raws: list[bytes], *, bare: bool, count: int = 3000) -> fl
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", 0).start()
+        freeze_heap()  # as streameval guard's processes do once started
         port = runner.addresses[0][1]
         pid = os.fork()
         if pid == 0:  # the client, in its own process: its CPU is not the server's

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
+from ..._util import freeze_heap
 from ...api import ApiSettings
 from ...config_loaded import LoadedConfig
 from ...kafka_security import KafkaSecurity
@@ -72,6 +73,7 @@ async def _serve_one(make: Callable[[], Guard], api: ApiSettings, host: str, por
     runner = web.AppRunner(guard_app(guard, api.guard_identities()), access_log=None)
     await runner.setup()
     await web.SockSite(runner, sock).start()
+    freeze_heap()  # configured: full collections skip the start-up heap from now on
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
