@@ -304,6 +304,46 @@ def build_parser() -> argparse.ArgumentParser:
     api.add_argument("--port", type=int, default=None, help="port (default: STREAMEVAL_WEB_PORT, else 8080)")
     api.add_argument("--redis-url", metavar="URL", help=REDIS_HELP)
 
+    guard = _sub(
+        sub,
+        "guard",
+        "serve POST /api/v1/check alone: may this answer be sent? (several processes, one port)",
+        "Serve the synchronous check of the suites with a guard: section (docs/guard.md) until SIGTERM: "
+        "stateless, no Redis, a Kafka producer only when a suite publishes.",
+    )
+    guard.add_argument(
+        "--config", type=Path, default=None, metavar="FILE", help="suite YAML (default: STREAMEVAL_CONFIG)"
+    )
+    guard.add_argument(
+        "--host", default=None, help="address to bind (default: STREAMEVAL_WEB_HOST, else 127.0.0.1)"
+    )
+    guard.add_argument(
+        "--port", type=int, default=None, help="port (default: STREAMEVAL_WEB_PORT, else 8080)"
+    )
+    guard.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="server processes (default: STREAMEVAL_GUARD_WORKERS, else one per CPU)",
+    )
+
+    check_one = _sub(
+        sub,
+        "check-one",
+        "check one event read from stdin against a guard server; print its answer",
+        "Send the request event on stdin to POST /api/v1/check and print the answer (JSON) on stdout. Exit 0 "
+        "for allow, warn and mask, 1 for block, 2 for an event the server refused, 3 when no server answered. "
+        "The token is STREAMEVAL_API_TOKEN (or _FILE).",
+    )
+    check_one.add_argument(
+        "--url", default="http://127.0.0.1:8080", help="the guard server (or a worker's web server)"
+    )
+    check_one.add_argument("--suite", default=None, help="the suite (default: the event's, else routed)")
+    check_one.add_argument(
+        "--timeout", type=float, default=5.0, metavar="S", help="give up after this many seconds"
+    )
+
     raw = _sub(
         sub,
         "dead-letter-raw",

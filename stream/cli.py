@@ -127,6 +127,10 @@ def _run(args: argparse.Namespace, console: Console, out: Console) -> int:
         return run_up(args, console)
     if args.command == "api":
         return _api(args, load_settings(**({"redis_url": args.redis_url} if args.redis_url else {})))
+    if args.command == "guard":
+        return _guard(args, load_settings(**({"config": str(args.config)} if args.config else {})))
+    if args.command == "check-one":
+        return _check_one(args, console)
     if args.command == "demo":
         from .demo import run_demo
 
@@ -220,6 +224,56 @@ def _api(args: argparse.Namespace, settings: Settings) -> int:
 
     asyncio.run(serve_api(settings, api, host=args.host or api.web_host, port=port, features=features))
     return EXIT_OK
+
+
+def _guard(args: argparse.Namespace, settings: Settings) -> int:
+    """``streameval guard``: the check endpoint alone (docs/guard.md)."""
+    from .api import DEFAULT_API_PORT, load_api_settings
+    from .config import load_config
+    from .features.guard import guard_section
+    from .features.guard._serve import serve_guard
+
+    if not settings.config:
+        raise UsageError("no suite config: pass --config FILE or set STREAMEVAL_CONFIG")
+    api = load_api_settings()
+    _, suites = load_config(settings.config)
+    if not any(guard_section(s) is not None for s in suites.all):
+        raise UsageError(
+            f"{settings.config}: no suite has a guard: section (docs/guard.md); nothing to serve"
+        )
+    port = (
+        args.port
+        if args.port is not None
+        else (api.web_port if api.web_port is not None else DEFAULT_API_PORT)
+    )
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port must be within 0..65535, got {port}")
+    workers = args.workers if args.workers is not None else api.guard_workers
+    if workers < 0:
+        raise UsageError(f"--workers must be 0 (one per CPU) or more, got {workers}")
+    return serve_guard(suites, settings, api, host=args.host or api.web_host, port=port, workers=workers)
+
+
+def _check_one(args: argparse.Namespace, console: Console) -> int:
+    """``streameval check-one``: the event on stdin to a guard server; its answer on stdout."""
+    import httpx
+    import orjson
+
+    from .api import load_api_settings
+    from .guard_client import CheckRefused, GuardClient
+
+    raw = sys.stdin.buffer.read().strip()
+    try:
+        with GuardClient(args.url, token=load_api_settings().token(), timeout=args.timeout) as client:
+            answer = client.check_event(raw, suite=args.suite)
+    except CheckRefused as exc:
+        _error(console, exc)
+        return EXIT_USAGE
+    except httpx.HTTPError as exc:
+        _error(console, UsageError(f"no answer from {args.url}: {type(exc).__name__}: {exc}"))
+        return EXIT_UNAVAILABLE
+    sys.stdout.write(orjson.dumps(answer.raw).decode() + "\n")
+    return EXIT_FAILED if answer.decision == "block" else EXIT_OK
 
 
 def _check(path: Path, console: Console) -> int:

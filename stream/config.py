@@ -74,6 +74,7 @@ from .config_models import (
 from .config_versions import suite_definition, suite_version
 from .errors import ConfigError, ConfigIssue
 from .evaluators import build_evaluator
+from .features.guard import guard_issues
 from .features.labels import feedback_issues
 from .features.notify._config import notify_issues
 from .features.redact import Redactors, build_redactors, effective, redact_issues
@@ -172,6 +173,18 @@ def parse_config(
         )
     ]
     issues += [issue(loc, message) for loc, message in notify_issues(config.notify)]
+    issues += [
+        issue(loc, message)
+        for i, suite_cfg in enumerate(config.suites)
+        if suite_cfg.guard is not None
+        for loc, message in guard_issues(
+            suite_cfg.guard,
+            ("suites", i),
+            [(spec.result_name, spec.evaluator, spec.weight) for spec in suite_cfg.evaluators],
+            has_judge=suite_cfg.judge is not None,
+            redacts=effective(config.redact, suite_cfg.redact) is not None,
+        )
+    ]
 
     def build(scoring: SuiteConfig | SessionConfig, base: tuple[str | int, ...]) -> Suite:
         """Build one suite's (or session's) evaluators, adding any problem to ``issues``."""

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from .alerts import AlertRule
 from .evaluators import Evaluator
+from .features.guard._config import GuardConfig
 from .features.labels import FeedbackInput
 from .features.notify._config import ChannelConfig
 from .features.redact import RedactConfig, RedactOverride
@@ -122,7 +123,7 @@ class ShadowConfig(_Strict):
 
     def applied_to(self, live: SuiteConfig) -> dict[str, Any]:
         """The candidate's whole suite definition: the live suite's, with the fields this candidate sets."""
-        data = live.model_dump(mode="json", exclude={"shadow", "label"})
+        data = live.model_dump(mode="json", exclude={"shadow", "label", "guard"})
         data.update(self.model_dump(mode="json", include=self.model_fields_set - {"sample_rate"}))
         return data
 
@@ -143,6 +144,10 @@ class SuiteConfig(_Scoring):
         default_factory=list,
         max_length=8,
         description="shadow candidates evaluated on the same events (docs/versions.md)",
+    )
+    guard: GuardConfig | None = Field(
+        default=None,
+        description="this suite answers POST /api/v1/check: decisions, deadline, timeout answer (docs/guard.md)",
     )
 
 

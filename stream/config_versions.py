@@ -13,8 +13,9 @@ from .versioning import definition_hash
 
 __all__ = ["judge_prompts_definition", "suite_definition", "suite_version"]
 
-# what does not change a result's meaning: routing, names for people, and the judges' transport
-_ROUTING_FIELDS = frozenset({"name", "match", "default", "label", "shadow"})
+# what does not change a result's meaning: routing, names for people, the judges' transport, and how the
+# guard turns a result into a decision (docs/guard.md)
+_ROUTING_FIELDS = frozenset({"name", "match", "default", "label", "shadow", "guard"})
 _JUDGE_MEANING = (
     "protocol",
     "model",

@@ -25,6 +25,9 @@
     ├── NameTaken              a custom evaluator's name is in use (streameval.registry)
     ├── RegistryFull           the evaluator registry holds its maximum (streameval.registry)
     ├── Stalled                the /ready check: a batch waits too long for publication (streameval.api)
+    ├── CheckError             a guard check refused before any evaluator ran (streameval.features.guard:
+    │                          BadCheck 400, CheckTooLarge 413, NoGuardedSuite 404)
+    ├── CheckRefused           the guard server refused a check (streameval.guard_client)
     └── ApiError               an API request refused with its HTTP status and code; its subtree:
                                streameval.api (BadRequest, Unauthorized, Forbidden, NotFound, NotRetained,
                                Conflict, ExecutionFailed, Unavailable)

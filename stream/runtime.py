@@ -54,6 +54,9 @@ from .envelope import Source
 from .errors import ConfigError
 from .evalpool import EvalPool
 from .features.drilldown import ExamplesRecorder
+from .features.guard import guard_section
+from .features.guard._serve import build_guard
+from .features.guard._web import guard_feature
 from .features.labels import FeedbackDecoder, LabelIntake, LabelStore
 from .features.review_page.web import open_review_feature, review_page_on
 from .features.sessions.closer import SessionCloser
@@ -492,6 +495,11 @@ async def serve_web(config: WorkerConfig) -> WebServer:
         *judge_ready_checks(judges),
     ]  # an authenticated models listing per judge, cached
     redactors = redaction(config.suites)  # a result's texts as the drill-down examples show them
+    guarded = []  # POST /api/v1/check, when the suite file has a guard: section (docs/guard.md)
+    if any(guard_section(s) is not None for s in config.suites.all):
+        guard = build_guard(config.suites, settings, api)
+        await guard.start()
+        guarded.append(guard_feature(guard, api.guard_identities()))
     web_app = create_web_app(
         client,
         prefix=settings.redis_prefix,
@@ -511,6 +519,7 @@ async def serve_web(config: WorkerConfig) -> WebServer:
                 if review_page_on(api.review_page, config.suites.review, worker=True)
                 else []
             ),
+            *guarded,
         ],
     )
     runner = await start_web(web_app, api.web_host, api.web_port)

@@ -9,8 +9,25 @@ reads a signal back out of the Prometheus registry.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextvars import ContextVar
 
-__all__ = ["ConsumerLag", "no_lag"]
+__all__ = ["CHECK_DEADLINE", "CheckDeadline", "ConsumerLag", "no_lag"]
+
+
+class CheckDeadline:
+    """When a synchronous check must answer (``at``, a ``time.monotonic()``), and whether a step was cut
+    short by it (``cut``: the check then did not finish in time, whatever the clock says after)."""
+
+    __slots__ = ("at", "cut")
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+        self.cut = False
+
+
+#: the deadline of the check running in this context (streameval.features.guard sets it around one check;
+#: None elsewhere): evaluators with a per-call time limit (``regex``) shorten it to what is left
+CHECK_DEADLINE: ContextVar[CheckDeadline | None] = ContextVar("streameval_check_deadline", default=None)
 
 
 def no_lag() -> int:

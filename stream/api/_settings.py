@@ -113,7 +113,34 @@ class ApiSettings(BaseSettings):
         "keeps review items (review.keep), `streameval api` does not",
     )
 
-    @field_validator("api_token_file", "review_tokens_file")
+    guard_tokens_file: str | None = Field(
+        default=None,
+        description="the guard's callers: one `name:token` a line; each token may call POST /api/v1/check "
+        "only, and its name is logged with its checks (docs/guard.md)",
+    )
+    guard_max_body_bytes: int = Field(
+        default=256 * 1024,
+        ge=1024,
+        le=1 << 20,
+        description="largest body of POST /api/v1/check, bytes (413 beyond)",
+    )
+    guard_max_text_chars: int = Field(
+        default=64 * 1024,
+        ge=1,
+        description="longest input, output and expected of a check, characters (400 naming the field beyond)",
+    )
+    guard_log_texts: bool = Field(
+        default=False,
+        description="log each check's output text (INFO; off: only id, suite, decision, latency)",
+    )
+    guard_workers: int = Field(
+        default=0,
+        ge=0,
+        le=256,
+        description="`streameval guard`: server processes on the one port (0: one per CPU)",
+    )
+
+    @field_validator("api_token_file", "review_tokens_file", "guard_tokens_file")
     @classmethod
     def _readable(cls, value: str | None) -> str | None:
         return check_secret_file(value)
@@ -122,6 +149,11 @@ class ApiSettings(BaseSettings):
         """The named tokens (checked by :func:`load_api_settings`)."""
         named = [] if self.token() is None else [(self.api_token_name, self.token() or "")]
         return Identities(tuple(named + [(n, t) for n, t, _ in _review_tokens(self.review_tokens_file)]))
+
+    def guard_identities(self) -> Identities:
+        """The tokens that may call ``POST /api/v1/check``: the API token and the guard's named tokens."""
+        named = [] if self.token() is None else [(self.api_token_name, self.token() or "")]
+        return Identities(tuple(named + [(n, t) for n, t, _ in _review_tokens(self.guard_tokens_file)]))
 
     def token(self) -> str | None:
         """The API token from its file or variable, trailing newline stripped; None when unset."""
@@ -169,6 +201,7 @@ def load_api_settings(**overrides: object) -> ApiSettings:
             )
         )
     issues += _review_token_issues(api, token)
+    issues += _review_token_issues(api, token, "guard_tokens_file")
     if (api.api_read_auth or api.api_health_auth or api.api_metrics_auth) and token is None:
         issues.append(
             ConfigIssue(
@@ -182,13 +215,17 @@ def load_api_settings(**overrides: object) -> ApiSettings:
     return api
 
 
-def _review_token_issues(api: ApiSettings, token: str | None) -> list[ConfigIssue]:
-    """Each bad line of STREAMEVAL_REVIEW_TOKENS_FILE: a name that is not one, a short or repeated token."""
+def _review_token_issues(
+    api: ApiSettings, token: str | None, field: str = "review_tokens_file"
+) -> list[ConfigIssue]:
+    """Each bad line of STREAMEVAL_REVIEW_TOKENS_FILE (or the guard's, ``field``): a name that is not one, a
+    short or repeated token."""
     issues = []
     names = {api.api_token_name} if token is not None else set()
     tokens = {token} if token is not None else set()
-    for name, value, number in _review_tokens(api.review_tokens_file):
-        where = f"STREAMEVAL_REVIEW_TOKENS_FILE line {number}"
+    path = getattr(api, field)
+    for name, value, number in _review_tokens(path):
+        where = f"STREAMEVAL_{field.upper()} line {number}"
         problem = None
         if not re.match(NAME_PATTERN, name):
             problem = f"{name!r} is not a name (letters, digits, . _ @ -; at most 128) before ':'"
@@ -202,7 +239,7 @@ def _review_token_issues(api: ApiSettings, token: str | None) -> list[ConfigIssu
         elif value in tokens:
             problem = f"the token of {name!r} is another name's token too"
         if problem:
-            issues.append(ConfigIssue(file=api.review_tokens_file or "", path=where, message=problem))
+            issues.append(ConfigIssue(file=path or "", path=where, message=problem))
         names.add(name)
         tokens.add(value)
     return issues

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from time import monotonic
 from typing import Any, Literal
 
 import orjson
@@ -21,9 +22,11 @@ from rapidfuzz.distance import Levenshtein
 from .._util import as_written, clip, json_path
 from ..errors import EvaluatorTimeout
 from ..models import RequestEvent
+from ..signals import CHECK_DEADLINE
 from ._base import Evaluator, NoParams, Params, Score, register
 from ._text import word_tokens
 
+_LEAST_TIMEOUT_S = 1e-6  # a check past its deadline: the regex module's least useful limit
 _SHOWN = 80  # characters of a pattern or expected answer quoted in a reason
 
 # the last text quoted by _shown and its quoted form: exact_match and contains quote the same expected
@@ -153,9 +156,16 @@ class RegexMatch(Evaluator):
         self._no_match = f"output does not match {self._shown}"
 
     def evaluate(self, event: RequestEvent) -> Score:
+        timeout = self._timeout_s
+        deadline = CHECK_DEADLINE.get()
+        if deadline is not None:  # a guard check (docs/guard.md): never past its deadline
+            timeout = min(timeout, max(deadline.at - monotonic(), _LEAST_TIMEOUT_S))
         try:
-            match = self._search(event.output, timeout=self._timeout_s)
+            match = self._search(event.output, timeout=timeout)
         except TimeoutError:
+            if deadline is not None and timeout < self._timeout_s:
+                deadline.cut = True
+                raise EvaluatorTimeout(f"regex {self._shown} stopped at the check's deadline") from None
             raise EvaluatorTimeout(
                 f"regex {self._shown} timed out after {self.params.timeout_ms:g} ms"
             ) from None

@@ -136,6 +136,41 @@ def test_workers_expose_probes_and_prometheus_annotations() -> None:
     assert re.search(rf"^EXPOSE {port}$", (ROOT / "deploy" / "Dockerfile").read_text(), flags=re.M)
 
 
+def test_the_guard_deployment_serves_a_guarded_suite_file_and_scales_on_cpu() -> None:
+    from streameval.features.guard import guard_section
+
+    objects = {(d["kind"], d["metadata"]["name"]): d for d in manifests()}
+    deployment = objects[("Deployment", "streameval-guard")]
+    template = deployment["spec"]["template"]
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
+    [container] = template["spec"]["containers"]
+    assert container["args"][0] == "guard"
+    config = container["args"][container["args"].index("--config") + 1]
+    [mount] = container["volumeMounts"]
+    [volume] = template["spec"]["volumes"]
+    assert mount["name"] == volume["name"] and config == f"{mount['mountPath']}/suites.yaml"
+    suites_map = objects[("ConfigMap", volume["configMap"]["name"])]["data"]
+    _, loaded = parse_config(yaml.safe_load(suites_map["suites.yaml"]))
+    assert any(guard_section(s) is not None for s in loaded.all)
+    env = {e["name"] for e in container["env"]}
+    assert env <= setting_env_names()
+    token = next(e for e in container["env"] if e["name"] == "STREAMEVAL_API_TOKEN")["valueFrom"][
+        "secretKeyRef"
+    ]
+    assert token["key"] in objects[("Secret", token["name"])]["stringData"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/ready", "port": "http"}
+    service = objects[("Service", "streameval-guard")]
+    assert service["spec"]["selector"].items() <= template["metadata"]["labels"].items()
+    hpa = objects[("HorizontalPodAutoscaler", "streameval-guard")]
+    assert hpa["spec"]["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": "streameval-guard",
+    }
+    assert hpa["spec"]["metrics"][0]["resource"]["name"] == "cpu"
+
+
 def exported_metric_names() -> set[str]:
     """Every sample name the worker's /metrics can show (counters with _total, histograms with _bucket...)."""
     names: set[str] = set()

@@ -121,6 +121,11 @@ FLOORS: dict[str, int] = {
     "features.compare.web": COMPOSITION,
     "features.labels.web": COMPOSITION,
     "features.web": COMPOSITION,  # the dashboard reads every web app serves
+    "features.guard._check": ORCHESTRATION,  # one synchronous check through the pipeline, within a deadline
+    "features.guard._web": COMPOSITION,  # POST /api/v1/check: its route, the guard's own app
+    "features.guard._serve": COMPOSITION,  # streameval guard: the pre-forked server processes
+    "features.guard._publish": COMPOSITION,  # publish: true's producer
+    "guard_client": VOCABULARY,  # the guard's Python client (httpx only)
     "_cliargs": COMPOSITION,
     "demo": COMPOSITION,
     "up": COMPOSITION,
