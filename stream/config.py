@@ -172,6 +172,15 @@ def parse_config(
         )
     ]
     issues += [issue(loc, message) for loc, message in notify_issues(config.notify)]
+    dimensions = set(config.segments.dimensions) if config.segments is not None else set()
+    issues += [
+        issue(
+            ("alerts", i, "segments", j), f"no dimension {name!r} in segments: (known: {sorted(dimensions)})"
+        )
+        for i, rule in enumerate(config.alerts)
+        for j, name in enumerate(rule.segments or ())
+        if name not in dimensions
+    ]
 
     def build(scoring: SuiteConfig | SessionConfig, base: tuple[str | int, ...]) -> Suite:
         """Build one suite's (or session's) evaluators, adding any problem to ``issues``."""
@@ -259,6 +268,7 @@ def parse_config(
     parsed.review = config.review
     parsed.redact = config.redact
     parsed.notify = tuple(config.notify)
+    parsed.segments = config.segments.resolved() if config.segments is not None else ()
     return config, parsed
 
 
