@@ -22,6 +22,7 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{T}:sg:{dim}:{size}:{start}``   a window's figures per value of one slice dimension: field value (or
                                     ``(other)``, ``(missing)``, ``(invalid)``) -> packed figures; at most
                                     ``max_values`` values (streameval.features.segments; TTL ``window_ttl_s``)
+``P{T}:sgd``                        the names of the pair's slice dimensions with figures (set)
 ``P{T}:rid:{gen}``                  result id -> pointer: digest, offset, length, ``rb`` key (redelivery horizon)
 ``P{ix}:pairs``                     zset of pairs (score: last seen); at most ``max_pairs``
                                     (``T`` is ``{model:suite:version}``; a pair of two parts is the layout
@@ -186,6 +187,10 @@ class Keys:
     def slice(self, pair: str, dimension: str, size: int, start: int) -> str:
         """A window's figures per value of one slice dimension (streameval.feature ``SLICES``)."""
         return f"{self.pair(pair)}sg:{quote(dimension, safe='')}:{size}:{start}"
+
+    def slice_dimensions(self, pair: str) -> str:
+        """The names of the dimensions a pair has slice figures of (a set; readers need no keyspace scan)."""
+        return f"{self.pair(pair)}sgd"
 
     def result_ids(self, pair: str, generation: int) -> str:
         """Result id -> pointer to its encoded result (streameval.store), redelivery generation ``generation``."""

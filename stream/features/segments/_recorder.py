@@ -18,16 +18,17 @@ __all__ = ["SLICE_FIGURES", "SlicesRecorder"]
 #: the increments of an event kept per slice: enough for the mean and pass rate with their intervals
 SLICE_FIGURES = frozenset(("count", "sum", "sumsq", "passes"))
 
-# KEYS: per target window t (the core's order) and dimension d: the slice hash of t, then those of the two
-# candidate open windows of t's size (the core's ``via[t]`` says which one a redirected target went to).
-# ARGV: 1 TTL of a new hash, 2 dimensions, then each dimension's cap; per (t, d): n, then n × (value,
+# KEYS: 1 the pair's set of dimension names (for readers: no keyspace scan); per target window t (the core's
+# order) and dimension d: the slice hash of t, then those of the two candidate open windows of t's size (the
+# core's ``via[t]`` says which one a redirected target went to).
+# ARGV: 1 TTL of a new hash, 2 dimensions, then each dimension's cap and name; per (t, d): n, then n × (value,
 # MessagePack increments). First seen wins: a value already in the hash, or while it holds fewer than the cap,
 # is kept; any other goes to (other). (missing) and (invalid) take no place. ``hmget`` / ``hset``: the core's.
 LUA = """
 local ttl, ndims = ARGV[a0 + 1], tonumber(ARGV[a0 + 2])
-local caps = {}
-for d = 1, ndims do caps[d] = tonumber(ARGV[a0 + 2 + d]) end
-local a, k = a0 + 3 + ndims, k0
+local caps, dims = {}, {}
+for d = 1, ndims do caps[d], dims[d] = tonumber(ARGV[a0 + 1 + 2 * d]), ARGV[a0 + 2 + 2 * d] end
+local a, k = a0 + 3 + 2 * ndims, k0 + 1
 local function merge(figures, increments)
   for name, value in pairs(cmsgpack.unpack(increments)) do figures[name] = (figures[name] or 0) + value end
   return figures
@@ -59,7 +60,11 @@ for t = 1, ntargets do
       end
       if other then flat[#flat + 1], flat[#flat + 2] = '(other)', cmsgpack.pack(other) end
       hset(key, flat)
-      if held == 0 then redis.call('EXPIRE', key, ttl) end
+      if held == 0 then
+        redis.call('EXPIRE', key, ttl)
+        redis.call('SADD', KEYS[k0 + 1], dims[d])
+        redis.call('EXPIRE', KEYS[k0 + 1], ttl)
+      end
     end
     a, k = a + 1 + 2 * n, k + 3
   end
@@ -121,8 +126,10 @@ class SlicesRecorder:
                             inc[name] = inc.get(name, 0.0) + v
         if not sums:
             return None
-        keys: list[str] = []
-        args: list[Any] = [ctx.window_ttl_s, ndims, *(d.max_values for d in self.dimensions)]
+        keys: list[str] = [ctx.keys.slice_dimensions(pair)]
+        args: list[Any] = [ctx.window_ttl_s, ndims]
+        for dimension in self.dimensions:
+            args += [dimension.max_values, dimension.name]
         candidates = {size: ctx.candidates(size, now) for size in sizes}
         for t, (s, start) in enumerate(targets):
             size = sizes[s]
