@@ -58,7 +58,15 @@ from .features.labels import FeedbackDecoder, LabelIntake, LabelStore
 from .features.review_page.web import open_review_feature, review_page_on
 from .features.sessions.closer import SessionCloser
 from .features.sessions.state import SessionStore, session_terms
-from .features.setup import alert_examples, annotators, batch_steps, enabled, record_plugins, window_steps
+from .features.setup import (
+    alert_examples,
+    annotators,
+    batch_steps,
+    enabled,
+    record_plugins,
+    slice_annotators,
+    window_steps,
+)
 from .features.web import dashboard_features
 from .inputs import Inputs, check_input_topics
 from .judges import JudgeCache, judge_ready_checks
@@ -305,6 +313,7 @@ class Runtime:
                 judge_cache=JudgeCache(client, prefix=settings.redis_prefix),
                 result_marks={"shadow": True},
                 judge_budget_scope="~shadow",
+                annotators=slice_annotators(suites),  # a shadow version's windows keep their slices
             )
             for routing in shadow_routings(suites)
         ]

@@ -47,6 +47,7 @@ __all__ = [
     "batch_steps",
     "enabled",
     "record_plugins",
+    "slice_annotators",
     "window_steps",
 ]
 
@@ -150,9 +151,13 @@ def annotators(suites: LoadedConfig, *, embed_outputs: bool = False) -> list[Ann
     drift = suites.windowing.embedding_drift
     if embed_outputs and drift is not None:
         out.append(DriftAnnotator(drift))
-    if suites.segments:
-        out.append(SlicesAnnotator(suites.segments))
-    return out
+    return out + slice_annotators(suites)
+
+
+def slice_annotators(suites: LoadedConfig) -> list[Annotator]:
+    """Each event's slice values (``segments:``, streameval.features.segments), for every pipeline whose results
+    are recorded: the live one, shadows and backfills (their versions keep slices too)."""
+    return [SlicesAnnotator(suites.segments)] if suites.segments else []
 
 
 def batch_steps(

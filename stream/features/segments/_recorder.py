@@ -5,33 +5,47 @@ dimension, pair and window in Redis itself (docs/segments.md)."""
 
 from __future__ import annotations
 
+import struct
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
 from ...feature import Block, Call, RecordContext, Recorded, slice_values
-from ...store_codec import pack_increments
+from ...store_codec import SLICE_FIGURES, pack_increments
 from ._config import Dimension
 
 __all__ = ["SLICE_FIGURES", "SlicesRecorder"]
 
-#: the increments of an event kept per slice: enough for the mean and pass rate with their intervals
-SLICE_FIGURES = frozenset(("count", "sum", "sumsq", "passes"))
 
 # KEYS: 1 the pair's set of dimension names (for readers: no keyspace scan); per target window t (the core's
 # order) and dimension d: the slice hash of t, then those of the two candidate open windows of t's size (the
 # core's ``via[t]`` says which one a redirected target went to).
 # ARGV: 1 TTL of a new hash, 2 dimensions, then each dimension's cap and name; per (t, d): n, then n × (value,
-# MessagePack increments). First seen wins: a value already in the hash, or while it holds fewer than the cap,
-# is kept; any other goes to (other). (missing) and (invalid) take no place. ``hmget`` / ``hset``: the core's.
+# increments). A slice's figures (a field's value, and an increment) are SLICE_FIGURES as 4 little-endian
+# doubles (``struct``: no Lua table per value, the cost of MessagePack here), then, only when a feature keeps
+# figures of its own per slice, a MessagePack map of those (streameval.store_codec.slice_figures reads both).
+# First seen wins: a value already in the hash, or while it holds fewer than the cap, is kept; any other goes
+# to (other). (missing) and (invalid) take no place. ``hmget`` / ``hset``: the core's.
 LUA = """
 local ttl, ndims = ARGV[a0 + 1], tonumber(ARGV[a0 + 2])
 local caps, dims = {}, {}
 for d = 1, ndims do caps[d], dims[d] = tonumber(ARGV[a0 + 1 + 2 * d]), ARGV[a0 + 2 + 2 * d] end
 local a, k = a0 + 3 + 2 * ndims, k0 + 1
-local function merge(figures, increments)
-  for name, value in pairs(cmsgpack.unpack(increments)) do figures[name] = (figures[name] or 0) + value end
-  return figures
+local function add(old, inc)
+  local c, s, q, p = struct.unpack('<dddd', inc)
+  if old then
+    local c0, s0, q0, p0 = struct.unpack('<dddd', old)
+    c, s, q, p = c + c0, s + s0, q + q0, p + p0
+  end
+  local out = struct.pack('<dddd', c, s, q, p)
+  if #inc > 32 or (old and #old > 32) then
+    local figures = (old and #old > 32) and cmsgpack.unpack(string.sub(old, 33)) or {}
+    if #inc > 32 then
+      for name, v in pairs(cmsgpack.unpack(string.sub(inc, 33))) do figures[name] = (figures[name] or 0) + v end
+    end
+    out = out .. cmsgpack.pack(figures)
+  end
+  return out
 end
 for t = 1, ntargets do
   for d = 1, ndims do
@@ -43,22 +57,29 @@ for t = 1, ntargets do
       for i = 1, n do names[i] = ARGV[a + 2 * i - 1] end
       names[n + 1], names[n + 2], names[n + 3] = '(other)', '(missing)', '(invalid)'
       local got = hmget(key, names)
-      local held = redis.call('HLEN', key)
-      local used = held
-      for i = n + 1, n + 3 do if got[i] then used = used - 1 end end
+      local held, used = nil, nil
+      local exists = got[n + 1] or got[n + 2] or got[n + 3]
       local flat, other = {}, nil
       for i = 1, n do
         local value, inc = names[i], ARGV[a + 2 * i]
-        local free = value == '(missing)' or value == '(invalid)'
-        if got[i] or free or used < caps[d] then
-          if not got[i] and not free then used = used + 1 end
-          flat[#flat + 1] = value
-          flat[#flat + 1] = cmsgpack.pack(merge(got[i] and cmsgpack.unpack(got[i]) or {}, inc))
+        if got[i] then exists = true end
+        local keep = got[i] or value == '(missing)' or value == '(invalid)'
+        if not keep then
+          if not used then  -- the values held: only read when a new one comes
+            held = redis.call('HLEN', key)
+            used = held
+            for j = n + 1, n + 3 do if got[j] then used = used - 1 end end
+          end
+          if used < caps[d] then keep, used = true, used + 1 end
+        end
+        if keep then
+          flat[#flat + 1], flat[#flat + 2] = value, add(got[i], inc)
         else
-          other = merge(other or (got[n + 1] and cmsgpack.unpack(got[n + 1]) or {}), inc)
+          other = add(other or got[n + 1], inc)
         end
       end
-      if other then flat[#flat + 1], flat[#flat + 2] = '(other)', cmsgpack.pack(other) end
+      if other then flat[#flat + 1], flat[#flat + 2] = '(other)', other end
+      if held == nil and not exists then held = redis.call('HLEN', key) end  -- a new hash?
       hset(key, flat)
       if held == 0 then
         redis.call('EXPIRE', key, ttl)
@@ -71,6 +92,8 @@ for t = 1, ntargets do
 end
 """
 
+_FOUR = struct.Struct("<dddd")
+
 
 class SlicesRecorder:
     """Keeps each window's figures per slice (module docstring). ``prefixes``: names of increments kept per slice
@@ -82,20 +105,28 @@ class SlicesRecorder:
     def __init__(self, dimensions: Sequence[Dimension], prefixes: Sequence[str] = ()) -> None:
         self.dimensions = tuple(dimensions)
         self.prefixes = tuple(prefixes)
-        self._kept: dict[str, bool] = {}  # increment name -> kept per slice (names repeat: computed once)
+        self._kept: dict[str, bool] = {}  # increment name -> under a prefix (names repeat: computed once)
 
     def writes(
         self, ctx: RecordContext, events: Sequence[Recorded], now: float
     ) -> tuple[list[Call], list[tuple[Any, ...]]]:
         return [], []
 
-    def _keeps(self, name: str) -> bool:
-        kept = self._kept.get(name)
-        if kept is None:
-            kept = name in SLICE_FIGURES or (bool(self.prefixes) and name.startswith(self.prefixes))
-            if len(self._kept) < 10_000:
-                self._kept[name] = kept
-        return kept
+    def _extra(self, increments: dict[str, float]) -> dict[str, float] | None:
+        """The event's figures of other features kept per slice (names under ``prefixes``); None: none."""
+        if not self.prefixes:
+            return None
+        kept = self._kept
+        out = {}
+        for name, value in increments.items():
+            keep = kept.get(name)
+            if keep is None:
+                keep = name.startswith(self.prefixes) and name not in SLICE_FIGURES
+                if len(kept) < 10_000:
+                    kept[name] = keep
+            if keep:
+                out[name] = value
+        return out or None
 
     def block(
         self,
@@ -108,22 +139,31 @@ class SlicesRecorder:
         ndims = len(self.dimensions)
         where = {target: t for t, target in enumerate(targets)}
         sizes = ctx.windows
-        # (target, dimension) -> value -> summed increments
-        sums: dict[tuple[int, int], dict[str, dict[str, float]]] = defaultdict(dict)
+        # (target, dimension) -> value -> [count, sum, sumsq, passes, other features' figures or None]
+        sums: dict[tuple[int, int], dict[str, list[Any]]] = defaultdict(dict)
         for event in group:
             values = slice_values(event)
             if len(values) != ndims or event.retract:
                 continue
-            figures = {name: v for name, v in event.increments.items() if self._keeps(name)}
+            inc = event.increments
+            count, total, squares, passes = (inc.get(name, 0.0) for name in SLICE_FIGURES)
+            extra = self._extra(inc)
             for s, size in enumerate(sizes):
                 t = where[(s, int(event.event_time // size) * size)]
                 for d, value in enumerate(values):
-                    inc = sums[(t, d)].get(value)
-                    if inc is None:
-                        sums[(t, d)][value] = dict(figures)
-                    else:
-                        for name, v in figures.items():
-                            inc[name] = inc.get(name, 0.0) + v
+                    found = sums[(t, d)]
+                    acc = found.get(value)
+                    if acc is None:
+                        found[value] = [count, total, squares, passes, dict(extra) if extra else None]
+                        continue
+                    acc[0] += count
+                    acc[1] += total
+                    acc[2] += squares
+                    acc[3] += passes
+                    if extra:
+                        more = acc[4] = acc[4] or {}
+                        for name, v in extra.items():
+                            more[name] = more.get(name, 0.0) + v
         if not sums:
             return None
         keys: list[str] = [ctx.keys.slice_dimensions(pair)]
@@ -131,6 +171,7 @@ class SlicesRecorder:
         for dimension in self.dimensions:
             args += [dimension.max_values, dimension.name]
         candidates = {size: ctx.candidates(size, now) for size in sizes}
+        pack = _FOUR.pack
         for t, (s, start) in enumerate(targets):
             size = sizes[s]
             first, second = candidates[size]
@@ -143,8 +184,9 @@ class SlicesRecorder:
                 ]
                 found = sums.get((t, d), {})
                 args.append(len(found))
-                for value, inc in found.items():
-                    args += [value, pack_increments(inc)]
+                for value, acc in found.items():
+                    packed = pack(acc[0], acc[1], acc[2], acc[3])
+                    args += [value, packed + pack_increments(acc[4]) if acc[4] else packed]
         return Block(keys, args)
 
     def committed(self, token: Any) -> None:

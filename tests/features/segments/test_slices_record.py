@@ -59,7 +59,7 @@ class World:
             recorders=record_plugins(on),
         )
 
-    async def record(self, *raws: bytes) -> list[bytes | None]:
+    async def evaluate(self, *raws: bytes) -> list[Any]:
         items: list[Any] = []
         for raw in raws:
             outcome = await self.pipeline.process(raw)
@@ -67,7 +67,10 @@ class World:
             items.append(
                 (outcome.result, outcome.result.model_dump_json().encode(), None, raw, outcome.annotations)
             )
-        return await self.store.record_many(items)
+        return items
+
+    async def record(self, *raws: bytes, items: list[Any] | None = None) -> list[bytes | None]:
+        return await self.store.record_many(items if items is not None else await self.evaluate(*raws))
 
     async def slices(self, dimension: str = "tier", start: int = T0) -> dict[str, dict[str, float]]:
         version = self.suites.by_name["qa"].version
@@ -166,6 +169,26 @@ async def test_each_window_is_kept_per_value_exactly_once(
     # the pair's own figures are what they were: the slices are beside them
     pair = await world.store.window(SIZE, T0, "m1", "qa", world.suites.by_name["qa"].version)
     assert pair.count == 6
+
+
+async def test_a_features_own_figures_are_kept_per_slice_under_its_prefix(
+    aredis: aioredis.Redis, prefix: str, clock: list[float]
+) -> None:
+    world = World(aredis, prefix, config(max_values=1), clock)
+    [slices] = [r for r in world.store.recorders if isinstance(r, SlicesRecorder)]
+    world.store = ResultStore(  # the evaluators' figures stand in for another feature's (e.g. usage)
+        aredis,
+        prefix=prefix,
+        windows=(SIZE,),
+        clock=lambda: clock[0],
+        recorders=[SlicesRecorder(slices.dimensions, prefixes=("ev:exact_match:",))],
+    )
+    await world.record(event(0, "gold"), event(1, "gold", output="Rome"), event(2, "free"))
+    await world.record(event(3, "free"), event(4, "gold"))
+    found = await world.slices()
+    assert found["gold"]["ev:exact_match:count"] == 3 and found["gold"]["ev:exact_match:passes"] == 2
+    assert found[OTHER]["ev:exact_match:count"] == 2 and found[OTHER]["count"] == 2  # free, beyond the cap
+    assert "ev:exact_match:sum" in found["gold"] and not any(k.startswith("grade:") for k in found["gold"])
 
 
 async def test_values_beyond_max_values_count_under_other(

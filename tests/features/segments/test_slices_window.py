@@ -26,17 +26,23 @@ def suite_file(segments: bool, rules: list[dict[str, Any]]) -> dict[str, Any]:
     return data
 
 
-async def close(aredis: aioredis.Redis, prefix: str, data: dict[str, Any]) -> Sink:
+RAWS = [
+    event(0, "gold", tags=["plan:pro"]),
+    event(1, "gold", output="Rome", tags=["plan:pro"]),
+    event(2, "free", output="Rome"),
+    event(3, "team"),  # a third value: (other), max_values is 2
+    event(4, "team", output="Rome"),
+]
+
+
+async def close(
+    aredis: aioredis.Redis, prefix: str, data: dict[str, Any], items: list[Any] | None = None
+) -> Sink:
+    """Record RAWS (or ``items``, evaluated before: the same latencies) and close their window."""
     clock = Clock(T0 + 2)
     world = World(aredis, prefix, data, [T0 + 2])
     world.store.clock = clock
-    await world.record(
-        event(0, "gold", tags=["plan:pro"]),
-        event(1, "gold", output="Rome", tags=["plan:pro"]),
-        event(2, "free", output="Rome"),
-        event(3, "team"),  # a third value: (other), max_values is 2
-        event(4, "team", output="Rome"),
-    )
+    await world.record(*RAWS, items=items)
     rules = [AlertRule.model_validate(r) for r in data["alerts"]]
     closer = WindowCloser(
         world.store,
@@ -56,8 +62,9 @@ async def close(aredis: aioredis.Redis, prefix: str, data: dict[str, Any]) -> Si
 async def test_slice_aggregates_beside_a_byte_identical_pair_aggregate(
     aredis: aioredis.Redis, prefix: str
 ) -> None:
-    plain = await close(aredis, prefix + "a:", suite_file(False, []))
-    sliced = await close(aredis, prefix + "b:", suite_file(True, []))
+    items = await World(aredis, prefix, suite_file(True, []), [T0 + 2]).evaluate(*RAWS)
+    plain = await close(aredis, prefix + "a:", suite_file(False, []), items)  # annotations: nobody reads them
+    sliced = await close(aredis, prefix + "b:", suite_file(True, []), items)
     assert plain.messages[0] == sliced.messages[0]  # the pair's own, first, unchanged
     parts = {(a.segment.dimension, a.segment.value): a for a in sliced.aggregates()[1:] if a.segment}
     assert len(parts) == len(sliced.messages) - 1
