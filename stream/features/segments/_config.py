@@ -128,6 +128,9 @@ class Dimension:
 
     def value(self, event: RequestEvent) -> str:
         """The event's value in this dimension, normalised (module docstring)."""
+        if len(self.fields) == 1:  # the usual case, per event: no list
+            found = _field(event, self.fields[0])
+            return found if isinstance(found, str) else INVALID if found is _BAD else MISSING
         parts = [_field(event, f) for f in self.fields]
         if any(p is _BAD for p in parts):
             return INVALID
@@ -147,7 +150,9 @@ def _field(event: RequestEvent, path: str) -> object:
         prefix = path[4:]
         found = next((t[len(prefix) :] for t in event.tags if t.startswith(prefix)), None)
     else:
-        found = _metadata(event.metadata, path[9:])
+        key = path[9:]
+        metadata = event.metadata
+        found = metadata[key] if key in metadata else _metadata(metadata, key)
     if found is None:
         return None
     if not isinstance(found, str) or not found or len(found) > MAX_VALUE_CHARS or found in RESERVED:

@@ -32,14 +32,12 @@ local caps, dims = {}, {}
 for d = 1, ndims do caps[d], dims[d] = tonumber(ARGV[a0 + 1 + 2 * d]), ARGV[a0 + 2 + 2 * d] end
 local a, k = a0 + 3 + 2 * ndims, k0 + 1
 local function add(old, inc)
+  if not old then return inc end  -- a new value (or (other)): its increments are its figures
   local c, s, q, p = struct.unpack('<dddd', inc)
-  if old then
-    local c0, s0, q0, p0 = struct.unpack('<dddd', old)
-    c, s, q, p = c + c0, s + s0, q + q0, p + p0
-  end
-  local out = struct.pack('<dddd', c, s, q, p)
-  if #inc > 32 or (old and #old > 32) then
-    local figures = (old and #old > 32) and cmsgpack.unpack(string.sub(old, 33)) or {}
+  local c0, s0, q0, p0 = struct.unpack('<dddd', old)
+  local out = struct.pack('<dddd', c + c0, s + s0, q + q0, p + p0)
+  if #inc > 32 or #old > 32 then
+    local figures = #old > 32 and cmsgpack.unpack(string.sub(old, 33)) or {}
     if #inc > 32 then
       for name, v in pairs(cmsgpack.unpack(string.sub(inc, 33))) do figures[name] = (figures[name] or 0) + v end
     end
@@ -145,11 +143,13 @@ class SlicesRecorder:
             values = slice_values(event)
             if len(values) != ndims or event.retract:
                 continue
-            inc = event.increments
-            count, total, squares, passes = (inc.get(name, 0.0) for name in SLICE_FIGURES)
-            extra = self._extra(inc)
+            inc = event.increments  # SLICE_FIGURES, spelt out: this runs per event
+            count, total = inc.get("count", 0.0), inc.get("sum", 0.0)
+            squares, passes = inc.get("sumsq", 0.0), inc.get("passes", 0.0)
+            extra = self._extra(inc) if self.prefixes else None
+            at = event.event_time
             for s, size in enumerate(sizes):
-                t = where[(s, int(event.event_time // size) * size)]
+                t = where[(s, int(at // size) * size)]
                 for d, value in enumerate(values):
                     found = sums[(t, d)]
                     acc = found.get(value)
