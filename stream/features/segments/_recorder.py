@@ -20,8 +20,9 @@ __all__ = ["SLICE_FIGURES", "SlicesRecorder"]
 # KEYS: 1 the pair's set of dimension names (for readers: no keyspace scan); per target window t (the core's
 # order) and dimension d: the slice hash of t, then those of the two candidate open windows of t's size (the
 # core's ``via[t]`` says which one a redirected target went to).
-# ARGV: 1 TTL of a new hash, 2 dimensions, then each dimension's cap and name; per (t, d): n, then n × (value,
-# increments). A slice's figures (a field's value, and an increment) are SLICE_FIGURES as 4 little-endian
+# ARGV: 1 TTL of a new hash, 2 dimensions, then each dimension's cap and name; per (t, d): n, then one string of
+# n × (value, increments), each a 2-byte little-endian length and its bytes (one argument, not 2n: the worker
+# packs and Redis reads far fewer of them; ``struct.unpack('<Hc0Hc0')`` takes one entry). A slice's figures (a field's value, and an increment) are SLICE_FIGURES as 4 little-endian
 # doubles (``struct``: no Lua table per value, the cost of MessagePack here), then, only when a feature keeps
 # figures of its own per slice, a MessagePack map of those (streameval.store_codec.slice_figures reads both).
 # First seen wins: a value already in the hash, or while it holds fewer than the cap, is kept; any other goes
@@ -51,15 +52,15 @@ for t = 1, ntargets do
     if n > 0 then
       local key = KEYS[k + 1]
       if via[t] then key = KEYS[k + 1 + via[t]] end
-      local names = {}
-      for i = 1, n do names[i] = ARGV[a + 2 * i - 1] end
+      local names, incs, blob, pos = {}, {}, ARGV[a + 1], 1
+      for i = 1, n do names[i], incs[i], pos = struct.unpack('<Hc0Hc0', blob, pos) end
       names[n + 1], names[n + 2], names[n + 3] = '(other)', '(missing)', '(invalid)'
       local got = hmget(key, names)
       local held, used = nil, nil
       local exists = got[n + 1] or got[n + 2] or got[n + 3]
       local flat, other = {}, nil
       for i = 1, n do
-        local value, inc = names[i], ARGV[a + 2 * i]
+        local value, inc = names[i], incs[i]
         if got[i] then exists = true end
         local keep = got[i] or value == '(missing)' or value == '(invalid)'
         if not keep then
@@ -85,12 +86,13 @@ for t = 1, ntargets do
         redis.call('EXPIRE', KEYS[k0 + 1], ttl)
       end
     end
-    a, k = a + 1 + 2 * n, k + 3
+    a, k = a + 2, k + 3
   end
 end
 """
 
 _FOUR = struct.Struct("<dddd")
+_LENGTH = struct.Struct("<H")
 
 
 class SlicesRecorder:
@@ -171,7 +173,7 @@ class SlicesRecorder:
         for dimension in self.dimensions:
             args += [dimension.max_values, dimension.name]
         candidates = {size: ctx.candidates(size, now) for size in sizes}
-        pack = _FOUR.pack
+        pack, length = _FOUR.pack, _LENGTH.pack
         for t, (s, start) in enumerate(targets):
             size = sizes[s]
             first, second = candidates[size]
@@ -183,10 +185,14 @@ class SlicesRecorder:
                     ctx.keys.slice(pair, name, size, second),
                 ]
                 found = sums.get((t, d), {})
-                args.append(len(found))
+                entries = []
                 for value, acc in found.items():
-                    packed = pack(acc[0], acc[1], acc[2], acc[3])
-                    args += [value, packed + pack_increments(acc[4]) if acc[4] else packed]
+                    raw = value.encode()
+                    inc = pack(acc[0], acc[1], acc[2], acc[3])
+                    if acc[4]:
+                        inc += pack_increments(acc[4])
+                    entries += [length(len(raw)), raw, length(len(inc)), inc]
+                args += [len(found), b"".join(entries)]
         return Block(keys, args)
 
     def committed(self, token: Any) -> None:
