@@ -30,7 +30,7 @@ from ...api._reads import (
 from ...keyspace import Keys, guard
 from ...stats import confidence_interval, moments
 from ...store_codec import hash_fields
-from ._config import OTHER
+from ._config import OTHER, RESERVED
 from ._step import read_slices
 
 __all__ = ["PATHS", "figures", "segments_feature"]
@@ -100,7 +100,7 @@ async def segments(request: web.Request) -> web.Response:
             {
                 "name": name,
                 "values": rows,
-                "kept": sum(1 for v in sums if not v.startswith("(")),
+                "kept": sum(1 for v in sums if v not in RESERVED),
                 "other": int(sums.get(OTHER, {}).get("count", 0.0)),
             }
         )
