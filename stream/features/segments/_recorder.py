@@ -185,13 +185,13 @@ class SlicesRecorder:
                     ctx.keys.slice(pair, name, size, second),
                 ]
                 found = sums.get((t, d), {})
-                entries = []
+                entries: list[bytes] = []
                 for value, acc in found.items():
                     raw = value.encode()
-                    inc = pack(acc[0], acc[1], acc[2], acc[3])
+                    figures = pack(acc[0], acc[1], acc[2], acc[3])
                     if acc[4]:
-                        inc += pack_increments(acc[4])
-                    entries += [length(len(raw)), raw, length(len(inc)), inc]
+                        figures += pack_increments(acc[4])
+                    entries += [length(len(raw)), raw, length(len(figures)), figures]
                 args += [len(found), b"".join(entries)]
         return Block(keys, args)
 
