@@ -111,3 +111,33 @@ async def test_a_slice_alert_is_sent_once(aredis: aioredis.Redis, prefix: str) -
     again = Sink()
     await closer._publish(SIZE, T0, clock.now, again)
     assert again.aggregates() and not again.alerts()
+
+
+async def test_a_slice_alerts_cooldown_holds_per_slice(aredis: aioredis.Redis, prefix: str) -> None:
+    rule = {**RULE, "segments": ["tier"], "min_count": 2, "cooldown_s": 3600}
+    data = suite_file(True, [rule])
+    first = await close(aredis, prefix, data)
+    assert sorted(a.segment.value for a in first.alerts() if a.segment) == ["(other)", "gold"]
+    # the next window breaks the rule for gold and free: gold is within its cooldown, free fires
+    world = World(aredis, prefix, data, [T0 + SIZE + 2])
+    clock = Clock(T0 + SIZE + 2)
+    world.store.clock = clock
+    later = T0 + SIZE + 1
+    await world.record(
+        event(10, "gold", output="Rome", at=later),
+        event(11, "gold", output="Rome", at=later),
+        event(12, "free", output="Rome", at=later),
+        event(13, "free", output="Rome", at=later),
+    )
+    closer = WindowCloser(
+        world.store,
+        [AlertRule.model_validate(rule)],
+        allowed_lateness_s=3.0,
+        clock=clock.redis,
+        worker_id="w",
+        steps=window_steps(world.suites, (SIZE,)),
+    )
+    clock.now = T0 + 2 * SIZE + 3
+    sink = Sink()
+    assert await closer.run_once(sink) == 1
+    assert [a.segment.value for a in sink.alerts() if a.segment] == ["free"]
