@@ -127,8 +127,8 @@ SLICES = "slices"
 
 def slice_values(event: Recorded) -> tuple[str, ...]:
     """The event's value in each dimension of the suite file's ``segments:``, in their order (normalised:
-    never empty, at most 128 characters; ``(missing)``, ``(invalid)``); () when slices are not kept or the
-    event has none (a retraction, a session's result)."""
+    never empty, at most 128 characters a field, two fields joined by ``|``; ``(missing)``, ``(invalid)``);
+    () when slices are not kept or the event has none (a retraction, a session's result)."""
     notes = event.annotation
     if notes is None:
         return ()
