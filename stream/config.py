@@ -77,6 +77,7 @@ from .evaluators import build_evaluator
 from .features.labels import feedback_issues
 from .features.notify._config import notify_issues
 from .features.redact import Redactors, build_redactors, effective, redact_issues
+from .features.segments import SLICE_METRICS
 from .features.sessions.paths import compile_event_path
 from .inputs import input_issues
 from .versioning import definition_hash
@@ -180,6 +181,14 @@ def parse_config(
         for i, rule in enumerate(config.alerts)
         for j, name in enumerate(rule.segments or ())
         if name not in dimensions
+    ]
+    issues += [
+        issue(
+            ("alerts", i, "metric"),
+            f"{rule.metric} is not kept per slice; a rule with segments: watches {', '.join(SLICE_METRICS)}",
+        )
+        for i, rule in enumerate(config.alerts)
+        if rule.segments and rule.metric not in SLICE_METRICS
     ]
 
     def build(scoring: SuiteConfig | SessionConfig, base: tuple[str | int, ...]) -> Suite:

@@ -34,6 +34,7 @@ __all__ = [
     "MISSING",
     "OTHER",
     "RESERVED",
+    "SLICE_METRICS",
     "Dimension",
     "DimensionConfig",
     "SegmentsConfig",
@@ -54,6 +55,9 @@ MISSING = "(missing)"
 RESERVED = frozenset((OTHER, INVALID, MISSING))
 #: what joins the values of a dimension of two fields
 JOIN = "|"
+#: the alert metrics a slice's aggregate has (its figures: streameval.store_codec.SLICE_FIGURES); a rule with
+#: ``segments:`` on another one is refused at start (it could never fire)
+SLICE_METRICS = ("mean_score", "pass_rate")
 
 
 def _check_field(path: str) -> str:

@@ -137,6 +137,22 @@ def test_an_events_value_in_a_dimension(
             },
             "alerts[0].segments[0]",
         ),
+        (
+            {
+                "segments": {"dimensions": {"tier": "metadata.tier"}},
+                "alerts": [
+                    {
+                        "name": "r",
+                        "metric": "p95_latency_ms",  # not kept per slice: could never fire
+                        "comparator": ">",
+                        "threshold": 500,
+                        "window": 60,
+                        "segments": ["tier"],
+                    }
+                ],
+            },
+            "alerts[0].metric",
+        ),
     ],
 )
 def test_a_bad_segments_section_fails_with_its_path(data: dict[str, Any], path: str) -> None:
