@@ -2,6 +2,7 @@
 
     python bench/redis_cost.py [--events 20000] [--batch 256] [--spread-s 0] [--baseline REF] [--no-baseline]
                                [--split SHARE] [--profile]
+    python bench/redis_cost.py --worker --segments  # two slice dimensions against the default worker
     python bench/redis_cost.py --marks 1000000     # marks' bytes per event for one pair at volume
     python bench/redis_cost.py --cluster           # one node, a 3-master cluster, and one with replicas + WAIT
 
@@ -22,6 +23,11 @@ worker does (``ResultStore.record_many``). Figures, from ``INFO`` before and aft
 ``--worker`` builds the store on both sides as the worker's composition root does for the demo suites with
 default settings (the features on when configured; the label join's verdicts included), ``--features`` also
 measures this checkout with each per-event feature turned on alone (its setting) and prints its extra cost.
+
+``--segments`` also measures this checkout as a worker with two slice dimensions (``segments:``, docs/segments.md:
+a customer tier of 50 values and a prompt version of 20, read from each event's metadata) and prints its extra
+cost over this checkout's default worker and over the baseline's; its worker CPU adds the annotator's (each
+event's values, taken while evaluating) to the recording's.
 
 ``BENCH_STORE_KW`` (JSON) passes options to this checkout's ``ResultStore``, e.g. ``{"examples": 0}``
 to measure without the drill-down examples (with ``--no-baseline`` when the baseline lacks the option).
@@ -79,8 +85,27 @@ def _load_code(code: Path) -> None:
     spec.loader.exec_module(module)
 
 
+#: the slices of --segments: two dimensions of 50 and 20 values, read from each event's metadata
+SEGMENTS = {"dimensions": {"tier": "metadata.bench_tier", "prompt": "metadata.bench_prompt"}}
+
+
+def _segmented_suites() -> Any:
+    """The demo suites with :data:`SEGMENTS` (this checkout only: the baseline has no ``segments:``)."""
+    from streameval.config import parse_config_text
+
+    text = (ROOT / "examples" / "suites.yaml").read_text()
+    return parse_config_text(text + "\nsegments:\n" + _yaml(SEGMENTS), file="examples/suites.yaml")[1]
+
+
+def _yaml(section: dict[str, Any]) -> str:
+    import yaml
+
+    return "".join(f"  {line}\n" for line in yaml.safe_dump(section).splitlines())
+
+
 def _events(n: int, spread_s: float = 0.0) -> list[bytes]:
-    """``n`` demo events with fresh ids; event times now, or spread evenly over the last ``spread_s`` seconds."""
+    """``n`` demo events with fresh ids; event times now, or spread evenly over the last ``spread_s`` seconds;
+    each with a tier of 50 values and a prompt version of 20 in its metadata (the slices of --segments)."""
     import orjson
 
     templates = []
@@ -97,8 +122,22 @@ def _events(n: int, spread_s: float = 0.0) -> list[bytes]:
         at = now - spread_s + spread_s * i / n if spread_s else now
         return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)) + f".{int(at * 1000) % 1000:03d}Z"
 
+    def metadata(template: dict[str, Any], i: int) -> dict[str, Any]:
+        return {
+            **(template.get("metadata") or {}),
+            "bench_tier": f"tier-{i % 50}",
+            "bench_prompt": f"v{i % 20}",
+        }
+
     return [
-        orjson.dumps({**templates[i % len(templates)], "id": f"bench-{i:07d}", "timestamp": stamp(i)})
+        orjson.dumps(
+            {
+                **templates[i % len(templates)],
+                "id": f"bench-{i:07d}",
+                "timestamp": stamp(i),
+                "metadata": metadata(templates[i % len(templates)], i),
+            }
+        )
         for i in range(n)
     ]
 
@@ -143,17 +182,45 @@ async def _measure(
     from streameval.store import ResultStore
 
     _, suites = load_config(str(ROOT / "examples" / "suites.yaml"))
+    sliced = bool(os.environ.get("BENCH_SEGMENTS"))
+    if sliced:
+        suites = _segmented_suites()
     pipeline = Pipeline(suites)
     raws = _events(events, spread_s)
-    items = []
+    items: list[Any] = []
     for raw in raws:
         outcome = await pipeline.process(raw)
         assert outcome.result is not None, outcome.dead_letter
         items.append((outcome.result, outcome.result.model_dump_json().encode(), outcome.counters, raw))
+    annotate_us = 0.0
+    if sliced:  # each event's slice values, as the pipeline's annotator notes them (timed apart)
+        from streameval.features.setup import annotators
+        from streameval.models import RequestEvent
+
+        evaluated = [
+            (RequestEvent.model_validate_json(raw), item[0], None)
+            for raw, item in zip(raws, items, strict=True)
+        ]
+        slicing = annotators(suites)
+        cpu0 = time.process_time()
+        found = [
+            a.annotate(evaluated[i : i + batch]) for a in slicing for i in range(0, len(evaluated), batch)
+        ]
+        annotate_us = (time.process_time() - cpu0) * 1e6 / len(items)
+        flat = [
+            [
+                note
+                for part in found[k * -(-len(evaluated) // batch) : (k + 1) * -(-len(evaluated) // batch)]
+                for note in part
+            ]
+            for k in range(len(slicing))
+        ]
+        notes = [{a.key: per[j] for a, per in zip(slicing, flat, strict=True)} for j in range(len(items))]
+        items = [(*item, note) for item, note in zip(items, notes, strict=True)]
     client = aioredis.Redis(port=port)
     sync = redis.Redis(port=port)
-    if os.environ.get("BENCH_WORKER"):  # the store as the worker's composition root builds it
-        store = _worker_store(client, suites, json.loads(os.environ["BENCH_WORKER"]))
+    if os.environ.get("BENCH_WORKER") or sliced:  # the store as the worker's composition root builds it
+        store = _worker_store(client, suites, json.loads(os.environ.get("BENCH_WORKER") or "{}"))
     else:
         store = ResultStore(
             client, prefix="bench:", windows=WINDOWS, **json.loads(os.environ.get("BENCH_STORE_KW", "{}"))
@@ -210,7 +277,8 @@ async def _measure(
         "bytes": (after["memory"] - before["memory"]) / n,
         "bytes_after_horizon": (horizon["memory"] - before["memory"]) / n,
         "mark_bytes": marks / n,
-        "worker_cpu_us": worker_cpu * 1e6 / n,
+        "worker_cpu_us": worker_cpu * 1e6 / n + annotate_us,
+        "annotate_us": annotate_us,
         "record_rate": n / wall,
         "instructions": instructions / n,
         "by_command": {name: (calls / n, usec / n) for name, (calls, usec) in after["by_command"].items()},
@@ -516,6 +584,7 @@ def _run(
     code: Path | None,
     split: float = 0.0,
     worker: dict[str, Any] | None = None,
+    segments: bool = False,
 ) -> dict[str, float]:
     cmd = (
         [
@@ -543,6 +612,8 @@ def _run(
         env["BENCH_WORKER"] = json.dumps(worker if worker is not None else json.loads(args.settings))
     if args.callgrind:
         env["BENCH_CALLGRIND"] = "1"
+    if segments:
+        env["BENCH_SEGMENTS"] = "1"
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
     figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     if "counted" in figures:
@@ -624,6 +695,11 @@ def main() -> None:
         "its extra cost over the worker's default",
     )
     parser.add_argument(
+        "--segments",
+        action="store_true",
+        help="also measure this checkout as a worker with two slice dimensions of 50 and 20 values (segments:)",
+    )
+    parser.add_argument(
         "--callgrind",
         action="store_true",
         help="run each side's redis-server under callgrind and print its instructions per event while "
@@ -694,6 +770,23 @@ def main() -> None:
                 f"{'':>12}  {name}: Redis CPU {one['redis_cpu_us'] - lean['redis_cpu_us']:+.1f} µs, worker CPU "
                 f"{one['worker_cpu_us'] - lean['worker_cpu_us']:+.1f} µs, kept after the horizon "
                 f"{one['bytes_after_horizon'] - lean['bytes_after_horizon']:+.0f} B ({json.dumps(overrides)})"
+            )
+    if args.segments:
+        lean = ours if args.worker else _run("worker", args, None, worker={})
+        sliced = _run("2 dimensions", args, None, worker={}, segments=True)
+        for name, other in (
+            ("this checkout's default worker", lean),
+            (f"the baseline ({args.baseline})", base),
+        ):
+            if other is None:
+                continue
+            print(
+                f"{'':>12}  slices, extra per event over {name}: Redis CPU "
+                f"{sliced['redis_cpu_us'] - other['redis_cpu_us']:+.1f} µs, commands "
+                f"{sliced['commands'] - other['commands']:+.2f}, kept after the horizon "
+                f"{sliced['bytes_after_horizon'] - other['bytes_after_horizon']:+.1f} B, worker CPU "
+                f"{sliced['worker_cpu_us'] - other['worker_cpu_us']:+.1f} µs (of which annotating "
+                f"{sliced['annotate_us']:.1f} µs)"
             )
     if args.split:
         two = _run(f"2 phases {args.split:g}", args, None, args.split)

@@ -37,6 +37,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from .config import LoadedConfig, Suite
 from .errors import ConfigError, EventError, UnroutableEvent
+from .features.setup import slice_annotators
 from .inputs import Inputs
 from .judges import JudgeCache, sampled
 from .kafka_io import _servers, _start
@@ -283,6 +284,7 @@ async def run_backfill(
                 result_marks={"backfill": True},
                 judge_budget_scope="~backfill",
                 judge_transport=judge_transport,
+                annotators=slice_annotators(suites),  # the backfilled version's windows keep their slices
             )
             await pipeline.start()
         for tp in plan.partitions:
@@ -408,12 +410,15 @@ async def _evaluate_and_publish(
         for name, value in (outcome.counters or {}).get("judge_panel", {}).items():
             if name.endswith(".cost") and math.isfinite(value):
                 report.cost += value
-        items.append((outcome.result, encode_result(outcome.result), outcome.counters, raw))
+        # the annotations too: the recorders read them (the backfilled version's slices)
+        items.append(
+            (outcome.result, encode_result(outcome.result), outcome.counters, raw, outcome.annotations)
+        )
     if not items:
         return
     stored = await store.record_many(items)
     deliveries = []
-    for (result, encoded, _, _), previous in zip(items, stored, strict=True):
+    for (result, encoded, _, _, _), previous in zip(items, stored, strict=True):
         report.counted += previous is None
         deliveries.append(await producer.send(topic, key=result.id.encode(), value=previous or encoded))
     await asyncio.gather(*deliveries)

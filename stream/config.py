@@ -78,6 +78,7 @@ from .features.guard import guard_issues
 from .features.labels import feedback_issues
 from .features.notify._config import notify_issues
 from .features.redact import Redactors, build_redactors, effective, redact_issues
+from .features.segments import SLICE_METRICS
 from .features.sessions.paths import compile_event_path
 from .inputs import input_issues
 from .versioning import definition_hash
@@ -185,6 +186,23 @@ def parse_config(
             redacts=effective(config.redact, suite_cfg.redact) is not None,
         )
     ]
+    dimensions = set(config.segments.dimensions) if config.segments is not None else set()
+    issues += [
+        issue(
+            ("alerts", i, "segments", j), f"no dimension {name!r} in segments: (known: {sorted(dimensions)})"
+        )
+        for i, rule in enumerate(config.alerts)
+        for j, name in enumerate(rule.segments or ())
+        if name not in dimensions
+    ]
+    issues += [
+        issue(
+            ("alerts", i, "metric"),
+            f"{rule.metric} is not kept per slice; a rule with segments: watches {', '.join(SLICE_METRICS)}",
+        )
+        for i, rule in enumerate(config.alerts)
+        if rule.segments and rule.metric not in SLICE_METRICS
+    ]
 
     def build(scoring: SuiteConfig | SessionConfig, base: tuple[str | int, ...]) -> Suite:
         """Build one suite's (or session's) evaluators, adding any problem to ``issues``."""
@@ -272,6 +290,7 @@ def parse_config(
     parsed.review = config.review
     parsed.redact = config.redact
     parsed.notify = tuple(config.notify)
+    parsed.segments = config.segments.resolved() if config.segments is not None else ()
     return config, parsed
 
 

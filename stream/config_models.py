@@ -19,6 +19,7 @@ from .features.labels import FeedbackInput
 from .features.notify._config import ChannelConfig
 from .features.redact import RedactConfig, RedactOverride
 from .features.review import ReviewConfig
+from .features.segments import SegmentsConfig
 from .features.sessions.paths import compile_event_path
 from .grading import GradeScale
 from .inputs import InputConfig
@@ -242,6 +243,9 @@ class StreamEvalConfig(_Strict):
     )
     notify: list[ChannelConfig] = Field(
         default_factory=list, description="where alerts are delivered: Slack, PagerDuty, ... (docs/notify.md)"
+    )
+    segments: SegmentsConfig | None = Field(
+        default=None, description="slices: windows kept per value of named dimensions (docs/segments.md)"
     )
 
     @field_validator("sessions")

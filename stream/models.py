@@ -30,6 +30,7 @@ __all__ = [
     "Aggregate",
     "AggregateEvaluator",
     "AggregateJudge",
+    "AggregateSegment",
     "Agreement",
     "Alert",
     "AlertChange",
@@ -539,10 +540,23 @@ class AlertChange(BaseModel):
     events_since: int = Field(ge=0)
 
 
+class AggregateSegment(BaseModel):
+    """Which slice an aggregate or alert is of (docs/segments.md)."""
+
+    model_config = _STRICT
+
+    dimension: str = Field(min_length=1, description="the dimension's name in the suite file's segments:")
+    value: str = Field(
+        min_length=1,
+        description="its value; (other): the values beyond max_values; (missing), (invalid) (docs/segments.md)",
+    )
+
+
 class Alert(_Versioned):
     """A rule that fired on a window (alert v1). ``figures`` are the window's figures (docs/statistics.md)."""
 
     model_config = _STRICT
+    omitted_when_unset: ClassVar[tuple[str, ...]] = ("suite_version", "segment")
 
     schema_version: SchemaVersion = 1
     id: str
@@ -568,6 +582,9 @@ class Alert(_Versioned):
     )
     change: AlertChange | None = Field(default=None, description="score_shift alerts: the change point")
     suite_version: str | None = Field(default=None, pattern=SUITE_VERSION, description=_VERSION_DOC)
+    segment: AggregateSegment | None = Field(
+        default=None, description="the slice the rule fired on (rules with segments:); absent: the pair"
+    )
     status: Literal["firing", "resolved"] = Field(
         default="firing",
         description="resolved: a later window of the same size no longer fires the rule (the id is the "
@@ -602,9 +619,11 @@ class AggregateJudge(BaseModel):
 
 
 class Aggregate(_Versioned):
-    """Figures of one closed window for one model × suite (aggregate v1); docs/statistics.md."""
+    """Figures of one closed window for one model × suite (aggregate v1); docs/statistics.md. With ``segment``:
+    of one slice of it (docs/segments.md), whose count, mean, std, interval and pass rate alone are kept."""
 
     model_config = _STRICT
+    omitted_when_unset: ClassVar[tuple[str, ...]] = ("suite_version", "segment")
 
     schema_version: SchemaVersion = 1
     model: str
@@ -645,6 +664,9 @@ class Aggregate(_Versioned):
         default=None,
         description="agreement of the judges, the panel, the result and the rule evaluators with "
         "human labels joined in the window (docs/feedback.md); null without labels",
+    )
+    segment: AggregateSegment | None = Field(
+        default=None, description="the slice these figures are of (docs/segments.md); absent: the whole pair"
     )
 
 

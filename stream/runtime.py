@@ -68,6 +68,7 @@ from .features.setup import (
     enabled,
     record_plugins,
     session_review,
+    slice_annotators,
     window_steps,
 )
 from .features.web import dashboard_features
@@ -316,6 +317,7 @@ class Runtime:
                 judge_cache=JudgeCache(client, prefix=settings.redis_prefix),
                 result_marks={"shadow": True},
                 judge_budget_scope="~shadow",
+                annotators=slice_annotators(suites),  # a shadow version's windows keep their slices
             )
             for routing in shadow_routings(suites)
         ]

@@ -12,12 +12,14 @@ from typing import Any
 
 __all__ = [
     "PACKED_FIELD",
+    "SLICE_FIGURES",
     "as_text",
     "hash_fields",
     "is_whole",
     "pack_increments",
     "parse_pointer",
     "pointer",
+    "slice_figures",
 ]
 
 #: the field of an aggregate hash that holds its figures, packed (:func:`hash_fields` reads them)
@@ -93,6 +95,27 @@ def hash_fields(raw: Mapping[Any, Any] | Sequence[Any]) -> dict[str, float]:
                 out[packed_name] = out.get(packed_name, 0.0) + number
         else:
             out[name] = out.get(name, 0.0) + float(value)
+    return out
+
+
+#: the figures every slice keeps, first in each slice's value as 4 little-endian doubles (slice_figures)
+SLICE_FIGURES = ("count", "sum", "sumsq", "passes")
+_FOUR = struct.Struct("<dddd")
+
+
+def slice_figures(raw: Mapping[Any, Any] | Sequence[Any]) -> dict[str, dict[str, float]]:
+    """A slice hash's figures by value (streameval.keyspace ``Keys.slice``), from HGETALL: each field a value;
+    each field's value :data:`SLICE_FIGURES` as 4 little-endian doubles, then (only when a feature keeps
+    figures of its own per slice) a MessagePack map of those, as :data:`PACKED_FIELD` holds them."""
+    if not isinstance(raw, Mapping):
+        raw = {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)}
+    out: dict[str, dict[str, float]] = {}
+    for key, value in raw.items():
+        data = value.encode() if isinstance(value, str) else bytes(value)
+        figures = dict(zip(SLICE_FIGURES, _FOUR.unpack_from(data), strict=True))
+        if len(data) > _FOUR.size:
+            figures.update(_unpack_map(data[_FOUR.size :]))
+        out[as_text(key)] = figures
     return out
 
 

@@ -32,6 +32,7 @@ from .review import ReviewQueue
 from .review.step import SendForReview
 from .review_page import ReviewPageStore
 from .score_shift import ScoreShiftStep
+from .segments import Dimension, SlicesAnnotator, SlicesRecorder, SlicesStep
 from .sessions.state import SessionStore
 from .sessions.step import AppendTurns
 from .sessions.turns import TurnsAnnotator
@@ -46,6 +47,7 @@ __all__ = [
     "batch_steps",
     "enabled",
     "record_plugins",
+    "slice_annotators",
     "window_steps",
 ]
 
@@ -64,6 +66,7 @@ class Enabled:
     compare_ttl_s: int = 0
     label_join_ttl_s: int = 0
     embedding_drift: EmbeddingDriftConfig | None = None
+    segments: tuple[Dimension, ...] = ()  # the slice dimensions (streameval.features.segments); (): off
 
 
 def enabled(settings: Settings, suites: LoadedConfig | None, *, backfill: bool = False) -> Enabled:
@@ -91,6 +94,7 @@ def enabled(settings: Settings, suites: LoadedConfig | None, *, backfill: bool =
         compare_ttl_s=compare,
         label_join_ttl_s=labels,
         embedding_drift=None if suites is None or backfill else suites.windowing.embedding_drift,
+        segments=() if suites is None else suites.segments,
     )
 
 
@@ -106,6 +110,8 @@ def record_plugins(on: Enabled, labels: LabelStore | None = None) -> list[BatchR
         out.append(DriftRecorder(on.embedding_drift))
     if on.examples:
         out.append(ExamplesRecorder(on.examples, on.example_ttl_s))
+    if on.segments:
+        out.append(SlicesRecorder(on.segments))
     return out
 
 
@@ -123,6 +129,8 @@ def window_steps(
         out.append(DriftStep(windowing.embedding_drift, windows))
     if labels is not None:
         out.append(AgreementStep(labels))
+    if suites.segments:  # before the notifier's resolves: they read the window's alerts only
+        out.append(SlicesStep(suites.segments, suites.alerts))
     if suites.notify:  # resolves for the notifier (streameval.features.notify)
         out.append(ResolveStep(suites.alerts))
     return out
@@ -143,7 +151,13 @@ def annotators(suites: LoadedConfig, *, embed_outputs: bool = False) -> list[Ann
     drift = suites.windowing.embedding_drift
     if embed_outputs and drift is not None:
         out.append(DriftAnnotator(drift))
-    return out
+    return out + slice_annotators(suites)
+
+
+def slice_annotators(suites: LoadedConfig) -> list[Annotator]:
+    """Each event's slice values (``segments:``, streameval.features.segments), for every pipeline whose results
+    are recorded: the live one, shadows and backfills (their versions keep slices too)."""
+    return [SlicesAnnotator(suites.segments)] if suites.segments else []
 
 
 def session_review(steps: Sequence[BatchStep]) -> SendForReview | None:

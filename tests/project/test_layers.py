@@ -120,6 +120,7 @@ FLOORS: dict[str, int] = {
     "features.drilldown.web": COMPOSITION,  # the features' dashboard reads: their routes (api.WebFeature)
     "features.compare.web": COMPOSITION,
     "features.labels.web": COMPOSITION,
+    "features.segments.web": COMPOSITION,
     "features.web": COMPOSITION,  # the dashboard reads every web app serves
     "features.guard._check": ORCHESTRATION,  # one synchronous check through the pipeline, within a deadline
     "features.guard._web": COMPOSITION,  # POST /api/v1/check: its route, the guard's own app
