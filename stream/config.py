@@ -78,6 +78,7 @@ from .features.labels import feedback_issues
 from .features.notify._config import notify_issues
 from .features.redact import Redactors, build_redactors, effective, redact_issues
 from .features.sessions.paths import compile_event_path
+from .features.usage import load_prices, usage_issues
 from .inputs import input_issues
 from .versioning import definition_hash
 
@@ -172,6 +173,19 @@ def parse_config(
         )
     ]
     issues += [issue(loc, message) for loc, message in notify_issues(config.notify)]
+    prices = config.prices
+    if prices is not None:
+        prices, problems = load_prices(prices, file)
+        for where, loc, message in problems:  # the prices file's own problems name that file
+            issues.append(
+                issue(loc, message) if where == file else ConfigIssue(where, loc_to_path(loc), message)
+            )
+    if prices is not None or config.budgets:
+        routes = [None if s.match is None or s.match.model is None else s.match.model for s in config.suites]
+        issues += [
+            issue(loc, message)
+            for loc, message in usage_issues(prices, config.budgets, routes, [s.name for s in config.suites])
+        ]
 
     def build(scoring: SuiteConfig | SessionConfig, base: tuple[str | int, ...]) -> Suite:
         """Build one suite's (or session's) evaluators, adding any problem to ``issues``."""
@@ -259,6 +273,8 @@ def parse_config(
     parsed.review = config.review
     parsed.redact = config.redact
     parsed.notify = tuple(config.notify)
+    parsed.prices = prices
+    parsed.budgets = tuple(config.budgets)
     return config, parsed
 
 

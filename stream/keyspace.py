@@ -180,6 +180,20 @@ class Keys:
         """A window's examples, ``kind`` ``worst`` or ``failing`` (streameval.features.drilldown)."""
         return f"{self.pair(pair)}ex:{kind}:{size}:{start}"
 
+    def usage_window(self, pair: str, size: int, start: int) -> str:
+        """A window's usage figures (MessagePack map; streameval.features.usage), added by the record call."""
+        return f"{self.pair(pair)}u:{size}:{start}"
+
+    def spend(self, pair: str) -> str:
+        """A pair's spend per budget period (field ``{period}@{time zone}:{period id}``;
+        streameval.features.usage), added by the record call."""
+        return f"{self.pair(pair)}spend"
+
+    def budget_claim(self, pair: str, budget: str, period: str, level: str) -> str:
+        """A budget alert's claim (``level``: the warning level, or ``burn``), in the slot of the scope's first
+        pair (streameval.features.usage)."""
+        return f"{self.pair(pair)}budget:{quote(budget, safe='')}:{quote(period, safe='')}:{level}"
+
     def result_ids(self, pair: str, generation: int) -> str:
         """Result id -> pointer to its encoded result (streameval.store), redelivery generation ``generation``."""
         return f"{self.pair(pair)}rid:{generation}"

@@ -35,6 +35,7 @@ from .score_shift import ScoreShiftStep
 from .sessions.state import SessionStore
 from .sessions.step import AppendTurns
 from .sessions.turns import TurnsAnnotator
+from .usage import Budgets, UsageAnnotator, UsageRecorder, UsageStep
 
 __all__ = [
     "DEFAULT_COMPARE_TTL_S",
@@ -64,6 +65,8 @@ class Enabled:
     compare_ttl_s: int = 0
     label_join_ttl_s: int = 0
     embedding_drift: EmbeddingDriftConfig | None = None
+    usage: bool = False  # the suite file has prices: or budgets: (streameval.features.usage)
+    budgets: Budgets | None = None  # its budgets, when it has any and the run spends (not a backfill)
 
 
 def enabled(settings: Settings, suites: LoadedConfig | None, *, backfill: bool = False) -> Enabled:
@@ -85,7 +88,11 @@ def enabled(settings: Settings, suites: LoadedConfig | None, *, backfill: bool =
             or any(rule.metric == "human_agreement" for rule in suites.alerts)
         )
         labels = DEFAULT_LABEL_JOIN_TTL_S if wants_labels and not backfill else 0
+    usage = suites is not None and (suites.prices is not None or bool(suites.budgets))
+    budgets = Budgets(suites.budgets) if suites is not None and suites.budgets and not backfill else None
     return Enabled(
+        usage=usage,
+        budgets=budgets,
         examples=examples,
         example_ttl_s=settings.example_ttl_s,
         compare_ttl_s=compare,
@@ -106,6 +113,8 @@ def record_plugins(on: Enabled, labels: LabelStore | None = None) -> list[BatchR
         out.append(DriftRecorder(on.embedding_drift))
     if on.examples:
         out.append(ExamplesRecorder(on.examples, on.example_ttl_s))
+    if on.usage:
+        out.append(UsageRecorder(on.budgets))
     return out
 
 
@@ -125,6 +134,9 @@ def window_steps(
         out.append(AgreementStep(labels))
     if suites.notify:  # resolves for the notifier (streameval.features.notify)
         out.append(ResolveStep(suites.alerts))
+    if suites.prices is not None or suites.budgets:
+        currency = suites.prices.currency if suites.prices is not None else None
+        out.append(UsageStep(currency, Budgets(suites.budgets) if suites.budgets else None))
     return out
 
 
@@ -143,6 +155,8 @@ def annotators(suites: LoadedConfig, *, embed_outputs: bool = False) -> list[Ann
     drift = suites.windowing.embedding_drift
     if embed_outputs and drift is not None:
         out.append(DriftAnnotator(drift))
+    if suites.prices is not None or suites.budgets:
+        out.append(UsageAnnotator(suites.prices))
     return out
 
 
