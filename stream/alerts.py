@@ -150,6 +150,11 @@ class AlertRule(BaseModel):
         ge=1,
         description="human_agreement: labels a rater needs in the window before its kappa counts",
     )
+    segments: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="slice dimensions (segments:): fire per value of each instead of on the pair (docs/segments.md)",
+    )
 
     def applies(self, model: str, suite: str) -> bool:
         return _glob(suite, self.suites) and _glob(model, self.models)
@@ -184,6 +189,11 @@ def metric_value(metric: str, aggregate: Aggregate) -> float | None:
 def fires(rule: AlertRule, aggregate: Aggregate) -> float | None:
     """The metric's value when ``rule`` fires on ``aggregate``, else None (cooldown is not checked here)."""
     if aggregate.window.size_s != rule.window or not rule.applies(aggregate.model, aggregate.suite):
+        return None
+    segment = aggregate.segment
+    if (segment is None) != (rule.segments is None):  # a rule with segments: fires on slices only
+        return None
+    if segment is not None and segment.dimension not in (rule.segments or ()):
         return None
     if aggregate.count < rule.min_count:
         return None
@@ -220,9 +230,13 @@ def build_alert(
     )
     if aggregate.suite_version:  # one alert per version of the suite (docs/versions.md)
         alert_id += f":{aggregate.suite_version}"
+    segment = aggregate.segment
+    where = "" if segment is None else f" ({segment.dimension} = {segment.value})"
+    if segment is not None:
+        alert_id += f":{segment.dimension}={segment.value}"
     message = (
         f"{rule.metric} {value:.4g} {rule.comparator} {rule.threshold:g} for {aggregate.model} / "
-        f"{aggregate.suite} in the {rule.window}s window from {aggregate.window.start} "
+        f"{aggregate.suite}{where} in the {rule.window}s window from {aggregate.window.start} "
         f"({aggregate.count} events)"
     )
     return Alert(
@@ -244,4 +258,5 @@ def build_alert(
         figures=figures(aggregate),
         examples=list(examples)[:3],
         suite_version=aggregate.suite_version,
+        segment=segment,
     )

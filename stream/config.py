@@ -184,8 +184,23 @@ def parse_config(
         routes = [None if s.match is None or s.match.model is None else s.match.model for s in config.suites]
         issues += [
             issue(loc, message)
-            for loc, message in usage_issues(prices, config.budgets, routes, [s.name for s in config.suites])
+            for loc, message in usage_issues(
+                prices,
+                config.budgets,
+                routes,
+                [s.name for s in config.suites],
+                list(config.segments.dimensions) if config.segments is not None else [],
+            )
         ]
+    dimensions = set(config.segments.dimensions) if config.segments is not None else set()
+    issues += [
+        issue(
+            ("alerts", i, "segments", j), f"no dimension {name!r} in segments: (known: {sorted(dimensions)})"
+        )
+        for i, rule in enumerate(config.alerts)
+        for j, name in enumerate(rule.segments or ())
+        if name not in dimensions
+    ]
 
     def build(scoring: SuiteConfig | SessionConfig, base: tuple[str | int, ...]) -> Suite:
         """Build one suite's (or session's) evaluators, adding any problem to ``issues``."""
@@ -275,6 +290,7 @@ def parse_config(
     parsed.notify = tuple(config.notify)
     parsed.prices = prices
     parsed.budgets = tuple(config.budgets)
+    parsed.segments = config.segments.resolved() if config.segments is not None else ()
     return config, parsed
 
 

@@ -17,6 +17,7 @@ from .features.labels import FeedbackInput
 from .features.notify._config import ChannelConfig
 from .features.redact import RedactConfig
 from .features.review import ReviewConfig
+from .features.segments import Dimension
 from .features.sessions.paths import EventPath
 from .features.usage import BudgetConfig, PricesConfig
 from .inputs import InputConfig
@@ -116,6 +117,7 @@ class LoadedConfig:
         self.notify: tuple[ChannelConfig, ...] = ()  # alert channels (streameval.features.notify); (): none
         self.prices: PricesConfig | None = None  # the prices table (streameval.features.usage); None: none
         self.budgets: tuple[BudgetConfig, ...] = ()  # spend budgets (streameval.features.usage)
+        self.segments: tuple[Dimension, ...] = ()  # slice dimensions (streameval.features.segments); (): none
         self.by_name = {s.name: s for s in suites}
         self._matching = [s for s in suites if s.config.match is not None and not s.is_default]
         self._default = next((s for s in suites if s.is_default), None)

@@ -18,6 +18,7 @@ from .features.labels import FeedbackInput
 from .features.notify._config import ChannelConfig
 from .features.redact import RedactConfig, RedactOverride
 from .features.review import ReviewConfig
+from .features.segments import SegmentsConfig
 from .features.sessions.paths import compile_event_path
 from .features.usage import BudgetConfig, PricesConfig
 from .grading import GradeScale
@@ -244,6 +245,9 @@ class StreamEvalConfig(_Strict):
     )
     budgets: list[BudgetConfig] = Field(
         default_factory=list, description="spend budgets per model or suite and period (docs/usage.md)"
+    )
+    segments: SegmentsConfig | None = Field(
+        default=None, description="slices: windows kept per value of named dimensions (docs/segments.md)"
     )
 
     @field_validator("sessions")

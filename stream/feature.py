@@ -21,6 +21,17 @@ KEY / ARGV entry, and may read the core's locals: ``hashes[t]`` (target window t
 window's when redirected), ``via[t]`` (1 or 2: which candidate open window it was redirected to; nil when
 not), ``ntargets``, ``nevents`` and ``ARGV[6]`` (the window TTL). A block with no ARGV entry is skipped.
 
+Dimension-like features (slices, docs/segments.md) grow these protocols once, for every feature that keeps
+figures per slice: an annotator whose :attr:`Annotator.key` is :data:`SLICES` notes each event's value in
+every dimension of the suite file's ``segments:`` (a tuple of strings, in the order of its dimensions, already
+normalised: ``(missing)``, ``(invalid)``), and every recorder reads them with :func:`slice_values`. The figures
+of one slice are kept in one hash per pair, dimension and window (streameval.keyspace ``Keys.slice``), one field
+per value (``(other)`` once the dimension holds ``max_values`` values), each field's value the figures packed
+like a window hash's (streameval.store_codec: MessagePack map name -> number, :func:`slice_figures` reads a
+whole hash). The slices' recorder (streameval.features.segments) keeps per slice the increments of
+:attr:`Recorded.increments` whose names it is told to keep: a feature that adds figures to the increments adds
+its prefix there and has them per slice too, under the same cap and in the same record call.
+
 A feature that needs something of each evaluated event (the sessions' turns, embedding drift's sample of the
 output) is an :class:`Annotator`: the composition root builds it when the suite file asks for the feature and
 hands it to the :class:`~streameval.pipeline.Pipeline`, which asks it, per batch of evaluated events (a batch
@@ -67,6 +78,7 @@ from .models import Aggregate, Alert, DeadLetter, DeadLetterTruncation, GradedRe
 from .outputs import Publish, Send
 
 __all__ = [
+    "SLICES",
     "AlertExamples",
     "Annotator",
     "BatchRecorder",
@@ -85,6 +97,7 @@ __all__ = [
     "WindowShare",
     "WindowStep",
     "check_kept_window",
+    "slice_values",
 ]
 
 #: one script call in the record pipeline: (registered script, KEYS, ARGV)
@@ -106,6 +119,21 @@ class Recorded:
     retract: bool = False  # takes an earlier result's figures back (record_many's retractions)
     #: the event's annotations by annotator key (Outcome.annotations; module docstring), not interpreted here
     annotation: Mapping[str, Any] | None = None
+
+
+#: the annotation key of an event's slice values (module docstring): a tuple of str, one per dimension
+SLICES = "slices"
+
+
+def slice_values(event: Recorded) -> tuple[str, ...]:
+    """The event's value in each dimension of the suite file's ``segments:``, in their order (normalised:
+    never empty, at most 128 characters; ``(missing)``, ``(invalid)``); () when slices are not kept or the
+    event has none (a retraction, a session's result)."""
+    notes = event.annotation
+    if notes is None:
+        return ()
+    values = notes.get(SLICES)
+    return values if isinstance(values, tuple) else ()
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,10 @@ in, and every Lua script (streameval._lua) touches keys of one tag only. ``P`` i
 ``P{T}:ex:{kind}:{size}:{start}``   a window's examples: zset of compact results, ``worst`` (score: the
                                     result's score) or ``failing`` (score: event time); bounded, TTL
                                     ``example_ttl_s`` (at most ``window_ttl_s``)
+``P{T}:sg:{dim}:{size}:{start}``   a window's figures per value of one slice dimension: field value (or
+                                    ``(other)``, ``(missing)``, ``(invalid)``) -> packed figures; at most
+                                    ``max_values`` values (streameval.features.segments; TTL ``window_ttl_s``)
+``P{T}:sgd``                        the names of the pair's slice dimensions with figures (set)
 ``P{T}:rid:{gen}``                  result id -> pointer: digest, offset, length, ``rb`` key (redelivery horizon)
 ``P{ix}:pairs``                     zset of pairs (score: last seen); at most ``max_pairs``
                                     (``T`` is ``{model:suite:version}``; a pair of two parts is the layout
@@ -180,10 +184,6 @@ class Keys:
         """A window's examples, ``kind`` ``worst`` or ``failing`` (streameval.features.drilldown)."""
         return f"{self.pair(pair)}ex:{kind}:{size}:{start}"
 
-    def usage_window(self, pair: str, size: int, start: int) -> str:
-        """A window's usage figures (MessagePack map; streameval.features.usage), added by the record call."""
-        return f"{self.pair(pair)}u:{size}:{start}"
-
     def spend(self, pair: str) -> str:
         """A pair's spend per budget period (field ``{period}@{time zone}:{period id}``;
         streameval.features.usage), added by the record call."""
@@ -193,6 +193,14 @@ class Keys:
         """A budget alert's claim (``level``: the warning level, or ``burn``), in the slot of the scope's first
         pair (streameval.features.usage)."""
         return f"{self.pair(pair)}budget:{quote(budget, safe='')}:{quote(period, safe='')}:{level}"
+
+    def slice(self, pair: str, dimension: str, size: int, start: int) -> str:
+        """A window's figures per value of one slice dimension (streameval.feature ``SLICES``)."""
+        return f"{self.pair(pair)}sg:{quote(dimension, safe='')}:{size}:{start}"
+
+    def slice_dimensions(self, pair: str) -> str:
+        """The names of the dimensions a pair has slice figures of (a set; readers need no keyspace scan)."""
+        return f"{self.pair(pair)}sgd"
 
     def result_ids(self, pair: str, generation: int) -> str:
         """Result id -> pointer to its encoded result (streameval.store), redelivery generation ``generation``."""

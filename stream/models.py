@@ -30,6 +30,7 @@ __all__ = [
     "Aggregate",
     "AggregateEvaluator",
     "AggregateJudge",
+    "AggregateSegment",
     "AggregateUsage",
     "Agreement",
     "Alert",
@@ -542,10 +543,23 @@ class AlertChange(BaseModel):
     events_since: int = Field(ge=0)
 
 
+class AggregateSegment(BaseModel):
+    """Which slice an aggregate or alert is of (docs/segments.md)."""
+
+    model_config = _STRICT
+
+    dimension: str = Field(min_length=1, description="the dimension's name in the suite file's segments:")
+    value: str = Field(
+        min_length=1,
+        description="its value; (other): the values beyond max_values; (missing), (invalid) (docs/segments.md)",
+    )
+
+
 class Alert(_Versioned):
     """A rule that fired on a window (alert v1). ``figures`` are the window's figures (docs/statistics.md)."""
 
     model_config = _STRICT
+    omitted_when_unset: ClassVar[tuple[str, ...]] = ("suite_version", "segment")
 
     schema_version: SchemaVersion = 1
     id: str
@@ -571,6 +585,9 @@ class Alert(_Versioned):
     )
     change: AlertChange | None = Field(default=None, description="score_shift alerts: the change point")
     suite_version: str | None = Field(default=None, pattern=SUITE_VERSION, description=_VERSION_DOC)
+    segment: AggregateSegment | None = Field(
+        default=None, description="the slice the rule fired on (rules with segments:); absent: the pair"
+    )
     status: Literal["firing", "resolved"] = Field(
         default="firing",
         description="resolved: a later window of the same size no longer fires the rule (the id is the "
@@ -624,13 +641,17 @@ class AggregateUsage(BaseModel):
     duration_p99_ms: float | None = Field(ge=0.0)
     ttft_p50_ms: float | None = Field(ge=0.0, description="time to first token")
     ttft_p95_ms: float | None = Field(ge=0.0)
-    finish_reasons: dict[str, int] = Field(description="events per finish reason; others as (other)")
+    finish_reasons: dict[str, Annotated[int, Field(ge=0)]] = Field(
+        description="events per finish reason; others as (other)"
+    )
 
 
 class Aggregate(_Versioned):
-    """Figures of one closed window for one model × suite (aggregate v1); docs/statistics.md."""
+    """Figures of one closed window for one model × suite (aggregate v1); docs/statistics.md. With ``segment``:
+    of one slice of it (docs/segments.md), whose count, mean, std, interval and pass rate alone are kept."""
 
     model_config = _STRICT
+    omitted_when_unset: ClassVar[tuple[str, ...]] = ("suite_version", "segment", "usage")
 
     schema_version: SchemaVersion = 1
     model: str
@@ -677,7 +698,9 @@ class Aggregate(_Versioned):
         description="the monitored calls' tokens, cost and durations (docs/usage.md); absent unless the "
         "suite file has prices: or budgets:",
     )
-    omitted_when_unset: ClassVar[tuple[str, ...]] = ("suite_version", "usage")
+    segment: AggregateSegment | None = Field(
+        default=None, description="the slice these figures are of (docs/segments.md); absent: the whole pair"
+    )
 
 
 #: the scales a human score may be given on (``Feedback.scale``); each is normalised to 0-1

@@ -18,6 +18,7 @@ __all__ = [
     "pack_increments",
     "parse_pointer",
     "pointer",
+    "slice_figures",
 ]
 
 #: the field of an aggregate hash that holds its figures, packed (:func:`hash_fields` reads them)
@@ -94,6 +95,14 @@ def hash_fields(raw: Mapping[Any, Any] | Sequence[Any]) -> dict[str, float]:
         else:
             out[name] = out.get(name, 0.0) + float(value)
     return out
+
+
+def slice_figures(raw: Mapping[Any, Any] | Sequence[Any]) -> dict[str, dict[str, float]]:
+    """A slice hash's figures by value (streameval.keyspace ``Keys.slice``), from HGETALL: each field a value,
+    each field's value its figures packed like :data:`PACKED_FIELD`'s."""
+    if not isinstance(raw, Mapping):
+        raw = {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)}
+    return {as_text(key): _unpack_map(value) for key, value in raw.items()}
 
 
 _FIXED = {

@@ -21,6 +21,7 @@ from ..feature import AlertExamples, Annotator, BatchRecorder, BatchStep, Redact
 from ..keyspace import Client
 from ..settings import Settings
 from ..store import ResultStore
+from ..usage_figures import PREFIX as USAGE_PREFIX
 from .compare import DEFAULT_TTL_S as DEFAULT_COMPARE_TTL_S
 from .compare import CompactScoresRecorder
 from .drilldown import ExamplesRecorder, worst_ids
@@ -32,6 +33,7 @@ from .review import ReviewQueue
 from .review.step import SendForReview
 from .review_page import ReviewPageStore
 from .score_shift import ScoreShiftStep
+from .segments import Dimension, SlicesAnnotator, SlicesRecorder, SlicesStep
 from .sessions.state import SessionStore
 from .sessions.step import AppendTurns
 from .sessions.turns import TurnsAnnotator
@@ -66,7 +68,9 @@ class Enabled:
     label_join_ttl_s: int = 0
     embedding_drift: EmbeddingDriftConfig | None = None
     usage: bool = False  # the suite file has prices: or budgets: (streameval.features.usage)
+    currency: str | None = None  # its prices table's currency
     budgets: Budgets | None = None  # its budgets, when it has any and the run spends (not a backfill)
+    segments: tuple[Dimension, ...] = ()  # the slice dimensions (streameval.features.segments); (): off
 
 
 def enabled(settings: Settings, suites: LoadedConfig | None, *, backfill: bool = False) -> Enabled:
@@ -89,15 +93,21 @@ def enabled(settings: Settings, suites: LoadedConfig | None, *, backfill: bool =
         )
         labels = DEFAULT_LABEL_JOIN_TTL_S if wants_labels and not backfill else 0
     usage = suites is not None and (suites.prices is not None or bool(suites.budgets))
-    budgets = Budgets(suites.budgets) if suites is not None and suites.budgets and not backfill else None
+    budgets = (
+        Budgets(suites.budgets, dimensions=tuple(d.name for d in suites.segments))
+        if suites is not None and suites.budgets and not backfill
+        else None
+    )
     return Enabled(
         usage=usage,
+        currency=suites.prices.currency if suites is not None and suites.prices is not None else None,
         budgets=budgets,
         examples=examples,
         example_ttl_s=settings.example_ttl_s,
         compare_ttl_s=compare,
         label_join_ttl_s=labels,
         embedding_drift=None if suites is None or backfill else suites.windowing.embedding_drift,
+        segments=() if suites is None else suites.segments,
     )
 
 
@@ -113,8 +123,10 @@ def record_plugins(on: Enabled, labels: LabelStore | None = None) -> list[BatchR
         out.append(DriftRecorder(on.embedding_drift))
     if on.examples:
         out.append(ExamplesRecorder(on.examples, on.example_ttl_s))
-    if on.usage:
-        out.append(UsageRecorder(on.budgets))
+    if on.usage:  # before the slices: its figures join each event's increments, which they keep per slice
+        out.append(UsageRecorder(on.currency, on.budgets))
+    if on.segments:
+        out.append(SlicesRecorder(on.segments, prefixes=(USAGE_PREFIX,) if on.usage else ()))
     return out
 
 
@@ -132,11 +144,16 @@ def window_steps(
         out.append(DriftStep(windowing.embedding_drift, windows))
     if labels is not None:
         out.append(AgreementStep(labels))
+    if suites.segments:  # before the notifier's resolves: they read the window's alerts only
+        out.append(SlicesStep(suites.segments, suites.alerts))
     if suites.notify:  # resolves for the notifier (streameval.features.notify)
         out.append(ResolveStep(suites.alerts))
     if suites.prices is not None or suites.budgets:
         currency = suites.prices.currency if suites.prices is not None else None
-        out.append(UsageStep(currency, Budgets(suites.budgets) if suites.budgets else None))
+        dimensions = tuple(d.name for d in suites.segments)
+        out.append(
+            UsageStep(currency, Budgets(suites.budgets, dimensions=dimensions) if suites.budgets else None)
+        )
     return out
 
 
@@ -157,6 +174,8 @@ def annotators(suites: LoadedConfig, *, embed_outputs: bool = False) -> list[Ann
         out.append(DriftAnnotator(drift))
     if suites.prices is not None or suites.budgets:
         out.append(UsageAnnotator(suites.prices))
+    if suites.segments:
+        out.append(SlicesAnnotator(suites.segments))
     return out
 
 

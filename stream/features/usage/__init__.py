@@ -3,8 +3,8 @@
 
 Modules: ``_prices`` (the ``prices:`` table and a call's cost: pure), ``_budgets`` (the ``budgets:`` list and
 their periods on a named clock: pure), ``_notes`` (each event's usage and cost, an annotator), ``_recorder``
-(the record call's block: window sums and spend per period), ``_window`` (the closer's step: the aggregates'
-``usage`` and the budgets' alerts), ``_load`` (the sections loaded and checked with the suite file).
+(each event's usage in its increments, the record call's block: spend per period), ``_window`` (the
+closer's step: the budgets' alerts); the window figures themselves are read by streameval.usage_figures, ``_load`` (the sections loaded and checked with the suite file).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from ._load import load_prices, usage_issues
 from ._notes import KEY, Usage, UsageAnnotator
 from ._prices import CURRENCIES, Price, PricesConfig, call_cost
 from ._recorder import UsageRecorder
-from ._window import UsageStep, usage_figures
+from ._window import UsageStep
 
 __all__ = [
     "CURRENCIES",
@@ -32,6 +32,5 @@ __all__ = [
     "load_prices",
     "period_bounds",
     "period_field",
-    "usage_figures",
     "usage_issues",
 ]

@@ -35,24 +35,39 @@ __all__ = ["BudgetConfig", "BudgetScope", "Budgets", "Period", "period_bounds", 
 Period = Literal["hour", "day", "month"]
 
 
+class SliceScope(BaseModel):
+    """One value of one slice dimension (the suite file's ``segments:``, docs/segments.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dimension: str = Field(min_length=1, max_length=64)
+    value: str = Field(min_length=1, max_length=128)
+
+
 class BudgetScope(BaseModel):
-    """What a budget covers: one model (every suite), or one suite (every model)."""
+    """What a budget covers: one model (every suite), one suite (every model), or one slice value (every pair)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: str | None = Field(default=None, min_length=1, max_length=256, description="a model name")
     suite: str | None = Field(default=None, min_length=1, max_length=128, description="a suite name")
+    segment: SliceScope | None = Field(default=None, description="one value of a segments: dimension")
 
     @model_validator(mode="after")
     def _one(self) -> BudgetScope:
-        if (self.model is None) == (self.suite is None):
-            raise ValueError("name one of model or suite")
+        if sum(x is not None for x in (self.model, self.suite, self.segment)) != 1:
+            raise ValueError("name one of model, suite or segment")
         return self
 
     def covers(self, model: str, suite: str) -> bool:
-        return model == self.model if self.model is not None else suite == self.suite
+        """Whether the pair's spend counts (a slice's: every pair may hold some of it)."""
+        if self.model is not None:
+            return model == self.model
+        return suite == self.suite if self.suite is not None else True
 
     def describe(self) -> str:
+        if self.segment is not None:
+            return f"{self.segment.dimension} {self.segment.value}"
         return f"model {self.model}" if self.model is not None else f"suite {self.suite}"
 
 
@@ -105,8 +120,10 @@ class BudgetConfig(BaseModel):
 
     @property
     def key(self) -> str:
-        """The spend hash's field prefix of this budget's periods."""
-        return f"{self.period}@{self.time_zone}"
+        """The spend hash's field prefix of this budget's periods (a slice's: the value's own spend)."""
+        base = f"{self.period}@{self.time_zone}"
+        segment = self.scope.segment
+        return base if segment is None else f"{base}|{segment.dimension}={segment.value}"
 
 
 @lru_cache(maxsize=64)
@@ -147,8 +164,12 @@ class Budgets:
     #: the spend hash outlives the longest period (a month) and the one before it
     spend_ttl_s: int = 70 * 86400
 
-    def periods_of(self, model: str, suite: str) -> list[Callable[[float], str]]:
-        """Per distinct (period, time zone) of the budgets covering ``model`` × ``suite``: the field of a time."""
+    #: the slice dimensions in the order of an event's slice values (streameval.feature.slice_values)
+    dimensions: tuple[str, ...] = ()
+
+    def periods_of(self, model: str, suite: str) -> list[tuple[int, str, Callable[[float], str]]]:
+        """Per distinct spend field prefix of the budgets covering ``model`` × ``suite``: the index of the
+        slice dimension it needs (-1: none), the value it needs, and the field of a time."""
         return _periods(self, model, suite)
 
     def covering(self, model: str, suite: str) -> Sequence[BudgetConfig]:
@@ -156,10 +177,19 @@ class Budgets:
 
 
 @lru_cache(maxsize=4096)
-def _periods(budgets: Budgets, model: str, suite: str) -> list[Callable[[float], str]]:
-    kinds = {(b.period, b.time_zone) for b in budgets.entries if b.scope.covers(model, suite)}
-    return [_field_of(p, z) for p, z in sorted(kinds)]
+def _periods(budgets: Budgets, model: str, suite: str) -> list[tuple[int, str, Callable[[float], str]]]:
+    out: dict[str, tuple[int, str, Callable[[float], str]]] = {}
+    for b in budgets.entries:
+        if not b.scope.covers(model, suite) or b.key in out:
+            continue
+        segment = b.scope.segment
+        if segment is None:
+            out[b.key] = (-1, "", _field_of(b.period, b.time_zone, b.key))
+        elif segment.dimension in budgets.dimensions:
+            index = budgets.dimensions.index(segment.dimension)
+            out[b.key] = (index, segment.value, _field_of(b.period, b.time_zone, b.key))
+    return [out[k] for k in sorted(out)]
 
 
-def _field_of(period: Period, zone: str) -> Callable[[float], str]:
-    return lambda t: period_field(period, zone, t)
+def _field_of(period: Period, zone: str, key: str) -> Callable[[float], str]:
+    return lambda t: f"{key}:{period_bounds(period, zone, t)[0]}"

@@ -48,6 +48,7 @@ def usage_issues(
     budgets: Sequence[BudgetConfig],
     routes: Sequence[Sequence[str] | None],
     suites: Sequence[str],
+    dimensions: Sequence[str] = (),
 ) -> Iterator[tuple[Loc, str]]:
     """Problems across sections: price entries matching no model the suites take (``routes``: each suite's
     ``match.model``, None when it takes any model), budgets in another currency than the prices', or without
@@ -71,3 +72,9 @@ def usage_issues(
             )
         if budget.scope.suite is not None and budget.scope.suite not in suites:
             yield ("budgets", i, "scope", "suite"), f"no suite is named {budget.scope.suite!r}"
+        segment = budget.scope.segment
+        if segment is not None and segment.dimension not in dimensions:
+            yield (
+                ("budgets", i, "scope", "segment", "dimension"),
+                f"no dimension {segment.dimension!r} in segments: (known: {sorted(dimensions)})",
+            )

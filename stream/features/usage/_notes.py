@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from ...models import GradedResult, RequestEvent
 from ._prices import PricesConfig, call_cost
 
-__all__ = ["FINISH_REASONS", "KEY", "Usage", "UsageAnnotator", "bucket", "bucket_value"]
+__all__ = ["FINISH_REASONS", "KEY", "OTHER", "Usage", "UsageAnnotator"]
 
 #: the annotator's slot in Outcome.annotations
 KEY = "usage"
@@ -36,24 +35,6 @@ FINISH_REASONS = frozenset(
     }
 )
 OTHER = "(other)"
-
-#: durations are counted in buckets 10^(1/20) wide (20 a decade) from 1 ms: a percentile read at a bucket's
-#: geometric middle is within ±5.9 % of the exact one (docs/usage.md); bucket 0 holds everything under 1 ms
-_PER_DECADE = 20
-
-
-def bucket(ms: float) -> int:
-    """The duration bucket of ``ms`` (see above)."""
-    if ms < 1.0:
-        return 0
-    return 1 + int(math.log10(ms) * _PER_DECADE)
-
-
-def bucket_value(index: int) -> float:
-    """The value a percentile falling in bucket ``index`` is read as: its geometric middle (0.5 ms for 0)."""
-    if index <= 0:
-        return 0.5
-    return float(10 ** ((index - 0.5) / _PER_DECADE))
 
 
 class Usage(NamedTuple):

@@ -1,8 +1,7 @@
-"""The window closer's side of usage: each pair's usage figures in its aggregate, and the budgets' alerts.
+"""The window closer's side of usage: the budgets' alerts (the aggregates' ``usage`` is built with the rest of
+their figures, streameval.usage_figures, for the pair and for each of its slices).
 
-:meth:`UsageStep.closing` reads each pair's usage key of the window (one round trip per window) and adds
-``usage`` to its aggregate (tokens, cost, cost per priced event, duration percentiles, finish reasons), which
-the usage alert metrics read (streameval.alerts). :meth:`UsageStep.tick` checks the budgets once per run of
+:meth:`UsageStep.tick` checks the budgets once per run of
 the closer, under a lease (one worker at a time): each budget's spend this period is the sum of its pairs'
 spend (their spend hashes, written by the record call), and an alert goes out, through the alerts topic,
 when a warning level is crossed and when the period's rate so far would spend the limit before the period
@@ -20,62 +19,12 @@ from zoneinfo import ZoneInfo
 
 from ...feature import ClosingWindow, PublishedWindow, WindowContext, WindowShare
 from ...keyspace import Keys, guard
-from ...models import AggregateUsage, Alert, AlertWindow, format_time
+from ...models import AggregateSegment, Alert, AlertWindow, format_time
 from ...outputs import Publish, Send, publish_all
-from ...store_codec import as_text, hash_fields
+from ...store_codec import as_text
 from ._budgets import BudgetConfig, Budgets, period_bounds
-from ._notes import bucket_value
 
-__all__ = ["BudgetState", "UsageStep", "budget_alerts", "usage_figures"]
-
-
-def _percentile(buckets: Mapping[int, float], q: float) -> float | None:
-    total = sum(buckets.values())
-    if total <= 0:
-        return None
-    rank = q * total
-    seen = 0.0
-    for index in sorted(buckets):
-        seen += buckets[index]
-        if seen >= rank:
-            return bucket_value(index)
-    return bucket_value(max(buckets))
-
-
-def usage_figures(figures: Mapping[str, float], count: int, currency: str | None) -> AggregateUsage:
-    """A window's :class:`AggregateUsage` from its usage key's sums and the window's event count."""
-    durations: dict[int, float] = {}
-    firsts: dict[int, float] = {}
-    reasons: dict[str, int] = {}
-    for name, value in figures.items():
-        if not value:
-            continue
-        if name.startswith("f:"):
-            reasons[name[2:]] = round(value)
-        elif name[:1] == "d" and name[1:].isdigit():
-            durations[int(name[1:])] = value
-        elif name[:1] == "t" and name[1:].isdigit():
-            firsts[int(name[1:])] = value
-    priced = max(0, round(figures.get("p", 0.0)))
-    cost = max(0.0, figures.get("c", 0.0))
-    return AggregateUsage(
-        events=max(0, round(figures.get("n", 0.0))),
-        input_tokens=max(0, round(figures.get("in", 0.0))),
-        output_tokens=max(0, round(figures.get("out", 0.0))),
-        cached_input_tokens=max(0, round(figures.get("cin", 0.0))),
-        reasoning_tokens=max(0, round(figures.get("rt", 0.0))),
-        currency=currency,
-        cost=cost,
-        priced=priced,
-        unpriced=max(0, count - priced),
-        cost_per_event=cost / priced if priced else None,
-        duration_p50_ms=_percentile(durations, 0.5),
-        duration_p95_ms=_percentile(durations, 0.95),
-        duration_p99_ms=_percentile(durations, 0.99),
-        ttft_p50_ms=_percentile(firsts, 0.5),
-        ttft_p95_ms=_percentile(firsts, 0.95),
-        finish_reasons=dict(sorted(reasons.items())),
-    )
+__all__ = ["BudgetState", "UsageStep", "budget_alerts"]
 
 
 class UsageStep:
@@ -92,24 +41,7 @@ class UsageStep:
         self.worker_id = worker_id or "worker"
 
     async def closing(self, ctx: WindowContext, window: ClosingWindow) -> Mapping[str, Mapping[str, Any]]:
-        store = ctx.store
-        keys: Keys = store.keys
-        if not window.pairs:
-            return {}
-        async with store.client.pipeline(transaction=False) as pipe:
-            for pair in window.pairs:
-                pipe.get(keys.usage_window(pair, window.size, window.start))
-                pipe.hget(keys.window(pair, window.size, window.start), "~")
-            replies = await guard(pipe.execute())
-        out: dict[str, Mapping[str, Any]] = {}
-        for i, pair in enumerate(window.pairs):
-            packed, core = replies[2 * i], replies[2 * i + 1]
-            if packed is None:
-                continue
-            figures = hash_fields({"~": packed})
-            count = round(hash_fields({"~": core}).get("count", 0.0)) if core is not None else 0
-            out[pair] = {"usage": usage_figures(figures, count, self.currency)}
-        return out
+        return {}  # the aggregates' usage is read off the window's figures (streameval.usage_figures)
 
     async def published(self, ctx: WindowContext, window: PublishedWindow) -> WindowShare | None:
         return None
@@ -212,6 +144,9 @@ def _alert(state: BudgetState, level: str, period: str, value: float, message: s
         message=message,
         fired_at=format_time(now),
         figures={"spend": value, "limit": budget.limit},
+        segment=None
+        if scope.segment is None
+        else AggregateSegment(dimension=scope.segment.dimension, value=scope.segment.value),
     )
 
 

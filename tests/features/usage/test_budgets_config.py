@@ -26,7 +26,12 @@ BUDGET = {"name": "b", "scope": {"model": "gpt-4o"}, "period": "day", "limit": 1
         ({"limit": -1}, PRICES, "budgets[0].limit", "greater than 0"),
         ({"warn_at": [1.5]}, PRICES, "budgets[0].warn_at", "not a share"),
         ({"period": "week"}, PRICES, "budgets[0].period", ""),
-        ({"scope": {"model": "a", "suite": "qa"}}, PRICES, "budgets[0].scope", "one of model or suite"),
+        (
+            {"scope": {"model": "a", "suite": "qa"}},
+            PRICES,
+            "budgets[0].scope",
+            "one of model, suite or segment",
+        ),
         ({"scope": {"suite": "nope"}}, PRICES, "budgets[0].scope.suite", "no suite is named"),
         ({}, None, "budgets[0]", "needs prices"),
     ],

@@ -27,10 +27,10 @@ from streameval.features.usage import (
     UsageStep,
     period_field,
 )
-from streameval.features.usage._notes import bucket, bucket_value
 from streameval.models import GradedResult, RequestEvent, format_time
 from streameval.pipeline import Pipeline
 from streameval.store import ResultStore
+from streameval.usage_figures import bucket, bucket_value
 from streameval.windows import WindowCloser
 
 SIZE, T0, LATENESS = 10, 1_800_000_000, 3.0
@@ -75,7 +75,7 @@ def store(aredis: aioredis.Redis, prefix: str, clock: Clock, budgets: Budgets | 
         windows=(SIZE,),
         allowed_lateness_s=LATENESS,
         clock=clock,
-        recorders=[UsageRecorder(budgets)],
+        recorders=[UsageRecorder("USD", budgets)],
     )
 
 
@@ -157,7 +157,8 @@ async def test_without_usage_nothing_is_added(aredis: aioredis.Redis, prefix: st
     assert outcome.result is not None
     await s.record_many([(outcome.result, b"{}", None, raw, None)])
     pair = s.pair_id("m1", "qa", outcome.result.suite_version or "")
-    assert await aredis.exists(s.keys.usage_window(pair, SIZE, T0)) == 0
+    packed = await s.client.hget(s.keys.window(pair, SIZE, T0), "~")
+    assert packed is not None and b"use:" not in packed
     sink = Sink()
     closer = WindowCloser(
         s, [], allowed_lateness_s=LATENESS, worker_id="w", clock=clock.redis, steps=[UsageStep("USD", None)]
