@@ -4,24 +4,20 @@ suite file's segments:, prices: and budgets:, its annotators, recorders and wind
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 import redis.asyncio as aioredis
+from _closer_helpers import Clock, Sink
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "core"))
-from _closer_helpers import Clock, Sink  # noqa: E402
-
-from streameval.config import parse_config  # noqa: E402
-from streameval.features.setup import annotators, enabled, record_plugins, window_steps  # noqa: E402
-from streameval.models import format_time  # noqa: E402
-from streameval.pipeline import Pipeline  # noqa: E402
-from streameval.settings import Settings  # noqa: E402
-from streameval.store import ResultStore  # noqa: E402
-from streameval.windows import WindowCloser  # noqa: E402
+from streameval.config import parse_config
+from streameval.features.setup import annotators, enabled, record_plugins, window_steps
+from streameval.models import format_time
+from streameval.pipeline import Pipeline
+from streameval.settings import Settings
+from streameval.store import ResultStore
+from streameval.windows import WindowCloser
 
 SIZE, T0, LATENESS = 10, 1_800_000_000, 3.0
 CONFIG: dict[str, Any] = {

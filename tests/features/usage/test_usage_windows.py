@@ -5,15 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import math
-import sys
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 import redis.asyncio as aioredis
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "core"))
 from _closer_helpers import Clock, Sink
 
 from streameval.alerts import METRICS, AlertRule, figures
