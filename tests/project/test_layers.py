@@ -38,6 +38,7 @@ FLOORS: dict[str, int] = {
     "envelope": VOCABULARY,
     "grading": VOCABULARY,
     "stats": VOCABULARY,
+    "usage_figures": VOCABULARY,  # a window's usage of the monitored calls from its use:* figures (models)
     "agreement": VOCABULARY,
     "strictjson": VOCABULARY,
     "event_decoder": VOCABULARY,  # raw bytes to a request event, or why not (strictjson, schemas, models)
@@ -331,6 +332,7 @@ ENGINE_MODULES = (
     "redelivery",
     "windows",
     "aggregates",
+    "usage_figures",
     "alerts",
     "envelope",
     "feature",
