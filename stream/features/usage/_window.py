@@ -17,6 +17,8 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import orjson
+
 from ...feature import ClosingWindow, PublishedWindow, WindowContext, WindowShare
 from ...keyspace import Keys, guard
 from ...models import AggregateSegment, Alert, AlertWindow, format_time
@@ -24,7 +26,7 @@ from ...outputs import Publish, Send, publish_all
 from ...store_codec import as_text
 from ._budgets import BudgetConfig, Budgets, period_bounds
 
-__all__ = ["BudgetState", "UsageStep", "budget_alerts"]
+__all__ = ["BudgetState", "UsageStep", "budget_alerts", "status_key"]
 
 
 class UsageStep:
@@ -72,6 +74,7 @@ class UsageStep:
                 for claim in state.claim_names():
                     pipe.get(keys.budget_claim(state.anchor, state.budget.name, *claim))
             replies = list(await guard(pipe.execute()))
+        await self._status(client, keys, states, now)
         messages: list[Publish] = []
         marks: list[tuple[str, str, int]] = []
         at = 0
@@ -98,6 +101,21 @@ class UsageStep:
                 pipe.set(key, status, ex=ttl)
             await guard(pipe.execute())
 
+    @staticmethod
+    async def _status(client: Any, keys: Keys, states: Sequence[BudgetState], now: float) -> None:
+        """Each budget's period and spend so far, for the dashboard (``GET /api/v1/stats/budgets``)."""
+        key = status_key(keys)
+        fields = {s.budget.name: orjson.dumps(s.status(now)) for s in states}
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.hset(key, mapping=fields)
+            pipe.expire(key, 2 * 86400)
+            await guard(pipe.execute())
+
+
+def status_key(keys: Keys) -> str:
+    """The budgets' status hash (budget name -> JSON), rewritten by the checking worker on each run."""
+    return keys.prefix + "budgets:status"
+
 
 class BudgetState:
     """One budget at one time: its period, its pairs and their spend (this period and the one before)."""
@@ -118,6 +136,24 @@ class BudgetState:
     def of(cls, budget: BudgetConfig, now: float, members: Sequence[str]) -> BudgetState:
         pairs = [m for m in members if budget.scope.covers(*Keys.split_pair(m)[:2])]
         return cls(budget, now, pairs)
+
+    def status(self, now: float) -> dict[str, Any]:
+        """The budget as the dashboard shows it: its period, spend so far, limit and share."""
+        b = self.budget
+        return {
+            "name": b.name,
+            "scope": b.scope.model_dump(exclude_none=True),
+            "period": b.period,
+            "time_zone": b.time_zone,
+            "period_id": self.period_id,
+            "period_start": format_time(self.start),
+            "period_end": format_time(self.end),
+            "spend": self.spend,
+            "limit": b.limit,
+            "currency": b.currency,
+            "share": self.spend / b.limit,
+            "checked_at": format_time(now),
+        }
 
     def claim_names(self) -> list[tuple[str, str]]:
         """(period id, level) of every alert this budget may send now or resolve: this period's and the last."""
