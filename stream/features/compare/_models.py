@@ -56,7 +56,7 @@ def _add(into: dict[str, float], fields: Mapping[str, float]) -> None:
 
 
 async def models_side_by_side(request: web.Request) -> web.Response:
-    """Every model of ``suite`` (its current version) over its latest ``last`` windows of ``size`` (or one
+    """Every model of ``suite`` (``version``; default its current one) over its latest ``last`` windows of ``size`` (or one
     ``window``); with ``dimension``, a row per model and value of that slice dimension."""
     config = request.app[STATS_KEY]
     suite = text_param(request, "suite")
@@ -68,8 +68,14 @@ async def models_side_by_side(request: web.Request) -> web.Response:
         raise BadRequest(
             "dimension is a slice dimension's name", [{"path": "$.query.dimension", "message": "a name"}]
         )
-    version = (await current_versions(config)).get(suite, "")
-    members = [text(m) for m in await zmembers(config.client, config.keys.pairs)]
+    members = [text(m) for m in await zmembers(config.client, config.keys.pairs)]  # by when last seen
+    seen = [Keys.split_pair(m)[2] for m in members if Keys.split_pair(m)[1] == suite]
+    # the suite's current version (the live worker's), else the version last recorded
+    version = (
+        request.query.get("version")
+        or (await current_versions(config)).get(suite)
+        or (seen[-1] if seen else "")
+    )
     pairs = sorted(m for m in members if Keys.split_pair(m)[1:] == (suite, version))
     starts = [start] if start is not None else await latest(config, config.keys.windows(size), last)
     rows: list[dict[str, Any]] = []

@@ -74,7 +74,6 @@ class UsageStep:
                 for claim in state.claim_names():
                     pipe.get(keys.budget_claim(state.anchor, state.budget.name, *claim))
             replies = list(await guard(pipe.execute()))
-        await self._status(client, keys, states, now)
         messages: list[Publish] = []
         marks: list[tuple[str, str, int]] = []
         at = 0
@@ -93,6 +92,7 @@ class UsageStep:
                 messages.append(Publish("alert", alert.id.encode(), alert.model_dump_json().encode()))
                 key = keys.budget_claim(state.anchor, state.budget.name, *claim)
                 marks.append((key, status, max(60, math.ceil(state.end - now) + 2 * 86400)))
+        await self._status(client, keys, states, now)
         if not messages:
             return
         await publish_all(send, messages)  # acknowledged: only then marked (a crash before: sent again)
