@@ -21,7 +21,6 @@ from ..feature import AlertExamples, Annotator, BatchRecorder, BatchStep, Redact
 from ..keyspace import Client
 from ..settings import Settings
 from ..store import ResultStore
-from ..usage_figures import PREFIX as USAGE_PREFIX
 from .compare import DEFAULT_TTL_S as DEFAULT_COMPARE_TTL_S
 from .compare import CompactScoresRecorder
 from .drilldown import ExamplesRecorder, worst_ids
@@ -124,9 +123,9 @@ def record_plugins(on: Enabled, labels: LabelStore | None = None) -> list[BatchR
     if on.examples:
         out.append(ExamplesRecorder(on.examples, on.example_ttl_s))
     if on.usage:  # before the slices: its figures join each event's increments, which they keep per slice
-        out.append(UsageRecorder(on.currency, on.budgets))
+        out.append(UsageRecorder(on.currency, on.budgets, slices=bool(on.segments)))
     if on.segments:
-        out.append(SlicesRecorder(on.segments, prefixes=(USAGE_PREFIX,) if on.usage else ()))
+        out.append(SlicesRecorder(on.segments, prefixes=UsageRecorder.SLICE_PREFIXES if on.usage else ()))
     return out
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...feature import Block, Call, RecordContext, Recorded, slice_values
-from ...usage_figures import bucket
+from ...usage_figures import COARSE, bucket
 from ._budgets import Budgets
 from ._notes import KEY, Usage
 
@@ -28,8 +28,9 @@ redis.call('EXPIRE', spend, ARGV[a0 + 1])
 """
 
 
-def add_increments(inc: dict[str, float], note: Usage, currency: str | None) -> None:
-    """Add one event's usage figures (streameval.usage_figures names) to its increments."""
+def add_increments(inc: dict[str, float], note: Usage, currency: str | None, slices: bool = False) -> None:
+    """Add one event's usage figures (streameval.usage_figures names) to its increments (``slices``: also the
+    coarse duration buckets the slices keep)."""
     added = [
         ("use:n", 1.0),
         ("use:in", note.input_tokens),
@@ -41,8 +42,12 @@ def add_increments(inc: dict[str, float], note: Usage, currency: str | None) -> 
         added += [(f"use:p:{currency or ''}", 1.0), ("use:c", note.cost)]
     if note.duration_ms is not None:
         added.append((f"use:d{bucket(note.duration_ms)}", 1.0))
+        if slices:
+            added.append((f"use:D{bucket(note.duration_ms, COARSE)}", 1.0))
     if note.time_to_first_token_ms is not None:
         added.append((f"use:t{bucket(note.time_to_first_token_ms)}", 1.0))
+        if slices:
+            added.append((f"use:T{bucket(note.time_to_first_token_ms, COARSE)}", 1.0))
     if note.finish_reason is not None:
         added.append((f"use:f:{note.finish_reason}", 1.0))
     for name, value in added:
@@ -56,9 +61,24 @@ class UsageRecorder:
     name = "usage"
     lua = LUA
 
-    def __init__(self, currency: str | None, budgets: Budgets | None = None) -> None:
+    #: the names kept per slice value (streameval.features.segments' prefixes): all but the fine buckets
+    SLICE_PREFIXES = (
+        "use:n",
+        "use:in",
+        "use:out",
+        "use:cin",
+        "use:rt",
+        "use:c",
+        "use:p:",
+        "use:f:",
+        "use:D",
+        "use:T",
+    )
+
+    def __init__(self, currency: str | None, budgets: Budgets | None = None, *, slices: bool = False) -> None:
         self.currency = currency
         self.budgets = budgets
+        self.slices = slices
         self.lua = LUA if budgets is not None else ""  # without budgets: no block in the record call
 
     def writes(
@@ -67,7 +87,7 @@ class UsageRecorder:
         # before the record calls are built: the core sums these increments into every window it counts
         for event in events:
             if event.annotation is not None and (note := event.annotation.get(KEY)) is not None:
-                add_increments(event.increments, note, self.currency)
+                add_increments(event.increments, note, self.currency, self.slices)
         return [], []
 
     def block(

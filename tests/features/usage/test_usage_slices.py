@@ -17,6 +17,7 @@ from streameval.models import format_time
 from streameval.pipeline import Pipeline
 from streameval.settings import Settings
 from streameval.store import ResultStore
+from streameval.usage_figures import COARSE, bucket, bucket_value
 from streameval.windows import WindowCloser
 
 SIZE, T0, LATENESS = 10, 1_800_000_000, 3.0
@@ -105,6 +106,10 @@ async def test_usage_per_slice_and_a_slices_budget(aredis: aioredis.Redis, prefi
     assert (m1_gold.events, m1_gold.input_tokens, m1_gold.cost) == (1, 1000, pytest.approx(0.003))
     assert (m1_free.events, m1_free.output_tokens, m1_free.cost) == (2, 1000, pytest.approx(0.009))
     assert m1.cost == pytest.approx(0.012) and m1.currency == "USD" and m1_free.currency == "USD"
+    # durations: the pair's in fine buckets (±5.9 %), each slice's in coarse ones (±12.2 %; docs/usage.md)
+    assert m1_gold.duration_p50_ms == bucket_value(bucket(100.0, COARSE), COARSE)  # e0 took 100 ms
+    assert abs(m1_gold.duration_p50_ms / 100.0 - 1) <= 0.123
+    assert m1.duration_p99_ms == bucket_value(bucket(400.0))  # e3, the slowest of m1
     assert found[("m2", "gold")] is not None and found[("m2", "gold")].cost == pytest.approx(0.003)
 
     # the gold tier spent 0.006 of 0.01 across both models this hour: its 0.5 level alerts, once
