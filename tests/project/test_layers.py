@@ -120,6 +120,8 @@ FLOORS: dict[str, int] = {
     "features.review_page.web": COMPOSITION,  # the review page's routes and its feedback producer
     "features.drilldown.web": COMPOSITION,  # the features' dashboard reads: their routes (api.WebFeature)
     "features.compare.web": COMPOSITION,
+    "features.compare._models": COMPOSITION,  # quality per cost: the route's handler (api._reads)
+    "features.usage.web": COMPOSITION,  # the budgets' read
     "features.labels.web": COMPOSITION,
     "features.web": COMPOSITION,  # the dashboard reads every web app serves
     "_cliargs": COMPOSITION,
