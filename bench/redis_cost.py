@@ -36,6 +36,11 @@ to measure without the drill-down examples (with ``--no-baseline`` when the base
 for a batch mixing judged and rule-only events: first the ``1 - SHARE`` of its events that call no
 judge, then the judged ``SHARE`` (every ``1/SHARE``-th event), and prints the ratio to one call per batch.
 
+``--usage`` also measures this checkout as a worker whose suite file adds ``prices:`` (every model priced),
+events carrying a ``usage`` block (tokens, duration, finish reason), then the same with ``segments:`` (two
+dimensions of at most 50 values each) and then with a ``budgets:`` entry, and prints each one's extra cost
+over the worker's default (docs/performance.md, "What each feature costs").
+
 ``--profile`` adds ``INFO commandstats`` per command (calls and µs per event; a script's own time
 includes its inner commands'). ``--marks N`` records N synthetic events of one model × suite and
 weighs the marks (``MEMORY USAGE``), this checkout against the baseline. ``--cluster`` records the
@@ -142,6 +147,56 @@ def _events(n: int, spread_s: float = 0.0) -> list[bytes]:
     ]
 
 
+#: --usage: what the suite file adds (prices for every model; two slice dimensions; a budget)
+USAGE_PRICES = {"currency": "USD", "models": {"*": {"input": 0.5, "output": 1.5, "cached_input": 0.25}}}
+USAGE_SEGMENTS = {"dimensions": {"tier": "metadata.tier", "region": "metadata.region"}}
+USAGE_BUDGETS = [
+    {"name": "day", "scope": {"suite": "qa"}, "period": "day", "limit": 1000, "currency": "USD"},
+    {
+        "name": "gold",
+        "scope": {"segment": {"dimension": "tier", "value": "t1"}},
+        "period": "hour",
+        "limit": 50,
+        "currency": "USD",
+    },
+]
+
+
+def _with_usage(raw: bytes, i: int) -> bytes:
+    """A demo event with a usage block and two slice fields (5 tiers, 40 regions): deterministic per ``i``."""
+    import orjson
+
+    event = orjson.loads(raw)
+    event["usage"] = {
+        "input_tokens": 200 + (i * 37) % 1800,
+        "cached_input_tokens": (i * 11) % 200,
+        "output_tokens": 50 + (i * 53) % 700,
+        "duration_ms": 80.0 + (i * 97) % 4000,
+        "finish_reason": "length" if i % 17 == 0 else "stop",
+    }
+    event["metadata"] = {**event.get("metadata", {}), "tier": f"t{i % 5}", "region": f"r{i % 40}"}
+    return orjson.dumps(event)
+
+
+def _bench_suites(usage: dict[str, Any] | None) -> Any:
+    """The demo suites, with --usage's sections added when ``usage`` says so."""
+    import yaml
+
+    from streameval.config import load_config, parse_config
+
+    path = ROOT / "examples" / "suites.yaml"
+    if not usage:
+        return load_config(str(path))[1]
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if usage.get("prices", True):
+        data["prices"] = USAGE_PRICES
+    if usage.get("segments"):
+        data["segments"] = USAGE_SEGMENTS
+    if usage.get("budgets"):
+        data["budgets"] = USAGE_BUDGETS
+    return parse_config(data, file=str(path))[1]
+
+
 def _wait_for(port: int, timeout_s: float = 10.0) -> None:
     """Until the redis-server on ``port`` answers PING."""
     import redis
@@ -177,21 +232,26 @@ async def _measure(
     import redis
     import redis.asyncio as aioredis
 
-    from streameval.config import load_config
     from streameval.pipeline import Pipeline
     from streameval.store import ResultStore
 
-    _, suites = load_config(str(ROOT / "examples" / "suites.yaml"))
-    sliced = bool(os.environ.get("BENCH_SEGMENTS"))
-    if sliced:
-        suites = _segmented_suites()
-    pipeline = Pipeline(suites)
+    usage = json.loads(os.environ.get("BENCH_USAGE", "null"))
+    sliced = bool(os.environ.get("BENCH_SEGMENTS")) and not usage
+    suites = _segmented_suites() if sliced else _bench_suites(usage)
     raws = _events(events, spread_s)
+    if usage:  # this checkout only: the annotators of the features on, and events with usage
+        from streameval.features.setup import annotators
+
+        pipeline = Pipeline(suites, annotators=annotators(suites))
+        raws = [_with_usage(raw, i) for i, raw in enumerate(raws)]
+    else:
+        pipeline = Pipeline(suites)
     items: list[Any] = []
     for raw in raws:
         outcome = await pipeline.process(raw)
         assert outcome.result is not None, outcome.dead_letter
-        items.append((outcome.result, outcome.result.model_dump_json().encode(), outcome.counters, raw))
+        entry = (outcome.result, outcome.result.model_dump_json().encode(), outcome.counters, raw)
+        items.append((*entry, outcome.annotations) if usage else entry)
     annotate_us = 0.0
     if sliced:  # each event's slice values, as the pipeline's annotator notes them (timed apart)
         from streameval.features.setup import annotators
@@ -585,6 +645,7 @@ def _run(
     split: float = 0.0,
     worker: dict[str, Any] | None = None,
     segments: bool = False,
+    usage: dict[str, Any] | None = None,
 ) -> dict[str, float]:
     cmd = (
         [
@@ -614,6 +675,8 @@ def _run(
         env["BENCH_CALLGRIND"] = "1"
     if segments:
         env["BENCH_SEGMENTS"] = "1"
+    if usage is not None:
+        env["BENCH_USAGE"] = json.dumps(usage)
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
     figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     if "counted" in figures:
@@ -698,6 +761,12 @@ def main() -> None:
         "--segments",
         action="store_true",
         help="also measure this checkout as a worker with two slice dimensions of 50 and 20 values (segments:)",
+    )
+    parser.add_argument(
+        "--usage",
+        action="store_true",
+        help="also measure this checkout as a worker with prices: and events with usage, then with segments: "
+        "(two dimensions) and a budget too, and print each one's extra cost over the worker's default",
     )
     parser.add_argument(
         "--callgrind",
@@ -787,6 +856,22 @@ def main() -> None:
                 f"{sliced['bytes_after_horizon'] - other['bytes_after_horizon']:+.1f} B, worker CPU "
                 f"{sliced['worker_cpu_us'] - other['worker_cpu_us']:+.1f} µs (of which annotating "
                 f"{sliced['annotate_us']:.1f} µs)"
+            )
+    if args.usage:
+        lean = ours if args.worker else _run("worker", args, None, worker={})
+        print(f"{'':>12}  extra per event over the worker's default, with usage:")
+        for name, usage in (
+            ("2 slice dimensions alone (no usage)", {"segments": True, "prices": False}),
+            ("usage + prices", {}),
+            ("usage + prices + 2 slice dimensions", {"segments": True}),
+            ("usage + prices + slices + 2 budgets", {"segments": True, "budgets": True}),
+        ):
+            one = _run(name[:12], args, None, worker={}, usage=usage or {"prices": True})
+            print(
+                f"{'':>12}  {name}: Redis CPU {one['redis_cpu_us'] - lean['redis_cpu_us']:+.1f} µs, worker CPU "
+                f"{one['worker_cpu_us'] - lean['worker_cpu_us']:+.1f} µs, commands "
+                f"{one['commands'] - lean['commands']:+.2f}, kept after the horizon "
+                f"{one['bytes_after_horizon'] - lean['bytes_after_horizon']:+.0f} B"
             )
     if args.split:
         two = _run(f"2 phases {args.split:g}", args, None, args.split)

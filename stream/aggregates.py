@@ -20,6 +20,7 @@ from .models import (
     format_time,
 )
 from .stats import Moments, confidence_interval, histogram_quantile, krippendorff_alpha, moments, pearson
+from .usage_figures import usage_of
 
 __all__ = ["CONSISTENCY_WARN_BELOW", "build_aggregate", "judge_norms"]
 
@@ -163,6 +164,7 @@ def build_aggregate(
         else None,
         backpressure_skips=int(panel.skips.get("backpressure", 0.0)),
         human=human,
+        usage=usage_of(fields, score.n),
     )
 
 

@@ -54,6 +54,16 @@ Metric = Literal[
     "p95_latency_ms",
     "consistency",
     "human_agreement",
+    "cost",
+    "cost_per_event",
+    "unpriced",
+    "input_tokens",
+    "output_tokens",
+    "duration_p50_ms",
+    "duration_p95_ms",
+    "duration_p99_ms",
+    "ttft_p95_ms",
+    "length_finish_rate",
 ]
 
 #: ``human_agreement`` reads a rater's kappa only with at least this many labels, unless the rule says
@@ -80,7 +90,32 @@ METRICS: dict[str, Callable[[Aggregate], float | None]] = {
     "p95_latency_ms": lambda a: a.latency_p95_ms,
     "consistency": lambda a: a.consistency,
     "human_agreement": human_agreement,
+    # the monitored calls' usage (docs/usage.md): only with prices: or budgets: in the suite file
+    "cost": lambda a: a.usage.cost if a.usage is not None and a.usage.priced else None,
+    "cost_per_event": lambda a: a.usage.cost_per_event if a.usage is not None else None,
+    "unpriced": lambda a: float(a.usage.unpriced) if a.usage is not None else None,
+    "input_tokens": lambda a: float(a.usage.input_tokens) if a.usage is not None else None,
+    "output_tokens": lambda a: float(a.usage.output_tokens) if a.usage is not None else None,
+    "duration_p50_ms": lambda a: a.usage.duration_p50_ms if a.usage is not None else None,
+    "duration_p95_ms": lambda a: a.usage.duration_p95_ms if a.usage is not None else None,
+    "duration_p99_ms": lambda a: a.usage.duration_p99_ms if a.usage is not None else None,
+    "ttft_p95_ms": lambda a: a.usage.ttft_p95_ms if a.usage is not None else None,
+    "length_finish_rate": lambda a: _length_rate(a),
 }
+
+#: metrics in an alert's figures only when the window has them (the default alert stays as it was)
+USAGE_METRICS = frozenset(list(METRICS)[list(METRICS).index("cost") :])
+
+
+def _length_rate(aggregate: Aggregate) -> float | None:
+    """Share of the window's calls with a finish reason that stopped at the token limit."""
+    usage = aggregate.usage
+    if usage is None:
+        return None
+    said = sum(usage.finish_reasons.values())
+    cut = usage.finish_reasons.get("length", 0) + usage.finish_reasons.get("max_tokens", 0)
+    return cut / said if said else None
+
 
 _COMPARE: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt,
@@ -174,7 +209,11 @@ def fires(rule: AlertRule, aggregate: Aggregate) -> float | None:
 
 def figures(aggregate: Aggregate) -> dict[str, float | None]:
     """Every alertable metric of the window plus its count, for the alert's ``figures``."""
-    out: dict[str, float | None] = {name: read(aggregate) for name, read in METRICS.items()}
+    out: dict[str, float | None] = {
+        name: read(aggregate)
+        for name, read in METRICS.items()
+        if aggregate.usage is not None or name not in USAGE_METRICS
+    }
     out["count"] = float(aggregate.count)
     return out
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "REPORT_STYLES",
@@ -22,6 +22,7 @@ __all__ = [
     "ReportBlock",
     "ReportStyle",
     "RetrievalBlock",
+    "UsageBlock",
 ]
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
@@ -116,3 +117,40 @@ class AgentBlock(BaseModel):
     original_score: float | None = Field(default=None, ge=0.0)
     transferred_score: float | None = Field(default=None, ge=0.0)
     results: list[DomainScore] = Field(default_factory=list)
+
+
+#: the most tokens one call may report in a ``usage`` field: larger is a producer's bug, dead-lettered
+#: (no model context holds 10^8 tokens; a sum of a million events stays exact in a double)
+MAX_TOKENS = 100_000_000
+#: the most one call may cost (any currency) and last (ms, a day): larger is a producer's bug
+MAX_COST = 1_000_000.0
+MAX_DURATION_MS = 86_400_000.0
+
+
+class UsageBlock(BaseModel):
+    """What the monitored call used (docs/usage.md). Token counts follow OpenAI's and the OpenTelemetry GenAI
+    conventions: ``cached_input_tokens`` are part of ``input_tokens`` and ``reasoning_tokens`` part of
+    ``output_tokens``, so neither may exceed its total."""
+
+    model_config = _STRICT
+
+    input_tokens: int | None = Field(default=None, ge=0, le=MAX_TOKENS)
+    output_tokens: int | None = Field(default=None, ge=0, le=MAX_TOKENS)
+    cached_input_tokens: int | None = Field(default=None, ge=0, le=MAX_TOKENS)
+    reasoning_tokens: int | None = Field(default=None, ge=0, le=MAX_TOKENS)
+    duration_ms: float | None = Field(default=None, ge=0.0, le=MAX_DURATION_MS)
+    time_to_first_token_ms: float | None = Field(default=None, ge=0.0, le=MAX_DURATION_MS)
+    cost: float | None = Field(default=None, ge=0.0, le=MAX_COST)
+    currency: str | None = Field(default=None, pattern=r"^[A-Z]{3}$")
+    finish_reason: str | None = Field(default=None, min_length=1, max_length=64)
+
+    @model_validator(mode="after")
+    def _parts_within_totals(self) -> UsageBlock:
+        for part, total in (("cached_input_tokens", "input_tokens"), ("reasoning_tokens", "output_tokens")):
+            have, of = getattr(self, part), getattr(self, total)
+            if have is not None and of is not None and have > of:
+                raise ValueError(f"{part} ({have}) exceeds {total} ({of}): it is a part of it")
+        first, whole = self.time_to_first_token_ms, self.duration_ms
+        if first is not None and whole is not None and first > whole:
+            raise ValueError(f"time_to_first_token_ms ({first}) exceeds duration_ms ({whole})")
+        return self

@@ -80,6 +80,7 @@ from .features.notify._config import notify_issues
 from .features.redact import Redactors, build_redactors, effective, redact_issues
 from .features.segments import SLICE_METRICS
 from .features.sessions.paths import compile_event_path
+from .features.usage import load_prices, usage_issues
 from .inputs import input_issues
 from .versioning import definition_hash
 
@@ -186,6 +187,25 @@ def parse_config(
             redacts=effective(config.redact, suite_cfg.redact) is not None,
         )
     ]
+    prices = config.prices
+    if prices is not None:
+        prices, problems = load_prices(prices, file)
+        for where, loc, message in problems:  # the prices file's own problems name that file
+            issues.append(
+                issue(loc, message) if where == file else ConfigIssue(where, loc_to_path(loc), message)
+            )
+    if prices is not None or config.budgets:
+        routes = [None if s.match is None or s.match.model is None else s.match.model for s in config.suites]
+        issues += [
+            issue(loc, message)
+            for loc, message in usage_issues(
+                prices,
+                config.budgets,
+                routes,
+                [s.name for s in config.suites],
+                list(config.segments.dimensions) if config.segments is not None else [],
+            )
+        ]
     dimensions = set(config.segments.dimensions) if config.segments is not None else set()
     issues += [
         issue(
@@ -290,6 +310,8 @@ def parse_config(
     parsed.review = config.review
     parsed.redact = config.redact
     parsed.notify = tuple(config.notify)
+    parsed.prices = prices
+    parsed.budgets = tuple(config.budgets)
     parsed.segments = config.segments.resolved() if config.segments is not None else ()
     return config, parsed
 

@@ -19,6 +19,7 @@ from .features.redact import RedactConfig
 from .features.review import ReviewConfig
 from .features.segments import Dimension
 from .features.sessions.paths import EventPath
+from .features.usage import BudgetConfig, PricesConfig
 from .inputs import InputConfig
 from .judges import JudgeConfig, sampled
 from .models import RequestEvent
@@ -114,6 +115,8 @@ class LoadedConfig:
         self.review: ReviewConfig | None = None  # the review queue (streameval.features.review); None: off
         self.redact: RedactConfig | None = None  # the top-level redact: block (docs/redact.md); None: none
         self.notify: tuple[ChannelConfig, ...] = ()  # alert channels (streameval.features.notify); (): none
+        self.prices: PricesConfig | None = None  # the prices table (streameval.features.usage); None: none
+        self.budgets: tuple[BudgetConfig, ...] = ()  # spend budgets (streameval.features.usage)
         self.segments: tuple[Dimension, ...] = ()  # slice dimensions (streameval.features.segments); (): none
         self.by_name = {s.name: s for s in suites}
         self._matching = [s for s in suites if s.config.match is not None and not s.is_default]

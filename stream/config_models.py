@@ -21,6 +21,7 @@ from .features.redact import RedactConfig, RedactOverride
 from .features.review import ReviewConfig
 from .features.segments import SegmentsConfig
 from .features.sessions.paths import compile_event_path
+from .features.usage import BudgetConfig, PricesConfig
 from .grading import GradeScale
 from .inputs import InputConfig
 from .judges import JudgeConfig, SuiteJudgeConfig
@@ -243,6 +244,12 @@ class StreamEvalConfig(_Strict):
     )
     notify: list[ChannelConfig] = Field(
         default_factory=list, description="where alerts are delivered: Slack, PagerDuty, ... (docs/notify.md)"
+    )
+    prices: PricesConfig | None = Field(
+        default=None, description="prices per million tokens of the monitored models (docs/usage.md)"
+    )
+    budgets: list[BudgetConfig] = Field(
+        default_factory=list, description="spend budgets per model or suite and period (docs/usage.md)"
     )
     segments: SegmentsConfig | None = Field(
         default=None, description="slices: windows kept per value of named dimensions (docs/segments.md)"

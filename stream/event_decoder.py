@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import re
 
 import orjson
 from jsonschema import Draft202012Validator
@@ -28,6 +29,21 @@ __all__ = ["EventDecoder"]
 _validate_event = RequestEvent.__pydantic_validator__.validate_python  # strict: the model's config
 _LISTED_ERRORS = 50  # a rejection lists pydantic's errors only when there are at most this many
 _EXPLAIN_MAX_BYTES = 64 * 1024  # larger events are explained in pydantic's words, not jsonschema's
+# a key whose value is a NaN or Infinity literal (only searched in an event already rejected, and only in
+# the 200 bytes before the literal: bounded time)
+_CONSTANT = re.compile(rb'"([^"\\]{1,128})"\s*:\s*(-?Infinity|NaN)')
+
+
+def _constant_field(raw: bytes) -> str | None:
+    """Which key has a NaN or Infinity value in ``raw`` (JSON has neither), when one is found."""
+    for literal in (b"NaN", b"Infinity"):
+        at = raw.find(literal)
+        if at >= 0:
+            found = _CONSTANT.search(raw, max(0, at - 200), at + len(literal))
+            if found is not None:
+                key, value = found.group(1).decode(errors="replace"), found.group(2).decode()
+                return f"field {key!r} is {value}, which JSON has not"
+    return None
 
 
 class EventDecoder:
@@ -111,11 +127,15 @@ class EventDecoder:
         errors = exc.errors(include_url=False) if count <= _LISTED_ERRORS else []
         if any(e["type"] == "json_invalid" for e in errors):
             message = errors[0]["msg"].removeprefix("Invalid JSON: ")  # pydantic's prefix says it again
+            field = _constant_field(raw)  # NaN for a number: say whose (usage.cost, ...)
+            if field is not None:
+                message += f" ({field})"
             return InvalidJSON(f"not valid JSON: {clip(message)}")
         try:
             document = orjson.loads(raw)
         except orjson.JSONDecodeError as json_exc:
-            return InvalidJSON(f"not valid JSON: {json_exc}")
+            field = _constant_field(raw)
+            return InvalidJSON(f"not valid JSON: {json_exc}" + (f" ({field})" if field is not None else ""))
         event_id = document.get("id") if isinstance(document, dict) else None
         event_id = event_id if isinstance(event_id, str) else None
         found = []

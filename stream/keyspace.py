@@ -184,6 +184,16 @@ class Keys:
         """A window's examples, ``kind`` ``worst`` or ``failing`` (streameval.features.drilldown)."""
         return f"{self.pair(pair)}ex:{kind}:{size}:{start}"
 
+    def spend(self, pair: str) -> str:
+        """A pair's spend per budget period (field ``{period}@{time zone}:{period id}``;
+        streameval.features.usage), added by the record call."""
+        return f"{self.pair(pair)}spend"
+
+    def budget_claim(self, pair: str, budget: str, period: str, level: str) -> str:
+        """A budget alert's claim (``level``: the warning level, or ``burn``), in the slot of the scope's first
+        pair (streameval.features.usage)."""
+        return f"{self.pair(pair)}budget:{quote(budget, safe='')}:{quote(period, safe='')}:{level}"
+
     def slice(self, pair: str, dimension: str, size: int, start: int) -> str:
         """A window's figures per value of one slice dimension (streameval.feature ``SLICES``)."""
         return f"{self.pair(pair)}sg:{quote(dimension, safe='')}:{size}:{start}"

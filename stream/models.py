@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from .blocks import AgentBlock, ReportBlock, RetrievalBlock
+from .blocks import AgentBlock, ReportBlock, RetrievalBlock, UsageBlock
 
 __all__ = [
     "CATEGORIES",
@@ -31,6 +31,7 @@ __all__ = [
     "AggregateEvaluator",
     "AggregateJudge",
     "AggregateSegment",
+    "AggregateUsage",
     "Agreement",
     "Alert",
     "AlertChange",
@@ -172,6 +173,8 @@ class RequestEvent(BaseModel):
     report: ReportBlock | None = None
     retrieval: RetrievalBlock | None = None
     agent: AgentBlock | None = None
+    # What the monitored call used: tokens, time, cost, finish reason (docs/usage.md)
+    usage: UsageBlock | None = None
     # Truth for keyword_match's confusion matrix: should the output match the expected answer?
     label: bool | None = None
 
@@ -618,12 +621,37 @@ class AggregateJudge(BaseModel):
     cost: float | None = Field(default=None, ge=0.0, description="money of the calls; null without prices")
 
 
+class AggregateUsage(BaseModel):
+    """The monitored calls' usage in a window (docs/usage.md): only with ``prices:`` or ``budgets:``."""
+
+    model_config = _STRICT
+
+    events: int = Field(ge=0, description="events with a usage block")
+    input_tokens: int = Field(ge=0, description="sum, cached tokens included")
+    output_tokens: int = Field(ge=0, description="sum, reasoning tokens included")
+    cached_input_tokens: int = Field(ge=0)
+    reasoning_tokens: int = Field(ge=0)
+    currency: str | None = Field(description="the prices table's currency; null without a table")
+    cost: float = Field(ge=0.0, description="sum over the priced events")
+    priced: int = Field(ge=0, description="events with a cost (the producer's, or by the prices table)")
+    unpriced: int = Field(ge=0, description="events of the window without a cost (never counted as 0)")
+    cost_per_event: float | None = Field(ge=0.0, description="cost / priced; null when none is priced")
+    duration_p50_ms: float | None = Field(ge=0.0, description="log-bucket estimate, within ±5.9 %")
+    duration_p95_ms: float | None = Field(ge=0.0)
+    duration_p99_ms: float | None = Field(ge=0.0)
+    ttft_p50_ms: float | None = Field(ge=0.0, description="time to first token")
+    ttft_p95_ms: float | None = Field(ge=0.0)
+    finish_reasons: dict[str, Annotated[int, Field(ge=0)]] = Field(
+        description="events per finish reason; others as (other)"
+    )
+
+
 class Aggregate(_Versioned):
     """Figures of one closed window for one model × suite (aggregate v1); docs/statistics.md. With ``segment``:
     of one slice of it (docs/segments.md), whose count, mean, std, interval and pass rate alone are kept."""
 
     model_config = _STRICT
-    omitted_when_unset: ClassVar[tuple[str, ...]] = ("suite_version", "segment")
+    omitted_when_unset: ClassVar[tuple[str, ...]] = ("suite_version", "segment", "usage")
 
     schema_version: SchemaVersion = 1
     model: str
@@ -664,6 +692,11 @@ class Aggregate(_Versioned):
         default=None,
         description="agreement of the judges, the panel, the result and the rule evaluators with "
         "human labels joined in the window (docs/feedback.md); null without labels",
+    )
+    usage: AggregateUsage | None = Field(
+        default=None,
+        description="the monitored calls' tokens, cost and durations (docs/usage.md); absent unless the "
+        "suite file has prices: or budgets:",
     )
     segment: AggregateSegment | None = Field(
         default=None, description="the slice these figures are of (docs/segments.md); absent: the whole pair"

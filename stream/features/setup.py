@@ -36,6 +36,7 @@ from .segments import Dimension, SlicesAnnotator, SlicesRecorder, SlicesStep
 from .sessions.state import SessionStore
 from .sessions.step import AppendTurns
 from .sessions.turns import TurnsAnnotator
+from .usage import Budgets, UsageAnnotator, UsageRecorder, UsageStep
 
 __all__ = [
     "DEFAULT_COMPARE_TTL_S",
@@ -66,6 +67,9 @@ class Enabled:
     compare_ttl_s: int = 0
     label_join_ttl_s: int = 0
     embedding_drift: EmbeddingDriftConfig | None = None
+    usage: bool = False  # the suite file has prices: or budgets: (streameval.features.usage)
+    currency: str | None = None  # its prices table's currency
+    budgets: Budgets | None = None  # its budgets, when it has any and the run spends (not a backfill)
     segments: tuple[Dimension, ...] = ()  # the slice dimensions (streameval.features.segments); (): off
 
 
@@ -88,7 +92,16 @@ def enabled(settings: Settings, suites: LoadedConfig | None, *, backfill: bool =
             or any(rule.metric == "human_agreement" for rule in suites.alerts)
         )
         labels = DEFAULT_LABEL_JOIN_TTL_S if wants_labels and not backfill else 0
+    usage = suites is not None and (suites.prices is not None or bool(suites.budgets))
+    budgets = (
+        Budgets(suites.budgets, dimensions=tuple(d.name for d in suites.segments))
+        if suites is not None and suites.budgets and not backfill
+        else None
+    )
     return Enabled(
+        usage=usage,
+        currency=suites.prices.currency if suites is not None and suites.prices is not None else None,
+        budgets=budgets,
         examples=examples,
         example_ttl_s=settings.example_ttl_s,
         compare_ttl_s=compare,
@@ -110,8 +123,10 @@ def record_plugins(on: Enabled, labels: LabelStore | None = None) -> list[BatchR
         out.append(DriftRecorder(on.embedding_drift))
     if on.examples:
         out.append(ExamplesRecorder(on.examples, on.example_ttl_s))
+    if on.usage:  # before the slices: its figures join each event's increments, which they keep per slice
+        out.append(UsageRecorder(on.currency, on.budgets, slices=bool(on.segments)))
     if on.segments:
-        out.append(SlicesRecorder(on.segments))
+        out.append(SlicesRecorder(on.segments, prefixes=UsageRecorder.SLICE_PREFIXES if on.usage else ()))
     return out
 
 
@@ -133,6 +148,12 @@ def window_steps(
         out.append(SlicesStep(suites.segments, suites.alerts))
     if suites.notify:  # resolves for the notifier (streameval.features.notify)
         out.append(ResolveStep(suites.alerts))
+    if suites.prices is not None or suites.budgets:
+        currency = suites.prices.currency if suites.prices is not None else None
+        dimensions = tuple(d.name for d in suites.segments)
+        out.append(
+            UsageStep(currency, Budgets(suites.budgets, dimensions=dimensions) if suites.budgets else None)
+        )
     return out
 
 
@@ -151,6 +172,8 @@ def annotators(suites: LoadedConfig, *, embed_outputs: bool = False) -> list[Ann
     drift = suites.windowing.embedding_drift
     if embed_outputs and drift is not None:
         out.append(DriftAnnotator(drift))
+    if suites.prices is not None or suites.budgets:
+        out.append(UsageAnnotator(suites.prices))
     return out + slice_annotators(suites)
 
 

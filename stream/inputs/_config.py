@@ -11,7 +11,8 @@ request events. Validated with the rest of the suite file (file, line and field 
         tag_attributes: [deployment.environment]
       - topic: app.completions
         format: json
-        map: {id: $.request_id, model: $.model, output: $.choices[0].text, input: $.prompt}
+        map: {id: $.request_id, model: $.model, output: $.choices[0].text, input: $.prompt,
+              usage.input_tokens: $.usage.prompt_tokens, usage.output_tokens: $.usage.completion_tokens}
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..blocks import UsageBlock
 from ..models import RequestEvent
 from ._path import compile_path
 
@@ -38,8 +40,10 @@ FORMATS = ("native", "json", "otlp_proto", "otlp_json")
 #: a Kafka message larger than this is dead-lettered (too_large) before it is parsed; each request event
 #: made from it is still held to STREAMEVAL_MAX_EVENT_BYTES
 DEFAULT_MAX_MESSAGE_BYTES = 4 << 20
+#: the usage block's fields a ``json`` input's ``map`` may set one by one (``usage.input_tokens``)
+USAGE_FIELDS = tuple(f"usage.{name}" for name in UsageBlock.model_fields)
 #: request fields a ``json`` input's ``map`` may set
-MAPPABLE = tuple(name for name in RequestEvent.model_fields if name != "schema_version")
+MAPPABLE = tuple(name for name in RequestEvent.model_fields if name != "schema_version") + USAGE_FIELDS
 REQUIRED = ("id", "model", "output")
 
 Topic = Annotated[str, Field(min_length=1, max_length=249, pattern=r"^[A-Za-z0-9._\-]+$")]
@@ -97,7 +101,7 @@ def input_issues(inputs: list[Any]) -> Iterator[tuple[tuple[str | int, ...], str
 
 
 def _json_issues(spec: JsonInput, base: tuple[str | int, ...]) -> Iterator[tuple[tuple[str | int, ...], str]]:
-    valid = ", ".join(MAPPABLE)
+    valid = ", ".join(f for f in MAPPABLE if not f.startswith("usage.")) + ", usage.<field> (one of usage's)"
     for field, path in spec.map.items():
         if field not in MAPPABLE:
             yield (*base, "map", field), f"{field!r} is not a request field; fields: {valid}"
@@ -118,6 +122,8 @@ def _json_issues(spec: JsonInput, base: tuple[str | int, ...]) -> Iterator[tuple
             yield (*base, "optional", k), f"{field!r} is not in map"
         elif field in REQUIRED:
             yield (*base, "optional", k), f"{field!r} is required and cannot be optional"
+    if "usage" in {*spec.map, *spec.set} and any(f.startswith("usage.") for f in (*spec.map, *spec.set)):
+        yield (*base, "map", "usage"), "usage is mapped whole and field by field (usage.*); keep one"
     if "id" in spec.map and spec.derive_id is not None:
         yield (*base, "derive_id"), "map sets id already; drop derive_id or map.id"
     for field in REQUIRED:

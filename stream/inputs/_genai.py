@@ -33,6 +33,7 @@ writes the response there as it came, JSON with ``"content": null``, not an answ
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -344,6 +345,49 @@ def _finish_reasons(span: Span) -> list[str] | None:
     return reasons or None
 
 
+#: the usage block's token counts and the span attributes that carry each, first found wins: the OpenTelemetry
+#: GenAI conventions (current, then deprecated names), OpenInference, OpenLLMetry
+_USAGE_TOKENS = (
+    ("input_tokens", ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")),
+    (
+        "output_tokens",
+        ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion"),
+    ),
+    (
+        "cached_input_tokens",
+        (
+            "gen_ai.usage.cache_read.input_tokens",
+            "gen_ai.usage.cache_read_input_tokens",
+            "llm.token_count.prompt_details.cache_read",
+        ),
+    ),
+    (
+        "reasoning_tokens",
+        ("gen_ai.usage.reasoning.output_tokens", "llm.token_count.completion_details.reasoning"),
+    ),
+)
+
+
+def _usage(span: Span, reasons: list[str] | None, event_id: str) -> dict[str, Any] | None:
+    """The request event's ``usage`` block of an LLM span (docs/inputs.md): token counts, the span's
+    duration, the first finish reason; None when the span says none of them. Values are passed as found (a
+    whole double as an integer): the event's validation dead-letters a negative or absurd count by its field."""
+    usage: dict[str, Any] = {}
+    for field, keys in _USAGE_TOKENS:
+        value = _pick(span.attributes, *keys)
+        if isinstance(value, float) and not math.isfinite(value):  # JSON has no NaN: say it here
+            raise SchemaViolation(f"usage.{field}: {value} is not a token count", event_id=event_id)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if value is not None:
+            usage[field] = value
+    if span.start_ns > 0 and span.end_ns >= span.start_ns:
+        usage["duration_ms"] = (span.end_ns - span.start_ns) / 1e6
+    if reasons and reasons[0]:
+        usage["finish_reason"] = reasons[0][:64]
+    return usage or None
+
+
 def _tags(values: list[Any]) -> list[str]:
     out: list[str] = []
     for value in values:
@@ -416,6 +460,7 @@ def to_event(
             "(gen_ai.response.model, gen_ai.request.model, llm.model_name)",
             event_id=event_id,
         )
+    reasons = _finish_reasons(span)
     metadata = {
         "trace_id": span.trace_id,
         "span_id": span.span_id,
@@ -434,7 +479,7 @@ def to_event(
             "llm.token_count.completion",
         ),
         "total_tokens": _pick(attrs, "llm.usage.total_tokens", "llm.token_count.total"),
-        "finish_reasons": _finish_reasons(span),
+        "finish_reasons": reasons,
     }
     event: dict[str, Any] = {
         "id": event_id,
@@ -444,6 +489,9 @@ def to_event(
     }
     if input_text is not None:
         event["input"] = input_text
+    usage = _usage(span, reasons, event_id)
+    if usage is not None:
+        event["usage"] = usage
     if span.end_ns > 0:
         try:
             event["timestamp"] = format_time(span.end_ns / 1e9)

@@ -6,7 +6,8 @@ listed in ``optional``. ``set`` gives fields one value for every event; ``derive
 id the hex sha256 of the message's bytes (the same message always gets the same id).
 
 Conversions, so that common shapes need no pre-processing: a number at ``id`` becomes its decimal
-string, and a number at ``timestamp`` is read as Unix time in seconds (milliseconds when it is larger
+string, a ``usage.<field>`` (``usage.input_tokens``: one field of the usage block) goes into the event's
+``usage`` object, and a number at ``timestamp`` is read as Unix time in seconds (milliseconds when it is larger
 than 10^11, nanoseconds when larger than 10^17). Everything else must already have the request
 event's type; the pipeline checks the event it is handed as it checks a native one.
 """
@@ -55,6 +56,7 @@ class JsonDecoder:
         self.max_depth = max_depth
         self._paths = [(field, compile_path(path)) for field, path in spec.map.items()]
         self._optional = frozenset(spec.optional)
+        self._usage_set = tuple(f for f in spec.set if f.startswith("usage."))
 
     def decode(self, raw: bytes, source: Source) -> list[Item]:
         try:
@@ -77,7 +79,12 @@ class JsonDecoder:
                 value = str(value)
             elif field == "timestamp" and isinstance(value, int | float) and not isinstance(value, bool):
                 value = _epoch_to_time(float(value), path)
-            event[field] = value
+            if field.startswith("usage."):
+                event.setdefault("usage", {})[field[6:]] = value
+            else:
+                event[field] = value
+        for field in self._usage_set:
+            event.setdefault("usage", {})[field[6:]] = event.pop(field)
         if self.spec.derive_id == "sha256":
             event["id"] = hashlib.sha256(raw).hexdigest()
         event_id = event.get("id") if isinstance(event.get("id"), str) else None

@@ -47,6 +47,7 @@ class Span:
     parent_span_id: str = ""  # lowercase hex; "" (or all zeros) for a trace's root span
     status_code: int = 0  # OTLP StatusCode: 0 unset, 1 ok, 2 error
     status_message: str = ""
+    start_ns: int = 0  # 0 when absent
 
     @property
     def is_root(self) -> bool:
@@ -118,6 +119,7 @@ def spans_from_proto(raw: bytes) -> list[Span]:
                         span.parent_span_id.hex(),
                         span.status.code,
                         span.status.message,
+                        span.start_time_unix_nano,
                     )
                 )
     return out
@@ -289,6 +291,7 @@ def _json_span(span: dict[str, Any], resource: dict[str, Any]) -> Span:
     if not isinstance(name, str):
         raise _Shape("expected a string", ".name")
     end = _get(span, "endTimeUnixNano", "end_time_unix_nano")
+    start = _get(span, "startTimeUnixNano", "start_time_unix_nano")
     events = []
     for e, event in enumerate(_list(span, "events", "events")):
         try:
@@ -309,6 +312,7 @@ def _json_span(span: dict[str, Any], resource: dict[str, Any]) -> Span:
         resource,
         _hex_id(_get(span, "parentSpanId", "parent_span_id"), ".parentSpanId"),
         *_json_status(span.get("status")),
+        0 if start is None else _int(start, ".startTimeUnixNano"),
     )
 
 

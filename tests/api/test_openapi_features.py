@@ -19,7 +19,14 @@ CORE = [
     "/api/v1/results/{id}",
     "/api/v1/alerts",
 ]
-READS = ["/api/v1/stats/examples", "/api/v1/stats/compare", "/api/v1/stats/human", "/api/v1/stats/segments"]
+READS = [
+    "/api/v1/stats/examples",
+    "/api/v1/stats/compare",
+    "/api/v1/stats/compare/models",
+    "/api/v1/stats/budgets",
+    "/api/v1/stats/human",
+    "/api/v1/stats/segments",
+]
 
 
 def test_the_core_document_names_no_feature_path() -> None:

@@ -194,7 +194,8 @@ def test_input_config_errors_name_file_line_and_field() -> None:
     assert found == [
         "suites.yaml:7: inputs[1].map.model: path '$.models[': cannot read '[' at character 9; steps are .name, ['key'] or [index]",
         "suites.yaml:8: inputs[1].map.outptu: 'outptu' is not a request field; fields: id, model, output, input, "
-        "expected, references, category, suite, tags, metadata, timestamp, report, retrieval, agent, label",
+        "expected, references, category, suite, tags, metadata, timestamp, report, retrieval, agent, usage, label, "
+        "usage.<field> (one of usage's)",
         "suites.yaml:9: inputs[1].optional[0]: 'nope' is not in map",
         "suites.yaml:6: inputs[1].map: map needs 'output'",
         "suites.yaml:10: inputs[2].topic: topic 'evals.requests' is read by an earlier input already",

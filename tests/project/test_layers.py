@@ -38,6 +38,7 @@ FLOORS: dict[str, int] = {
     "envelope": VOCABULARY,
     "grading": VOCABULARY,
     "stats": VOCABULARY,
+    "usage_figures": VOCABULARY,  # a window's usage of the monitored calls from its use:* figures (models)
     "agreement": VOCABULARY,
     "strictjson": VOCABULARY,
     "event_decoder": VOCABULARY,  # raw bytes to a request event, or why not (strictjson, schemas, models)
@@ -119,6 +120,8 @@ FLOORS: dict[str, int] = {
     "features.review_page.web": COMPOSITION,  # the review page's routes and its feedback producer
     "features.drilldown.web": COMPOSITION,  # the features' dashboard reads: their routes (api.WebFeature)
     "features.compare.web": COMPOSITION,
+    "features.compare._models": COMPOSITION,  # quality per cost: the route's handler (api._reads)
+    "features.usage.web": COMPOSITION,  # the budgets' read
     "features.labels.web": COMPOSITION,
     "features.segments.web": COMPOSITION,
     "features.web": COMPOSITION,  # the dashboard reads every web app serves
@@ -337,6 +340,7 @@ ENGINE_MODULES = (
     "redelivery",
     "windows",
     "aggregates",
+    "usage_figures",
     "alerts",
     "envelope",
     "feature",

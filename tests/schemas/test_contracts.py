@@ -8,6 +8,10 @@ empty strings); and decode(encode(x)) == x. The pydantic verdict is taken throug
 One known, deliberate difference: a JSON float with no fraction (``1.0``) where the contract says
 integer. JSON Schema counts it as an integer; the strict models do not. Such values are rejected
 (dead-lettered) with the model's reason; ``test_integral_float_is_rejected_by_the_model`` pins it.
+A second one: the request's ``usage`` parts may not exceed their totals (cached input tokens within input
+tokens, reasoning within output tokens, time to first token within the duration), which JSON Schema cannot
+compare; the schema says so in words and ``test_usage_parts_within_totals_is_the_models_check`` pins it
+(the valid documents' parts are 0, so no mutation reaches it).
 """
 
 from __future__ import annotations
@@ -83,6 +87,24 @@ AGGREGATE_FULL = {
     "late": 2,
     "late_redirected": 1,
     "warnings": ["consistency 0.75 < 0.8"],
+    "usage": {
+        "events": 118,
+        "input_tokens": 90000,
+        "output_tokens": 21000,
+        "cached_input_tokens": 40000,
+        "reasoning_tokens": 0,
+        "currency": "USD",
+        "cost": 0.42,
+        "priced": 118,
+        "unpriced": 2,
+        "cost_per_event": 0.00356,
+        "duration_p50_ms": 812.8,
+        "duration_p95_ms": 2511.9,
+        "duration_p99_ms": None,
+        "ttft_p50_ms": None,
+        "ttft_p95_ms": None,
+        "finish_reasons": {"stop": 110, "length": 8},
+    },
 }
 ALERT_FULL = {**ALERT, "min_count": 20, "cooldown_s": 300, "figures": {"mean": 0.41, "alpha": None}}
 REVIEW = {
@@ -178,6 +200,17 @@ def valid_documents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[
             "metadata": {"k": [1, {"x": None}]},
             "timestamp": "2026-11-21T10:00:00.123456+08:00",
             "schema_version": 1,
+            "usage": {
+                "input_tokens": 1200,
+                "output_tokens": 300,
+                "cached_input_tokens": 0,
+                "reasoning_tokens": 0,
+                "duration_ms": 812.5,
+                "time_to_first_token_ms": 0,
+                "cost": 0.0031,
+                "currency": "USD",
+                "finish_reason": "stop",
+            },
         }
     )
     load = lambda p: [orjson.loads(x) for x in p.read_bytes().splitlines()]  # noqa: E731
@@ -337,6 +370,19 @@ def test_mutations_get_the_same_verdict(
 
 def test_integral_float_is_rejected_by_the_model() -> None:
     document = {"id": "e", "model": "m", "output": "o", "schema_version": 1.0}
+    assert _verdicts("request", RequestEvent, document) == (True, False)
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"input_tokens": 10, "cached_input_tokens": 11},
+        {"output_tokens": 1, "reasoning_tokens": 2},
+        {"duration_ms": 1, "time_to_first_token_ms": 2},
+    ],
+)
+def test_usage_parts_within_totals_is_the_models_check(usage: dict[str, Any]) -> None:
+    document = {"id": "e", "model": "m", "output": "o", "usage": usage}
     assert _verdicts("request", RequestEvent, document) == (True, False)
 
 

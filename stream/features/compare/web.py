@@ -27,6 +27,7 @@ from ...api._reads import (
     zmembers,
 )
 from ...keyspace import Keys
+from ._models import models_side_by_side
 from ._recorder import DEFAULT_TTL_S, compact_scores
 from ._scores import compare
 
@@ -139,6 +140,77 @@ PATHS: dict[str, Any] = {
             },
         },
     },
+    "/api/v1/stats/compare/models": {
+        "get": {
+            "operationId": "statsCompareModels",
+            "summary": "quality per cost: every model of one suite side by side, per slice value of one dimension "
+            "on request (docs/usage.md)",
+            "parameters": [
+                {"name": "suite", "in": "query", "required": True, "schema": {"type": "string"}},
+                SIZE,
+                {
+                    "name": "window",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "string"},
+                    "description": "one window start (epoch seconds or RFC 3339); default: the latest `last`",
+                },
+                {
+                    "name": "last",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "integer", "minimum": 1},
+                },
+                {
+                    "name": "dimension",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "string"},
+                    "description": "a slice dimension of the suite file's segments: a row per model and value",
+                },
+            ],
+            "responses": {
+                "200": json_content(
+                    envelope(
+                        {
+                            "type": "object",
+                            "required": ["suite", "size", "windows", "rows"],
+                            "properties": {
+                                "suite": {"type": "string"},
+                                "version": nullable("string"),
+                                "size": {"type": "integer"},
+                                "windows": {"type": "array", "items": {"type": "integer"}},
+                                "rows": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "required": ["model", "count", "pass_rate", "mean", "cost_per_1000"],
+                                        "properties": {
+                                            "model": {"type": "string"},
+                                            "value": {"type": "string"},
+                                            "count": {"type": "integer"},
+                                            "pass_rate": nullable("number"),
+                                            "mean": nullable("number"),
+                                            "cost_per_1000": nullable(
+                                                "number",
+                                                description="per 1,000 priced events; null: none priced",
+                                            ),
+                                            "currency": nullable("string"),
+                                            "priced": {"type": "integer"},
+                                            "unpriced": {"type": "integer"},
+                                        },
+                                    },
+                                },
+                            },
+                        }
+                    ),
+                    "the models side by side",
+                ),
+                "400": error("missing suite; a malformed window, size, last or dimension"),
+                **UNAVAILABLE,
+            },
+        },
+    },
 }
 
 
@@ -146,7 +218,10 @@ def compare_feature(ttl_s: int | None = None) -> WebFeature:
     """The comparison read of compact scores kept ``ttl_s`` (None: the default, as ``STREAMEVAL_COMPARE_TTL_S``
     unset), its path after the examples' in the OpenAPI document."""
     return WebFeature(
-        [web.get("/api/v1/stats/compare", gated(compare_versions))],
+        [
+            web.get("/api/v1/stats/compare", gated(compare_versions)),
+            web.get("/api/v1/stats/compare/models", gated(models_side_by_side)),
+        ],
         openapi_paths=PATHS,
         openapi_after="/api/v1/stats/deadletters",
         state={_TTL_KEY: DEFAULT_TTL_S if ttl_s is None else ttl_s},

@@ -1,0 +1,116 @@
+"""A window's usage figures of the monitored calls (docs/usage.md): pure functions over the figures the
+usage feature (streameval.features.usage) adds to each event's increments, under names starting ``use:``,
+so that the pair's window hash and each of its slices (streameval.features.segments) sum them exactly like
+their own figures. A window without such names has no ``usage`` (nothing configured: nothing changes).
+
+Names: ``use:n`` events with a usage block; ``use:in``, ``use:out``, ``use:cin``, ``use:rt`` token sums
+(input, output, cached input, reasoning); ``use:c`` the cost sum and ``use:p:{currency}`` how many events
+had a cost in that currency; ``use:d{bucket}`` / ``use:t{bucket}`` durations and times to first token in
+log buckets (``use:D``/``use:T``: coarser, what slices keep); ``use:f:{reason}`` finish reasons.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from .models import AggregateUsage
+
+__all__ = ["PREFIX", "bucket", "bucket_value", "usage_of"]
+
+#: the names of the usage figures start with this (a slice keeps names with this prefix too)
+PREFIX = "use:"
+
+#: durations are counted in buckets 10^(1/20) wide (20 a decade) from 1 ms: a percentile read at a bucket's
+#: geometric middle is within ±5.9 % of the exact one (the bucket's half width, 10^(1/40) - 1); bucket 0
+#: holds everything under 1 ms and is read as 0.5 ms. Slices keep them 10 a decade (±12.2 %: 10^(1/20) - 1),
+#: under names of their own (``use:D``, ``use:T``), half as many figures per slice value
+FINE = 20
+COARSE = 10
+
+
+def bucket(ms: float, per_decade: int = FINE) -> int:
+    """The duration bucket of ``ms`` (see above)."""
+    if ms < 1.0:
+        return 0
+    return 1 + int(math.log10(ms) * per_decade)
+
+
+def bucket_value(index: int, per_decade: int = FINE) -> float:
+    """The value a percentile falling in bucket ``index`` is read as: its geometric middle (0.5 ms for 0)."""
+    if index <= 0:
+        return 0.5
+    return float(10 ** ((index - 0.5) / per_decade))
+
+
+def _percentile(buckets: Mapping[int, float], q: float, per_decade: int = FINE) -> float | None:
+    """The nearest-rank ``q`` quantile of bucket counts, read at the bucket's middle."""
+    total = sum(buckets.values())
+    if total <= 0:
+        return None
+    rank = max(1.0, math.ceil(q * total - 1e-9))
+    seen = 0.0
+    for index in sorted(buckets):
+        seen += buckets[index]
+        if seen >= rank:
+            return bucket_value(index, per_decade)
+    return bucket_value(max(buckets), per_decade)
+
+
+def usage_of(fields: Mapping[str, float], count: int) -> AggregateUsage | None:
+    """The window's usage from its figures (``count``: its events); None when it has no usage figure."""
+    durations: dict[int, float] = {}
+    firsts: dict[int, float] = {}
+    coarse: dict[int, float] = {}
+    coarse_firsts: dict[int, float] = {}
+    reasons: dict[str, int] = {}
+    sums: dict[str, float] = {}
+    currency: str | None = None
+    priced = 0.0
+    found = False
+    for name, value in fields.items():
+        if not name.startswith(PREFIX):
+            continue
+        found = True
+        rest = name[4:]
+        if not value:
+            continue
+        if rest.startswith("f:"):
+            reasons[rest[2:]] = round(value)
+        elif rest.startswith("p:"):
+            currency, priced = rest[2:] or None, priced + value
+        elif rest[:1] == "d" and rest[1:].isdigit():
+            durations[int(rest[1:])] = value
+        elif rest[:1] == "t" and rest[1:].isdigit():
+            firsts[int(rest[1:])] = value
+        elif rest[:1] == "D" and rest[1:].isdigit():
+            coarse[int(rest[1:])] = value
+        elif rest[:1] == "T" and rest[1:].isdigit():
+            coarse_firsts[int(rest[1:])] = value
+        else:
+            sums[rest] = value
+    if not found:
+        return None
+    # a slice has the coarse buckets alone; a pair both, and reads the fine ones
+    d_buckets, d_scale = (durations, FINE) if durations else (coarse, COARSE)
+    t_buckets, t_scale = (firsts, FINE) if firsts else (coarse_firsts, COARSE)
+    n = max(0, round(priced))
+    cost = max(0.0, sums.get("c", 0.0))
+    return AggregateUsage(
+        events=max(0, round(sums.get("n", 0.0))),
+        input_tokens=max(0, round(sums.get("in", 0.0))),
+        output_tokens=max(0, round(sums.get("out", 0.0))),
+        cached_input_tokens=max(0, round(sums.get("cin", 0.0))),
+        reasoning_tokens=max(0, round(sums.get("rt", 0.0))),
+        currency=currency,
+        cost=cost,
+        priced=n,
+        unpriced=max(0, count - n),
+        cost_per_event=cost / n if n else None,
+        duration_p50_ms=_percentile(d_buckets, 0.5, d_scale),
+        duration_p95_ms=_percentile(d_buckets, 0.95, d_scale),
+        duration_p99_ms=_percentile(d_buckets, 0.99, d_scale),
+        ttft_p50_ms=_percentile(t_buckets, 0.5, t_scale),
+        ttft_p95_ms=_percentile(t_buckets, 0.95, t_scale),
+        finish_reasons=dict(sorted(reasons.items())),
+    )
