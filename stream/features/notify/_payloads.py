@@ -24,15 +24,18 @@ from ...models import Alert, format_time, parse_time
 from ._config import ChannelConfig
 
 __all__ = [
+    "DASHBOARD_HEADER",
     "FIRING_HOLD_S",
     "SIGNATURE_HEADER",
     "TEST_RULE",
+    "WORST_HEADER",
     "HttpRequest",
     "Links",
     "build_request",
     "incident_key",
     "resolvable",
     "sign",
+    "webhook_link_headers",
 ]
 
 #: the rule name of ``streameval notify test``'s notification
@@ -264,6 +267,18 @@ def sign(secret: str, timestamp: int, body: bytes) -> str:
     return f"t={timestamp},v1={mac}"
 
 
+#: the webhook's links (with ``STREAMEVAL_PUBLIC_URL``): the dashboard's view of the window, its worst examples
+DASHBOARD_HEADER = "X-Streameval-Dashboard"
+WORST_HEADER = "X-Streameval-Worst-Examples"
+
+
+def webhook_link_headers(alert: Alert, links: Links) -> tuple[tuple[str, str], ...]:
+    """The webhook's link headers; none without a public URL. Not signed (the body is): a receiver that
+    needs them signed builds them from the body's model, suite and window, as :class:`Links` does."""
+    found = ((DASHBOARD_HEADER, links.window(alert)), (WORST_HEADER, links.worst(alert)))
+    return tuple((name, href) for name, href in found if href)
+
+
 def alertmanager_body(alert: Alert, links: Links, now: float) -> list[dict[str, Any]]:
     """One postable alert for ``POST /api/v2/alerts``; a resolve ends it (``endsAt`` = now)."""
     started = parse_time(alert.fired_at)
@@ -326,6 +341,7 @@ def build_request(
             (SIGNATURE_HEADER, signature),
             ("X-Streameval-Event", event),
             ("X-Streameval-Incident", quote(incident_key(alert), safe=":/@._-")),
+            *webhook_link_headers(alert, links),
         )
         return HttpRequest(channel.endpoint(), headers, body)
     url = channel.endpoint().rstrip("/") + "/api/v2/alerts"
