@@ -45,6 +45,7 @@ __all__ = [
     "JudgeFallback",
     "JudgeVerdict",
     "RequestEvent",
+    "Resolution",
     "ReviewItem",
     "SessionMetrics",
     "SessionResult",
@@ -539,6 +540,12 @@ class AlertChange(BaseModel):
     events_since: int = Field(ge=0)
 
 
+#: why a resolve ends its alert (docs/notify.md, "Resolve"): the rule no longer fires on a later window; the
+#: detector is back in control; a newer alert of the same detector series replaces it; the pair had no event
+#: for the configured number of windows
+Resolution = Literal["recovered", "in_control", "superseded", "no_events"]
+
+
 class Alert(_Versioned):
     """A rule that fired on a window (alert v1). ``figures`` are the window's figures (docs/statistics.md)."""
 
@@ -573,6 +580,13 @@ class Alert(_Versioned):
         description="resolved: a later window of the same size no longer fires the rule (the id is the "
         "firing alert's; docs/notify.md)",
     )
+    resolution: Resolution | None = Field(
+        default=None,
+        description="a resolve: why it ends the alert (recovered, in_control, superseded, no_events; "
+        "docs/notify.md); absent on a firing alert",
+    )
+
+    omitted_when_unset: ClassVar[tuple[str, ...]] = ("suite_version", "resolution")
 
 
 class AggregateEvaluator(BaseModel):

@@ -117,14 +117,18 @@ def window_steps(
     the closer calls them."""
     out: list[WindowStep] = []
     windowing = suites.windowing
+    resolves = bool(suites.notify)  # alerts resolve only for the notifier (streameval.features.notify)
+    detectors: dict[str, int | None] = {}
     if windowing.score_shift is not None:
-        out.append(ScoreShiftStep(windowing.score_shift, windows))
+        out.append(ScoreShiftStep(windowing.score_shift, windows, resolves=resolves))
+        detectors["score_shift"] = windowing.score_shift.resolve_after_empty
     if windowing.embedding_drift is not None:
-        out.append(DriftStep(windowing.embedding_drift, windows))
+        out.append(DriftStep(windowing.embedding_drift, windows, resolves=resolves))
+        detectors["embedding_drift"] = windowing.embedding_drift.resolve_after_empty
     if labels is not None:
         out.append(AgreementStep(labels))
-    if suites.notify:  # resolves for the notifier (streameval.features.notify)
-        out.append(ResolveStep(suites.alerts))
+    if resolves:
+        out.append(ResolveStep(suites.alerts, detectors))
     return out
 
 

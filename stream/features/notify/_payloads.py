@@ -32,8 +32,8 @@ __all__ = [
     "HttpRequest",
     "Links",
     "build_request",
+    "detector_alert",
     "incident_key",
-    "resolvable",
     "sign",
     "webhook_link_headers",
 ]
@@ -46,7 +46,7 @@ SIGNATURE_HEADER = "X-Streameval-Signature"
 FIRING_HOLD_S = 24 * 3600
 
 _MAX_KEY = 255  # PagerDuty's dedup_key limit (Opsgenie's alias takes 512)
-_UNRESOLVED = ("score_shift", "embedding_drift")  # detector alerts: one incident each, no resolve
+_DETECTORS = ("score_shift", "embedding_drift")  # detector alerts: one incident each
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,16 +58,16 @@ class HttpRequest:
     body: bytes
 
 
-def resolvable(alert: Alert) -> bool:
-    """Whether the alert's incident can resolve (a rule's; not a detector's one-off)."""
-    return not (alert.rule in _UNRESOLVED and alert.metric == alert.rule)
+def detector_alert(alert: Alert) -> bool:
+    """Whether the alert is a detector's (score shift, embedding drift): one incident per alert."""
+    return alert.rule in _DETECTORS and alert.metric == alert.rule
 
 
 def incident_key(alert: Alert) -> str:
     """The alert's stable key: the same for every window a rule fires on a model x suite, and for its
     resolve (PagerDuty ``dedup_key``, Opsgenie ``alias``). Detector alerts (score shift, embedding drift)
-    are one incident each (their id)."""
-    if not resolvable(alert):
+    are one incident each (their id, which their resolve carries too)."""
+    if detector_alert(alert):
         key = f"streameval:{alert.id}"
     else:
         key = f"streameval:{alert.rule}:{alert.window.size_s}:{alert.model}:{alert.suite}"
@@ -293,6 +293,8 @@ def alertmanager_body(alert: Alert, links: Links, now: float) -> list[dict[str, 
     }
     if alert.examples:
         annotations["examples"] = ", ".join(alert.examples)
+    if alert.resolution is not None:
+        annotations["resolution"] = alert.resolution
     worst = links.worst(alert)
     if worst:
         annotations["worst_examples"] = worst
@@ -304,6 +306,8 @@ def alertmanager_body(alert: Alert, links: Links, now: float) -> list[dict[str, 
             "suite": alert.suite,
             "rule": alert.rule,
             "source": "streameval",
+            # a detector's alerts are one incident each: Alertmanager tells them apart by their labels
+            **({"incident": incident_key(alert)} if detector_alert(alert) else {}),
         },
         "annotations": annotations,
         "startsAt": format_time(min(started, ends)),

@@ -10,7 +10,7 @@ token there as they do on the worker.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import web
 
@@ -38,7 +38,9 @@ def notify_web_app(access: Access, token: str | None) -> web.Application:
     """/health and /metrics, the token asked where ``access`` says so."""
 
     @web.middleware
-    async def guard(request: web.Request, handler: web.RequestHandler) -> web.StreamResponse:
+    async def guard(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         if needs_token(request, access) and not token_given(request, token):
             return web.json_response(
                 {"error": "a valid 'Authorization: Bearer <token>' is required"}, status=401
