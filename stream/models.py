@@ -433,10 +433,11 @@ class SessionMetrics(BaseModel):
     domains: dict[str, float] = Field(description="mean turn score per domain")
 
 
-class SessionResult(BaseModel):
+class SessionResult(_Versioned):
     """The graded result of one session: a conversation or agent run judged as a whole (session result v1)."""
 
     model_config = _STRICT
+    omitted_when_unset: ClassVar[tuple[str, ...]] = ("suite_version", "backfill")
 
     schema_version: SchemaVersion = 1
     id: str = Field(description="session:key#revision")
@@ -464,6 +465,15 @@ class SessionResult(BaseModel):
     evaluated_at: str = Field(pattern=RFC3339)
     latency_ms: float = Field(ge=0.0)
     pipeline_version: str
+    suite_version: str | None = Field(
+        default=None,
+        pattern=SUITE_VERSION,
+        description="the session's version: short content hash of its resolved definition (docs/versions.md)",
+    )
+    backfill: bool | None = Field(
+        default=None,
+        description="true: judged by `streameval backfill` from the retained request topic; absent otherwise",
+    )
 
 
 class DeadLetterSource(BaseModel):
