@@ -92,7 +92,8 @@ class Firing:
         if not keys:
             return
         async with self.client.pipeline(transaction=False) as pipe:
-            pipe.delete(*keys)
+            for key in keys:  # one command each: the keys are in their pairs' slots (Redis Cluster)
+                pipe.delete(key)
             pipe.zrem(self.keys.firing_index, *keys)
             await guard(pipe.execute())
 
