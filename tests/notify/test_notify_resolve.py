@@ -170,3 +170,23 @@ async def test_a_recovered_resolve_says_so(store: ResultStore, clock: Clock) -> 
     firing, resolved = [v for k, v in sink.messages if k == "alert"]
     assert b'"resolution"' not in firing  # a firing alert is written as before (the field is absent)
     assert orjson.loads(resolved)["resolution"] == "recovered"
+
+
+async def test_a_detectors_next_alarm_supersedes_its_firing_alert(store: ResultStore) -> None:
+    from _notify_helpers import alert
+
+    from streameval.features._firing import Firing
+
+    firing, sink = Firing(store), Sink()
+    key = firing.key(store.pair_id("gpt-4o", "qa", ""), "score_shift:overall", 60)
+    first = alert(id="score_shift:overall:60:a:gpt-4o:qa", rule="score_shift", metric="score_shift")
+    second = first.model_copy(update={"id": "score_shift:overall:60:b:gpt-4o:qa"})
+    await firing.replace(key, first, None, T0, sink)
+    await firing.replace(key, first, None, T0, sink)  # a fold repeated after a crash: nothing more
+    assert sink.alerts() == []
+    await firing.replace(key, second, None, T0, sink)
+    [ended] = sink.alerts()
+    assert (ended.id, ended.status, ended.resolution) == (first.id, "resolved", "superseded")
+    assert ended.message == f"resolved: superseded by {second.id}"
+    assert (await firing.get(key)) == second
+    sink.check_contracts()
