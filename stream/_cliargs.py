@@ -492,6 +492,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="test: the channel to send to (required with test; default: none)",
     )
+    notify.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="run: serve /health and /metrics (the per-channel figures) on this port "
+        "(default: STREAMEVAL_WEB_PORT; unset: no web server)",
+    )
     notify.add_argument("--bootstrap", metavar="HOSTS", help=BOOTSTRAP_HELP)
     notify.add_argument("--redis-url", metavar="URL", help=REDIS_HELP)
 

@@ -32,6 +32,7 @@ from .errors import ConfigError, ConfigIssue
 from .models import Aggregate, Alert
 
 __all__ = [
+    "EMPTY_WINDOWS",
     "HUMAN_MIN_LABELS",
     "METRICS",
     "AlertRule",
@@ -77,6 +78,11 @@ def human_agreement(aggregate: Aggregate, min_labels: int = HUMAN_MIN_LABELS) ->
     if aggregate.human is None:
         return None
     return aggregate.human.lowest_kappa(min_labels)
+
+
+#: with ``notify:``, a firing alert whose model x suite receives no event for this many windows of its size
+#: resolves (``resolution: no_events``) unless the rule (or the detector's block) says otherwise
+EMPTY_WINDOWS = 3
 
 
 #: metric name -> how it is read off a window's aggregate (docs/statistics.md defines each figure)
@@ -154,6 +160,12 @@ class AlertRule(BaseModel):
         default=None,
         min_length=1,
         description="slice dimensions (segments:): fire per value of each instead of on the pair (docs/segments.md)",
+    )
+    resolve_after_empty: int | None = Field(
+        default=EMPTY_WINDOWS,
+        ge=1,
+        description="with notify: a firing alert resolves (no_events) once this many windows of its size "
+        "passed without an event of its model x suite; null: never",
     )
 
     def applies(self, model: str, suite: str) -> bool:

@@ -37,7 +37,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from .config import LoadedConfig, Suite
 from .errors import ConfigError, EventError, UnroutableEvent
-from .features.setup import slice_annotators
+from .features.sessions.closer import content_of
+from .features.sessions.local import LocalSessions
+from .features.sessions.turns import turns_in
+from .features.setup import annotators
 from .inputs import Inputs
 from .judges import JudgeCache, sampled
 from .kafka_io import _servers, _start
@@ -66,7 +69,7 @@ class SampledSuites(LoadedConfig):
     """The suites, routed as configured, keeping the ``rate`` share of events by event-id hash."""
 
     def __init__(self, suites: LoadedConfig, rate: float) -> None:
-        super().__init__(suites.all, suites.judges, (), suites.windowing, suites.inputs)
+        super().__init__(suites.all, suites.judges, (), suites.windowing, suites.inputs, suites.sessions)
         self.inner = suites
         self.rate = rate
 
@@ -80,7 +83,7 @@ def backfill_group(
     app_id: str, suites: LoadedConfig, since_ms: int, until_ms: int | None, sample: float
 ) -> str:
     """The consumer group of a backfill: the same command (same versions, range, sample) resumes it."""
-    versions = sorted((s.name, s.version) for s in suites.all)
+    versions = sorted((s.name, s.version) for s in suites.scoring)  # the suites' and the sessions'
     key = definition_hash({"versions": versions, "from": since_ms, "to": until_ms, "sample": sample})
     return f"{app_id}.backfill.{key}"
 
@@ -110,6 +113,8 @@ class BackfillReport:
     in_range: int = 0  # records within [--from, --to)
     results: int = 0  # results recorded and published
     counted: int = 0  # of which counted for the first time (not replays of an earlier interrupted run)
+    sessions: int = 0  # session results recorded and published (sessions: judged once the range is read)
+    sessions_counted: int = 0  # of which counted for the first time
     unsampled: int = 0
     dropped: int = 0  # requests that could not be evaluated (the live worker dead-lettered them)
     cost: float = 0.0
@@ -225,7 +230,7 @@ async def run_backfill(
     inputs = Inputs(suites.inputs, max_depth=settings.max_event_depth)
     topics = inputs.topics(settings.topic_requests)
     group = backfill_group(settings.app_id, suites, since_ms, until_ms, sample)
-    report = BackfillReport(group=group, versions={s.name: s.version for s in suites.all})
+    report = BackfillReport(group=group, versions={s.name: s.version for s in suites.scoring})
     assert settings.redis_url is not None
     client = connect(settings.redis_url, max_connections=16, **redis_options(settings))
     store = open_store(
@@ -235,7 +240,7 @@ async def run_backfill(
     current = {
         as_text(k): as_text(v) for k, v in (await guard(client.hgetall(store.keys.current_versions))).items()
     }
-    live = [f"{s.name} {s.version}" for s in suites.all if current.get(s.name) == s.version]
+    live = [f"{s.name} {s.version}" for s in suites.scoring if current.get(s.name) == s.version]
     if live:
         await client.aclose()
         raise ConfigError(
@@ -265,7 +270,7 @@ async def run_backfill(
             await register_versions(
                 client,
                 store.keys,
-                [VersionInfo(s.name, s.version, s.label, s.definition) for s in suites.all],
+                [VersionInfo(s.name, s.version, s.label, s.definition) for s in suites.scoring],
                 run="backfill",
                 file=config_file,
             )
@@ -284,9 +289,13 @@ async def run_backfill(
                 result_marks={"backfill": True},
                 judge_budget_scope="~backfill",
                 judge_transport=judge_transport,
-                annotators=slice_annotators(suites),  # the backfilled version's windows keep their slices
+                annotators=annotators(suites),  # the sessions' turns (none without sessions:)
             )
             await pipeline.start()
+        # sessions are judged once the whole range is read (their turns are kept in memory meanwhile), so
+        # offsets are committed only then: an interrupted run starts again from --from (module docstring)
+        sessions = LocalSessions(suites.sessions) if suites.sessions and not dry_run else None
+        held: dict[TopicPartition, int] = {}
         for tp in plan.partitions:
             consumer.seek(tp, plan.start[tp])
         todo = {tp for tp in plan.partitions if plan.start[tp] < plan.end[tp]}
@@ -342,10 +351,17 @@ async def run_backfill(
             elif messages:
                 assert pipeline is not None and producer is not None
                 await _evaluate_and_publish(
-                    pipeline, store, producer, output_topic or settings.topic_results, messages, report
+                    pipeline,
+                    store,
+                    producer,
+                    output_topic or settings.topic_results,
+                    messages,
+                    report,
+                    sessions,
                 )
-            if commits and not dry_run:
+            if commits and not dry_run and sessions is None:
                 await consumer.commit(commits)
+            held.update(commits)
             if on_progress is not None:
                 on_progress(report.offsets, planned, report.cost)
             if max_cost is not None and report.cost >= max_cost:
@@ -357,6 +373,11 @@ async def run_backfill(
         if dry_run:
             report.results = len(estimate)
             report.estimated_cost = _estimate_cost(suites, estimate)
+        elif sessions is not None and report.stopped == "end":
+            assert pipeline is not None and producer is not None
+            await _judge_sessions(pipeline, store, producer, settings.topic_sessions, sessions, report)
+            if held:
+                await consumer.commit(held)
     finally:
         if pipeline is not None:
             await pipeline.close()
@@ -393,13 +414,17 @@ async def _evaluate_and_publish(
     topic: str,
     messages: Sequence[tuple[bytes, Source, float]],
     report: BackfillReport,
+    sessions: LocalSessions | None = None,
 ) -> None:
-    """Evaluate a batch (each event's time defaults to its record's), record it, publish the results."""
+    """Evaluate a batch (each event's time defaults to its record's), record it, publish the results; the
+    turns of ``sessions`` are kept for :func:`_judge_sessions`."""
     outcomes = await asyncio.gather(
         *(pipeline.process(raw, source, received_at=at) for raw, source, at in messages)
     )
     items = []
     for (raw, _, _), outcome in zip(messages, outcomes, strict=True):
+        if sessions is not None and outcome.dead_letter is None:  # a turn, or an agent run's step
+            sessions.add(turns_in(outcome.annotations))
         if outcome.result is None:
             reason = outcome.dead_letter.reason if outcome.dead_letter is not None else ""
             if "sample" in reason:
@@ -423,3 +448,35 @@ async def _evaluate_and_publish(
         deliveries.append(await producer.send(topic, key=result.id.encode(), value=previous or encoded))
     await asyncio.gather(*deliveries)
     report.results += len(items)
+
+
+async def _judge_sessions(
+    pipeline: Pipeline,
+    store: ResultStore,
+    producer: AIOKafkaProducer,
+    topic: str,
+    sessions: LocalSessions,
+    report: BackfillReport,
+) -> None:
+    """Judge every session of the range (closed at its end, as ``streameval evaluate`` closes them), record
+    each under its version's pair (idempotent by id and turns: a run started again counts nothing twice) and
+    publish it, marked ``backfill: true``, to the sessions topic."""
+    closed = await sessions.judge_all(pipeline)
+    if not closed:
+        return
+    items = [
+        (graded, result.model_dump_json().encode(), counters, content_of(result.turn_ids, result.revision))
+        for graded, result, counters in closed
+    ]
+    for _, _, counters, _ in items:
+        for name, value in (counters or {}).get("judge_panel", {}).items():
+            if name.endswith(".cost") and math.isfinite(value):
+                report.cost += value
+    stored = await store.record_many(items)
+    deliveries = []
+    for (_, result, _), (_, encoded, _, _), previous in zip(closed, items, stored, strict=True):
+        report.sessions_counted += previous is None
+        key = f"{result.session}:{result.key}".encode()
+        deliveries.append(await producer.send(topic, key=key, value=previous or encoded))
+    await asyncio.gather(*deliveries)
+    report.sessions += len(items)

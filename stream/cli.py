@@ -190,7 +190,7 @@ def _notify(args: argparse.Namespace, load: Callable[..., Settings]) -> int:
         raise UsageError("no suite config: pass --config FILE or set STREAMEVAL_CONFIG")
     if args.action == "test":
         return run_test(settings, settings.config, args.channel)
-    return run_until_signal(settings, settings.config)
+    return run_until_signal(settings, settings.config, port=args.port)
 
 
 def _api(args: argparse.Namespace, settings: Settings) -> int:

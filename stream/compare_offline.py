@@ -7,6 +7,10 @@ Two ways in:
 * two result files (JSONL of graded results, e.g. two ``streameval evaluate`` outputs, or results
   tailed from the topic): results are joined by id within each model × suite.
 
+Sessions count like suites: with suite files, each file's sessions of the same name judge the file's
+conversations (closed at its end, as ``streameval evaluate`` closes them); a result file may hold session
+results (``streameval evaluate --sessions``, or tailed from the sessions topic), joined by their id.
+
 Either way :func:`streameval.features.compare.compare` reports, per model × suite, version b against version a.
 """
 
@@ -23,7 +27,11 @@ from pydantic import ValidationError
 from .config import load_config
 from .errors import ConfigError
 from .features.compare import Compact, compact, compare
-from .models import GradedResult, parse_time
+from .features.sessions.closer import graded_of
+from .features.sessions.local import LocalSessions
+from .features.sessions.turns import turns_in
+from .features.setup import annotators
+from .models import GradedResult, SessionResult, parse_time
 from .offline import iter_lines
 from .pipeline import Pipeline
 
@@ -77,9 +85,12 @@ def read_results(path: Path) -> list[GradedResult]:
                 try:
                     out.append(GradedResult.model_validate_json(raw))
                 except ValidationError as exc:
-                    raise ConfigError(
-                        f"{path}:{number}: not a graded result: {exc.errors()[0]['msg']}"
-                    ) from None
+                    try:  # a session result: compared as the graded form it was recorded as
+                        out.append(graded_of(SessionResult.model_validate_json(raw)))
+                    except ValidationError:
+                        raise ConfigError(
+                            f"{path}:{number}: not a graded result: {exc.errors()[0]['msg']}"
+                        ) from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     return out
@@ -90,12 +101,20 @@ def compare_result_files(a: Path, b: Path) -> list[dict[str, Any]]:
 
 
 async def _evaluate(pipeline: Pipeline, lines: Sequence[bytes], concurrency: int) -> list[GradedResult]:
+    """Every event's result, then every session's graded form (judged at the end, as offline)."""
+    sessions = LocalSessions(pipeline.suites.sessions) if pipeline.suites.sessions else None
     await pipeline.start()
     try:
         out: list[GradedResult] = []
         for i in range(0, len(lines), concurrency):
             outcomes = await asyncio.gather(*(pipeline.process(raw) for raw in lines[i : i + concurrency]))
             out += [o.result for o in outcomes if o.result is not None]
+            if sessions is not None:
+                for outcome in outcomes:
+                    if outcome.dead_letter is None:
+                        sessions.add(turns_in(outcome.annotations))
+        if sessions is not None:
+            out += [graded for graded, _ in await sessions.close_all(pipeline)]
         return out
     finally:
         await pipeline.close()
@@ -105,7 +124,8 @@ def compare_suite_files(a: Path, b: Path, events: Path, *, concurrency: int = 64
     """Evaluate ``events`` with the suites of ``a`` and of ``b``; compare suites of the same name."""
     _, suites_a = load_config(a)
     _, suites_b = load_config(b)
-    if not set(suites_a.by_name) & set(suites_b.by_name):
+    common = {s.name for s in suites_a.scoring} & {s.name for s in suites_b.scoring}  # suites and sessions
+    if not common:
         raise ConfigError(f"{a} and {b} have no suite name in common: nothing to compare")
     try:
         with events.open("rb") as handle:
@@ -115,12 +135,11 @@ def compare_suite_files(a: Path, b: Path, events: Path, *, concurrency: int = 64
 
     async def both() -> tuple[list[GradedResult], list[GradedResult]]:
         return (
-            await _evaluate(Pipeline(suites_a), lines, concurrency),
-            await _evaluate(Pipeline(suites_b), lines, concurrency),
+            await _evaluate(Pipeline(suites_a, annotators=annotators(suites_a)), lines, concurrency),
+            await _evaluate(Pipeline(suites_b, annotators=annotators(suites_b)), lines, concurrency),
         )
 
     results_a, results_b = asyncio.run(both())
-    common = set(suites_a.by_name) & set(suites_b.by_name)
     return compare_results(
         [r for r in results_a if r.suite in common], [r for r in results_b if r.suite in common]
     )

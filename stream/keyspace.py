@@ -240,6 +240,12 @@ class Keys:
         return f"{self.ix}edlease:{size}"
 
     @property
+    def firing_index(self) -> str:
+        """Firing key (:meth:`alert_firing`) -> when it resolves for want of events (epoch seconds: the end of
+        the last empty window it waits for); kept only when the suite file has ``notify:``."""
+        return self.ix + "firing"
+
+    @property
     def recent_alerts(self) -> str:
         return self.ix + "alerts:recent"
 

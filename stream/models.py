@@ -47,6 +47,7 @@ __all__ = [
     "JudgeFallback",
     "JudgeVerdict",
     "RequestEvent",
+    "Resolution",
     "ReviewItem",
     "SessionMetrics",
     "SessionResult",
@@ -436,10 +437,11 @@ class SessionMetrics(BaseModel):
     domains: dict[str, float] = Field(description="mean turn score per domain")
 
 
-class SessionResult(BaseModel):
+class SessionResult(_Versioned):
     """The graded result of one session: a conversation or agent run judged as a whole (session result v1)."""
 
     model_config = _STRICT
+    omitted_when_unset: ClassVar[tuple[str, ...]] = ("suite_version", "backfill")
 
     schema_version: SchemaVersion = 1
     id: str = Field(description="session:key#revision")
@@ -467,6 +469,15 @@ class SessionResult(BaseModel):
     evaluated_at: str = Field(pattern=RFC3339)
     latency_ms: float = Field(ge=0.0)
     pipeline_version: str
+    suite_version: str | None = Field(
+        default=None,
+        pattern=SUITE_VERSION,
+        description="the session's version: short content hash of its resolved definition (docs/versions.md)",
+    )
+    backfill: bool | None = Field(
+        default=None,
+        description="true: judged by `streameval backfill` from the retained request topic; absent otherwise",
+    )
 
 
 class DeadLetterSource(BaseModel):
@@ -555,11 +566,17 @@ class AggregateSegment(BaseModel):
     )
 
 
+#: why a resolve ends its alert (docs/notify.md, "Resolve"): the rule no longer fires on a later window; the
+#: detector is back in control; a newer alert of the same detector series replaces it; the pair had no event
+#: for the configured number of windows
+Resolution = Literal["recovered", "in_control", "superseded", "no_events"]
+
+
 class Alert(_Versioned):
     """A rule that fired on a window (alert v1). ``figures`` are the window's figures (docs/statistics.md)."""
 
     model_config = _STRICT
-    omitted_when_unset: ClassVar[tuple[str, ...]] = ("suite_version", "segment")
+    omitted_when_unset: ClassVar[tuple[str, ...]] = ("suite_version", "segment", "resolution")
 
     schema_version: SchemaVersion = 1
     id: str
@@ -592,6 +609,11 @@ class Alert(_Versioned):
         default="firing",
         description="resolved: a later window of the same size no longer fires the rule (the id is the "
         "firing alert's; docs/notify.md)",
+    )
+    resolution: Resolution | None = Field(
+        default=None,
+        description="a resolve: why it ends the alert (recovered, in_control, superseded, no_events; "
+        "docs/notify.md); absent on a firing alert",
     )
 
 

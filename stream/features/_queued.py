@@ -26,9 +26,11 @@ class QueuedFoldStep:
     queue_key: str
     lease_key: str
 
-    def __init__(self, config: Any, windows: Sequence[int]) -> None:
+    def __init__(self, config: Any, windows: Sequence[int], *, resolves: bool = False) -> None:
         check_kept_window(self.setting, config.window, windows)
         self.config = config
+        # with notify: its alerts' firing state is kept and they resolve (streameval.features._firing)
+        self.resolves = resolves
 
     async def closing(self, ctx: WindowContext, window: ClosingWindow) -> Mapping[str, Mapping[str, Any]]:
         """Queue a window of the step's size (folded in order by :meth:`tick`)."""

@@ -138,16 +138,20 @@ def window_steps(
     the closer calls them."""
     out: list[WindowStep] = []
     windowing = suites.windowing
+    resolves = bool(suites.notify)  # alerts resolve only for the notifier (streameval.features.notify)
+    detectors: dict[str, int | None] = {}
     if windowing.score_shift is not None:
-        out.append(ScoreShiftStep(windowing.score_shift, windows))
+        out.append(ScoreShiftStep(windowing.score_shift, windows, resolves=resolves))
+        detectors["score_shift"] = windowing.score_shift.resolve_after_empty
     if windowing.embedding_drift is not None:
-        out.append(DriftStep(windowing.embedding_drift, windows))
+        out.append(DriftStep(windowing.embedding_drift, windows, resolves=resolves))
+        detectors["embedding_drift"] = windowing.embedding_drift.resolve_after_empty
     if labels is not None:
         out.append(AgreementStep(labels))
     if suites.segments:  # before the notifier's resolves: they read the window's alerts only
         out.append(SlicesStep(suites.segments, suites.alerts))
-    if suites.notify:  # resolves for the notifier (streameval.features.notify)
-        out.append(ResolveStep(suites.alerts))
+    if resolves:
+        out.append(ResolveStep(suites.alerts, detectors))
     if suites.prices is not None or suites.budgets:
         currency = suites.prices.currency if suites.prices is not None else None
         dimensions = tuple(d.name for d in suites.segments)

@@ -111,7 +111,13 @@ def _version() -> str:
 
 
 async def _run(
-    aredis: aioredis.Redis, prefix: str, windows: list[list[Outcome]], workers: int, seed: int = 3
+    aredis: aioredis.Redis,
+    prefix: str,
+    windows: list[list[Outcome]],
+    workers: int,
+    seed: int = 3,
+    *,
+    resolves: bool = False,
 ) -> list[Alert]:
     _, suites = parse_config_text(_config())
     cfg = suites.windowing.embedding_drift
@@ -134,7 +140,7 @@ async def _run(
             allowed_lateness_s=LATENESS,
             worker_id=f"w{i}",
             clock=clock.redis,
-            steps=[DriftStep(cfg, s.windows)],
+            steps=[DriftStep(cfg, s.windows, resolves=resolves)],
         )
         for i, s in enumerate(stores)
     ]
@@ -185,6 +191,20 @@ async def test_two_workers_give_the_alerts_of_one(aredis: aioredis.Redis, prefix
     assert telemetry.EMBEDDING_DRIFT.labels("qa", "count")._value.get() == PER_WINDOW
     assert 0.0 <= telemetry.EMBEDDING_DRIFT.labels("qa", "centroid_distance")._value.get() < 0.2
     print(alert.message)
+
+
+async def test_with_notify_a_drift_alert_resolves_once_the_new_reference_is_in_control(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
+    need_extra()
+    alerts = await _run(aredis, prefix, _outcomes(SHIFT_AT), 2, resolves=True)
+    assert [(a.status, a.resolution) for a in alerts] == [("firing", None), ("resolved", "in_control")]
+    fired, resolved = alerts
+    assert resolved.id == fired.id
+    # the reference learnt again from the 5 windows after the alarm (100 events), then a window compared
+    assert resolved.window.start == format_time(T0 + (SHIFT_AT + 6) * SIZE)
+    assert resolved.figures["mmd2"] is not None and resolved.figures["mmd2"] < 0.05
+    assert resolved.message.startswith("resolved: outputs of m / qa no longer drift")
 
 
 async def test_a_stable_stream_raises_nothing(aredis: aioredis.Redis, prefix: str) -> None:

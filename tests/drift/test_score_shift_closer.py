@@ -77,7 +77,13 @@ async def _tick(closer: WindowCloser, sink: Sink) -> None:
 
 
 async def _run(
-    aredis: aioredis.Redis, prefix: str, results: list[GradedResult], workers: int, sink: Sink | None = None
+    aredis: aioredis.Redis,
+    prefix: str,
+    results: list[GradedResult],
+    workers: int,
+    sink: Sink | None = None,
+    *,
+    resolves: bool = False,
 ) -> list[Alert]:
     clock, sink = Clock(float(T0)), sink or Sink()
     stores = [
@@ -97,7 +103,7 @@ async def _run(
             allowed_lateness_s=LATENESS,
             worker_id=f"w{i}",
             clock=clock.redis,
-            steps=[ScoreShiftStep(CFG, s.windows)],
+            steps=[ScoreShiftStep(CFG, s.windows, resolves=resolves)],
         )
         for i, s in enumerate(stores)
     ]
@@ -159,6 +165,33 @@ async def test_two_workers_give_the_alerts_of_one(aredis: aioredis.Redis, prefix
     # one alert per series: the reference is learnt again after it
     assert len(one) == len(series)
     print(one[0].message)
+
+
+async def test_with_notify_a_shift_alert_resolves_once_the_detector_is_back_in_control(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
+    results = await _results()
+    sink = Sink()
+    alerts = await _run(aredis, prefix, results, 2, sink, resolves=True)
+    firing = [a for a in alerts if a.status == "firing"]
+    resolved = [a for a in alerts if a.status == "resolved"]
+    assert {a.change.series for a in firing if a.change} == {"overall", "evaluator:similarity"}
+    # each alert resolved once, by its detector: the new level learnt as the reference, then a window in control
+    assert sorted(a.id for a in resolved) == sorted(a.id for a in firing), [a.message for a in alerts]
+    relearnt = CFG.reference_events // PER_WINDOW * SIZE
+    for alert in resolved:
+        fired = next(a for a in firing if a.id == alert.id)
+        assert alert.resolution == "in_control"
+        assert parse_time(alert.window.start) >= parse_time(fired.window.start) + relearnt
+        assert alert.message.startswith(f"resolved: {fired.change.series} of m / qa is back in control")  # type: ignore[union-attr]
+        assert alerts.index(alert) > alerts.index(fired)
+    sink.check_contracts()
+
+
+async def test_without_notify_no_shift_state_is_kept(aredis: aioredis.Redis, prefix: str) -> None:
+    alerts = await _run(aredis, prefix, await _results(), 1)
+    assert alerts and all(a.status == "firing" for a in alerts)
+    assert [k async for k in aredis.scan_iter(match=f"{prefix}*firing*")] == []
 
 
 async def test_the_window_must_be_kept(aredis: aioredis.Redis, prefix: str) -> None:

@@ -135,3 +135,57 @@ receivers:
 
 async def _none(active: Any) -> bool:
     return not await active()
+
+
+@pytest.mark.skipif(shutil.which(BINARY) is None, reason="prometheus-alertmanager is not installed")
+async def test_two_detector_alerts_of_one_pair_are_two_alerts_and_each_resolve_ends_its_own(
+    tmp_path: Path,
+) -> None:
+    config, storage = tmp_path / "alertmanager.yml", tmp_path / "data"
+    config.write_text("route:\n  receiver: none\nreceivers:\n  - name: none\n")
+    port = free_port()
+    proc = start_alertmanager(config, storage, port, tmp_path / "alertmanager.log")
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient() as http:
+
+            async def ready() -> bool:
+                assert proc.poll() is None, (tmp_path / "alertmanager.log").read_text()
+                return (await http.get(f"{base}/-/ready", timeout=1)).status_code == 200
+
+            await wait_until(ready, timeout=30, what="Alertmanager to be ready", ignore=(httpx.HTTPError,))
+            channel = ChannelConfig.model_validate({"name": "am", "kind": "alertmanager", "url": base})
+            worker = ChannelWorker(channel, http, Links(None))
+            shifts = [
+                alert(id=f"score_shift:{series}:60:w:gpt-4o:qa", rule="score_shift", metric="score_shift")
+                for series in ("overall", "evaluator:exact_match")
+            ]
+            for shift in shifts:
+                assert (await worker.deliver(shift)).delivered
+
+            async def active() -> list[str]:
+                found = (
+                    await http.get(f"{base}/api/v2/alerts", params={"filter": 'source="streameval"'})
+                ).json()
+                return sorted(a["annotations"]["alert_id"] for a in found if a["status"]["state"] == "active")
+
+            async def both() -> bool:
+                return await active() == sorted(s.id for s in shifts)
+
+            await wait_until(both, timeout=30, what="both shift alerts in Alertmanager")
+            done = shifts[0].model_copy(update={"status": "resolved", "resolution": "in_control"})
+            assert (await worker.deliver(done)).delivered
+
+            async def one_left() -> bool:
+                return await active() == [shifts[1].id]
+
+            await wait_until(one_left, timeout=30, what="the resolve to end only its own alert")
+    except BaseException:
+        print((tmp_path / "alertmanager.log").read_text(errors="replace")[-3000:])
+        raise
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()

@@ -12,6 +12,7 @@ import asyncio
 import base64
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ import uuid
 from collections import defaultdict
 from pathlib import Path
 
+import httpx
 import orjson
 import pytest
 import redis.asyncio as aioredis
@@ -218,4 +220,76 @@ async def test_notify_killed_mid_delivery_loses_nothing_and_repeats_the_same_ded
                     proc.wait(20)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+        await receiver.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_notify_alone_serves_the_per_channel_metrics(
+    broker: EmbeddedBroker, redis_url: str, prefix: str, topics: dict[str, str], tmp_path: Path
+) -> None:
+    async def pagerduty(request: web.Request, body: bytes) -> web.StreamResponse:
+        return web.json_response({"status": "success"}, status=202)
+
+    receiver = await Receiver(pagerduty).start()
+    await ensure_topics(broker.bootstrap, [topics["alerts"], topics["deadletter"]])
+    config = write_suite(tmp_path / "suites.yaml", receiver.url)
+    port = _free_port()
+    env = {
+        **os.environ,
+        "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap,
+        "REDIS_URL": redis_url,
+        "STREAMEVAL_REDIS_PREFIX": prefix,
+        "STREAMEVAL_APP_ID": f"n-{uuid.uuid4().hex[:8]}",
+        "STREAMEVAL_TOPIC_ALERTS": topics["alerts"],
+        "STREAMEVAL_TOPIC_DEADLETTER": topics["deadletter"],
+        "STREAMEVAL_BROKER_SESSION_TIMEOUT": "10",
+    }
+    log = tmp_path / "notify.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streameval", "notify", "--config", str(config), "--port", str(port)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    url = f"http://127.0.0.1:{port}/metrics"
+    scraped = {"text": ""}
+
+    async def scrape() -> str:
+        try:
+            async with httpx.AsyncClient() as http:
+                response = await http.get(url, timeout=2)
+        except httpx.HTTPError:
+            return ""
+        return response.text if response.status_code == 200 else ""
+
+    try:
+        deadline = time.monotonic() + 60
+        while 'streameval_notify_sent_total{channel="oncall"} 0.0' not in scraped["text"]:
+            assert proc.poll() is None and time.monotonic() < deadline, "no /metrics before the first alert"
+            scraped["text"] = await scrape()
+            await asyncio.sleep(0.2)
+        await publish_alerts(broker.bootstrap, topics["alerts"], 3, uuid.uuid4().hex[:6])
+        deadline = time.monotonic() + 90
+        while 'streameval_notify_sent_total{channel="oncall"} 3.0' not in scraped["text"]:
+            assert proc.poll() is None and time.monotonic() < deadline, scraped["text"][-2000:]
+            scraped["text"] = await scrape()
+            await asyncio.sleep(0.2)
+        assert 'streameval_notify_latency_seconds_count{channel="oncall"} 3.0' in scraped["text"]
+        assert 'streameval_notify_dead_lettered_total{channel="oncall"} 0.0' in scraped["text"]
+    except BaseException:
+        sys.stderr.write(f"--- notify.log ---\n{log.read_text(errors='replace')[-3000:]}\n")
+        raise
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
         await receiver.stop()

@@ -74,6 +74,7 @@ def settings_for(broker: EmbeddedBroker, redis_url: str, prefix: str, topics: di
         app_id=f"bf-{prefix[-13:-1]}",
         topic_requests=topics["requests"],
         topic_results=topics["results"],
+        topic_sessions=topics["sessions"],
         windows=(60,),
     )
 
@@ -214,3 +215,115 @@ async def test_backfill_refuses_a_live_version(
     with pytest.raises(ConfigError, match=qa.version):
         await run_backfill(settings_for(broker, redis_url, prefix, topics), suites, since_ms=0)
     assert not [k async for k in aredis.scan_iter(match=f"{prefix}{{m:qa:*")]
+
+
+SESSIONS = """
+windowing: {{close_interval_s: 0.2}}
+suites:
+  - name: chat
+    default: true
+    threshold: {threshold}
+    evaluators: [{{evaluator: exact_match}}]
+sessions:
+  - name: conv
+    key: metadata.conversation_id
+    end: metadata.last
+    gap_s: 1
+    evaluators: [{{evaluator: turn_scores, params: {{stat: {stat}}}}}]
+"""
+#: per conversation, its turns' outputs: the mean and the min of their scores tell passes from fails apart
+THREADS = [
+    ["Paris", "Paris", "Rome"],
+    ["Paris", "Paris", "Paris"],
+    ["Rome", "Rome", "Paris"],
+    ["Paris", "Rome"],
+]
+
+
+def conversation(conv: int, outputs: list[str], at: float) -> list[bytes]:
+    return [
+        orjson.dumps(
+            {
+                "id": f"c{conv}-{i}",
+                "model": "m",
+                "input": f"q{i}",
+                "output": output,
+                "expected": "Paris",
+                "timestamp": format_time(at + i * 0.01),
+                "metadata": {"conversation_id": f"c{conv}", "last": i == len(outputs) - 1},
+            }
+        )
+        for i, output in enumerate(outputs)
+    ]
+
+
+async def test_a_session_suite_is_backfilled_and_compared_like_an_event_suite(
+    broker: EmbeddedBroker,
+    start_worker: Callable[..., Any],
+    topics: dict[str, str],
+    aredis: aioredis.Redis,
+    redis_url: str,
+    prefix: str,
+    tmp_path: Path,
+) -> None:
+    from streameval.models import SessionResult
+
+    v1_file, v2_file = tmp_path / "v1.yaml", tmp_path / "v2.yaml"
+    v1_file.write_text(SESSIONS.format(stat="mean", threshold=0.6))
+    v2_file.write_text(SESSIONS.format(stat="min", threshold=0.5))  # a backfill runs no live version
+    [session1] = load_config(v1_file)[1].sessions
+    _, suites2 = load_config(v2_file)
+    [session2] = suites2.sessions
+    v1, v2 = session1.suite.version, session2.suite.version
+    assert v1 != v2
+    await ensure_topics(broker.bootstrap, topics.values(), partitions=2)
+    start = time.time()
+    raws = [raw for c, outputs in enumerate(THREADS) for raw in conversation(c, outputs, start)]
+    await produce(broker.bootstrap, topics["requests"], raws, key=lambda v: orjson.loads(v)["id"].encode())
+
+    # live v1: each conversation closed on its end marker and published with its version
+    worker = start_worker(v1_file, STREAMEVAL_COMPARE_TTL_S="259200")
+    live_records: list[Record] = await collect(
+        broker.bootstrap, [topics["sessions"]], until=lambda r: len(r) >= len(THREADS), timeout=90
+    )
+    live = {r.key: r for r in (SessionResult.model_validate_json(x.value) for x in live_records)}
+    assert {r.suite_version for r in live.values()} == {v1} and not any(r.backfill for r in live.values())
+    before = hash_fields(await aredis.hgetall(Keys(prefix).all_time(Keys.pair_id("m", "conv", v1))))
+    assert before["count"] == len(THREADS)
+
+    # backfill v2 of the session: an interrupted run judges no session; run again, every session once
+    settings = settings_for(broker, redis_url, prefix, topics)
+    first = await run_backfill(settings, suites2, since_ms=int((start - 5) * 1000), batch=4, stop_after=4)
+    assert first.stopped == "interrupted" and first.sessions == 0
+    second = await run_backfill(settings, suites2, since_ms=int((start - 5) * 1000), batch=4)
+    assert second.stopped == "end" and second.versions["conv"] == v2
+    assert second.sessions == second.sessions_counted == len(THREADS)
+    after = hash_fields(await aredis.hgetall(Keys(prefix).all_time(Keys.pair_id("m", "conv", v2))))
+    assert after["count"] == len(THREADS)
+    assert hash_fields(await aredis.hgetall(Keys(prefix).all_time(Keys.pair_id("m", "conv", v1)))) == before
+    # a third run of the same command (offsets committed at the end) reads nothing more
+    third = await run_backfill(settings, suites2, since_ms=int((start - 5) * 1000), batch=4)
+    assert third.offsets == 0 and third.sessions == 0
+
+    records: list[Record] = await collect(
+        broker.bootstrap, [topics["sessions"]], until=lambda r: len(r) >= 2 * len(THREADS), timeout=60
+    )
+    results = [SessionResult.model_validate_json(r.value) for r in records]
+    filled = {r.key: r for r in results if r.suite_version == v2}
+    assert set(filled) == set(live) == {f"c{c}" for c in range(len(THREADS))}
+    assert all(r.backfill for r in filled.values())
+    assert {k: r.turn_ids for k, r in filled.items()} == {k: r.turn_ids for k, r in live.items()}
+
+    # compare the two versions of the session on the sessions both judged
+    app = create_web_app(aredis, prefix=prefix, token=None, windows=(60,), features=dashboard_features())
+    async with TestClient(TestServer(app)) as client:
+        resp = await client.get(f"/api/v1/stats/compare?model=m&suite=conv&a={v1}&b={v2}")
+        body = (await resp.json())["data"]
+    by_id = {r.id: (live[k], filled[k]) for k, r in filled.items()}
+    to_fail = sorted(i for i, (a, b) in by_id.items() if a.passed and not b.passed)
+    to_pass = sorted(i for i, (a, b) in by_id.items() if b.passed and not a.passed)
+    assert to_fail  # mean passes, min fails: [Paris, Paris, Rome]
+    assert body["n"] == len(THREADS)
+    assert (body["pass_to_fail"], body["fail_to_pass"]) == (len(to_fail), len(to_pass))
+    assert sorted(body["pass_to_fail_ids"]) == to_fail
+    assert worker.proc.poll() is None

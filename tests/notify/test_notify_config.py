@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -66,6 +69,34 @@ def test_a_bad_channel_names_its_field(channels: str, expected: str) -> None:
     found = problems(channels)
     assert any(p.startswith(expected) for p in found), found
     assert not any("TOKEN" in p for p in found)  # a URL may hold a token: never repeated
+
+
+@pytest.mark.parametrize(
+    "content", ["http//hooks.example.test/T0KEN2", "hooks.example.test/T0KEN2\n", "ftp://h/T0KEN2"]
+)
+def test_a_url_file_that_holds_no_url_names_its_field_not_its_content(tmp_path: Path, content: str) -> None:
+    secret = tmp_path / "slack_url"
+    secret.write_text(content)
+    found = problems(f"  - {{name: a, kind: slack, url_file: {secret}}}\n")
+    assert [p for p in found if p.startswith("notify[0].url_file: ")], found
+    assert not any("T0KEN2" in p for p in found)
+
+
+def test_check_reports_a_bad_url_file_at_start(tmp_path: Path) -> None:
+    secret = tmp_path / "hook_url"
+    secret.write_text("http//hooks.example.test/T0KEN2\n")
+    config = tmp_path / "s.yaml"
+    config.write_text(BASE + f"  - {{name: a, kind: slack, url_file: {secret}}}\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "streameval", "check", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ),
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "notify[0].url_file" in result.stderr
+    assert "T0KEN2" not in result.stdout + result.stderr
 
 
 def test_a_good_list_loads_and_reads_secret_files(tmp_path: Path) -> None:

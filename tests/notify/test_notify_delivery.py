@@ -188,6 +188,25 @@ async def test_marks_send_once_and_resolve_only_where_the_trigger_went(
         await server.stop()
 
 
+async def test_a_detector_alerts_resolve_reaches_the_channel_that_took_it(
+    http: httpx.AsyncClient, aredis: aioredis.Redis, prefix: str
+) -> None:
+    server = await receiver()
+    try:
+        worker = ChannelWorker(
+            channel(server, kind="pagerduty", routing_key="R"), http, Links(None), Marks(aredis, Keys(prefix))
+        )
+        shift = alert(id="score_shift:overall:60:w:gpt-4o:qa", rule="score_shift", metric="score_shift")
+        assert (await worker.submit(shift)).answer.startswith("HTTP 202")
+        done = shift.model_copy(update={"status": "resolved", "resolution": "in_control"})
+        assert (await worker.submit(done)).answer.startswith("HTTP 202")
+        trigger, resolve = server.bodies()
+        assert trigger["event_action"] == "trigger" and resolve["event_action"] == "resolve"
+        assert resolve["dedup_key"] == trigger["dedup_key"] == f"streameval:{shift.id}"
+    finally:
+        await server.stop()
+
+
 async def test_the_trigger_goes_before_its_resolve(http: httpx.AsyncClient) -> None:
     order: list[str] = []
     first = asyncio.Event()

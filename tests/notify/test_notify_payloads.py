@@ -157,6 +157,16 @@ def test_webhook_body_is_the_alert_and_the_signature_verifies() -> None:
     assert sign("other", int(NOW), request.body) != headers["X-Streameval-Signature"]
 
 
+def test_webhook_links_the_window_in_headers_a_receiver_can_follow() -> None:
+    headers = dict(build_request(channel("webhook"), alert(), LINKS, clock=lambda: NOW).headers)
+    dashboard = headers["X-Streameval-Dashboard"]
+    assert dashboard == LINKS.window(alert())
+    assert dashboard.startswith("https://evals.example.com/dashboard?model=gpt-4o&suite=qa&size=60&window=")
+    assert headers["X-Streameval-Worst-Examples"].endswith("&kind=worst")
+    bare = dict(build_request(channel("webhook"), alert(), Links(None), clock=lambda: NOW).headers)
+    assert "X-Streameval-Dashboard" not in bare and "X-Streameval-Worst-Examples" not in bare
+
+
 def test_alertmanager_labels_annotations_and_times() -> None:
     _, _, [firing] = body("alertmanager")
     assert firing["labels"] == {

@@ -102,3 +102,91 @@ async def test_without_notify_nothing_is_resolved_nor_kept(
     sink = await close_windows(store, clock, ["bad", "good"], resolve=False)
     assert [a.status for a in sink.alerts()] == ["firing"]
     assert [k async for k in aredis.scan_iter(match=f"{prefix}*firing*")] == []
+
+
+async def run_closers(store: ResultStore, clock: Clock, sink: Sink, rule: AlertRule, at: float) -> None:
+    clock.now = at
+    closers = [
+        WindowCloser(
+            store,
+            [rule],
+            allowed_lateness_s=LATENESS,
+            worker_id=f"w{i}",
+            clock=clock.redis,
+            steps=[ResolveStep([rule])],
+        )
+        for i in range(2)
+    ]
+    await asyncio.gather(*(c.run_once(sink) for c in closers))
+
+
+async def test_a_pair_that_stops_receiving_events_resolves_after_the_empty_windows(
+    store: ResultStore, clock: Clock
+) -> None:
+    rule = RULE.model_copy(update={"resolve_after_empty": 2})
+    sink = Sink()
+    clock.now = T0 + 1
+    await record(store, await result("a0", "Paris", T0 + 1), await result("b0", "Rome", T0 + 2))
+    await run_closers(store, clock, sink, rule, T0 + SIZE + LATENESS)
+    [fired] = sink.alerts()
+    # windows 1 and 2 are empty; the resolve waits until both are over (and nothing older is unpublished)
+    await run_closers(store, clock, sink, rule, T0 + 3 * SIZE - 0.5)
+    assert [a.status for a in sink.alerts()] == ["firing"]
+    # one event (under min_count) in window 1 is an event: the pair is not silent, the wait starts again
+    clock.now = T0 + SIZE + 1
+    await record(store, await result("c1", "Paris", T0 + SIZE + 1))
+    await run_closers(store, clock, sink, rule, T0 + 3 * SIZE + 0.5)
+    assert [a.status for a in sink.alerts()] == ["firing"]
+    await run_closers(store, clock, sink, rule, T0 + 4 * SIZE + LATENESS)
+    alerts = sink.alerts()
+    assert [(a.status, a.resolution) for a in alerts] == [("firing", None), ("resolved", "no_events")]
+    resolve = alerts[1]
+    assert resolve.id == fired.id and resolve.count == 0
+    assert resolve.window.start == format_time(T0 + 3 * SIZE) and resolve.window.end == format_time(
+        T0 + 4 * SIZE
+    )
+    assert resolve.message == (
+        f"resolved: no events for m1 / qa in the 2 window(s) of {SIZE}s from {format_time(T0 + 2 * SIZE)} "
+        f"to {format_time(T0 + 4 * SIZE)}"
+    )
+    await run_closers(store, clock, sink, rule, T0 + 9 * SIZE)  # once: its state is forgotten
+    assert len(sink.alerts()) == 2
+    sink.check_contracts()
+
+
+async def test_a_rule_without_resolve_after_empty_stays_firing(store: ResultStore, clock: Clock) -> None:
+    rule = RULE.model_copy(update={"resolve_after_empty": None})
+    sink = Sink()
+    clock.now = T0 + 1
+    await record(store, await result("a0", "Paris", T0 + 1), await result("b0", "Rome", T0 + 2))
+    await run_closers(store, clock, sink, rule, T0 + SIZE + LATENESS)
+    await run_closers(store, clock, sink, rule, T0 + 50 * SIZE)
+    assert [a.status for a in sink.alerts()] == ["firing"]
+
+
+async def test_a_recovered_resolve_says_so(store: ResultStore, clock: Clock) -> None:
+    sink = await close_windows(store, clock, ["bad", "good"])
+    assert [(a.status, a.resolution) for a in sink.alerts()] == [("firing", None), ("resolved", "recovered")]
+    firing, resolved = [v for k, v in sink.messages if k == "alert"]
+    assert b'"resolution"' not in firing  # a firing alert is written as before (the field is absent)
+    assert orjson.loads(resolved)["resolution"] == "recovered"
+
+
+async def test_a_detectors_next_alarm_supersedes_its_firing_alert(store: ResultStore) -> None:
+    from _notify_helpers import alert
+
+    from streameval.features._firing import Firing
+
+    firing, sink = Firing(store), Sink()
+    key = firing.key(store.pair_id("gpt-4o", "qa", ""), "score_shift:overall", 60)
+    first = alert(id="score_shift:overall:60:a:gpt-4o:qa", rule="score_shift", metric="score_shift")
+    second = first.model_copy(update={"id": "score_shift:overall:60:b:gpt-4o:qa"})
+    await firing.replace(key, first, None, T0, sink)
+    await firing.replace(key, first, None, T0, sink)  # a fold repeated after a crash: nothing more
+    assert sink.alerts() == []
+    await firing.replace(key, second, None, T0, sink)
+    [ended] = sink.alerts()
+    assert (ended.id, ended.status, ended.resolution) == (first.id, "resolved", "superseded")
+    assert ended.message == f"resolved: superseded by {second.id}"
+    assert (await firing.get(key)) == second
+    sink.check_contracts()

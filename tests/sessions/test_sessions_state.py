@@ -11,7 +11,9 @@ from typing import Any
 import orjson
 import pytest
 import redis.asyncio as aioredis
+from jsonschema import Draft202012Validator
 
+from streameval import schemas
 from streameval.config import parse_config_text
 from streameval.features.sessions.closer import SessionCloser
 from streameval.features.sessions.local import LocalSessions
@@ -452,3 +454,21 @@ sessions:
             await pipeline.close()
     [result] = [SessionResult.model_validate_json(m.value) for m in sent]
     assert result.judge is not None and result.judge.status == "ok" and len(result.turn_ids) == 2
+
+
+async def test_a_published_session_result_names_its_version_and_its_figures_are_under_it(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
+    rig = Rig(aredis, prefix)
+    [session] = rig.suites.sessions
+    now = await redis_now(aredis)
+    await rig.append(turn(0, now - 2), turn(1, now - 1, last=True))
+    assert await rig.close() == 1
+    [message] = [m for m in rig.sent if m.kind == "session"]
+    document = orjson.loads(message.value)
+    assert document["suite_version"] == session.suite.version and len(session.suite.version) == 12
+    assert "backfill" not in document  # absent unless a backfill judged it
+    errors = [e.message for e in Draft202012Validator(schemas.load("session")).iter_errors(document)]
+    assert not errors
+    pairs = await rig.store.pairs()
+    assert ("m", "conv", session.suite.version) in pairs

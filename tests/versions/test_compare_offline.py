@@ -84,3 +84,82 @@ def test_offline_compare_flips_equal_the_results(
 
 def test_offline_compare_of_a_missing_file_is_a_usage_error(tmp_path: Path) -> None:
     assert main(["compare", str(tmp_path / "nope.jsonl"), str(tmp_path / "nope2.jsonl")]) == 2
+
+
+SESSIONS = """
+suites:
+  - {{name: chat, default: true, evaluators: [{{evaluator: exact_match}}]}}
+sessions:
+  - name: conv
+    key: metadata.conversation_id
+    end: metadata.last
+    evaluators: [{{evaluator: turn_scores, params: {{stat: {stat}}}}}]
+"""
+#: per conversation, its turns' outputs: the mean and the min of their scores tell passes from fails apart
+THREADS = [
+    ["Paris", "Paris", "Rome"],
+    ["Paris", "Paris", "Paris"],
+    ["Rome", "Rome", "Paris"],
+    ["Paris", "Rome"],
+]
+
+
+def conversations(path: Path) -> Path:
+    lines = [
+        orjson.dumps(
+            {
+                "id": f"c{c}-{i}",
+                "model": "m",
+                "input": f"q{i}",
+                "output": output,
+                "expected": "Paris",
+                "timestamp": f"2026-12-01T10:00:{c:02d}.{i:03d}Z",
+                "metadata": {"conversation_id": f"c{c}", "last": i == len(outputs) - 1},
+            }
+        )
+        for c, outputs in enumerate(THREADS)
+        for i, output in enumerate(outputs)
+    ]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+@pytest.mark.parametrize("mode", ["suites", "results"])
+def test_offline_compare_compares_sessions_like_suites(
+    mode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from streameval.features.setup import annotators
+    from streameval.models import SessionResult
+
+    events = conversations(tmp_path / "events.jsonl")
+    files, sessions = [], []
+    for stat in ("mean", "min"):
+        config = tmp_path / f"{stat}.yaml"
+        config.write_text(SESSIONS.format(stat=stat))
+        _, suites = load_config(config)
+        out = tmp_path / f"{stat}.jsonl"
+        asyncio.run(
+            evaluate_file(
+                Pipeline(suites, annotators=annotators(suites)),
+                events,
+                out,
+                out.with_suffix(".dl"),
+                sessions_path=out.with_suffix(".sessions.jsonl"),
+            )
+        )
+        files.append(config)
+        sessions.append(out.with_suffix(".sessions.jsonl"))
+    mean, least = (
+        [SessionResult.model_validate_json(x) for x in f.read_bytes().splitlines()] for f in sessions
+    )
+    to_fail = sorted(a.id for a, b in zip(mean, least, strict=True) if a.passed and not b.passed)
+    assert to_fail and mean[0].suite_version != least[0].suite_version
+    if mode == "suites":
+        argv = ["compare", str(files[0]), str(files[1]), "--input", str(events), "--json"]
+    else:
+        argv = ["compare", str(sessions[0]), str(sessions[1]), "--json"]
+    assert main(argv) == 0
+    [conv] = [r for r in orjson.loads(capsys.readouterr().out) if r["suite"] == "conv"]
+    assert conv["n"] == len(THREADS)
+    assert conv["pass_to_fail"] == len(to_fail) and sorted(conv["pass_to_fail_ids"]) == to_fail
+    assert conv["fail_to_pass"] == 0

@@ -110,6 +110,12 @@ class EmbeddingDriftConfig(BaseModel):
         default=16, ge=0, le=256, description="events kept per window (bottom-k by id hash)"
     )
     severity: Literal["info", "warning", "critical"] = "warning"
+    resolve_after_empty: int | None = Field(
+        default=3,  # the alert rules' default (streameval.alerts.EMPTY_WINDOWS)
+        ge=1,
+        description="with notify: a firing drift alert resolves (no_events) once this many windows passed "
+        "without an event of its model x suite; null: never",
+    )
     _folder: Any = PrivateAttr(default=None)
 
     @model_validator(mode="after")

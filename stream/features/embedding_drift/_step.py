@@ -15,6 +15,7 @@ from ...keyspace import guard
 from ...models import Alert, AlertWindow, format_time
 from ...outputs import Send
 from ...store import ResultStore
+from .._firing import Firing, empty_deadline
 from .._queued import QueuedFoldStep
 from ._drift import Drift, EmbeddingDriftConfig, Verdict, WindowSums, unpack_sums, unquantise
 
@@ -22,6 +23,8 @@ __all__ = ["DriftStep"]
 
 #: a pair's drift state outlives 30 days without events
 _STATE_TTL_S = 30 * 86400
+#: its alerts' name among the pair's firing alerts (streameval.features._firing)
+_NAME = "embedding_drift"
 
 
 class DriftStep(QueuedFoldStep):
@@ -59,12 +62,41 @@ class DriftStep(QueuedFoldStep):
                 ("count", float(verdict.count)),
             ):
                 telemetry.EMBEDDING_DRIFT.labels(suite, figure).set(value)
+        firing = Firing(store) if self.resolves else None
+        deadline = empty_deadline(start, size, cfg.resolve_after_empty)
         if verdict is not None and verdict.fired:
             alert = self._drift_alert(model, suite, verdict, raw, now)
             if version:
                 alert = alert.model_copy(update={"suite_version": version, "id": f"{alert.id}:{version}"})
             claim = keys.alert_claim(pair, "embedding_drift", size, format_time(start))
             await ctx.send_claimed(claim, keys.cooldown(pair, "embedding_drift"), alert, now, send)
+            if firing is not None:
+                await firing.replace(firing.key(pair, _NAME, size), alert, deadline, now, send)
+        elif verdict is not None and firing is not None:
+            # compared with the reference learnt again after the alarm, and no drift: the alert resolves
+            # (before the state is saved: a fold repeated after a crash sends the same resolve)
+            window_start = format_time(start)
+            await firing.end(
+                firing.key(pair, _NAME, size),
+                "in_control",
+                f"resolved: outputs of {model} / {suite} no longer drift: the window from {window_start} is within "
+                f"the thresholds of the reference learnt again after the alarm (MMD² {verdict.mmd2:.3g}, "
+                f"centroid cosine distance {verdict.centroid_distance:.3g}; {verdict.count} events)",
+                send,
+                value=verdict.mmd2,
+                count=verdict.count,
+                window=AlertWindow(size_s=size, start=window_start, end=format_time(start + size)),
+                fired_at=format_time(now),
+                figures={
+                    "centroid_distance": verdict.centroid_distance,
+                    "mmd2": verdict.mmd2,
+                    "count": float(verdict.count),
+                    "reference_count": float(verdict.reference_count),
+                },
+                examples=[],
+            )
+        if firing is not None and deadline is not None and window.n > 0:
+            await firing.seen({firing.key(pair, _NAME, size): deadline})
         await guard(client.set(state_key, orjson.dumps(drift.to_json()), ex=_STATE_TTL_S))
 
     def _drift_alert(

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from ...models import Alert
-from ...secrets import check_secret_file, read_secret
+from ...secrets import check_secret_file, read_secret, read_secret_file
 
 __all__ = [
     "KINDS",
@@ -152,6 +152,15 @@ def notify_issues(channels: Sequence[ChannelConfig]) -> Iterator[tuple[tuple[str
                     check_secret_file(path)
                 except ValueError as exc:
                     yield (*at, f"{name}_file"), str(exc)
+                else:
+                    if name == "url" and _url_problem(read_secret_file(path)) is not None:
+                        yield (
+                            (*at, "url_file"),
+                            (
+                                f"{path} must hold an http:// or https:// URL with a host (its content is not "
+                                "shown: it may be secret)"
+                            ),
+                        )
         for name in _NEEDS[channel.kind]:
             if getattr(channel, name) is None and getattr(channel, f"{name}_file") is None:
                 yield (*at, name), f"kind {channel.kind} needs {name} (or {name}_file)"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ...keyspace import Client, Keys, guard
 from ...models import Alert
-from ._payloads import incident_key, resolvable
+from ._payloads import incident_key
 
 __all__ = ["DEDUPE_TTL_S", "OPEN_TTL_S", "Marks"]
 
@@ -46,8 +46,6 @@ class Marks:
                 self.keys.notify_sent(channel, alert.id, alert.status), b"1", ex=self.dedupe_ttl_s
             )
         )
-        if not resolvable(alert):
-            return
         incident = self.keys.notify_open(channel, incident_key(alert))
         if alert.status == "firing":
             await guard(self.client.set(incident, alert.id.encode(), ex=OPEN_TTL_S))

@@ -24,15 +24,18 @@ from ...models import Alert, format_time, parse_time
 from ._config import ChannelConfig
 
 __all__ = [
+    "DASHBOARD_HEADER",
     "FIRING_HOLD_S",
     "SIGNATURE_HEADER",
     "TEST_RULE",
+    "WORST_HEADER",
     "HttpRequest",
     "Links",
     "build_request",
+    "detector_alert",
     "incident_key",
-    "resolvable",
     "sign",
+    "webhook_link_headers",
 ]
 
 #: the rule name of ``streameval notify test``'s notification
@@ -43,7 +46,7 @@ SIGNATURE_HEADER = "X-Streameval-Signature"
 FIRING_HOLD_S = 24 * 3600
 
 _MAX_KEY = 255  # PagerDuty's dedup_key limit (Opsgenie's alias takes 512)
-_UNRESOLVED = ("score_shift", "embedding_drift")  # detector alerts: one incident each, no resolve
+_DETECTORS = ("score_shift", "embedding_drift")  # detector alerts: one incident each
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,16 +58,16 @@ class HttpRequest:
     body: bytes
 
 
-def resolvable(alert: Alert) -> bool:
-    """Whether the alert's incident can resolve (a rule's; not a detector's one-off)."""
-    return not (alert.rule in _UNRESOLVED and alert.metric == alert.rule)
+def detector_alert(alert: Alert) -> bool:
+    """Whether the alert is a detector's (score shift, embedding drift): one incident per alert."""
+    return alert.rule in _DETECTORS and alert.metric == alert.rule
 
 
 def incident_key(alert: Alert) -> str:
     """The alert's stable key: the same for every window a rule fires on a model x suite, and for its
     resolve (PagerDuty ``dedup_key``, Opsgenie ``alias``). Detector alerts (score shift, embedding drift)
-    are one incident each (their id)."""
-    if not resolvable(alert):
+    are one incident each (their id, which their resolve carries too)."""
+    if detector_alert(alert):
         key = f"streameval:{alert.id}"
     else:
         key = f"streameval:{alert.rule}:{alert.window.size_s}:{alert.model}:{alert.suite}"
@@ -264,6 +267,18 @@ def sign(secret: str, timestamp: int, body: bytes) -> str:
     return f"t={timestamp},v1={mac}"
 
 
+#: the webhook's links (with ``STREAMEVAL_PUBLIC_URL``): the dashboard's view of the window, its worst examples
+DASHBOARD_HEADER = "X-Streameval-Dashboard"
+WORST_HEADER = "X-Streameval-Worst-Examples"
+
+
+def webhook_link_headers(alert: Alert, links: Links) -> tuple[tuple[str, str], ...]:
+    """The webhook's link headers; none without a public URL. Not signed (the body is): a receiver that
+    needs them signed builds them from the body's model, suite and window, as :class:`Links` does."""
+    found = ((DASHBOARD_HEADER, links.window(alert)), (WORST_HEADER, links.worst(alert)))
+    return tuple((name, href) for name, href in found if href)
+
+
 def alertmanager_body(alert: Alert, links: Links, now: float) -> list[dict[str, Any]]:
     """One postable alert for ``POST /api/v2/alerts``; a resolve ends it (``endsAt`` = now)."""
     started = parse_time(alert.fired_at)
@@ -278,6 +293,8 @@ def alertmanager_body(alert: Alert, links: Links, now: float) -> list[dict[str, 
     }
     if alert.examples:
         annotations["examples"] = ", ".join(alert.examples)
+    if alert.resolution is not None:
+        annotations["resolution"] = alert.resolution
     worst = links.worst(alert)
     if worst:
         annotations["worst_examples"] = worst
@@ -289,6 +306,8 @@ def alertmanager_body(alert: Alert, links: Links, now: float) -> list[dict[str, 
             "suite": alert.suite,
             "rule": alert.rule,
             "source": "streameval",
+            # a detector's alerts are one incident each: Alertmanager tells them apart by their labels
+            **({"incident": incident_key(alert)} if detector_alert(alert) else {}),
         },
         "annotations": annotations,
         "startsAt": format_time(min(started, ends)),
@@ -326,6 +345,7 @@ def build_request(
             (SIGNATURE_HEADER, signature),
             ("X-Streameval-Event", event),
             ("X-Streameval-Incident", quote(incident_key(alert), safe=":/@._-")),
+            *webhook_link_headers(alert, links),
         )
         return HttpRequest(channel.endpoint(), headers, body)
     url = channel.endpoint().rstrip("/") + "/api/v2/alerts"

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import httpx
 
 from ... import keyspace
+from ...api import load_api_settings
 from ...config import load_config
 from ...connect_check import check_kafka, check_redis_settings
 from ...errors import ConfigError, ConfigIssue, UsageError
@@ -28,6 +29,7 @@ from ._config import ChannelConfig
 from ._deliver import send_once
 from ._payloads import TEST_RULE, Links, build_request
 from ._service import Notifier
+from ._web import serve_notify_web, zero_channel_series
 
 __all__ = ["build_notifier", "notify_group", "run_notifier", "run_until_signal", "send_test", "test_alert"]
 
@@ -69,6 +71,7 @@ async def run_notifier(
     """Deliver alerts until ``stop``; with ``restart``, a failure is logged and the notifier starts again."""
     if not settings.redis_url:
         raise ConfigError("no Redis: set REDIS_URL (the notifier keeps what each channel took there)")
+    zero_channel_series(channels)  # every channel's series from the first scrape (worker and alone)
     client = keyspace.connect(settings.redis_url, max_connections=16, **redis_options(settings))
     try:
         while not stop.is_set():
@@ -95,9 +98,12 @@ def _channels(config_file: str) -> tuple[ChannelConfig, ...]:
     return tuple(config.notify)
 
 
-def run_until_signal(settings: Settings, config_file: str) -> int:
-    """``streameval notify --config FILE``: deliver until SIGTERM or SIGINT."""
+def run_until_signal(settings: Settings, config_file: str, *, port: int | None = None) -> int:
+    """``streameval notify --config FILE [--port PORT]``: deliver until SIGTERM or SIGINT, serving /health and
+    /metrics on ``port`` (default ``STREAMEVAL_WEB_PORT``; neither: no server)."""
     channels = _channels(config_file)
+    api = load_api_settings()
+    port = api.web_port if port is None else port
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -109,7 +115,14 @@ def run_until_signal(settings: Settings, config_file: str) -> int:
         if settings.redis_url:
             await check_redis_settings(settings.redis_url, redis_options(settings))
         log.warning("notify: delivering alerts of %s to %d channel(s)", settings.topic_alerts, len(channels))
-        await run_notifier(settings, channels, stop, restart=False)
+        web = await serve_notify_web(api, port) if port is not None else None
+        if web is not None:
+            log.warning("notify: /health and /metrics on http://%s:%d", api.web_host, port)
+        try:
+            await run_notifier(settings, channels, stop, restart=False)
+        finally:
+            if web is not None:
+                await web.cleanup()
 
     asyncio.run(main())
     return 0

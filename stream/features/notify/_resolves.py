@@ -1,10 +1,15 @@
-"""The window closer's resolve step (docs/notify.md, "Resolves"): built when the suite file has ``notify:``.
+"""The window closer's resolve step (docs/notify.md, "Resolve"): built when the suite file has ``notify:``.
 
-A rule that fired on a model × suite resolves when a later window of the rule's size, evaluated, no longer
-fires it: the firing alert with ``status: resolved`` (same id) and this window's figures goes out with the
-window's aggregates and alerts, in the same publish_all. Once the broker acknowledged them, the step
-remembers each rule × pair's firing alert (``P{T}:firing:...``, streameval.keyspace) and forgets the
-resolved ones: a repeat after a crash sends the same resolve; the notifier sends it once.
+A rule that fired on a model × suite resolves (``resolution: recovered``) when a later window of the rule's
+size, evaluated, no longer fires it: the firing alert with ``status: resolved`` (same id) and this window's
+figures goes out with the window's aggregates and alerts, in the same publish_all. Once the broker acknowledged
+them, the step remembers each rule × pair's firing alert (``P{T}:firing:...``, streameval.keyspace, with the
+time it resolves for want of events: streameval.features._firing) and forgets the resolved ones: a repeat after
+a crash sends the same resolve; the notifier sends it once.
+
+On each tick it also resolves (``resolution: no_events``) every firing alert, a rule's or a detector's (score
+shift, embedding drift: their steps keep their own firing state), whose model × suite had no event for the
+rule's (or the detector block's) ``resolve_after_empty`` windows of its size.
 """
 
 from __future__ import annotations
@@ -14,22 +19,28 @@ from typing import Any, cast
 
 from ...alerts import AlertRule, figures, fires, human_agreement, metric_value
 from ...feature import ClosingWindow, PublishedWindow, WindowContext, WindowShare
-from ...keyspace import guard
-from ...models import Aggregate, Alert, parse_time
-from ...outputs import Publish, Send
+from ...models import Aggregate, format_time, parse_time
+from ...outputs import Publish, Send, publish_all
 from ...store import ResultStore
+from .._firing import Firing, empty_deadline, empty_window, resolve_message
 
 __all__ = ["ResolveStep"]
 
 
 class ResolveStep:
-    """Resolves of the alert rules ``rules`` (the suite file's ``alerts:``) for the notifier."""
+    """Resolves of the alert rules ``rules`` (the suite file's ``alerts:``) for the notifier, and the
+    ``no_events`` resolves of every firing alert; ``detectors``: each detector's rule name (``score_shift``,
+    ``embedding_drift``) -> its ``resolve_after_empty``, for the resolve's message."""
 
     name = "alert resolves"
 
-    def __init__(self, rules: Sequence[AlertRule]) -> None:
+    def __init__(self, rules: Sequence[AlertRule], detectors: Mapping[str, int | None] | None = None) -> None:
         self.rules = tuple(rules)
         self._by_name = {rule.name: rule for rule in self.rules}
+        self._empty: dict[str, int | None] = {
+            **dict(detectors or {}),
+            **{rule.name: rule.resolve_after_empty for rule in self.rules},
+        }
 
     async def closing(self, ctx: WindowContext, window: ClosingWindow) -> Mapping[str, Mapping[str, Any]]:
         return {}
@@ -37,41 +48,87 @@ class ResolveStep:
     async def published(self, ctx: WindowContext, window: PublishedWindow) -> WindowShare | None:
         """The resolves of the window's live aggregates, and the firing states to write once acknowledged."""
         store = cast(ResultStore, ctx.store)
+        firing = Firing(store)
         resolves: list[tuple[str, Publish]] = []  # rules x pairs that fired and no longer do
+        seen: dict[str, float] = {}  # firing keys of the pairs with events -> their new no-event deadline
         for aggregate in window.aggregates:
-            if ctx.live(aggregate.suite, aggregate.suite_version or ""):  # shadow and backfill: no alerts
-                resolves += await self._resolves(store, aggregate, window.stamp)
-        fired: dict[str, bytes | None] = {key: None for key, _ in resolves}  # firing state: None forgets it
+            if not ctx.live(aggregate.suite, aggregate.suite_version or ""):  # shadow and backfill: no alerts
+                continue
+            resolves += await self._resolves(firing, aggregate, window.stamp)
+            if aggregate.count > 0:
+                start = parse_time(aggregate.window.start)
+                for rule in self.rules:
+                    deadline = empty_deadline(start, window.size, rule.resolve_after_empty)
+                    if rule.window == window.size and deadline is not None:
+                        seen[_firing_key(firing, rule, aggregate)] = deadline
+        fired: dict[str, tuple[bytes, float | None]] = {}
         for alert in window.alerts:
-            fired[_firing_key(store, self._by_name[alert.rule], alert.aggregate)] = alert.message.value
+            rule = self._by_name[alert.rule]
+            start = parse_time(alert.aggregate.window.start)
+            fired[_firing_key(firing, rule, alert.aggregate)] = (
+                alert.message.value,
+                empty_deadline(start, window.size, rule.resolve_after_empty),
+            )
+        gone = [key for key, _ in resolves if key not in fired]
 
         async def after() -> None:
-            await _mark_firing(store, fired)
+            await firing.forget(gone)
+            await firing.remember(fired)
+            await firing.seen(seen)
 
         return WindowShare(tuple(resolve for _, resolve in resolves), after)
 
     async def tick(self, ctx: WindowContext, now: float, send: Send) -> None:
-        pass
+        """Resolve the firing alerts whose pair had no event for the windows they wait for."""
+        firing = Firing(cast(ResultStore, ctx.store))
+        if not await firing.lease():  # another worker resolves them now
+            return
+        try:
+            await self._stale(firing, now, send)
+        finally:
+            await firing.release()
 
-    async def _resolves(
-        self, store: ResultStore, aggregate: Aggregate, stamp: str
-    ) -> list[tuple[str, Publish]]:
+    async def _stale(self, firing: Firing, now: float, send: Send) -> None:
+        for stale in await firing.stale(now):
+            alert, size = stale.alert, stale.alert.window.size_s
+            windows = self._empty.get(alert.rule)
+            since = stale.deadline - size * windows if windows else None
+            span = (
+                f"the {windows} window(s) of {size}s from {format_time(since)} to {format_time(stale.deadline)}"
+                if since is not None
+                else f"the windows of {size}s up to {format_time(stale.deadline)}"
+            )
+            resolve = resolve_message(
+                alert,
+                "no_events",
+                f"resolved: no events for {alert.model} / {alert.suite} in {span}",
+                window=empty_window(stale.deadline, size),
+                count=0,
+                fired_at=format_time(now),
+                figures={"count": 0.0},
+                examples=[],
+            )
+            await publish_all(send, [resolve])
+            await firing.forget([stale.key])
+
+    async def _resolves(self, firing: Firing, aggregate: Aggregate, stamp: str) -> list[tuple[str, Publish]]:
         """(firing state key, resolve) of each rule that fired on the aggregate's pair and no longer does."""
         out = []
         for rule in self.rules:
             if fires(rule, aggregate) is None:
-                resolve = await self._resolve(store, rule, aggregate, stamp)
+                resolve = await self._resolve(firing, rule, aggregate, stamp)
                 if resolve is not None:
-                    out.append((_firing_key(store, rule, aggregate), resolve))
+                    out.append((_firing_key(firing, rule, aggregate), resolve))
         return out
 
     async def _resolve(
-        self, store: ResultStore, rule: AlertRule, aggregate: Aggregate, stamp: str
+        self, firing: Firing, rule: AlertRule, aggregate: Aggregate, stamp: str
     ) -> Publish | None:
         """The resolve of ``rule``'s firing alert on the aggregate's pair when this window (of the rule's size,
         evaluated, later than the alert's) no longer fires it: the firing alert with ``status: resolved``
-        (same id) and this window's figures. Sent with the window's messages; the firing state is removed
-        only after the broker acknowledged it (a repeat sends the same resolve; the notifier sends it once)."""
+        (same id, ``resolution: recovered``) and this window's figures. Sent with the window's messages; the
+        firing state is removed only after the broker acknowledged it (a repeat sends the same resolve; the
+        notifier sends it once)."""
         if aggregate.window.size_s != rule.window or not rule.applies(aggregate.model, aggregate.suite):
             return None
         value = (
@@ -81,42 +138,26 @@ class ResolveStep:
         )
         if aggregate.count < rule.min_count or value is None:  # not evaluated: neither fires nor resolves
             return None
-        raw = await guard(store.client.get(_firing_key(store, rule, aggregate)))
-        if raw is None:
+        alert = await firing.get(_firing_key(firing, rule, aggregate))
+        if alert is None:
             return None
-        alert = Alert.model_validate_json(raw)
         if parse_time(aggregate.window.start) <= parse_time(alert.window.start):
             return None  # an earlier window closed late: the rule's later firing stands
-        resolved = alert.model_copy(
-            update={
-                "status": "resolved",
-                "value": value,
-                "count": aggregate.count,
-                "window": aggregate.window,
-                "fired_at": stamp,
-                "figures": figures(aggregate),
-                "examples": [],
-                "message": f"resolved: {rule.metric} {value:.4g} no longer {rule.comparator} {rule.threshold:g} "
-                f"for {aggregate.model} / {aggregate.suite} in the {rule.window}s window from "
-                f"{aggregate.window.start} ({aggregate.count} events)",
-            }
+        return resolve_message(
+            alert,
+            "recovered",
+            f"resolved: {rule.metric} {value:.4g} no longer {rule.comparator} {rule.threshold:g} "
+            f"for {aggregate.model} / {aggregate.suite} in the {rule.window}s window from "
+            f"{aggregate.window.start} ({aggregate.count} events)",
+            value=value,
+            count=aggregate.count,
+            window=aggregate.window,
+            fired_at=stamp,
+            figures=figures(aggregate),
+            examples=[],
         )
-        return Publish("alert", resolved.id.encode(), resolved.model_dump_json().encode())
 
 
-def _firing_key(store: ResultStore, rule: AlertRule, aggregate: Aggregate) -> str:
-    pair = store.pair_id(aggregate.model, aggregate.suite, aggregate.suite_version or "")
-    return store.keys.alert_firing(pair, rule.name, aggregate.window.size_s)
-
-
-async def _mark_firing(store: ResultStore, firing: Mapping[str, bytes | None]) -> None:
-    """After the broker acknowledged them: remember each rule x pair's firing alert, forget resolved ones."""
-    if not firing:
-        return
-    async with store.client.pipeline(transaction=False) as pipe:
-        for key, value in firing.items():
-            if value is None:
-                pipe.delete(key)
-            else:
-                pipe.set(key, value, ex=store.window_ttl_s)
-        await guard(pipe.execute())
+def _firing_key(firing: Firing, rule: AlertRule, aggregate: Aggregate) -> str:
+    pair = firing.store.pair_id(aggregate.model, aggregate.suite, aggregate.suite_version or "")
+    return firing.key(pair, rule.name, aggregate.window.size_s)

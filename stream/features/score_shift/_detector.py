@@ -87,6 +87,12 @@ class ScoreShiftConfig(BaseModel):
         description="which scores: the overall score, each evaluator's, each judge's",
     )
     severity: Literal["info", "warning", "critical"] = "warning"
+    resolve_after_empty: int | None = Field(
+        default=3,  # the alert rules' default (streameval.alerts.EMPTY_WINDOWS)
+        ge=1,
+        description="with notify: a firing shift alert resolves (no_events) once this many windows passed "
+        "without an event of its model x suite; null: never",
+    )
 
 
 @lru_cache(maxsize=4096)
@@ -278,16 +284,26 @@ class Detector:
         self.cfg = cfg
         self.states = states or {}
         self.last = last  # the last window start folded: a window is folded once, in order
+        #: the series the last :meth:`fold_window` compared with a reference and found in control (no change)
+        self.in_control: list[str] = []
+        #: the series the last :meth:`fold_window` folded (every series with events in the window)
+        self.folded: list[str] = []
 
     def fold_window(self, start: int, fields: dict[str, float]) -> list[Change]:
+        self.in_control, self.folded = [], []
         if self.last is not None and start <= self.last:
             return []
         self.last = start
         changes = []
         for series, (n, s, ss) in sorted(window_series(fields, self.cfg.series).items()):
-            change = fold(self.states.setdefault(series, SeriesState()), self.cfg, series, start, n, s, ss)
+            state = self.states.setdefault(series, SeriesState())
+            compared = _reference(state, self.cfg) is not None
+            change = fold(state, self.cfg, series, start, n, s, ss)
+            self.folded.append(series)
             if change is not None:
                 changes.append(change)
+            elif compared:
+                self.in_control.append(series)
         return changes
 
     def to_json(self) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from ...keyspace import guard
 from ...models import Alert, AlertChange, AlertWindow, format_time
 from ...outputs import Send
 from ...store import ResultStore, hash_fields
+from .._firing import Firing, empty_deadline
 from .._queued import QueuedFoldStep
 from ..drilldown import example_ids
 from ._detector import Change, Detector, ScoreShiftConfig
@@ -49,13 +50,58 @@ class ScoreShiftStep(QueuedFoldStep):
         model, suite, version = keys.split_pair(pair)
         if not ctx.live(suite, version):  # shadow and backfill versions never alert
             return
+        firing = Firing(store) if self.resolves else None
+        deadline = empty_deadline(start, size, cfg.resolve_after_empty)
         for change in detector.fold_window(start, fields):
             alert = await self._shift_alert(store, pair, model, suite, start, change, fields, now)
             if version:
                 alert = alert.model_copy(update={"suite_version": version, "id": f"{alert.id}:{version}"})
             claim = keys.alert_claim(pair, f"score_shift:{change.series}", size, format_time(start))
             await ctx.send_claimed(claim, keys.cooldown(pair, "score_shift"), alert, now, send)
+            if firing is not None:
+                await firing.replace(firing.key(pair, _name(change.series), size), alert, deadline, now, send)
+        if firing is not None:
+            await self._resolve(firing, detector, pair, model, suite, start, fields, now, send)
+            if deadline is not None:
+                await firing.seen({firing.key(pair, _name(s), size): deadline for s in detector.folded})
         await guard(client.set(state_key, orjson.dumps(detector.to_json()), ex=_STATE_TTL_S))
+
+    async def _resolve(
+        self,
+        firing: Firing,
+        detector: Detector,
+        pair: str,
+        model: str,
+        suite: str,
+        start: int,
+        fields: dict[str, float],
+        now: float,
+        send: Send,
+    ) -> None:
+        """Resolve (``in_control``) each series' firing alert once its detector, with its reference learnt
+        again after the alarm, compared a window and found no change. Before the state is saved: a fold
+        repeated after a crash sends the same resolve (the notifier sends it once)."""
+        size = self.config.window
+        window = AlertWindow(size_s=size, start=format_time(start), end=format_time(start + size))
+        for series in detector.in_control:
+            state = detector.states[series]
+            message = (
+                f"resolved: {series} of {model} / {suite} is back in control: the detector learnt its reference "
+                f"again after the alarm and the window from {window.start} shows no shift "
+                f"(CUSUM up {state.up:.1f}, down {state.down:.1f})"
+            )
+            await firing.end(
+                firing.key(pair, _name(series), size),
+                "in_control",
+                message,
+                send,
+                value=max(state.up, state.down),
+                count=int(fields.get("count", 0.0)),
+                window=window,
+                fired_at=format_time(now),
+                figures={"ewma": state.ewma, "count": fields.get("count", 0.0)},
+                examples=[],
+            )
 
     async def _shift_alert(
         self,
@@ -120,3 +166,8 @@ class ScoreShiftStep(QueuedFoldStep):
                 events_since=change.events_since,
             ),
         )
+
+
+def _name(series: str) -> str:
+    """A series' name among the pair's firing alerts (streameval.features._firing)."""
+    return f"score_shift:{series}"

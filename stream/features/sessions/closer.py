@@ -156,6 +156,8 @@ def build_result(
         evaluated_at=graded.evaluated_at,
         latency_ms=graded.latency_ms,
         pipeline_version=__version__,
+        suite_version=graded.suite_version,
+        backfill=graded.backfill,
     )
 
 
@@ -178,6 +180,8 @@ def graded_of(result: SessionResult) -> GradedResult:
         judge=result.judge,
         failed_gates=result.failed_gates,
         reason=result.reason,
+        suite_version=result.suite_version,
+        backfill=result.backfill,
     )
 
 
@@ -323,9 +327,11 @@ class SessionCloser:
         value = encoded
         if stored[0] is not None:  # counted before (a worker died closing it): publish what was counted
             value = stored[0]
-            # the version of the pair it was counted under (docs/versions.md): a later retraction goes there too
-            graded = graded_of(SessionResult.model_validate_json(value)).model_copy(
-                update={"suite_version": session.suite.version or None}
+            # the version of the pair it was counted under (docs/versions.md): a later retraction goes there
+            # too (a result stored before session results carried their version: this session's)
+            stored_graded = graded_of(SessionResult.model_validate_json(value))
+            graded = stored_graded.model_copy(
+                update={"suite_version": stored_graded.suite_version or session.suite.version or None}
             )
         else:  # /metrics: results, quality series and judge activity by model x session name, per revision
             telemetry.observe_outcomes([Outcome(result=graded, counters=counters)])

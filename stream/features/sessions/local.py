@@ -70,6 +70,12 @@ class LocalSessions:
     async def close_all(self, pipeline: Pipeline) -> list[tuple[GradedResult, SessionResult]]:
         """Judge every session (in order of session name, then first event time, then key): the graded form
         (what the worker records; the summary counts it as pair model x session name) and the result."""
+        return [(graded, result) for graded, result, _ in await self.judge_all(pipeline)]
+
+    async def judge_all(
+        self, pipeline: Pipeline
+    ) -> list[tuple[GradedResult, SessionResult, dict[str, dict[str, float]]]]:
+        """:meth:`close_all`, each with its counters too (what the store records with it: a backfill)."""
         out = []
         ordered = sorted(self._open.items(), key=lambda item: (item[0][0], item[1].order[0][0], item[0][1]))
         for (name, key), state in ordered:
@@ -77,7 +83,7 @@ class LocalSessions:
             if not judged(turns):  # an agent run of steps only: closes without a result, as online
                 continue
             now = time.time()
-            graded, result, _ = await evaluate_thread(
+            graded, result, counters = await evaluate_thread(
                 pipeline,
                 self.sessions[name],
                 key,
@@ -88,6 +94,6 @@ class LocalSessions:
                 now,
                 received_at=now,
             )
-            out.append((graded, result))
+            out.append((graded, result, counters))
         self._open.clear()
         return out
