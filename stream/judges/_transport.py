@@ -171,24 +171,28 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         first_byte = timeout.get("first_byte")
         # a `first_byte` limit (JudgeConfig.first_byte_timeout_s) bounds the wait for the answer's status
         # line and headers; the caller's limit bounds the whole attempt
-        limit = asyncio.timeout(first_byte)
+        limit = None if first_byte is None else asyncio.timeout(first_byte)
         try:
-            async with limit:
-                answer = await session.request(
-                    method,
-                    target,
-                    headers=headers,
-                    data=content or None,
-                    allow_redirects=False,
-                    timeout=self._timeout(timeout),
-                    proxy=proxy,
-                    proxy_auth=proxy_auth,
-                )
+            pending = session.request(
+                method,
+                target,
+                headers=headers,
+                data=content or None,
+                allow_redirects=False,
+                timeout=self._timeout(timeout),
+                proxy=proxy,
+                proxy_auth=proxy_auth,
+            )
+            if limit is None:
+                answer = await pending
+            else:
+                async with limit:
+                    answer = await pending
             async with answer:
                 body = await answer.read()
                 return answer.status, answer.headers, answer.raw_headers, answer.reason, body
         except TimeoutError as exc:
-            if first_byte is not None and limit.expired():
+            if limit is not None and limit.expired():
                 raise FirstByteTimeout(f"no answer within {first_byte:g} s") from exc
             mapped = to_httpx_error(exc, request or httpx.Request(method, url, headers=headers))
             raise (mapped or exc) from exc

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
+import subprocess
+import sys
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,12 +41,16 @@ QUESTIONS = [
 
 
 @pytest.fixture(scope="module")
-def local_judge() -> Iterator[str]:
+def installed() -> None:
     missing = local_judge_missing()
     if missing:
         if os.environ.get("CI"):
             pytest.fail(f"CI installs the local-judge extra, yet {missing}")
         pytest.skip(missing)
+
+
+@pytest.fixture(scope="module")
+def local_judge(installed: None) -> Iterator[str]:
     with start_local_judge() as url:
         yield url
 
@@ -151,3 +159,21 @@ async def test_a_long_conversation_is_shortened_to_the_context_window(local_judg
     assert 0 < verdict.prompt_tokens <= LOCAL_CONTEXT
     after = REGISTRY.get_sample_value("streameval_judge_prompts_truncated_total", {"judge": "local-smollm2"})
     assert after == before + 1
+
+
+def test_the_demo_runs_its_panel_on_the_local_model(installed: None, redis_url: str, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "streameval", "demo", "--local-judge", "--events", "80"],
+        capture_output=True,
+        timeout=600,
+        env={**os.environ, "REDIS_URL": redis_url, "TMPDIR": str(tmp_path)},
+    )
+    err, out = result.stderr.decode(), result.stdout.decode()
+    assert result.returncode == 0, err[-3000:]
+    assert "1 LOCAL model" in err and "not judging quality" in err and "SIMULATED" not in err
+    assert "judge panel (LOCAL model SmolLM2-135M" in out
+    [row] = [line for line in out.splitlines() if "local-smollm2" in line]
+    cells = [c.strip() for c in re.split(r"[│|]", row) if c.strip()]
+    calls, tokens, p50 = int(cells[1]), int(cells[6]), cells[8]
+    assert calls > 0 and tokens > 0 and p50.isdigit() and int(p50) > 0, row  # real latency and tokens
+    assert list(tmp_path.iterdir()) == []  # the server's log went with the broker's folder
