@@ -96,9 +96,11 @@ DEMO_SIM: dict[str, Any] = {
 
 
 # With --local-judge the panel is one real model answering one request at a time (seconds each on 2 cores):
-# a tenth of these suites' events is judged, so the demo ends in a minute or two.
+# a tenth of these suites' events is judged, so the demo ends in a minute or two; an answer holding no score
+# is that judge's error (unscored: exclude), never the multi-judge spec's midpoint.
 DEMO_LOCAL_JUDGED: dict[str, dict[str, Any]] = {
-    name: {**options, "sample_rate": 0.1, "consistency_rate": 0.0} for name, options in DEMO_JUDGED.items()
+    name: {**options, "sample_rate": 0.1, "consistency_rate": 0.0, "unscored": "exclude"}
+    for name, options in DEMO_JUDGED.items()
 }
 
 

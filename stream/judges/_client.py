@@ -391,21 +391,26 @@ class JudgeClient:
         return True
 
     async def _fit(self, system: str, user: str) -> tuple[str, Cut | None]:
-        """``user`` shortened to fit the context window next to ``system`` and ``max_tokens``."""
+        """``user`` shortened to fit the context window next to ``system`` and ``max_tokens``.
+
+        The estimate (an over-estimate) is tried first: a prompt it fits needs no count by the server."""
         assert self.context is not None
+        limit = int((self.context - self.config.max_tokens - TEMPLATE_TOKENS) * self._slack)
+        if estimate_tokens(system) + estimate_tokens(user) <= limit:
+            return user, None
         system_tokens = self._system_tokens.get(system)
         if system_tokens is None:
             system_tokens = self._system_tokens[system] = await self._count(system)
             if len(self._system_tokens) > 256:
                 self._system_tokens.clear()
-        room = int((self.context - self.config.max_tokens - TEMPLATE_TOKENS) * self._slack) - system_tokens
+        room = limit - system_tokens
         if room <= 0:
             raise JudgeContextTooLong(
                 f"judge {self.name!r}: the instructions ({system_tokens} tokens) and max_tokens "
                 f"{self.config.max_tokens} leave no room in its {self.context}-token context window",
                 limit=self.context,
             )
-        if len(user.encode("utf-8")) + TEMPLATE_TOKENS <= room:  # a token is at least one byte: it fits
+        if estimate_tokens(user) <= room:
             return user, None
         try:
             return await fit_user(user, room, self._count)
@@ -413,27 +418,24 @@ class JudgeClient:
             raise JudgeContextTooLong(f"judge {self.name!r}: {exc}", limit=self.context) from None
 
     async def _count(self, text: str) -> int:
-        """``text``'s tokens by the server's tokenizer when it has one, else :func:`estimate_tokens`."""
-        if self._tokenize is None and self._tokenizers:
-            for url, field, read in self._tokenizers:
-                try:
-                    status, _, content = await self._get_or_post(url, {field: text})
-                    if status < 300:
-                        count = read(orjson.loads(content))
-                        self._tokenize = (url, field, read)
-                        self._tokenizers = ()
-                        return count
-                except (httpx.HTTPError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-                    continue
-            self._tokenizers = ()  # none answered: the estimate from now on
-        if self._tokenize is not None:
-            url, field, read = self._tokenize
+        """``text``'s tokens by the server's tokenizer when it has one, else :func:`estimate_tokens`.
+
+        A count holds one of the judge's slots like a completion (the server may serve both one at a
+        time: llama-cpp-python does), and a failed or late one falls back to the estimate."""
+        candidates = [self._tokenize] if self._tokenize is not None else list(self._tokenizers)
+        for url, field, read in candidates:
+            await self._slots.acquire()
             try:
                 status, _, content = await self._get_or_post(url, {field: text})
-                if status < 300:
-                    return read(orjson.loads(content))
-            except (httpx.HTTPError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-                pass
+                count = read(orjson.loads(content)) if status < 300 else None
+            except (httpx.HTTPError, TimeoutError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                count = None
+            finally:
+                self._slots.release()
+            if count is not None:
+                self._tokenize, self._tokenizers = (url, field, read), ()
+                return count
+        self._tokenizers = ()  # none answered: the estimate from now on (a known tokenizer is kept)
         return estimate_tokens(text)
 
     async def _get_or_post(

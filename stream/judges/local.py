@@ -114,7 +114,7 @@ def start_local_judge(
         "--n_ctx",
         str(n_ctx),
         "--n_threads",
-        str(threads or min(2, os.cpu_count() or 1)),
+        str(threads or 1),
         "--logits_all",
         "false",
         "--interrupt_requests",

@@ -31,7 +31,7 @@ from streameval.pipeline import Pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.local_judge, pytest.mark.slow]
 
-EVENTS = 12  # per test: each answer takes seconds on a loaded 2-core machine (bench/local_judge.py runs more)
+EVENTS = 6  # per test: each answer takes seconds on a loaded 2-core machine (bench/local_judge.py runs 50)
 QUESTIONS = [
     ("What is the capital of France?", "The capital of France is Paris.", "Paris"),
     ("What is 2 + 2?", "2 + 2 = 5.", "4"),
