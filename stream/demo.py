@@ -316,9 +316,9 @@ def render_judges(
     table = Table(title=title, title_justify="left")
     columns = ["judge", "calls", "cache hits", "errors", "answers", "mean score (0-10)", "tokens"]
     if local is not None:
-        columns += ["truncated", "latency p50 (ms)", "latency p95 (ms)"]
+        columns += ["cut to fit", "p50 ms", "p95 ms"]
     for name in columns:
-        table.add_column(name, justify="left" if name == "judge" else "right")
+        table.add_column(name, justify="left" if name == "judge" else "right", no_wrap=name == "judge")
     ordered = sorted(local or [])
     for judge, t in sorted(totals.items()):
         answers = t.get("n", 0.0)

@@ -172,7 +172,7 @@ def test_the_demo_runs_its_panel_on_the_local_model(installed: None, redis_url: 
     assert result.returncode == 0, err[-3000:]
     assert "1 LOCAL model" in err and "not judging quality" in err and "SIMULATED" not in err
     assert "judge panel (LOCAL model SmolLM2-135M" in out
-    [row] = [line for line in out.splitlines() if "local-smollm2" in line]
+    [row] = [line for line in out.splitlines() if "local-smol" in line]
     cells = [c.strip() for c in re.split(r"[│|]", row) if c.strip()]
     calls, tokens, p50 = int(cells[1]), int(cells[6]), cells[8]
     assert calls > 0 and tokens > 0 and p50.isdigit() and int(p50) > 0, row  # real latency and tokens
