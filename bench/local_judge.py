@@ -132,7 +132,7 @@ async def main(args: argparse.Namespace) -> None:
         hub = JudgeHub([cfg], log_interval_s=None)
         await hub.start()
         [judge] = hub.panel(None)
-        session = aiohttp.ClientSession()
+        session = aiohttp.ClientSession(headers={"content-type": "application/json"})
         try:
             # warm-up: the client learns the server's dialect (two 500s to json_schema) outside the figures
             for prompt in prompts[:3]:
