@@ -88,10 +88,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--no-judges", action="store_true", help="do not start the simulated judge panel")
     demo.add_argument(
+        "--local-judge",
+        action="store_true",
+        help="judge with a real model on this machine instead of the simulated panel: llama-cpp-python's "
+        "server with SmolLM2-135M (the local-judge extra), offline; it shows the mechanics, not judging quality",
+    )
+    demo.add_argument(
         "--keep", action="store_true", help="keep the demo's keys in an external Redis (REDIS_URL)"
     )
     demo.add_argument(
-        "--timeout", type=float, default=180.0, metavar="S", help="give up after this many seconds"
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="give up after this many seconds (default 180; 900 with --local-judge)",
     )
 
     up = _sub(

@@ -34,6 +34,7 @@ from ._util import redact_url
 from .config import load_config
 from .embedded import EmbeddedBroker, EmbeddedRedis, stop_process
 from .errors import StoreUnavailable
+from .judges.local import LOCAL_CONTEXT, LOCAL_MODEL, local_judge_missing, local_judges, start_local_judge
 from .judges.sim import demo_judges, start_judge_sim
 from .kafka_io import Record, collect, ensure_topics, produce
 from .models import PANEL_RESULT_NAME
@@ -94,13 +95,24 @@ DEMO_SIM: dict[str, Any] = {
 }
 
 
-def judged_config(config: Path, judge_url: str, out: Path) -> Path:
-    """``config`` plus the simulated panel on the :data:`DEMO_JUDGED` suites, written to ``out``."""
+# With --local-judge the panel is one real model answering one request at a time (seconds each on 2 cores):
+# a tenth of these suites' events is judged, so the demo ends in a minute or two; an answer holding no score
+# is that judge's error (unscored: exclude), never the multi-judge spec's midpoint.
+DEMO_LOCAL_JUDGED: dict[str, dict[str, Any]] = {
+    name: {**options, "sample_rate": 0.1, "consistency_rate": 0.0, "unscored": "exclude"}
+    for name, options in DEMO_JUDGED.items()
+}
+
+
+def judged_config(config: Path, judge_url: str, out: Path, *, local: bool = False) -> Path:
+    """``config`` plus the simulated panel (or, ``local``, the local model's) on the :data:`DEMO_JUDGED`
+    suites, written to ``out``."""
     data = yaml.safe_load(config.read_text(encoding="utf-8"))
-    data["judges"] = demo_judges(judge_url)
+    data["judges"] = local_judges(judge_url) if local else demo_judges(judge_url)
+    judged = DEMO_LOCAL_JUDGED if local else DEMO_JUDGED
     for suite in data["suites"]:
-        if suite["name"] in DEMO_JUDGED:
-            suite["judge"] = DEMO_JUDGED[suite["name"]]
+        if suite["name"] in judged:
+            suite["judge"] = judged[suite["name"]]
     out.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
     return out
 
@@ -122,13 +134,33 @@ async def run_demo(args: argparse.Namespace, console: Console, out: Console | No
         config = stack.enter_context(bundled_file("suites.yaml", args.config))
         events_path = stack.enter_context(bundled_file("events.jsonl", args.input))
         load_config(config)  # fail before starting anything
+        local = bool(getattr(args, "local_judge", False))
+        if local and (args.config is not None or args.no_judges):
+            console.print(
+                "[bold red]--local-judge[/] judges the bundled suites: not with --config or --no-judges"
+            )
+            return 2
+        missing = local_judge_missing() if local else None
+        if missing:
+            console.print(f"[bold red]--local-judge:[/] {missing}", markup=True, highlight=False)
+            return 2
+        timeout = args.timeout if args.timeout is not None else (900.0 if local else 180.0)
         events = demo_events(events_path, args.events)
         if external_redis:
             await _check_redis(external_redis)  # before anything starts
 
         broker = stack.enter_context(EmbeddedBroker())
         console.print(f"broker   Tansu (embedded, Kafka protocol) at {broker.bootstrap}")
-        if args.config is None and not args.no_judges:
+        if local:
+            judge_url = stack.enter_context(start_local_judge(log=broker.dir / "local-judge.log"))
+            config = judged_config(config, judge_url, broker.dir / "demo-suites.yaml", local=True)
+            load_config(config)
+            console.print(
+                f"judges   1 LOCAL model at {judge_url}: {LOCAL_MODEL} (llama-cpp-python, {LOCAL_CONTEXT}-token "
+                f"context, offline) on a tenth of suites {', '.join(DEMO_JUDGED)}; a 135M model shows the "
+                "mechanics of a real judge (latency, tokens, JSON), not judging quality: do not read its scores"
+            )
+        elif args.config is None and not args.no_judges:
             judge_url = await stack.enter_async_context(start_judge_sim(**DEMO_SIM))
             config = judged_config(config, judge_url, broker.dir / "demo-suites.yaml")
             load_config(config)
@@ -177,6 +209,7 @@ async def run_demo(args: argparse.Namespace, console: Console, out: Console | No
         await produce(broker.bootstrap, topics["requests"], events)
         console.print(f"sent {len(events)} events to {topics['requests']}")
         counts = {"results": 0, "deadletter": 0}
+        latencies: list[float] = []  # --local-judge: the model's answer times, from the results
         with Progress(
             TextColumn("[bold]evaluating[/]"),
             BarColumn(),
@@ -189,6 +222,8 @@ async def run_demo(args: argparse.Namespace, console: Console, out: Console | No
 
             def on_record(record: Record) -> None:
                 counts["results" if record.topic == topics["results"] else "deadletter"] += 1
+                if local and record.topic == topics["results"]:
+                    latencies.extend(_judge_latencies(record.value))
                 progress.update(
                     task, completed=sum(counts.values()), ok=counts["results"], dead=counts["deadletter"]
                 )
@@ -200,7 +235,7 @@ async def run_demo(args: argparse.Namespace, console: Console, out: Console | No
                     broker.bootstrap,
                     [topics["results"], topics["deadletter"]],
                     until=lambda records: len(records) >= len(events),
-                    timeout=args.timeout,
+                    timeout=timeout,
                     on_record=on_record,
                 )
             except (TimeoutError, RuntimeError) as exc:
@@ -223,7 +258,7 @@ async def run_demo(args: argparse.Namespace, console: Console, out: Console | No
         finally:
             await client.aclose()
         render_summary(summary, out, title="per model and suite (read back from Redis, all time)")
-        render_judges(rows, out)
+        render_judges(rows, out, local=latencies if local else None)
         out.print(
             f"{len(events)} events → {counts['results']} result messages, {counts['deadletter']} dead letters "
             f"in {elapsed:.1f}s; {summary.count} distinct events counted in the aggregates",
@@ -248,8 +283,20 @@ async def _check_redis(url: str) -> None:
         await client.aclose()
 
 
-def render_judges(rows: list[tuple[str, str, dict[str, float]]], console: Console) -> None:
-    """Per-judge figures from the panel's window counters (``ev:judge_panel:c:<judge>.<what>``)."""
+def _judge_latencies(value: bytes) -> list[float]:
+    """The answer times (ms) of the judges called for one result message (not cached, not failed)."""
+    try:
+        judges = orjson.loads(value)["judge"]["judges"]
+        return [float(j["latency_ms"]) for j in judges if j.get("latency_ms") and not j.get("cached")]
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return []
+
+
+def render_judges(
+    rows: list[tuple[str, str, dict[str, float]]], console: Console, *, local: list[float] | None = None
+) -> None:
+    """Per-judge figures from the panel's window counters (``ev:judge_panel:c:<judge>.<what>``);
+    ``local``: the panel is the LOCAL model, with these answer times (ms)."""
     totals: dict[str, dict[str, float]] = {}
     for _, _, fields in rows:
         for field, value in fields.items():
@@ -261,14 +308,23 @@ def render_judges(rows: list[tuple[str, str, dict[str, float]]], console: Consol
                 totals[judge][what] += value
     if not totals:
         return
-    table = Table(title="judge panel (SIMULATED judges)", title_justify="left")
-    for name in ("judge", "calls", "cache hits", "errors", "answers", "mean score (0-10)", "tokens"):
-        table.add_column(name, justify="left" if name == "judge" else "right")
+    title = (
+        "judge panel (LOCAL model SmolLM2-135M: real latency and tokens; its scores say nothing of quality)"
+        if local is not None
+        else "judge panel (SIMULATED judges)"
+    )
+    table = Table(title=title, title_justify="left")
+    columns = ["judge", "calls", "cache hits", "errors", "answers", "mean score (0-10)", "tokens"]
+    if local is not None:
+        columns += ["cut to fit", "p50 ms", "p95 ms"]
+    for name in columns:
+        table.add_column(name, justify="left" if name == "judge" else "right", no_wrap=name == "judge")
+    ordered = sorted(local or [])
     for judge, t in sorted(totals.items()):
         answers = t.get("n", 0.0)
         mean = t.get("score_sum", 0.0) / answers if answers else 0.0
         tokens = t.get("prompt_tokens", 0.0) + t.get("completion_tokens", 0.0)
-        table.add_row(
+        cells = [
             judge,
             f"{t.get('calls', 0):.0f}",
             f"{t.get('cache_hits', 0):.0f}",
@@ -276,8 +332,17 @@ def render_judges(rows: list[tuple[str, str, dict[str, float]]], console: Consol
             f"{answers:.0f}",
             f"{mean:.2f}",
             f"{tokens:.0f}",
-        )
+        ]
+        if local is not None:
+            cells += [f"{t.get('truncated', 0):.0f}", _percentile(ordered, 0.50), _percentile(ordered, 0.95)]
+        table.add_row(*cells)
     console.print(table)
+
+
+def _percentile(ordered: list[float], q: float) -> str:
+    if not ordered:
+        return "-"
+    return f"{ordered[min(len(ordered) - 1, int(q * len(ordered)))]:.0f}"
 
 
 def _start_worker(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:

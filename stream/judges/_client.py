@@ -35,8 +35,10 @@ import orjson
 
 from .._version import __version__
 from ._config import JudgeConfig
+from ._context import TEMPLATE_TOKENS, TRUNCATED, Cut, context_limit, estimate_tokens, fit_user, names_format
 from ._errors import (
     JudgeBadResponse,
+    JudgeContextTooLong,
     JudgeError,
     JudgeHTTPError,
     JudgeRateLimited,
@@ -48,12 +50,17 @@ from ._hints import doubled_v1, explain_status
 from ._keys import api_key
 from ._limit import AdaptiveLimit
 from ._protocols import ANTHROPIC_VERSION, endpoint, protocol_of
-from ._transport import AiohttpTransport
+from ._structured import AUTO_DIALECTS
+from ._transport import AiohttpTransport, FirstByteTimeout
 
-__all__ = ["ANTHROPIC_VERSION", "Completion", "JudgeClient"]
+__all__ = ["ANTHROPIC_VERSION", "STRIKES", "Completion", "JudgeClient"]
 
 log = logging.getLogger(__name__)
 
+
+#: ambiguous failures (5xx, a 400 not naming the format) that drop a structured-output dialect, each
+#: counted only when another form of the same request was then answered
+STRIKES = 2
 
 #: the timeouts given to the default transport: none of its own (see :meth:`JudgeClient.start`)
 _BOUNDED_BY_CALLER: Mapping[str, float | None] = {}
@@ -66,6 +73,7 @@ class Completion:
     completion_tokens: int
     latency_ms: float  # of the successful attempt
     attempts: int
+    truncated: str | None = None  # what was cut to fit the context window (a verdict warning)
 
 
 class _Wire(Protocol):
@@ -170,8 +178,21 @@ class JudgeClient:
             config.name, config.max_concurrency, adaptive=config.adaptive_concurrency, clock=clock
         )
         self._rate = _StartRate(config.requests_per_second, clock, sleep)
-        #: ask for structured answers (``structured: true``) until the endpoint rejects them once
+        #: ask for structured answers (``structured: true``) until the endpoint has refused every dialect
         self.structured = config.structured
+        self._dialects: list[str] = (
+            ["tool"]
+            if config.protocol != "openai"
+            else list(AUTO_DIALECTS if config.structured_mode == "auto" else (config.structured_mode,))
+        )
+        self._strikes: dict[str, int] = {}
+        #: the server's context window in tokens (configured, asked at start, or learned); None: unknown
+        self.context: int | None = config.context_tokens if isinstance(config.context_tokens, int) else None
+        self._slack = 1.0  # share of the room used (lowered when the server counted more than we did)
+        self._system_tokens: dict[str, int] = {}
+        self._tokenize: tuple[str, str, Callable[[Any], int]] | None = None
+        self._tokenizers: tuple[tuple[str, str, Callable[[Any], int]], ...] = ()
+        self._root = config.base_url
 
     @property
     def name(self) -> str:
@@ -210,15 +231,32 @@ class JudgeClient:
             value.encode("ascii")  # as httpx.Headers encodes str values: a non-ASCII key fails here, at start
         self._route = (str(endpoint(cfg.base_url, proto.path)), list(headers.items()))
         self._http = self._transport if self._transport is not None else AiohttpTransport(cfg.max_concurrency)
+        first_byte = cfg.first_byte_timeout_s
         if isinstance(self._http, AiohttpTransport):
             self._wire = self._http
             # every attempt runs under asyncio.timeout(timeout_s), started before the POST: aiohttp's own
             # timers (total, connect) would start later with the same or longer delays, so they could
             # never fire first; without them a request arms no timer of its own (docs/performance.md)
-            self._wire_timeout = _BOUNDED_BY_CALLER
+            self._wire_timeout = _BOUNDED_BY_CALLER if first_byte is None else {"first_byte": first_byte}
         else:
             self._wire = HttpxWire(self._http)
-            self._wire_timeout = self._timeout
+            self._wire_timeout = (
+                self._timeout if first_byte is None else {**self._timeout, "read": first_byte}
+            )
+        if proto.name == "openai":
+            # the server's own root (OpenAI-compatible roots end in /v1): tokenizer and /props live there
+            base = cfg.base_url.rstrip("/")
+            self._root = base[: -len("/v1")] if base.endswith("/v1") else base
+            self._tokenizers = (
+                (
+                    str(endpoint(self._root, "extras/tokenize/count")),
+                    "input",
+                    _count_field,
+                ),  # llama-cpp-python
+                (str(endpoint(self._root, "tokenize")), "content", _tokens_field),  # llama.cpp's server
+            )
+        if cfg.context_tokens == "auto":
+            await self._probe_server()
 
     async def close(self) -> None:
         if self._http is not None:
@@ -237,21 +275,28 @@ class JudgeClient:
 
         ``on_slot`` is called once the first attempt holds a slot (the request is on its way).
 
-        ``schema`` (with ``structured: true``) asks for the answer's JSON by the protocol's own means
-        (:mod:`._structured`); an endpoint that rejects it is asked again without it, and from then on
-        never gets it (logged once)."""
+        ``schema`` (with ``structured: true``) asks for the answer's JSON by the protocol's own means,
+        in the server's dialect (:meth:`_ask`). With the server's context window known (or learned
+        from its context-length error), ``user`` is shortened to fit first (:mod:`._context`)."""
         cfg = self.config
+        sent, cut = user, None
+        if self.context is not None:
+            sent, cut = await self._fit(system, user)
         for attempt in range(1, cfg.attempts + 1):
             try:
                 try:
-                    sent = schema if self.structured else None
-                    text, tokens_in, tokens_out, latency = await self._attempt(system, user, sent, on_slot)
+                    text, tokens_in, tokens_out, latency = await self._ask(
+                        system, sent, schema if self.structured else None, on_slot
+                    )
+                except JudgeContextTooLong as exc:
                     on_slot = None
-                except JudgeHTTPError as exc:
-                    if sent is None or exc.status not in (400, 422):
+                    if not self._learn_context(exc.limit):
                         raise
-                    self._reject_structured(exc.status)
-                    text, tokens_in, tokens_out, latency = await self._attempt(system, user, None)
+                    sent, cut = await self._fit(system, user)  # the new size: once more, shortened
+                    text, tokens_in, tokens_out, latency = await self._ask(
+                        system, sent, schema if self.structured else None, None
+                    )
+                on_slot = None
             except JudgeError as exc:
                 on_slot = None
                 if not exc.retryable or attempt == cfg.attempts:
@@ -259,8 +304,175 @@ class JudgeClient:
                     raise
                 await self._sleep(self._retry_delay(exc))
                 continue
-            return Completion(text, tokens_in, tokens_out, latency, attempt)
+            if cut is not None:
+                TRUNCATED.labels(self.name).inc()
+            return Completion(
+                text,
+                tokens_in,
+                tokens_out,
+                latency,
+                attempt,
+                None if cut is None else cut.warning(self.context or 0),
+            )
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    async def _ask(
+        self,
+        system: str,
+        user: str,
+        schema: dict[str, Any] | None,
+        on_slot: Callable[[], None] | None,
+    ) -> tuple[str, int, int, float]:
+        """One attempt: with ``schema``, in each dialect still in play until one is answered.
+
+        A 400/422 that names the structured request (:attr:`JudgeHTTPError.format_refused`) drops
+        its dialect for good. Any other 400/422 or a 5xx is ambiguous (llama-cpp-python answers 500
+        to ``json_schema``; a server may also just be failing): the next dialect, then the prompt
+        alone, is tried at once, and the ambiguous dialect gets a strike only when another form of
+        the same request was then answered; :data:`STRIKES` strikes drop it. A too-long prompt is
+        never held against a dialect (:class:`JudgeContextTooLong` passes through). When no
+        dialect is left the judge is prompt-only from then on (logged once)."""
+        if schema is None or not self._dialects:
+            return await self._attempt(system, user, None, on_slot)
+        unclear: list[str] = []
+        for dialect in list(self._dialects):
+            try:
+                answer = await self._attempt(system, user, schema, on_slot, dialect)
+            except JudgeContextTooLong:
+                raise
+            except JudgeHTTPError as exc:
+                on_slot = None
+                if exc.format_refused:
+                    self._drop(dialect, f"HTTP {exc.status} naming the structured request")
+                elif exc.status in (400, 422) or exc.status >= 500:
+                    unclear.append(dialect)
+                else:
+                    raise
+                continue
+            self._strike(unclear)
+            return answer
+        # no dialect was answered: the prompt alone (an error here is the server's trouble, not the format's)
+        answer = await self._attempt(system, user, None, on_slot)
+        self._strike(unclear)
+        return answer
+
+    def _drop(self, dialect: str, why: str) -> None:
+        if dialect in self._dialects:
+            self._dialects.remove(dialect)
+            log.warning("judge %r: the server refused structured output as %s (%s)", self.name, dialect, why)
+        if not self._dialects:
+            self._reject_structured(why)
+
+    def _strike(self, dialects: Sequence[str]) -> None:
+        for dialect in dialects:
+            self._strikes[dialect] = self._strikes.get(dialect, 0) + 1
+            if self._strikes[dialect] >= STRIKES:
+                self._drop(dialect, f"{STRIKES} failed requests that another form of the request passed")
+
+    @property
+    def dialect(self) -> str | None:
+        """The structured-output dialect the next request uses first (None: prompt-only)."""
+        return self._dialects[0] if self.structured and self._dialects else None
+
+    def _learn_context(self, limit: int | None) -> bool:
+        """Take ``limit`` (from a context-length error) as the window; False when that tells nothing new."""
+        if limit is None or limit <= self.config.max_tokens:
+            return False
+        if self.context is not None and limit >= self.context:
+            if self._slack < 0.5:
+                return False
+            self._slack *= 0.8  # our count was short of the server's: leave more room next time
+        self.context = limit
+        log.warning(
+            "judge %r: the server's context window is %d tokens; longer prompts are shortened",
+            self.name,
+            limit,
+        )
+        return True
+
+    async def _fit(self, system: str, user: str) -> tuple[str, Cut | None]:
+        """``user`` shortened to fit the context window next to ``system`` and ``max_tokens``.
+
+        The estimate (an over-estimate) is tried first: a prompt it fits needs no count by the server."""
+        assert self.context is not None
+        limit = int((self.context - self.config.max_tokens - TEMPLATE_TOKENS) * self._slack)
+        if estimate_tokens(system) + estimate_tokens(user) <= limit:
+            return user, None
+        system_tokens = self._system_tokens.get(system)
+        if system_tokens is None:
+            system_tokens = self._system_tokens[system] = await self._count(system)
+            if len(self._system_tokens) > 256:
+                self._system_tokens.clear()
+        room = limit - system_tokens
+        if room <= 0:
+            raise JudgeContextTooLong(
+                f"judge {self.name!r}: the instructions ({system_tokens} tokens) and max_tokens "
+                f"{self.config.max_tokens} leave no room in its {self.context}-token context window",
+                limit=self.context,
+            )
+        if estimate_tokens(user) <= room:
+            return user, None
+        try:
+            return await fit_user(user, room, self._count)
+        except ValueError as exc:
+            raise JudgeContextTooLong(f"judge {self.name!r}: {exc}", limit=self.context) from None
+
+    async def _count(self, text: str) -> int:
+        """``text``'s tokens by the server's tokenizer when it has one, else :func:`estimate_tokens`.
+
+        A count holds one of the judge's slots like a completion (the server may serve both one at a
+        time: llama-cpp-python does), and a failed or late one falls back to the estimate."""
+        candidates = [self._tokenize] if self._tokenize is not None else list(self._tokenizers)
+        for url, field, read in candidates:
+            await self._slots.acquire()
+            try:
+                status, _, content = await self._get_or_post(url, {field: text})
+                count = read(orjson.loads(content)) if status < 300 else None
+            except (httpx.HTTPError, TimeoutError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                count = None
+            finally:
+                self._slots.release()
+            if count is not None:
+                self._tokenize, self._tokenizers = (url, field, read), ()
+                return count
+        self._tokenizers = ()  # none answered: the estimate from now on (a known tokenizer is kept)
+        return estimate_tokens(text)
+
+    async def _get_or_post(
+        self, url: str, body: dict[str, Any] | None
+    ) -> tuple[int, Mapping[str, str], bytes]:
+        """A side request to the judge's server (tokenizer, /props), bounded by ``timeout_s``."""
+        assert self._wire is not None and self._route is not None
+        async with asyncio.timeout(self.config.timeout_s):
+            if body is None:
+                async with httpx.AsyncClient(
+                    transport=self._transport, timeout=self.config.timeout_s
+                ) as client:
+                    got = await client.get(url, headers=self._route[1])
+                    return got.status_code, got.headers, got.content
+            return await self._wire.post(url, self._route[1], orjson.dumps(body), self._wire_timeout)
+
+    async def _probe_server(self) -> None:
+        """``context_tokens: auto``: llama.cpp's ``GET /props`` (context size, parallel slots)."""
+        try:
+            status, _, content = await self._get_or_post(str(endpoint(self._root, "props")), None)
+            props = orjson.loads(content) if status < 300 else {}
+        except (httpx.HTTPError, TimeoutError, orjson.JSONDecodeError):
+            props = {}
+        settings = props.get("default_generation_settings") if isinstance(props, dict) else None
+        n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+        if isinstance(n_ctx, int) and n_ctx > self.config.max_tokens:
+            self.context = n_ctx
+        slots = props.get("total_slots") if isinstance(props, dict) else None
+        if isinstance(slots, int) and 0 < slots < self._slots.maximum:
+            self._slots.maximum = slots
+            self._slots.limit = min(self._slots.limit, float(slots))
+        log.info(
+            "judge %r: context window %s tokens, %s parallel slots (server's /props)",
+            self.name,
+            self.context or "unknown",
+            slots if isinstance(slots, int) else "unknown",
+        )
 
     def _retry_delay(self, exc: JudgeError) -> float:
         cfg = self.config
@@ -268,13 +480,13 @@ class JudgeClient:
             return min(exc.retry_after, cfg.max_retry_after_s) + cfg.retry_jitter_s * self._jitter()
         return cfg.retry_wait_s + cfg.retry_jitter_s * self._jitter()
 
-    def _reject_structured(self, status: int) -> None:
+    def _reject_structured(self, why: str) -> None:
         if self.structured:
             self.structured = False
             log.warning(
-                "judge %r rejected structured output (HTTP %d); asking for JSON in the prompt only from now on",
+                "judge %r rejected structured output (%s); asking for JSON in the prompt only from now on",
                 self.name,
-                status,
+                why,
             )
 
     async def _attempt(
@@ -283,12 +495,13 @@ class JudgeClient:
         user: str,
         schema: dict[str, Any] | None = None,
         on_slot: Callable[[], None] | None = None,
+        dialect: str = "json_schema",
     ) -> tuple[str, int, int, float]:
         if self._wire is None or self._route is None:
             raise RuntimeError(f"judge {self.name!r} is not started; call start() first")
         cfg = self.config
         url, headers = self._route
-        body = self._protocol.body(cfg, system, user, schema)
+        body = self._protocol.body(cfg, system, user, schema, dialect)
         started = await self._slots.acquire()  # waiting here is not part of the attempt's timeout
         if on_slot is not None:
             on_slot()
@@ -303,6 +516,11 @@ class JudgeClient:
             except TimeoutError:
                 self._slots.congested(started)
                 raise JudgeTimeout(f"judge {self.name!r} timed out after {cfg.timeout_s:g} s") from None
+            except FirstByteTimeout:
+                self._slots.congested(started)
+                raise JudgeTimeout(
+                    f"judge {self.name!r} sent no answer within {cfg.first_byte_timeout_s:g} s (first_byte_timeout_s)"
+                ) from None
             except httpx.HTTPError as exc:
                 error = map_httpx_error(exc, self.name)
                 if isinstance(error, JudgeTimeout):
@@ -321,7 +539,19 @@ class JudgeClient:
             retry_after = _retry_after(answer_headers.get("retry-after"))
             if status == 429 and retry_after:
                 self._slots.pause(min(retry_after, cfg.max_retry_after_s))
-            raise explain_status(cfg, status, content, status_error(self.name, status, retry_after))
+            if status in (400, 413, 422):
+                too_long, limit = context_limit(content)
+                if too_long:
+                    size = f" of {limit} tokens" if limit else ""
+                    raise JudgeContextTooLong(
+                        f"judge {self.name!r} answered HTTP {status}: the prompt does not fit its context window{size}",
+                        status=status,
+                        limit=limit,
+                    )
+            error = explain_status(cfg, status, content, status_error(self.name, status, retry_after))
+            if status in (400, 422) and schema is not None and isinstance(error, JudgeHTTPError):
+                error.format_refused = names_format(content)
+            raise error
         try:
             payload = orjson.loads(content)
         except orjson.JSONDecodeError:
@@ -339,6 +569,14 @@ class JudgeClient:
             raise JudgeBadResponse(
                 f"judge {self.name!r} answered JSON without the {self.config.protocol} message content"
             ) from None
+
+
+def _count_field(answer: Any) -> int:
+    return int(answer["count"])
+
+
+def _tokens_field(answer: Any) -> int:
+    return len(answer["tokens"])
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ._pressure import BackpressureConfig
 from ._protocols import PROTOCOLS
 from ._rubrics import METRIC_PROMPTS, MetricPrompt
+from ._structured import StructuredMode
 from ._urls import insecure_http_problem
 
 __all__ = [
@@ -122,6 +123,19 @@ class JudgeConfig(_Strict):
     structured: bool = Field(
         default=False, description="ask for the JSON answer by response_format / tool use"
     )
+    structured_mode: StructuredMode = Field(
+        default="auto",
+        description="openai protocol, structured: true: the server's dialect (json_schema, json_object, "
+        "guided_json, structured_outputs); auto: json_schema, then json_object, kept once accepted",
+    )
+    context_tokens: int | Literal["auto"] | None = Field(
+        default=None,
+        description="the server's context window in tokens, to shorten prompts that would not fit; auto: "
+        "asked of the server at start (llama.cpp's /props); none: learned from a context-length error",
+    )
+    first_byte_timeout_s: float | None = Field(
+        default=None, gt=0.0, description="limit until the answer's first byte, seconds; none: timeout_s only"
+    )
 
     @field_validator("protocol")
     @classmethod
@@ -131,8 +145,18 @@ class JudgeConfig(_Strict):
         return value
 
     @model_validator(mode="after")
+    def _context_fits_an_answer(self) -> JudgeConfig:
+        if isinstance(self.context_tokens, int) and self.context_tokens <= self.max_tokens:
+            raise ValueError(
+                f"max_tokens {self.max_tokens} leaves no room for the prompt in context_tokens "
+                f"{self.context_tokens}; lower max_tokens"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _no_key_over_plain_http(self) -> JudgeConfig:
-        problem = None if self.allow_insecure_http else insecure_http_problem(self.base_url)
+        keyless = self.api_key_env is None and self.api_key_file is None  # nothing to leak (a local model)
+        problem = None if self.allow_insecure_http or keyless else insecure_http_problem(self.base_url)
         if problem:
             raise ValueError(f"base_url: {problem}")
         return self

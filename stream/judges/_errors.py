@@ -8,7 +8,9 @@
         │   ├── JudgeTimeout           code "judge_timeout"; connect/read/write/pool timeout
         │   └── JudgeRateLimited       code "judge_rate_limited"; 429 after every retry
         ├── JudgeHTTPError         code "judge_http_error"; a non-2xx status (``status``)
-        │   └── JudgeAuthError         code "judge_auth"; 401 / 403 (check the api_key_env variable)
+        │   ├── JudgeAuthError         code "judge_auth"; 401 / 403 (check the api_key_env variable)
+        │   └── JudgeContextTooLong    code "judge_context_length"; the prompt does not fit the
+        │                              server's context window (``limit``: its size, when known)
         ├── JudgeBadResponse       code "judge_bad_response"; a 2xx body we cannot read, or scores
         │                          outside the scale
         ├── JudgeRequestError      code "judge_request"; a request httpx refused to build or send
@@ -31,6 +33,7 @@ __all__ = [
     "JudgeAuthError",
     "JudgeBadResponse",
     "JudgeBudgetExceeded",
+    "JudgeContextTooLong",
     "JudgeError",
     "JudgeHTTPError",
     "JudgeRateLimited",
@@ -71,14 +74,29 @@ class JudgeRateLimited(JudgeUnavailable):
 
 
 class JudgeHTTPError(JudgeError):
-    """A non-2xx answer. 5xx, 408 and 409 are worth retrying; other 4xx are not."""
+    """A non-2xx answer. 5xx, 408 and 409 are worth retrying; other 4xx are not. ``format_refused``:
+    a 400 or 422 whose error names the structured-output request (``response_format``, ``json_schema``,
+    ``guided_json``, ``schema``...), i.e. a clear refusal of the format (:mod:`._dialects`)."""
 
     code = "judge_http_error"
+    format_refused = False
 
     def __init__(self, message: str, *, status: int) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = status >= 500 or status in (408, 409)
+
+
+class JudgeContextTooLong(JudgeHTTPError):
+    """The prompt and ``max_tokens`` do not fit the server's context window (its 400 said so, or the
+    prompt could not be shortened enough). ``limit`` is the window's size in tokens when known."""
+
+    code = "judge_context_length"
+
+    def __init__(self, message: str, *, status: int = 400, limit: int | None = None) -> None:
+        super().__init__(message, status=status)
+        self.limit = limit
+        self.retryable = False
 
 
 class JudgeAuthError(JudgeHTTPError):

