@@ -169,15 +169,34 @@ async def _measure(
         subprocess.run(
             ["callgrind_control", "-i", "on", os.environ["BENCH_REDIS_PID"]], check=True, capture_output=True
         )
+    # published marks (when this side has them): each batch's results acknowledged by the broker once it is
+    # recorded, as a worker's are; the marks ride along in the next batch's calls, the last ones on their own
+    marking = hasattr(store, "published")
+    receipts: list[Any] = []
+
+    async def record(part: list[Any]) -> None:
+        if not marking:
+            await store.record_many(part)
+            return
+        from streameval.store import Receipt
+
+        receipts.append(Receipt())
+        await store.record_many(part, receipt=receipts[-1])
+
     cpu0, wall0 = time.process_time(), time.perf_counter()
     for i in range(0, len(items), batch):
         chunk = [c if new_api else c[:3] for c in items[i : i + batch]]
         if split:  # the rule-only part first, then the judged part (every 1/split-th event)
             step = max(1, round(1 / split))
-            await store.record_many([c for n, c in enumerate(chunk) if n % step])  # type: ignore[misc]
-            await store.record_many([c for n, c in enumerate(chunk) if not n % step])  # type: ignore[misc]
+            await record([c for n, c in enumerate(chunk) if n % step])
+            await record([c for n, c in enumerate(chunk) if not n % step])
         else:
-            await store.record_many(chunk)  # type: ignore[misc]
+            await record(chunk)
+        if marking:
+            store.published(receipts)
+            receipts.clear()
+    if marking:
+        await store.flush_published(0)
     worker_cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     instructions = 0.0
     if callgrind:

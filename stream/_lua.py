@@ -25,10 +25,11 @@ __all__ = [
 ]
 
 # Published marks (streameval.store_published), a function of the record script and of PUBLISHED: the results the
-# broker acknowledged. ARGV[a + 1]: m pointers hashes, then each one's note count, then the strings' count; then
-# per note: result id, its digest .. 'p'. KEYS after k: the m pointers hashes, then the strings. Each note's
-# pointer becomes its digest and 'p' (a redelivery of the event publishes nothing; another event reusing the id
-# tells by the digest), in a hash that still exists; the strings that held the copies go. Returns the index of
+# broker acknowledged. ARGV[a + 1]: m pointers hashes, then each one's note count n, then the strings' count;
+# then per hash: its n result ids, then n (published field, value) pairs. KEYS after k: the m pointers hashes,
+# then the strings. In a hash that still exists, each result id's pointer goes and its published field (a short
+# hash of the id) gets the first bytes of the event's digest: a redelivery of the event publishes nothing,
+# another event reusing the id tells by the digest. The strings that held the copies go. Returns the index of
 # the last KEY and of the last ARGV entry it owns.
 PUBLISHED_FN = """
 local function published(a, k)
@@ -36,11 +37,16 @@ local function published(a, k)
   local nrb = tonumber(ARGV[a + 2 + m])
   local first = a + 3 + m
   for h = 1, m do
-    local last = first + 2 * tonumber(ARGV[a + 1 + h]) - 1
-    if last >= first and redis.call('EXISTS', KEYS[k + h]) == 1 then
-      for s = first, last, 2000 do redis.call('HSET', KEYS[k + h], unpack(ARGV, s, math.min(last, s + 1999))) end
+    local n = tonumber(ARGV[a + 1 + h])
+    if n > 0 and redis.call('EXISTS', KEYS[k + h]) == 1 then
+      local last = first + n - 1
+      for s = first, last, 4000 do redis.call('HDEL', KEYS[k + h], unpack(ARGV, s, math.min(last, s + 3999))) end
+      last = first + 3 * n - 1
+      for s = first + n, last, 2000 do
+        redis.call('HSET', KEYS[k + h], unpack(ARGV, s, math.min(last, s + 1999)))
+      end
     end
-    first = last + 1
+    first = first + 3 * n
   end
   if nrb > 0 then redis.call('UNLINK', unpack(KEYS, k + m + 1, k + m + nrb)) end
   return k + m + nrb, first - 1

@@ -45,9 +45,9 @@ from .feature import BatchRecorder, Call, Recorded
 from .keyspace import OVERFLOW_MODEL, Client, Keys, guard, is_cluster, retry_forever, run_scripts
 from .models import GradedResult
 from .redelivery import stored_results
-from .store_codec import PACKED_FIELD, as_text, hash_fields, pack_increments, pointer
+from .store_codec import PACKED_FIELD, as_text, hash_fields, pack_increments, parse_pointer, pointer
 from .store_entries import Entries, RecordEntry
-from .store_published import PUBLISHED, RIDE_S, Notes, Pending, Receipt, is_published
+from .store_published import PUBLISHED, RIDE_S, Notes, Pending, Receipt, is_published, published_field
 
 __all__ = [
     "MARK_BUCKET_BYTES",
@@ -361,10 +361,10 @@ class ResultStore:
     ) -> None:
         """For events counted before: nothing when the broker has their result (a published mark, written or
         carried by this call), else the result their first counted copy published, while it is kept."""
-        dups = [(e, value) for e, value in dups if not self._is_published(e, value, out, carried)]
+        gen = int(self.now() // self.redelivery_ttl_s) if self.redelivery_ttl_s else None
+        dups = await self._not_published(dups, out, carried, gen)
         if not dups:
             return
-        gen = int(self.now() // self.redelivery_ttl_s) if self.redelivery_ttl_s else None
         generations = () if gen is None else (gen, gen - 1)
         found = await guard(
             stored_results(
@@ -375,17 +375,48 @@ class ResultStore:
             if encoded is not None:
                 out[event.index] = encoded
 
-    @staticmethod
-    def _is_published(
-        event: Recorded, value: bytes, out: list[bytes | None], carried: dict[str, Notes]
-    ) -> bool:
-        notes = carried.get(event.pair)
-        if is_published(value, event.digest) or (
-            notes is not None and event.result is not None and notes.holds(event.result.id, event.digest)
-        ):
-            out[event.index] = PUBLISHED
-            return True
-        return False
+    async def _not_published(
+        self,
+        dups: list[tuple[Recorded, bytes]],
+        out: list[bytes | None],
+        carried: dict[str, Notes],
+        gen: int | None,
+    ) -> list[tuple[Recorded, bytes]]:
+        """The events counted before whose result the broker may not have: not among the published marks this
+        call carried, and (those without a stored copy) without a published mark in Redis. The others get
+        :data:`PUBLISHED`."""
+        rest: list[tuple[Recorded, bytes]] = []
+        for event, value in dups:
+            notes = carried.get(event.pair)
+            if notes is not None and event.result is not None and notes.holds(event.result.id, event.digest):
+                out[event.index] = PUBLISHED
+            else:
+                rest.append((event, value))
+        unknown = [
+            event
+            for event, value in rest
+            if event.result is not None and parse_pointer(value, event.digest) is None
+        ]
+        if gen is None or not unknown:
+            return rest
+
+        async def read() -> list[Any]:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for event in unknown:
+                    assert event.result is not None
+                    for g in (gen, gen - 1):
+                        pipe.hget(self.keys.result_ids(event.pair, g), published_field(event.result.id))
+                return list(await pipe.execute())
+
+        found = await guard(read())
+        marked = {
+            event.index
+            for i, event in enumerate(unknown)
+            if is_published(found[2 * i], event.digest) or is_published(found[2 * i + 1], event.digest)
+        }
+        for index in marked:
+            out[index] = PUBLISHED
+        return [(event, value) for event, value in rest if event.index not in marked]
 
     def _settle(
         self,

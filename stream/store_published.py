@@ -5,24 +5,36 @@ result (streameval.store). A copy is only needed while the broker may not have t
 worker saw the broker acknowledge a batch's messages, it hands the batch's :class:`Receipt` to
 :meth:`streameval.store.ResultStore.published`, and the next record call of each pair (or, for a pair no
 batch records within :data:`RIDE_S`, one small script call in a batch's pipeline or on the worker's timer)
-turns each event's pointer into its digest and ``p`` (:func:`published_value`) and deletes the strings that
-held the copies (the record script's ``published`` function, streameval._lua.PUBLISHED_FN).
+deletes each event's pointer and the strings that held the copies, and keeps the event's published mark in
+the same hash: field :func:`published_field` (6 bytes: a hash of the result id), value
+:func:`published_value` (the first 6 bytes of the event's digest), ~50 bytes in a large hash, whatever the
+id's length (the record script's ``published`` function, streameval._lua.PUBLISHED_FN).
 
-A redelivered event whose pointer is its published value publishes nothing (:data:`PUBLISHED`); one
-recorded but not yet marked publishes its stored copy, as before; a value with another digest is another
-event that reused the id (its fresh evaluation is published). So the only duplicates left on the results
+A redelivered event whose id has its published mark publishes nothing (:data:`PUBLISHED`); one recorded but
+not yet marked publishes its stored copy, as before; a mark with another digest is another event that reused
+the id (its fresh evaluation is published). So the only duplicates left on the results
 topic are the events whose batch the broker acknowledged and whose marks were not written yet when the
 worker died: at most the batches acknowledged within :data:`RIDE_S` before the crash.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["PUBLISHED", "RIDE_S", "Notes", "Pending", "Receipt", "is_published", "published_value"]
+__all__ = [
+    "PUBLISHED",
+    "RIDE_S",
+    "Notes",
+    "Pending",
+    "Receipt",
+    "is_published",
+    "published_field",
+    "published_value",
+]
 
 #: what :meth:`streameval.store.ResultStore.record_many` answers for an event whose result the broker already
 #: has (a redelivery of a published event): publish nothing. An encoded result is never empty.
@@ -33,16 +45,23 @@ RIDE_S = 1.0
 MAX_PENDING = 200_000
 
 
+def published_field(result_id: str) -> bytes:
+    """A published result's field in the pointers hash: a NUL byte (no result id starts with one: the field
+    of a pointer is the id) and 5 bytes of a hash of the id. Six bytes: the smallest allocation Redis makes."""
+    return b"\0" + hashlib.blake2b(result_id.encode(), digest_size=5).digest()
+
+
 def published_value(digest: bytes) -> bytes:
-    """A published event's entry in the result pointers hash: its digest (tells a reused id) and ``p``."""
-    return digest + b"p"
+    """A published result's value: the first 6 bytes of its event's digest (another event reusing the id has
+    another)."""
+    return digest[:6]
 
 
 def is_published(value: bytes | str | None, digest: bytes) -> bool:
-    """Whether ``value`` (a result id's pointers entry) says the event of ``digest`` is on the topic."""
+    """Whether ``value`` (a result id's published field) says the event of ``digest`` is on the topic."""
     if isinstance(value, str):
         value = value.encode()
-    return value is not None and len(value) == 9 and value[8:] == b"p" and value[:8] == digest
+    return value is not None and value == digest[:6]
 
 
 @dataclass
@@ -50,7 +69,7 @@ class Notes:
     """One pair's published marks waiting for a call: per pointers hash, (result id, value) pairs; the strings."""
 
     since: float  # monotonic time of the oldest
-    marks: dict[str, list[Any]] = field(default_factory=dict)  # pointers hash -> [id, value, id, value, ...]
+    marks: dict[str, list[tuple[str, bytes]]] = field(default_factory=dict)  # pointers hash -> (id, digest)
     strings: list[str] = field(default_factory=list)
 
     def merge(self, other: Notes) -> None:
@@ -61,24 +80,21 @@ class Notes:
 
     def holds(self, result_id: str, digest: bytes) -> bool:
         """Whether the event of ``result_id`` and ``digest`` is among these marks."""
-        value = published_value(digest)
-        for flat in self.marks.values():
-            for i in range(0, len(flat), 2):
-                if flat[i] == result_id and flat[i + 1] == value:
-                    return True
-        return False
+        return any((result_id, digest) in marks for marks in self.marks.values())
 
     def size(self) -> int:
-        return sum(len(flat) for flat in self.marks.values()) // 2 + len(self.strings)
+        return sum(len(marks) for marks in self.marks.values()) + len(self.strings)
 
     def args(self, current: Iterable[str]) -> tuple[list[str], list[Any]]:
         """KEYS and ARGV of the ``published`` function for the pointers hashes in ``current`` (the others
         expired or are about to: their notes are dropped)."""
         kept = [(key, self.marks[key]) for key in current if key in self.marks]
         keys = [key for key, _ in kept] + self.strings
-        args: list[Any] = [len(kept), *(len(flat) // 2 for _, flat in kept), len(self.strings)]
-        for _, flat in kept:
-            args += flat
+        args: list[Any] = [len(kept), *(len(marks) for _, marks in kept), len(self.strings)]
+        for _, marks in kept:
+            args += [result_id for result_id, _ in marks]
+            for result_id, digest in marks:
+                args += [published_field(result_id), published_value(digest)]
         return keys, args
 
 
@@ -93,7 +109,7 @@ class Receipt:
         notes = self.notes.get(pair)
         if notes is None:
             notes = self.notes[pair] = Notes(0.0)
-        notes.marks.setdefault(pointers, []).extend((result_id, published_value(digest)))
+        notes.marks.setdefault(pointers, []).append((result_id, digest))
 
     def string(self, pair: str, key: str) -> None:
         notes = self.notes.get(pair)

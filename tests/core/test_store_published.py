@@ -81,7 +81,14 @@ async def test_a_reused_id_after_the_mark_is_another_event(store: ResultStore) -
     await store.flush_published(0)
     assert await store.record_many([(other, b"other", None, b"raw 2")]) == [None]  # counted, published
     assert await store.record_many([(other, b"x", None, b"raw 2")]) == [b"other"]  # not marked yet
-    # the id's entry names the other event now: the first one's redelivery publishes its fresh evaluation
+    assert await store.record_many([(first, b"again", None, b"raw 1")]) == [PUBLISHED]  # its mark holds
+    receipt = Receipt()
+    await store.record_many([(other, b"x", None, b"raw 2")], receipt=receipt)
+    store.published([receipt])
+    await store.flush_published(0)
+    assert await store.record_many([(other, b"x", None, b"raw 2")]) == [PUBLISHED]
+    # the id's published mark names the other event now: the first one's redelivery cannot tell, and
+    # publishes its fresh evaluation (never the other event's result)
     assert await store.record_many([(first, b"again", None, b"raw 1")]) == [b"again"]
     [aggregate] = await store.all_time()
     assert aggregate.count == 2
