@@ -31,6 +31,9 @@ counters an evaluator reports. Counts are stored as integers, sums with 17 signi
 
 from __future__ import annotations
 
+import asyncio
+import bisect
+import itertools
 import logging
 import secrets
 import time
@@ -63,6 +66,14 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: one record_many call waiting to be recorded with others: items, dead letters, receipt, its replies
+_Request = tuple[
+    Sequence[RecordEntry],
+    Sequence[tuple[str, str, float]],
+    "Receipt | None",
+    "asyncio.Future[list[bytes | None]]",
+]
 
 #: idempotency marks: one hash per pair and replay generation; field: the first MARK_BUCKET_BYTES bytes
 #: of an event's 8-byte digest (65,536 buckets), value: the other 6 bytes of each mark in the bucket,
@@ -149,6 +160,10 @@ class ResultStore:
         # their id from being reused by another call while the entry lives
         self._committing: dict[int, tuple[list[Any], list[tuple[BatchRecorder, Any]]]] = {}
         self._renewed: dict[str, float] = {}  # pair -> when this worker last renewed its all-time TTL
+        # record_many's group commit: the calls waiting for the one being recorded
+        self.coalesce = True
+        self._queue: list[_Request] = []
+        self._flusher: asyncio.Future[None] | None = None
 
     # -- keys (for callers that address one pair) -----------------------------------------------
     def pair_id(self, model: str, suite: str, version: str = "") -> str:
@@ -193,9 +208,58 @@ class ResultStore:
 
         ``receipt``: filled with what the call kept for redeliveries; give it to :meth:`published` once the
         broker acknowledged the results (their copies then go).
+
+        Calls made while another is being recorded (batches in flight, a batch's two phases) are recorded
+        together, in one script call per pair (group commit: fewer, fuller calls; each call's replies and
+        receipt are its own). ``coalesce = False`` records each call on its own.
         """
         if not items and not dead_letters:
             return []
+        if retractions or not self.coalesce:
+            return (await self._record_requests([(items, dead_letters, receipt)], retractions))[0]
+        request: _Request = (items, dead_letters, receipt, asyncio.get_running_loop().create_future())
+        self._queue.append(request)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.ensure_future(self._flush())
+        return await request[3]
+
+    async def _flush(self) -> None:
+        """Record the calls waiting, together, until none waits (record_many's group commit)."""
+        group: list[_Request] = []
+        try:
+            while self._queue:
+                await asyncio.sleep(0)  # the batches ready to record in this turn of the loop join
+                group, self._queue = self._queue, []
+                try:
+                    replies = await self._record_requests([(i, d, r) for i, d, r, _ in group])
+                except Exception as exc:
+                    for *_, future in group:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                for (*_, future), reply in zip(group, replies, strict=True):
+                    if not future.done():
+                        future.set_result(reply)
+        except BaseException as exc:  # cancelled: nothing waits for ever
+            for *_, future in [*group, *self._queue]:
+                if not future.done():
+                    future.set_exception(StoreUnavailable(f"recording stopped: {exc!r}"))
+            self._queue = []
+            raise
+
+    async def _record_requests(
+        self,
+        requests: Sequence[tuple[Sequence[RecordEntry], Sequence[tuple[str, str, float]], Receipt | None]],
+        retractions: Sequence[RecordEntry] = (),
+    ) -> list[list[bytes | None]]:
+        """Record ``requests`` (items, dead letters, receipt) in one round: each one's replies."""
+        starts = list(itertools.accumulate((len(r[0]) for r in requests), initial=0))
+        items: Sequence[RecordEntry] = [item for r in requests for item in r[0]]
+        dead_letters = [letter for r in requests for letter in r[1]]
+
+        def part_of(index: int) -> int:  # the request of an event (retractions: the only one)
+            return min(bisect.bisect_right(starts, index) - 1, len(requests) - 1)
+
         results = len(items)
         events = [self._prepare(i, item) for i, item in enumerate(items)]
         events += [self._prepare(results + i, item, retract=True) for i, item in enumerate(retractions)]
@@ -207,8 +271,8 @@ class ResultStore:
         first: dict[tuple[str, bytes], int] = {}
         copies = {e.index: first.setdefault((e.pair, e.digest), e.index) for e in events}
         pending = [e for e in events if copies[e.index] == e.index]
-        strings: dict[str, str] = {}
-        writes = self._result_strings(pending, self.now(), strings)
+        strings: dict[tuple[int, str], str] = {}  # (request, pair) -> its results' string
+        writes = self._result_strings(pending, self.now(), strings, part_of)
         keep: list[Call] = []
         for recorder in self.recorders:  # the features' own commands (e.g. the label join's verdicts)
             calls, commands = recorder.writes(self, pending, self.now())
@@ -264,39 +328,48 @@ class ResultStore:
                 self.wait_timeout_ms,
                 [*(self.keys.pair(p) for p in {e.pair: 0 for e in events}), self.keys.ix, self.keys.dl],
             )
-        if receipt is not None:
-            self._receipt(receipt, events, pointers, strings)
-        return [
+        for r, (_, _, receipt) in enumerate(requests):
+            if receipt is not None:
+                own = {pair: key for (p, pair), key in strings.items() if p == r}
+                self._receipt(receipt, [e for e in events if part_of(e.index) == r], pointers, own)
+        replies = [
             out[copies[i]] if copies[i] == i or out[copies[i]] is not None else items[copies[i]][1]
             for i in range(results)
         ]
+        return [replies[starts[r] : starts[r + 1]] for r in range(len(requests))]
 
     def _result_strings(
-        self, events: Sequence[Recorded], now: float, strings: dict[str, str]
+        self,
+        events: Sequence[Recorded],
+        now: float,
+        strings: dict[tuple[int, str], str],
+        part_of: Callable[[int], int],
     ) -> list[tuple[Any, ...]]:
         """The SET commands that keep the batch's encoded results: one string per pair (its events' results
         concatenated, for the redelivery horizon); gives each event its pointer into it.
 
         They go in the same pipeline as the record calls, before them (one connection, one node: the string
         exists before any pointer to it does). A string whose events turn out already counted is never
-        pointed to and expires with the horizon. ``strings``: gets each pair's string key.
+        pointed to and expires with the horizon. One string per request recorded together (``part_of``
+        an event's index) and pair, so that each goes once the broker has its own request's results;
+        ``strings`` gets their keys.
         """
         if not self.redelivery_ttl_s:
             return []
         rgen = int(now // self.redelivery_ttl_s)
         ttl = store_calls.until((rgen + 2) * self.redelivery_ttl_s, now)
-        by_pair: dict[str, list[Recorded]] = defaultdict(list)
+        by_pair: dict[tuple[int, str], list[Recorded]] = defaultdict(list)
         for event in events:
-            by_pair[event.pair].append(event)
+            by_pair[(part_of(event.index), event.pair)].append(event)
         writes: list[tuple[Any, ...]] = []
-        for pair, group in by_pair.items():
+        for (part, pair), group in by_pair.items():
             suffix = f"{rgen}:{secrets.token_hex(6)}"
             offset = 0
             for event in group:
                 event.pointer = pointer(event.digest, offset, len(event.encoded), suffix)
                 offset += len(event.encoded)
-            strings[pair] = self.keys.result_blob(pair, suffix)
-            writes.append(("SET", strings[pair], b"".join(e.encoded for e in group), "EX", ttl))
+            strings[(part, pair)] = self.keys.result_blob(pair, suffix)
+            writes.append(("SET", strings[(part, pair)], b"".join(e.encoded for e in group), "EX", ttl))
         return writes
 
     def _receipt(

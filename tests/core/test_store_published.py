@@ -3,6 +3,8 @@ nothing and the stored copies are gone; before that, the stored copy as always."
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 import redis.asyncio as aioredis
 from test_store import make_result
@@ -135,3 +137,35 @@ def test_pending_marks_are_bounded() -> None:
             receipt.add(f"pair{i}", "k", f"id{j}", b"12345678")
         pending.add([receipt])
     assert len(pending) <= MAX_PENDING
+
+
+async def test_calls_made_together_are_recorded_in_one_call_per_pair_each_with_its_own_copies(
+    store: ResultStore, aredis: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import streameval.store as store_module
+
+    rounds: list[int] = []
+    real = store_module.run_scripts
+
+    async def counting(client: object, calls: list[object], **kwargs: object) -> list[object]:
+        rounds.append(len(calls))
+        return await real(client, calls, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store_module, "run_scripts", counting)
+    results = [await make_result(f"g{i}", "Paris") for i in range(5)]
+    receipts = [Receipt() for _ in results]
+    replies = await asyncio.gather(
+        *(
+            store.record_many([(r, f"copy {r.id}".encode(), None, r.id.encode())], receipt=receipt)
+            for r, receipt in zip(results, receipts, strict=True)
+        )
+    )
+    assert replies == [[None]] * 5
+    assert rounds == [1, 2]  # the pair cap once; then the index call and one record call for all five
+    assert len(await strings(aredis, store, results[0])) == 5  # a copy string per call
+    store.published(receipts[:1])  # the broker acknowledged the first call's result only
+    await store.flush_published(0)
+    again = [(r, b"fresh", None, r.id.encode()) for r in results]
+    assert await store.record_many(again) == [PUBLISHED, *(f"copy {r.id}".encode() for r in results[1:])]
+    [aggregate] = await store.all_time()
+    assert aggregate.count == 5
