@@ -20,6 +20,7 @@ join's retries).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import cast
 
@@ -27,6 +28,7 @@ from . import telemetry
 from .batch import evaluate_messages
 from .deadletters import DeadLetterPolicy
 from .envelope import Outcome, Source
+from .errors import StoreUnavailable
 from .evalpool import EvalPool
 from .feature import BatchStep, PeriodicStep, RecordedBatch
 from .inputs import Inputs
@@ -37,6 +39,8 @@ from .store import PUBLISHED, Receipt, ResultStore, retry_forever
 from .windows import WindowCloser
 
 __all__ = ["Emit", "Processor", "Publish"]  # Publish: streameval.outputs
+
+log = logging.getLogger(__name__)
 
 
 Emit = Callable[[list[Publish]], Awaitable[None]]
@@ -88,6 +92,12 @@ class Processor:
             await self.pool.start()
 
     async def close(self) -> None:
+        try:  # the published marks of the batches acknowledged last (a stop is not a crash: no duplicate)
+            await self.store.flush_published(0)
+        except StoreUnavailable as exc:
+            log.warning(
+                "the last published marks were not written (%r): their results may be published again", exc
+            )
         if self.pool is not None:
             await self.pool.close()
         await self.pipeline.close()
