@@ -56,14 +56,19 @@ def _figures(node: redis.Redis) -> dict[str, float]:
 
 
 async def _side(
-    label: str, bootstrap: str, events: list[bytes], config: Path, code: Path | None
+    label: str,
+    bootstrap: str,
+    events: list[bytes],
+    config: Path,
+    code: Path | None,
+    settings: dict[str, str],
 ) -> dict[str, float]:
     topics = topic_names(uuid.uuid4().hex[:6])
     await ensure_topics(bootstrap, topics.values(), partitions=1)
     await produce(bootstrap, topics["requests"], events)
     directory = tempfile.mkdtemp(prefix="bench-live-redis-")
     port, proc = _start_node(directory)
-    env: dict[str, str] = {}
+    env = dict(settings)
     if code is not None:  # the baseline's streameval ahead of the installed one
         env["PYTHONPATH"] = os.pathsep.join([str(code), os.environ.get("PYTHONPATH", "")])
     node = redis.Redis(port=port)
@@ -122,7 +127,15 @@ async def main() -> None:
         help="git ref of the baseline (default: where this branch left main)",
     )
     parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting of both sides' worker, e.g. STREAMEVAL_BATCH_WAIT_MS=50 (repeatable)",
+    )
     args = parser.parse_args()
+    settings = dict(pair.split("=", 1) for pair in args.env)
     if args.workload == "rules":
         events, config = rule_events(args.events), write_config(RULE_SUITE)
     else:
@@ -148,9 +161,9 @@ async def main() -> None:
             os.rename(Path(tmp) / "stream", Path(tmp) / "streameval")
             for part in parts:
                 os.rename(Path(tmp) / part, Path(tmp) / "streameval" / part)
-            base = await _side(args.baseline, broker.bootstrap, events, config, Path(tmp))
+            base = await _side(args.baseline, broker.bootstrap, events, config, Path(tmp), settings)
             _print(args.baseline, base)
-        ours = await _side("this", broker.bootstrap, events, config, None)
+        ours = await _side("this", broker.bootstrap, events, config, None, settings)
         _print("this", ours)
         if base is not None:
             print(
