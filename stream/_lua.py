@@ -24,14 +24,14 @@ __all__ = [
     "record_script",
 ]
 
-# Published marks (streameval.store_published), a function of the record script and of PUBLISHED: the results the
+# Published marks (streameval.store_published), a function of the record script (record_script puts it first) and of PUBLISHED: the results the
 # broker acknowledged. ARGV[a + 1]: m pointers hashes, then each one's note count n, then the strings' count;
 # then per hash: its n result ids, then n (published field, value) pairs. KEYS after k: the m pointers hashes,
 # then the strings. In a hash that still exists, each result id's pointer goes and its published field (a short
 # hash of the id) gets the first bytes of the event's digest: a redelivery of the event publishes nothing,
 # another event reusing the id tells by the digest. The strings that held the copies go. Returns the index of
 # the last KEY and of the last ARGV entry it owns.
-PUBLISHED_FN = """
+_PUBLISHED_FN = """
 local function published(a, k)
   local m = tonumber(ARGV[a + 1])
   local nrb = tonumber(ARGV[a + 2 + m])
@@ -54,13 +54,29 @@ end
 """
 
 # One pair, no events: the published marks of a pair no batch recorded since (streameval.store_published).
-PUBLISHED = (
-    PUBLISHED_FN
-    + """
+PUBLISHED = """
+local function published(a, k)
+  local m = tonumber(ARGV[a + 1])
+  local nrb = tonumber(ARGV[a + 2 + m])
+  local first = a + 3 + m
+  for h = 1, m do
+    local n = tonumber(ARGV[a + 1 + h])
+    if n > 0 and redis.call('EXISTS', KEYS[k + h]) == 1 then
+      local last = first + n - 1
+      for s = first, last, 4000 do redis.call('HDEL', KEYS[k + h], unpack(ARGV, s, math.min(last, s + 3999))) end
+      last = first + 3 * n - 1
+      for s = first + n, last, 2000 do
+        redis.call('HSET', KEYS[k + h], unpack(ARGV, s, math.min(last, s + 1999)))
+      end
+    end
+    first = first + 3 * n
+  end
+  if nrb > 0 then redis.call('UNLINK', unpack(KEYS, k + m + 1, k + m + nrb)) end
+  return k + m + nrb, first - 1
+end
 published(0, 0)
 return 1
 """
-)
 
 # One model × suite pair, one batch (all KEYS carry the pair's hash tag). A fixed number of Redis calls
 # per call, not per event: the marks are read with two HMGET and written with one HSET; each aggregate
@@ -94,9 +110,7 @@ return 1
 # nothing when no candidate is the open window (the worker corrects its clock guess and calls again).
 # A target window past the watermark (Redis clock minus lateness), or closed by the window closer,
 # counts in the window open now, as late_redirected: never lost, never twice (streameval.windows).
-RECORD_CORE = (
-    PUBLISHED_FN
-    + """
+RECORD_CORE = """
 local nsizes, ntargets, nevents = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local kt = 5 + 2 * nsizes
 local at = 11 + 3 * nsizes
@@ -218,7 +232,6 @@ local ttl = tonumber(ARGV[7])
 add(KEYS[1], ARGV[11], math.abs(ttl), ttl > 0)
 -- feature blocks (streameval.feature): each owns the KEYS after kb and the ARGV after ab, nk and na of them
 """
-)
 
 _BLOCK = """-- block: {name}
 do
@@ -233,9 +246,9 @@ end
 
 
 def record_script(blocks: Sequence[tuple[str, str]] = ()) -> str:
-    """The record script: :data:`RECORD_CORE`, then each ``(name, Lua fragment)`` block in order
+    """The record script: the published marks' function (as in :data:`PUBLISHED`), :data:`RECORD_CORE`, then each ``(name, Lua fragment)`` block in order
     (streameval.feature), then the reply."""
-    out = [RECORD_CORE]
+    out = [_PUBLISHED_FN, RECORD_CORE]
     for name, lua in blocks:
         body = "\n".join(f"    {line}" if line else "" for line in lua.strip("\n").splitlines())
         out.append(_BLOCK.format(name=name, body=body))

@@ -117,6 +117,7 @@ class ResultStore:
         wait_replicas: int = 0,
         wait_timeout_ms: int = 1000,
         recorders: Sequence[BatchRecorder] = (),
+        linger_s: float = 0.0,
     ) -> None:
         """``recorders``: the features recording with each batch (streameval.feature), built by the composition
         root only when configured; their blocks are composed into this store's record script, once."""
@@ -162,6 +163,7 @@ class ResultStore:
         self._renewed: dict[str, float] = {}  # pair -> when this worker last renewed its all-time TTL
         # record_many's group commit: the calls waiting for the one being recorded
         self.coalesce = True
+        self.linger_s = linger_s  # how long a call waits for others to join (STREAMEVAL_RECORD_LINGER_MS)
         self._queue: list[_Request] = []
         self._flusher: asyncio.Future[None] | None = None
 
@@ -228,7 +230,7 @@ class ResultStore:
         group: list[_Request] = []
         try:
             while self._queue:
-                await asyncio.sleep(0)  # the batches ready to record in this turn of the loop join
+                await asyncio.sleep(self.linger_s)  # the batches ready to record meanwhile join
                 group, self._queue = self._queue, []
                 try:
                     replies = await self._record_requests([(i, d, r) for i, d, r, _ in group])

@@ -169,3 +169,10 @@ async def test_calls_made_together_are_recorded_in_one_call_per_pair_each_with_i
     assert await store.record_many(again) == [PUBLISHED, *(f"copy {r.id}".encode() for r in results[1:])]
     [aggregate] = await store.all_time()
     assert aggregate.count == 5
+
+
+def test_the_published_script_runs_the_record_scripts_function() -> None:
+    from streameval import _lua
+
+    assert _lua.PUBLISHED.startswith(_lua._PUBLISHED_FN)
+    assert _lua.record_script().startswith(_lua._PUBLISHED_FN)
