@@ -103,6 +103,19 @@ def _events(n: int, spread_s: float = 0.0) -> list[bytes]:
     ]
 
 
+def _workload(n: int, spread_s: float = 0.0) -> tuple[Any, list[bytes]]:
+    """The suites and ``n`` events: the demo suites (default) or, with ``BENCH_WORKLOAD=rules``, the rule-only
+    suite on 300-token outputs (bench/_worker.py), one model x suite pair."""
+    from streameval.config import load_config, parse_config
+
+    if os.environ.get("BENCH_WORKLOAD") != "rules":
+        return load_config(str(ROOT / "examples" / "suites.yaml"))[1], _events(n, spread_s)
+    sys.path.insert(0, str(ROOT / "bench"))
+    from _worker import RULE_SUITE, rule_events
+
+    return parse_config(RULE_SUITE)[1], rule_events(n)
+
+
 def _wait_for(port: int, timeout_s: float = 10.0) -> None:
     """Until the redis-server on ``port`` answers PING."""
     import redis
@@ -138,13 +151,11 @@ async def _measure(
     import redis
     import redis.asyncio as aioredis
 
-    from streameval.config import load_config
     from streameval.pipeline import Pipeline
     from streameval.store import ResultStore
 
-    _, suites = load_config(str(ROOT / "examples" / "suites.yaml"))
+    suites, raws = _workload(events, spread_s)
     pipeline = Pipeline(suites)
-    raws = _events(events, spread_s)
     items = []
     for raw in raws:
         outcome = await pipeline.process(raw)
@@ -551,6 +562,8 @@ def _run(
             str(args.marks),
             "--split",
             str(split),
+            "--workload",
+            args.workload,
         ]
         + (["--cluster"] if "cluster" in label else [])
         + (["--wait", "1"] if "WAIT" in label else [])
@@ -596,6 +609,12 @@ def _run(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument(
+        "--workload",
+        choices=("demo", "rules"),
+        default="demo",
+        help="the demo suites (default) or the rule-only suite on 300-token outputs (one pair)",
+    )
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument(
         "--spread-s",
@@ -659,6 +678,7 @@ def main() -> None:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--code", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    os.environ["BENCH_WORKLOAD"] = args.workload  # the children's events and suites
     if args.child:
         _child(args)
         return
@@ -678,7 +698,7 @@ def main() -> None:
         return
     if not args.marks:
         print(
-            f"{args.events} events, demo suites, windows {','.join(map(str, WINDOWS))}, batches of {args.batch}"
+            f"{args.events} events, {args.workload} suites, windows {','.join(map(str, WINDOWS))}, batches of {args.batch}"
             + (f", event times over {args.spread_s:g} s" if args.spread_s else "")
         )
     base = None

@@ -296,8 +296,8 @@ async def result_by_id(request: web.Request) -> web.Response:
                 if encoded is not None:
                     document = orjson.loads(encoded)
                     return ok(config.redact_result(document) if config.redact_result else document)
-    for find in config.find_result:  # e.g. the window's drill-down examples
-        document = await find(config, members, result_id)
+    for lookup in config.find_result:  # e.g. the window's drill-down examples
+        document = await lookup(config, members, result_id)
         if document is not None:
             return ok(config.redact_result(document) if config.redact_result else document)
     kept = f"{ttl} s (STREAMEVAL_REDELIVERY_TTL_S)" if ttl else "no time: STREAMEVAL_REDELIVERY_TTL_S is 0"
