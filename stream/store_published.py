@@ -39,8 +39,10 @@ __all__ = [
 #: what :meth:`streameval.store.ResultStore.record_many` answers for an event whose result the broker already
 #: has (a redelivery of a published event): publish nothing. An encoded result is never empty.
 PUBLISHED = b""
-#: how long (s) a pair's published marks wait for a record call of that pair before they go on their own
-RIDE_S = 1.0
+#: how long (s) a pair's published marks wait for a record call of that pair before they go on their own (a
+#: call of their own costs a pair's fixed cost: a busy pair's marks ride along within milliseconds; a rare
+#: pair's wait this long, its copies kept meanwhile)
+RIDE_S = 5.0
 #: notes kept waiting at most (beyond: the oldest pairs' are dropped; their copies expire with the horizon)
 MAX_PENDING = 200_000
 
