@@ -219,7 +219,10 @@ class ResultStore:
             return []
         if retractions or not self.coalesce:
             return (await self._record_requests([(items, dead_letters, receipt)], retractions))[0]
-        request: _Request = (items, dead_letters, receipt, asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        request: _Request = (items, dead_letters, receipt, loop.create_future())
+        if self._flusher is not None and self._flusher.get_loop() is not loop:  # a store used by another loop
+            self._flusher, self._queue = None, []
         self._queue.append(request)
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.ensure_future(self._flush())
