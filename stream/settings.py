@@ -76,12 +76,13 @@ class Settings(BaseSettings, OutputTopics):  # the output topics' settings: stre
         "(until the broker acknowledged it: then only its published mark)",
     )
     record_linger_ms: float = Field(
-        default=0.0,
+        default=50.0,
         ge=0,
         le=1000,
-        description="how long a batch's record call waits for the batches evaluated after it, to be recorded "
-        "together in one script call per model x suite pair (fewer, fuller calls: Redis CPU; results wait that "
-        "long more); 0: only those ready in the same turn of the event loop",
+        description="while the worker is busy (its last record call went out within this time), how long a "
+        "batch's record call waits for the batches evaluated after it, to be recorded together in one script "
+        "call per model x suite pair (fewer, fuller calls: Redis CPU; those results wait up to that long more); "
+        "a trickle waits for nothing; 0: only the batches ready in the same turn of the event loop",
     )
     compare_ttl_s: int | None = Field(
         default=None,

@@ -164,6 +164,7 @@ class ResultStore:
         # record_many's group commit: the calls waiting for the one being recorded
         self.coalesce = True
         self.linger_s = linger_s  # how long a call waits for others to join (STREAMEVAL_RECORD_LINGER_MS)
+        self._last_flush = -1e9  # monotonic time the last group went out
         self._queue: list[_Request] = []
         self._flusher: asyncio.Future[None] | None = None
 
@@ -233,8 +234,12 @@ class ResultStore:
         group: list[_Request] = []
         try:
             while self._queue:
-                await asyncio.sleep(self.linger_s)  # the batches ready to record meanwhile join
+                # busy (the last call went out within the linger): wait for the batches evaluated meanwhile;
+                # else (a trickle) only for those ready in this turn of the loop: no latency added
+                busy = time.monotonic() - self._last_flush < self.linger_s
+                await asyncio.sleep(self.linger_s if busy else 0)
                 group, self._queue = self._queue, []
+                self._last_flush = time.monotonic()
                 try:
                     replies = await self._record_requests([(i, d, r) for i, d, r, _ in group])
                 except Exception as exc:
