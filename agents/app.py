@@ -32,6 +32,7 @@ from streameval.outputs import Publish, output_topics, publish_all
 from streameval.processor import Emit, Processor
 from streameval.runtime import Runtime
 from streameval.settings import Settings
+from streameval.store import Receipt
 
 from .liveness import Lifeline
 
@@ -104,9 +105,12 @@ class QuietMonitor(Monitor):
         pass
 
 
-def _process(proc: Processor, batch: list[tuple[bytes, Source]], emit: Emit) -> Awaitable[list[Publish]]:
-    """A taken batch's work for :meth:`InFlight.submit`: the batch is bound when taken, ``emit`` given later."""
-    return proc.process_batch(batch, emit=emit)
+def _process(
+    proc: Processor, batch: list[tuple[bytes, Source]], receipts: list[Receipt], emit: Emit
+) -> Awaitable[list[Publish]]:
+    """A taken batch's work for :meth:`InFlight.submit`: the batch is bound when taken, ``emit`` given later;
+    ``receipts`` gets what its record calls kept (marked published once the batch is acked)."""
+    return proc.process_batch(batch, emit=emit, receipts=receipts)
 
 
 async def _closer_tick(what: str, failures: list[int], work: Awaitable[Any], timeout_s: float | None) -> None:
@@ -261,12 +265,15 @@ def create_app(
                 # process_batch never raises for a bad event (dead letters); it waits out Redis outages.
                 # A batch that fails to evaluate, record or deliver calls `failed` (the process exits at once):
                 # neither it nor any batch after it is acked.
-                # results that need no judge go out as soon as they are recorded (emit); acks stay in order
+                # results that need no judge go out as soon as they are recorded (emit); acks stay in order;
+                # once the broker has all of a batch's results their stored copies go (published marks)
+                receipts: list[Receipt] = []
                 await inflight.submit(
                     list(events),
-                    functools.partial(_process, proc, batch),
+                    functools.partial(_process, proc, batch, receipts),
                     label=batch_positions(batch),
                     taken_at=taken_at,
+                    after=functools.partial(proc.published, receipts),
                 )
                 lag.update(
                     telemetry.observe_lag(((s.topic, s.partition, s.offset) for _, s in batch), _highwater)

@@ -316,6 +316,7 @@ async def run_workers(
     progress: Literal["results", "redis"] = "results",
     redis_ports: Sequence[int] = (),
     tally: bool = False,
+    before_cleanup: Callable[[], object] | None = None,
 ) -> WorkerRun:
     """Start ``workers`` worker processes, read ``count`` results, stop them and delete their Redis keys.
 
@@ -325,7 +326,8 @@ async def run_workers(
     keep up with on Tansu (its fetches from a topic of a million records slow to ~100 records/s).
     ``redis_ports``: loopback Redis nodes (every master of a cluster) whose CPU (INFO cpu) is sampled
     with the workers'. ``tally``: once the workers stopped, read what they counted (all-time counts of
-    every pair, dead letters) into ``WorkerRun.tally``. ``redis_url`` may be ``redis+cluster://``.
+    every pair, dead letters) into ``WorkerRun.tally``. ``before_cleanup`` is called once the workers
+    stopped, before their keys are deleted. ``redis_url`` may be ``redis+cluster://``.
     """
     prefix = f"streameval-bench:{uuid.uuid4().hex[:8]}:"
     app_id = f"bench-{uuid.uuid4().hex[:6]}"
@@ -433,6 +435,8 @@ async def run_workers(
                 run.redis_cpu_whole_s = sum(run.redis_cpu_nodes_s)
             if tally:
                 run.tally = await _tally(redis_url, prefix)
+            if before_cleanup is not None:
+                before_cleanup()
         finally:
             _delete_prefix(redis_url, prefix)
             for node in nodes:

@@ -197,6 +197,19 @@ def _bench_suites(usage: dict[str, Any] | None) -> Any:
     return parse_config(data, file=str(path))[1]
 
 
+def _workload(n: int, spread_s: float = 0.0) -> tuple[Any, list[bytes]]:
+    """The suites and ``n`` events: the demo suites (default) or, with ``BENCH_WORKLOAD=rules``, the rule-only
+    suite on 300-token outputs (bench/_worker.py), one model x suite pair."""
+    from streameval.config import load_config, parse_config
+
+    if os.environ.get("BENCH_WORKLOAD") != "rules":
+        return load_config(str(ROOT / "examples" / "suites.yaml"))[1], _events(n, spread_s)
+    sys.path.insert(0, str(ROOT / "bench"))
+    from _worker import RULE_SUITE, rule_events
+
+    return parse_config(RULE_SUITE)[1], rule_events(n)
+
+
 def _wait_for(port: int, timeout_s: float = 10.0) -> None:
     """Until the redis-server on ``port`` answers PING."""
     import redis
@@ -237,8 +250,11 @@ async def _measure(
 
     usage = json.loads(os.environ.get("BENCH_USAGE", "null"))
     sliced = bool(os.environ.get("BENCH_SEGMENTS")) and not usage
-    suites = _segmented_suites() if sliced else _bench_suites(usage)
-    raws = _events(events, spread_s)
+    if usage or sliced:
+        suites = _segmented_suites() if sliced else _bench_suites(usage)
+        raws = _events(events, spread_s)
+    else:
+        suites, raws = _workload(events, spread_s)
     if usage:  # this checkout only: the annotators of the features on, and events with usage
         from streameval.features.setup import annotators
 
@@ -296,15 +312,34 @@ async def _measure(
         subprocess.run(
             ["callgrind_control", "-i", "on", os.environ["BENCH_REDIS_PID"]], check=True, capture_output=True
         )
+    # published marks (when this side has them): each batch's results acknowledged by the broker once it is
+    # recorded, as a worker's are; the marks ride along in the next batch's calls, the last ones on their own
+    marking = hasattr(store, "published")
+    receipts: list[Any] = []
+
+    async def record(part: list[Any]) -> None:
+        if not marking:
+            await store.record_many(part)
+            return
+        from streameval.store import Receipt
+
+        receipts.append(Receipt())
+        await store.record_many(part, receipt=receipts[-1])
+
     cpu0, wall0 = time.process_time(), time.perf_counter()
     for i in range(0, len(items), batch):
         chunk = [c if new_api else c[:3] for c in items[i : i + batch]]
         if split:  # the rule-only part first, then the judged part (every 1/split-th event)
             step = max(1, round(1 / split))
-            await store.record_many([c for n, c in enumerate(chunk) if n % step])  # type: ignore[misc]
-            await store.record_many([c for n, c in enumerate(chunk) if not n % step])  # type: ignore[misc]
+            await record([c for n, c in enumerate(chunk) if n % step])
+            await record([c for n, c in enumerate(chunk) if not n % step])
         else:
-            await store.record_many(chunk)  # type: ignore[misc]
+            await record(chunk)
+        if marking:
+            store.published(receipts)
+            receipts.clear()
+    if marking:
+        await store.flush_published(0)
     worker_cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     instructions = 0.0
     if callgrind:
@@ -662,6 +697,8 @@ def _run(
             str(args.marks),
             "--split",
             str(split),
+            "--workload",
+            args.workload,
         ]
         + (["--cluster"] if "cluster" in label else [])
         + (["--wait", "1"] if "WAIT" in label else [])
@@ -711,6 +748,12 @@ def _run(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument(
+        "--workload",
+        choices=("demo", "rules"),
+        default="demo",
+        help="the demo suites (default) or the rule-only suite on 300-token outputs (one pair)",
+    )
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument(
         "--spread-s",
@@ -785,6 +828,7 @@ def main() -> None:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--code", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    os.environ["BENCH_WORKLOAD"] = args.workload  # the children's events and suites
     if args.child:
         _child(args)
         return
@@ -804,7 +848,7 @@ def main() -> None:
         return
     if not args.marks:
         print(
-            f"{args.events} events, demo suites, windows {','.join(map(str, WINDOWS))}, batches of {args.batch}"
+            f"{args.events} events, {args.workload} suites, windows {','.join(map(str, WINDOWS))}, batches of {args.batch}"
             + (f", event times over {args.spread_s:g} s" if args.spread_s else "")
         )
     base = None

@@ -17,11 +17,66 @@ __all__ = [
     "INDEX",
     "MIGRATE_MARKS",
     "PAIR_CAP",
+    "PUBLISHED",
     "RECORD_CORE",
     "REGISTRY_DELETE",
     "REGISTRY_PUT",
     "record_script",
 ]
+
+# Published marks (streameval.store_published), a function of the record script (record_script puts it first) and of PUBLISHED: the results the
+# broker acknowledged. ARGV[a + 1]: m pointers hashes, then each one's note count n, then the strings' count;
+# then per hash: its n result ids, then n (published field, value) pairs. KEYS after k: the m pointers hashes,
+# then the strings. In a hash that still exists, each result id's pointer goes and its published field (a short
+# hash of the id) gets the first bytes of the event's digest: a redelivery of the event publishes nothing,
+# another event reusing the id tells by the digest. The strings that held the copies go. Returns the index of
+# the last KEY and of the last ARGV entry it owns.
+_PUBLISHED_FN = """
+local function published(a, k)
+  local m = tonumber(ARGV[a + 1])
+  local nrb = tonumber(ARGV[a + 2 + m])
+  local first = a + 3 + m
+  for h = 1, m do
+    local n = tonumber(ARGV[a + 1 + h])
+    if n > 0 and redis.call('EXISTS', KEYS[k + h]) == 1 then
+      local last = first + n - 1
+      for s = first, last, 4000 do redis.call('HDEL', KEYS[k + h], unpack(ARGV, s, math.min(last, s + 3999))) end
+      last = first + 3 * n - 1
+      for s = first + n, last, 2000 do
+        redis.call('HSET', KEYS[k + h], unpack(ARGV, s, math.min(last, s + 1999)))
+      end
+    end
+    first = first + 3 * n
+  end
+  if nrb > 0 then redis.call('UNLINK', unpack(KEYS, k + m + 1, k + m + nrb)) end
+  return k + m + nrb, first - 1
+end
+"""
+
+# One pair, no events: the published marks of a pair no batch recorded since (streameval.store_published).
+PUBLISHED = """
+local function published(a, k)
+  local m = tonumber(ARGV[a + 1])
+  local nrb = tonumber(ARGV[a + 2 + m])
+  local first = a + 3 + m
+  for h = 1, m do
+    local n = tonumber(ARGV[a + 1 + h])
+    if n > 0 and redis.call('EXISTS', KEYS[k + h]) == 1 then
+      local last = first + n - 1
+      for s = first, last, 4000 do redis.call('HDEL', KEYS[k + h], unpack(ARGV, s, math.min(last, s + 3999))) end
+      last = first + 3 * n - 1
+      for s = first + n, last, 2000 do
+        redis.call('HSET', KEYS[k + h], unpack(ARGV, s, math.min(last, s + 1999)))
+      end
+    end
+    first = first + 3 * n
+  end
+  if nrb > 0 then redis.call('UNLINK', unpack(KEYS, k + m + 1, k + m + nrb)) end
+  return k + m + nrb, first - 1
+end
+published(0, 0)
+return 1
+"""
 
 # One model × suite pair, one batch (all KEYS carry the pair's hash tag). A fixed number of Redis calls
 # per call, not per event: the marks are read with two HMGET and written with one HSET; each aggregate
@@ -37,7 +92,8 @@ __all__ = [
 # KEYS: 1 all-time hash, 2 result pointers hash (this redelivery generation), 3 the previous one,
 #       4 marks hash (this replay generation), 5 marks hash (previous generation); per window size s:
 #       2 candidate hashes of the window open now (the worker's guess at the Redis clock, +/- a
-#       margin); per target window t: its hash, its closed mark.
+#       margin); per target window t: its hash, its closed mark; then the published marks' pointers hashes
+#       and strings (PUBLISHED_FN).
 # Marks: an event's mark is its 8-byte digest; field = its first ARGV[10] bytes (a bucket), value = the
 # other bytes of every mark in the bucket, concatenated (streameval.store.MARK_BUCKET_BYTES).
 # ARGV: 1 sizes, 2 targets, 3 events, 4 now ('' = Redis TIME), 5 allowed lateness, 6 window ttl,
@@ -46,7 +102,8 @@ __all__ = [
 #       negative: the worker knows the hash has one already), 10 bucket bytes, 11 all-time increments
 #       (MessagePack map); per size: size, candidate start 1, candidate start 2; per target: size index,
 #       start, events, increments ('': the same as the all-time increments); per event: mark (digest),
-#       result id, pointer (streameval.store: mark, offset, length, string key suffix).
+#       result id, pointer (streameval.store: mark, offset, length, string key suffix); then the published
+#       marks that ride along (PUBLISHED_FN: m, counts, strings, notes), whose KEYS follow the targets'.
 # Returns {'ok'}; {'dup', e, stored pointer or '', ...} and changes nothing when any event is already
 # marked (the worker drops those and calls again with the rest: all or nothing, so every event is
 # counted once with its mark, also when a batch is partly redelivered); {'skew', now} and changes
@@ -143,6 +200,9 @@ local function as_table(key) redis.call('HSETNX', key, '', string.rep('-', 256))
 if ARGV[8] ~= '0' then as_table(KEYS[4]) end
 hset(KEYS[4], flat)
 if ARGV[8] ~= '0' then redis.call('EXPIRE', KEYS[4], ARGV[8]) end
+-- the results the broker acknowledged since (streameval.store_published), before this call's pointers: a
+-- reused id's newer pointer wins
+local kb, ab = published(ae + 3 * nevents, kt + 2 * ntargets)
 local pttl = tonumber(ARGV[9])
 if pttl ~= 0 then
   if pttl > 0 then as_table(KEYS[2]) end
@@ -171,7 +231,6 @@ end
 local ttl = tonumber(ARGV[7])
 add(KEYS[1], ARGV[11], math.abs(ttl), ttl > 0)
 -- feature blocks (streameval.feature): each owns the KEYS after kb and the ARGV after ab, nk and na of them
-local kb, ab = kt + 2 * ntargets, ae + 3 * nevents
 """
 
 _BLOCK = """-- block: {name}
@@ -187,9 +246,9 @@ end
 
 
 def record_script(blocks: Sequence[tuple[str, str]] = ()) -> str:
-    """The record script: :data:`RECORD_CORE`, then each ``(name, Lua fragment)`` block in order
+    """The record script: the published marks' function (as in :data:`PUBLISHED`), :data:`RECORD_CORE`, then each ``(name, Lua fragment)`` block in order
     (streameval.feature), then the reply."""
-    out = [RECORD_CORE]
+    out = [_PUBLISHED_FN, RECORD_CORE]
     for name, lua in blocks:
         body = "\n".join(f"    {line}" if line else "" for line in lua.strip("\n").splitlines())
         out.append(_BLOCK.format(name=name, body=body))

@@ -52,7 +52,7 @@ from .redis_client import connect
 from .redis_security import redis_options
 from .runtime import open_store
 from .settings import Settings
-from .store import ResultStore
+from .store import PUBLISHED, Receipt, ResultStore
 from .store_codec import as_text
 from .versioning import definition_hash
 from .versionstore import VersionInfo, register_versions
@@ -373,11 +373,14 @@ async def run_backfill(
         if dry_run:
             report.results = len(estimate)
             report.estimated_cost = _estimate_cost(suites, estimate)
-        elif sessions is not None and report.stopped == "end":
-            assert pipeline is not None and producer is not None
-            await _judge_sessions(pipeline, store, producer, settings.topic_sessions, sessions, report)
-            if held:
-                await consumer.commit(held)
+        else:
+            if sessions is not None and report.stopped == "end":
+                assert pipeline is not None and producer is not None
+                await _judge_sessions(pipeline, store, producer, settings.topic_sessions, sessions, report)
+                if held:
+                    await consumer.commit(held)
+            # the last batches' published marks (the others rode along with the next batches)
+            await store.flush_published(0)
     finally:
         if pipeline is not None:
             await pipeline.close()
@@ -441,12 +444,16 @@ async def _evaluate_and_publish(
         )
     if not items:
         return
-    stored = await store.record_many(items)
+    receipt = Receipt()
+    stored = await store.record_many(items, receipt=receipt)
     deliveries = []
     for (result, encoded, _, _, _), previous in zip(items, stored, strict=True):
         report.counted += previous is None
+        if previous == PUBLISHED:  # a resumed backfill: the broker has this result already
+            continue
         deliveries.append(await producer.send(topic, key=result.id.encode(), value=previous or encoded))
     await asyncio.gather(*deliveries)
+    store.published([receipt])  # the broker has them: their copies go (streameval.store_published)
     report.results += len(items)
 
 

@@ -20,6 +20,9 @@
     ├── ConnectFailed          Kafka or Redis refused us for good at start (credentials, TLS): one line, exit 1
     ├── BrokerUnavailable      no Kafka broker answered within the wait (the CLI exits 3)
     ├── UsageError             a command lacks something it needs (e.g. no Redis URL); exit 2
+    │                          (LocalJudgeUnavailable: the local-judge extra or its model, streameval.judges.local)
+    ├── FirstByteTimeout       a judge server sent no headers within first_byte_timeout_s (streameval.judges;
+    │                          also an httpx.ReadTimeout, so the judge client retries it like one)
     ├── PublishFailed          the broker did not take a batch's messages (streameval.inflight; the worker exits)
     ├── MissingExtra           the semantic extra or a model package is missing (streameval.embedding)
     ├── NameTaken              a custom evaluator's name is in use (streameval.registry)

@@ -20,6 +20,11 @@ events are counted), in a ``do ... end`` of its own, with ``k0`` / ``a0`` the in
 KEY / ARGV entry, and may read the core's locals: ``hashes[t]`` (target window t's hash, the open
 window's when redirected), ``via[t]`` (1 or 2: which candidate open window it was redirected to; nil when
 not), ``ntargets``, ``nevents`` and ``ARGV[6]`` (the window TTL). A block with no ARGV entry is skipped.
+The core's own KEYS and ARGV end with the published marks that ride along (streameval.store_published: a
+variable number of entries after the targets' KEYS and after the events' ARGV), so a block finds its entries
+through ``k0`` / ``a0`` only, never by counting from the core's. One call may hold the events of several
+batches (the store records calls made together as one: ``record_many``'s group commit); a block's
+``writes`` and ``block`` see them as one batch.
 
 Dimension-like features (slices, docs/segments.md) grow these protocols once, for every feature that keeps
 figures per slice: an annotator whose :attr:`Annotator.key` is :data:`SLICES` notes each event's value in

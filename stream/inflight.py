@@ -93,6 +93,7 @@ class InFlight(Generic[E]):
         self._early: dict[
             int, list[asyncio.Future[Any]]
         ] = {}  # batch id -> deliveries of messages sent early
+        self._after: dict[int, Callable[[], None]] = {}  # batch id -> what to do once it is acked
 
     def pending(self) -> list[tuple[float, object]]:
         """(monotonic time taken, label) of every batch submitted and not yet acked, oldest first."""
@@ -119,13 +120,16 @@ class InFlight(Generic[E]):
         *,
         label: object = None,
         taken_at: float | None = None,
+        after: Callable[[], None] | None = None,
     ) -> None:
         """Start ``work`` (the batch's evaluation) now; its messages go out after earlier batches'.
 
         ``work`` is an awaitable of the batch's messages, or a function given an ``emit`` that sends
         some of them at once (awaited: they are handed to the producer) and returning that awaitable
         of the others. ``label`` (e.g. the batch's partitions and offsets) and ``taken_at`` (default:
-        now) are what :meth:`pending` reports until the batch is acked.
+        now) are what :meth:`pending` reports until the batch is acked. ``after`` is called once the broker
+        acknowledged every message of the batch and it is acked (never for a batch that failed), e.g. to
+        mark its results published (:meth:`streameval.processor.Processor.published`).
         """
         try:
             self.check()
@@ -144,6 +148,8 @@ class InFlight(Generic[E]):
         self._unacked += len(events)
         batch_id = next(self._ids)
         self._pending[batch_id] = (self._clock() if taken_at is None else taken_at, label, events)
+        if after is not None:
+            self._after[batch_id] = after
         if callable(work) and not asyncio.isfuture(work):
             self._early[batch_id] = []
             work = work(functools.partial(self._emit, batch_id))
@@ -217,6 +223,7 @@ class InFlight(Generic[E]):
         dropped = [event for _, _, events in self._pending.values() for event in events]
         self._pending.clear()
         self._early.clear()
+        self._after.clear()
         self._unacked = 0
         self._room.set()
         return dropped
@@ -255,6 +262,9 @@ class InFlight(Generic[E]):
         if self._failure is not None:
             return  # an earlier batch failed: nothing after it is acked either
         await self._ack(events)
+        after = self._after.pop(batch_id, None)
+        if after is not None:
+            after()
         self._pending.pop(batch_id, None)
         self._unacked -= len(events)
         self._room.set()

@@ -20,6 +20,7 @@ join's retries).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import cast
 
@@ -27,16 +28,19 @@ from . import telemetry
 from .batch import evaluate_messages
 from .deadletters import DeadLetterPolicy
 from .envelope import Outcome, Source
+from .errors import StoreUnavailable
 from .evalpool import EvalPool
 from .feature import BatchStep, PeriodicStep, RecordedBatch
 from .inputs import Inputs
 from .models import encode_result, parse_time
 from .outputs import Publish, Send
 from .pipeline import Pipeline
-from .store import ResultStore, retry_forever
+from .store import PUBLISHED, Receipt, ResultStore, retry_forever
 from .windows import WindowCloser
 
 __all__ = ["Emit", "Processor", "Publish"]  # Publish: streameval.outputs
+
+log = logging.getLogger(__name__)
 
 
 Emit = Callable[[list[Publish]], Awaitable[None]]
@@ -88,6 +92,12 @@ class Processor:
             await self.pool.start()
 
     async def close(self) -> None:
+        try:  # the published marks of the batches acknowledged last (a stop is not a crash: no duplicate)
+            await self._flush_published(0)
+        except StoreUnavailable as exc:
+            log.warning(
+                "the last published marks were not written (%r): their results may be published again", exc
+            )
         if self.pool is not None:
             await self.pool.close()
         await self.pipeline.close()
@@ -102,7 +112,11 @@ class Processor:
         return (await evaluate_messages(self.pipeline, self.inputs, batch, self.pool))[1]
 
     async def process_batch(
-        self, batch: Sequence[tuple[bytes, Source]], *, emit: Emit | None = None
+        self,
+        batch: Sequence[tuple[bytes, Source]],
+        *,
+        emit: Emit | None = None,
+        receipts: list[Receipt] | None = None,
     ) -> list[Publish]:
         """Evaluate a batch (async evaluators of all events run concurrently), record it, encode it.
 
@@ -111,13 +125,26 @@ class Processor:
         (rule-only suites, events not sampled or skipped by backpressure, dead letters) are recorded
         and handed to ``emit`` as soon as they are known, without waiting for the judged events
         (:meth:`Pipeline.may_judge`); the judged ones are recorded once their panels end and returned.
+
+        ``receipts`` gets what each record call kept for redeliveries: hand it to :meth:`published` once the
+        broker acknowledged every message of the batch. A redelivered event whose result the broker already
+        has publishes nothing (streameval.store_published).
         """
         telemetry.EVENTS_IN.inc(len(batch))
         with telemetry.in_flight(len(batch)):
-            return await self._process_batch(batch, emit)
+            return await self._process_batch(batch, emit, receipts)
+
+    def published(self, receipts: Sequence[Receipt]) -> None:
+        """The broker acknowledged the messages of the batch these receipts recorded: drop their stored copies
+        (with the next record calls, or on the worker's timer)."""
+        if isinstance(self.store, ResultStore):
+            self.store.published(receipts)
 
     async def _process_batch(
-        self, messages: Sequence[tuple[bytes, Source]], emit: Emit | None = None
+        self,
+        messages: Sequence[tuple[bytes, Source]],
+        emit: Emit | None = None,
+        receipts: list[Receipt] | None = None,
     ) -> list[Publish]:
         raw_of = {
             _position(source): raw for raw, source in messages
@@ -130,7 +157,7 @@ class Processor:
             if not now:
                 return
             early.update(now)
-            await emit(await self._record(sources, cast("list[Outcome]", found), now, raw_of))
+            await emit(await self._record(sources, cast("list[Outcome]", found), now, raw_of, receipts))
 
         shadowed = [
             asyncio.ensure_future(evaluate_messages(shadow, self.inputs, messages)) for shadow in self.shadows
@@ -145,11 +172,11 @@ class Processor:
             raise
         telemetry.observe_outcomes(outcomes)
         out = await self._record(
-            sources, outcomes, [i for i in range(len(outcomes)) if i not in early], raw_of
+            sources, outcomes, [i for i in range(len(outcomes)) if i not in early], raw_of, receipts
         )
         for shadow_sources, shadow_outcomes in await asyncio.gather(*shadowed):
             scored = [i for i, outcome in enumerate(shadow_outcomes) if outcome.result is not None]
-            out += await self._record(shadow_sources, shadow_outcomes, scored, raw_of)
+            out += await self._record(shadow_sources, shadow_outcomes, scored, raw_of, receipts)
         return out
 
     async def _record(
@@ -158,9 +185,11 @@ class Processor:
         outcomes: Sequence[Outcome],
         indexes: Sequence[int],
         raw_of: dict[tuple[str | None, int | None, int | None], bytes],
+        receipts: list[Receipt] | None = None,
     ) -> list[Publish]:
         """Record the outcomes at ``indexes`` in Redis (one call per batch phase), hand what was recorded to
         the steps, then encode them in order (the steps' messages after the batch's own)."""
+        receipt = Receipt() if receipts is not None else None
         results = [(i, r, encode_result(r)) for i in indexes if (r := outcomes[i].result) is not None]
         dead = [(i, d) for i in indexes if (d := outcomes[i].dead_letter) is not None]
         # steps of agent runs (tool and root spans): nothing to record or publish, only their annotations
@@ -186,9 +215,12 @@ class Processor:
                     for i, r, enc in results
                 ],
                 [(d.kind, _source_key(sources[i]), parse_time(d.failed_at)) for i, d in dead],
+                receipt=receipt,
             ),
             what="recording a batch in Redis",
         )
+        if receipts is not None and receipt is not None:
+            receipts.append(receipt)
         extra: list[Publish] = []
         if self.steps:
             fresh = {i for (i, _, _), previous in zip(results, stored, strict=True) if previous is None}
@@ -197,6 +229,8 @@ class Processor:
             )
         out: dict[int, Publish] = {}
         for (i, result, encoded), previous in zip(results, stored, strict=True):
+            if previous == PUBLISHED:  # a redelivery: the broker has its result already
+                continue
             out[i] = Publish("result", result.id.encode(), previous if previous is not None else encoded)
         for i, letter in dead:
             # sized to fit the broker (streameval.deadletters); a huge event is kept whole in Redis; its
@@ -228,4 +262,9 @@ class Processor:
         published = await closer.run_once(send)
         if self.pipeline.judges is not None:
             self.pipeline.judges.norms = await closer.refresh_norms()
+        await self._flush_published()  # the published marks of pairs no batch recorded lately
         return published
+
+    async def _flush_published(self, older_than_s: float | None = None) -> None:
+        if isinstance(self.store, ResultStore):  # tests give no store, or one of their own
+            await self.store.flush_published(*(() if older_than_s is None else (older_than_s,)))

@@ -188,6 +188,7 @@ def open_store(
         wait_replicas=settings.redis_wait_replicas,
         wait_timeout_ms=settings.redis_wait_timeout_ms,
         recorders=record_plugins(on, labels),
+        linger_s=settings.record_linger_ms / 1000,
     )
 
 

@@ -72,7 +72,17 @@ class Settings(BaseSettings, OutputTopics):  # the output topics' settings: stre
     redelivery_ttl_s: int = Field(
         default=3600,
         ge=0,
-        description="redelivery horizon: how long an event's encoded result is kept to publish again on redelivery",
+        description="redelivery horizon: how long an event's encoded result is kept to publish again on redelivery "
+        "(until the broker acknowledged it: then only its published mark)",
+    )
+    record_linger_ms: float = Field(
+        default=50.0,
+        ge=0,
+        le=1000,
+        description="while the worker is busy (its last record call went out within this time), how long a "
+        "batch's record call waits for the batches evaluated after it, to be recorded together in one script "
+        "call per model x suite pair (fewer, fuller calls: Redis CPU; those results wait up to that long more); "
+        "a trickle waits for nothing; 0: only the batches ready in the same turn of the event loop",
     )
     compare_ttl_s: int | None = Field(
         default=None,

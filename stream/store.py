@@ -31,11 +31,14 @@ counters an evaluator reports. Counts are stored as integers, sums with 17 signi
 
 from __future__ import annotations
 
+import asyncio
+import bisect
+import itertools
 import logging
 import secrets
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -45,13 +48,16 @@ from .feature import BatchRecorder, Call, Recorded
 from .keyspace import OVERFLOW_MODEL, Client, Keys, guard, is_cluster, retry_forever, run_scripts
 from .models import GradedResult
 from .redelivery import stored_results
-from .store_codec import PACKED_FIELD, as_text, hash_fields, pack_increments, pointer
+from .store_codec import PACKED_FIELD, as_text, hash_fields, pack_increments, parse_pointer, pointer
 from .store_entries import Entries, RecordEntry
+from .store_published import PUBLISHED, RIDE_S, Notes, Pending, Receipt, is_published, published_field
 
 __all__ = [
     "MARK_BUCKET_BYTES",
     "PACKED_FIELD",
+    "PUBLISHED",
     "PairAggregate",
+    "Receipt",
     "ResultStore",
     "hash_fields",
     "pointer",
@@ -60,6 +66,14 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: one record_many call waiting to be recorded with others: items, dead letters, receipt, its replies
+_Request = tuple[
+    Sequence[RecordEntry],
+    Sequence[tuple[str, str, float]],
+    "Receipt | None",
+    "asyncio.Future[list[bytes | None]]",
+]
 
 #: idempotency marks: one hash per pair and replay generation; field: the first MARK_BUCKET_BYTES bytes
 #: of an event's 8-byte digest (65,536 buckets), value: the other 6 bytes of each mark in the bucket,
@@ -103,6 +117,7 @@ class ResultStore:
         wait_replicas: int = 0,
         wait_timeout_ms: int = 1000,
         recorders: Sequence[BatchRecorder] = (),
+        linger_s: float = 0.0,
     ) -> None:
         """``recorders``: the features recording with each batch (streameval.feature), built by the composition
         root only when configured; their blocks are composed into this store's record script, once."""
@@ -130,6 +145,10 @@ class ResultStore:
         self._index = client.register_script(_lua.INDEX)
         self._cap = client.register_script(_lua.PAIR_CAP)
         self._dead = client.register_script(_lua.DEAD_LETTERS)
+        self._published = client.register_script(_lua.PUBLISHED)
+        self._pending = (
+            Pending()
+        )  # published marks waiting for their pair's next call (streameval.store_published)
         self._admitted: dict[str, bool] = {}  # pair -> within max_pairs (this worker's cache)
         self._entries = Entries(
             self.keys
@@ -142,6 +161,12 @@ class ResultStore:
         # their id from being reused by another call while the entry lives
         self._committing: dict[int, tuple[list[Any], list[tuple[BatchRecorder, Any]]]] = {}
         self._renewed: dict[str, float] = {}  # pair -> when this worker last renewed its all-time TTL
+        # record_many's group commit: the calls waiting for the one being recorded
+        self.coalesce = True
+        self.linger_s = linger_s  # how long a call waits for others to join (STREAMEVAL_RECORD_LINGER_MS)
+        self._last_flush = -1e9  # monotonic time the last group went out
+        self._queue: list[_Request] = []
+        self._flusher: asyncio.Future[None] | None = None
 
     # -- keys (for callers that address one pair) -----------------------------------------------
     def pair_id(self, model: str, suite: str, version: str = "") -> str:
@@ -167,6 +192,7 @@ class ResultStore:
         dead_letters: Sequence[tuple[str, str, float]] = (),
         *,
         retractions: Sequence[RecordEntry] = (),
+        receipt: Receipt | None = None,
     ) -> list[bytes | None]:
         """Record a batch: one script call per pair, one for the indexes, one for the dead letters.
 
@@ -179,10 +205,71 @@ class ResultStore:
         a redelivery from another event reusing its id (without it: id, model, suite, event time).
         ``dead_letters`` are (kind, ``topic:partition:offset``, event time), each counted once per source
         position. Returns per item ``None`` when it was new (counted; publish it), else the bytes to
-        publish instead: the first evaluation's result within the redelivery horizon, or this one.
+        publish instead: the first evaluation's result within the redelivery horizon, or this one; or
+        :data:`PUBLISHED` (empty: publish nothing) when the broker already has its result
+        (streameval.store_published).
+
+        ``receipt``: filled with what the call kept for redeliveries; give it to :meth:`published` once the
+        broker acknowledged the results (their copies then go).
+
+        Calls made while another is being recorded (batches in flight, a batch's two phases) are recorded
+        together, in one script call per pair (group commit: fewer, fuller calls; each call's replies and
+        receipt are its own). ``coalesce = False`` records each call on its own.
         """
         if not items and not dead_letters:
             return []
+        if retractions or not self.coalesce:
+            return (await self._record_requests([(items, dead_letters, receipt)], retractions))[0]
+        loop = asyncio.get_running_loop()
+        request: _Request = (items, dead_letters, receipt, loop.create_future())
+        if self._flusher is not None and self._flusher.get_loop() is not loop:  # a store used by another loop
+            self._flusher, self._queue = None, []
+        self._queue.append(request)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.ensure_future(self._flush())
+        return await request[3]
+
+    async def _flush(self) -> None:
+        """Record the calls waiting, together, until none waits (record_many's group commit)."""
+        group: list[_Request] = []
+        try:
+            while self._queue:
+                # busy (the last call went out within the linger): wait for the batches evaluated meanwhile;
+                # else (a trickle) only for those ready in this turn of the loop: no latency added
+                busy = time.monotonic() - self._last_flush < self.linger_s
+                await asyncio.sleep(self.linger_s if busy else 0)
+                group, self._queue = self._queue, []
+                self._last_flush = time.monotonic()
+                try:
+                    replies = await self._record_requests([(i, d, r) for i, d, r, _ in group])
+                except Exception as exc:
+                    for *_, future in group:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                for (*_, future), reply in zip(group, replies, strict=True):
+                    if not future.done():
+                        future.set_result(reply)
+        except BaseException as exc:  # cancelled: nothing waits for ever
+            for *_, future in [*group, *self._queue]:
+                if not future.done():
+                    future.set_exception(StoreUnavailable(f"recording stopped: {exc!r}"))
+            self._queue = []
+            raise
+
+    async def _record_requests(
+        self,
+        requests: Sequence[tuple[Sequence[RecordEntry], Sequence[tuple[str, str, float]], Receipt | None]],
+        retractions: Sequence[RecordEntry] = (),
+    ) -> list[list[bytes | None]]:
+        """Record ``requests`` (items, dead letters, receipt) in one round: each one's replies."""
+        starts = list(itertools.accumulate((len(r[0]) for r in requests), initial=0))
+        items: Sequence[RecordEntry] = [item for r in requests for item in r[0]]
+        dead_letters = [letter for r in requests for letter in r[1]]
+
+        def part_of(index: int) -> int:  # the request of an event (retractions: the only one)
+            return min(bisect.bisect_right(starts, index) - 1, len(requests) - 1)
+
         results = len(items)
         events = [self._prepare(i, item) for i, item in enumerate(items)]
         events += [self._prepare(results + i, item, retract=True) for i, item in enumerate(retractions)]
@@ -194,7 +281,8 @@ class ResultStore:
         first: dict[tuple[str, bytes], int] = {}
         copies = {e.index: first.setdefault((e.pair, e.digest), e.index) for e in events}
         pending = [e for e in events if copies[e.index] == e.index]
-        writes = self._result_strings(pending, self.now())
+        strings: dict[tuple[int, str], str] = {}  # (request, pair) -> its results' string
+        writes = self._result_strings(pending, self.now(), strings, part_of)
         keep: list[Call] = []
         for recorder in self.recorders:  # the features' own commands (e.g. the label join's verdicts)
             calls, commands = recorder.writes(self, pending, self.now())
@@ -204,74 +292,162 @@ class ResultStore:
             tuple[Recorded, bytes]
         ] = []  # events already counted, with the pointer to what they published
         dead_call = self._dead_letter_call(dead_letters) if dead_letters else None
-        for _ in range(len(items) + 8):  # each round drops a duplicate or corrects the clock guess
-            now = self.now()
-            groups: dict[str, list[Recorded]] = defaultdict(list)
-            for event in pending:
-                groups[event.pair].append(event)
-            calls = [self._record_call(pair, group, now) for pair, group in groups.items()]
-            index = [self._index_call(groups, now)] if groups else []
-            if is_cluster(self.client) and index:  # the closer must see a pair in a window's index first
-                await guard(run_scripts(self.client, index))
-                index = []
-            extra = ([dead_call] if dead_call is not None else []) + keep
-            replies = await guard(run_scripts(self.client, [*index, *extra, *calls], writes=writes))
-            dead_call, writes, keep = None, [], []
-            pending = []
-            for call, group, reply in zip(
-                calls, groups.values(), replies[len(index) + len(extra) :], strict=True
-            ):
-                pending += self._settle(call, group, reply, out, dups)
-            if not pending:
-                if dups:
-                    await self._republish(dups, out)
-                if self.wait_replicas:
-                    await store_calls.wait_replicated(
-                        self.client,
-                        self.wait_replicas,
-                        self.wait_timeout_ms,
-                        [
-                            *(self.keys.pair(p) for p in {e.pair: 0 for e in events}),
-                            self.keys.ix,
-                            self.keys.dl,
-                        ],
-                    )
-                return [
-                    out[copies[i]] if copies[i] == i else out[copies[i]] or items[copies[i]][1]
-                    for i in range(results)
+        # published marks ride along in their pair's call; a pair's that waited RIDE_S go on their own
+        notes = self._pending.take()
+        carried = dict(notes)  # a redelivery found marked before its notes were written is published too
+        pointers: dict[str, str] = {}  # pair -> the pointers hash its counted events went to
+        try:
+            for _ in range(len(items) + 8):  # each round drops a duplicate or corrects the clock guess
+                now = self.now()
+                groups: dict[str, list[Recorded]] = defaultdict(list)
+                for event in pending:
+                    groups[event.pair].append(event)
+                calls = [
+                    self._record_call(pair, group, now, notes.get(pair)) for pair, group in groups.items()
                 ]
-        raise StoreUnavailable("recording a batch did not settle (the Redis clock keeps moving away?)")
+                alone = self._published_calls(notes, groups, now, RIDE_S)
+                index = [self._index_call(groups, now)] if groups else []
+                if is_cluster(self.client) and index:  # the closer must see a pair in a window's index first
+                    await guard(run_scripts(self.client, index))
+                    index = []
+                extra = ([dead_call] if dead_call is not None else []) + keep + [call for _, call in alone]
+                replies = await guard(run_scripts(self.client, [*index, *extra, *calls], writes=writes))
+                dead_call, writes, keep = None, [], []
+                for pair, _ in alone:
+                    notes.pop(pair)
+                pending = []
+                for (pair, group), call, reply in zip(
+                    groups.items(), calls, replies[len(index) + len(extra) :], strict=True
+                ):
+                    pending += self._settle(call, group, reply, out, dups)
+                    if as_text(reply[0]) == "ok":
+                        notes.pop(pair, None)
+                        pointers[pair] = call[1][1]
+                if not pending:
+                    break
+        finally:
+            self._pending.give_back(notes)
+        if pending:
+            raise StoreUnavailable("recording a batch did not settle (the Redis clock keeps moving away?)")
+        if dups:
+            await self._republish(dups, out, carried)
+        if self.wait_replicas:
+            await store_calls.wait_replicated(
+                self.client,
+                self.wait_replicas,
+                self.wait_timeout_ms,
+                [*(self.keys.pair(p) for p in {e.pair: 0 for e in events}), self.keys.ix, self.keys.dl],
+            )
+        for r, (_, _, receipt) in enumerate(requests):
+            if receipt is not None:
+                own = {pair: key for (p, pair), key in strings.items() if p == r}
+                self._receipt(receipt, [e for e in events if part_of(e.index) == r], pointers, own)
+        replies = [
+            out[copies[i]] if copies[i] == i or out[copies[i]] is not None else items[copies[i]][1]
+            for i in range(results)
+        ]
+        return [replies[starts[r] : starts[r + 1]] for r in range(len(requests))]
 
-    def _result_strings(self, events: Sequence[Recorded], now: float) -> list[tuple[Any, ...]]:
+    def _result_strings(
+        self,
+        events: Sequence[Recorded],
+        now: float,
+        strings: dict[tuple[int, str], str],
+        part_of: Callable[[int], int],
+    ) -> list[tuple[Any, ...]]:
         """The SET commands that keep the batch's encoded results: one string per pair (its events' results
         concatenated, for the redelivery horizon); gives each event its pointer into it.
 
         They go in the same pipeline as the record calls, before them (one connection, one node: the string
         exists before any pointer to it does). A string whose events turn out already counted is never
-        pointed to and expires with the horizon.
+        pointed to and expires with the horizon. One string per request recorded together (``part_of``
+        an event's index) and pair, so that each goes once the broker has its own request's results;
+        ``strings`` gets their keys.
         """
         if not self.redelivery_ttl_s:
             return []
         rgen = int(now // self.redelivery_ttl_s)
         ttl = store_calls.until((rgen + 2) * self.redelivery_ttl_s, now)
-        by_pair: dict[str, list[Recorded]] = defaultdict(list)
+        by_pair: dict[tuple[int, str], list[Recorded]] = defaultdict(list)
         for event in events:
-            by_pair[event.pair].append(event)
+            by_pair[(part_of(event.index), event.pair)].append(event)
         writes: list[tuple[Any, ...]] = []
-        for pair, group in by_pair.items():
+        for (part, pair), group in by_pair.items():
             suffix = f"{rgen}:{secrets.token_hex(6)}"
             offset = 0
             for event in group:
                 event.pointer = pointer(event.digest, offset, len(event.encoded), suffix)
                 offset += len(event.encoded)
-            writes.append(
-                ("SET", self.keys.result_blob(pair, suffix), b"".join(e.encoded for e in group), "EX", ttl)
-            )
+            strings[(part, pair)] = self.keys.result_blob(pair, suffix)
+            writes.append(("SET", strings[(part, pair)], b"".join(e.encoded for e in group), "EX", ttl))
         return writes
 
-    async def _republish(self, dups: list[tuple[Recorded, bytes]], out: list[bytes | None]) -> None:
-        """For events counted before: the result their first counted copy published, while it is kept."""
+    def _receipt(
+        self, receipt: Receipt, events: Sequence[Recorded], pointers: dict[str, str], strings: dict[str, str]
+    ) -> None:
+        """What a recorded batch kept: each event with a result (counted now, or before: a redelivery) under
+        the pointers hash its pointer went to (this generation's for the others), and the strings."""
+        receipt.notes.clear()
+        if not self.redelivery_ttl_s:
+            return
+        rgen = int(self.now() // self.redelivery_ttl_s)
+        seen: set[tuple[str, bytes]] = set()
+        for event in events:
+            if event.result is None or (event.pair, event.digest) in seen:
+                continue
+            seen.add((event.pair, event.digest))
+            key = pointers.get(event.pair) or self.keys.result_ids(event.pair, rgen)
+            receipt.add(event.pair, key, event.result.id, event.digest)
+        for pair, key in strings.items():
+            receipt.string(pair, key)
+
+    def published(self, receipts: Sequence[Receipt]) -> None:
+        """The broker acknowledged the results of these record calls: their copies may go. Nothing is sent
+        now: each pair's next record call carries the marks, or :meth:`flush_published` (streameval.store_published)."""
+        self._pending.add(receipts)
+
+    async def flush_published(self, older_than_s: float = RIDE_S) -> int:
+        """Write the published marks that waited ``older_than_s`` for a record call of their pair, in one
+        pipeline (the worker's timer calls this). Returns how many pairs'."""
+        notes = self._pending.take(older_than_s)
+        try:
+            calls = self._published_calls(notes, {}, self.now(), 0.0)
+            if calls:
+                await guard(run_scripts(self.client, [call for _, call in calls]))
+                for pair, _ in calls:
+                    notes.pop(pair)
+            return len(calls)
+        finally:
+            self._pending.give_back(notes)
+
+    def _published_calls(
+        self, notes: dict[str, Notes], skip: Mapping[str, Any], now: float, older_than_s: float
+    ) -> list[tuple[str, Call]]:
+        """One PUBLISHED call per pair with notes older than ``older_than_s`` and not in ``skip``."""
+        if not notes or not self.redelivery_ttl_s:
+            return []
+        cut = time.monotonic() - older_than_s
+        rgen = int(now // self.redelivery_ttl_s)
+        out: list[tuple[str, Call]] = []
+        for pair, held in notes.items():
+            if pair in skip or held.since > cut:
+                continue
+            keys, args = held.args(self._current_pointers(pair, rgen))
+            out.append((pair, (self._published, keys, args)))
+        return out
+
+    def _current_pointers(self, pair: str, rgen: int) -> tuple[str, str]:
+        return self.keys.result_ids(pair, rgen), self.keys.result_ids(pair, rgen - 1)
+
+    async def _republish(
+        self, dups: list[tuple[Recorded, bytes]], out: list[bytes | None], carried: dict[str, Notes]
+    ) -> None:
+        """For events counted before: nothing when the broker has their result (a published mark, written or
+        carried by this call), else the result their first counted copy published, while it is kept."""
         gen = int(self.now() // self.redelivery_ttl_s) if self.redelivery_ttl_s else None
+        dups = await self._not_published(dups, out, carried, gen)
+        if not dups:
+            return
         generations = () if gen is None else (gen, gen - 1)
         found = await guard(
             stored_results(
@@ -281,6 +457,49 @@ class ResultStore:
         for (event, _), encoded in zip(dups, found, strict=True):
             if encoded is not None:
                 out[event.index] = encoded
+
+    async def _not_published(
+        self,
+        dups: list[tuple[Recorded, bytes]],
+        out: list[bytes | None],
+        carried: dict[str, Notes],
+        gen: int | None,
+    ) -> list[tuple[Recorded, bytes]]:
+        """The events counted before whose result the broker may not have: not among the published marks this
+        call carried, and (those without a stored copy) without a published mark in Redis. The others get
+        :data:`PUBLISHED`."""
+        rest: list[tuple[Recorded, bytes]] = []
+        for event, value in dups:
+            notes = carried.get(event.pair)
+            if notes is not None and event.result is not None and notes.holds(event.result.id, event.digest):
+                out[event.index] = PUBLISHED
+            else:
+                rest.append((event, value))
+        unknown = [
+            event
+            for event, value in rest
+            if event.result is not None and parse_pointer(value, event.digest) is None
+        ]
+        if gen is None or not unknown:
+            return rest
+
+        async def read() -> list[Any]:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for event in unknown:
+                    assert event.result is not None
+                    for g in (gen, gen - 1):
+                        pipe.hget(self.keys.result_ids(event.pair, g), published_field(event.result.id))
+                return list(await pipe.execute())
+
+        found = await guard(read())
+        marked = {
+            event.index
+            for i, event in enumerate(unknown)
+            if is_published(found[2 * i], event.digest) or is_published(found[2 * i + 1], event.digest)
+        }
+        for index in marked:
+            out[index] = PUBLISHED
+        return [(event, value) for event, value in rest if event.index not in marked]
 
     def _settle(
         self,
@@ -354,7 +573,9 @@ class ResultStore:
         )  # any clock within the margin is in one of the two windows
         return int((now - margin) // size) * size, int((now + margin) // size) * size
 
-    def _record_call(self, pair: str, group: list[Recorded], now: float) -> tuple[Any, list[str], list[Any]]:
+    def _record_call(
+        self, pair: str, group: list[Recorded], now: float, notes: Notes | None = None
+    ) -> tuple[Any, list[str], list[Any]]:
         keys = self.keys
         targets: dict[tuple[int, int], tuple[int, dict[str, float]]] = {}
         total: dict[str, float] = defaultdict(float)
@@ -407,6 +628,12 @@ class ResultStore:
                 b"" if n == len(group) else pack_increments(inc),
             ]  # b"": the same as the total
         args += per_event
+        if notes is None:  # the published marks that ride along (streameval.store_published)
+            args += [0, 0]
+        else:
+            published_keys, published_args = notes.args(klist[1:3])
+            klist += published_keys
+            args += published_args
         committing: list[tuple[BatchRecorder, Any]] = []
         for recorder in self._blocks:  # each block: nk, na, its ARGV; its KEYS (streameval.feature)
             block = recorder.block(self, pair, group, list(targets), now)

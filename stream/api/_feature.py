@@ -27,3 +27,6 @@ class WebFeature:
     cleanup: Callable[[], Awaitable[None]] | None = None
     state: dict[Any, Any] = field(default_factory=dict)  #: app keys its handlers read
     openapi_after: str | None = None
+    #: where ``GET /api/v1/results/{id}`` looks once no stored copy holds the result (the broker has it):
+    #: ``(stats config, pairs searched, result id)`` -> a document, or None
+    find_result: Callable[[Any, Sequence[str], str], Awaitable[dict[str, Any] | None]] | None = None

@@ -50,11 +50,14 @@ class StatsConfig:
         windows: tuple[int, ...],
         redelivery_ttl_s: int = 3600,
         redact_result: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        find_result: Sequence[Callable[[Any, Sequence[str], str], Awaitable[dict[str, Any] | None]]] = (),
     ) -> None:
         self.client, self.prefix, self.windows = client, prefix, windows
         self.redelivery_ttl_s = redelivery_ttl_s  # how long full results are kept (GET /api/v1/results/{id})
         # a stored result's texts as they may be shown (redaction, docs/redact.md); None: as stored
         self.redact_result = redact_result
+        # the features' lookups of a result no stored copy holds (WebFeature.find_result), in order
+        self.find_result = tuple(find_result)
         self.keys = Keys(prefix)
         # one stats read at a time: others queue here, not in the event loop ahead of /health
         self.gate = asyncio.Semaphore(1)

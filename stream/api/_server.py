@@ -121,7 +121,14 @@ def create_web_app(
     app[_evaluators.STORE_KEY] = RegistryStore(client, prefix=prefix, limits=registry_limits)
     app[_ops.CHECKS_KEY] = [_ops.redis_check(client), *checks]
     app[_ops.TIMEOUT_KEY] = ready_timeout_s
-    app[STATS_KEY] = StatsConfig(client, prefix, tuple(windows), redelivery_ttl_s, redact_result)
+    app[STATS_KEY] = StatsConfig(
+        client,
+        prefix,
+        tuple(windows),
+        redelivery_ttl_s,
+        redact_result,
+        [f.find_result for f in features if f.find_result is not None],
+    )
     app[IDENTITIES_KEY] = identities or Identities()
     app[_FEATURES_KEY] = tuple(features)
     app[_OWN_AUTH_KEY] = tuple(f.own_auth_prefix for f in features if f.own_auth_prefix is not None)

@@ -296,10 +296,14 @@ async def result_by_id(request: web.Request) -> web.Response:
                 if encoded is not None:
                     document = orjson.loads(encoded)
                     return ok(config.redact_result(document) if config.redact_result else document)
+    for lookup in config.find_result:  # e.g. the window's drill-down examples
+        document = await lookup(config, members, result_id)
+        if document is not None:
+            return ok(config.redact_result(document) if config.redact_result else document)
     kept = f"{ttl} s (STREAMEVAL_REDELIVERY_TTL_S)" if ttl else "no time: STREAMEVAL_REDELIVERY_TTL_S is 0"
     raise NotRetained(
-        f"result {result_id!r} is not retained: full results are kept for {kept}; the worst and "
-        "failing results of each window are kept longer, see /api/v1/stats/examples"
+        f"result {result_id!r} is not retained: full results are kept until the broker has them, at most "
+        f"{kept}; the worst and failing results of each window are kept longer, see /api/v1/stats/examples"
     )
 
 

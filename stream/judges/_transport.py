@@ -27,10 +27,12 @@ import aiohttp
 import httpx
 from yarl import URL
 
+from ..errors import StreamEvalError
+
 __all__ = ["AIOHTTP_ERROR_MAP", "AiohttpTransport", "FirstByteTimeout", "to_httpx_error"]
 
 
-class FirstByteTimeout(httpx.ReadTimeout):
+class FirstByteTimeout(httpx.ReadTimeout, StreamEvalError):
     """No answer (status line and headers) within the request's ``first_byte`` timeout."""
 
 

@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..errors import UsageError
+
 __all__ = [
     "INSTALL_HINT",
     "LOCAL_CONTEXT",
@@ -47,7 +49,7 @@ INSTALL_HINT = (
 _START_TIMEOUT_S = 120.0
 
 
-class LocalJudgeUnavailable(RuntimeError):
+class LocalJudgeUnavailable(UsageError):
     """The local-judge extra or the model file is not installed, or the server did not start."""
 
 

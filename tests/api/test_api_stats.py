@@ -15,7 +15,7 @@ from streameval.api._stats import recent_alerts_key
 from streameval.features.drilldown import ExamplesRecorder, sample_rank
 from streameval.features.web import dashboard_features
 from streameval.models import EvaluatorResult, GradedResult, format_time
-from streameval.store import ResultStore
+from streameval.store import Receipt, ResultStore
 
 SIZE = 60
 T0 = 1_800_000_000 - 1_800_000_000 % SIZE  # a window boundary
@@ -353,12 +353,33 @@ async def test_result_not_retained_is_404_with_a_clear_message(aredis: aioredis.
             features=dashboard_features(),
         )
         async with TestClient(TestServer(app)) as c:
-            resp = await c.get("/api/v1/results/m-s-0")
+            resp = await c.get("/api/v1/results/m-s-9")
             body = await resp.json()
             assert resp.status == 404 and body["code"] == 404 and "not retained" in body["message"]
             assert "/api/v1/stats/examples" in body["message"]
             ex = await data(c, f"/api/v1/stats/examples?model=m&suite=s&window={T0}")
             assert [e["id"] for e in ex["examples"]] == ["m-s-0"]  # the example outlives the full result
+            kept = await data(c, "/api/v1/results/m-s-0")  # and the results API answers with it
+            assert kept["id"] == "m-s-0" and kept["example"] == {"size": SIZE, "window": T0, "kind": "worst"}
+
+
+async def test_a_published_result_is_read_from_the_windows_examples(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
+    store = ResultStore(aredis, prefix=prefix, windows=(SIZE,), recorders=[ExamplesRecorder(2)])
+    results = [graded(i, 0.1 * (i + 1), T0 + 1 + i) for i in range(4)]
+    receipt = Receipt()
+    await store.record_many([(r, r.model_dump_json().encode(), None) for r in results], receipt=receipt)
+    app = create_web_app(aredis, prefix=prefix, token=None, windows=(SIZE,), features=dashboard_features())
+    async with TestClient(TestServer(app)) as c:
+        full = await data(c, "/api/v1/results/m-s-3?model=m&suite=s")  # the copy, until the broker has it
+        assert full["pipeline_version"] == results[3].pipeline_version and "example" not in full
+        store.published([receipt])  # the broker acknowledged the batch: the copies go
+        await store.flush_published(0)
+        worst = await data(c, "/api/v1/results/m-s-0?model=m&suite=s")
+        assert worst["example"]["kind"] == "worst" and worst["score"] == pytest.approx(0.1)
+        resp = await c.get("/api/v1/results/m-s-3?model=m&suite=s")  # neither kept nor an example
+        assert resp.status == 404
 
 
 @pytest.mark.parametrize(

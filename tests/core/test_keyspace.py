@@ -24,7 +24,7 @@ from streameval.migrate import migrate_marks
 from streameval.models import EvaluatorResult, GradedResult, format_time
 from streameval.outputs import Publish
 from streameval.registry import CodeConfig, RegistryStore
-from streameval.store import ResultStore
+from streameval.store import Receipt, ResultStore
 from streameval.windows import WindowCloser
 
 T0 = 1_800_000_000
@@ -105,8 +105,13 @@ async def test_every_script_touches_one_hash_slot(
     items: list[Any] = [
         (result(i, models[i % 4], f"s{i % 3}", T0 + i), b"r", None, b"", drift(i)) for i in range(24)
     ]
-    await store.record_many(items, [("schema", "t:0:1", T0), ("invalid_json", "t:1:7", T0 + 30)])
-    await store.record_many(items[:3])  # duplicates
+    receipt = Receipt()
+    await store.record_many(
+        items, [("schema", "t:0:1", T0), ("invalid_json", "t:1:7", T0 + 30)], receipt=receipt
+    )
+    store.published([receipt])
+    await store.record_many(items[:3])  # duplicates; the published marks of their pairs ride along
+    assert await store.flush_published(0) > 0  # the other pairs' on their own
     now[0] = T0 + 200.0
     # redirected to the open window
     await store.record_many([(result(99, "a", "s0", T0 + 2), b"late", None, b"", drift(99))])

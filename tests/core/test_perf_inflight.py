@@ -417,3 +417,26 @@ async def test_a_submit_waiting_for_room_raises_when_a_delivery_fails() -> None:
     with pytest.raises(PublishFailed):
         await asyncio.wait_for(waiting, timeout=5)
     assert await inflight.close() == [0, 1]
+
+
+async def test_after_runs_once_a_batch_is_delivered_and_acked_never_for_a_failed_one() -> None:
+    broker = Broker(auto=False)
+    order: list[str] = []
+
+    async def ack(events: Sequence[int]) -> None:
+        order.append(f"ack {events[0]}")
+
+    inflight: InFlight[int] = InFlight(broker.send, ack, limit=4)
+    await inflight.submit([0], _work([0], 0), after=lambda: order.append("after 0"))
+    await inflight.submit([1], _work([1], 0), after=lambda: order.append("after 1"))
+    for _ in range(100):
+        if len(broker.deliveries) == 2:
+            break
+        await asyncio.sleep(0.001)
+    assert order == []  # sent, not delivered: not marked
+    broker.deliveries[0].set_result(None)
+    broker.deliveries[1].set_exception(RuntimeError("refused"))
+    with pytest.raises(PublishFailed):
+        await inflight.drain()
+    assert order == ["ack 0", "after 0"]
+    await inflight.close()

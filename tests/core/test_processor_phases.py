@@ -18,7 +18,7 @@ from streameval.judges.sim import start_judge_sim
 from streameval.models import GradedResult
 from streameval.pipeline import Pipeline, Source
 from streameval.processor import Processor, Publish
-from streameval.store import ResultStore
+from streameval.store import Receipt, ResultStore
 
 RATE = 0.5
 
@@ -190,5 +190,31 @@ async def test_a_batch_without_judged_events_is_recorded_once_and_emitted_whole(
         assert await processor.process_batch(batch, emit=emit) == []
         assert [m.key for m in emitted] == [f"{run}-{n}".encode() for n in range(5)]
         assert len(calls) == 1  # one Redis round for the whole batch, as without emit
+    finally:
+        await processor.close()
+
+
+async def test_a_redelivered_batch_whose_results_the_broker_acknowledged_publishes_no_result_again(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
+    store = ResultStore(aredis, prefix=prefix, windows=(60,))
+    _, suites = parse_config(
+        {"suites": [{"name": "rules", "default": True, "evaluators": [{"evaluator": "exact_match"}]}]}
+    )
+    processor = Processor(Pipeline(suites), store)
+    await processor.start()
+    try:
+        run = uuid.uuid4().hex[:8]
+        raw = [orjson.dumps({"id": f"{run}-{n}", "model": "m", "output": "Paris"}) for n in range(4)]
+        batch = [(r, Source("in", 0, n)) for n, r in enumerate([*raw, b"not json"])]
+        receipts: list[Receipt] = []
+        first = await processor.process_batch(batch, receipts=receipts)
+        assert [m.kind for m in first] == ["result"] * 4 + ["deadletter"]
+        # not acknowledged yet: a redelivery publishes the stored copies
+        assert [m.value for m in await processor.process_batch(batch)][:4] == [m.value for m in first][:4]
+        processor.published(receipts)
+        again = await processor.process_batch(batch)
+        assert [m.kind for m in again] == ["deadletter"]  # the results are on the topic already
+        assert await _counts(store) == {("m", "rules"): 4.0}
     finally:
         await processor.close()

@@ -78,6 +78,7 @@ FLOORS: dict[str, int] = {
     "store_codec": COMPONENTS,
     "store_calls": COMPONENTS,  # the index and dead-letter calls of a batch, the wait for replicas
     "store_entries": COMPONENTS,  # a result as the record calls count it
+    "store_published": COMPONENTS,  # the published marks: receipts, pending marks, their format
     "redelivery": COMPONENTS,
     "deadletters": COMPONENTS,
     "windows": COMPONENTS,
@@ -337,6 +338,7 @@ ENGINE_MODULES = (
     "store_codec",
     "store_calls",
     "store_entries",
+    "store_published",
     "redelivery",
     "windows",
     "aggregates",

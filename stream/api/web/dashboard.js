@@ -293,7 +293,7 @@ async function openExamples(model, suite, size, start, kind, highlight = [], ver
 /* One result: the full result while it is retained, else the example kept with the window. */
 async function showResult(example) {
   const r = await SE.api("GET", `/api/v1/results/${q(example.id)}?model=${q(state.examples.model)}&suite=${q(state.examples.suite)}`);
-  const full = r.ok ? r.payload.data : null;
+  const full = r.ok && !r.payload.data.example ? r.payload.data : null;  /* example: the window's copy */
   const doc = full || example;
   $("result-detail").hidden = false;
   $("detail-title").textContent = `Result ${doc.id}`;
@@ -308,7 +308,7 @@ async function showResult(example) {
   $("detail-judges").querySelector("tbody").replaceChildren(...judges.map((j) => SE.el("tr", {},
     cell(j.name, "wrap"), cell(j.model, "wrap"), cell(j.status), cell(fixed(j.score, 1)), cell(j.reasoning || j.error || j.reason || "", "wrap"))));
   $("detail-source").textContent = full
-    ? "the full result (kept for the redelivery horizon)"
+    ? "the full result (kept until the broker has it, within the redelivery horizon)"
     : `the example kept with the window (texts may be shortened): ${r.payload ? r.payload.message : `HTTP ${r.status}`}`;
   $("result-detail").scrollIntoView({ block: "nearest" });
 }

@@ -5,8 +5,10 @@ another configuration kept."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, cast
 
+import orjson
 from aiohttp import web
 
 from ...api import WebFeature
@@ -25,6 +27,7 @@ from ...api._openapi_parts import (
 from ...api._reads import (
     MAX_WINDOWS,
     STATS_KEY,
+    StatsConfig,
     gated,
     latest,
     ok,
@@ -169,10 +172,52 @@ PATHS: dict[str, Any] = {
 }
 
 
+#: windows of each size ``GET /api/v1/results/{id}`` searches for an example (the latest ones)
+FIND_WINDOWS = 24
+#: most pairs it searches (more: only when the request names the model and suite)
+FIND_PAIRS = 25
+
+
+async def find_example(config: StatsConfig, pairs: Sequence[str], result_id: str) -> dict[str, Any] | None:
+    """A result kept as one of the latest windows' examples (``GET /api/v1/results/{id}`` once the broker has the
+    result and its stored copy is gone): the compact result, with ``example`` saying where it was found."""
+    if not pairs or len(pairs) > FIND_PAIRS:
+        return None
+    sizes = config.windows
+    starts = [await latest(config, config.keys.windows(size), FIND_WINDOWS) for size in sizes]
+    where = [
+        (pair, size, start, kind)
+        for pair in pairs
+        for size, found in zip(sizes, starts, strict=True)
+        for start in reversed(found)
+        for kind in KINDS
+    ]
+    if not where:
+        return None
+
+    async def read() -> list[Any]:
+        async with config.client.pipeline(transaction=False) as pipe:
+            for pair, size, start, kind in where:
+                pipe.zrange(config.keys.examples(pair, kind, size, start), 0, -1, withscores=True)
+            return list(await pipe.execute())
+
+    needle = orjson.dumps(result_id)
+    for (_, size, start, kind), members in zip(where, await guard(read()), strict=True):
+        for member, score in members:
+            if needle not in member:  # cheap before parsing
+                continue
+            example = parse(member, score)
+            if example is not None and example.doc.get("id") == result_id:
+                return {**example.doc, "example": {"size": size, "window": start, "kind": kind}}
+    return None
+
+
 def examples_feature() -> WebFeature:
-    """The examples read, its path after the dead letters' in the OpenAPI document."""
+    """The examples read, its path after the dead letters' in the OpenAPI document; the results API's lookup
+    in the windows' examples."""
     return WebFeature(
         [web.get("/api/v1/stats/examples", gated(examples))],
         openapi_paths=PATHS,
         openapi_after="/api/v1/stats/deadletters",
+        find_result=find_example,
     )
