@@ -150,7 +150,7 @@ def window_steps(
     if labels is not None:
         out.append(AgreementStep(labels))
     if suites.segments:  # before the notifier's resolves: they read the window's alerts only
-        out.append(SlicesStep(suites.segments, suites.alerts))
+        out.append(SlicesStep(suites.segments, suites.alerts, resolves=resolves))
     if resolves:
         out.append(ResolveStep(suites.alerts, detectors))
     if suites.prices is not None or suites.budgets:
