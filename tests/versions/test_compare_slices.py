@@ -18,6 +18,7 @@ from streameval.api import create_web_app
 from streameval.config import parse_config_text, shadow_routings
 from streameval.features.compare import (
     SLICES_MARK,
+    CompactScoresRecorder,
     compact,
     compare_slices,
     pack_chunk,
@@ -219,3 +220,43 @@ def test_compare_slices_folds_the_least_common_values_into_other() -> None:
     # the two most common values kept (ties by name), the rest together; the largest drop first
     assert [(r["value"], r["n"]) for r in rows] == [("big", 6), ("(other)", 3), ("small6", 1)]
     assert rows[0]["pass_to_fail"] == 6 and rows[0]["mean_diff"] == pytest.approx(-0.25)
+
+
+async def test_a_live_version_without_slices_compares_per_slice_with_a_sliced_one(
+    aredis: aioredis.Redis, prefix: str
+) -> None:
+    """The live worker kept compact scores without segments:; a later run of another version (a backfill's
+    store: the same recorder) slices: the comparison takes each event's value from the version that has it."""
+    _, live_suites = parse_config_text(textwrap.dedent(SUITES.split("    shadow:")[0]))
+    _, new_suites = parse_config_text(
+        textwrap.dedent(SUITES.split("    shadow:")[0].replace("threshold: 0.6", "threshold: 0.9") + SEGMENTS)
+    )
+    live = ResultStore(aredis, prefix=prefix, windows=(60,), recorders=[CompactScoresRecorder(3 * 86400)])
+    sliced = ResultStore(
+        aredis,
+        prefix=prefix,
+        windows=(60,),
+        recorders=[CompactScoresRecorder(3 * 86400, dimensions=("tier",))],
+    )
+    a = [
+        GradedResult.model_validate_json(m.value)
+        for m in await Processor(Pipeline(live_suites), live).process_batch(batch("bf"))
+    ]
+    pipeline = Pipeline(new_suites, annotators=annotators(new_suites))
+    b = [
+        GradedResult.model_validate_json(m.value)
+        for m in await Processor(pipeline, sliced).process_batch(batch("bf"))
+    ]
+    va, vb = live_suites.by_name["qa"].version, new_suites.by_name["qa"].version
+    assert va != vb
+    app = create_web_app(aredis, prefix=prefix, token=None, windows=(60,), features=dashboard_features())
+    async with TestClient(TestServer(app)) as client:
+        body = (await get(client, f"/api/v1/stats/compare?model=m&suite=qa&a={va}&b={vb}&dimension=tier"))[
+            "data"
+        ]
+    rows = {r["value"]: r for r in body["slices"]}
+    assert {v: r["n"] for v, r in rows.items()} == {"free": 4, "pro": 3, "enterprise": 2, "(missing)": 1}
+    by_a, by_b = {r.id: r for r in a}, {r.id: r for r in b}
+    for value, row in rows.items():
+        ids = [i for i in by_a if tier_of(i) == value]
+        assert row["pass_to_fail"] == sum(by_a[i].passed and not by_b[i].passed for i in ids)
