@@ -13,8 +13,10 @@ from _closer_helpers import Clock, Sink
 from test_slices_record import SIZE, SUITE, T0, World, event
 
 from streameval.alerts import AlertRule
+from streameval.config import parse_config
 from streameval.features.notify import ResolveStep
 from streameval.features.segments import SlicesStep
+from streameval.features.setup import window_steps
 from streameval.models import Alert, format_time
 from streameval.windows import WindowCloser
 
@@ -119,3 +121,14 @@ async def test_a_slice_alert_resolves_per_slice(aredis: aioredis.Redis, prefix: 
         statuses.count(("low", "gold", "resolved")) == 1 and statuses.count(("low", "free", "resolved")) == 1
     )
     run.sink.check_contracts()
+
+
+def test_slice_alerts_resolve_only_with_notify() -> None:
+    def step(data: dict[str, Any]) -> SlicesStep:
+        _, suites = parse_config(data)
+        [found] = [s for s in window_steps(suites, (SIZE,)) if isinstance(s, SlicesStep)]
+        return found
+
+    notify = {"notify": [{"name": "ops", "kind": "slack", "url": "http://hooks.example.com/x"}]}
+    assert step({**DATA, **notify}).resolves is True
+    assert step(DATA).resolves is False  # without notify: no firing state is kept
