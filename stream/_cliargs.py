@@ -534,6 +534,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cmp.add_argument("--json", action="store_true", help="print the comparisons as one JSON document")
     cmp.add_argument(
+        "--dimension",
+        default=None,
+        metavar="NAME",
+        help="with --input: also compare per value of this slice dimension of the files' segments: "
+        "(docs/segments.md)",
+    )
+    cmp.add_argument(
         "--concurrency", type=int, default=64, metavar="N", help="events evaluated at once (with --input)"
     )
     return parser

@@ -413,7 +413,11 @@ def _compare(args: argparse.Namespace, console: Console) -> int:
         if not path.is_file():
             raise UsageError(f"{path}: no such file")
     if args.input is not None:
-        reports = compare_suite_files(args.a, args.b, args.input, concurrency=args.concurrency)
+        reports = compare_suite_files(
+            args.a, args.b, args.input, concurrency=args.concurrency, dimension=args.dimension
+        )
+    elif args.dimension is not None:
+        raise UsageError("--dimension needs --input: a result file does not carry the events' metadata")
     else:
         reports = compare_result_files(args.a, args.b)
     if args.json:
@@ -460,6 +464,14 @@ def _compare(args: argparse.Namespace, console: Console) -> int:
             num(r["spearman"], ".3f"),
         )
     console.print(table)
+    for r in reports:
+        for part in r.get("slices", ()):
+            diff = "-" if part["empty"] else f"{num(part['mean_diff'], '+.4f')}"
+            console.print(
+                f"{r['model']} / {r['suite']} ({r['dimension']} = {part['value']}): n {part['n']}, "
+                f"diff {diff}, pass→fail {part['pass_to_fail']}, fail→pass {part['fail_to_pass']}",
+                highlight=False,
+            )
     for r in reports:
         where = f"{r['model']} / {r['suite']}"
         if r["empty"]:

@@ -310,18 +310,7 @@ class Runtime:
             what="recording shadow versions",
         )
         # shadows: same events, own versions and figures, results marked shadow: true, a judge budget of their own
-        shadows = [
-            Pipeline(
-                routing,
-                max_event_bytes=settings.max_event_bytes,
-                max_event_depth=settings.max_event_depth,
-                judge_cache=JudgeCache(client, prefix=settings.redis_prefix),
-                result_marks={"shadow": True},
-                judge_budget_scope="~shadow",
-                annotators=slice_annotators(suites),  # a shadow version's windows keep their slices
-            )
-            for routing in shadow_routings(suites)
-        ]
+        shadows = shadow_pipelines(suites, settings, client)
         registered_once = True
         for suite in suites.all:
             log.info(
@@ -455,6 +444,23 @@ class Runtime:
 
     async def close(self) -> None:
         await self.processor.close()
+
+
+def shadow_pipelines(suites: LoadedConfig, settings: Settings, client: Client) -> list[Pipeline]:
+    """The pipelines of the suites' shadow versions (docs/versions.md): same events, own versions, results
+    marked ``shadow: true``, a judge budget of their own; their windows keep their slices (``segments:``)."""
+    return [
+        Pipeline(
+            routing,
+            max_event_bytes=settings.max_event_bytes,
+            max_event_depth=settings.max_event_depth,
+            judge_cache=JudgeCache(client, prefix=settings.redis_prefix),
+            result_marks={"shadow": True},
+            judge_budget_scope="~shadow",
+            annotators=slice_annotators(suites),
+        )
+        for routing in shadow_routings(suites)
+    ]
 
 
 def version_infos(suites: LoadedConfig, names: Collection[str] | None = None) -> list[VersionInfo]:

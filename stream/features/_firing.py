@@ -21,12 +21,21 @@ from typing import Any, cast
 
 from pydantic import ValidationError
 
+from ..alerts import AlertRule, figures, human_agreement, metric_value
 from ..keyspace import guard
-from ..models import Alert, AlertWindow, Resolution, format_time
+from ..models import Aggregate, Alert, AlertWindow, Resolution, format_time, parse_time
 from ..outputs import Publish, Send, publish_all
 from ..store import ResultStore
 
-__all__ = ["Firing", "Stale", "empty_deadline", "empty_window", "resolve_message"]
+__all__ = [
+    "Firing",
+    "Stale",
+    "empty_deadline",
+    "empty_window",
+    "recovered",
+    "recovered_value",
+    "resolve_message",
+]
 
 _STALE_BATCH = 200  # firing alerts looked at per tick at most (the rest on the next tick)
 _LEASE_MS = 30_000  # the no_events resolves' lease: a worker that dies holding it delays them this long
@@ -161,3 +170,47 @@ class Firing:
 def empty_window(deadline: float, size: int) -> AlertWindow:
     """The last empty window a ``no_events`` resolve waited for."""
     return AlertWindow(size_s=size, start=format_time(deadline - size), end=format_time(deadline))
+
+
+def recovered_value(rule: AlertRule, aggregate: Aggregate) -> float | None:
+    """The rule's metric on an aggregate it is evaluated on (its window size, model and suite, its
+    ``min_count``; a slice's aggregate for a rule with ``segments:`` of its dimension, a pair's for one
+    without); None: neither fires nor resolves."""
+    segment = aggregate.segment
+    if (segment is None) != (rule.segments is None):
+        return None
+    if segment is not None and segment.dimension not in (rule.segments or ()):
+        return None
+    if aggregate.window.size_s != rule.window or not rule.applies(aggregate.model, aggregate.suite):
+        return None
+    value = (
+        human_agreement(aggregate, rule.min_labels)
+        if rule.metric == "human_agreement"
+        else metric_value(rule.metric, aggregate)
+    )
+    return None if aggregate.count < rule.min_count else value
+
+
+def recovered(rule: AlertRule, aggregate: Aggregate, alert: Alert, stamp: str) -> Publish | None:
+    """The resolve (``recovered``) of ``rule``'s firing ``alert`` by ``aggregate``, a window of the rule's size,
+    evaluated, that no longer fires it: the alert with ``status: resolved`` (same id) and this window's
+    figures. None when the aggregate is not evaluated or not later than the alert's window (an earlier
+    window closed late: the rule's later firing stands)."""
+    value = recovered_value(rule, aggregate)
+    if value is None or parse_time(aggregate.window.start) <= parse_time(alert.window.start):
+        return None
+    segment = aggregate.segment
+    where = "" if segment is None else f" ({segment.dimension} = {segment.value})"
+    return resolve_message(
+        alert,
+        "recovered",
+        f"resolved: {rule.metric} {value:.4g} no longer {rule.comparator} {rule.threshold:g} "
+        f"for {aggregate.model} / {aggregate.suite}{where} in the {rule.window}s window from "
+        f"{aggregate.window.start} ({aggregate.count} events)",
+        value=value,
+        count=aggregate.count,
+        window=aggregate.window,
+        fired_at=stamp,
+        figures=figures(aggregate),
+        examples=[],
+    )

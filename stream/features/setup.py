@@ -118,7 +118,8 @@ def record_plugins(on: Enabled, labels: LabelStore | None = None) -> list[BatchR
     if labels is not None and on.label_join_ttl_s:
         out.append(VerdictRecorder(labels))
     if on.compare_ttl_s:
-        out.append(CompactScoresRecorder(on.compare_ttl_s))
+        # with slices, each event's slice values too: two versions compare per slice
+        out.append(CompactScoresRecorder(on.compare_ttl_s, dimensions=tuple(d.name for d in on.segments)))
     if on.embedding_drift is not None:
         out.append(DriftRecorder(on.embedding_drift))
     if on.examples:
@@ -149,7 +150,7 @@ def window_steps(
     if labels is not None:
         out.append(AgreementStep(labels))
     if suites.segments:  # before the notifier's resolves: they read the window's alerts only
-        out.append(SlicesStep(suites.segments, suites.alerts))
+        out.append(SlicesStep(suites.segments, suites.alerts, resolves=resolves))
     if resolves:
         out.append(ResolveStep(suites.alerts, detectors))
     if suites.prices is not None or suites.budgets:

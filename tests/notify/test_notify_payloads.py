@@ -12,7 +12,7 @@ from _notify_helpers import alert
 
 from streameval.features.notify import ChannelConfig, Links, build_request, incident_key, sign
 from streameval.features.notify._payloads import FIRING_HOLD_S
-from streameval.models import parse_time
+from streameval.models import AggregateSegment, parse_time
 
 LINKS = Links("https://evals.example.com/")
 NOW = 1_800_000_000.0
@@ -64,6 +64,19 @@ def test_incident_key_is_stable_across_windows_and_the_resolve() -> None:
     shift = alert(rule="score_shift", metric="score_shift", id="score_shift:overall:60:w:m:s")
     assert incident_key(shift) == "streameval:score_shift:overall:60:w:m:s"
     assert len(incident_key(alert(model="m" * 400))) <= 255
+
+
+def test_each_slice_of_a_rule_is_its_own_incident() -> None:
+    gold = alert(segment=AggregateSegment(dimension="tier", value="gold"))
+    free = alert(segment=AggregateSegment(dimension="tier", value="free"))
+    assert incident_key(gold) == incident_key(alert(segment=gold.segment, status="resolved"))
+    # a slice's resolve never ends another slice's incident, nor the pair's
+    assert len({incident_key(gold), incident_key(free), incident_key(alert())}) == 3
+    assert incident_key(gold).endswith(":tier=gold")
+    # Alertmanager tells two slices' alerts apart by their labels
+    request = build_request(channel("alertmanager"), gold, LINKS, clock=lambda: NOW)
+    labels = orjson.loads(request.body)[0]["labels"]
+    assert (labels["segment_dimension"], labels["segment_value"]) == ("tier", "gold")
 
 
 @pytest.mark.parametrize(

@@ -163,3 +163,65 @@ def test_offline_compare_compares_sessions_like_suites(
     assert conv["n"] == len(THREADS)
     assert conv["pass_to_fail"] == len(to_fail) and sorted(conv["pass_to_fail_ids"]) == to_fail
     assert conv["fail_to_pass"] == 0
+
+
+SLICED = """
+suites:
+  - name: qa
+    default: true
+    threshold: {threshold}
+    evaluators: [{evaluator}]
+segments:
+  dimensions:
+    tier: metadata.tier
+"""
+SLICE_EVENTS = [("Paris", "free"), ("Pariss", "free"), ("Lyon", "free"), ("Paris!", "pro"), ("Parus", "pro")]
+
+
+def test_offline_compare_per_slice_equals_a_recount(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b, events = tmp_path / "a.yaml", tmp_path / "b.yaml", tmp_path / "events.jsonl"
+    a.write_text(SLICED.replace("{threshold}", "0.6").replace("{evaluator}", "{evaluator: exact_match}"))
+    b.write_text(
+        SLICED.replace("{threshold}", "0.5").replace(
+            "{evaluator}", "{evaluator: similarity, params: {algorithm: levenshtein}}"
+        )
+    )
+    events.write_bytes(
+        b"\n".join(
+            orjson.dumps(
+                {"id": f"e{i}", "model": "m", "output": o, "expected": "Paris", "metadata": {"tier": tier}}
+            )
+            for i, (o, tier) in enumerate(SLICE_EVENTS)
+        )
+    )
+    ra = {r.id: r for r in results_of_events(a, events, tmp_path / "ra.jsonl")}
+    rb = {r.id: r for r in results_of_events(b, events, tmp_path / "rb.jsonl")}
+    argv = ["compare", str(a), str(b), "--input", str(events), "--json", "--dimension", "tier"]
+    assert main(argv) == 0
+    [report] = orjson.loads(capsys.readouterr().out)
+    assert report["dimension"] == "tier"
+    parts = {p["value"]: p for p in report["slices"]}
+    assert set(parts) == {"free", "pro"}
+    for tier, part in parts.items():
+        ids = [f"e{i}" for i, (_, t) in enumerate(SLICE_EVENTS) if t == tier]
+        assert part["n"] == len(ids)
+        assert sorted(part["fail_to_pass_ids"]) == sorted(i for i in ids if rb[i].passed and not ra[i].passed)
+        assert sorted(part["pass_to_fail_ids"]) == sorted(i for i in ids if ra[i].passed and not rb[i].passed)
+        assert part["mean_diff"] == pytest.approx(
+            sum(rb[i].score - ra[i].score for i in ids) / len(ids), abs=1e-6
+        )
+    assert sum(p["fail_to_pass"] for p in parts.values()) == report["fail_to_pass"] > 0
+    # a dimension neither file slices by, or results without their events: refused, saying why
+    assert main(["compare", str(a), str(b), "--input", str(events), "--dimension", "region"]) == 2
+    assert "region" in capsys.readouterr().err
+    ra_file, rb_file = tmp_path / "ra.jsonl", tmp_path / "rb.jsonl"
+    assert main(["compare", str(ra_file), str(rb_file), "--dimension", "tier"]) == 2
+    assert "--input" in capsys.readouterr().err
+
+
+def results_of_events(config: Path, events: Path, out: Path) -> list[GradedResult]:
+    _, suites = load_config(config)
+    asyncio.run(evaluate_file(Pipeline(suites), events, out, out.with_suffix(".dl")))
+    return [GradedResult.model_validate_json(line) for line in out.read_bytes().splitlines()]

@@ -11,10 +11,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from ...feature import Block, Call, RecordContext, Recorded
+from ...feature import Block, Call, RecordContext, Recorded, slice_values
 from ...keyspace import Client, Keys, guard
 from ...store_codec import as_text
-from ._scores import Compact, pack_chunk, unpack_chunks
+from ._scores import Compact, pack_chunk, pack_slices, unpack_chunks
 
 __all__ = ["DEFAULT_TTL_S", "CompactScoresRecorder", "compact_scores"]
 
@@ -25,14 +25,17 @@ DEFAULT_TTL_S = 3 * 86400
 class CompactScoresRecorder:
     """APPENDs of a batch's compact per-event scores, one per versioned pair, with the TTL and the evaluator
     names the first time this worker writes each key (kept between ``ttl_s`` and twice that). An event whose
-    record call finds it counted before was appended before too: readers keep an id's first record."""
+    record call finds it counted before was appended before too: readers keep an id's first record.
+    With ``dimensions`` (the suite file's ``segments:``), each chunk is followed by its events' slice values,
+    so that two versions compare per slice."""
 
     name = "compact scores"
     lua = ""
 
-    def __init__(self, ttl_s: int, *, max_keys: int = 100_000) -> None:
+    def __init__(self, ttl_s: int, *, max_keys: int = 100_000, dimensions: tuple[str, ...] = ()) -> None:
         self.ttl_s = ttl_s
         self.max_keys = max_keys
+        self.dimensions = dimensions
         self._known: dict[str, tuple[str, ...]] = {}  # key -> names sent (scn) / TTL given (sc), this worker
 
     def writes(
@@ -55,6 +58,10 @@ class CompactScoresRecorder:
                     if (r := e.result) is not None
                 ]
             )
+            if self.dimensions:
+                values = [slice_values(e) for e in group]
+                if any(values):  # a session's results have none
+                    data += pack_slices(self.dimensions, values)
             writes.append(("APPEND", key, data))
             if key not in self._known:
                 writes.append(("EXPIRE", key, max(1, math.ceil((gen + 2) * self.ttl_s - now))))
@@ -93,9 +100,11 @@ async def compact_scores(
     now: float,
     since: float | None = None,
     until: float | None = None,
+    slices: dict[str, dict[str, str]] | None = None,
 ) -> tuple[dict[str, Compact], list[str]]:
     """A pair's retained compact scores (both live generations; an id's first record) and its evaluator
-    names (streameval.features.compare); events whose time is outside [since, until) are left out."""
+    names (streameval.features.compare); events whose time is outside [since, until) are left out. With
+    ``slices``, fills it with each event's slice values where they were kept."""
     if not ttl_s:
         return {}, []
     gen = int(now // ttl_s)
@@ -105,4 +114,6 @@ async def compact_scores(
         pipe.get(keys.compact_names(pair))
         *parts, names = await guard(pipe.execute())
     data = b"".join(bytes(p) for p in parts if p)
-    return unpack_chunks(data, since=since, until=until), [n for n in as_text(names or b"").split("\0") if n]
+    return unpack_chunks(data, since=since, until=until, slices=slices), [
+        n for n in as_text(names or b"").split("\0") if n
+    ]

@@ -9,7 +9,12 @@ generation (``P{T}:sc:{gen}``, streameval.keyspace), built by :func:`pack_chunk`
     passed) · K columns of n evaluator scores (uint16: bit 15 passed, bits 0-14 the score × 32766;
     0xFFFF absent) · the n event ids, UTF-8, joined by NUL (a NUL inside an id reads as U+0001)
 
-About 10 bytes + the id + 2 per evaluator per event. A redelivered event may be appended again (the
+About 10 bytes + the id + 2 per evaluator per event. When the suite file has ``segments:``
+(docs/segments.md), each score chunk is followed by a chunk of its events' slice values (:func:`pack_slices`):
+a header of the same shape whose n is :data:`SLICES_MARK` (a reader that does not know it stops there), the
+length of the body, then per dimension its name and the distinct values of the chunk (UTF-8, NUL-joined,
+after a uint32 length) and one uint16 per event, the index of its value: 2 bytes per event and dimension.
+A redelivered event may be appended again (the
 append goes with the record call, before Redis says whether the event was new): readers keep an id's
 first record, which is what was counted. The evaluator names of a pair are kept once (``P{T}:scn``), in
 the order of the records' evaluator scores.
@@ -17,6 +22,7 @@ the order of the records' evaluator scores.
 :func:`compare` takes two versions' records and reports n, the mean difference with a paired 95 % CI,
 pass→fail and fail→pass flips with example ids, Cohen's κ of pass/fail, Pearson and Spearman of the
 scores, and per-evaluator deltas; with no shared event, an empty comparison and the reason.
+:func:`compare_slices` does it once per value of one slice dimension.
 """
 
 from __future__ import annotations
@@ -34,11 +40,14 @@ from ...stats import moments, t_quantile_975
 __all__ = [
     "ABSENT",
     "MAX_FLIP_EXAMPLES",
+    "SLICES_MARK",
     "Compact",
     "compact",
     "compare",
+    "compare_slices",
     "kappa",
     "pack_chunk",
+    "pack_slices",
     "rank",
     "unpack_chunks",
 ]
@@ -51,6 +60,13 @@ _SCALE = 32766  # so that a passed 1.0 (0xFFFE) is never ABSENT
 ABSENT = 0xFFFF
 #: most example ids listed per flip direction
 MAX_FLIP_EXAMPLES = 10
+#: the n of a chunk of slice values (it follows the score chunk whose events it describes)
+SLICES_MARK = 0xFFFFFFFF
+#: most distinct values of one dimension in one chunk; further ones are kept as ``(other)``
+_MAX_CHUNK_VALUES = 0xFFFF
+#: the value of an event that has none in a dimension (docs/segments.md)
+_MISSING = "(missing)"
+_OTHER = "(other)"
 
 
 def _ev(score: float, passed: bool) -> int:
@@ -99,16 +115,79 @@ def pack_chunk(rows: Sequence[tuple[str, float, float, bool, Sequence[tuple[floa
     )
 
 
+def pack_slices(dimensions: Sequence[str], values: Sequence[Sequence[str]]) -> bytes:
+    """The chunk of slice values that follows a score chunk: ``values[i]`` is its row i's value per dimension
+    (in the order of ``dimensions``; an empty tuple: ``(missing)`` in each)."""
+    n = len(values)
+    parts: list[bytes] = [bytes((len(dimensions),))]
+    for d, name in enumerate(dimensions):
+        table: dict[str, int] = {}
+        indexes = []
+        for row in values:
+            value = row[d] if d < len(row) else _MISSING
+            index = table.get(value)
+            if index is None:
+                if len(table) >= _MAX_CHUNK_VALUES - 1:
+                    value = _OTHER
+                index = table.setdefault(value, len(table))
+            indexes.append(index)
+        names = "\0".join((name, *table)).encode()
+        parts += [struct.pack(">I", len(names)), names, struct.pack(f">{n}H", *indexes)]
+    body = b"".join(parts)
+    return _HEAD.pack(SLICES_MARK, 0, len(body)) + body
+
+
+def _unpack_slices(data: bytes, ids: Sequence[str]) -> dict[str, dict[str, str]] | None:
+    """Each id's value per dimension, from a slice chunk's body for a score chunk of ``ids`` (None: malformed)."""
+    n, pos = len(ids), 1
+    if not data:
+        return None
+    columns: list[tuple[str, list[str]]] = []
+    try:
+        for _ in range(data[0]):
+            (length,) = struct.unpack_from(">I", data, pos)
+            name, *table = data[pos + 4 : pos + 4 + length].decode(errors="replace").split("\0")
+            pos += 4 + length
+            indexes = struct.unpack_from(f">{n}H", data, pos)
+            pos += 2 * n
+            columns.append((name, [table[i] for i in indexes]))
+    except (struct.error, IndexError):
+        return None
+    out: dict[str, dict[str, str]] = {}
+    for row, event_id in enumerate(ids):
+        out.setdefault(event_id, {name: column[row] for name, column in columns})  # an id's first record
+    return out
+
+
 def unpack_chunks(
-    data: bytes, *, since: float | None = None, until: float | None = None
+    data: bytes,
+    *,
+    since: float | None = None,
+    until: float | None = None,
+    slices: dict[str, dict[str, str]] | None = None,
 ) -> dict[str, Compact]:
     """Every record of a string of chunks, an id's first record kept; with ``since``/``until``, only
-    events whose time is in [since, until). A chunk that does not add up ends the reading."""
+    events whose time is in [since, until). A chunk that does not add up ends the reading. With ``slices``,
+    fills it with each returned id's slice values ({dimension: value}) where its record has them."""
     chunks: list[dict[str, Compact]] = []
+    chunk_slices: list[dict[str, dict[str, str]]] = []
+    ids: list[str] = []
     pos, end = 0, len(data)
     while pos + _HEAD.size <= end:
         n, k, ids_len = _HEAD.unpack_from(data, pos)
         body = pos + _HEAD.size
+        if n == SLICES_MARK:  # the slice values of the score chunk just read
+            if body + ids_len > end:
+                break
+            if slices is not None and chunks and len(chunk_slices) == len(chunks) - 1:
+                found = _unpack_slices(data[body : body + ids_len], ids)
+                if found is None:
+                    break
+                chunk_slices.append({i: found[i] for i in chunks[-1]})
+            pos = body + ids_len
+            continue
+        if slices is not None and len(chunk_slices) < len(chunks):
+            chunk_slices.append({})  # a chunk written without slice values
         stop = body + n * (9 + 2 * k) + ids_len
         if stop > end or n == 0:
             break
@@ -131,6 +210,9 @@ def unpack_chunks(
     out: dict[str, Compact] = {}
     for chunk in reversed(chunks):  # records of earlier chunks win
         out.update(chunk)
+    if slices is not None:
+        for values in reversed(chunk_slices):
+            slices.update(values)
     return out
 
 
@@ -296,3 +378,40 @@ def _evaluator_deltas(
         if name not in known_a:
             out[name] = {"n": 0, "only_in": "b"}
     return out
+
+
+def compare_slices(
+    a: Mapping[str, Compact],
+    b: Mapping[str, Compact],
+    of: Mapping[str, str],
+    *,
+    names_a: Sequence[str] = (),
+    names_b: Sequence[str] = (),
+    labels: tuple[str, str] = ("a", "b"),
+    max_values: int = 1000,
+) -> list[dict[str, Any]]:
+    """:func:`compare` once per slice value: ``of`` maps an event id to its value in one dimension (events
+    without one are left out). Each comparison has its ``value``; the ``max_values`` values with most events
+    are kept, the events of the others are compared together as ``(other)``. Worst first: the largest drop
+    of the mean score (b - a) first, slices without a shared event last."""
+    groups: dict[str, tuple[dict[str, Compact], dict[str, Compact]]] = {}
+    for side, records in enumerate((a, b)):
+        for event_id, record in records.items():
+            value = of.get(event_id)
+            if value is not None:
+                groups.setdefault(value, ({}, {}))[side][event_id] = record
+    if len(groups) > max_values:
+        ranked = sorted(groups, key=lambda v: (-len(groups[v][0].keys() | groups[v][1].keys()), v))
+        other: tuple[dict[str, Compact], dict[str, Compact]] = groups.pop(_OTHER, ({}, {}))
+        for value in ranked[max_values - 1 :]:
+            if value in groups:
+                sa, sb = groups.pop(value)
+                other[0].update(sa)
+                other[1].update(sb)
+        groups[_OTHER] = other
+    rows = [
+        {"value": value, **compare(sa, sb, names_a=names_a, names_b=names_b, labels=labels)}
+        for value, (sa, sb) in groups.items()
+    ]
+    rows.sort(key=lambda r: (r["mean_diff"] is None, r["mean_diff"] or 0.0, r["value"]))
+    return rows

@@ -29,7 +29,7 @@ from ...api._reads import (
 from ...keyspace import Keys
 from ._models import models_side_by_side
 from ._recorder import DEFAULT_TTL_S, compact_scores
-from ._scores import compare
+from ._scores import compare, compare_slices
 
 __all__ = ["PATHS", "compare_feature"]
 
@@ -39,7 +39,8 @@ _TTL_KEY: web.AppKey[int] = web.AppKey("compare_ttl_s", int)
 
 async def compare_versions(request: web.Request) -> web.Response:
     """Version ``b`` against version ``a`` of one model × suite on the events both scored (docs/versions.md);
-    ``window`` (a window start, ``size`` seconds) narrows it to events of that window."""
+    ``window`` (a window start, ``size`` seconds) narrows it to events of that window; ``dimension`` adds the
+    comparison per value of that slice dimension, ``value`` compares that slice's events only."""
     config, ttl_s = request.app[STATS_KEY], request.app[_TTL_KEY]
     model, suite = text_param(request, "model"), text_param(request, "suite")
     chosen = []
@@ -53,12 +54,23 @@ async def compare_versions(request: web.Request) -> web.Response:
             )
     size = size_param(request)
     start = window_start(request, size)
+    dimension, value = request.query.get("dimension") or None, request.query.get("value")
+    if dimension is not None and (len(dimension) > 64 or not dimension.strip()):
+        raise BadRequest(
+            "dimension is a slice dimension's name", [{"path": "$.query.dimension", "message": "a name"}]
+        )
+    if value is not None and (dimension is None or not value or len(value) > 128):
+        raise BadRequest(
+            "value is a slice value (1-128 characters) of the dimension named by dimension",
+            [{"path": "$.query.value", "message": "a slice value, with dimension"}],
+        )
     members = [text(m) for m in await zmembers(config.client, config.keys.pairs)]
     mine = [m for m in members if Keys.split_pair(m)[:2] == (model, suite)]
     for version in chosen:
         select_versions(mine, version, {}, suite)  # NotFound naming the known versions
     now = time.time()
     since, until = (None, None) if start is None else (start, start + size)
+    kept: list[dict[str, dict[str, str]]] = [{}, {}]
     (a, names_a), (b, names_b) = [
         await compact_scores(
             config.client,
@@ -68,16 +80,41 @@ async def compare_versions(request: web.Request) -> web.Response:
             now=now,
             since=since,
             until=until,
+            slices=kept[side] if dimension is not None else None,
         )
-        for v in chosen
+        for side, v in enumerate(chosen)
     ]
+    labels = (chosen[0], chosen[1])
+    sliced: dict[str, Any] = {}
+    of: dict[str, str] = {}
+    if dimension is not None:
+        # an event's value: version a's record of it, else b's (the same event: the same metadata)
+        of.update((i, v[dimension]) for i, v in kept[1].items() if dimension in v)
+        of.update((i, v[dimension]) for i, v in kept[0].items() if dimension in v)
+        sliced = {"dimension": dimension}
+        if value is not None:
+            sliced["value"] = value
+            a = {i: r for i, r in a.items() if of.get(i) == value}
+            b = {i: r for i, r in b.items() if of.get(i) == value}
+        if not of:
+            sliced["slices_reason"] = (
+                f"no retained event of either version has a value of dimension {dimension!r} "
+                "(kept only when the suite file's segments: names it, docs/segments.md)"
+            )
+
+    def run() -> dict[str, Any]:
+        out = compare(a, b, names_a=names_a, names_b=names_b, labels=labels)
+        if dimension is not None and value is None:
+            out["slices"] = compare_slices(a, b, of, names_a=names_a, names_b=names_b, labels=labels)
+        return out
+
     loop = asyncio.get_running_loop()  # 100 k events a side: ~0.3 s of CPU, off the event loop's thread
-    result = await loop.run_in_executor(
-        None, lambda: compare(a, b, names_a=names_a, names_b=names_b, labels=(chosen[0], chosen[1]))
-    )
+    result = await loop.run_in_executor(None, run)
     if not ttl_s:
         result["reason"] = "per-event scores are not kept (STREAMEVAL_COMPARE_TTL_S is 0)"
-    return ok({"model": model, "suite": suite, "size": size, "window": start, **result})
+    elif "slices_reason" in sliced and value is not None:
+        result["reason"] = sliced["slices_reason"]
+    return ok({"model": model, "suite": suite, "size": size, "window": start, **sliced, **result})
 
 
 PATHS: dict[str, Any] = {
@@ -107,6 +144,21 @@ PATHS: dict[str, Any] = {
                     "schema": {"type": "string"},
                     "description": "a window start (epoch seconds or RFC 3339): only events of that window (default: every retained event)",
                 },
+                {
+                    "name": "dimension",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "string"},
+                    "description": "a slice dimension of the suite file's segments: (docs/segments.md): `slices` "
+                    "holds the comparison per value of it",
+                },
+                {
+                    "name": "value",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "string", "minLength": 1, "maxLength": 128},
+                    "description": "with dimension: compare the events of this slice value only",
+                },
             ],
             "responses": {
                 "200": json_content(
@@ -115,6 +167,37 @@ PATHS: dict[str, Any] = {
                             "type": "object",
                             "required": ["n", "empty", "reason"],
                             "properties": {
+                                "dimension": {"type": "string"},
+                                "value": {"type": "string"},
+                                "slices_reason": {
+                                    "type": "string",
+                                    "description": "why no event has a value of the dimension",
+                                },
+                                "slices": {
+                                    "type": "array",
+                                    "description": "with dimension (and no value): the comparison per value, "
+                                    "largest drop of the mean score first",
+                                    "items": {
+                                        "type": "object",
+                                        "required": ["value", "n", "empty"],
+                                        "properties": {
+                                            "value": {"type": "string"},
+                                            "n": {"type": "integer"},
+                                            "n_a": {"type": "integer"},
+                                            "n_b": {"type": "integer"},
+                                            "empty": {"type": "boolean"},
+                                            "mean_a": nullable("number"),
+                                            "mean_b": nullable("number"),
+                                            "mean_diff": nullable("number"),
+                                            "ci_low": nullable("number"),
+                                            "ci_high": nullable("number"),
+                                            "pass_rate_a": nullable("number"),
+                                            "pass_rate_b": nullable("number"),
+                                            "pass_to_fail": {"type": "integer"},
+                                            "fail_to_pass": {"type": "integer"},
+                                        },
+                                    },
+                                },
                                 "n": {"type": "integer"},
                                 "empty": {"type": "boolean"},
                                 "reason": nullable("string", description="why the comparison is empty"),
@@ -134,7 +217,9 @@ PATHS: dict[str, Any] = {
                     ),
                     "the comparison",
                 ),
-                "400": error("missing model, suite, a or b; a malformed version, window or size"),
+                "400": error(
+                    "missing model, suite, a or b; a malformed version, window, size, dimension or value"
+                ),
                 "404": error("503001: the suite never had this version; data.known lists the known ones"),
                 **UNAVAILABLE,
             },

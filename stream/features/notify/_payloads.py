@@ -64,13 +64,16 @@ def detector_alert(alert: Alert) -> bool:
 
 
 def incident_key(alert: Alert) -> str:
-    """The alert's stable key: the same for every window a rule fires on a model x suite, and for its
-    resolve (PagerDuty ``dedup_key``, Opsgenie ``alias``). Detector alerts (score shift, embedding drift)
-    are one incident each (their id, which their resolve carries too)."""
+    """The alert's stable key: the same for every window a rule fires on a model x suite (and slice: a rule
+    with ``segments:``, each slice its own incident), and for its resolve (PagerDuty ``dedup_key``, Opsgenie
+    ``alias``). Detector alerts (score shift, embedding drift) are one incident each (their id, which their
+    resolve carries too)."""
     if detector_alert(alert):
         key = f"streameval:{alert.id}"
     else:
         key = f"streameval:{alert.rule}:{alert.window.size_s}:{alert.model}:{alert.suite}"
+        if alert.segment is not None:
+            key += f":{alert.segment.dimension}={alert.segment.value}"
     if len(key) > _MAX_KEY:
         key = "streameval:" + hashlib.sha256(key.encode()).hexdigest()[:48]
     return key
@@ -308,6 +311,12 @@ def alertmanager_body(alert: Alert, links: Links, now: float) -> list[dict[str, 
             "source": "streameval",
             # a detector's alerts are one incident each: Alertmanager tells them apart by their labels
             **({"incident": incident_key(alert)} if detector_alert(alert) else {}),
+            # and a slice's alert is its slice's (docs/segments.md)
+            **(
+                {"segment_dimension": alert.segment.dimension, "segment_value": alert.segment.value}
+                if alert.segment is not None
+                else {}
+            ),
         },
         "annotations": annotations,
         "startsAt": format_time(min(started, ends)),

@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from ...alerts import AlertRule, figures, fires, human_agreement, metric_value
+from ...alerts import AlertRule, fires
 from ...feature import ClosingWindow, PublishedWindow, WindowContext, WindowShare
 from ...models import Aggregate, format_time, parse_time
 from ...outputs import Publish, Send, publish_all
 from ...store import ResultStore
-from .._firing import Firing, empty_deadline, empty_window, resolve_message
+from .._firing import Firing, empty_deadline, empty_window, recovered, recovered_value, resolve_message
 
 __all__ = ["ResolveStep"]
 
@@ -35,11 +35,12 @@ class ResolveStep:
     name = "alert resolves"
 
     def __init__(self, rules: Sequence[AlertRule], detectors: Mapping[str, int | None] | None = None) -> None:
-        self.rules = tuple(rules)
-        self._by_name = {rule.name: rule for rule in self.rules}
+        # a rule with segments: fires on slices only; the slices' step keeps and resolves its alerts
+        self.rules = tuple(rule for rule in rules if not rule.segments)
+        self._by_name = {rule.name: rule for rule in rules}
         self._empty: dict[str, int | None] = {
             **dict(detectors or {}),
-            **{rule.name: rule.resolve_after_empty for rule in self.rules},
+            **{rule.name: rule.resolve_after_empty for rule in rules},
         }
 
     async def closing(self, ctx: WindowContext, window: ClosingWindow) -> Mapping[str, Mapping[str, Any]]:
@@ -98,10 +99,12 @@ class ResolveStep:
                 if since is not None
                 else f"the windows of {size}s up to {format_time(stale.deadline)}"
             )
+            segment = alert.segment
+            where = "" if segment is None else f" ({segment.dimension} = {segment.value})"
             resolve = resolve_message(
                 alert,
                 "no_events",
-                f"resolved: no events for {alert.model} / {alert.suite} in {span}",
+                f"resolved: no events for {alert.model} / {alert.suite}{where} in {span}",
                 window=empty_window(stale.deadline, size),
                 count=0,
                 fired_at=format_time(now),
@@ -129,33 +132,10 @@ class ResolveStep:
         (same id, ``resolution: recovered``) and this window's figures. Sent with the window's messages; the
         firing state is removed only after the broker acknowledged it (a repeat sends the same resolve; the
         notifier sends it once)."""
-        if aggregate.window.size_s != rule.window or not rule.applies(aggregate.model, aggregate.suite):
-            return None
-        value = (
-            human_agreement(aggregate, rule.min_labels)
-            if rule.metric == "human_agreement"
-            else metric_value(rule.metric, aggregate)
-        )
-        if aggregate.count < rule.min_count or value is None:  # not evaluated: neither fires nor resolves
+        if recovered_value(rule, aggregate) is None:  # not evaluated, or another rule's aggregate
             return None
         alert = await firing.get(_firing_key(firing, rule, aggregate))
-        if alert is None:
-            return None
-        if parse_time(aggregate.window.start) <= parse_time(alert.window.start):
-            return None  # an earlier window closed late: the rule's later firing stands
-        return resolve_message(
-            alert,
-            "recovered",
-            f"resolved: {rule.metric} {value:.4g} no longer {rule.comparator} {rule.threshold:g} "
-            f"for {aggregate.model} / {aggregate.suite} in the {rule.window}s window from "
-            f"{aggregate.window.start} ({aggregate.count} events)",
-            value=value,
-            count=aggregate.count,
-            window=aggregate.window,
-            fired_at=stamp,
-            figures=figures(aggregate),
-            examples=[],
-        )
+        return None if alert is None else recovered(rule, aggregate, alert, stamp)
 
 
 def _firing_key(firing: Firing, rule: AlertRule, aggregate: Aggregate) -> str:
