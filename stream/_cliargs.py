@@ -538,7 +538,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="NAME",
         help="with --input: also compare per value of this slice dimension of the files' segments: "
-        "(docs/segments.md)",
+        "(default: none, the suites as a whole only; docs/segments.md)",
     )
     cmp.add_argument(
         "--concurrency", type=int, default=64, metavar="N", help="events evaluated at once (with --input)"
