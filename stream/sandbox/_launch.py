@@ -48,10 +48,8 @@ def unreadable(node: str, node_dir: Path) -> str | None:
         if os.access(path, mode):
             continue
         closed = [p for p in reversed(Path(path).parents) if not os.access(p, os.X_OK)]
-        why = f"{closed[0]} admits only its owner" if closed else "its permissions exclude this user"
-        who = (
-            "uid nobody (65534), as the worker runs as root" if os.getuid() == 65534 else f"uid {os.getuid()}"
-        )
+        why = f"it may not enter {closed[0]}" if closed else "its permissions exclude this user"
+        who = "uid nobody (65534; the worker runs as root)" if os.getuid() == 65534 else f"uid {os.getuid()}"
         fix = (
             "install Node.js where every user may run it (such as /usr/bin/node) or point STREAMEVAL_NODE at one"
             if verb == "run"

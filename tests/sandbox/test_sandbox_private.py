@@ -114,8 +114,16 @@ def test_a_readable_node_dir_is_used_in_place(open_dir: Path) -> None:
 @needs_root
 @needs_sandbox
 @needs_node
-def test_the_launcher_says_why_the_host_cannot_read_its_files(private: Path) -> None:
-    node_dir = _tree(private / "pkg")
+@pytest.mark.parametrize("private_file", ["node directory", "node binary"])
+def test_the_launcher_says_why_the_host_cannot_start(
+    private: Path, open_dir: Path, private_file: str
+) -> None:
+    node, node_dir = str(shutil.which("node")), _tree(open_dir / "pkg")
+    if private_file == "node directory":
+        node_dir = _tree(private / "pkg")
+    else:
+        (private / "node").symlink_to(node)
+        node = str(private / "node")
     (node_dir / "openssl.cnf").write_text("")
     done = subprocess.run(
         [
@@ -128,7 +136,7 @@ def test_the_launcher_says_why_the_host_cannot_read_its_files(private: Path) -> 
             "--node-dir",
             str(node_dir),
             "--",
-            str(shutil.which("node")),
+            node,
             str(node_dir / "host.js"),
         ],
         capture_output=True,
@@ -138,8 +146,11 @@ def test_the_launcher_says_why_the_host_cannot_read_its_files(private: Path) -> 
     )
     (size,) = struct.unpack(">I", done.stdout[:4])
     error = json.loads(done.stdout[4 : 4 + size])["error"]
-    assert f"cannot read {node_dir} ({private} admits only its owner)" in error
-    assert "uid nobody" in error and "install streameval where every user may read it" in error
+    assert error.startswith("the Node.js sandbox host runs as uid nobody (65534; the worker runs as root)")
+    if private_file == "node directory":
+        assert f"cannot read {node_dir} (it may not enter {private}): install streameval where" in error
+    else:
+        assert f"cannot run {node} (it may not enter {private}): install Node.js where every user" in error
 
 
 @needs_root
