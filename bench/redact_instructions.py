@@ -4,8 +4,8 @@
 
 For each row of bench/redact.py (short texts with values, 2 KB with values, 2 KB without), runs
 ``Redactor.event`` on ``--events`` fixed events (the same texts every run, ``PYTHONHASHSEED=0``) under
-``valgrind --tool=callgrind``, once with the loop and once without; the difference divided by the events
-is the instructions of one event. ``--against DIR`` measures another checkout's ``stream/`` in the same
+``valgrind --tool=callgrind``, and once with no event (the set-up alone); the difference divided by the
+events is the instructions of one event. ``--against DIR`` measures another checkout's ``stream/`` in the same
 run (e.g. a ``git worktree`` of the commit before a change) and prints the ratio. Needs valgrind.
 """
 
@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -82,14 +83,17 @@ def main() -> None:
         child(args.child, args.events)
         return
     trees: list[tuple[str, Path | None]] = [("this checkout", None)] + [(str(t), t) for t in args.against]
+    # every run is a valgrind of its own (minutes each: most of it is the interpreter's start-up), two at a time
+    runs = [
+        (tree, row, n) for _, tree in trees for row, n in [*((r, args.events) for r in ROWS), ("short", 0)]
+    ]
+    with ThreadPoolExecutor(2) as pool:
+        counts = dict(zip(runs, pool.map(lambda run: instructions(sys.executable, *run), runs), strict=True))
     print(f"instructions per Redactor.event ({args.events} events, callgrind, PYTHONHASHSEED=0)")
     for row in ROWS:
         base = None
         for label, tree in trees:
-            per_event = (
-                instructions(sys.executable, tree, row, args.events)
-                - instructions(sys.executable, tree, row, 0)
-            ) / args.events
+            per_event = (counts[tree, row, args.events] - counts[tree, "short", 0]) / args.events
             ratio = f"  {per_event / base:.3f}x this checkout" if base else ""
             base = base or per_event
             print(f"{row:<6} {label:<40} {per_event:>12,.0f}{ratio}")

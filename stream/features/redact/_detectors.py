@@ -218,18 +218,51 @@ _NUMBERED_BEFORE = regex.compile(
     r"(?i)(?:\bv|\bversion|\bver\.?|\brelease|\bbuild|\bupdate[ds]?|\bupgrade[ds]?|\bpatch(?:ed)?|\bfirmware"
     r"|\bsection|\bsec\.|§|\bclause|\barticle|\bart\.|\bparagraph|\bpara\.|\bchapter|\bappendix|\bannex"
     r"|版本号?|第|条款|章节|小节)"
-    r"(?:[\s:=：#]*(?:is|was|to|from|no\.?|number|->|→|是|为|到|从|\d+(?:\.\d+)+))*[\s:=：#]*$"
+    r"(?:[\s:=：#]*(?:is|was|to|from|no\.?|number|->|→|是|为|到|从|\d+(?:\.\d+)+(?![\d.])))*[\s:=：#]*$"
 )
 _NUMBERED_AFTER = regex.compile(r"\s*(?:节|条|款|章|版)")
 _CONTEXT = 40  # characters read before a dotted number for those words
 
 
+# a literal of each word above but "v" (the pattern tries every position of the window, ~1 µs each; most
+# addresses have none of these before them, and a few `in` tests in C rule them out)
+_NUMBERING_WORDS = (
+    "ver",
+    "release",
+    "build",
+    "updat",
+    "upgrad",
+    "patch",
+    "firmware",
+    "sec",
+    "§",
+    "clause",
+    "article",
+    "art.",
+    "para",
+    "chapter",
+    "appendix",
+    "annex",
+    "版本",
+    "第",
+    "条款",
+    "章节",
+    "小节",
+)
+
+
 def _numbered(text: str, start: int, end: int) -> bool:
     """Whether the dotted number at ``start:end`` is a version or a section number by the words around it."""
-    return (
-        _NUMBERED_BEFORE.search(text, max(0, start - _CONTEXT), start) is not None
-        or _NUMBERED_AFTER.match(text, end) is not None
-    )
+    if _NUMBERED_AFTER.match(text, end) is not None:
+        return True
+    window = text[max(0, start - _CONTEXT) : start]
+    lowered = window.lower()
+    if not any(word in lowered for word in _NUMBERING_WORDS) and window.rstrip(" :=：#")[-1:] not in (
+        "v",
+        "V",
+    ):
+        return False
+    return _NUMBERED_BEFORE.search(window) is not None
 
 
 def _ip_finder() -> Callable[[str, Shape, float | None], list[Found]]:
