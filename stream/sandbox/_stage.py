@@ -24,9 +24,8 @@ from ._launch import NODE_DIR
 
 __all__ = ["host_node_dir", "others_can_read"]
 
-_CHOSEN: dict[
-    tuple[int, Path], Path
-] = {}  # (pid, source) -> what the host reads; a forked child decides anew
+# (pid, source) -> what the host reads; a forked child decides anew
+_CHOSEN: dict[tuple[int, Path], Path] = {}
 _READ_DIR = stat.S_IROTH | stat.S_IXOTH
 
 
