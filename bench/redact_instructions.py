@@ -4,8 +4,8 @@
 
 For each row of bench/redact.py (short texts with values, 2 KB with values, 2 KB without), runs
 ``Redactor.event`` on ``--events`` fixed events (the same texts every run, ``PYTHONHASHSEED=0``) under
-``valgrind --tool=callgrind``, and once with no event (the set-up alone); the difference divided by the
-events is the instructions of one event. ``--against DIR`` measures another checkout's ``stream/`` in the same
+``valgrind --tool=callgrind``, and once making the same events without redacting them; the difference
+divided by the events is the instructions of one event. ``--against DIR`` measures another checkout's ``stream/`` in the same
 run (e.g. a ``git worktree`` of the commit before a change) and prints the ratio. Needs valgrind.
 """
 
@@ -25,7 +25,8 @@ ROWS = ("short", "long", "none")
 
 
 def child(row: str, events: int) -> None:
-    """Runs under callgrind: the redaction of ``events`` events of ``row`` (0: the set-up alone)."""
+    """Runs under callgrind: makes ``events`` events of every row, then redacts those of ``row`` ("setup":
+    none, so the difference is the redaction alone)."""
     sys.path.insert(0, str(HERE))
     import uuid
 
@@ -37,11 +38,17 @@ def child(row: str, events: int) -> None:
 
     counter = iter(range(10**9))
     uuid.uuid4 = lambda: uuid.UUID(int=next(counter) * 7919)  # type: ignore[assignment]  # fixed texts
-    raw = make_events(max(events, 1), long=row != "short", values=row != "none")
-    parsed = [RequestEvent.model_validate(orjson.loads(r)) for r in raw]
+    rows = {
+        name: [
+            RequestEvent.model_validate(orjson.loads(raw))
+            for raw in make_events(events, long=name != "short", values=name != "none")
+        ]
+        for name in ROWS
+    }
     redactor = Redactor(RedactConfig(), key=b"k" * 32)
-    redactor.event(parsed[0])  # warm: compiled patterns, caches
-    for event in parsed[:events]:
+    for parsed in rows.values():
+        redactor.event(parsed[0])  # warm: compiled patterns, caches
+    for event in rows.get(row, []):
         redactor.event(event)
 
 
@@ -77,7 +84,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=400)
     parser.add_argument("--against", type=Path, action="append", default=[], help="another checkout")
-    parser.add_argument("--child", choices=ROWS, help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=(*ROWS, "setup"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child, args.events)
@@ -88,12 +95,16 @@ def main() -> None:
         (tree, row, n) for _, tree in trees for row, n in [*((r, args.events) for r in ROWS), ("short", 0)]
     ]
     with ThreadPoolExecutor(2) as pool:
-        counts = dict(zip(runs, pool.map(lambda run: instructions(sys.executable, *run), runs), strict=True))
+        counts = dict(
+            zip(
+                runs, pool.map(lambda run: instructions(sys.executable, *run, args.events), runs), strict=True
+            )
+        )
     print(f"instructions per Redactor.event ({args.events} events, callgrind, PYTHONHASHSEED=0)")
     for row in ROWS:
         base = None
         for label, tree in trees:
-            per_event = (counts[tree, row, args.events] - counts[tree, "short", 0]) / args.events
+            per_event = (counts[tree, row] - counts[tree, "setup"]) / args.events
             ratio = f"  {per_event / base:.3f}x this checkout" if base else ""
             base = base or per_event
             print(f"{row:<6} {label:<40} {per_event:>12,.0f}{ratio}")

@@ -161,27 +161,42 @@ def _card(m: Match) -> str | None:
     digits = _digits(text)
     if not 13 <= len(digits) <= 19 or not luhn_valid(digits):
         return None
-    lengths = _ISSUERS.get(digits[:4]) or _ISSUERS.get(digits[:3]) or _ISSUERS.get(digits[:2])
-    if lengths is None:
-        lengths = _ISSUERS.get(digits[0])
-    if lengths is None or len(digits) not in lengths:
+    lengths = _ISSUERS.get(digits[:2])
+    if lengths.__class__ is dict:  # an issuer's range starts within these two digits: look at four
+        lengths = lengths.get(digits[:4])  # type: ignore[union-attr]
+    if lengths is None or len(digits) not in lengths:  # type: ignore[operator]
         return None  # no issuer starts so, or none of its cards has this many digits
     if len(digits) != len(text) and _CARD_GROUPS.fullmatch(text) is None:
         return None  # separated, but not in the printed groups (4-4-4-4, 4-6-5 Amex, 4-6-4 Diners, 4-4-4-4-3)
     return digits
 
 
-def _issuer_table() -> dict[str, range | tuple[int, ...]]:
-    """Card number prefix -> the lengths its issuer's cards have (the longest prefix listed wins)."""
+Lengths = range | tuple[int, ...]
+
+
+def _issuer_table() -> dict[str, Lengths | dict[str, Lengths]]:
+    """The first two digits of a card number -> the lengths its issuer's cards have, or, where issuers
+    differ by the next digits, a table of the first four (one or two lookups a candidate)."""
     any_length = range(13, 20)  # Maestro's 12-19, from the 13 digits the pattern needs
-    table: dict[str, range | tuple[int, ...]] = {"4": (13, 16, 19), "5": any_length, "6": any_length}  # Visa
+    table: dict[str, Lengths] = {"4": (13, 16, 19), "5": any_length, "6": any_length}  # Visa
     table |= {str(p): (16,) for p in range(51, 56)} | {str(p): (16,) for p in range(2221, 2721)}  # Mastercard
     table |= {"34": (15,), "37": (15,)}  # American Express
     table |= {p: range(14, 20) for p in ("300", "301", "302", "303", "304", "305", "3095", "36", "38", "39")}
     table |= {str(p): range(16, 20) for p in range(3528, 3590)}  # JCB
     table |= {"6011": range(16, 20), "65": range(16, 20)} | {str(p): range(16, 20) for p in range(644, 650)}
     table |= {"62": range(16, 20)}  # UnionPay (Discover above, Diners Club before)
-    return table
+
+    def longest(prefix: str) -> Lengths | None:  # the longest listed prefix of ``prefix`` wins
+        return next((table[prefix[:n]] for n in (4, 3, 2, 1) if prefix[:n] in table), None)
+
+    out: dict[str, Lengths | dict[str, Lengths]] = {}
+    for two in map(str, range(10, 100)):
+        fours = {four: longest(four) for four in (f"{two}{n:02d}" for n in range(100))}
+        if len({id(lengths) for lengths in fours.values()}) > 1:
+            out[two] = {four: lengths for four, lengths in fours.items() if lengths is not None}
+        elif (lengths := fours[f"{two}00"]) is not None:
+            out[two] = lengths
+    return out
 
 
 _ISSUERS = _issuer_table()
