@@ -91,9 +91,7 @@ def main() -> None:
         return
     trees: list[tuple[str, Path | None]] = [("this checkout", None)] + [(str(t), t) for t in args.against]
     # every run is a valgrind of its own (minutes each: most of it is the interpreter's start-up), two at a time
-    runs = [
-        (tree, row, n) for _, tree in trees for row, n in [*((r, args.events) for r in ROWS), ("short", 0)]
-    ]
+    runs = [(tree, row) for _, tree in trees for row in (*ROWS, "setup")]
     with ThreadPoolExecutor(2) as pool:
         counts = dict(
             zip(

@@ -163,8 +163,8 @@ def _card(m: Match) -> str | None:
         return None
     lengths = _ISSUERS.get(digits[:2])
     if lengths.__class__ is dict:  # an issuer's range starts within these two digits: look at four
-        lengths = lengths.get(digits[:4])  # type: ignore[union-attr]
-    if lengths is None or len(digits) not in lengths:  # type: ignore[operator]
+        lengths = lengths.get(digits[:4])
+    if lengths is None or len(digits) not in lengths:
         return None  # no issuer starts so, or none of its cards has this many digits
     if len(digits) != len(text) and _CARD_GROUPS.fullmatch(text) is None:
         return None  # separated, but not in the printed groups (4-4-4-4, 4-6-5 Amex, 4-6-4 Diners, 4-4-4-4-3)
