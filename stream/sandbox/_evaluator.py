@@ -35,6 +35,7 @@ from ._errors import SandboxError, SandboxUnavailable
 from ._launch import NODE_DIR
 from ._pool import SandboxPool, acquire_pool, default_slots, release_pool
 from ._result import to_score
+from ._stage import host_node_dir
 
 __all__ = ["NODE_MODULES", "CodeEvaluator", "CodeParams", "allow_weaker_sandbox"]
 
@@ -95,12 +96,13 @@ def _node_pool(memory_mb: int) -> SandboxPool:
         node = node_binary()
     except ValueError as exc:
         raise SandboxUnavailable(str(exc)) from None
+    node_dir = host_node_dir()
     node_argv = [
         node,
         f"--max-old-space-size={memory_mb}",
         "--disallow-code-generation-from-strings",
-        f"--openssl-config={NODE_DIR / 'openssl.cnf'}",
-        str(NODE_DIR / "host.js"),
+        f"--openssl-config={node_dir / 'openssl.cnf'}",
+        str(node_dir / "host.js"),
     ]
     launcher = [
         sys.executable,
@@ -111,6 +113,8 @@ def _node_pool(memory_mb: int) -> SandboxPool:
         str(memory_mb + _NODE_DATA_HEADROOM_MB),
         "--allow-weaker",
         str(int(allow_weaker_sandbox())),
+        "--node-dir",
+        str(node_dir),
     ]
     return SandboxPool(
         f"Node.js sandbox host ({memory_mb} MB)",

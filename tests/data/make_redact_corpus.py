@@ -8,6 +8,8 @@ Deterministic (a fixed seed). Each line: ``{"lang": "en" | "zh", "text": ..., "s
 * positives: values of every kind in English and Chinese sentences, in the forms people write them;
 * look-alikes (no span): order and tracking numbers, timestamps and dates, version strings, serial
   numbers, UUIDs, MAC addresses, prices, ISBNs, library names that start like keys;
+* cards in their issuers' other groupings, dotted section and version numbers (look-alikes), and
+  addresses near such words;
 * hard positives the built-in detectors are known to miss (a national phone number without its
   country code, a card written with dots, an internationalised email, a 15-digit ID of the old form,
   a key format not in the list): kept so that recall is measured, not assumed.
@@ -327,8 +329,45 @@ def hard_positives() -> list[dict[str, Any]]:
     ]
 
 
+def diners() -> str:
+    number = luhn_complete(rng.choice(["300", "305", "36", "38"]), 14)
+    sep = rng.choice([" ", "-"])
+    return f"{number[:4]}{sep}{number[4:10]}{sep}{number[10:]}"
+
+
+def dotted() -> str:
+    return ".".join(str(rng.randint(1, 12)) for _ in range(4))
+
+
+def groupings_and_numbering() -> list[dict[str, Any]]:
+    """Cards in their issuers' other groupings (Diners Club 4-6-4, Amex 4-6-5 with dashes), dotted section
+    and version numbers that are valid IPv4 addresses (look-alikes), and addresses near such words."""
+    out = []
+    for _ in range(6):
+        number = luhn_complete(rng.choice(["34", "37"]), 15)
+        out += [
+            line("en", "Diners Club card {c}, exp 09/28.", c=("CARD", diners())),
+            line("zh", "大来卡 {c} 已绑定。", c=("CARD", diners())),
+            line("en", "Amex {a} on file.", a=("CARD", f"{number[:4]}-{number[4:10]}-{number[10:]}")),
+            line("en", "Version 2 of the agent calls {v4} at start-up.", v4=("IP", ipv4())),
+            line("zh", "第二台服务器 {v4} 已下线。", v4=("IP", ipv4())),
+        ]
+        texts = [
+            ("en", f"As section {dotted()} requires, the notice goes out in writing."),
+            ("en", f"Clause {dotted()} limits the liability."),
+            ("zh", f"根据第 {dotted()} 节的规定办理。"),
+            ("zh", f"参见第{dotted()}条。"),
+            ("en", f"The latest version is {dotted()}."),
+            ("en", f"Upgrade from {dotted()} to {dotted()} fixed it."),
+            ("zh", f"请升级到 {dotted()} 版。"),
+            ("en", f"Installed 0.{rng.randint(1, 12)}.{rng.randint(1, 12)}.{rng.randint(1, 12)} last week."),
+        ]
+        out += [{"lang": lang, "text": text, "spans": []} for lang, text in texts]
+    return out
+
+
 def main() -> None:
-    rows = positives() + look_alikes() + hard_positives()
+    rows = positives() + look_alikes() + hard_positives() + groupings_and_numbering()
     for row in rows:  # the HF token's value, read back from its text
         for span in row["spans"]:
             if not span["value"]:

@@ -17,6 +17,7 @@ from streameval.evaluators import build_evaluator
 from streameval.models import RequestEvent
 from streameval.sandbox import NODE_MODULES, SandboxError, SandboxTimeout, probe
 from streameval.sandbox._launch import NODE_DIR
+from streameval.sandbox._stage import host_node_dir
 
 _READY = shutil.which("node") is not None and all(
     (NODE_DIR / "node_modules" / m).is_dir() for m in NODE_MODULES
@@ -306,6 +307,7 @@ s.on('error', (e) => { out.tcp = e.code; process.stdout.write(JSON.stringify(out
 s.on('connect', () => { out.tcp = 'ALLOWED'; process.stdout.write(JSON.stringify(out)); process.exit(0); });
 """
     node = shutil.which("node")
+    node_dir = host_node_dir()
     argv = [
         sys.executable,
         "-I",
@@ -313,9 +315,11 @@ s.on('connect', () => { out.tcp = 'ALLOWED'; process.stdout.write(JSON.stringify
         "streameval.sandbox._launch",
         "--data-mb",
         "512",
+        "--node-dir",
+        str(node_dir),
         "--",
         node,
-        f"--openssl-config={NODE_DIR / 'openssl.cnf'}",
+        f"--openssl-config={node_dir / 'openssl.cnf'}",
         "-e",
         script,
     ]

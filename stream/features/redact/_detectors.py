@@ -7,14 +7,16 @@ same number written with or without separators gets the same placeholder.
 
 The checks, so that look-alikes stay (docs/redact.md has the corpus and its figures):
 
-* ``card``: 13-19 digits, in groups of 4 when separated, a known issuer prefix, and the Luhn check.
+* ``card``: 13-19 digits, a known issuer prefix and a length its cards have, the Luhn check, and when
+  separated the printed groups (4-4-4-4, Amex 4-6-5, Diners Club 4-6-4).
 * ``cn_id``: the 18-digit resident ID: a birth date that exists and the ISO 7064 MOD 11-2 check digit.
 * ``iban``: the country's length and the ISO 13616 mod-97 check.
 * ``phone``: mainland China mobile ``1[3-9]`` + 9 digits (``+86`` optional), China landlines with their
   ``0`` area code and a dash, North American ``(555) 123-4567`` / ``555-123-4567``, and international
   numbers only with a leading ``+`` (8-15 digits): a bare run of digits is never a phone.
-* ``ip``: what :mod:`ipaddress` accepts, except loopback and unspecified addresses (not about anyone),
-  and not after ``v`` / ``version`` / ``版本`` (a version string).
+* ``ip``: what :mod:`ipaddress` accepts, except loopback, unspecified and 0.x.x.x addresses (not about
+  anyone), and not a version or section number by its words (after ``v`` / ``version`` / ``版本`` /
+  ``section`` / ``clause`` / ``第``..., before ``节`` / ``条``...).
 * ``jwt``: three base64url parts whose first decodes to a JSON object with ``alg``.
 * ``api_key``: the documented prefixes of AWS, OpenAI, Anthropic, GitHub, Slack, Google and Stripe keys.
 * ``url_credentials``: the ``user:password`` of a URL (the host stays); ``private_key``: a PEM private
@@ -159,16 +161,49 @@ def _card(m: Match) -> str | None:
     digits = _digits(text)
     if not 13 <= len(digits) <= 19 or not luhn_valid(digits):
         return None
-    if digits[0] not in "3456" and not 2221 <= int(digits[:4]) <= 2720:
-        return None  # no card issuer starts so (Visa 4, Mastercard 51-55 / 2221-2720, Amex 34 37, ...)
+    lengths = _ISSUERS.get(digits[:2])
+    if lengths.__class__ is dict:  # an issuer's range starts within these two digits: look at four
+        lengths = lengths.get(digits[:4])
+    if lengths is None or len(digits) not in lengths:
+        return None  # no issuer starts so, or none of its cards has this many digits
     if len(digits) != len(text) and _CARD_GROUPS.fullmatch(text) is None:
-        return None  # separated, but not in the printed groups (4-4-4-4, 4-6-5 for Amex, 4-4-4-4-3)
+        return None  # separated, but not in the printed groups (4-4-4-4, 4-6-5 Amex, 4-6-4 Diners, 4-4-4-4-3)
     return digits
 
 
-# the groups of a separated card number: 4, then 4s, then the last of any length; or Amex's 4-6-5 (one
-# match in C instead of splitting the text)
-_CARD_GROUPS = re.compile(r"\d{4}(?:[ -]\d{4})*[ -]\d+|\d{4}[ -]\d{6}[ -]\d{5}", re.ASCII)
+Lengths = range | tuple[int, ...]
+
+
+def _issuer_table() -> dict[str, Lengths | dict[str, Lengths]]:
+    """The first two digits of a card number -> the lengths its issuer's cards have, or, where issuers
+    differ by the next digits, a table of the first four (one or two lookups a candidate)."""
+    any_length = range(13, 20)  # Maestro's 12-19, from the 13 digits the pattern needs
+    table: dict[str, Lengths] = {"4": (13, 16, 19), "5": any_length, "6": any_length}  # Visa
+    table |= {str(p): (16,) for p in range(51, 56)} | {str(p): (16,) for p in range(2221, 2721)}  # Mastercard
+    table |= {"34": (15,), "37": (15,)}  # American Express
+    table |= {p: range(14, 20) for p in ("300", "301", "302", "303", "304", "305", "3095", "36", "38", "39")}
+    table |= {str(p): range(16, 20) for p in range(3528, 3590)}  # JCB
+    table |= {"6011": range(16, 20), "65": range(16, 20)} | {str(p): range(16, 20) for p in range(644, 650)}
+    table |= {"62": range(16, 20)}  # UnionPay (Discover above, Diners Club before)
+
+    def longest(prefix: str) -> Lengths | None:  # the longest listed prefix of ``prefix`` wins
+        return next((table[prefix[:n]] for n in (4, 3, 2, 1) if prefix[:n] in table), None)
+
+    out: dict[str, Lengths | dict[str, Lengths]] = {}
+    for two in map(str, range(10, 100)):
+        fours = {four: longest(four) for four in (f"{two}{n:02d}" for n in range(100))}
+        if len({id(lengths) for lengths in fours.values()}) > 1:
+            out[two] = {four: lengths for four, lengths in fours.items() if lengths is not None}
+        elif (lengths := fours[f"{two}00"]) is not None:
+            out[two] = lengths
+    return out
+
+
+_ISSUERS = _issuer_table()
+
+# the groups of a separated card number: 4, then 4s, then the last of any length; or 4-6-5 (Amex) and
+# 4-6-4 (Diners Club), whose lengths the issuer table checks (one match in C instead of splitting the text)
+_CARD_GROUPS = re.compile(r"\d{4}(?:[ -]\d{4})*[ -]\d+|\d{4}[ -]\d{6}[ -]\d{4,5}", re.ASCII)
 
 
 def _cn_id(m: Match) -> str | None:
@@ -191,7 +226,58 @@ def _phone(m: Match) -> str | None:
     return digits
 
 
-_VERSION_BEFORE = regex.compile(r"(?i)(?:\bv|version|ver\.?|release|build|版本|版本号)[\s:=：]*$")
+# A dotted number is a version or a section, not an address, after one of these words (a few linking words,
+# or the version it goes from, between: "version is 2.4.1.0", "upgrade from 4.2.1.0 to 4.2.1.1"), or
+# before 节 / 条 / 款 / 章 / 版 ("第 2.3.1.4 节")
+_NUMBERED_BEFORE = regex.compile(
+    r"(?i)(?:\bv|\bversion|\bver\.?|\brelease|\bbuild|\bupdate[ds]?|\bupgrade[ds]?|\bpatch(?:ed)?|\bfirmware"
+    r"|\bsection|\bsec\.|§|\bclause|\barticle|\bart\.|\bparagraph|\bpara\.|\bchapter|\bappendix|\bannex"
+    r"|版本号?|第|条款|章节|小节)"
+    r"(?:[\s:=：#]*(?:is|was|to|from|no\.?|number|->|→|是|为|到|从|\d+(?:\.\d+)+(?![\d.])))*[\s:=：#]*$"
+)
+_NUMBERED_AFTER = regex.compile(r"\s*(?:节|条|款|章|版)")
+_CONTEXT = 40  # characters read before a dotted number for those words
+
+
+# a literal of each word above but "v" (the pattern tries every position of the window, ~1 µs each; most
+# addresses have none of these before them, and a few `in` tests in C rule them out)
+_NUMBERING_WORDS = (
+    "ver",
+    "release",
+    "build",
+    "updat",
+    "upgrad",
+    "patch",
+    "firmware",
+    "sec",
+    "§",
+    "clause",
+    "article",
+    "art.",
+    "para",
+    "chapter",
+    "appendix",
+    "annex",
+    "版本",
+    "第",
+    "条款",
+    "章节",
+    "小节",
+)
+
+
+def _numbered(text: str, start: int, end: int) -> bool:
+    """Whether the dotted number at ``start:end`` is a version or a section number by the words around it."""
+    if _NUMBERED_AFTER.match(text, end) is not None:
+        return True
+    window = text[max(0, start - _CONTEXT) : start]
+    lowered = window.lower()
+    if not any(word in lowered for word in _NUMBERING_WORDS) and window.rstrip(" :=：#")[-1:] not in (
+        "v",
+        "V",
+    ):
+        return False
+    return _NUMBERED_BEFORE.search(window) is not None
 
 
 def _ip_finder() -> Callable[[str, Shape, float | None], list[Found]]:
@@ -215,7 +301,7 @@ def _ip_finder() -> Callable[[str, Shape, float | None], list[Found]]:
                     v4_fast.finditer if hi - lo <= TIMED_CHARS else partial(v4.finditer, timeout=timeout)
                 )
                 for m in scan(text, lo, hi):
-                    if _VERSION_BEFORE.search(text, max(0, m.start() - 16), m.start()) is not None:
+                    if _numbered(text, m.start(), m.end()):
                         continue
                     ip = _address(m.group())
                     if ip is not None:
@@ -239,8 +325,8 @@ def _address(text: str) -> str | None:
         ip = ipaddress.ip_address(text)
     except ValueError:
         return None
-    if ip.is_loopback or ip.is_unspecified:
-        return None
+    if ip.is_loopback or ip.is_unspecified or (ip.version == 4 and ip.packed[0] == 0):
+        return None  # 0.0.0.0/8 is no host's address (a version: 0.9.1.2)
     return ip.compressed
 
 

@@ -32,6 +32,13 @@ FOUND = [
     ("card", "card 4111 1111 1111 1111 ok", "4111 1111 1111 1111"),
     ("card", "amex 3782-822463-10005", "3782-822463-10005"),
     ("card", "visa 4012888888881881", "4012888888881881"),
+    ("card", "Diners 3056 930902 5904 ok", "3056 930902 5904"),  # 4-6-4
+    ("card", "大来卡3056-930902-5904。", "3056-930902-5904"),
+    ("card", "amex 3782 822463 10005", "3782 822463 10005"),  # 4-6-5
+    ("card", "diners 3056 9309 0259 04", "3056 9309 0259 04"),  # also in 4s
+    ("ip", "server at 10.20.30.40 now", "10.20.30.40"),
+    ("ip", "Version 2 calls 10.20.30.40 first", "10.20.30.40"),  # words between: not a version
+    ("ip", "第二台服务器 10.2.3.4 下线", "10.2.3.4"),
     ("iban", "IBAN GB82 WEST 1234 5698 7654 32.", "GB82 WEST 1234 5698 7654 32"),
     ("iban", "to DE89370400440532013000", "DE89370400440532013000"),
     ("ip", "from 203.0.113.77 at", "203.0.113.77"),
@@ -65,6 +72,18 @@ LEFT = [
     ("epoch 1732694400123 ms", "phone"),
     ("ticket 20261127153045", "phone"),
     ("version 10.0.0.1", "ip"),
+    ("see section 3.1.4.1 of the spec", "ip"),
+    ("依据第 2.3.1.4 节办理", "ip"),
+    ("参见第2.3.1.4条", "ip"),
+    ("Clause 12.4.2.1 limits it", "ip"),
+    ("§ 4.2.1.3 applies", "ip"),
+    ("the latest version is 2.4.1.0", "ip"),
+    ("upgrade from 4.2.1.0 to 4.2.1.1", "ip"),
+    ("请升级到 3.2.1.0 版", "ip"),
+    ("installed 0.9.1.2 yesterday", "ip"),  # 0.x.x.x is no host's address
+    ("diners 3056 930902 5905", "card"),  # fails Luhn
+    ("visa-like 4111 111111 1114", "card"),  # Luhn passes, but no Visa card has 14 digits
+    ("order 3112345678901230", "card"),  # passes Luhn, but no issuer starts with 31
     ("v1.2.3.4", "ip"),
     ("版本 1.2.3.4", "ip"),
     ("localhost 127.0.0.1 and ::1", "ip"),
@@ -275,11 +294,13 @@ def test_card_groups_generated(text: str) -> None:
         "4111-1111-1111-1111-123",
         "4111 111 1111 1111 1",
         "4111 1111 1111 11 11",
+        "3056 930902 5904",
+        "3056 930902 590",
     ],
 )
 def test_card_groups(text: str) -> None:
-    """A separated card number counts in its printed groups: 4-4-4-4 (the last group shorter or longer) or
-    Amex's 4-6-5."""
+    """A separated card number counts in its printed groups: 4-4-4-4 (the last group shorter or longer),
+    Amex's 4-6-5 or Diners Club's 4-6-4."""
     groups = [len(g) for g in text.replace("-", " ").split(" ")]
-    printed = groups[0] == 4 and (all(g == 4 for g in groups[1:-1]) or groups[1:] == [6, 5])
+    printed = groups[0] == 4 and (all(g == 4 for g in groups[1:-1]) or groups[1:] in ([6, 5], [6, 4]))
     assert (_detectors._CARD_GROUPS.fullmatch(text) is not None) == printed
