@@ -42,24 +42,41 @@ def pack_increments(inc: dict[str, float]) -> bytes:
     left out. The record script unpacks it with ``cmsgpack`` (about twice as fast as ``cjson`` on JSON)."""
     items = [(name, value) for name, value in inc.items() if value]
     n = len(items)
-    out = bytearray(struct.pack(">BH", 0xDE, n) if n > 15 else bytes([0x80 | n]))
+    parts = [_MAP16(0xDE, n) if n > 15 else bytes([0x80 | n])]
+    heads = _HEADS
     for name, value in items:
-        raw = name.encode()
-        size = len(raw)
-        out += (
-            bytes([0xA0 | size])
-            if size < 32
-            else struct.pack(">BB", 0xD9, size)
-            if size < 256
-            else struct.pack(">BH", 0xDA, size)
-        )
-        out += raw
-        if is_whole(name) and -(1 << 63) <= value < (1 << 63):
+        head = heads.get(name)
+        if head is None:
+            head = _head(name)
+            if len(heads) < 10_000:  # names repeat (evaluators, buckets): encoded once
+                heads[name] = head
+        parts.append(head[0])
+        if head[1] and -(1 << 63) <= value < (1 << 63):
             number = int(value)
-            out += bytes([number]) if 0 <= number <= 0x7F else struct.pack(">Bq", 0xD3, number)
+            parts.append(_SMALL[number] if 0 <= number <= 0x7F else _INT64(0xD3, number))
         else:
-            out += struct.pack(">Bd", 0xCB, float(value))
-    return bytes(out)
+            parts.append(_FLOAT64(0xCB, float(value)))
+    return b"".join(parts)
+
+
+_MAP16 = struct.Struct(">BH").pack
+_INT64 = struct.Struct(">Bq").pack
+_FLOAT64 = struct.Struct(">Bd").pack
+_SMALL = [bytes([i]) for i in range(0x80)]
+_HEADS: dict[str, tuple[bytes, bool]] = {}
+
+
+def _head(name: str) -> tuple[bytes, bool]:
+    """A field name as MessagePack (fixstr, str 8 or str 16) and whether its value counts events."""
+    raw = name.encode()
+    size = len(raw)
+    if size < 32:
+        tag = bytes([0xA0 | size])
+    elif size < 256:
+        tag = struct.pack(">BB", 0xD9, size)
+    else:
+        tag = struct.pack(">BH", 0xDA, size)
+    return tag + raw, is_whole(name)
 
 
 def pointer(digest: bytes, offset: int, length: int, suffix: str) -> bytes:
