@@ -10,6 +10,8 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .usage_figures import SLICE_USAGE_TAG, unpack_slice_usage
+
 __all__ = [
     "PACKED_FIELD",
     "SLICE_FIGURES",
@@ -123,7 +125,9 @@ _FOUR = struct.Struct("<dddd")
 def slice_figures(raw: Mapping[Any, Any] | Sequence[Any]) -> dict[str, dict[str, float]]:
     """A slice hash's figures by value (streameval.keyspace ``Keys.slice``), from HGETALL: each field a value;
     each field's value :data:`SLICE_FIGURES` as 4 little-endian doubles, then (only when a feature keeps
-    figures of its own per slice) a MessagePack map of those, as :data:`PACKED_FIELD` holds them."""
+    figures of its own per slice) those: the usage figures in their fixed layout
+    (streameval.usage_figures.pack_slice_usage), any other as a MessagePack map, as :data:`PACKED_FIELD` holds
+    them."""
     if not isinstance(raw, Mapping):
         raw = {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)}
     out: dict[str, dict[str, float]] = {}
@@ -131,7 +135,8 @@ def slice_figures(raw: Mapping[Any, Any] | Sequence[Any]) -> dict[str, dict[str,
         data = value.encode() if isinstance(value, str) else bytes(value)
         figures = dict(zip(SLICE_FIGURES, _FOUR.unpack_from(data), strict=True))
         if len(data) > _FOUR.size:
-            figures.update(_unpack_map(data[_FOUR.size :]))
+            tail = data[_FOUR.size :]
+            figures.update(unpack_slice_usage(tail) if tail[:1] == SLICE_USAGE_TAG else _unpack_map(tail))
         out[as_text(key)] = figures
     return out
 
