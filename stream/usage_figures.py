@@ -153,6 +153,25 @@ _SLICE_SUMS = ("use:n", "use:in", "use:out", "use:cin", "use:rt", "use:c")
 SLICE_USAGE_TAG = b"u"
 
 
+_SUM, _PRICED, _NONE = -1, -2, -3
+#: a usage figure's name -> (kind, place): a sum, the events with a cost, or a range (0 reasons, 1 durations,
+#: 2 times to first token) and the place in it
+_PLACES: dict[str, tuple[int, int]] = {}
+
+
+def _place(name: str) -> tuple[int, int]:
+    rest = name[4:] if name.startswith(PREFIX) else ""
+    if name in _SLICE_SUMS:
+        return _SUM, _SLICE_SUMS.index(name)
+    if rest.startswith("p:"):
+        return _PRICED, 0
+    if rest.startswith("f:"):
+        return 0, _REASON_AT.get(rest[2:], len(SLICE_REASONS) - 1)
+    if rest[:1] in ("D", "T") and rest[1:].isdigit():
+        return (1 if rest[0] == "D" else 2), int(rest[1:])
+    return _NONE, 0
+
+
 def _ranged(found: Mapping[int, float]) -> list[float]:
     """A range of places: its first, its length, then a count per place (0, 0: none)."""
     if not found:
@@ -169,22 +188,23 @@ def pack_slice_usage(fields: Mapping[str, float]) -> bytes:
     coarse duration buckets, coarse time-to-first-token buckets."""
     sums = [0.0] * len(_SLICE_SUMS)
     currency, priced = "", 0.0
-    reasons: dict[int, float] = {}
-    durations: dict[int, float] = {}
-    firsts: dict[int, float] = {}
+    ranges: tuple[dict[int, float], dict[int, float], dict[int, float]] = ({}, {}, {})
+    places = _PLACES
     for name, value in fields.items():
-        rest = name[4:]
-        if rest.startswith("p:"):
-            currency, priced = rest[2:], priced + value
-        elif rest.startswith("f:"):
-            at = _REASON_AT.get(rest[2:], len(SLICE_REASONS) - 1)
-            reasons[at] = reasons.get(at, 0.0) + value
-        elif rest[:1] == "D" and rest[1:].isdigit():
-            durations[int(rest[1:])] = value
-        elif rest[:1] == "T" and rest[1:].isdigit():
-            firsts[int(rest[1:])] = value
-        elif name in _SLICE_SUMS:
-            sums[_SLICE_SUMS.index(name)] = value
+        place = places.get(name)
+        if place is None:
+            place = _place(name)
+            if len(places) < 10_000:  # names repeat: looked at once
+                places[name] = place
+        kind, at = place
+        if kind == _SUM:
+            sums[at] += value
+        elif kind == _PRICED:
+            currency, priced = name[6:], priced + value
+        elif kind >= 0:
+            found = ranges[kind]
+            found[at] = found.get(at, 0.0) + value
+    reasons, durations, firsts = ranges
     raw = currency.encode()[:255]
     numbers = [*sums, priced, *_ranged(reasons), *_ranged(durations), *_ranged(firsts)]
     return SLICE_USAGE_TAG + bytes([len(raw)]) + raw + struct.pack(f"<{len(numbers)}d", *numbers)

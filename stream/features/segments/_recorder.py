@@ -42,7 +42,7 @@ local function numbers(s, pos)  -- the doubles of s from pos, in a table
   if not f then f = '<' .. string.rep('d', n); fmts[n] = f end
   return {struct.unpack(f, s, pos)}
 end
-local function usage(old, inc)  -- two usage layouts (streameval.usage_figures.pack_slice_usage), summed
+local function widen(old, inc)  -- two usage layouts (streameval.usage_figures.pack_slice_usage), summed
   local ho, hi = 35 + string.byte(old, 34), 35 + string.byte(inc, 34)
   local a, b, out = numbers(old, ho), numbers(inc, hi), {}
   for j = 1, 7 do out[j] = a[j] + b[j] end
@@ -65,6 +65,23 @@ local function usage(old, inc)  -- two usage layouts (streameval.usage_figures.p
   local f = fmts[o]
   if not f then f = '<' .. string.rep('d', o); fmts[o] = f end
   return string.sub(inc, 33, hi - 1) .. struct.pack(f, unpack(out, 1, o))
+end
+local function usage(old, inc)  -- the same, in place when inc's ranges lie within old's (the usual case)
+  local ho, hi = 35 + string.byte(old, 34), 35 + string.byte(inc, 34)
+  local a, b = numbers(old, ho), numbers(inc, hi)
+  for j = 1, 7 do a[j] = a[j] + b[j] end
+  local i, m = 8, 8
+  for r = 1, 3 do
+    local alo, ak, blo, bk = a[i], a[i + 1], b[m], b[m + 1]
+    if bk > 0 then
+      if blo < alo or blo + bk > alo + ak then return widen(old, inc) end
+      local d, e = i + 2 - alo, m + 2 - blo
+      for x = blo, blo + bk - 1 do a[d + x] = a[d + x] + b[e + x] end
+    end
+    i, m = i + 2 + ak, m + 2 + bk
+  end
+  local n = (#old - ho + 1) / 8
+  return string.sub(old, 33, ho - 1) .. struct.pack(fmts[n], unpack(a, 1, n))
 end
 local function add(old, inc)
   if not old then return inc end  -- a new value (or (other)): its increments are its figures

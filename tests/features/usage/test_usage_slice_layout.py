@@ -32,11 +32,13 @@ CONFIG: dict[str, Any] = {
     "segments": {"dimensions": {"tier": "metadata.tier"}, "max_values": 2},
     "prices": {"currency": "EUR", "models": {"m1": {"input": 1.0, "output": 4.0, "cached_input": 0.5}}},
 }
-# tier, input, output, cached input, duration ms, time to first token ms, finish reason
+# per record call: tier, input, output, cached input, duration ms, time to first token ms, finish reason
 CALLS: list[list[tuple[str, int, int, int, float, float | None, str | None]]] = [
     [("gold", 1000, 500, 100, 120.0, None, "stop"), ("free", 10, 5, 0, 0.4, 0.2, "length")],
     [("gold", 2000, 250, 0, 45_000.0, 900.0, "made_up"), ("plus", 7, 3, 0, 3.0, None, None)],
     [("gold", 5, 1, 0, 2.5, 1.5, "tool_calls"), ("free", 300, 40, 30, 800.0, 80.0, "stop")],
+    # within the ranges the values hold already: added in place
+    [("gold", 50, 5, 0, 1000.0, 2.0, "stop"), ("free", 1, 1, 0, 100.0, None, "length")],
     [("other-1", 1, 1, 0, 10.0, None, "stop"), ("other-2", 2, 2, 0, 7_000.0, 5.0, "length")],
 ]
 
