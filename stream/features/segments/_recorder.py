@@ -88,8 +88,11 @@ local function add(old, inc)
   local c, s, q, p = struct.unpack('<dddd', inc)
   local c0, s0, q0, p0 = struct.unpack('<dddd', old)
   local out = struct.pack('<dddd', c + c0, s + s0, q + q0, p + p0)
+  if #old <= 32 then  -- no figures of other features (slices alone: always)
+    if #inc > 32 then out = out .. string.sub(inc, 33) end
+    return out
+  end
   if #inc <= 32 then return out .. string.sub(old, 33) end
-  if #old <= 32 then return out .. string.sub(inc, 33) end
   local ui, uo = string.byte(inc, 33) == 117, string.byte(old, 33) == 117  -- 'u': the usage layout
   if ui and uo then return out .. usage(old, inc) end
   if ui or uo then return out .. string.sub(inc, 33) end  -- the other layout (a version before): the call's
