@@ -42,11 +42,10 @@ local function numbers(s, pos)  -- the doubles of s from pos, in a table
   if not f then f = '<' .. string.rep('d', n); fmts[n] = f end
   return {struct.unpack(f, s, pos)}
 end
-local function widen(old, inc)  -- two usage layouts (streameval.usage_figures.pack_slice_usage), summed
-  local ho, hi = 35 + string.byte(old, 34), 35 + string.byte(inc, 34)
-  local a, b, out = numbers(old, ho), numbers(inc, hi), {}
-  for j = 1, 7 do out[j] = a[j] + b[j] end
-  local i, m, o = 8, 8, 8  -- each range: its first place, its length, a count per place
+local function widen(a, b, head)  -- the ranges of a and b merged into new ones (a: the sums added already)
+  local out = {}
+  for j = 1, 7 do out[j] = a[j] end
+  local i, m, o = 8, 8, 8
   for r = 1, 3 do
     local alo, ak, blo, bk = a[i], a[i + 1], b[m], b[m + 1]
     local lo, top = blo, blo + bk
@@ -64,19 +63,27 @@ local function widen(old, inc)  -- two usage layouts (streameval.usage_figures.p
   o = o - 1
   local f = fmts[o]
   if not f then f = '<' .. string.rep('d', o); fmts[o] = f end
-  return string.sub(inc, 33, hi - 1) .. struct.pack(f, unpack(out, 1, o))
+  return head .. struct.pack(f, unpack(out, 1, o))
 end
-local function usage(old, inc)  -- the same, in place when inc's ranges lie within old's (the usual case)
+-- two usage layouts (streameval.usage_figures.pack_slice_usage) summed: the tag, the currency, 7 sums, then
+-- three ranges (first place, length, a count per place); in place when inc's ranges lie within old's (the
+-- usual case once a window has seen a few events), else widened
+local function usage(old, inc)
   local ho, hi = 35 + string.byte(old, 34), 35 + string.byte(inc, 34)
   local a, b = numbers(old, ho), numbers(inc, hi)
   for j = 1, 7 do a[j] = a[j] + b[j] end
   local i, m = 8, 8
   for r = 1, 3 do
     local alo, ak, blo, bk = a[i], a[i + 1], b[m], b[m + 1]
+    if bk > 0 and (blo < alo or blo + bk > alo + ak) then return widen(a, b, string.sub(inc, 33, hi - 1)) end
+    i, m = i + 2 + ak, m + 2 + bk
+  end
+  i, m = 8, 8
+  for r = 1, 3 do
+    local ak, bk = a[i + 1], b[m + 1]
     if bk > 0 then
-      if blo < alo or blo + bk > alo + ak then return widen(old, inc) end
-      local d, e = i + 2 - alo, m + 2 - blo
-      for x = blo, blo + bk - 1 do a[d + x] = a[d + x] + b[e + x] end
+      local d, e = i + 2 - a[i], m + 2 - b[m]
+      for x = b[m], b[m] + bk - 1 do a[d + x] = a[d + x] + b[e + x] end
     end
     i, m = i + 2 + ak, m + 2 + bk
   end
