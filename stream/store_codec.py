@@ -10,6 +10,8 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .usage_figures import SLICE_USAGE_TAG, unpack_slice_usage
+
 __all__ = [
     "PACKED_FIELD",
     "SLICE_FIGURES",
@@ -42,24 +44,41 @@ def pack_increments(inc: dict[str, float]) -> bytes:
     left out. The record script unpacks it with ``cmsgpack`` (about twice as fast as ``cjson`` on JSON)."""
     items = [(name, value) for name, value in inc.items() if value]
     n = len(items)
-    out = bytearray(struct.pack(">BH", 0xDE, n) if n > 15 else bytes([0x80 | n]))
+    parts = [_MAP16(0xDE, n) if n > 15 else bytes([0x80 | n])]
+    heads = _HEADS
     for name, value in items:
-        raw = name.encode()
-        size = len(raw)
-        out += (
-            bytes([0xA0 | size])
-            if size < 32
-            else struct.pack(">BB", 0xD9, size)
-            if size < 256
-            else struct.pack(">BH", 0xDA, size)
-        )
-        out += raw
-        if is_whole(name) and -(1 << 63) <= value < (1 << 63):
+        head = heads.get(name)
+        if head is None:
+            head = _head(name)
+            if len(heads) < 10_000:  # names repeat (evaluators, buckets): encoded once
+                heads[name] = head
+        parts.append(head[0])
+        if head[1] and -(1 << 63) <= value < (1 << 63):
             number = int(value)
-            out += bytes([number]) if 0 <= number <= 0x7F else struct.pack(">Bq", 0xD3, number)
+            parts.append(_SMALL[number] if 0 <= number <= 0x7F else _INT64(0xD3, number))
         else:
-            out += struct.pack(">Bd", 0xCB, float(value))
-    return bytes(out)
+            parts.append(_FLOAT64(0xCB, float(value)))
+    return b"".join(parts)
+
+
+_MAP16 = struct.Struct(">BH").pack
+_INT64 = struct.Struct(">Bq").pack
+_FLOAT64 = struct.Struct(">Bd").pack
+_SMALL = [bytes([i]) for i in range(0x80)]
+_HEADS: dict[str, tuple[bytes, bool]] = {}
+
+
+def _head(name: str) -> tuple[bytes, bool]:
+    """A field name as MessagePack (fixstr, str 8 or str 16) and whether its value counts events."""
+    raw = name.encode()
+    size = len(raw)
+    if size < 32:
+        tag = bytes([0xA0 | size])
+    elif size < 256:
+        tag = struct.pack(">BB", 0xD9, size)
+    else:
+        tag = struct.pack(">BH", 0xDA, size)
+    return tag + raw, is_whole(name)
 
 
 def pointer(digest: bytes, offset: int, length: int, suffix: str) -> bytes:
@@ -106,7 +125,9 @@ _FOUR = struct.Struct("<dddd")
 def slice_figures(raw: Mapping[Any, Any] | Sequence[Any]) -> dict[str, dict[str, float]]:
     """A slice hash's figures by value (streameval.keyspace ``Keys.slice``), from HGETALL: each field a value;
     each field's value :data:`SLICE_FIGURES` as 4 little-endian doubles, then (only when a feature keeps
-    figures of its own per slice) a MessagePack map of those, as :data:`PACKED_FIELD` holds them."""
+    figures of its own per slice) those: the usage figures in their fixed layout
+    (streameval.usage_figures.pack_slice_usage), any other as a MessagePack map, as :data:`PACKED_FIELD` holds
+    them."""
     if not isinstance(raw, Mapping):
         raw = {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)}
     out: dict[str, dict[str, float]] = {}
@@ -114,7 +135,8 @@ def slice_figures(raw: Mapping[Any, Any] | Sequence[Any]) -> dict[str, dict[str,
         data = value.encode() if isinstance(value, str) else bytes(value)
         figures = dict(zip(SLICE_FIGURES, _FOUR.unpack_from(data), strict=True))
         if len(data) > _FOUR.size:
-            figures.update(_unpack_map(data[_FOUR.size :]))
+            tail = data[_FOUR.size :]
+            figures.update(unpack_slice_usage(tail) if tail[:1] == SLICE_USAGE_TAG else _unpack_map(tail))
         out[as_text(key)] = figures
     return out
 

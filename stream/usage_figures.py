@@ -12,11 +12,21 @@ log buckets (``use:D``/``use:T``: coarser, what slices keep); ``use:f:{reason}``
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Mapping
 
 from .models import AggregateUsage
 
-__all__ = ["PREFIX", "bucket", "bucket_value", "usage_of"]
+__all__ = [
+    "PREFIX",
+    "SLICE_REASONS",
+    "SLICE_USAGE_TAG",
+    "bucket",
+    "bucket_value",
+    "pack_slice_usage",
+    "unpack_slice_usage",
+    "usage_of",
+]
 
 #: the names of the usage figures start with this (a slice keeps names with this prefix too)
 PREFIX = "use:"
@@ -114,3 +124,114 @@ def usage_of(fields: Mapping[str, float], count: int) -> AggregateUsage | None:
         ttft_p95_ms=_percentile(t_buckets, 0.95, t_scale),
         finish_reasons=dict(sorted(reasons.items())),
     )
+
+
+#: finish reasons in the order of their place in a slice's usage figures (:func:`pack_slice_usage`); the
+#: usage feature's annotator keeps exactly these by name, any other as ``(other)`` (last). Append only: the
+#: place of a reason is part of the format of the slices' hashes
+SLICE_REASONS = (
+    "stop",
+    "length",
+    "content_filter",
+    "tool_calls",
+    "function_call",
+    "error",
+    "end_turn",
+    "max_tokens",
+    "stop_sequence",
+    "tool_use",
+    "refusal",
+    "pause_turn",
+    "safety",
+    "recitation",
+    "(other)",
+)
+_REASON_AT = {name: i for i, name in enumerate(SLICE_REASONS)}
+#: the sums of a slice's usage figures, in their fixed places; the events with a cost in the currency last
+_SLICE_SUMS = ("use:n", "use:in", "use:out", "use:cin", "use:rt", "use:c")
+#: the first byte of a slice's usage figures (after its 4 doubles; a MessagePack map never starts with it)
+SLICE_USAGE_TAG = b"u"
+
+
+_SUM, _PRICED, _NONE = -1, -2, -3
+#: a usage figure's name -> (kind, place): a sum, the events with a cost, or a range (0 reasons, 1 durations,
+#: 2 times to first token) and the place in it
+_PLACES: dict[str, tuple[int, int]] = {}
+
+
+def _place(name: str) -> tuple[int, int]:
+    rest = name[4:] if name.startswith(PREFIX) else ""
+    if name in _SLICE_SUMS:
+        return _SUM, _SLICE_SUMS.index(name)
+    if rest.startswith("p:"):
+        return _PRICED, 0
+    if rest.startswith("f:"):
+        return 0, _REASON_AT.get(rest[2:], len(SLICE_REASONS) - 1)
+    if rest[:1] in ("D", "T") and rest[1:].isdigit():
+        return (1 if rest[0] == "D" else 2), int(rest[1:])
+    return _NONE, 0
+
+
+def _ranged(found: Mapping[int, float]) -> list[float]:
+    """A range of places: its first, its length, then a count per place (0, 0: none)."""
+    if not found:
+        return [0.0, 0.0]
+    lo, hi = min(found), max(found)
+    return [float(lo), float(hi - lo + 1), *(float(found.get(i, 0.0)) for i in range(lo, hi + 1))]
+
+
+def pack_slice_usage(fields: Mapping[str, float]) -> bytes:
+    """A slice value's usage figures (``use:*`` names, the coarse buckets) in a fixed layout of doubles, which
+    the record script adds place by place without naming them (streameval.features.segments): the tag, the
+    currency's length (a byte) and UTF-8 bytes, then little-endian doubles: the sums of ``_SLICE_SUMS``, the
+    events with a cost, then three ranges (:func:`_ranged`): finish reasons (places of :data:`SLICE_REASONS`),
+    coarse duration buckets, coarse time-to-first-token buckets."""
+    sums = [0.0] * len(_SLICE_SUMS)
+    currency, priced = "", 0.0
+    ranges: tuple[dict[int, float], dict[int, float], dict[int, float]] = ({}, {}, {})
+    places = _PLACES
+    for name, value in fields.items():
+        place = places.get(name)
+        if place is None:
+            place = _place(name)
+            if len(places) < 10_000:  # names repeat: looked at once
+                places[name] = place
+        kind, at = place
+        if kind == _SUM:
+            sums[at] += value
+        elif kind == _PRICED:
+            currency, priced = name[6:], priced + value
+        elif kind >= 0:
+            found = ranges[kind]
+            found[at] = found.get(at, 0.0) + value
+    reasons, durations, firsts = ranges
+    raw = currency.encode()[:255]
+    numbers = [*sums, priced, *_ranged(reasons), *_ranged(durations), *_ranged(firsts)]
+    return SLICE_USAGE_TAG + bytes([len(raw)]) + raw + struct.pack(f"<{len(numbers)}d", *numbers)
+
+
+def unpack_slice_usage(data: bytes) -> dict[str, float]:
+    """The ``use:*`` figures of :func:`pack_slice_usage`'s layout (zeros left out, ``use:n`` always there)."""
+    if data[:1] != SLICE_USAGE_TAG or len(data) < 2:
+        raise ValueError("not a slice's usage figures")
+    start = 2 + data[1]
+    currency = data[2:start].decode()
+    if (len(data) - start) % 8:
+        raise ValueError("truncated slice usage figures")
+    numbers = struct.unpack_from(f"<{(len(data) - start) // 8}d", data, start)
+    out = {"use:n": numbers[0]}
+    for name, value in zip(_SLICE_SUMS[1:], numbers[1 : len(_SLICE_SUMS)], strict=True):
+        if value:
+            out[name] = value
+    at = len(_SLICE_SUMS)
+    if numbers[at]:
+        out[f"use:p:{currency}"] = numbers[at]
+    at += 1
+    for kind in ("f", "D", "T"):
+        lo, n = int(numbers[at]), int(numbers[at + 1])
+        for i, value in enumerate(numbers[at + 2 : at + 2 + n]):
+            if value:
+                name = f"use:f:{SLICE_REASONS[lo + i]}" if kind == "f" else f"use:{kind}{lo + i}"
+                out[name] = value
+        at += 2 + n
+    return out

@@ -21,6 +21,7 @@ from ..feature import AlertExamples, Annotator, BatchRecorder, BatchStep, Redact
 from ..keyspace import Client
 from ..settings import Settings
 from ..store import ResultStore
+from ..usage_figures import pack_slice_usage
 from .compare import DEFAULT_TTL_S as DEFAULT_COMPARE_TTL_S
 from .compare import CompactScoresRecorder
 from .drilldown import ExamplesRecorder, worst_ids
@@ -127,7 +128,10 @@ def record_plugins(on: Enabled, labels: LabelStore | None = None) -> list[BatchR
     if on.usage:  # before the slices: its figures join each event's increments, which they keep per slice
         out.append(UsageRecorder(on.currency, on.budgets, slices=bool(on.segments)))
     if on.segments:
-        out.append(SlicesRecorder(on.segments, prefixes=UsageRecorder.SLICE_PREFIXES if on.usage else ()))
+        if on.usage:  # its figures per slice value in their fixed layout (streameval.usage_figures)
+            out.append(SlicesRecorder(on.segments, UsageRecorder.SLICE_PREFIXES, pack_slice_usage))
+        else:
+            out.append(SlicesRecorder(on.segments))
     return out
 
 

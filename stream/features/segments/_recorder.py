@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import struct
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...feature import Block, Call, RecordContext, Recorded, slice_values
@@ -24,7 +24,10 @@ __all__ = ["SLICE_FIGURES", "SlicesRecorder"]
 # n × (value, increments), each a 2-byte little-endian length and its bytes (one argument, not 2n: the worker
 # packs and Redis reads far fewer of them; ``struct.unpack('<Hc0Hc0')`` takes one entry). A slice's figures (a field's value, and an increment) are SLICE_FIGURES as 4 little-endian
 # doubles (``struct``: no Lua table per value, the cost of MessagePack here), then, only when a feature keeps
-# figures of its own per slice, a MessagePack map of those (streameval.store_codec.slice_figures reads both).
+# figures of its own per slice, those: the usage feature's in a fixed layout of doubles added place by place
+# (its first byte ``u``: streameval.usage_figures.pack_slice_usage), any other feature's as a MessagePack map
+# (``pack``); streameval.store_codec.slice_figures reads them all. A call's usage figures replace a value's of
+# the other format (hashes of a version before, for as long as their window is open).
 # First seen wins: a value already in the hash, or while it holds fewer than the cap, is kept; any other goes
 # to (other). (missing) and (invalid) take no place. ``hmget`` / ``hset``: the core's.
 LUA = """
@@ -32,19 +35,77 @@ local ttl, ndims = ARGV[a0 + 1], tonumber(ARGV[a0 + 2])
 local caps, dims = {}, {}
 for d = 1, ndims do caps[d], dims[d] = tonumber(ARGV[a0 + 1 + 2 * d]), ARGV[a0 + 2 + 2 * d] end
 local a, k = a0 + 3 + 2 * ndims, k0 + 1
+local fmts = {}
+local function numbers(s, pos)  -- the doubles of s from pos, in a table
+  local n = (#s - pos + 1) / 8
+  local f = fmts[n]
+  if not f then f = '<' .. string.rep('d', n); fmts[n] = f end
+  return {struct.unpack(f, s, pos)}
+end
+local function widen(a, b, head)  -- the ranges of a and b merged into new ones (a: the sums added already)
+  local out = {}
+  for j = 1, 7 do out[j] = a[j] end
+  local i, m, o = 8, 8, 8
+  for r = 1, 3 do
+    local alo, ak, blo, bk = a[i], a[i + 1], b[m], b[m + 1]
+    local lo, top = blo, blo + bk
+    if bk == 0 then lo, top = alo, alo + ak
+    elseif ak > 0 then lo, top = math.min(alo, blo), math.max(alo + ak, blo + bk) end
+    out[o], out[o + 1] = lo, top - lo
+    for x = lo, top - 1 do
+      local v = 0
+      if x >= alo and x < alo + ak then v = a[i + 2 + x - alo] end
+      if x >= blo and x < blo + bk then v = v + b[m + 2 + x - blo] end
+      out[o + 2 + x - lo] = v
+    end
+    i, m, o = i + 2 + ak, m + 2 + bk, o + 2 + top - lo
+  end
+  o = o - 1
+  local f = fmts[o]
+  if not f then f = '<' .. string.rep('d', o); fmts[o] = f end
+  return head .. struct.pack(f, unpack(out, 1, o))
+end
+-- two usage layouts (streameval.usage_figures.pack_slice_usage) summed: the tag, the currency, 7 sums, then
+-- three ranges (first place, length, a count per place); in place when inc's ranges lie within old's (the
+-- usual case once a window has seen a few events), else widened
+local function usage(old, inc)
+  local ho, hi = 35 + string.byte(old, 34), 35 + string.byte(inc, 34)
+  local a, b = numbers(old, ho), numbers(inc, hi)
+  for j = 1, 7 do a[j] = a[j] + b[j] end
+  local i, m = 8, 8
+  for r = 1, 3 do
+    local alo, ak, blo, bk = a[i], a[i + 1], b[m], b[m + 1]
+    if bk > 0 and (blo < alo or blo + bk > alo + ak) then return widen(a, b, string.sub(inc, 33, hi - 1)) end
+    i, m = i + 2 + ak, m + 2 + bk
+  end
+  i, m = 8, 8
+  for r = 1, 3 do
+    local ak, bk = a[i + 1], b[m + 1]
+    if bk > 0 then
+      local d, e = i + 2 - a[i], m + 2 - b[m]
+      for x = b[m], b[m] + bk - 1 do a[d + x] = a[d + x] + b[e + x] end
+    end
+    i, m = i + 2 + ak, m + 2 + bk
+  end
+  local n = (#old - ho + 1) / 8
+  return string.sub(old, 33, ho - 1) .. struct.pack(fmts[n], unpack(a, 1, n))
+end
 local function add(old, inc)
   if not old then return inc end  -- a new value (or (other)): its increments are its figures
   local c, s, q, p = struct.unpack('<dddd', inc)
   local c0, s0, q0, p0 = struct.unpack('<dddd', old)
   local out = struct.pack('<dddd', c + c0, s + s0, q + q0, p + p0)
-  if #inc > 32 or #old > 32 then
-    local figures = #old > 32 and cmsgpack.unpack(string.sub(old, 33)) or {}
-    if #inc > 32 then
-      for name, v in pairs(cmsgpack.unpack(string.sub(inc, 33))) do figures[name] = (figures[name] or 0) + v end
-    end
-    out = out .. cmsgpack.pack(figures)
+  if #old <= 32 then  -- no figures of other features (slices alone: always)
+    if #inc > 32 then out = out .. string.sub(inc, 33) end
+    return out
   end
-  return out
+  if #inc <= 32 then return out .. string.sub(old, 33) end
+  local ui, uo = string.byte(inc, 33) == 117, string.byte(old, 33) == 117  -- 'u': the usage layout
+  if ui and uo then return out .. usage(old, inc) end
+  if ui or uo then return out .. string.sub(inc, 33) end  -- the other layout (a version before): the call's
+  local figures = cmsgpack.unpack(string.sub(old, 33))
+  for name, v in pairs(cmsgpack.unpack(string.sub(inc, 33))) do figures[name] = (figures[name] or 0) + v end
+  return out .. cmsgpack.pack(figures)
 end
 for t = 1, ntargets do
   for d = 1, ndims do
@@ -102,9 +163,15 @@ class SlicesRecorder:
     name = "slices"
     lua = LUA
 
-    def __init__(self, dimensions: Sequence[Dimension], prefixes: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        dimensions: Sequence[Dimension],
+        prefixes: Sequence[str] = (),
+        pack: Callable[[dict[str, float]], bytes] = pack_increments,
+    ) -> None:
         self.dimensions = tuple(dimensions)
         self.prefixes = tuple(prefixes)
+        self.pack = pack
         self._kept: dict[str, bool] = {}  # increment name -> under a prefix (names repeat: computed once)
 
     def writes(
@@ -173,7 +240,7 @@ class SlicesRecorder:
         for dimension in self.dimensions:
             args += [dimension.max_values, dimension.name]
         candidates = {size: ctx.candidates(size, now) for size in sizes}
-        pack, length = _FOUR.pack, _LENGTH.pack
+        pack, length, tail = _FOUR.pack, _LENGTH.pack, self.pack
         for t, (s, start) in enumerate(targets):
             size = sizes[s]
             first, second = candidates[size]
@@ -190,7 +257,7 @@ class SlicesRecorder:
                     raw = value.encode()
                     figures = pack(acc[0], acc[1], acc[2], acc[3])
                     if acc[4]:
-                        figures += pack_increments(acc[4])
+                        figures += tail(acc[4])
                     entries += [length(len(raw)), raw, length(len(figures)), figures]
                 args += [len(found), b"".join(entries)]
         return Block(keys, args)
