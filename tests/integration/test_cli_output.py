@@ -279,14 +279,76 @@ def case_notify(ctx: Ctx) -> Ran:
     return Ran(code, out, err, out_has=["hook (webhook)"])
 
 
+GUARDED = (
+    "suites:\n  - name: qa\n    default: true\n    evaluators: [{evaluator: exact_match}]\n"
+    "    guard: {block_below: 0.5}\n"
+)
+
+
+def case_guard(ctx: Ctx) -> Ran:
+    config = ctx.tmp / "guard.yaml"
+    config.write_text(GUARDED)
+    port = free_port()
+    code, out, err = serve(
+        ctx,
+        ["guard", "--config", str(config), "--port", str(port), "--workers", "1"],
+        answers(port),
+        signal.SIGTERM,
+    )
+    return Ran(code, out, err, err_has=[f"streameval guard listening on http://127.0.0.1:{port}"])
+
+
+def case_check_one(ctx: Ctx) -> Ran:
+    """The answer (JSON) on stdout; a blocked answer is exit 1 with nothing on stderr (it is the result)."""
+    config = ctx.tmp / "guard.yaml"
+    config.write_text(GUARDED)
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streameval",
+            "guard",
+            "--config",
+            str(config),
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=ctx.env(STREAMEVAL_API_TOKEN="check-one-token-0123"),
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not answers(port)(ctx.tmp):
+            assert server.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        done = subprocess.run(
+            [sys.executable, "-m", "streameval", "check-one", "--url", f"http://127.0.0.1:{port}"],
+            input=b'{"model": "m", "output": "Lyon", "expected": "Paris"}',
+            capture_output=True,
+            timeout=60,
+            env=ctx.env(STREAMEVAL_API_TOKEN="check-one-token-0123"),  # checks need a token, as the write API
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    out, err = done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")
+    return Ran(done.returncode, out, err, out_has=['"decision":"block"'], code_is=1)
+
+
 CASES: dict[str, Callable[[Ctx], Ran]] = {
     "api": case_api,
     "backfill": case_backfill,
     "check": case_check,
+    "check-one": case_check_one,
     "compare": case_compare,
     "dead-letter-raw": case_dead_letter_raw,
     "demo": case_demo,
     "evaluate": case_evaluate,
+    "guard": case_guard,
     "judge-sim": case_judge_sim,
     "migrate": case_migrate,
     "notify": case_notify,

@@ -307,9 +307,11 @@ async function showResult(example) {
   $("detail-judges").hidden = !judges.length;
   $("detail-judges").querySelector("tbody").replaceChildren(...judges.map((j) => SE.el("tr", {},
     cell(j.name, "wrap"), cell(j.model, "wrap"), cell(j.status), cell(fixed(j.score, 1)), cell(j.reasoning || j.error || j.reason || "", "wrap"))));
+  /* the results API answers the window's example once the broker has the result; an error says why */
+  const why = r.ok ? "" : `: ${r.payload && r.payload.message ? r.payload.message : `HTTP ${r.status}`}`;
   $("detail-source").textContent = full
     ? "the full result (kept until the broker has it, within the redelivery horizon)"
-    : `the example kept with the window (texts may be shortened): ${r.payload ? r.payload.message : `HTTP ${r.status}`}`;
+    : `the example kept with the window (texts may be shortened)${why}`;
   $("result-detail").scrollIntoView({ block: "nearest" });
 }
 

@@ -66,14 +66,14 @@ def _install() -> None:  # one small patch per stage
 
         record_many = ResultStore.record_many
 
-        async def bad_record(self, results, dead):  # type: ignore[no-untyped-def]
+        async def bad_record(self, results, dead=(), **kwargs):  # type: ignore[no-untyped-def]
             if _fire(
                 any(MARKER in item[0].id.encode() for item in results)
             ):  # (result, encoded, counters[, content])
                 if STAGE == "hang":
                     await asyncio.Event().wait()
                 raise ResponseError("OOM command not allowed when used memory > 'maxmemory' (injected)")
-            return await record_many(self, results, dead)
+            return await record_many(self, results, dead, **kwargs)
 
         ResultStore.record_many = bad_record  # type: ignore[method-assign]
     elif STAGE == "publish":
