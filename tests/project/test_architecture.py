@@ -143,3 +143,18 @@ def test_the_usage_check_would_catch_a_missing_file() -> None:
     assert not _listed("docs/suites.md", ["stream/evaluators/<name>.py", "docs/metrics.md"])
     assert _listed("stream/evaluators/bleu.py", ["stream/evaluators/<name>.py"])
     assert not _listed("stream/evaluators/sub/bleu.py", ["stream/evaluators/<name>.py"])
+
+
+def test_every_package_directory_is_in_the_distribution() -> None:
+    """Each folder of stream/ with an ``__init__.py`` is listed in pyproject's ``packages``: setuptools leaves
+    an unlisted one out of the wheel, and only the installed package (other Pythons, the wheel check) fails."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join(("streameval", *init.parent.relative_to(ROOT / "stream").parts))
+        for init in (ROOT / "stream").rglob("__init__.py")
+        if "node_modules" not in init.parts
+    }
+    assert len(found) > 10, "the walk no longer finds the packages"
+    assert sorted(found - listed) == [], "packages missing from pyproject's [tool.setuptools] packages"
