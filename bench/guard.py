@@ -33,10 +33,13 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "features" / "guard"))
+from _guard_helpers import start_guard
 from framework_share import SUITES, events
 
 from streameval._util import freeze_heap
@@ -233,29 +236,10 @@ async def step(
 def start_server(config: Path, workers: int) -> tuple[subprocess.Popen[str], str, int]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMEVAL_")}
     env["STREAMEVAL_API_TOKEN"] = TOKEN
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streameval",
-            "guard",
-            "--config",
-            str(config),
-            "--port",
-            "0",
-            "--workers",
-            str(workers),
-        ],
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stderr is not None
-    for line in process.stderr:
-        found = re.search(r"listening on http://([\d.]+):(\d+)", line)
-        if found:
-            return process, found.group(1), int(found.group(2))
-    raise SystemExit("the guard server did not start")
+    process, url = start_guard(config, workers, env)
+    address = urlsplit(url)
+    assert address.hostname is not None and address.port is not None, url
+    return process, address.hostname, address.port
 
 
 async def ready(host: str, port: int, body: bytes, processes: int) -> None:

@@ -63,7 +63,8 @@ def _text(content: Any) -> str:
 
 
 class Protocol:
-    """One judge protocol. Subclasses set the class attributes and the four body methods."""
+    """One judge protocol. Subclasses set the class attributes, the request body's prompt and schema fields
+    (``body`` puts them after the fields every protocol has) and the other methods."""
 
     #: the name in ``protocol:`` (a key of :data:`PROTOCOLS`)
     name: str = ""
@@ -88,6 +89,22 @@ class Protocol:
     ) -> dict[str, Any]:
         """The request body asking ``cfg.model``; ``schema`` asks for a structured (JSON) answer, in the
         structured-output ``dialect`` where the protocol has several (:mod:`._structured`)."""
+        body: dict[str, Any] = {
+            "model": cfg.model,
+            "max_tokens": cfg.max_tokens,
+            "temperature": cfg.temperature,
+            **self._prompt_fields(system, user),
+        }
+        if schema is not None:
+            body.update(self._schema_fields(schema, dialect))
+        return body
+
+    def _prompt_fields(self, system: str, user: str) -> dict[str, Any]:
+        """The request fields carrying the system and user prompts (after model, max_tokens, temperature)."""
+        raise NotImplementedError
+
+    def _schema_fields(self, schema: dict[str, Any], dialect: str) -> dict[str, Any]:
+        """The request fields asking for a structured answer by ``schema`` (:mod:`._structured`)."""
         raise NotImplementedError
 
     def read(self, payload: Any) -> tuple[str, int, int]:
@@ -124,23 +141,11 @@ class OpenAIChat(Protocol):
     def headers(self, key: str | None) -> dict[str, str]:
         return {} if key is None else {"authorization": f"Bearer {key}"}
 
-    def body(
-        self,
-        cfg: BodyConfig,
-        system: str,
-        user: str,
-        schema: dict[str, Any] | None,
-        dialect: str = "json_schema",
-    ) -> dict[str, Any]:
-        body = {
-            "model": cfg.model,
-            "max_tokens": cfg.max_tokens,
-            "temperature": cfg.temperature,
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
-        }
-        if schema is not None:
-            body.update(openai_fields(schema, dialect))
-        return body
+    def _prompt_fields(self, system: str, user: str) -> dict[str, Any]:
+        return {"messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
+
+    def _schema_fields(self, schema: dict[str, Any], dialect: str) -> dict[str, Any]:
+        return openai_fields(schema, dialect)
 
     def read(self, payload: Any) -> tuple[str, int, int]:
         message = payload["choices"][0]["message"]
@@ -191,24 +196,11 @@ class AnthropicMessages(Protocol):
         headers["anthropic-version"] = ANTHROPIC_VERSION
         return headers
 
-    def body(
-        self,
-        cfg: BodyConfig,
-        system: str,
-        user: str,
-        schema: dict[str, Any] | None,
-        dialect: str = "json_schema",
-    ) -> dict[str, Any]:
-        body = {
-            "model": cfg.model,
-            "max_tokens": cfg.max_tokens,
-            "temperature": cfg.temperature,
-            "system": system,
-            "messages": [{"role": "user", "content": user}],
-        }
-        if schema is not None:
-            body.update(anthropic_fields(schema))
-        return body
+    def _prompt_fields(self, system: str, user: str) -> dict[str, Any]:
+        return {"system": system, "messages": [{"role": "user", "content": user}]}
+
+    def _schema_fields(self, schema: dict[str, Any], dialect: str) -> dict[str, Any]:
+        return anthropic_fields(schema)  # one dialect: the forced tool
 
     def read(self, payload: Any) -> tuple[str, int, int]:
         called = tool_input(payload["content"])

@@ -44,7 +44,7 @@ from selenium import webdriver  # noqa: E402  (only once the browser is known to
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 NODE_CODE = """module.exports = async function evaluate(input, output, expected, metadata) {
   const min = metadata.minLength || 5;
@@ -158,6 +158,29 @@ def set_token(driver: WebDriver) -> None:
     field.clear()
     field.send_keys(TOKEN)
     driver.execute_script("arguments[0].dispatchEvent(new Event('change'))", field)
+
+
+def open_dashboard(driver: WebDriver, site: str) -> None:
+    """The dashboard with the token set, once it has refreshed once."""
+    driver.get(f"{site}/dashboard")
+    set_token(driver)
+    wait(driver, lambda d: d.find_element(By.ID, "updated").text != "—", "the dashboard's first refresh")
+
+
+def pick(driver: WebDriver, select_id: str, value: str) -> bool:
+    """Selects ``value`` in the ``select_id`` list once it is one of its options (False until then)."""
+    options = [
+        o.get_attribute("value") for o in driver.find_elements(By.CSS_SELECTOR, f"#{select_id} option")
+    ]
+    if value not in options:
+        return False
+    Select(driver.find_element(By.ID, select_id)).select_by_value(value)
+    return True
+
+
+def csp_violations(driver: WebDriver) -> list[str]:
+    """The browser log's Content Security Policy messages since the last read of the log."""
+    return [e["message"] for e in driver.get_log("browser") if "Content Security Policy" in e["message"]]
 
 
 def test_create_test_run_and_presets_read_only(browser: WebDriver, site: str) -> None:

@@ -19,13 +19,20 @@ from streameval.embedded import EmbeddedBroker
 from streameval.kafka_io import produce
 from streameval.models import format_time
 
-from .test_browser import ARTIFACTS, browser, serve_site, set_token, wait  # noqa: F401  (browser: a fixture)
+from .test_browser import (  # noqa: F401  (browser: a fixture)
+    ARTIFACTS,
+    browser,
+    csp_violations,
+    open_dashboard,
+    pick,
+    serve_site,
+    wait,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
 from selenium.webdriver.common.by import By  # noqa: E402  (test_browser skipped the module without a browser)
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
-from selenium.webdriver.support.ui import Select  # noqa: E402
 
 # tier -> outputs: free fails most, gold never
 TIERS = {"gold": ["北京"] * 6, "free": ["上海", "上海", "上海", "北京"], "team": ["北京", "上海"]}
@@ -63,22 +70,11 @@ def test_slice_selector_and_worst_slices(
                 )
             )
     asyncio.run(produce(broker.bootstrap, topics["requests"], events))
-    browser.get(f"{site}/dashboard")
-    set_token(browser)
-    wait(browser, lambda d: d.find_element(By.ID, "updated").text != "—", "the dashboard's first refresh")
+    open_dashboard(browser, site)
     assert browser.find_element(By.ID, "segments-note").text == "pick a model and a suite"
 
-    def pick(select_id: str, value: str) -> bool:
-        options = [
-            o.get_attribute("value") for o in browser.find_elements(By.CSS_SELECTOR, f"#{select_id} option")
-        ]
-        if value not in options:
-            return False
-        Select(browser.find_element(By.ID, select_id)).select_by_value(value)
-        return True
-
-    wait(browser, lambda d: pick("filter-model", "model-a"), "model-a in the model filter")
-    wait(browser, lambda d: pick("filter-suite", "qa"), "qa in the suite filter")
+    wait(browser, lambda d: pick(d, "filter-model", "model-a"), "model-a in the model filter")
+    wait(browser, lambda d: pick(d, "filter-suite", "qa"), "qa in the suite filter")
 
     def rows(d: WebDriver) -> list[tuple[str, str, str]]:  # one step: the table may be redrawn between reads
         return d.execute_script(  # type: ignore[no-any-return]
@@ -101,9 +97,9 @@ def test_slice_selector_and_worst_slices(
     browser.save_screenshot(str(ARTIFACTS / "10-worst-slices.png"))
 
     # the selector: one dimension, then one slice with its figures per window
-    wait(browser, lambda d: pick("segment-dimension", "tier"), "tier in the slice selector")
+    wait(browser, lambda d: pick(d, "segment-dimension", "tier"), "tier in the slice selector")
     wait(browser, lambda d: {r[0] for r in rows(d)} == {"tier"}, "only the tier slices")
-    wait(browser, lambda d: pick("segment-value", "team"), "team among the values")
+    wait(browser, lambda d: pick(d, "segment-value", "team"), "team among the values")
     wait(browser, lambda d: [r[1] for r in rows(d)] == ["team"], "the team slice alone")
     wait(
         browser,
@@ -115,7 +111,4 @@ def test_slice_selector_and_worst_slices(
     )
     browser.execute_script("document.getElementById('segments-panel').scrollIntoView()")
     browser.save_screenshot(str(ARTIFACTS / "11-one-slice.png"))
-    violations = [
-        e["message"] for e in browser.get_log("browser") if "Content Security Policy" in e["message"]
-    ]
-    assert not violations
+    assert not csp_violations(browser)

@@ -18,13 +18,20 @@ from streameval.embedded import EmbeddedBroker
 from streameval.kafka_io import produce
 from streameval.models import format_time
 
-from .test_browser import ARTIFACTS, browser, serve_site, set_token, wait  # noqa: F401  (browser: a fixture)
+from .test_browser import (  # noqa: F401  (browser: a fixture)
+    ARTIFACTS,
+    browser,
+    csp_violations,
+    open_dashboard,
+    pick,
+    serve_site,
+    wait,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
 from selenium.webdriver.common.by import By  # noqa: E402  (test_browser skipped the module without a browser)
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
-from selenium.webdriver.support.ui import Select  # noqa: E402
 
 # model -> (outputs, input tokens, output tokens) per event; expected 北京
 MODELS = {"big": (["北京"] * 4, 1000, 200), "small": (["北京", "上海", "北京", "上海"], 1000, 200)}
@@ -75,20 +82,9 @@ def test_quality_per_cost_and_budgets(
                 )
             )
     asyncio.run(produce(broker.bootstrap, topics["requests"], events))
-    browser.get(f"{site}/dashboard")
-    set_token(browser)
-    wait(browser, lambda d: d.find_element(By.ID, "updated").text != "—", "the dashboard's first refresh")
+    open_dashboard(browser, site)
 
-    def pick(select_id: str, value: str) -> bool:
-        options = [
-            o.get_attribute("value") for o in browser.find_elements(By.CSS_SELECTOR, f"#{select_id} option")
-        ]
-        if value not in options:
-            return False
-        Select(browser.find_element(By.ID, select_id)).select_by_value(value)
-        return True
-
-    wait(browser, lambda d: pick("filter-suite", "qa"), "qa in the suite filter")
+    wait(browser, lambda d: pick(d, "filter-suite", "qa"), "qa in the suite filter")
 
     def rows(d: WebDriver, table: str) -> list[list[str]]:  # one step: the table may be redrawn between reads
         return d.execute_script(  # type: ignore[no-any-return]
@@ -114,7 +110,4 @@ def test_quality_per_cost_and_budgets(
     assert budget[0] == "qa-day" and budget[3] == f"{4 * 0.016 + 4 * 0.0014:.2f} USD"
     browser.execute_script("document.getElementById('budgets-panel').scrollIntoView()")
     browser.save_screenshot(str(ARTIFACTS / "21-budgets.png"))
-    violations = [
-        e["message"] for e in browser.get_log("browser") if "Content Security Policy" in e["message"]
-    ]
-    assert not violations
+    assert not csp_violations(browser)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from ...models import GradedResult, RequestEvent
+from ...usage_figures import SLICE_REASONS
 from ._prices import PricesConfig, call_cost
 
 __all__ = ["FINISH_REASONS", "KEY", "OTHER", "Usage", "UsageAnnotator"]
@@ -15,26 +16,10 @@ __all__ = ["FINISH_REASONS", "KEY", "OTHER", "Usage", "UsageAnnotator"]
 KEY = "usage"
 
 #: finish reasons kept by name (OpenAI, Anthropic, Gemini, OpenTelemetry GenAI); any other counts as
-#: ``(other)``: producers choose the text, and the window keeps one figure per name
-FINISH_REASONS = frozenset(
-    {
-        "stop",
-        "length",
-        "content_filter",
-        "tool_calls",
-        "function_call",
-        "error",
-        "end_turn",
-        "max_tokens",
-        "stop_sequence",
-        "tool_use",
-        "refusal",
-        "pause_turn",
-        "safety",
-        "recitation",
-    }
-)
-OTHER = "(other)"
+#: ``(other)``: producers choose the text, and the window keeps one figure per name (the names and their
+#: places in a slice's usage figures are one list, streameval.usage_figures.SLICE_REASONS)
+FINISH_REASONS = frozenset(SLICE_REASONS[:-1])
+OTHER = SLICE_REASONS[-1]
 
 
 class Usage(NamedTuple):

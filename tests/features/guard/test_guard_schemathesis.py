@@ -4,16 +4,14 @@ checks (bad JSON, wrong types, missing fields, unknown suites) is one the docume
 from __future__ import annotations
 
 import re
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
+from _guard_helpers import running_guard
 
 TOKEN = "schema-test-token-0123456789"
 
@@ -28,41 +26,8 @@ def guard_server(tmp_path: Path) -> Iterator[str]:
         "guard": {"deadline_ms": 500},
     }
     config.write_text(yaml.safe_dump({"suites": [suite]}))
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streameval",
-            "guard",
-            "--config",
-            str(config),
-            "--port",
-            "0",
-            "--workers",
-            "1",
-        ],
-        env={"PATH": "/usr/bin:/bin", "STREAMEVAL_API_TOKEN": TOKEN},
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stderr is not None
-    url = None
-    for line in process.stderr:
-        found = re.search(r"listening on (http://\S+)", line)
-        if found:
-            url = found.group(1)
-            break
-    assert url is not None, "the guard server did not start"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # polling the server's start with a deadline, not a result
-        try:
-            if httpx.get(f"{url}/health").status_code == 200:
-                break
-        except httpx.TransportError:
-            time.sleep(0.05)
-    yield url
-    process.send_signal(signal.SIGTERM)
-    process.wait(timeout=30)
+    with running_guard(config, 1, {"PATH": "/usr/bin:/bin", "STREAMEVAL_API_TOKEN": TOKEN}) as (_, url):
+        yield url
 
 
 def test_schemathesis_run_against_the_guards_document(guard_server: str) -> None:

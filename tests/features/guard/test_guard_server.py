@@ -4,11 +4,9 @@ and async over kept-alive connections, and ``streameval check-one`` reading an e
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,30 +14,12 @@ import httpx
 import orjson
 import pytest
 import yaml
-from _guard_helpers import CARD_FREE
+from _guard_helpers import running_guard, support_suite
 
 from streameval.guard_client import AsyncGuardClient, CheckRefused, GuardClient
 
 TOKEN = "server-test-token-0123456789"
-SUITES = {
-    "suites": [
-        {
-            "name": "support",
-            "default": True,
-            "evaluators": [
-                {"evaluator": "contains", "params": {"value": "ORD-"}},
-                {
-                    "evaluator": "regex",
-                    "name": "no_card",
-                    "gate": True,
-                    "weight": 0,
-                    "params": {"pattern": CARD_FREE},
-                },
-            ],
-            "guard": {"deadline_ms": 200},
-        }
-    ]
-}
+SUITES = {"suites": [support_suite({"deadline_ms": 200})]}
 CARD = "Your card 4111 1111 1111 1111 is on order ORD-9"
 
 
@@ -52,43 +32,8 @@ def _env() -> dict[str, str]:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, subprocess.Popen[str], Path]]:
     config = tmp_path_factory.mktemp("guard") / "suites.yaml"
     config.write_text(yaml.safe_dump(SUITES))
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streameval",
-            "guard",
-            "--config",
-            str(config),
-            "--port",
-            "0",
-            "--workers",
-            "2",
-        ],
-        env=_env(),
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stderr is not None
-    url = None
-    give_up = time.monotonic() + 60
-    while url is None and time.monotonic() < give_up:
-        line = process.stderr.readline()
-        if not line and process.poll() is not None:
-            break
-        found = re.search(r"listening on (http://\S+)", line)
-        url = found.group(1) if found else None
-    assert url is not None, "the guard server did not start"
-    while time.monotonic() < give_up:  # both processes bind after the line; poll until one answers
-        try:
-            if httpx.get(f"{url}/health").status_code == 200:
-                break
-        except httpx.TransportError:
-            time.sleep(0.05)
-    yield url, process, config
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=30)
+    with running_guard(config, 2, _env()) as (process, url):
+        yield url, process, config
 
 
 def test_the_sync_client_reuses_its_connection(server: tuple[str, subprocess.Popen[str], Path]) -> None:

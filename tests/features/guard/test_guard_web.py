@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 import redis.asyncio as aioredis
-from _guard_helpers import CARD_FREE, raw
+from _guard_helpers import raw, support_suite
 from aiohttp.test_utils import TestClient, TestServer
 
 from streameval.api import Identities, create_web_app, openapi_document
@@ -25,21 +25,7 @@ REVIEWER = "a-reviewer-token-0123456789"
 IDENTITIES = Identities((("api", TOKEN), ("chat", CALLER)))
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 SUITES = [
-    {
-        "name": "support",
-        "default": True,
-        "evaluators": [
-            {"evaluator": "contains", "params": {"value": "ORD-"}},
-            {
-                "evaluator": "regex",
-                "name": "no_card",
-                "gate": True,
-                "weight": 0,
-                "params": {"pattern": CARD_FREE},
-            },
-        ],
-        "guard": {},
-    },
+    support_suite({}),
     {"name": "billing", "match": {"category": ["billing"]}, "evaluators": [{"evaluator": "exact_match"}]},
 ]
 
